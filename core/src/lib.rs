@@ -1,0 +1,20 @@
+//! `curator-core`: the data model and the pure policy of curator.
+//!
+//! Invariant: this crate does no IO, starts no threads and knows nothing about wasmtime,
+//! tokio or Arrow execution. It is what a stage manifest, a pipeline file and a resource
+//! request *mean*; the host decides what to do with them.
+
+pub mod manifest;
+pub mod params;
+pub mod pipeline;
+pub mod resources;
+pub mod task;
+
+pub use manifest::{
+    Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, StageRole, ABI_MAJOR, ABI_MINOR,
+    WIT_PACKAGE,
+};
+pub use params::{validate_params, ParamError};
+pub use pipeline::{PipelineSpec, SinkSpec, SourceSpec, SpecError, StageSpec};
+pub use resources::{ResourceError, ResourceOverride, Resources};
+pub use task::TaskMeta;

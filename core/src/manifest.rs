@@ -1,0 +1,226 @@
+//! The plugin manifest: what a plugin file says about itself (DESIGN §6).
+//!
+//! A WASM plugin carries it as JSON in the custom section [`MANIFEST_SECTION`]; the host reads
+//! it from there without instantiating the plugin.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::resources::{ResourceError, Resources};
+
+/// The WIT package that WASM stages implement.
+pub const WIT_PACKAGE: &str = "curator:stage@0.1.0";
+/// Major version of the stage contract. A plugin built for another major is refused.
+pub const ABI_MAJOR: u32 = 0;
+/// Minor version of the stage contract. Plugins with a lower minor still load.
+pub const ABI_MINOR: u32 = 1;
+/// Name of the custom section holding the manifest JSON.
+pub const MANIFEST_SECTION: &str = "curator-manifest";
+
+/// How the plugin runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginKind {
+    /// A sandboxed WASM component (`wasm32-wasip2`).
+    Wasm,
+    /// A native shared library behind the C ABI, run in worker processes.
+    Native,
+}
+
+/// What the stage does to a batch, as declared by its SDK trait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StageRole {
+    /// Keeps or drops documents; never changes them.
+    Filter,
+    /// Rewrites the text of each document.
+    Map,
+    /// Any batch transformation.
+    Stage,
+}
+
+/// A directory the plugin asks to see. The pipeline grants it by `name`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryRequest {
+    /// Logical name; the guest sees the granted directory at `/<name>`.
+    pub name: String,
+    /// Whether the stage needs to write there (read-only otherwise).
+    #[serde(default)]
+    pub writable: bool,
+    /// Why the stage needs it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+/// What the plugin may touch beyond its own memory. Nothing by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Permissions {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directories: Vec<DirectoryRequest>,
+}
+
+/// ABI version a plugin was built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Abi {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl Default for Abi {
+    fn default() -> Self {
+        Abi { major: ABI_MAJOR, minor: ABI_MINOR }
+    }
+}
+
+/// A plugin's manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Stage name used in pipeline files (`[a-z0-9_-]+`).
+    pub name: String,
+    /// Semantic version of the plugin.
+    pub version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub license: String,
+    pub abi: Abi,
+    pub kind: PluginKind,
+    pub role: StageRole,
+    #[serde(default)]
+    pub resources: Resources,
+    /// Preferred documents per batch; the pipeline may override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<usize>,
+    /// Columns the stage reads.
+    #[serde(default)]
+    pub input_columns: Vec<String>,
+    /// Columns the stage writes or adds.
+    #[serde(default)]
+    pub output_columns: Vec<String>,
+    /// JSON Schema of the `params:` object.
+    pub params_schema: serde_json::Value,
+    #[serde(default)]
+    pub permissions: Permissions,
+    /// Node-level assets to fetch once per machine before workers start (reserved).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup_on_node: Vec<String>,
+}
+
+/// Why a manifest is invalid. Messages name the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("manifest: {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("manifest: name: {0:?} is not a valid stage name (use lowercase letters, digits, '_' and '-')")]
+    BadName(String),
+    #[error("manifest: abi: plugin built for ABI {found_major}.{found_minor}, host supports {ABI_MAJOR}.{ABI_MINOR}")]
+    AbiMismatch { found_major: u32, found_minor: u32 },
+    #[error("manifest: resources.{0}")]
+    Resources(#[from] ResourceError),
+    #[error("manifest: params_schema: must be a JSON object with \"type\": \"object\"")]
+    BadParamsSchema,
+    #[error("manifest: permissions.directories: {0}")]
+    BadDirectory(String),
+}
+
+impl Manifest {
+    /// Parse and validate a manifest from its JSON text.
+    pub fn from_json(bytes: &[u8]) -> Result<Manifest, ManifestError> {
+        let de = &mut serde_json::Deserializer::from_slice(bytes);
+        let manifest: Manifest = serde_path_to_error::deserialize(de).map_err(|e| ManifestError::Parse {
+            path: e.path().to_string(),
+            message: e.inner().to_string(),
+        })?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    /// Check the manifest's invariants.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        if !is_valid_name(&self.name) {
+            return Err(ManifestError::BadName(self.name.clone()));
+        }
+        if self.abi.major != ABI_MAJOR || self.abi.minor > ABI_MINOR {
+            return Err(ManifestError::AbiMismatch { found_major: self.abi.major, found_minor: self.abi.minor });
+        }
+        self.resources.validate()?;
+        if self.params_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+            return Err(ManifestError::BadParamsSchema);
+        }
+        for d in &self.permissions.directories {
+            if !is_valid_name(&d.name) {
+                return Err(ManifestError::BadDirectory(format!("{:?} is not a valid directory name", d.name)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stage and directory names: non-empty, lowercase ASCII letters, digits, `_` and `-`.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> serde_json::Value {
+        serde_json::json!({
+            "name": "word_count_filter",
+            "version": "0.1.0",
+            "abi": {"major": ABI_MAJOR, "minor": ABI_MINOR},
+            "kind": "wasm",
+            "role": "filter",
+            "resources": {"cpus": 1.0},
+            "params_schema": {"type": "object", "properties": {}},
+        })
+    }
+
+    #[test]
+    fn parses_valid_manifest() {
+        let m = Manifest::from_json(sample().to_string().as_bytes()).unwrap();
+        assert_eq!(m.name, "word_count_filter");
+        assert_eq!(m.kind, PluginKind::Wasm);
+        assert!(m.permissions.directories.is_empty());
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let mut v = sample();
+        v["resources"]["cpu"] = serde_json::json!(2);
+        let err = Manifest::from_json(v.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("resources") && err.contains("unknown field `cpu`"), "{err}");
+    }
+
+    #[test]
+    fn abi_major_mismatch_refused() {
+        let mut v = sample();
+        v["abi"]["major"] = serde_json::json!(ABI_MAJOR + 1);
+        let err = Manifest::from_json(v.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(err.contains(&format!("built for ABI {}.", ABI_MAJOR + 1)), "{err}");
+        assert!(err.contains(&format!("host supports {ABI_MAJOR}.{ABI_MINOR}")), "{err}");
+    }
+
+    #[test]
+    fn both_gpu_kinds_refused() {
+        let mut v = sample();
+        v["resources"] = serde_json::json!({"cpus": 1, "gpus": 1, "gpu_memory_gb": 4});
+        let err = Manifest::from_json(v.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("gpus") && err.contains("gpu_memory_gb"), "{err}");
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_valid_name("word_count-2"));
+        assert!(!is_valid_name("Word"));
+        assert!(!is_valid_name(""));
+        assert!(!is_valid_name("../x"));
+    }
+}

@@ -1,0 +1,347 @@
+//! The pipeline file: a source, ordered stages and a sink, read from YAML.
+//!
+//! Every error names the file and the path inside it, e.g.
+//! `pipeline.yaml: stages[2].params.min_words: expected an integer, found "ten"`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::resources::ResourceOverride;
+
+/// Default documents per batch.
+pub const DEFAULT_BATCH_SIZE: usize = 1000;
+/// Default wall-clock limit of one stage call, in seconds.
+pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
+
+/// A whole pipeline file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    /// A label for logs and summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub source: SourceSpec,
+    /// Stages in the order documents flow through them.
+    #[serde(default)]
+    pub stages: Vec<StageSpec>,
+    pub sink: SinkSpec,
+    /// Documents per batch, unless a stage overrides it (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<usize>,
+    /// Wall-clock limit per stage call in seconds, unless a stage overrides it (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
+}
+
+/// Input file format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Jsonl,
+}
+
+/// Where documents come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    /// A file, a directory (read recursively, sorted) or a list of them. Relative paths are
+    /// resolved against the pipeline file's directory.
+    pub path: OneOrMany,
+    #[serde(default)]
+    pub format: Format,
+    /// Field holding the document text (default `text`).
+    #[serde(default = "default_text_field")]
+    pub text_field: String,
+    /// Field holding the document id (default `id`); generated from file and line if absent.
+    #[serde(default = "default_id_field")]
+    pub id_field: String,
+    /// Which files of a directory to read (default `.jsonl`, `.json`, `.jsonl.gz`, `.jsonl.zst`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_extensions: Option<Vec<String>>,
+    /// Read at most this many documents in total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// One path or a list of paths.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn as_vec(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// Compression of written files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    #[default]
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    /// File name suffix for this compression.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Compression::None => "",
+            Compression::Gzip => ".gz",
+            Compression::Zstd => ".zst",
+        }
+    }
+}
+
+/// What to do when an output file already exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteMode {
+    /// Refuse to start if an output file exists.
+    #[default]
+    Error,
+    /// Replace existing output files.
+    Overwrite,
+}
+
+/// Where kept documents go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SinkSpec {
+    /// Output directory; one output file per input file. Relative to the pipeline file.
+    pub path: String,
+    #[serde(default)]
+    pub format: Format,
+    #[serde(default)]
+    pub compression: Compression,
+    #[serde(default)]
+    pub mode: WriteMode,
+}
+
+/// A directory granted to a stage: a path (read-only) or `{path, writable}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Grant {
+    Path(String),
+    Full {
+        path: String,
+        #[serde(default)]
+        writable: bool,
+    },
+}
+
+impl Grant {
+    pub fn path(&self) -> &str {
+        match self {
+            Grant::Path(p) | Grant::Full { path: p, .. } => p,
+        }
+    }
+    pub fn writable(&self) -> bool {
+        matches!(self, Grant::Full { writable: true, .. })
+    }
+}
+
+/// One stage of the pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageSpec {
+    /// Name of the plugin (as in `curator-host plugin list`).
+    pub plugin: String,
+    /// Label in logs and errors (default: the plugin name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Parameters, checked against the plugin's params schema before any data is read.
+    #[serde(default = "empty_object")]
+    pub params: serde_json::Value,
+    /// Overrides of the manifest's resource request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceOverride>,
+    /// Documents per batch for this stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<usize>,
+    /// Wall-clock limit per call, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
+    /// Directories granted to the stage, by the name its manifest requests them under.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grants: BTreeMap<String, Grant>,
+}
+
+impl StageSpec {
+    /// The label used in logs and errors.
+    pub fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.plugin)
+    }
+}
+
+fn default_text_field() -> String {
+    "text".into()
+}
+fn default_id_field() -> String {
+    "id".into()
+}
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+/// A pipeline file error: the file, the path inside it and what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct SpecError {
+    pub file: String,
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() || self.path == "." {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.path, self.message)
+        }
+    }
+}
+
+impl SpecError {
+    pub fn new(file: &str, path: impl Into<String>, message: impl Into<String>) -> SpecError {
+        SpecError { file: file.to_string(), path: path.into(), message: message.into() }
+    }
+}
+
+impl PipelineSpec {
+    /// Parse a pipeline from YAML text. `file` names the file in errors.
+    pub fn from_yaml(file: &str, text: &str) -> Result<PipelineSpec, SpecError> {
+        let value: serde_json::Value =
+            serde_saphyr::from_str(text).map_err(|e| SpecError::new(file, "", format!("not valid YAML: {e}")))?;
+        if !value.is_object() {
+            return Err(SpecError::new(file, "", "expected a mapping with source, stages and sink"));
+        }
+        let spec: PipelineSpec = serde_path_to_error::deserialize(value)
+            .map_err(|e| SpecError::new(file, e.path().to_string(), e.inner().to_string()))?;
+        spec.validate(file)?;
+        Ok(spec)
+    }
+
+    /// Checks that need no plugin registry.
+    pub fn validate(&self, file: &str) -> Result<(), SpecError> {
+        if self.batch_size == Some(0) {
+            return Err(SpecError::new(file, "batch_size", "must be > 0"));
+        }
+        if let Some(t) = self.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
+            return Err(SpecError::new(file, "timeout_s", format!("must be a positive number of seconds, found {t}")));
+        }
+        if self.source.path.as_vec().is_empty() {
+            return Err(SpecError::new(file, "source.path", "names no file"));
+        }
+        for (i, stage) in self.stages.iter().enumerate() {
+            let at = |field: &str| format!("stages[{i}].{field}");
+            if stage.batch_size == Some(0) {
+                return Err(SpecError::new(file, at("batch_size"), "must be > 0"));
+            }
+            if let Some(t) = stage.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
+                return Err(SpecError::new(file, at("timeout_s"), format!("must be a positive number of seconds, found {t}")));
+            }
+            if !stage.params.is_object() {
+                return Err(SpecError::new(file, at("params"), format!("expected a mapping, found {}", crate::params::describe(&stage.params))));
+            }
+            if let Some(o) = &stage.resources {
+                if let (Some(g), Some(m)) = (o.gpus, o.gpu_memory_gb) {
+                    return Err(SpecError::new(
+                        file,
+                        at("resources"),
+                        format!("gpus and gpu_memory_gb are both set ({g} and {m}); set only one"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.batch_size.unwrap_or(DEFAULT_BATCH_SIZE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name: demo
+source:
+  path: data/
+sink:
+  path: out/
+  compression: zstd
+  mode: overwrite
+batch_size: 500
+stages:
+  - plugin: word_count_filter
+    params: {min_words: 5}
+  - plugin: unicode_normalize
+    resources: {cpus: 0.5, memory_mb: 128}
+    grants:
+      models: ./models
+      scratch: {path: /tmp/x, writable: true}
+"#;
+
+    #[test]
+    fn parses_good_pipeline() {
+        let p = PipelineSpec::from_yaml("p.yaml", GOOD).unwrap();
+        assert_eq!(p.stages.len(), 2);
+        assert_eq!(p.source.text_field, "text");
+        assert_eq!(p.sink.compression, Compression::Zstd);
+        assert_eq!(p.batch_size(), 500);
+        assert_eq!(p.stages[1].grants["models"].path(), "./models");
+        assert!(p.stages[1].grants["scratch"].writable());
+        assert!(!p.stages[1].grants["models"].writable());
+    }
+
+    #[test]
+    fn unknown_field_named_with_path() {
+        let bad = GOOD.replace("    params: {min_words: 5}", "    params: {min_words: 5}\n    parms: 3");
+        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: stages[0].parms: unknown field `parms`"), "{e}");
+    }
+
+    #[test]
+    fn both_gpu_kinds_in_override() {
+        let bad = GOOD.replace("{cpus: 0.5, memory_mb: 128}", "{gpus: 1, gpu_memory_gb: 8}");
+        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: stages[1].resources: gpus and gpu_memory_gb are both set"), "{e}");
+    }
+
+    #[test]
+    fn wrong_types_named() {
+        let bad = GOOD.replace("batch_size: 500", "batch_size: lots");
+        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: batch_size: invalid type: string \"lots\""), "{e}");
+        let bad = GOOD.replace("mode: overwrite", "mode: clobber");
+        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: sink.mode: unknown variant `clobber`"), "{e}");
+    }
+
+    #[test]
+    fn not_yaml_or_not_mapping() {
+        assert!(PipelineSpec::from_yaml("p.yaml", "source: [").unwrap_err().to_string().starts_with("p.yaml: not valid YAML"));
+        assert!(PipelineSpec::from_yaml("p.yaml", "- 1").unwrap_err().to_string().contains("expected a mapping"));
+    }
+
+    #[test]
+    fn zero_batch_size_refused() {
+        let bad = GOOD.replace("batch_size: 500", "batch_size: 0");
+        assert_eq!(PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string(), "p.yaml: batch_size: must be > 0");
+    }
+}

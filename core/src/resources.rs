@@ -1,0 +1,184 @@
+//! What a stage asks of the machine: `cpus`, `gpus` or `gpu_memory_gb` (never both), `memory_mb`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Default per-instance memory cap of a WASM stage, in MiB.
+pub const DEFAULT_MEMORY_MB: u64 = 512;
+
+/// The resources one worker of a stage needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// CPU cores per worker (> 0; fractions allowed, e.g. 0.5).
+    #[serde(default = "default_cpus")]
+    pub cpus: f64,
+    /// Whole GPUs per worker, or a fraction < 1 of one GPU. Exclusive with `gpu_memory_gb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<f64>,
+    /// GPU memory per worker in GB, placed as a share of one device. Exclusive with `gpus`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_gb: Option<f64>,
+    /// Memory cap per worker in MiB (WASM linear memory for WASM stages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+}
+
+fn default_cpus() -> f64 {
+    1.0
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Resources { cpus: 1.0, gpus: None, gpu_memory_gb: None, memory_mb: None }
+    }
+}
+
+/// Why a resource request is invalid. Each message names the field(s) at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ResourceError {
+    #[error("cpus: must be > 0, found {0}")]
+    CpusNotPositive(f64),
+    #[error("gpus and gpu_memory_gb are both set ({gpus} and {gpu_memory_gb}); set only one")]
+    BothGpuKinds { gpus: f64, gpu_memory_gb: f64 },
+    #[error("{field}: must not be negative, found {value}")]
+    Negative { field: &'static str, value: f64 },
+    #[error("{field}: must be a finite number, found {value}")]
+    NotFinite { field: &'static str, value: f64 },
+    #[error("gpus: a value of 1 or more must be a whole number of devices, found {0}")]
+    FractionalMultiGpu(f64),
+    #[error("memory_mb: must be > 0")]
+    ZeroMemory,
+}
+
+impl Resources {
+    /// Check the invariants of a resource request.
+    pub fn validate(&self) -> Result<(), ResourceError> {
+        let fields = [("cpus", Some(self.cpus)), ("gpus", self.gpus), ("gpu_memory_gb", self.gpu_memory_gb)];
+        for (field, value) in fields {
+            if let Some(value) = value {
+                if !value.is_finite() {
+                    return Err(ResourceError::NotFinite { field, value });
+                }
+                if value < 0.0 {
+                    return Err(ResourceError::Negative { field, value });
+                }
+            }
+        }
+        if let (Some(gpus), Some(gpu_memory_gb)) = (self.gpus, self.gpu_memory_gb) {
+            return Err(ResourceError::BothGpuKinds { gpus, gpu_memory_gb });
+        }
+        if self.cpus <= 0.0 {
+            return Err(ResourceError::CpusNotPositive(self.cpus));
+        }
+        if let Some(g) = self.gpus {
+            if g >= 1.0 && g.fract() != 0.0 {
+                return Err(ResourceError::FractionalMultiGpu(g));
+            }
+        }
+        if self.memory_mb == Some(0) {
+            return Err(ResourceError::ZeroMemory);
+        }
+        Ok(())
+    }
+
+    /// Whether this request needs a GPU at all.
+    pub fn needs_gpu(&self) -> bool {
+        self.gpus.is_some_and(|g| g > 0.0) || self.gpu_memory_gb.is_some_and(|g| g > 0.0)
+    }
+
+    /// The memory cap in MiB, with the default applied.
+    pub fn memory_mb_or_default(&self) -> u64 {
+        self.memory_mb.unwrap_or(DEFAULT_MEMORY_MB)
+    }
+
+    /// A pipeline override applied over the manifest's request: fields set in `over` win.
+    pub fn overridden_by(&self, over: &ResourceOverride) -> Resources {
+        let mut r = self.clone();
+        if let Some(c) = over.cpus {
+            r.cpus = c;
+        }
+        if over.gpus.is_some() || over.gpu_memory_gb.is_some() {
+            // Switching GPU kind in an override replaces the manifest's GPU request whole.
+            r.gpus = over.gpus;
+            r.gpu_memory_gb = over.gpu_memory_gb;
+        }
+        if over.memory_mb.is_some() {
+            r.memory_mb = over.memory_mb;
+        }
+        r
+    }
+
+    /// How many workers of this request fit on `cores` CPU cores (at least one).
+    pub fn workers_on(&self, cores: usize) -> usize {
+        let n = (cores as f64 / self.cpus).floor() as usize;
+        n.max(1)
+    }
+}
+
+/// The `resources:` block of a pipeline stage: every field optional, set fields win.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceOverride {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_gb: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(cpus: f64, gpus: Option<f64>, gpu_memory_gb: Option<f64>) -> Resources {
+        Resources { cpus, gpus, gpu_memory_gb, memory_mb: None }
+    }
+
+    #[test]
+    fn valid_requests() {
+        for ok in [r(1.0, None, None), r(0.5, Some(1.0), None), r(2.0, Some(0.25), None), r(1.0, None, Some(16.0)), r(1.0, Some(4.0), None)] {
+            assert_eq!(ok.validate(), Ok(()), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn both_gpu_kinds_named() {
+        let err = r(1.0, Some(1.0), Some(8.0)).validate().unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("gpus") && msg.contains("gpu_memory_gb"), "{msg}");
+    }
+
+    #[test]
+    fn invalid_requests() {
+        assert_eq!(r(0.0, None, None).validate(), Err(ResourceError::CpusNotPositive(0.0)));
+        assert_eq!(r(-1.0, None, None).validate(), Err(ResourceError::Negative { field: "cpus", value: -1.0 }));
+        assert_eq!(r(1.0, Some(-0.5), None).validate(), Err(ResourceError::Negative { field: "gpus", value: -0.5 }));
+        assert_eq!(r(1.0, None, Some(-2.0)).validate(), Err(ResourceError::Negative { field: "gpu_memory_gb", value: -2.0 }));
+        assert_eq!(r(1.0, Some(1.5), None).validate(), Err(ResourceError::FractionalMultiGpu(1.5)));
+        assert!(matches!(r(f64::NAN, None, None).validate(), Err(ResourceError::NotFinite { .. })));
+        let zero_mem = Resources { memory_mb: Some(0), ..Resources::default() };
+        assert_eq!(zero_mem.validate(), Err(ResourceError::ZeroMemory));
+    }
+
+    #[test]
+    fn override_replaces_gpu_kind_whole() {
+        let base = r(1.0, Some(1.0), None);
+        let o = ResourceOverride { gpu_memory_gb: Some(10.0), ..Default::default() };
+        let merged = base.overridden_by(&o);
+        assert_eq!(merged.gpus, None);
+        assert_eq!(merged.gpu_memory_gb, Some(10.0));
+        assert_eq!(merged.validate(), Ok(()));
+    }
+
+    #[test]
+    fn workers_fit_cores() {
+        assert_eq!(r(1.0, None, None).workers_on(8), 8);
+        assert_eq!(r(3.0, None, None).workers_on(8), 2);
+        assert_eq!(r(0.5, None, None).workers_on(2), 4);
+        assert_eq!(r(16.0, None, None).workers_on(2), 1);
+    }
+}
