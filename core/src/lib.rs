@@ -11,7 +11,7 @@ pub mod resources;
 pub mod task;
 
 pub use manifest::{
-    Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, StageRole, ABI_MAJOR, ABI_MINOR,
+    Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, ABI_MAJOR, ABI_MINOR,
     WIT_PACKAGE,
 };
 pub use params::{validate_params, ParamError};

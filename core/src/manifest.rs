@@ -27,18 +27,6 @@ pub enum PluginKind {
     Native,
 }
 
-/// What the stage does to a batch, as declared by its SDK trait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum StageRole {
-    /// Keeps or drops documents; never changes them.
-    Filter,
-    /// Rewrites the text of each document.
-    Map,
-    /// Any batch transformation.
-    Stage,
-}
-
 /// A directory the plugin asks to see. The pipeline grants it by `name`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -89,7 +77,6 @@ pub struct Manifest {
     pub license: String,
     pub abi: Abi,
     pub kind: PluginKind,
-    pub role: StageRole,
     #[serde(default)]
     pub resources: Resources,
     /// Preferred documents per batch; the pipeline may override.
@@ -177,7 +164,6 @@ mod tests {
             "version": "0.1.0",
             "abi": {"major": ABI_MAJOR, "minor": ABI_MINOR},
             "kind": "wasm",
-            "role": "filter",
             "resources": {"cpus": 1.0},
             "params_schema": {"type": "object", "properties": {}},
         })

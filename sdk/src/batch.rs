@@ -1,0 +1,237 @@
+//! Batches in Arrow layout, owned by the stage. Mirrors the WIT `batch` record field for
+//! field, so crossing the boundary moves buffers instead of copying them.
+
+use crate::doc::Doc;
+
+/// Column types (Arrow-compatible).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    Utf8,
+    Int64,
+    Float64,
+    Boolean,
+}
+
+/// One column in Arrow layout. See the WIT `column` record for the meaning of each buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub ty: ColumnType,
+    pub validity: Vec<u8>,
+    pub offsets: Vec<u32>,
+    pub data: Vec<u8>,
+}
+
+/// A batch of documents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub num_rows: u32,
+    pub columns: Vec<Column>,
+}
+
+/// What a stage returns for a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Ascending indices of the rows to keep.
+    Selection(Vec<u32>),
+    /// Columns replacing (same name) or added to the input's.
+    Columns(Vec<Column>),
+    /// A whole new batch.
+    Batch(Batch),
+}
+
+/// A batch that does not have the shape a stage needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchError {
+    MissingColumn(String),
+    WrongType { column: String, expected: ColumnType, found: ColumnType },
+    Malformed { column: String, reason: &'static str },
+}
+
+impl std::fmt::Display for BatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchError::MissingColumn(c) => write!(f, "batch has no column {c:?}"),
+            BatchError::WrongType { column, expected, found } => {
+                write!(f, "column {column:?} has type {found:?}, expected {expected:?}")
+            }
+            BatchError::Malformed { column, reason } => write!(f, "column {column:?} is malformed: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for BatchError {}
+
+fn bitmap(bits: impl Iterator<Item = bool>, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len.div_ceil(8)];
+    for (i, b) in bits.enumerate() {
+        if b {
+            out[i / 8] |= 1 << (i % 8);
+        }
+    }
+    out
+}
+
+impl Column {
+    /// A UTF-8 column from strings.
+    pub fn utf8<'a>(name: &str, values: impl IntoIterator<Item = &'a str>) -> Column {
+        let mut offsets = vec![0u32];
+        let mut data = Vec::new();
+        for v in values {
+            data.extend_from_slice(v.as_bytes());
+            offsets.push(data.len() as u32);
+        }
+        Column { name: name.into(), ty: ColumnType::Utf8, validity: Vec::new(), offsets, data }
+    }
+
+    /// An int64 column.
+    pub fn int64(name: &str, values: &[i64]) -> Column {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Column { name: name.into(), ty: ColumnType::Int64, validity: Vec::new(), offsets: Vec::new(), data }
+    }
+
+    /// A float64 column.
+    pub fn float64(name: &str, values: &[f64]) -> Column {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Column { name: name.into(), ty: ColumnType::Float64, validity: Vec::new(), offsets: Vec::new(), data }
+    }
+
+    /// A boolean column.
+    pub fn boolean(name: &str, values: &[bool]) -> Column {
+        let data = bitmap(values.iter().copied(), values.len());
+        Column { name: name.into(), ty: ColumnType::Boolean, validity: Vec::new(), offsets: Vec::new(), data }
+    }
+
+    fn expect(&self, ty: ColumnType) -> Result<(), BatchError> {
+        if self.ty == ty {
+            Ok(())
+        } else {
+            Err(BatchError::WrongType { column: self.name.clone(), expected: ty, found: self.ty })
+        }
+    }
+
+    /// Whether row `i` holds a value (not null).
+    pub fn is_valid(&self, i: usize) -> bool {
+        self.validity.is_empty() || self.validity.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0)
+    }
+
+    /// View a UTF-8 column as strings, validating it once.
+    pub fn strings(&self) -> Result<StrColumn<'_>, BatchError> {
+        self.expect(ColumnType::Utf8)?;
+        let malformed = |reason| BatchError::Malformed { column: self.name.clone(), reason };
+        let data = std::str::from_utf8(&self.data).map_err(|_| malformed("invalid UTF-8"))?;
+        if self.offsets.is_empty() {
+            return Err(malformed("no offsets"));
+        }
+        if self.offsets.windows(2).any(|w| w[0] > w[1]) || *self.offsets.last().unwrap_or(&0) as usize > data.len() {
+            return Err(malformed("offsets out of order or out of range"));
+        }
+        Ok(StrColumn { column: self, data })
+    }
+
+    /// View an int64 column.
+    pub fn i64_values(&self) -> Result<Vec<i64>, BatchError> {
+        self.expect(ColumnType::Int64)?;
+        Ok(self.data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect())
+    }
+
+    /// View a float64 column.
+    pub fn f64_values(&self) -> Result<Vec<f64>, BatchError> {
+        self.expect(ColumnType::Float64)?;
+        Ok(self.data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect())
+    }
+}
+
+/// A validated UTF-8 column.
+#[derive(Debug, Clone, Copy)]
+pub struct StrColumn<'a> {
+    column: &'a Column,
+    data: &'a str,
+}
+
+impl<'a> StrColumn<'a> {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.column.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The string in row `i` (`""` for null); `None` if `i` is out of range or the
+    /// offsets do not fall on character boundaries.
+    pub fn get(&self, i: usize) -> Option<&'a str> {
+        let start = *self.column.offsets.get(i)? as usize;
+        let end = *self.column.offsets.get(i + 1)? as usize;
+        self.data.get(start..end)
+    }
+}
+
+impl Batch {
+    /// The column called `name`.
+    pub fn column(&self, name: &str) -> Result<&Column, BatchError> {
+        self.columns.iter().find(|c| c.name == name).ok_or_else(|| BatchError::MissingColumn(name.into()))
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.num_rows as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.num_rows == 0
+    }
+
+    /// Visit every document (`id` and `text` columns) in order.
+    pub fn for_each_doc<E>(&self, mut f: impl FnMut(&Doc<'_>) -> Result<(), E>) -> Result<(), E>
+    where
+        E: From<BatchError>,
+    {
+        let text = self.column("text")?.strings()?;
+        let ids = match self.column("id") {
+            Ok(c) => Some(c.strings()?),
+            Err(_) => None,
+        };
+        for i in 0..self.len() {
+            let malformed = |column: &str| BatchError::Malformed { column: column.into(), reason: "row offsets off a character boundary" };
+            let t = text.get(i).ok_or_else(|| malformed("text"))?;
+            let id = match &ids {
+                Some(ids) => ids.get(i).ok_or_else(|| malformed("id"))?,
+                None => "",
+            };
+            f(&Doc::new(i, id, t))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_roundtrip_and_validation() {
+        let c = Column::utf8("text", ["héllo", "", "wörld"]);
+        let s = c.strings().unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(s.get(0), Some("héllo"));
+        assert_eq!(s.get(1), Some(""));
+        assert_eq!(s.get(2), Some("wörld"));
+        assert_eq!(s.get(3), None);
+        let mut bad = c.clone();
+        bad.offsets[1] = 2; // inside 'é'
+        assert_eq!(bad.strings().unwrap().get(0), None);
+        bad.offsets[3] = 100;
+        assert!(bad.strings().is_err());
+    }
+
+    #[test]
+    fn numeric_and_bool_columns() {
+        assert_eq!(Column::int64("n", &[1, -2]).i64_values().unwrap(), vec![1, -2]);
+        assert_eq!(Column::float64("f", &[0.5]).f64_values().unwrap(), vec![0.5]);
+        let b = Column::boolean("b", &[true, false, true]);
+        assert_eq!(b.data, vec![0b101]);
+        assert!(Column::int64("n", &[1]).strings().is_err());
+    }
+}

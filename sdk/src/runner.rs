@@ -1,0 +1,171 @@
+//! The stage traits and the adapters that turn each into a batch [`Runner`].
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use crate::batch::{Batch, BatchError, Column, Output};
+use crate::doc::Doc;
+
+/// Why a stage could not start or could not process a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StageError {
+    /// The params are unusable; says which and why.
+    InvalidParams(String),
+    /// Processing failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for StageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StageError::InvalidParams(m) => write!(f, "invalid params: {m}"),
+            StageError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for StageError {}
+
+impl From<BatchError> for StageError {
+    fn from(e: BatchError) -> Self {
+        StageError::Failed(e.to_string())
+    }
+}
+
+/// Keeps or drops each document. Filters never change documents, and a chain of them
+/// never copies text: the host receives only the indices kept.
+pub trait Filter {
+    /// Called once per instance after params are parsed (load models, compile patterns).
+    fn init(&mut self) -> Result<(), StageError> {
+        Ok(())
+    }
+    /// Whether to keep `doc`.
+    fn keep(&self, doc: &Doc<'_>) -> bool;
+}
+
+/// Rewrites the text of each document. Return `Cow::Borrowed(doc.text())` to leave it as is.
+pub trait Map {
+    fn init(&mut self) -> Result<(), StageError> {
+        Ok(())
+    }
+    fn map<'a>(&self, doc: &Doc<'a>) -> Cow<'a, str>;
+}
+
+/// A general batch transformation.
+pub trait Stage {
+    fn init(&mut self) -> Result<(), StageError> {
+        Ok(())
+    }
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError>;
+}
+
+/// A stage instance as the host drives it.
+pub trait Runner {
+    fn init(&mut self) -> Result<(), StageError>;
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError>;
+}
+
+/// Implemented by the [`crate::stage`] attribute: the manifest and how to build an instance.
+pub trait StageDef: Sized {
+    /// The manifest JSON, identical to the `curator-manifest` custom section.
+    const MANIFEST: &'static str;
+    /// Parse params (JSON) and build an initialised instance.
+    fn build(params_json: &str) -> Result<Box<dyn Runner>, StageError>;
+}
+
+struct FilterRunner<T>(T);
+struct MapRunner<T>(T);
+struct StageRunner<T>(T);
+
+impl<T: Filter> Runner for FilterRunner<T> {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.0.init()
+    }
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        let mut keep = Vec::with_capacity(batch.len());
+        batch.for_each_doc(|doc| {
+            if self.0.keep(doc) {
+                keep.push(doc.index() as u32);
+            }
+            Ok::<_, StageError>(())
+        })?;
+        Ok(Output::Selection(keep))
+    }
+}
+
+impl<T: Map> Runner for MapRunner<T> {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.0.init()
+    }
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        let text = batch.column("text")?;
+        let mut out = Column { name: "text".into(), ty: text.ty, validity: text.validity.clone(), offsets: Vec::with_capacity(batch.len() + 1), data: Vec::with_capacity(text.data.len()) };
+        out.offsets.push(0);
+        batch.for_each_doc(|doc| {
+            out.data.extend_from_slice(self.0.map(doc).as_bytes());
+            let end = u32::try_from(out.data.len()).map_err(|_| StageError::Failed("mapped text column exceeds 4 GiB".into()))?;
+            out.offsets.push(end);
+            Ok::<_, StageError>(())
+        })?;
+        Ok(Output::Columns(vec![out]))
+    }
+}
+
+impl<T: Stage> Runner for StageRunner<T> {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.0.init()
+    }
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        self.0.process(batch)
+    }
+}
+
+/// Picks the adapter for a concrete stage type at compile time ("autoref specialisation"):
+/// `(&&Probe::<T>::new()).runner(t)` resolves to [`ViaFilter`] if `T: Filter`, else
+/// [`ViaMap`] if `T: Map`, else [`ViaStage`].
+pub struct Probe<T>(PhantomData<fn() -> T>);
+
+impl<T> Probe<T> {
+    pub fn new() -> Self {
+        Probe(PhantomData)
+    }
+}
+
+impl<T> Default for Probe<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Clone for Probe<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Probe<T> {}
+
+pub trait ViaFilter<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner>;
+}
+pub trait ViaMap<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner>;
+}
+pub trait ViaStage<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner>;
+}
+
+impl<T: Filter + 'static> ViaFilter<T> for &&Probe<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner> {
+        Box::new(FilterRunner(stage))
+    }
+}
+impl<T: Map + 'static> ViaMap<T> for &Probe<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner> {
+        Box::new(MapRunner(stage))
+    }
+}
+impl<T: Stage + 'static> ViaStage<T> for Probe<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner> {
+        Box::new(StageRunner(stage))
+    }
+}
