@@ -1,0 +1,8 @@
+//! `curator-host`: the CLI's library. Registry, sandboxed WASM runtime, IO and executor.
+
+pub mod columns;
+pub mod exec;
+pub mod io;
+pub mod plan;
+pub mod registry;
+pub mod wasm;

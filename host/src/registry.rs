@@ -1,0 +1,170 @@
+//! The plugin registry: scans plugin directories and reads each manifest from the plugin
+//! file's `curator-manifest` custom section, without compiling or instantiating anything.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use curator_core::manifest::MANIFEST_SECTION;
+use curator_core::{Manifest, ManifestError};
+
+/// A plugin file and its manifest.
+#[derive(Debug, Clone)]
+pub struct PluginEntry {
+    pub manifest: Manifest,
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// A problem found while scanning; the scan goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{path}: cannot read: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a WebAssembly component: {message}")]
+    NotWasm { path: PathBuf, message: String },
+    #[error("{path}: has no {MANIFEST_SECTION} section (not built with curator-sdk?)")]
+    NoManifest { path: PathBuf },
+    #[error("{path}: {source}")]
+    BadManifest { path: PathBuf, source: ManifestError },
+    #[error("{path}: manifest is {kind:?} but the file is a WASM component")]
+    WrongKind { path: PathBuf, kind: curator_core::PluginKind },
+    #[error("duplicate plugin {name:?}: {second} is ignored, {first} comes first in the search path")]
+    Duplicate { name: String, first: PathBuf, second: PathBuf },
+}
+
+/// The plugin search path: `--plugins` dirs, then `$CURATOR_PLUGINS` (colon-separated),
+/// then `./plugins`.
+pub fn search_path(cli_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = cli_dirs.to_vec();
+    if let Some(env) = std::env::var_os("CURATOR_PLUGINS") {
+        dirs.extend(std::env::split_paths(&env).filter(|p| !p.as_os_str().is_empty()));
+    }
+    dirs.push(PathBuf::from("plugins"));
+    dirs
+}
+
+/// Read the manifest embedded in a WASM plugin file.
+pub fn read_manifest(path: &Path) -> Result<Manifest, RegistryError> {
+    let bytes = std::fs::read(path).map_err(|source| RegistryError::Io { path: path.into(), source })?;
+    manifest_from_bytes(path, &bytes)
+}
+
+/// Find the manifest section in a component (or core module), descending into nested modules.
+pub fn manifest_from_bytes(path: &Path, bytes: &[u8]) -> Result<Manifest, RegistryError> {
+    if !wasmparser::Parser::is_component(bytes) && !wasmparser::Parser::is_core_wasm(bytes) {
+        return Err(RegistryError::NotWasm { path: path.into(), message: "bad magic number".into() });
+    }
+    let mut found = None;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        let payload = payload.map_err(|e| RegistryError::NotWasm { path: path.into(), message: e.to_string() })?;
+        if let wasmparser::Payload::CustomSection(section) = payload {
+            if section.name() == MANIFEST_SECTION {
+                found = Some(section.data().to_vec());
+                break;
+            }
+        }
+    }
+    let data = found.ok_or_else(|| RegistryError::NoManifest { path: path.into() })?;
+    let manifest = Manifest::from_json(&data).map_err(|source| RegistryError::BadManifest { path: path.into(), source })?;
+    if manifest.kind != curator_core::PluginKind::Wasm {
+        return Err(RegistryError::WrongKind { path: path.into(), kind: manifest.kind });
+    }
+    Ok(manifest)
+}
+
+/// All plugins found on a search path.
+#[derive(Debug, Default)]
+pub struct Registry {
+    pub plugins: BTreeMap<String, PluginEntry>,
+    pub problems: Vec<RegistryError>,
+    pub dirs: Vec<PathBuf>,
+}
+
+impl Registry {
+    /// Scan `dirs` in order (missing directories are skipped). Within a directory files are
+    /// read in name order; the first plugin of a name wins and later ones are reported.
+    pub fn scan(dirs: &[PathBuf]) -> Registry {
+        let mut reg = Registry { dirs: dirs.to_vec(), ..Default::default() };
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else { continue };
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+                .collect();
+            files.sort();
+            for path in files {
+                reg.add_file(&path);
+            }
+        }
+        reg
+    }
+
+    /// Add one plugin file (as `plugin inspect FILE` and tests do).
+    pub fn add_file(&mut self, path: &Path) {
+        match read_manifest(path) {
+            Ok(manifest) => {
+                let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+                if let Some(first) = self.plugins.get(&manifest.name) {
+                    self.problems.push(RegistryError::Duplicate { name: manifest.name.clone(), first: first.path.clone(), second: path.into() });
+                } else {
+                    self.plugins.insert(manifest.name.clone(), PluginEntry { manifest, path: path.into(), size });
+                }
+            }
+            Err(e) => self.problems.push(e),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&PluginEntry> {
+        self.plugins.get(name)
+    }
+
+    /// Names of all plugins, for "did you mean" messages.
+    pub fn names(&self) -> Vec<&str> {
+        self.plugins.keys().map(String::as_str).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_wasm_and_sectionless_files_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.wasm"), b"not wasm").unwrap();
+        // A minimal empty core module: magic + version, no sections.
+        std::fs::write(dir.path().join("b.wasm"), b"\0asm\x01\0\0\0").unwrap();
+        let reg = Registry::scan(&[dir.path().to_path_buf()]);
+        assert!(reg.plugins.is_empty());
+        let msgs: Vec<String> = reg.problems.iter().map(|p| p.to_string()).collect();
+        assert!(msgs[0].contains("a.wasm") && msgs[0].contains("not a WebAssembly"), "{msgs:?}");
+        assert!(msgs[1].contains("b.wasm") && msgs[1].contains("no curator-manifest section"), "{msgs:?}");
+    }
+
+    #[test]
+    fn manifest_read_from_custom_section() {
+        let manifest = serde_json::json!({
+            "name": "x", "version": "1.0.0", "abi": {"major": curator_core::ABI_MAJOR, "minor": curator_core::ABI_MINOR},
+            "kind": "wasm", "params_schema": {"type": "object"}
+        })
+        .to_string();
+        // Core module with one custom section: id 0, size, name len, name, payload.
+        let name = MANIFEST_SECTION.as_bytes();
+        let mut body = vec![name.len() as u8];
+        body.extend_from_slice(name);
+        body.extend_from_slice(manifest.as_bytes());
+        let mut module = b"\0asm\x01\0\0\0".to_vec();
+        module.push(0);
+        module.push(body.len() as u8); // < 128, single-byte LEB128
+        module.extend(body);
+        let m = manifest_from_bytes(Path::new("x.wasm"), &module).unwrap();
+        assert_eq!(m.name, "x");
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("1.wasm"), &module).unwrap();
+        std::fs::write(dir.path().join("2.wasm"), &module).unwrap();
+        let reg = Registry::scan(&[dir.path().to_path_buf()]);
+        assert_eq!(reg.names(), vec!["x"]);
+        assert!(matches!(&reg.problems[0], RegistryError::Duplicate { name, .. } if name == "x"));
+    }
+}
