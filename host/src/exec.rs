@@ -1,0 +1,362 @@
+//! The local executor (foundation version): a reader thread, a pool of workers that each own
+//! one instance of every stage, and the calling thread writing outputs in input order.
+//!
+//! ```text
+//! reader ──(bounded queue: backpressure)──▶ worker × N ──▶ writer (reorders by seq)
+//! ```
+//!
+//! Workers are sized by the stages' `cpus`: N = min over stages of ⌊cores / cpus⌋.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+
+use curator_core::TaskMeta;
+
+use crate::columns::{self, InvalidOutput};
+use crate::io::jsonl::{reader_schema, JsonlReader, JsonlWriter, ReadOptions};
+use crate::io::IoError;
+use crate::plan::{Plan, PlannedStage};
+use crate::wasm::{CompiledPlugin, InstanceLimits, StageInstance, WasmError, WasmRuntime};
+
+/// Knobs of one run that are not in the pipeline file.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Worker count; default: as many as the stages' `cpus` allow on this machine.
+    pub workers: Option<usize>,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("stage {label:?} (plugin {plugin}) failed to start: {source}")]
+    Start { label: String, plugin: PathBuf, source: WasmError },
+    #[error("stage {label:?} (plugin {plugin}) failed on {task}: {source}")]
+    Stage { label: String, plugin: PathBuf, task: TaskMeta, source: StageFailure },
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error("a worker thread panicked: {0}")]
+    Panic(String),
+}
+
+/// What went wrong inside a stage call.
+#[derive(Debug, thiserror::Error)]
+pub enum StageFailure {
+    #[error(transparent)]
+    Wasm(#[from] WasmError),
+    #[error(transparent)]
+    Output(#[from] InvalidOutput),
+}
+
+/// Counters of one stage.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StageStats {
+    pub label: String,
+    pub plugin: String,
+    pub docs_in: u64,
+    pub docs_out: u64,
+    pub batches: u64,
+    pub busy_s: f64,
+}
+
+/// What a finished run did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunSummary {
+    pub files: usize,
+    pub docs_in: u64,
+    pub docs_out: u64,
+    pub workers: usize,
+    pub elapsed_s: f64,
+    pub stages: Vec<StageStats>,
+    pub outputs: Vec<PathBuf>,
+    /// Stages whose compiled artifact came from the on-disk cache.
+    pub cached_plugins: usize,
+}
+
+#[derive(Default)]
+struct Counters {
+    docs_in: AtomicU64,
+    docs_out: AtomicU64,
+    batches: AtomicU64,
+    busy_ns: AtomicU64,
+}
+
+struct Task {
+    meta: TaskMeta,
+    batch: RecordBatch,
+}
+
+type Done = Result<(TaskMeta, RecordBatch), RunError>;
+
+/// Usable cores: affinity and cgroup quota aware (std's `available_parallelism`).
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Worker count for a plan: each worker holds one instance of every stage.
+pub fn worker_count(plan: &Plan, opts: &RunOptions) -> usize {
+    if let Some(n) = opts.workers {
+        return n.max(1);
+    }
+    let cores = available_cores();
+    plan.stages.iter().map(|s| s.resources.workers_on(cores)).min().unwrap_or(1).max(1)
+}
+
+fn limits(stage: &PlannedStage) -> InstanceLimits {
+    InstanceLimits { memory_mb: stage.resources.memory_mb_or_default(), timeout: stage.timeout, grants: stage.grants.clone() }
+}
+
+/// Run a checked plan.
+pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunSummary, RunError> {
+    let started = Instant::now();
+    let mut compiled = Vec::new();
+    for s in &plan.stages {
+        let c = runtime
+            .load(&s.plugin.path, s.plugin.manifest.clone())
+            .map_err(|source| RunError::Start { label: s.label.clone(), plugin: s.plugin.path.clone(), source })?;
+        compiled.push(c);
+    }
+    let cached_plugins = compiled.iter().filter(|c| c.from_cache).count();
+    let compiled = Arc::new(compiled);
+    let stages = Arc::new(plan.stages.clone());
+    let counters: Arc<Vec<Counters>> = Arc::new(plan.stages.iter().map(|_| Counters::default()).collect());
+    let workers = worker_count(plan, opts);
+    let cancel = Arc::new(AtomicBool::new(false));
+    tracing::info!(workers, stages = plan.stages.len(), files = plan.files.len(), "starting run");
+
+    let (task_tx, task_rx) = mpsc::sync_channel::<Task>(workers * 2);
+    let task_rx = Arc::new(Mutex::new(task_rx));
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), RunError>>();
+
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let (compiled, stages, counters, cancel) = (compiled.clone(), stages.clone(), counters.clone(), cancel.clone());
+        let (task_rx, done_tx, ready_tx) = (task_rx.clone(), done_tx.clone(), ready_tx.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("curator-worker-{w}"))
+            .spawn(move || worker(&compiled, &stages, &counters, &cancel, &task_rx, &done_tx, &ready_tx))
+            .map_err(|e| RunError::Panic(format!("cannot start worker: {e}")))?;
+        handles.push(h);
+    }
+    drop(ready_tx);
+    drop(done_tx);
+
+    // Every worker must have set up every stage before any data is read.
+    let mut startup_error = None;
+    for _ in 0..workers {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                startup_error.get_or_insert(e);
+            }
+            Err(_) => {
+                startup_error.get_or_insert(RunError::Panic("a worker exited during setup".into()));
+            }
+        }
+    }
+    if let Some(e) = startup_error {
+        cancel.store(true, Ordering::Relaxed);
+        drop(task_tx);
+        join_all(handles);
+        return Err(e);
+    }
+
+    let reader = {
+        let files: Vec<PathBuf> = plan.files.iter().map(|f| f.input.path.clone()).collect();
+        let read_opts = ReadOptions { text_field: plan.spec.source.text_field.clone(), id_field: plan.spec.source.id_field.clone() };
+        let batch_size = plan.spec.batch_size();
+        let limit = plan.spec.source.limit;
+        let cancel = cancel.clone();
+        std::thread::Builder::new()
+            .name("curator-reader".into())
+            .spawn(move || read_all(&files, &read_opts, batch_size, limit, &cancel, task_tx))
+            .map_err(|e| RunError::Panic(format!("cannot start reader: {e}")))?
+    };
+
+    let written = write_all(plan, &done_rx);
+    if written.is_err() {
+        cancel.store(true, Ordering::Relaxed);
+    }
+    drop(done_rx);
+    let read = reader.join().unwrap_or_else(|_| Err(RunError::Panic("the reader thread panicked".into())));
+    join_all(handles);
+    // A read error explains a short write, so it is reported first.
+    let docs_in = read?;
+    let (outputs, docs_out) = written?;
+
+    let stage_stats = plan
+        .stages
+        .iter()
+        .zip(counters.iter())
+        .map(|(s, c)| StageStats {
+            label: s.label.clone(),
+            plugin: s.plugin.path.display().to_string(),
+            docs_in: c.docs_in.load(Ordering::Relaxed),
+            docs_out: c.docs_out.load(Ordering::Relaxed),
+            batches: c.batches.load(Ordering::Relaxed),
+            busy_s: c.busy_ns.load(Ordering::Relaxed) as f64 / 1e9,
+        })
+        .collect();
+    Ok(RunSummary { files: plan.files.len(), docs_in, docs_out, workers, elapsed_s: started.elapsed().as_secs_f64(), stages: stage_stats, outputs, cached_plugins })
+}
+
+fn join_all(handles: Vec<std::thread::JoinHandle<()>>) {
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+/// Read every file in order into batches; returns the number of documents read.
+fn read_all(files: &[PathBuf], opts: &ReadOptions, batch_size: usize, limit: Option<u64>, cancel: &AtomicBool, tx: SyncSender<Task>) -> Result<u64, RunError> {
+    let mut seq = 0u64;
+    let mut total = 0u64;
+    for (file_index, path) in files.iter().enumerate() {
+        let source = path.display().to_string();
+        let mut reader = JsonlReader::open(path, opts.clone())?;
+        let mut pending: Option<(RecordBatch, u64)> = None;
+        loop {
+            if cancel.load(Ordering::Relaxed) {
+                return Ok(total);
+            }
+            let remaining = limit.map(|l| l.saturating_sub(total) as usize).unwrap_or(usize::MAX);
+            let next = if remaining == 0 { None } else { reader.next_batch(batch_size.min(remaining))? };
+            if let Some((b, _)) = &next {
+                total += b.num_rows() as u64;
+            }
+            let last = next.is_none();
+            // Send the previous batch now that we know whether it was the file's last.
+            let to_send = match pending.take() {
+                Some(p) => Some(p),
+                None if last => Some((RecordBatch::new_empty(reader_schema()), 0)),
+                None => None,
+            };
+            if let Some((batch, first_row)) = to_send {
+                let meta = TaskMeta { seq, file_index, source: source.clone(), first_row, num_rows: batch.num_rows() as u64, last_of_file: last };
+                seq += 1;
+                if tx.send(Task { meta, batch }).is_err() {
+                    return Ok(total);
+                }
+            }
+            match next {
+                Some(n) => pending = Some(n),
+                None => break,
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// Set up one instance of every stage, then process tasks until the queue closes.
+fn worker(
+    compiled: &[CompiledPlugin],
+    stages: &[PlannedStage],
+    counters: &[Counters],
+    cancel: &AtomicBool,
+    tasks: &Mutex<Receiver<Task>>,
+    done: &mpsc::Sender<Done>,
+    ready: &mpsc::Sender<Result<(), RunError>>,
+) {
+    let mut instances: Vec<StageInstance> = Vec::with_capacity(stages.len());
+    for (stage, plugin) in stages.iter().zip(compiled) {
+        match plugin.instantiate(&stage.label, &stage.params, &limits(stage)) {
+            Ok(i) => instances.push(i),
+            Err(source) => {
+                let _ = ready.send(Err(RunError::Start { label: stage.label.clone(), plugin: stage.plugin.path.clone(), source }));
+                return;
+            }
+        }
+    }
+    let _ = ready.send(Ok(()));
+    loop {
+        let task = match tasks.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        let Ok(task) = task else { break };
+        if cancel.load(Ordering::Relaxed) {
+            continue; // drain so the reader is not left blocked
+        }
+        let result = run_chain(&mut instances, stages, counters, task);
+        if result.is_err() {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        if done.send(result).is_err() {
+            break;
+        }
+    }
+    for inst in instances {
+        inst.teardown();
+    }
+}
+
+fn run_chain(instances: &mut [StageInstance], stages: &[PlannedStage], counters: &[Counters], task: Task) -> Done {
+    let mut batch = task.batch;
+    for ((inst, stage), c) in instances.iter_mut().zip(stages).zip(counters) {
+        if batch.num_rows() == 0 {
+            break;
+        }
+        let fail = |source: StageFailure| RunError::Stage { label: stage.label.clone(), plugin: stage.plugin.path.clone(), task: task.meta.clone(), source };
+        let started = Instant::now();
+        let rows = batch.num_rows();
+        let chunk = stage.batch_size.unwrap_or(rows).max(1);
+        let mut parts = Vec::with_capacity(rows.div_ceil(chunk));
+        for start in (0..rows).step_by(chunk) {
+            let part = batch.slice(start, chunk.min(rows - start));
+            let input = columns::to_wit(&part, &stage.plugin.manifest.input_columns);
+            let out = inst.process(&input).map_err(|e| fail(e.into()))?;
+            parts.push(columns::apply_output(&part, out).map_err(|e| fail(e.into()))?);
+        }
+        batch = match parts.len() {
+            1 => parts.pop().unwrap_or(batch),
+            _ => {
+                let schema = parts.first().map(|p| p.schema()).unwrap_or_else(|| batch.schema());
+                arrow_select::concat::concat_batches(&schema, &parts).map_err(|e| fail(StageFailure::Output(InvalidOutput(format!("chunks disagree on schema: {e}")))))?
+            }
+        };
+        c.docs_in.fetch_add(rows as u64, Ordering::Relaxed);
+        c.docs_out.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        c.batches.fetch_add(1, Ordering::Relaxed);
+        c.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+    Ok((task.meta, batch))
+}
+
+/// Write results in input order; one output file per input file, renamed into place when the
+/// file's last batch is written. Returns the outputs and the documents written.
+fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<PathBuf>, u64), RunError> {
+    let mut waiting: BTreeMap<u64, (TaskMeta, RecordBatch)> = BTreeMap::new();
+    let mut next_seq = 0u64;
+    let mut current: Option<(usize, JsonlWriter)> = None;
+    let mut outputs = Vec::new();
+    let mut docs_out = 0u64;
+    let sink = &plan.spec.sink;
+    while let Ok(result) = done.recv() {
+        let (meta, batch) = result?;
+        waiting.insert(meta.seq, (meta, batch));
+        while let Some((meta, batch)) = waiting.remove(&next_seq) {
+            next_seq += 1;
+            let file = &plan.files[meta.file_index];
+            let writer = match &mut current {
+                Some((idx, w)) if *idx == meta.file_index => w,
+                _ => {
+                    let w = JsonlWriter::create(&file.output, sink.compression, &plan.spec.source.text_field)?;
+                    &mut current.insert((meta.file_index, w)).1
+                }
+            };
+            writer.write_batch(&batch)?;
+            if meta.last_of_file {
+                if let Some((_, w)) = current.take() {
+                    docs_out += w.finish()?;
+                    outputs.push(file.output.clone());
+                }
+            }
+        }
+    }
+    Ok((outputs, docs_out))
+}

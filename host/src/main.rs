@@ -1,1 +1,259 @@
-fn main(){}
+//! `curator-host`: run curation pipelines made of sandboxed WASM stages.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use curator_host::exec::{self, RunOptions};
+use curator_host::plan::{self, PlanError};
+use curator_host::registry::{self, PluginEntry, Registry};
+use curator_host::wasm::{default_cache_dir, WasmRuntime};
+
+/// Exit code when the pipeline or configuration is invalid (nothing was read).
+const EXIT_INVALID: u8 = 2;
+/// Exit code when the run started and failed.
+const EXIT_FAILED: u8 = 1;
+
+#[derive(Parser)]
+#[command(name = "curator-host", version, about = "Curate LLM training data with sandboxed WASM stages")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct PluginDirs {
+    /// Plugin directory (repeatable). Searched before $CURATOR_PLUGINS and ./plugins.
+    #[arg(long = "plugins", value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a pipeline file.
+    Run {
+        pipeline: PathBuf,
+        #[command(flatten)]
+        plugins: PluginDirs,
+        /// Number of workers (default: as many as the stages' `cpus` allow on this machine).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Do not read or write the compiled-plugin cache.
+        #[arg(long)]
+        no_cache: bool,
+        /// Check the pipeline and print the plan without reading data.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Inspect installed plugins.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
+    /// Print the JSON Schema of a file format.
+    Schema { what: SchemaKind },
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// List the plugins on the search path (manifests read without instantiating).
+    List {
+        #[command(flatten)]
+        plugins: PluginDirs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one plugin's manifest, by name or by file.
+    Inspect {
+        name_or_file: String,
+        #[command(flatten)]
+        plugins: PluginDirs,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SchemaKind {
+    Manifest,
+    Pipeline,
+}
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CURATOR_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,curator_host=info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Run { pipeline, plugins, workers, no_cache, dry_run } => run(&pipeline, &plugins, workers, no_cache, dry_run),
+        Command::Plugin { command: PluginCommand::List { plugins, json } } => {
+            let reg = scan(&plugins);
+            plugin_list(&reg, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plugin { command: PluginCommand::Inspect { name_or_file, plugins, json } } => plugin_inspect(&name_or_file, &plugins, json),
+        Command::Schema { what } => {
+            let schema = match what {
+                SchemaKind::Manifest => schemars::schema_for!(curator_core::Manifest),
+                SchemaKind::Pipeline => schemars::schema_for!(curator_core::PipelineSpec),
+            };
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn scan(dirs: &PluginDirs) -> Registry {
+    let reg = Registry::scan(&registry::search_path(&dirs.dirs));
+    for p in &reg.problems {
+        tracing::warn!("{p}");
+    }
+    reg
+}
+
+fn entry_json(e: &PluginEntry) -> serde_json::Value {
+    let m = &e.manifest;
+    serde_json::json!({
+        "name": m.name,
+        "version": m.version,
+        "kind": m.kind,
+        "description": m.description,
+        "license": m.license,
+        "abi": m.abi,
+        "resources": m.resources,
+        "batch_size": m.batch_size,
+        "input_columns": m.input_columns,
+        "output_columns": m.output_columns,
+        "permissions": m.permissions,
+        "params_schema": m.params_schema,
+        "path": e.path,
+        "size_bytes": e.size,
+    })
+}
+
+fn fmt_resources(r: &curator_core::Resources) -> String {
+    let mut s = format!("cpus={}", r.cpus);
+    if let Some(g) = r.gpus {
+        s.push_str(&format!(" gpus={g}"));
+    }
+    if let Some(g) = r.gpu_memory_gb {
+        s.push_str(&format!(" gpu_memory_gb={g}"));
+    }
+    s.push_str(&format!(" memory_mb={}", r.memory_mb_or_default()));
+    s
+}
+
+fn plugin_list(reg: &Registry, json: bool) -> Result<()> {
+    if json {
+        let list: Vec<_> = reg.plugins.values().map(entry_json).collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    if reg.plugins.is_empty() {
+        println!("no plugins found in: {}", reg.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
+        return Ok(());
+    }
+    println!("{:<24} {:<9} {:<5} {:<34} PATH", "NAME", "VERSION", "KIND", "RESOURCES");
+    for e in reg.plugins.values() {
+        let m = &e.manifest;
+        println!("{:<24} {:<9} {:<5} {:<34} {}", m.name, m.version, format!("{:?}", m.kind).to_lowercase(), fmt_resources(&m.resources), e.path.display());
+    }
+    Ok(())
+}
+
+fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode> {
+    let path = Path::new(what);
+    let entry = if path.is_file() {
+        let manifest = registry::read_manifest(path)?;
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        PluginEntry { manifest, path: path.to_path_buf(), size }
+    } else {
+        let reg = scan(dirs);
+        match reg.get(what) {
+            Some(e) => e.clone(),
+            None => bail!("no plugin named {what:?} (installed: {})", reg.names().join(", ")),
+        }
+    };
+    let v = entry_json(&entry);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let m = &entry.manifest;
+        println!("{} {} ({:?}, ABI {}.{})", m.name, m.version, m.kind, m.abi.major, m.abi.minor);
+        if !m.description.is_empty() {
+            println!("  {}", m.description);
+        }
+        println!("file:        {} ({} bytes)", entry.path.display(), entry.size);
+        println!("resources:   {}", fmt_resources(&m.resources));
+        println!("columns:     reads {:?}, writes {:?}", m.input_columns, m.output_columns);
+        let dirs: Vec<String> = m.permissions.directories.iter().map(|d| format!("{} ({})", d.name, if d.writable { "rw" } else { "ro" })).collect();
+        println!("directories: {}", if dirs.is_empty() { "none".into() } else { dirs.join(", ") });
+        println!("params:");
+        if let Some(props) = m.params_schema.get("properties").and_then(|p| p.as_object()) {
+            for (k, s) in props {
+                let ty = s.get("type").map(|t| t.to_string()).unwrap_or_else(|| "any".into());
+                let default = s.get("default").map(|d| format!(" = {d}")).unwrap_or_default();
+                let desc = s.get("description").and_then(|d| d.as_str()).unwrap_or("");
+                println!("  {k}: {}{default}  {desc}", ty.trim_matches('"'));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run(pipeline: &Path, dirs: &PluginDirs, workers: Option<usize>, no_cache: bool, dry_run: bool) -> Result<ExitCode> {
+    let reg = scan(dirs);
+    let plan = match plan::plan_file(pipeline, &reg) {
+        Ok(p) => p,
+        Err(e @ PlanError::Spec(_)) | Err(e @ PlanError::Io(_)) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    let opts = RunOptions { workers };
+    if dry_run {
+        println!("pipeline {} is valid: {} input file(s), {} stage(s), {} worker(s)", plan.file_label, plan.files.len(), plan.stages.len(), exec::worker_count(&plan, &opts));
+        for s in &plan.stages {
+            println!("  {:<24} {} [{}]", s.label, s.plugin.path.display(), fmt_resources(&s.resources));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
+    let summary = match exec::run(&plan, &runtime, &opts) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+    };
+    println!("{:<24} {:>10} {:>10} {:>10} {:>9} {:>12}", "STAGE", "IN", "OUT", "DROPPED", "BUSY s", "DOCS/s busy");
+    for s in &summary.stages {
+        let rate = if s.busy_s > 0.0 { s.docs_in as f64 / s.busy_s } else { 0.0 };
+        println!("{:<24} {:>10} {:>10} {:>10} {:>9.3} {:>12.0}", s.label, s.docs_in, s.docs_out, s.docs_in - s.docs_out, s.busy_s, rate);
+    }
+    println!(
+        "read {} documents from {} file(s), wrote {} to {} in {:.2}s with {} worker(s)",
+        summary.docs_in,
+        summary.files,
+        summary.docs_out,
+        plan.output_dir.display(),
+        summary.elapsed_s,
+        summary.workers
+    );
+    let summary_path = plan.output_dir.join("_summary.json");
+    if let Err(e) = std::fs::write(&summary_path, serde_json::to_vec_pretty(&summary)?) {
+        tracing::warn!("cannot write {}: {e}", summary_path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
