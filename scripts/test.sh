@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# README command 2: the whole test suite (unit tests, end-to-end tests on the real binary,
+# guest stages built from source for wasm32-wasip2 by the tests themselves).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+    rustup target add wasm32-wasip2
+fi
+cargo test --release --locked --workspace "$@"

@@ -1,0 +1,10 @@
+//! End-to-end tests: the real `curator-host` binary on real files, with guest stages built
+//! from source for wasm32-wasip2 (see `support::guests_dir`).
+
+mod support;
+
+mod cli;
+mod io;
+mod pipeline_errors;
+mod quickstart;
+mod sandbox;

@@ -1,0 +1,100 @@
+//! Shared helpers: build the guests once, run the binary, read outputs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host crate has a parent").to_path_buf()
+}
+
+/// Guest stages built from source (first-party plugins and the test-only guests), once per
+/// test process. Returns the directory holding the `.wasm` files.
+pub fn guests_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = root();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(&root)
+            .args(["build", "--locked", "--profile", "guest", "--target", "wasm32-wasip2", "--target-dir"])
+            .arg(root.join("target/wasm"))
+            .args(["-p", "word_count_filter", "-p", "unicode_normalize", "-p", "hostile", "-p", "dir_reader"])
+            .status()
+            .expect("cannot run cargo to build guest stages");
+        assert!(status.success(), "building guest stages for wasm32-wasip2 failed (is the target installed? rustup target add wasm32-wasip2)");
+        root.join("target/wasm/wasm32-wasip2/guest")
+    })
+}
+
+/// The result of one run of the binary.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn ok(&self) -> &Self {
+        assert_eq!(self.code, 0, "expected success\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Run {
+        Run { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into(), stderr: String::from_utf8_lossy(&o.stderr).into() }
+    }
+}
+
+/// A command for the binary with a shared compiled-plugin cache and no ambient plugin path.
+pub fn host() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_curator-host"));
+    c.env("CURATOR_CACHE_DIR", root().join("target/e2e-cache")).env_remove("CURATOR_PLUGINS").env("NO_COLOR", "1");
+    c
+}
+
+/// Run `curator-host ARGS… --plugins <guests>`.
+pub fn run_with_guests(args: &[&str]) -> Run {
+    host().args(args).arg("--plugins").arg(guests_dir()).output().expect("cannot start curator-host").into()
+}
+
+/// Write `yaml` as `pipeline.yaml` in `dir`.
+pub fn write_pipeline(dir: &Path, yaml: &str) -> PathBuf {
+    let p = dir.join("pipeline.yaml");
+    std::fs::write(&p, yaml).expect("write pipeline");
+    p
+}
+
+/// Write JSONL documents `{"id": "d<i>", "text": …}` to `path`.
+pub fn write_docs(path: &Path, texts: &[String]) {
+    let mut s = String::new();
+    for (i, t) in texts.iter().enumerate() {
+        s.push_str(&serde_json::json!({"id": format!("d{i}"), "text": t}).to_string());
+        s.push('\n');
+    }
+    std::fs::write(path, s).expect("write docs");
+}
+
+/// Documents of a JSONL output (plain, .gz or .zst).
+pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    let bytes = curator_host::io::read_decoded(path).unwrap_or_else(|e| panic!("{e}"));
+    String::from_utf8(bytes).expect("utf8").lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
+}
+
+/// Files under `dir` whose names contain `.tmp-` (leftovers of an unfinished write).
+pub fn temp_leftovers(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(temp_leftovers(&p));
+            } else if p.file_name().is_some_and(|n| n.to_string_lossy().contains(".tmp-")) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
