@@ -11,10 +11,10 @@ pub mod resources;
 pub mod task;
 
 pub use manifest::{
-    Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, ABI_MAJOR, ABI_MINOR,
-    WIT_PACKAGE,
+    ABI_MAJOR, ABI_MINOR, Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError,
+    Permissions, PluginKind, WIT_PACKAGE,
 };
-pub use params::{validate_params, ParamError};
+pub use params::{ParamError, validate_params};
 pub use pipeline::{PipelineSpec, SinkSpec, SourceSpec, SpecError, StageSpec};
 pub use resources::{ResourceError, ResourceOverride, Resources};
 pub use task::TaskMeta;

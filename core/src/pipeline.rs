@@ -216,17 +216,25 @@ impl fmt::Display for SpecError {
 
 impl SpecError {
     pub fn new(file: &str, path: impl Into<String>, message: impl Into<String>) -> SpecError {
-        SpecError { file: file.to_string(), path: path.into(), message: message.into() }
+        SpecError {
+            file: file.to_string(),
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
 impl PipelineSpec {
     /// Parse a pipeline from YAML text. `file` names the file in errors.
     pub fn from_yaml(file: &str, text: &str) -> Result<PipelineSpec, SpecError> {
-        let value: serde_json::Value =
-            serde_saphyr::from_str(text).map_err(|e| SpecError::new(file, "", format!("not valid YAML: {e}")))?;
+        let value: serde_json::Value = serde_saphyr::from_str(text)
+            .map_err(|e| SpecError::new(file, "", format!("not valid YAML: {e}")))?;
         if !value.is_object() {
-            return Err(SpecError::new(file, "", "expected a mapping with source, stages and sink"));
+            return Err(SpecError::new(
+                file,
+                "",
+                "expected a mapping with source, stages and sink",
+            ));
         }
         let spec: PipelineSpec = serde_path_to_error::deserialize(value)
             .map_err(|e| SpecError::new(file, e.path().to_string(), e.inner().to_string()))?;
@@ -240,7 +248,11 @@ impl PipelineSpec {
             return Err(SpecError::new(file, "batch_size", "must be > 0"));
         }
         if let Some(t) = self.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
-            return Err(SpecError::new(file, "timeout_s", format!("must be a positive number of seconds, found {t}")));
+            return Err(SpecError::new(
+                file,
+                "timeout_s",
+                format!("must be a positive number of seconds, found {t}"),
+            ));
         }
         if self.source.path.as_vec().is_empty() {
             return Err(SpecError::new(file, "source.path", "names no file"));
@@ -251,19 +263,30 @@ impl PipelineSpec {
                 return Err(SpecError::new(file, at("batch_size"), "must be > 0"));
             }
             if let Some(t) = stage.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
-                return Err(SpecError::new(file, at("timeout_s"), format!("must be a positive number of seconds, found {t}")));
+                return Err(SpecError::new(
+                    file,
+                    at("timeout_s"),
+                    format!("must be a positive number of seconds, found {t}"),
+                ));
             }
             if !stage.params.is_object() {
-                return Err(SpecError::new(file, at("params"), format!("expected a mapping, found {}", crate::params::describe(&stage.params))));
+                return Err(SpecError::new(
+                    file,
+                    at("params"),
+                    format!(
+                        "expected a mapping, found {}",
+                        crate::params::describe(&stage.params)
+                    ),
+                ));
             }
-            if let Some(o) = &stage.resources {
-                if let (Some(g), Some(m)) = (o.gpus, o.gpu_memory_gb) {
-                    return Err(SpecError::new(
-                        file,
-                        at("resources"),
-                        format!("gpus and gpu_memory_gb are both set ({g} and {m}); set only one"),
-                    ));
-                }
+            if let Some(o) = &stage.resources
+                && let (Some(g), Some(m)) = (o.gpus, o.gpu_memory_gb)
+            {
+                return Err(SpecError::new(
+                    file,
+                    at("resources"),
+                    format!("gpus and gpu_memory_gb are both set ({g} and {m}); set only one"),
+                ));
             }
         }
         Ok(())
@@ -311,37 +334,75 @@ stages:
 
     #[test]
     fn unknown_field_named_with_path() {
-        let bad = GOOD.replace("    params: {min_words: 5}", "    params: {min_words: 5}\n    parms: 3");
-        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
-        assert!(e.starts_with("p.yaml: stages[0].parms: unknown field `parms`"), "{e}");
+        let bad = GOOD.replace(
+            "    params: {min_words: 5}",
+            "    params: {min_words: 5}\n    parms: 3",
+        );
+        let e = PipelineSpec::from_yaml("p.yaml", &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("p.yaml: stages[0].parms: unknown field `parms`"),
+            "{e}"
+        );
     }
 
     #[test]
     fn both_gpu_kinds_in_override() {
         let bad = GOOD.replace("{cpus: 0.5, memory_mb: 128}", "{gpus: 1, gpu_memory_gb: 8}");
-        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
-        assert!(e.starts_with("p.yaml: stages[1].resources: gpus and gpu_memory_gb are both set"), "{e}");
+        let e = PipelineSpec::from_yaml("p.yaml", &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("p.yaml: stages[1].resources: gpus and gpu_memory_gb are both set"),
+            "{e}"
+        );
     }
 
     #[test]
     fn wrong_types_named() {
         let bad = GOOD.replace("batch_size: 500", "batch_size: lots");
-        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
-        assert!(e.starts_with("p.yaml: batch_size: invalid type: string \"lots\""), "{e}");
+        let e = PipelineSpec::from_yaml("p.yaml", &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("p.yaml: batch_size: invalid type: string \"lots\""),
+            "{e}"
+        );
         let bad = GOOD.replace("mode: overwrite", "mode: clobber");
-        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
-        assert!(e.starts_with("p.yaml: sink.mode: unknown variant `clobber`"), "{e}");
+        let e = PipelineSpec::from_yaml("p.yaml", &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("p.yaml: sink.mode: unknown variant `clobber`"),
+            "{e}"
+        );
     }
 
     #[test]
     fn not_yaml_or_not_mapping() {
-        assert!(PipelineSpec::from_yaml("p.yaml", "source: [").unwrap_err().to_string().starts_with("p.yaml: not valid YAML"));
-        assert!(PipelineSpec::from_yaml("p.yaml", "- 1").unwrap_err().to_string().contains("expected a mapping"));
+        assert!(
+            PipelineSpec::from_yaml("p.yaml", "source: [")
+                .unwrap_err()
+                .to_string()
+                .starts_with("p.yaml: not valid YAML")
+        );
+        assert!(
+            PipelineSpec::from_yaml("p.yaml", "- 1")
+                .unwrap_err()
+                .to_string()
+                .contains("expected a mapping")
+        );
     }
 
     #[test]
     fn zero_batch_size_refused() {
         let bad = GOOD.replace("batch_size: 500", "batch_size: 0");
-        assert_eq!(PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string(), "p.yaml: batch_size: must be > 0");
+        assert_eq!(
+            PipelineSpec::from_yaml("p.yaml", &bad)
+                .unwrap_err()
+                .to_string(),
+            "p.yaml: batch_size: must be > 0"
+        );
     }
 }

@@ -19,8 +19,8 @@ use arrow_array::RecordBatch;
 use curator_core::TaskMeta;
 
 use crate::columns::{self, InvalidOutput};
-use crate::io::jsonl::{reader_schema, JsonlReader, JsonlWriter, ReadOptions};
 use crate::io::IoError;
+use crate::io::jsonl::{JsonlReader, JsonlWriter, ReadOptions, reader_schema};
 use crate::plan::{Plan, PlannedStage};
 use crate::wasm::{CompiledPlugin, InstanceLimits, StageInstance, WasmError, WasmRuntime};
 
@@ -35,13 +35,27 @@ pub struct RunOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("stage {label:?} (plugin {plugin}) failed to start: {source}")]
-    Start { label: String, plugin: PathBuf, source: WasmError },
-    #[error("stage {label:?} (plugin {plugin}) failed on {task}: {source}")]
-    Stage { label: String, plugin: PathBuf, task: TaskMeta, source: StageFailure },
+    Start {
+        label: String,
+        plugin: PathBuf,
+        source: WasmError,
+    },
+    #[error(transparent)]
+    Stage(Box<StageFailed>),
     #[error(transparent)]
     Io(#[from] IoError),
     #[error("a worker thread panicked: {0}")]
     Panic(String),
+}
+
+/// A stage call failed: which stage, plugin and batch, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("stage {label:?} (plugin {plugin}) failed on {task}: {source}")]
+pub struct StageFailed {
+    pub label: String,
+    pub plugin: PathBuf,
+    pub task: TaskMeta,
+    pub source: StageFailure,
 }
 
 /// What went wrong inside a stage call.
@@ -95,7 +109,9 @@ type Done = Result<(TaskMeta, RecordBatch), RunError>;
 
 /// Usable cores: affinity and cgroup quota aware (std's `available_parallelism`).
 pub fn available_cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// Worker count for a plan: each worker holds one instance of every stage.
@@ -104,11 +120,20 @@ pub fn worker_count(plan: &Plan, opts: &RunOptions) -> usize {
         return n.max(1);
     }
     let cores = available_cores();
-    plan.stages.iter().map(|s| s.resources.workers_on(cores)).min().unwrap_or(1).max(1)
+    plan.stages
+        .iter()
+        .map(|s| s.resources.workers_on(cores))
+        .min()
+        .unwrap_or(1)
+        .max(1)
 }
 
 fn limits(stage: &PlannedStage) -> InstanceLimits {
-    InstanceLimits { memory_mb: stage.resources.memory_mb_or_default(), timeout: stage.timeout, grants: stage.grants.clone() }
+    InstanceLimits {
+        memory_mb: stage.resources.memory_mb_or_default(),
+        timeout: stage.timeout,
+        grants: stage.grants.clone(),
+    }
 }
 
 /// Run a checked plan.
@@ -118,16 +143,26 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     for s in &plan.stages {
         let c = runtime
             .load(&s.plugin.path, s.plugin.manifest.clone())
-            .map_err(|source| RunError::Start { label: s.label.clone(), plugin: s.plugin.path.clone(), source })?;
+            .map_err(|source| RunError::Start {
+                label: s.label.clone(),
+                plugin: s.plugin.path.clone(),
+                source,
+            })?;
         compiled.push(c);
     }
     let cached_plugins = compiled.iter().filter(|c| c.from_cache).count();
     let compiled = Arc::new(compiled);
     let stages = Arc::new(plan.stages.clone());
-    let counters: Arc<Vec<Counters>> = Arc::new(plan.stages.iter().map(|_| Counters::default()).collect());
+    let counters: Arc<Vec<Counters>> =
+        Arc::new(plan.stages.iter().map(|_| Counters::default()).collect());
     let workers = worker_count(plan, opts);
     let cancel = Arc::new(AtomicBool::new(false));
-    tracing::info!(workers, stages = plan.stages.len(), files = plan.files.len(), "starting run");
+    tracing::info!(
+        workers,
+        stages = plan.stages.len(),
+        files = plan.files.len(),
+        "starting run"
+    );
 
     let (task_tx, task_rx) = mpsc::sync_channel::<Task>(workers * 2);
     let task_rx = Arc::new(Mutex::new(task_rx));
@@ -136,11 +171,20 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
 
     let mut handles = Vec::new();
     for w in 0..workers {
-        let (compiled, stages, counters, cancel) = (compiled.clone(), stages.clone(), counters.clone(), cancel.clone());
+        let (compiled, stages, counters, cancel) = (
+            compiled.clone(),
+            stages.clone(),
+            counters.clone(),
+            cancel.clone(),
+        );
         let (task_rx, done_tx, ready_tx) = (task_rx.clone(), done_tx.clone(), ready_tx.clone());
         let h = std::thread::Builder::new()
             .name(format!("curator-worker-{w}"))
-            .spawn(move || worker(&compiled, &stages, &counters, &cancel, &task_rx, &done_tx, &ready_tx))
+            .spawn(move || {
+                worker(
+                    &compiled, &stages, &counters, &cancel, &task_rx, &done_tx, &ready_tx,
+                )
+            })
             .map_err(|e| RunError::Panic(format!("cannot start worker: {e}")))?;
         handles.push(h);
     }
@@ -169,7 +213,10 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
 
     let reader = {
         let files: Vec<PathBuf> = plan.files.iter().map(|f| f.input.path.clone()).collect();
-        let read_opts = ReadOptions { text_field: plan.spec.source.text_field.clone(), id_field: plan.spec.source.id_field.clone() };
+        let read_opts = ReadOptions {
+            text_field: plan.spec.source.text_field.clone(),
+            id_field: plan.spec.source.id_field.clone(),
+        };
         let batch_size = plan.spec.batch_size();
         let limit = plan.spec.source.limit;
         let cancel = cancel.clone();
@@ -184,7 +231,9 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         cancel.store(true, Ordering::Relaxed);
     }
     drop(done_rx);
-    let read = reader.join().unwrap_or_else(|_| Err(RunError::Panic("the reader thread panicked".into())));
+    let read = reader
+        .join()
+        .unwrap_or_else(|_| Err(RunError::Panic("the reader thread panicked".into())));
     join_all(handles);
     // A read error explains a short write, so it is reported first.
     let docs_in = read?;
@@ -203,7 +252,16 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
             busy_s: c.busy_ns.load(Ordering::Relaxed) as f64 / 1e9,
         })
         .collect();
-    Ok(RunSummary { files: plan.files.len(), docs_in, docs_out, workers, elapsed_s: started.elapsed().as_secs_f64(), stages: stage_stats, outputs, cached_plugins })
+    Ok(RunSummary {
+        files: plan.files.len(),
+        docs_in,
+        docs_out,
+        workers,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        stages: stage_stats,
+        outputs,
+        cached_plugins,
+    })
 }
 
 fn join_all(handles: Vec<std::thread::JoinHandle<()>>) {
@@ -213,7 +271,14 @@ fn join_all(handles: Vec<std::thread::JoinHandle<()>>) {
 }
 
 /// Read every file in order into batches; returns the number of documents read.
-fn read_all(files: &[PathBuf], opts: &ReadOptions, batch_size: usize, limit: Option<u64>, cancel: &AtomicBool, tx: SyncSender<Task>) -> Result<u64, RunError> {
+fn read_all(
+    files: &[PathBuf],
+    opts: &ReadOptions,
+    batch_size: usize,
+    limit: Option<u64>,
+    cancel: &AtomicBool,
+    tx: SyncSender<Task>,
+) -> Result<u64, RunError> {
     let mut seq = 0u64;
     let mut total = 0u64;
     for (file_index, path) in files.iter().enumerate() {
@@ -224,8 +289,14 @@ fn read_all(files: &[PathBuf], opts: &ReadOptions, batch_size: usize, limit: Opt
             if cancel.load(Ordering::Relaxed) {
                 return Ok(total);
             }
-            let remaining = limit.map(|l| l.saturating_sub(total) as usize).unwrap_or(usize::MAX);
-            let next = if remaining == 0 { None } else { reader.next_batch(batch_size.min(remaining))? };
+            let remaining = limit
+                .map(|l| l.saturating_sub(total) as usize)
+                .unwrap_or(usize::MAX);
+            let next = if remaining == 0 {
+                None
+            } else {
+                reader.next_batch(batch_size.min(remaining))?
+            };
             if let Some((b, _)) = &next {
                 total += b.num_rows() as u64;
             }
@@ -237,7 +308,14 @@ fn read_all(files: &[PathBuf], opts: &ReadOptions, batch_size: usize, limit: Opt
                 None => None,
             };
             if let Some((batch, first_row)) = to_send {
-                let meta = TaskMeta { seq, file_index, source: source.clone(), first_row, num_rows: batch.num_rows() as u64, last_of_file: last };
+                let meta = TaskMeta {
+                    seq,
+                    file_index,
+                    source: source.clone(),
+                    first_row,
+                    num_rows: batch.num_rows() as u64,
+                    last_of_file: last,
+                };
                 seq += 1;
                 if tx.send(Task { meta, batch }).is_err() {
                     return Ok(total);
@@ -267,7 +345,11 @@ fn worker(
         match plugin.instantiate(&stage.label, &stage.params, &limits(stage)) {
             Ok(i) => instances.push(i),
             Err(source) => {
-                let _ = ready.send(Err(RunError::Start { label: stage.label.clone(), plugin: stage.plugin.path.clone(), source }));
+                let _ = ready.send(Err(RunError::Start {
+                    label: stage.label.clone(),
+                    plugin: stage.plugin.path.clone(),
+                    source,
+                }));
                 return;
             }
         }
@@ -295,13 +377,25 @@ fn worker(
     }
 }
 
-fn run_chain(instances: &mut [StageInstance], stages: &[PlannedStage], counters: &[Counters], task: Task) -> Done {
+fn run_chain(
+    instances: &mut [StageInstance],
+    stages: &[PlannedStage],
+    counters: &[Counters],
+    task: Task,
+) -> Done {
     let mut batch = task.batch;
     for ((inst, stage), c) in instances.iter_mut().zip(stages).zip(counters) {
         if batch.num_rows() == 0 {
             break;
         }
-        let fail = |source: StageFailure| RunError::Stage { label: stage.label.clone(), plugin: stage.plugin.path.clone(), task: task.meta.clone(), source };
+        let fail = |source: StageFailure| {
+            RunError::Stage(Box::new(StageFailed {
+                label: stage.label.clone(),
+                plugin: stage.plugin.path.clone(),
+                task: task.meta.clone(),
+                source,
+            }))
+        };
         let started = Instant::now();
         let rows = batch.num_rows();
         let chunk = stage.batch_size.unwrap_or(rows).max(1);
@@ -315,14 +409,23 @@ fn run_chain(instances: &mut [StageInstance], stages: &[PlannedStage], counters:
         batch = match parts.len() {
             1 => parts.pop().unwrap_or(batch),
             _ => {
-                let schema = parts.first().map(|p| p.schema()).unwrap_or_else(|| batch.schema());
-                arrow_select::concat::concat_batches(&schema, &parts).map_err(|e| fail(StageFailure::Output(InvalidOutput(format!("chunks disagree on schema: {e}")))))?
+                let schema = parts
+                    .first()
+                    .map(|p| p.schema())
+                    .unwrap_or_else(|| batch.schema());
+                arrow_select::concat::concat_batches(&schema, &parts).map_err(|e| {
+                    fail(StageFailure::Output(InvalidOutput(format!(
+                        "chunks disagree on schema: {e}"
+                    ))))
+                })?
             }
         };
         c.docs_in.fetch_add(rows as u64, Ordering::Relaxed);
-        c.docs_out.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        c.docs_out
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         c.batches.fetch_add(1, Ordering::Relaxed);
-        c.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        c.busy_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
     Ok((task.meta, batch))
 }
@@ -345,16 +448,20 @@ fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<PathBuf>, u64), 
             let writer = match &mut current {
                 Some((idx, w)) if *idx == meta.file_index => w,
                 _ => {
-                    let w = JsonlWriter::create(&file.output, sink.compression, &plan.spec.source.text_field)?;
+                    let w = JsonlWriter::create(
+                        &file.output,
+                        sink.compression,
+                        &plan.spec.source.text_field,
+                    )?;
                     &mut current.insert((meta.file_index, w)).1
                 }
             };
             writer.write_batch(&batch)?;
-            if meta.last_of_file {
-                if let Some((_, w)) = current.take() {
-                    docs_out += w.finish()?;
-                    outputs.push(file.output.clone());
-                }
+            if meta.last_of_file
+                && let Some((_, w)) = current.take()
+            {
+                docs_out += w.finish()?;
+                outputs.push(file.output.clone());
             }
         }
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use curator_core::pipeline::{DEFAULT_TIMEOUT_S, WriteMode};
-use curator_core::{validate_params, PipelineSpec, Resources, SpecError};
+use curator_core::{PipelineSpec, Resources, SpecError, validate_params};
 
 use crate::io::{self, InputFile, IoError};
 use crate::registry::{PluginEntry, Registry};
@@ -59,13 +59,20 @@ impl From<SpecError> for PlanError {
 
 fn resolve(base: &Path, p: &str) -> PathBuf {
     let p = Path::new(p);
-    if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
 }
 
 /// The output file name for an input: compression suffix dropped, `.jsonl` kept or added, the
 /// sink's compression suffix appended.
 pub fn output_name(rel: &Path, suffix: &str) -> PathBuf {
-    let mut name = rel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut name = rel
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     for ext in [".gz", ".zst", ".zstd"] {
         if let Some(stripped) = name.strip_suffix(ext) {
             name = stripped.to_string();
@@ -85,14 +92,22 @@ pub fn output_name(rel: &Path, suffix: &str) -> PathBuf {
 /// Read, parse and check a pipeline file against the registry.
 pub fn plan_file(path: &Path, registry: &Registry) -> Result<Plan, PlanError> {
     let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| IoError::Open { path: label.clone(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| IoError::Open {
+        path: label.clone(),
+        source,
+    })?;
     let spec = PipelineSpec::from_yaml(&label, &text)?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     plan_spec(spec, &label, &base, registry)
 }
 
 /// Check a parsed spec. Relative paths resolve against `base`.
-pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry) -> Result<Plan, PlanError> {
+pub fn plan_spec(
+    spec: PipelineSpec,
+    label: &str,
+    base: &Path,
+    registry: &Registry,
+) -> Result<Plan, PlanError> {
     let mut errors = Vec::new();
     let mut stages = Vec::new();
     for (i, s) in spec.stages.iter().enumerate() {
@@ -100,11 +115,23 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         let Some(entry) = registry.get(&s.plugin) else {
             let known = registry.names();
             let hint = if known.is_empty() {
-                format!("no plugins found in {}", registry.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "))
+                format!(
+                    "no plugins found in {}",
+                    registry
+                        .dirs
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
             } else {
                 format!("installed: {}", known.join(", "))
             };
-            errors.push(SpecError::new(label, at("plugin"), format!("unknown stage {:?} ({hint})", s.plugin)));
+            errors.push(SpecError::new(
+                label,
+                at("plugin"),
+                format!("unknown stage {:?} ({hint})", s.plugin),
+            ));
             continue;
         };
         let m = &entry.manifest;
@@ -124,7 +151,12 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         for (name, g) in &s.grants {
             match m.permissions.directories.iter().find(|d| &d.name == name) {
                 None => {
-                    let requested: Vec<&str> = m.permissions.directories.iter().map(|d| d.name.as_str()).collect();
+                    let requested: Vec<&str> = m
+                        .permissions
+                        .directories
+                        .iter()
+                        .map(|d| d.name.as_str())
+                        .collect();
                     errors.push(SpecError::new(label, at(&format!("grants.{name}")), format!(
                         "plugin {:?} does not request a directory named {name:?} (it requests: {})",
                         s.plugin,
@@ -133,19 +165,38 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
                 }
                 Some(req) => {
                     if g.writable() && !req.writable {
-                        errors.push(SpecError::new(label, at(&format!("grants.{name}")), "plugin asks for read-only access; a writable grant is refused"));
+                        errors.push(SpecError::new(
+                            label,
+                            at(&format!("grants.{name}")),
+                            "plugin asks for read-only access; a writable grant is refused",
+                        ));
                     }
                     let host_path = resolve(base, g.path());
                     if !host_path.is_dir() {
-                        errors.push(SpecError::new(label, at(&format!("grants.{name}")), format!("{} is not a directory", host_path.display())));
+                        errors.push(SpecError::new(
+                            label,
+                            at(&format!("grants.{name}")),
+                            format!("{} is not a directory", host_path.display()),
+                        ));
                     }
-                    grants.push(DirGrant { name: name.clone(), host_path, writable: g.writable() });
+                    grants.push(DirGrant {
+                        name: name.clone(),
+                        host_path,
+                        writable: g.writable(),
+                    });
                 }
             }
         }
         for req in &m.permissions.directories {
             if !s.grants.contains_key(&req.name) {
-                errors.push(SpecError::new(label, at("grants"), format!("plugin {:?} requests directory {:?}; grant it with grants: {{{}: PATH}}", s.plugin, req.name, req.name)));
+                errors.push(SpecError::new(
+                    label,
+                    at("grants"),
+                    format!(
+                        "plugin {:?} requests directory {:?}; grant it with grants: {{{}: PATH}}",
+                        s.plugin, req.name, req.name
+                    ),
+                ));
             }
         }
         let timeout_s = s.timeout_s.or(spec.timeout_s).unwrap_or(DEFAULT_TIMEOUT_S);
@@ -164,21 +215,41 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         return Err(PlanError::Spec(errors));
     }
 
-    let sources: Vec<PathBuf> = spec.source.path.as_vec().iter().map(|p| resolve(base, p)).collect();
+    let sources: Vec<PathBuf> = spec
+        .source
+        .path
+        .as_vec()
+        .iter()
+        .map(|p| resolve(base, p))
+        .collect();
     let inputs = io::discover(&sources, spec.source.file_extensions.as_deref())?;
     let output_dir = resolve(base, &spec.sink.path);
     let mut files: Vec<PlannedFile> = Vec::new();
     for input in inputs {
         let output = output_dir.join(output_name(&input.rel, spec.sink.compression.suffix()));
         if let Some(other) = files.iter().find(|f| f.output == output) {
-            return Err(IoError::Collision { a: other.input.display(), b: input.display(), out: output.display().to_string() }.into());
+            return Err(IoError::Collision {
+                a: other.input.display(),
+                b: input.display(),
+                out: output.display().to_string(),
+            }
+            .into());
         }
         if spec.sink.mode == WriteMode::Error && output.exists() {
-            return Err(IoError::Exists { path: output.display().to_string() }.into());
+            return Err(IoError::Exists {
+                path: output.display().to_string(),
+            }
+            .into());
         }
         files.push(PlannedFile { input, output });
     }
-    Ok(Plan { spec, file_label: label.to_string(), stages, files, output_dir })
+    Ok(Plan {
+        spec,
+        file_label: label.to_string(),
+        stages,
+        files,
+        output_dir,
+    })
 }
 
 #[cfg(test)]
@@ -187,9 +258,21 @@ mod tests {
 
     #[test]
     fn output_names() {
-        assert_eq!(output_name(Path::new("a.jsonl.zst"), ""), PathBuf::from("a.jsonl"));
-        assert_eq!(output_name(Path::new("sub/b.json.gz"), ".zst"), PathBuf::from("sub/b.jsonl.zst"));
-        assert_eq!(output_name(Path::new("c.txt"), ".gz"), PathBuf::from("c.txt.jsonl.gz"));
-        assert_eq!(output_name(Path::new("d.jsonl"), ""), PathBuf::from("d.jsonl"));
+        assert_eq!(
+            output_name(Path::new("a.jsonl.zst"), ""),
+            PathBuf::from("a.jsonl")
+        );
+        assert_eq!(
+            output_name(Path::new("sub/b.json.gz"), ".zst"),
+            PathBuf::from("sub/b.jsonl.zst")
+        );
+        assert_eq!(
+            output_name(Path::new("c.txt"), ".gz"),
+            PathBuf::from("c.txt.jsonl.gz")
+        );
+        assert_eq!(
+            output_name(Path::new("d.jsonl"), ""),
+            PathBuf::from("d.jsonl")
+        );
     }
 }

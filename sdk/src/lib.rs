@@ -54,8 +54,10 @@ pub use serde_json;
 
 /// Everything a stage author needs: `use curator_sdk::prelude::*;`
 pub mod prelude {
-    pub use crate::{stage, Batch, Column, ColumnType, Doc, Filter, Map, Output, Stage, StageError};
-    pub use crate::{log, Level};
+    pub use crate::{
+        Batch, Column, ColumnType, Doc, Filter, Map, Output, Stage, StageError, stage,
+    };
+    pub use crate::{Level, log};
     pub use std::borrow::Cow;
 }
 
@@ -80,7 +82,7 @@ pub fn log(level: Level, message: &str) {
 /// Not public API: used by the code the [`stage`] attribute generates.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::runner::{Probe, ViaFilter, ViaMap, ViaStage};
     #[cfg(target_arch = "wasm32")]
     pub use crate::guest::{bindings, process, setup, teardown};
+    pub use crate::runner::{Probe, ViaFilter, ViaMap, ViaStage};
 }

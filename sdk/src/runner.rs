@@ -99,11 +99,18 @@ impl<T: Map> Runner for MapRunner<T> {
     }
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let text = batch.column("text")?;
-        let mut out = Column { name: "text".into(), ty: text.ty, validity: text.validity.clone(), offsets: Vec::with_capacity(batch.len() + 1), data: Vec::with_capacity(text.data.len()) };
+        let mut out = Column {
+            name: "text".into(),
+            ty: text.ty,
+            validity: text.validity.clone(),
+            offsets: Vec::with_capacity(batch.len() + 1),
+            data: Vec::with_capacity(text.data.len()),
+        };
         out.offsets.push(0);
         batch.for_each_doc(|doc| {
             out.data.extend_from_slice(self.0.map(doc).as_bytes());
-            let end = u32::try_from(out.data.len()).map_err(|_| StageError::Failed("mapped text column exceeds 4 GiB".into()))?;
+            let end = u32::try_from(out.data.len())
+                .map_err(|_| StageError::Failed("mapped text column exceeds 4 GiB".into()))?;
             out.offsets.push(end);
             Ok::<_, StageError>(())
         })?;

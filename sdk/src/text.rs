@@ -27,7 +27,10 @@ pub fn count_words(text: &str) -> usize {
                 0xe0..=0xef => 3,
                 _ => 4,
             };
-            let c = text.get(i..i + width).and_then(|s| s.chars().next()).unwrap_or('\u{fffd}');
+            let c = text
+                .get(i..i + width)
+                .and_then(|s| s.chars().next())
+                .unwrap_or('\u{fffd}');
             i += width;
             c.is_whitespace()
         };
@@ -63,7 +66,11 @@ mod tests {
         ];
         for (s, n) in cases {
             assert_eq!(count_words(s), *n, "{s:?}");
-            assert_eq!(s.split(is_py_space).filter(|w| !w.is_empty()).count(), *n, "{s:?}");
+            assert_eq!(
+                s.split(is_py_space).filter(|w| !w.is_empty()).count(),
+                *n,
+                "{s:?}"
+            );
         }
     }
 }

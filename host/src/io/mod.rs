@@ -14,24 +14,54 @@ pub const TEXT: &str = "text";
 pub const META: &str = "_meta";
 
 /// File name endings read from a directory when `file_extensions` is not given.
-pub const DEFAULT_EXTENSIONS: &[&str] = &[".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".jsonl.zstd"];
+pub const DEFAULT_EXTENSIONS: &[&str] = &[
+    ".jsonl",
+    ".json",
+    ".ndjson",
+    ".jsonl.gz",
+    ".json.gz",
+    ".jsonl.zst",
+    ".json.zst",
+    ".jsonl.zstd",
+];
 
 /// An IO error that names the file (and line and field, where there is one).
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {
     #[error("{path}: {source}")]
-    Open { path: String, source: std::io::Error },
+    Open {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}: no input files found (looked for {extensions})")]
     NoInput { path: String, extensions: String },
     #[error("{file}:{line}: {message}")]
-    Line { file: String, line: u64, message: String },
+    Line {
+        file: String,
+        line: u64,
+        message: String,
+    },
     #[error("{file}:{line}: field {field:?}: {message}")]
-    Field { file: String, line: u64, field: String, message: String },
+    Field {
+        file: String,
+        line: u64,
+        field: String,
+        message: String,
+    },
     #[error("{file}: read failed after line {line}: {source}")]
-    Read { file: String, line: u64, source: std::io::Error },
+    Read {
+        file: String,
+        line: u64,
+        source: std::io::Error,
+    },
     #[error("{path}: write failed: {source}")]
-    Write { path: String, source: std::io::Error },
-    #[error("output {path} already exists (sink.mode is \"error\"; use \"overwrite\" to replace it)")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "output {path} already exists (sink.mode is \"error\"; use \"overwrite\" to replace it)"
+    )]
     Exists { path: String },
     #[error("inputs {a} and {b} would both be written to {out}")]
     Collision { a: String, b: String, out: String },
@@ -52,16 +82,24 @@ impl InputFile {
 }
 
 fn matches_ext(path: &Path, exts: &[String]) -> bool {
-    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
     exts.iter().any(|e| name.ends_with(&e.to_lowercase()))
 }
 
 fn walk(dir: &Path, root: &Path, exts: &[String], out: &mut Vec<InputFile>) -> Result<(), IoError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| IoError::Open { path: dir.display().to_string(), source })?;
+    let entries = std::fs::read_dir(dir).map_err(|source| IoError::Open {
+        path: dir.display().to_string(),
+        source,
+    })?;
     let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     for p in paths {
-        let hidden = p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(['.', '_']));
+        let hidden = p
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(['.', '_']));
         if hidden {
             continue;
         }
@@ -76,23 +114,35 @@ fn walk(dir: &Path, root: &Path, exts: &[String], out: &mut Vec<InputFile>) -> R
 }
 
 /// Expand source paths (files or directories, read recursively in name order).
-pub fn discover(paths: &[PathBuf], extensions: Option<&[String]>) -> Result<Vec<InputFile>, IoError> {
+pub fn discover(
+    paths: &[PathBuf],
+    extensions: Option<&[String]>,
+) -> Result<Vec<InputFile>, IoError> {
     let exts: Vec<String> = match extensions {
         Some(e) => e.to_vec(),
         None => DEFAULT_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
     };
     let mut files = Vec::new();
     for p in paths {
-        let meta = std::fs::metadata(p).map_err(|source| IoError::Open { path: p.display().to_string(), source })?;
+        let meta = std::fs::metadata(p).map_err(|source| IoError::Open {
+            path: p.display().to_string(),
+            source,
+        })?;
         if meta.is_dir() {
             let before = files.len();
             walk(p, p, &exts, &mut files)?;
             if files.len() == before {
-                return Err(IoError::NoInput { path: p.display().to_string(), extensions: exts.join(", ") });
+                return Err(IoError::NoInput {
+                    path: p.display().to_string(),
+                    extensions: exts.join(", "),
+                });
             }
         } else {
             let rel = PathBuf::from(p.file_name().unwrap_or(p.as_os_str()));
-            files.push(InputFile { path: p.clone(), rel });
+            files.push(InputFile {
+                path: p.clone(),
+                rel,
+            });
         }
     }
     Ok(files)
@@ -101,13 +151,22 @@ pub fn discover(paths: &[PathBuf], extensions: Option<&[String]>) -> Result<Vec<
 /// Open a file for reading, decompressing gzip (multi-member) or zstd (multi-frame) when its
 /// magic bytes say so, whatever its name.
 pub fn open_decoded(path: &Path) -> Result<Box<dyn BufRead + Send>, IoError> {
-    let open_err = |source| IoError::Open { path: path.display().to_string(), source };
+    let open_err = |source| IoError::Open {
+        path: path.display().to_string(),
+        source,
+    };
     let mut file = BufReader::with_capacity(1 << 20, File::open(path).map_err(open_err)?);
     let head = file.fill_buf().map_err(open_err)?;
     let reader: Box<dyn BufRead + Send> = if head.starts_with(&[0x1f, 0x8b]) {
-        Box::new(BufReader::with_capacity(1 << 20, flate2::bufread::MultiGzDecoder::new(file)))
+        Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::bufread::MultiGzDecoder::new(file),
+        ))
     } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(BufReader::with_capacity(1 << 20, zstd::stream::read::Decoder::with_buffer(file).map_err(open_err)?))
+        Box::new(BufReader::with_capacity(
+            1 << 20,
+            zstd::stream::read::Decoder::with_buffer(file).map_err(open_err)?,
+        ))
     } else {
         Box::new(file)
     };
@@ -117,7 +176,13 @@ pub fn open_decoded(path: &Path) -> Result<Box<dyn BufRead + Send>, IoError> {
 /// Read all of a file, decoded (for tests and small inputs).
 pub fn read_decoded(path: &Path) -> Result<Vec<u8>, IoError> {
     let mut out = Vec::new();
-    open_decoded(path)?.read_to_end(&mut out).map_err(|source| IoError::Read { file: path.display().to_string(), line: 0, source })?;
+    open_decoded(path)?
+        .read_to_end(&mut out)
+        .map_err(|source| IoError::Read {
+            file: path.display().to_string(),
+            line: 0,
+            source,
+        })?;
     Ok(out)
 }
 
@@ -151,7 +216,14 @@ mod tests {
     fn discovers_sorted_recursive_with_extensions() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
-        for f in ["b.jsonl", "a.jsonl.zst", "sub/c.json.gz", "notes.txt", ".hidden.jsonl", "_rejected.jsonl"] {
+        for f in [
+            "b.jsonl",
+            "a.jsonl.zst",
+            "sub/c.json.gz",
+            "notes.txt",
+            ".hidden.jsonl",
+            "_rejected.jsonl",
+        ] {
             std::fs::write(dir.path().join(f), b"").unwrap();
         }
         let files = discover(&[dir.path().to_path_buf()], None).unwrap();
@@ -159,7 +231,8 @@ mod tests {
         assert_eq!(rels, vec!["a.jsonl.zst", "b.jsonl", "sub/c.json.gz"]);
         let only = discover(&[dir.path().to_path_buf()], Some(&[".zst".to_string()])).unwrap();
         assert_eq!(only.len(), 1);
-        let none = discover(&[dir.path().join("sub")], Some(&[".parquet".to_string()])).unwrap_err();
+        let none =
+            discover(&[dir.path().join("sub")], Some(&[".parquet".to_string()])).unwrap_err();
         assert!(none.to_string().contains("no input files"), "{none}");
     }
 }
