@@ -88,7 +88,10 @@ enum SchemaKind {
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CURATOR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,curator_host=info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
+        .with_ansi(ansi)
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
