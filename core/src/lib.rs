@@ -6,13 +6,13 @@
 
 pub mod manifest;
 pub mod params;
+pub mod partition;
 pub mod pipeline;
 pub mod resources;
 pub mod task;
 
 pub use manifest::{
-    ABI_MAJOR, ABI_MINOR, Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError,
-    Permissions, PluginKind, WIT_PACKAGE,
+    ABI_MAJOR, ABI_MINOR, Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, WIT_PACKAGE,
 };
 pub use params::{ParamError, validate_params};
 pub use pipeline::{PipelineSpec, SinkSpec, SourceSpec, SpecError, StageSpec};

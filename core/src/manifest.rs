@@ -59,10 +59,7 @@ pub struct Abi {
 
 impl Default for Abi {
     fn default() -> Self {
-        Abi {
-            major: ABI_MAJOR,
-            minor: ABI_MINOR,
-        }
+        Abi { major: ABI_MAJOR, minor: ABI_MINOR }
     }
 }
 
@@ -105,13 +102,9 @@ pub struct Manifest {
 pub enum ManifestError {
     #[error("manifest: {path}: {message}")]
     Parse { path: String, message: String },
-    #[error(
-        "manifest: name: {0:?} is not a valid stage name (use lowercase letters, digits, '_' and '-')"
-    )]
+    #[error("manifest: name: {0:?} is not a valid stage name (use lowercase letters, digits, '_' and '-')")]
     BadName(String),
-    #[error(
-        "manifest: abi: plugin built for ABI {found_major}.{found_minor}, host supports {ABI_MAJOR}.{ABI_MINOR}"
-    )]
+    #[error("manifest: abi: plugin built for ABI {found_major}.{found_minor}, host supports {ABI_MAJOR}.{ABI_MINOR}")]
     AbiMismatch { found_major: u32, found_minor: u32 },
     #[error("manifest: resources.{0}")]
     Resources(#[from] ResourceError),
@@ -125,11 +118,8 @@ impl Manifest {
     /// Parse and validate a manifest from its JSON text.
     pub fn from_json(bytes: &[u8]) -> Result<Manifest, ManifestError> {
         let de = &mut serde_json::Deserializer::from_slice(bytes);
-        let manifest: Manifest =
-            serde_path_to_error::deserialize(de).map_err(|e| ManifestError::Parse {
-                path: e.path().to_string(),
-                message: e.inner().to_string(),
-            })?;
+        let manifest: Manifest = serde_path_to_error::deserialize(de)
+            .map_err(|e| ManifestError::Parse { path: e.path().to_string(), message: e.inner().to_string() })?;
         manifest.validate()?;
         Ok(manifest)
     }
@@ -140,10 +130,7 @@ impl Manifest {
             return Err(ManifestError::BadName(self.name.clone()));
         }
         if self.abi.major != ABI_MAJOR || self.abi.minor > ABI_MINOR {
-            return Err(ManifestError::AbiMismatch {
-                found_major: self.abi.major,
-                found_minor: self.abi.minor,
-            });
+            return Err(ManifestError::AbiMismatch { found_major: self.abi.major, found_minor: self.abi.minor });
         }
         self.resources.validate()?;
         if self.params_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
@@ -151,10 +138,7 @@ impl Manifest {
         }
         for d in &self.permissions.directories {
             if !is_valid_name(&d.name) {
-                return Err(ManifestError::BadDirectory(format!(
-                    "{:?} is not a valid directory name",
-                    d.name
-                )));
+                return Err(ManifestError::BadDirectory(format!("{:?} is not a valid directory name", d.name)));
             }
         }
         Ok(())
@@ -163,11 +147,7 @@ impl Manifest {
 
 /// Stage and directory names: non-empty, lowercase ASCII letters, digits, `_` and `-`.
 pub fn is_valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
 #[cfg(test)]
@@ -197,43 +177,25 @@ mod tests {
     fn unknown_field_is_named() {
         let mut v = sample();
         v["resources"]["cpu"] = serde_json::json!(2);
-        let err = Manifest::from_json(v.to_string().as_bytes())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("resources") && err.contains("unknown field `cpu`"),
-            "{err}"
-        );
+        let err = Manifest::from_json(v.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("resources") && err.contains("unknown field `cpu`"), "{err}");
     }
 
     #[test]
     fn abi_major_mismatch_refused() {
         let mut v = sample();
         v["abi"]["major"] = serde_json::json!(ABI_MAJOR + 1);
-        let err = Manifest::from_json(v.to_string().as_bytes())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains(&format!("built for ABI {}.", ABI_MAJOR + 1)),
-            "{err}"
-        );
-        assert!(
-            err.contains(&format!("host supports {ABI_MAJOR}.{ABI_MINOR}")),
-            "{err}"
-        );
+        let err = Manifest::from_json(v.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(err.contains(&format!("built for ABI {}.", ABI_MAJOR + 1)), "{err}");
+        assert!(err.contains(&format!("host supports {ABI_MAJOR}.{ABI_MINOR}")), "{err}");
     }
 
     #[test]
     fn both_gpu_kinds_refused() {
         let mut v = sample();
         v["resources"] = serde_json::json!({"cpus": 1, "gpus": 1, "gpu_memory_gb": 4});
-        let err = Manifest::from_json(v.to_string().as_bytes())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("gpus") && err.contains("gpu_memory_gb"),
-            "{err}"
-        );
+        let err = Manifest::from_json(v.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("gpus") && err.contains("gpu_memory_gb"), "{err}");
     }
 
     #[test]

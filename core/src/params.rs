@@ -44,11 +44,7 @@ pub fn describe(value: &Value) -> String {
 
 fn type_matches(ty: &str, value: &Value) -> bool {
     match ty {
-        "integer" => {
-            value.as_i64().is_some()
-                || value.as_u64().is_some()
-                || value.as_f64().is_some_and(|f| f.fract() == 0.0)
-        }
+        "integer" => value.as_i64().is_some() || value.as_u64().is_some() || value.as_f64().is_some_and(|f| f.fract() == 0.0),
         "number" => value.is_number(),
         "string" => value.is_string(),
         "boolean" => value.is_boolean(),
@@ -73,23 +69,14 @@ fn type_word(ty: &str) -> &str {
 }
 
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
 }
 
 fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<ParamError>) {
     let Some(schema) = schema.as_object() else {
         return; // `true` / `{}`-like schemas accept anything
     };
-    let mut err = |message: String| {
-        errors.push(ParamError {
-            path: path.to_string(),
-            message,
-        })
-    };
+    let mut err = |message: String| errors.push(ParamError { path: path.to_string(), message });
 
     if let Some(ty) = schema.get("type") {
         let types: Vec<&str> = match ty {
@@ -99,11 +86,7 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<ParamError>
         };
         if !types.is_empty() && !types.iter().any(|t| type_matches(t, value)) {
             let wanted: Vec<&str> = types.iter().map(|t| type_word(t)).collect();
-            err(format!(
-                "expected {}, found {}",
-                wanted.join(" or "),
-                describe(value)
-            ));
+            err(format!("expected {}, found {}", wanted.join(" or "), describe(value)));
             return;
         }
     }
@@ -111,21 +94,13 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<ParamError>
         && !options.contains(value)
     {
         let shown: Vec<String> = options.iter().map(describe).collect();
-        err(format!(
-            "expected one of {}, found {}",
-            shown.join(", "),
-            describe(value)
-        ));
+        err(format!("expected one of {}, found {}", shown.join(", "), describe(value)));
         return;
     }
     if let Some(c) = schema.get("const")
         && c != value
     {
-        err(format!(
-            "expected {}, found {}",
-            describe(c),
-            describe(value)
-        ));
+        err(format!("expected {}, found {}", describe(c), describe(value)));
         return;
     }
     if let Some(n) = value.as_f64() {
@@ -145,35 +120,19 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<ParamError>
     }
     if let Some(s) = value.as_str() {
         let len = s.chars().count() as u64;
-        if let Some(min) = schema
-            .get("minLength")
-            .and_then(Value::as_u64)
-            .filter(|m| len < *m)
-        {
+        if let Some(min) = schema.get("minLength").and_then(Value::as_u64).filter(|m| len < *m) {
             err(format!("must be at least {min} characters long"));
         }
-        if let Some(max) = schema
-            .get("maxLength")
-            .and_then(Value::as_u64)
-            .filter(|m| len > *m)
-        {
+        if let Some(max) = schema.get("maxLength").and_then(Value::as_u64).filter(|m| len > *m) {
             err(format!("must be at most {max} characters long"));
         }
     }
     if let Some(items) = value.as_array() {
         let n = items.len() as u64;
-        if let Some(min) = schema
-            .get("minItems")
-            .and_then(Value::as_u64)
-            .filter(|m| n < *m)
-        {
+        if let Some(min) = schema.get("minItems").and_then(Value::as_u64).filter(|m| n < *m) {
             err(format!("must have at least {min} items, found {n}"));
         }
-        if let Some(max) = schema
-            .get("maxItems")
-            .and_then(Value::as_u64)
-            .filter(|m| n > *m)
-        {
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64).filter(|m| n > *m) {
             err(format!("must have at most {max} items, found {n}"));
         }
         if let Some(item_schema) = schema.get("items") {
@@ -187,10 +146,7 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<ParamError>
         if let Some(required) = schema.get("required").and_then(Value::as_array) {
             for key in required.iter().filter_map(Value::as_str) {
                 if !obj.contains_key(key) {
-                    errors.push(ParamError {
-                        path: join(path, key),
-                        message: "is required but missing".into(),
-                    });
+                    errors.push(ParamError { path: join(path, key), message: "is required but missing".into() });
                 }
             }
         }
@@ -200,19 +156,13 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<ParamError>
                 Some(prop_schema) => check(prop_schema, v, &sub, errors),
                 None => match schema.get("additionalProperties") {
                     Some(Value::Bool(false)) => {
-                        let mut known: Vec<&str> = props
-                            .map(|p| p.keys().map(String::as_str).collect())
-                            .unwrap_or_default();
+                        let mut known: Vec<&str> = props.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
                         known.sort_unstable();
                         errors.push(ParamError {
                             path: sub,
                             message: format!(
                                 "unknown parameter (known: {})",
-                                if known.is_empty() {
-                                    "none".to_string()
-                                } else {
-                                    known.join(", ")
-                                }
+                                if known.is_empty() { "none".to_string() } else { known.join(", ") }
                             ),
                         });
                     }
@@ -223,14 +173,9 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<ParamError>
         }
     }
     if let Some(alternatives) = schema.get("anyOf").and_then(Value::as_array) {
-        let fits = alternatives
-            .iter()
-            .any(|alt| validate_params(alt, value, path).is_empty());
+        let fits = alternatives.iter().any(|alt| validate_params(alt, value, path).is_empty());
         if !fits {
-            errors.push(ParamError {
-                path: path.to_string(),
-                message: format!("{} matches none of the allowed forms", describe(value)),
-            });
+            errors.push(ParamError { path: path.to_string(), message: format!("{} matches none of the allowed forms", describe(value)) });
         }
     }
 }
@@ -256,66 +201,33 @@ mod tests {
     }
 
     fn errs(v: Value) -> Vec<String> {
-        validate_params(&schema(), &v, "stages[2].params")
-            .into_iter()
-            .map(|e| e.to_string())
-            .collect()
+        validate_params(&schema(), &v, "stages[2].params").into_iter().map(|e| e.to_string()).collect()
     }
 
     #[test]
     fn accepts_valid() {
-        assert!(
-            errs(json!({"min_words": 10, "form": "nfc", "stop": ["a"], "ratio": null})).is_empty()
-        );
+        assert!(errs(json!({"min_words": 10, "form": "nfc", "stop": ["a"], "ratio": null})).is_empty());
         assert!(errs(json!({"min_words": 10.0})).is_empty());
     }
 
     #[test]
     fn wrong_type_named_with_path() {
-        assert_eq!(
-            errs(json!({"min_words": "ten"})),
-            vec![r#"stages[2].params.min_words: expected an integer, found "ten""#]
-        );
+        assert_eq!(errs(json!({"min_words": "ten"})), vec![r#"stages[2].params.min_words: expected an integer, found "ten""#]);
     }
 
     #[test]
     fn missing_unknown_and_bounds() {
-        let e = errs(
-            json!({"max_words": -1, "colour": 1, "stop": ["a", 3], "ratio": 2.0, "form": "nfd"}),
-        );
-        assert!(
-            e.contains(&"stages[2].params.min_words: is required but missing".to_string()),
-            "{e:?}"
-        );
-        assert!(
-            e.iter().any(|m| m
-                .starts_with("stages[2].params.colour: unknown parameter (known: form, max_words")),
-            "{e:?}"
-        );
-        assert!(
-            e.contains(&"stages[2].params.max_words: must be at least 0, found -1".to_string()),
-            "{e:?}"
-        );
-        assert!(
-            e.contains(&"stages[2].params.stop[1]: expected a string, found 3".to_string()),
-            "{e:?}"
-        );
-        assert!(
-            e.contains(&"stages[2].params.ratio: must be at most 1, found 2".to_string()),
-            "{e:?}"
-        );
-        assert!(
-            e.iter()
-                .any(|m| m.starts_with("stages[2].params.form: expected one of \"nfc\", \"nfkc\"")),
-            "{e:?}"
-        );
+        let e = errs(json!({"max_words": -1, "colour": 1, "stop": ["a", 3], "ratio": 2.0, "form": "nfd"}));
+        assert!(e.contains(&"stages[2].params.min_words: is required but missing".to_string()), "{e:?}");
+        assert!(e.iter().any(|m| m.starts_with("stages[2].params.colour: unknown parameter (known: form, max_words")), "{e:?}");
+        assert!(e.contains(&"stages[2].params.max_words: must be at least 0, found -1".to_string()), "{e:?}");
+        assert!(e.contains(&"stages[2].params.stop[1]: expected a string, found 3".to_string()), "{e:?}");
+        assert!(e.contains(&"stages[2].params.ratio: must be at most 1, found 2".to_string()), "{e:?}");
+        assert!(e.iter().any(|m| m.starts_with("stages[2].params.form: expected one of \"nfc\", \"nfkc\"")), "{e:?}");
     }
 
     #[test]
     fn params_must_be_mapping() {
-        assert_eq!(
-            errs(json!([1])),
-            vec!["stages[2].params: expected a mapping, found a list"]
-        );
+        assert_eq!(errs(json!([1])), vec!["stages[2].params: expected a mapping, found a list"]);
     }
 }

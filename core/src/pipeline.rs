@@ -36,23 +36,60 @@ pub struct PipelineSpec {
     pub timeout_s: Option<f64>,
 }
 
-/// Input file format.
+/// File format.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     #[default]
     Jsonl,
+    Parquet,
 }
+
+/// A size: bytes as a number, or text like `64MB`, `1.5GiB` (powers of 1024).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+impl Size {
+    pub fn bytes(&self) -> Option<u64> {
+        match self {
+            Size::Bytes(0) => None,
+            Size::Bytes(b) => Some(*b),
+            Size::Text(t) => crate::partition::parse_size(t),
+        }
+    }
+}
+
+/// Default longest JSONL line accepted (longer lines are rejected, not read into memory).
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 64 << 20;
 
 /// Where documents come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSpec {
-    /// A file, a directory (read recursively, sorted) or a list of them. Relative paths are
-    /// resolved against the pipeline file's directory.
+    /// A file, a directory (read recursively, sorted), an object-store URL (`s3://`, `gs://`,
+    /// `az://`, `file://`) or a list of them. Relative paths are resolved against the
+    /// pipeline file's directory.
     pub path: OneOrMany,
-    #[serde(default)]
-    pub format: Format,
+    /// `jsonl` or `parquet`; by default from each file's extension (`.parquet` or JSONL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Format>,
+    /// Whole files per partition (exclusive with `blocksize`). Default: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_per_partition: Option<usize>,
+    /// Target bytes per partition (exclusive with `files_per_partition`): large files are
+    /// split (JSONL at line boundaries, Parquet by row groups), small ones grouped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocksize: Option<Size>,
+    /// Read only these fields (besides the text and id fields).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<String>>,
+    /// JSONL lines longer than this are rejected (default 64 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_line_bytes: Option<Size>,
     /// Field holding the document text (default `text`).
     #[serde(default = "default_text_field")]
     pub text_field: String,
@@ -112,22 +149,41 @@ pub enum WriteMode {
     /// Refuse to start if an output file exists.
     #[default]
     Error,
-    /// Replace existing output files.
+    /// Replace existing output files (and remove those a previous run listed in its manifest).
     Overwrite,
+    /// Keep existing files; new outputs whose names are taken get a numeric suffix.
+    Append,
+    /// Skip partitions whose output file already exists (they are not read).
+    Ignore,
 }
 
 /// Where kept documents go.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SinkSpec {
-    /// Output directory; one output file per input file. Relative to the pipeline file.
+    /// Output directory or object-store URL; one output file per partition. Relative paths
+    /// resolve against the pipeline file.
     pub path: String,
     #[serde(default)]
     pub format: Format,
-    #[serde(default)]
-    pub compression: Compression,
+    /// Default: none for JSONL, zstd for Parquet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
+    /// Rows per Parquet row group (default 65536).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_group_size: Option<usize>,
     #[serde(default)]
     pub mode: WriteMode,
+}
+
+impl SinkSpec {
+    /// The compression in effect.
+    pub fn compression(&self) -> Compression {
+        self.compression.unwrap_or(match self.format {
+            Format::Jsonl => Compression::None,
+            Format::Parquet => Compression::Zstd,
+        })
+    }
 }
 
 /// A directory granted to a stage: a path (read-only) or `{path, writable}`.
@@ -216,28 +272,20 @@ impl fmt::Display for SpecError {
 
 impl SpecError {
     pub fn new(file: &str, path: impl Into<String>, message: impl Into<String>) -> SpecError {
-        SpecError {
-            file: file.to_string(),
-            path: path.into(),
-            message: message.into(),
-        }
+        SpecError { file: file.to_string(), path: path.into(), message: message.into() }
     }
 }
 
 impl PipelineSpec {
     /// Parse a pipeline from YAML text. `file` names the file in errors.
     pub fn from_yaml(file: &str, text: &str) -> Result<PipelineSpec, SpecError> {
-        let value: serde_json::Value = serde_saphyr::from_str(text)
-            .map_err(|e| SpecError::new(file, "", format!("not valid YAML: {e}")))?;
+        let value: serde_json::Value =
+            serde_saphyr::from_str(text).map_err(|e| SpecError::new(file, "", format!("not valid YAML: {e}")))?;
         if !value.is_object() {
-            return Err(SpecError::new(
-                file,
-                "",
-                "expected a mapping with source, stages and sink",
-            ));
+            return Err(SpecError::new(file, "", "expected a mapping with source, stages and sink"));
         }
-        let spec: PipelineSpec = serde_path_to_error::deserialize(value)
-            .map_err(|e| SpecError::new(file, e.path().to_string(), e.inner().to_string()))?;
+        let spec: PipelineSpec =
+            serde_path_to_error::deserialize(value).map_err(|e| SpecError::new(file, e.path().to_string(), e.inner().to_string()))?;
         spec.validate(file)?;
         Ok(spec)
     }
@@ -248,14 +296,32 @@ impl PipelineSpec {
             return Err(SpecError::new(file, "batch_size", "must be > 0"));
         }
         if let Some(t) = self.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
-            return Err(SpecError::new(
-                file,
-                "timeout_s",
-                format!("must be a positive number of seconds, found {t}"),
-            ));
+            return Err(SpecError::new(file, "timeout_s", format!("must be a positive number of seconds, found {t}")));
         }
         if self.source.path.as_vec().is_empty() {
             return Err(SpecError::new(file, "source.path", "names no file"));
+        }
+        if self.source.files_per_partition.is_some() && self.source.blocksize.is_some() {
+            return Err(SpecError::new(file, "source", "files_per_partition and blocksize are both set; set only one"));
+        }
+        if self.source.files_per_partition == Some(0) {
+            return Err(SpecError::new(file, "source.files_per_partition", "must be > 0"));
+        }
+        for (field, size) in [("blocksize", &self.source.blocksize), ("max_line_bytes", &self.source.max_line_bytes)] {
+            if let Some(s) = size.as_ref().filter(|s| s.bytes().is_none()) {
+                let shown = match s {
+                    Size::Bytes(b) => b.to_string(),
+                    Size::Text(t) => format!("{t:?}"),
+                };
+                return Err(SpecError::new(
+                    file,
+                    format!("source.{field}"),
+                    format!("expected a size such as 64MB or 1048576, found {shown}"),
+                ));
+            }
+        }
+        if self.sink.row_group_size == Some(0) {
+            return Err(SpecError::new(file, "sink.row_group_size", "must be > 0"));
         }
         for (i, stage) in self.stages.iter().enumerate() {
             let at = |field: &str| format!("stages[{i}].{field}");
@@ -263,20 +329,13 @@ impl PipelineSpec {
                 return Err(SpecError::new(file, at("batch_size"), "must be > 0"));
             }
             if let Some(t) = stage.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
-                return Err(SpecError::new(
-                    file,
-                    at("timeout_s"),
-                    format!("must be a positive number of seconds, found {t}"),
-                ));
+                return Err(SpecError::new(file, at("timeout_s"), format!("must be a positive number of seconds, found {t}")));
             }
             if !stage.params.is_object() {
                 return Err(SpecError::new(
                     file,
                     at("params"),
-                    format!(
-                        "expected a mapping, found {}",
-                        crate::params::describe(&stage.params)
-                    ),
+                    format!("expected a mapping, found {}", crate::params::describe(&stage.params)),
                 ));
             }
             if let Some(o) = &stage.resources
@@ -325,7 +384,7 @@ stages:
         let p = PipelineSpec::from_yaml("p.yaml", GOOD).unwrap();
         assert_eq!(p.stages.len(), 2);
         assert_eq!(p.source.text_field, "text");
-        assert_eq!(p.sink.compression, Compression::Zstd);
+        assert_eq!(p.sink.compression(), Compression::Zstd);
         assert_eq!(p.batch_size(), 500);
         assert_eq!(p.stages[1].grants["models"].path(), "./models");
         assert!(p.stages[1].grants["scratch"].writable());
@@ -334,75 +393,57 @@ stages:
 
     #[test]
     fn unknown_field_named_with_path() {
-        let bad = GOOD.replace(
-            "    params: {min_words: 5}",
-            "    params: {min_words: 5}\n    parms: 3",
-        );
-        let e = PipelineSpec::from_yaml("p.yaml", &bad)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("p.yaml: stages[0].parms: unknown field `parms`"),
-            "{e}"
-        );
+        let bad = GOOD.replace("    params: {min_words: 5}", "    params: {min_words: 5}\n    parms: 3");
+        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: stages[0].parms: unknown field `parms`"), "{e}");
     }
 
     #[test]
     fn both_gpu_kinds_in_override() {
         let bad = GOOD.replace("{cpus: 0.5, memory_mb: 128}", "{gpus: 1, gpu_memory_gb: 8}");
-        let e = PipelineSpec::from_yaml("p.yaml", &bad)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("p.yaml: stages[1].resources: gpus and gpu_memory_gb are both set"),
-            "{e}"
-        );
+        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: stages[1].resources: gpus and gpu_memory_gb are both set"), "{e}");
     }
 
     #[test]
     fn wrong_types_named() {
         let bad = GOOD.replace("batch_size: 500", "batch_size: lots");
-        let e = PipelineSpec::from_yaml("p.yaml", &bad)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("p.yaml: batch_size: invalid type: string \"lots\""),
-            "{e}"
-        );
+        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: batch_size: invalid type: string \"lots\""), "{e}");
         let bad = GOOD.replace("mode: overwrite", "mode: clobber");
-        let e = PipelineSpec::from_yaml("p.yaml", &bad)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("p.yaml: sink.mode: unknown variant `clobber`"),
-            "{e}"
-        );
+        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: sink.mode: unknown variant `clobber`"), "{e}");
     }
 
     #[test]
     fn not_yaml_or_not_mapping() {
-        assert!(
-            PipelineSpec::from_yaml("p.yaml", "source: [")
-                .unwrap_err()
-                .to_string()
-                .starts_with("p.yaml: not valid YAML")
+        assert!(PipelineSpec::from_yaml("p.yaml", "source: [").unwrap_err().to_string().starts_with("p.yaml: not valid YAML"));
+        assert!(PipelineSpec::from_yaml("p.yaml", "- 1").unwrap_err().to_string().contains("expected a mapping"));
+    }
+
+    #[test]
+    fn partitioning_options() {
+        let both = GOOD.replace("  path: data/\n", "  path: data/\n  files_per_partition: 2\n  blocksize: 64MB\n");
+        assert_eq!(
+            PipelineSpec::from_yaml("p.yaml", &both).unwrap_err().to_string(),
+            "p.yaml: source: files_per_partition and blocksize are both set; set only one"
         );
-        assert!(
-            PipelineSpec::from_yaml("p.yaml", "- 1")
-                .unwrap_err()
-                .to_string()
-                .contains("expected a mapping")
+        let bad = GOOD.replace("  path: data/\n", "  path: data/\n  blocksize: huge\n");
+        assert_eq!(
+            PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string(),
+            "p.yaml: source.blocksize: expected a size such as 64MB or 1048576, found \"huge\""
         );
+        let ok = GOOD.replace("  path: data/\n", "  path: data/\n  blocksize: 64MB\n  max_line_bytes: 1048576\n");
+        let p = PipelineSpec::from_yaml("p.yaml", &ok).unwrap();
+        assert_eq!(p.source.blocksize.unwrap().bytes(), Some(64 << 20));
+        assert_eq!(p.source.max_line_bytes.unwrap().bytes(), Some(1 << 20));
+        let parquet = GOOD.replace("  compression: zstd\n", "  format: parquet\n");
+        assert_eq!(PipelineSpec::from_yaml("p.yaml", &parquet).unwrap().sink.compression(), Compression::Zstd);
     }
 
     #[test]
     fn zero_batch_size_refused() {
         let bad = GOOD.replace("batch_size: 500", "batch_size: 0");
-        assert_eq!(
-            PipelineSpec::from_yaml("p.yaml", &bad)
-                .unwrap_err()
-                .to_string(),
-            "p.yaml: batch_size: must be > 0"
-        );
+        assert_eq!(PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string(), "p.yaml: batch_size: must be > 0");
     }
 }

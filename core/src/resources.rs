@@ -30,12 +30,7 @@ fn default_cpus() -> f64 {
 
 impl Default for Resources {
     fn default() -> Self {
-        Resources {
-            cpus: 1.0,
-            gpus: None,
-            gpu_memory_gb: None,
-            memory_mb: None,
-        }
+        Resources { cpus: 1.0, gpus: None, gpu_memory_gb: None, memory_mb: None }
     }
 }
 
@@ -59,11 +54,7 @@ pub enum ResourceError {
 impl Resources {
     /// Check the invariants of a resource request.
     pub fn validate(&self) -> Result<(), ResourceError> {
-        let fields = [
-            ("cpus", Some(self.cpus)),
-            ("gpus", self.gpus),
-            ("gpu_memory_gb", self.gpu_memory_gb),
-        ];
+        let fields = [("cpus", Some(self.cpus)), ("gpus", self.gpus), ("gpu_memory_gb", self.gpu_memory_gb)];
         for (field, value) in fields {
             if let Some(value) = value {
                 if !value.is_finite() {
@@ -75,10 +66,7 @@ impl Resources {
             }
         }
         if let (Some(gpus), Some(gpu_memory_gb)) = (self.gpus, self.gpu_memory_gb) {
-            return Err(ResourceError::BothGpuKinds {
-                gpus,
-                gpu_memory_gb,
-            });
+            return Err(ResourceError::BothGpuKinds { gpus, gpu_memory_gb });
         }
         if self.cpus <= 0.0 {
             return Err(ResourceError::CpusNotPositive(self.cpus));
@@ -148,23 +136,13 @@ mod tests {
     use super::*;
 
     fn r(cpus: f64, gpus: Option<f64>, gpu_memory_gb: Option<f64>) -> Resources {
-        Resources {
-            cpus,
-            gpus,
-            gpu_memory_gb,
-            memory_mb: None,
-        }
+        Resources { cpus, gpus, gpu_memory_gb, memory_mb: None }
     }
 
     #[test]
     fn valid_requests() {
-        for ok in [
-            r(1.0, None, None),
-            r(0.5, Some(1.0), None),
-            r(2.0, Some(0.25), None),
-            r(1.0, None, Some(16.0)),
-            r(1.0, Some(4.0), None),
-        ] {
+        for ok in [r(1.0, None, None), r(0.5, Some(1.0), None), r(2.0, Some(0.25), None), r(1.0, None, Some(16.0)), r(1.0, Some(4.0), None)]
+        {
             assert_eq!(ok.validate(), Ok(()), "{ok:?}");
         }
     }
@@ -173,61 +151,25 @@ mod tests {
     fn both_gpu_kinds_named() {
         let err = r(1.0, Some(1.0), Some(8.0)).validate().unwrap_err();
         let msg = err.to_string();
-        assert!(
-            msg.contains("gpus") && msg.contains("gpu_memory_gb"),
-            "{msg}"
-        );
+        assert!(msg.contains("gpus") && msg.contains("gpu_memory_gb"), "{msg}");
     }
 
     #[test]
     fn invalid_requests() {
-        assert_eq!(
-            r(0.0, None, None).validate(),
-            Err(ResourceError::CpusNotPositive(0.0))
-        );
-        assert_eq!(
-            r(-1.0, None, None).validate(),
-            Err(ResourceError::Negative {
-                field: "cpus",
-                value: -1.0
-            })
-        );
-        assert_eq!(
-            r(1.0, Some(-0.5), None).validate(),
-            Err(ResourceError::Negative {
-                field: "gpus",
-                value: -0.5
-            })
-        );
-        assert_eq!(
-            r(1.0, None, Some(-2.0)).validate(),
-            Err(ResourceError::Negative {
-                field: "gpu_memory_gb",
-                value: -2.0
-            })
-        );
-        assert_eq!(
-            r(1.0, Some(1.5), None).validate(),
-            Err(ResourceError::FractionalMultiGpu(1.5))
-        );
-        assert!(matches!(
-            r(f64::NAN, None, None).validate(),
-            Err(ResourceError::NotFinite { .. })
-        ));
-        let zero_mem = Resources {
-            memory_mb: Some(0),
-            ..Resources::default()
-        };
+        assert_eq!(r(0.0, None, None).validate(), Err(ResourceError::CpusNotPositive(0.0)));
+        assert_eq!(r(-1.0, None, None).validate(), Err(ResourceError::Negative { field: "cpus", value: -1.0 }));
+        assert_eq!(r(1.0, Some(-0.5), None).validate(), Err(ResourceError::Negative { field: "gpus", value: -0.5 }));
+        assert_eq!(r(1.0, None, Some(-2.0)).validate(), Err(ResourceError::Negative { field: "gpu_memory_gb", value: -2.0 }));
+        assert_eq!(r(1.0, Some(1.5), None).validate(), Err(ResourceError::FractionalMultiGpu(1.5)));
+        assert!(matches!(r(f64::NAN, None, None).validate(), Err(ResourceError::NotFinite { .. })));
+        let zero_mem = Resources { memory_mb: Some(0), ..Resources::default() };
         assert_eq!(zero_mem.validate(), Err(ResourceError::ZeroMemory));
     }
 
     #[test]
     fn override_replaces_gpu_kind_whole() {
         let base = r(1.0, Some(1.0), None);
-        let o = ResourceOverride {
-            gpu_memory_gb: Some(10.0),
-            ..Default::default()
-        };
+        let o = ResourceOverride { gpu_memory_gb: Some(10.0), ..Default::default() };
         let merged = base.overridden_by(&o);
         assert_eq!(merged.gpus, None);
         assert_eq!(merged.gpu_memory_gb, Some(10.0));

@@ -99,10 +99,7 @@ fn record_batch(docs: &[String]) -> RecordBatch {
 }
 
 fn sdk_batch(docs: &[String]) -> Batch {
-    Batch {
-        num_rows: docs.len() as u32,
-        columns: vec![Column::utf8("text", docs.iter().map(String::as_str))],
-    }
+    Batch { num_rows: docs.len() as u32, columns: vec![Column::utf8("text", docs.iter().map(String::as_str))] }
 }
 
 fn row(name: &str, value: String, note: &str) {
@@ -125,20 +122,10 @@ fn main() {
     let start = |cache_dir: &Path| {
         let t = Instant::now();
         let rt = WasmRuntime::new(Some(cache_dir.to_path_buf())).expect("runtime");
-        let compiled = rt
-            .load(&plugin, read_manifest(&plugin).expect("manifest"))
-            .expect("load");
-        let limits = InstanceLimits {
-            memory_mb: 512,
-            timeout: Duration::from_secs(60),
-            grants: vec![],
-        };
-        let mut inst = compiled
-            .instantiate("bench", &params, &limits)
-            .expect("instantiate");
-        let out = inst
-            .process(&columns::to_wit(&one, &["text".into()]))
-            .expect("process");
+        let compiled = rt.load(&plugin, read_manifest(&plugin).expect("manifest")).expect("load");
+        let limits = InstanceLimits { memory_mb: 512, timeout: Duration::from_secs(60), grants: vec![] };
+        let mut inst = compiled.instantiate("bench", &params, &limits).expect("instantiate");
+        let out = inst.process(&columns::to_wit(&one, &["text".into()])).expect("process");
         columns::apply_output(&one, out).expect("output");
         (t.elapsed(), compiled.from_cache)
     };
@@ -147,28 +134,14 @@ fn main() {
     assert!(!c0 && c1, "cache not used as expected");
 
     let rt = WasmRuntime::new(None).expect("runtime");
-    let compiled = rt
-        .load(&plugin, read_manifest(&plugin).expect("manifest"))
-        .expect("load");
-    let limits = InstanceLimits {
-        memory_mb: 512,
-        timeout: Duration::from_secs(60),
-        grants: vec![],
-    };
-    let mut inst = compiled
-        .instantiate("bench", &params, &limits)
-        .expect("instantiate");
-    let mut native = NativeStage::new::<word_count_filter::WordCountFilter>(&params.to_string())
-        .expect("native");
+    let compiled = rt.load(&plugin, read_manifest(&plugin).expect("manifest")).expect("load");
+    let limits = InstanceLimits { memory_mb: 512, timeout: Duration::from_secs(60), grants: vec![] };
+    let mut inst = compiled.instantiate("bench", &params, &limits).expect("instantiate");
+    let mut native = NativeStage::new::<word_count_filter::WordCountFilter>(&params.to_string()).expect("native");
 
     // Both sides must agree before we time anything.
-    let wasm_kept = columns::apply_output(
-        &rb,
-        inst.process(&columns::to_wit(&rb, &["text".into()]))
-            .expect("wasm"),
-    )
-    .expect("out")
-    .num_rows();
+    let wasm_kept =
+        columns::apply_output(&rb, inst.process(&columns::to_wit(&rb, &["text".into()])).expect("wasm")).expect("out").num_rows();
     let native_kept = match native.process(sdk_batch(&docs)).expect("native") {
         curator_sdk::Output::Selection(s) => s.len(),
         _ => unreachable!("a filter returns a selection"),
@@ -218,60 +191,23 @@ fn main() {
 
     let rate = |d: Duration| format!("{:.0} MB/s", mb / d.as_secs_f64());
     let ratio = |d: Duration| format!("{:.2}x native", d.as_secs_f64() / native_10mb.as_secs_f64());
-    println!(
-        "word_count_filter, {} docs, {:.1} MB of text, median of {iters} runs",
-        docs.len(),
-        mb
-    );
-    println!(
-        "| {:<46} | {:>14} | {:<34} |",
-        "measurement", "value", "vs baseline"
-    );
+    println!("word_count_filter, {} docs, {:.1} MB of text, median of {iters} runs", docs.len(), mb);
+    println!("| {:<46} | {:>14} | {:<34} |", "measurement", "value", "vs baseline");
     println!("|{:-<48}|{:-<16}|{:-<36}|", "", "", "");
-    row(
-        "native filter, 10 MB batch (baseline)",
-        rate(native_10mb),
-        &format!("{:.2} ms", native_10mb.as_secs_f64() * 1e3),
-    );
-    row(
-        "WASM filter call, 10 MB batch",
-        rate(wasm_call_10mb),
-        &ratio(wasm_call_10mb),
-    );
-    row(
-        "WASM incl. host Arrow<->WIT copies, 10 MB",
-        rate(wasm_e2e_10mb),
-        &ratio(wasm_e2e_10mb),
-    );
-    row(
-        "native call, 1-document batch",
-        format!("{:.2} µs", native_one.as_secs_f64() * 1e6),
-        "",
-    );
+    row("native filter, 10 MB batch (baseline)", rate(native_10mb), &format!("{:.2} ms", native_10mb.as_secs_f64() * 1e3));
+    row("WASM filter call, 10 MB batch", rate(wasm_call_10mb), &ratio(wasm_call_10mb));
+    row("WASM incl. host Arrow<->WIT copies, 10 MB", rate(wasm_e2e_10mb), &ratio(wasm_e2e_10mb));
+    row("native call, 1-document batch", format!("{:.2} µs", native_one.as_secs_f64() * 1e6), "");
     row(
         "WASM call, 1-document batch",
         format!("{:.2} µs", wasm_one.as_secs_f64() * 1e6),
-        &format!(
-            "+{:.2} µs over native",
-            (wasm_one.as_secs_f64() - native_one.as_secs_f64()) * 1e6
-        ),
+        &format!("+{:.2} µs over native", (wasm_one.as_secs_f64() - native_one.as_secs_f64()) * 1e6),
     );
-    row(
-        "WASM call incl. host copies, 1 document",
-        format!("{:.2} µs", wasm_one_e2e.as_secs_f64() * 1e6),
-        "",
-    );
-    row(
-        "start to first batch, cold (compile)",
-        format!("{:.1} ms", cold.as_secs_f64() * 1e3),
-        "",
-    );
+    row("WASM call incl. host copies, 1 document", format!("{:.2} µs", wasm_one_e2e.as_secs_f64() * 1e6), "");
+    row("start to first batch, cold (compile)", format!("{:.1} ms", cold.as_secs_f64() * 1e3), "");
     row(
         "start to first batch, cached artifact",
         format!("{:.1} ms", warm.as_secs_f64() * 1e3),
-        &format!(
-            "{:.1}x faster than cold",
-            cold.as_secs_f64() / warm.as_secs_f64()
-        ),
+        &format!("{:.1}x faster than cold", cold.as_secs_f64() / warm.as_secs_f64()),
     );
 }

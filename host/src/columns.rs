@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
-};
+use arrow_array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
 
@@ -54,10 +52,7 @@ pub fn to_wit(batch: &RecordBatch, wanted: &[String]) -> wit::Batch {
             columns.push(c);
         }
     }
-    wit::Batch {
-        num_rows: batch.num_rows() as u32,
-        columns,
-    }
+    wit::Batch { num_rows: batch.num_rows() as u32, columns }
 }
 
 fn column_to_wit(name: &str, array: &ArrayRef) -> Option<wit::Column> {
@@ -69,63 +64,33 @@ fn column_to_wit(name: &str, array: &ArrayRef) -> Option<wit::Column> {
             let base = *offs.first()? as usize;
             let end = *offs.last()? as usize;
             let offsets = offs.iter().map(|o| (*o as usize - base) as u32).collect();
-            (
-                wit::ColumnType::Utf8,
-                offsets,
-                a.value_data()[base..end].to_vec(),
-            )
+            (wit::ColumnType::Utf8, offsets, a.value_data()[base..end].to_vec())
         }
         DataType::Int64 => {
             let a = array.as_any().downcast_ref::<Int64Array>()?;
-            (
-                wit::ColumnType::Int64,
-                Vec::new(),
-                a.values().iter().flat_map(|v| v.to_le_bytes()).collect(),
-            )
+            (wit::ColumnType::Int64, Vec::new(), a.values().iter().flat_map(|v| v.to_le_bytes()).collect())
         }
         DataType::Float64 => {
             let a = array.as_any().downcast_ref::<Float64Array>()?;
-            (
-                wit::ColumnType::Float64,
-                Vec::new(),
-                a.values().iter().flat_map(|v| v.to_le_bytes()).collect(),
-            )
+            (wit::ColumnType::Float64, Vec::new(), a.values().iter().flat_map(|v| v.to_le_bytes()).collect())
         }
         DataType::Boolean => {
             let a = array.as_any().downcast_ref::<BooleanArray>()?;
-            (
-                wit::ColumnType::Boolean,
-                Vec::new(),
-                bitmap_from(a.values()),
-            )
+            (wit::ColumnType::Boolean, Vec::new(), bitmap_from(a.values()))
         }
         _ => return None,
     };
-    Some(wit::Column {
-        name: name.to_string(),
-        ty,
-        validity,
-        offsets,
-        data,
-    })
+    Some(wit::Column { name: name.to_string(), ty, validity, offsets, data })
 }
 
-fn null_buffer(
-    validity: Vec<u8>,
-    rows: usize,
-    name: &str,
-) -> Result<Option<NullBuffer>, InvalidOutput> {
+fn null_buffer(validity: Vec<u8>, rows: usize, name: &str) -> Result<Option<NullBuffer>, InvalidOutput> {
     if validity.is_empty() {
         return Ok(None);
     }
     if validity.len() < rows.div_ceil(8) {
         return Err(bad(format!("column {name:?}: validity bitmap too short")));
     }
-    Ok(Some(NullBuffer::new(BooleanBuffer::new(
-        Buffer::from_vec(validity),
-        0,
-        rows,
-    ))))
+    Ok(Some(NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(validity), 0, rows))))
 }
 
 /// Decode one guest column into an Arrow array with `rows` rows.
@@ -136,59 +101,36 @@ pub fn column_from_wit(c: wit::Column, rows: usize) -> Result<(Field, ArrayRef),
     let array: ArrayRef = match c.ty {
         wit::ColumnType::Utf8 => {
             if c.offsets.len() != rows + 1 {
-                return Err(bad(format!(
-                    "column {name:?}: {} offsets for {rows} rows",
-                    c.offsets.len()
-                )));
+                return Err(bad(format!("column {name:?}: {} offsets for {rows} rows", c.offsets.len())));
             }
             if c.data.len() > i32::MAX as usize {
-                return Err(bad(format!(
-                    "column {name:?}: more than 2 GiB of text in one batch"
-                )));
+                return Err(bad(format!("column {name:?}: more than 2 GiB of text in one batch")));
             }
             let offsets: Vec<i32> = c.offsets.iter().map(|&o| o as i32).collect();
             let monotonic = offsets.first() == Some(&0) && offsets.windows(2).all(|w| w[0] <= w[1]);
             if !monotonic || offsets.iter().any(|&o| o < 0 || o as usize > c.data.len()) {
-                return Err(bad(format!(
-                    "column {name:?}: offsets out of order or out of range"
-                )));
+                return Err(bad(format!("column {name:?}: offsets out of order or out of range")));
             }
             let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-            let array = StringArray::try_new(offsets, Buffer::from_vec(c.data), nulls)
-                .map_err(|e| bad(format!("column {name:?}: {e}")))?;
+            let array = StringArray::try_new(offsets, Buffer::from_vec(c.data), nulls).map_err(|e| bad(format!("column {name:?}: {e}")))?;
             Arc::new(array)
         }
         wit::ColumnType::Int64 | wit::ColumnType::Float64 => {
             if c.data.len() != rows * 8 {
-                return Err(bad(format!(
-                    "column {name:?}: {} bytes for {rows} rows of 8 bytes",
-                    c.data.len()
-                )));
+                return Err(bad(format!("column {name:?}: {} bytes for {rows} rows of 8 bytes", c.data.len())));
             }
-            let words = c
-                .data
-                .chunks_exact(8)
-                .map(|b| <[u8; 8]>::try_from(b).unwrap_or([0; 8]));
+            let words = c.data.chunks_exact(8).map(|b| <[u8; 8]>::try_from(b).unwrap_or([0; 8]));
             if c.ty == wit::ColumnType::Int64 {
-                Arc::new(Int64Array::new(
-                    ScalarBuffer::from(words.map(i64::from_le_bytes).collect::<Vec<_>>()),
-                    nulls,
-                ))
+                Arc::new(Int64Array::new(ScalarBuffer::from(words.map(i64::from_le_bytes).collect::<Vec<_>>()), nulls))
             } else {
-                Arc::new(Float64Array::new(
-                    ScalarBuffer::from(words.map(f64::from_le_bytes).collect::<Vec<_>>()),
-                    nulls,
-                ))
+                Arc::new(Float64Array::new(ScalarBuffer::from(words.map(f64::from_le_bytes).collect::<Vec<_>>()), nulls))
             }
         }
         wit::ColumnType::Boolean => {
             if c.data.len() < rows.div_ceil(8) {
                 return Err(bad(format!("column {name:?}: boolean bitmap too short")));
             }
-            Arc::new(BooleanArray::new(
-                BooleanBuffer::new(Buffer::from_vec(c.data), 0, rows),
-                nulls,
-            ))
+            Arc::new(BooleanArray::new(BooleanBuffer::new(Buffer::from_vec(c.data), 0, rows), nulls))
         }
     };
     let field = Field::new(&name, array.data_type().clone(), nullable);
@@ -207,20 +149,16 @@ pub fn apply_output(input: &RecordBatch, out: wit::Output) -> Result<RecordBatch
             let mut prev: Option<u32> = None;
             for &k in &keep {
                 if (k as usize) >= rows || prev.is_some_and(|p| k <= p) {
-                    return Err(bad(format!(
-                        "selection index {k} is out of range or not ascending ({rows} rows)"
-                    )));
+                    return Err(bad(format!("selection index {k} is out of range or not ascending ({rows} rows)")));
                 }
                 mask[k as usize] = true;
                 prev = Some(k);
             }
-            arrow_select::filter::filter_record_batch(input, &BooleanArray::from(mask))
-                .map_err(|e| bad(e.to_string()))
+            arrow_select::filter::filter_record_batch(input, &BooleanArray::from(mask)).map_err(|e| bad(e.to_string()))
         }
         wit::Output::Columns(cols) => {
             let schema = input.schema();
-            let mut fields: Vec<Field> =
-                schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+            let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
             let mut arrays: Vec<ArrayRef> = input.columns().to_vec();
             for c in cols {
                 let (field, array) = column_from_wit(c, rows)?;
@@ -235,8 +173,7 @@ pub fn apply_output(input: &RecordBatch, out: wit::Output) -> Result<RecordBatch
                     }
                 }
             }
-            RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
-                .map_err(|e| bad(e.to_string()))
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| bad(e.to_string()))
         }
         wit::Output::Batch(b) => {
             let n = b.num_rows as usize;
@@ -251,8 +188,7 @@ pub fn apply_output(input: &RecordBatch, out: wit::Output) -> Result<RecordBatch
                 return Err(bad("a returned batch must have a \"text\" column"));
             }
             let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(n));
-            RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)
-                .map_err(|e| bad(e.to_string()))
+            RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options).map_err(|e| bad(e.to_string()))
         }
     }
 }
@@ -262,10 +198,7 @@ mod tests {
     use super::*;
 
     fn batch() -> RecordBatch {
-        let schema = Schema::new(vec![
-            Field::new("id", DataType::Utf8, false),
-            Field::new("text", DataType::Utf8, false),
-        ]);
+        let schema = Schema::new(vec![Field::new("id", DataType::Utf8, false), Field::new("text", DataType::Utf8, false)]);
         let ids: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
         let texts: ArrayRef = Arc::new(StringArray::from(vec!["héllo", "", "wörld"]));
         RecordBatch::try_new(Arc::new(schema), vec![ids, texts]).unwrap()
@@ -290,12 +223,7 @@ mod tests {
         assert_eq!(out.num_rows(), 2);
         assert!(apply_output(&b, wit::Output::Selection(vec![2, 1])).is_err());
         assert!(apply_output(&b, wit::Output::Selection(vec![3])).is_err());
-        assert_eq!(
-            apply_output(&b, wit::Output::Selection(vec![]))
-                .unwrap()
-                .num_rows(),
-            0
-        );
+        assert_eq!(apply_output(&b, wit::Output::Selection(vec![])).unwrap().num_rows(), 0);
     }
 
     #[test]
@@ -317,13 +245,7 @@ mod tests {
             data: "é".as_bytes().to_vec(),
         };
         assert!(apply_output(&b, wit::Output::Columns(vec![split_char])).is_err());
-        let short = wit::Column {
-            name: "n".into(),
-            ty: wit::ColumnType::Int64,
-            validity: vec![],
-            offsets: vec![],
-            data: vec![0; 8],
-        };
+        let short = wit::Column { name: "n".into(), ty: wit::ColumnType::Int64, validity: vec![], offsets: vec![], data: vec![0; 8] };
         assert!(apply_output(&b, wit::Output::Columns(vec![short])).is_err());
     }
 
@@ -338,12 +260,7 @@ mod tests {
             data: [1i64, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect(),
         };
         let out = apply_output(&b, wit::Output::Columns(vec![n])).unwrap();
-        let col = out
-            .column_by_name("n")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap();
+        let col = out.column_by_name("n").unwrap().as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(col.value(2), 3);
         assert!(col.is_null(1));
     }

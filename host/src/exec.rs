@@ -17,11 +17,15 @@ use std::time::Instant;
 use arrow_array::RecordBatch;
 
 use curator_core::TaskMeta;
+use curator_core::partition::Extent;
+use curator_core::pipeline::Format;
 
 use crate::columns::{self, InvalidOutput};
-use crate::io::IoError;
 use crate::io::jsonl::{JsonlReader, JsonlWriter, ReadOptions, reader_schema};
-use crate::plan::{Plan, PlannedStage};
+use crate::io::parquet::{ParquetReader, ParquetWriter};
+use crate::io::writer::{OutputWriter, RejectWriter, WrittenFile};
+use crate::io::{IoError, Reject};
+use crate::plan::{Plan, PlannedStage, merged_manifest};
 use crate::wasm::{CompiledPlugin, InstanceLimits, StageInstance, WasmError, WasmRuntime};
 
 /// Knobs of one run that are not in the pipeline file.
@@ -29,17 +33,15 @@ use crate::wasm::{CompiledPlugin, InstanceLimits, StageInstance, WasmError, Wasm
 pub struct RunOptions {
     /// Worker count; default: as many as the stages' `cpus` allow on this machine.
     pub workers: Option<usize>,
+    /// Stop at the first bad input line instead of quarantining it.
+    pub strict: bool,
 }
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("stage {label:?} (plugin {plugin}) failed to start: {source}")]
-    Start {
-        label: String,
-        plugin: PathBuf,
-        source: WasmError,
-    },
+    Start { label: String, plugin: PathBuf, source: WasmError },
     #[error(transparent)]
     Stage(Box<StageFailed>),
     #[error(transparent)]
@@ -81,15 +83,30 @@ pub struct StageStats {
 /// What a finished run did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunSummary {
-    pub files: usize,
+    pub partitions: usize,
+    /// Partitions not run because their output existed (`mode: ignore`).
+    pub skipped_partitions: usize,
     pub docs_in: u64,
     pub docs_out: u64,
+    /// Input lines quarantined under `_rejected/`.
+    pub rejected: u64,
     pub workers: usize,
     pub elapsed_s: f64,
+    /// Peak resident memory of the process, in MiB (Linux; 0 elsewhere).
+    pub peak_rss_mb: f64,
     pub stages: Vec<StageStats>,
-    pub outputs: Vec<PathBuf>,
+    pub outputs: Vec<WrittenFile>,
     /// Stages whose compiled artifact came from the on-disk cache.
     pub cached_plugins: usize,
+}
+
+/// Peak resident set size of this process (VmHWM), in MiB.
+pub fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
 }
 
 #[derive(Default)]
@@ -109,9 +126,7 @@ type Done = Result<(TaskMeta, RecordBatch), RunError>;
 
 /// Usable cores: affinity and cgroup quota aware (std's `available_parallelism`).
 pub fn available_cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// Worker count for a plan: each worker holds one instance of every stage.
@@ -120,20 +135,11 @@ pub fn worker_count(plan: &Plan, opts: &RunOptions) -> usize {
         return n.max(1);
     }
     let cores = available_cores();
-    plan.stages
-        .iter()
-        .map(|s| s.resources.workers_on(cores))
-        .min()
-        .unwrap_or(1)
-        .max(1)
+    plan.stages.iter().map(|s| s.resources.workers_on(cores)).min().unwrap_or(1).max(1)
 }
 
 fn limits(stage: &PlannedStage) -> InstanceLimits {
-    InstanceLimits {
-        memory_mb: stage.resources.memory_mb_or_default(),
-        timeout: stage.timeout,
-        grants: stage.grants.clone(),
-    }
+    InstanceLimits { memory_mb: stage.resources.memory_mb_or_default(), timeout: stage.timeout, grants: stage.grants.clone() }
 }
 
 /// Run a checked plan.
@@ -141,28 +147,20 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let started = Instant::now();
     let mut compiled = Vec::new();
     for s in &plan.stages {
-        let c = runtime
-            .load(&s.plugin.path, s.plugin.manifest.clone())
-            .map_err(|source| RunError::Start {
-                label: s.label.clone(),
-                plugin: s.plugin.path.clone(),
-                source,
-            })?;
+        let c = runtime.load(&s.plugin.path, s.plugin.manifest.clone()).map_err(|source| RunError::Start {
+            label: s.label.clone(),
+            plugin: s.plugin.path.clone(),
+            source,
+        })?;
         compiled.push(c);
     }
     let cached_plugins = compiled.iter().filter(|c| c.from_cache).count();
     let compiled = Arc::new(compiled);
     let stages = Arc::new(plan.stages.clone());
-    let counters: Arc<Vec<Counters>> =
-        Arc::new(plan.stages.iter().map(|_| Counters::default()).collect());
+    let counters: Arc<Vec<Counters>> = Arc::new(plan.stages.iter().map(|_| Counters::default()).collect());
     let workers = worker_count(plan, opts);
     let cancel = Arc::new(AtomicBool::new(false));
-    tracing::info!(
-        workers,
-        stages = plan.stages.len(),
-        files = plan.files.len(),
-        "starting run"
-    );
+    tracing::info!(workers, stages = plan.stages.len(), partitions = plan.partitions.len(), "starting run");
 
     let (task_tx, task_rx) = mpsc::sync_channel::<Task>(workers * 2);
     let task_rx = Arc::new(Mutex::new(task_rx));
@@ -171,20 +169,11 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
 
     let mut handles = Vec::new();
     for w in 0..workers {
-        let (compiled, stages, counters, cancel) = (
-            compiled.clone(),
-            stages.clone(),
-            counters.clone(),
-            cancel.clone(),
-        );
+        let (compiled, stages, counters, cancel) = (compiled.clone(), stages.clone(), counters.clone(), cancel.clone());
         let (task_rx, done_tx, ready_tx) = (task_rx.clone(), done_tx.clone(), ready_tx.clone());
         let h = std::thread::Builder::new()
             .name(format!("curator-worker-{w}"))
-            .spawn(move || {
-                worker(
-                    &compiled, &stages, &counters, &cancel, &task_rx, &done_tx, &ready_tx,
-                )
-            })
+            .spawn(move || worker(&compiled, &stages, &counters, &cancel, &task_rx, &done_tx, &ready_tx))
             .map_err(|e| RunError::Panic(format!("cannot start worker: {e}")))?;
         handles.push(h);
     }
@@ -212,17 +201,12 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     }
 
     let reader = {
-        let files: Vec<PathBuf> = plan.files.iter().map(|f| f.input.path.clone()).collect();
-        let read_opts = ReadOptions {
-            text_field: plan.spec.source.text_field.clone(),
-            id_field: plan.spec.source.id_field.clone(),
-        };
-        let batch_size = plan.spec.batch_size();
-        let limit = plan.spec.source.limit;
+        let plan = plan.clone();
         let cancel = cancel.clone();
+        let strict = opts.strict;
         std::thread::Builder::new()
             .name("curator-reader".into())
-            .spawn(move || read_all(&files, &read_opts, batch_size, limit, &cancel, task_tx))
+            .spawn(move || read_all(&plan, strict, &cancel, task_tx))
             .map_err(|e| RunError::Panic(format!("cannot start reader: {e}")))?
     };
 
@@ -231,13 +215,19 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         cancel.store(true, Ordering::Relaxed);
     }
     drop(done_rx);
-    let read = reader
-        .join()
-        .unwrap_or_else(|_| Err(RunError::Panic("the reader thread panicked".into())));
+    let read = reader.join().unwrap_or_else(|_| Err(RunError::Panic("the reader thread panicked".into())));
     join_all(handles);
     // A read error explains a short write, so it is reported first.
-    let docs_in = read?;
+    let (docs_in, rejected) = read?;
     let (outputs, docs_out) = written?;
+    let (manifest, stale) = merged_manifest(plan, outputs.clone());
+    for path in stale {
+        let loc = plan.output_dir.join(&path);
+        if loc.exists() {
+            loc.delete()?;
+        }
+    }
+    manifest.save(&plan.output_dir)?;
 
     let stage_stats = plan
         .stages
@@ -253,11 +243,14 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         })
         .collect();
     Ok(RunSummary {
-        files: plan.files.len(),
+        partitions: plan.partitions.len(),
+        skipped_partitions: plan.skipped,
         docs_in,
         docs_out,
+        rejected,
         workers,
         elapsed_s: started.elapsed().as_secs_f64(),
+        peak_rss_mb: peak_rss_mb(),
         stages: stage_stats,
         outputs,
         cached_plugins,
@@ -270,64 +263,107 @@ fn join_all(handles: Vec<std::thread::JoinHandle<()>>) {
     }
 }
 
-/// Read every file in order into batches; returns the number of documents read.
-fn read_all(
-    files: &[PathBuf],
-    opts: &ReadOptions,
-    batch_size: usize,
-    limit: Option<u64>,
-    cancel: &AtomicBool,
-    tx: SyncSender<Task>,
-) -> Result<u64, RunError> {
-    let mut seq = 0u64;
-    let mut total = 0u64;
-    for (file_index, path) in files.iter().enumerate() {
-        let source = path.display().to_string();
-        let mut reader = JsonlReader::open(path, opts.clone())?;
-        let mut pending: Option<(RecordBatch, u64)> = None;
-        loop {
-            if cancel.load(Ordering::Relaxed) {
-                return Ok(total);
-            }
-            let remaining = limit
-                .map(|l| l.saturating_sub(total) as usize)
-                .unwrap_or(usize::MAX);
-            let next = if remaining == 0 {
-                None
-            } else {
-                reader.next_batch(batch_size.min(remaining))?
-            };
-            if let Some((b, _)) = &next {
-                total += b.num_rows() as u64;
-            }
-            let last = next.is_none();
-            // Send the previous batch now that we know whether it was the file's last.
-            let to_send = match pending.take() {
-                Some(p) => Some(p),
-                None if last => Some((RecordBatch::new_empty(reader_schema()), 0)),
-                None => None,
-            };
-            if let Some((batch, first_row)) = to_send {
-                let meta = TaskMeta {
-                    seq,
-                    file_index,
-                    source: source.clone(),
-                    first_row,
-                    num_rows: batch.num_rows() as u64,
-                    last_of_file: last,
-                };
-                seq += 1;
-                if tx.send(Task { meta, batch }).is_err() {
-                    return Ok(total);
-                }
-            }
-            match next {
-                Some(n) => pending = Some(n),
-                None => break,
-            }
+/// A reader over one part of a partition.
+enum PartReader {
+    Jsonl(JsonlReader),
+    Parquet(ParquetReader),
+}
+
+impl PartReader {
+    fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
+        match self {
+            PartReader::Jsonl(r) => r.next_batch(n),
+            PartReader::Parquet(r) => r.next_batch(),
         }
     }
-    Ok(total)
+    fn take_rejects(&mut self) -> Vec<Reject> {
+        match self {
+            PartReader::Jsonl(r) => r.take_rejects(),
+            PartReader::Parquet(_) => Vec::new(),
+        }
+    }
+}
+
+/// Read every partition in order into batches; returns documents read and lines rejected.
+/// Rejected lines go to `<output>/_rejected/<partition output>.jsonl`.
+fn read_all(plan: &Plan, strict: bool, cancel: &AtomicBool, tx: SyncSender<Task>) -> Result<(u64, u64), RunError> {
+    let src = &plan.spec.source;
+    let opts = ReadOptions {
+        text_field: src.text_field.clone(),
+        id_field: src.id_field.clone(),
+        fields: src.fields.clone(),
+        max_line_bytes: plan.max_line_bytes(),
+        strict,
+    };
+    let batch_size = plan.spec.batch_size();
+    let mut seq = 0u64;
+    let mut total = 0u64;
+    let mut rejected = 0u64;
+    for (pi, partition) in plan.partitions.iter().enumerate() {
+        let mut rejects: Option<RejectWriter> = None;
+        let mut pending: Option<Task> = None;
+        for part in &partition.parts {
+            let input = &plan.inputs[part.file];
+            let source = plan.describe_part(part);
+            let mut reader = match input.format {
+                Format::Jsonl => PartReader::Jsonl(JsonlReader::open(input, part.extent, opts.clone())?),
+                Format::Parquet => PartReader::Parquet(ParquetReader::open(input, part.extent, opts.clone(), batch_size)?),
+            };
+            let mut row = 0u64;
+            loop {
+                if cancel.load(Ordering::Relaxed) {
+                    return Ok((total, rejected));
+                }
+                let remaining = src.limit.map(|l| l.saturating_sub(total) as usize).unwrap_or(usize::MAX);
+                let next = if remaining == 0 { None } else { reader.next_batch(batch_size.min(remaining))? };
+                for r in reader.take_rejects() {
+                    let w = match rejects.as_mut() {
+                        Some(w) => w,
+                        None => rejects
+                            .insert(RejectWriter::create(&plan.output_dir.join(&format!("_rejected/{}.jsonl", partition.output_rel)))?),
+                    };
+                    w.write(&r)?;
+                }
+                let Some(mut batch) = next else { break };
+                if batch.num_rows() > remaining {
+                    batch = batch.slice(0, remaining);
+                }
+                let n = batch.num_rows() as u64;
+                total += n;
+                // Send the previous batch now that we know it was not the partition's last.
+                if let Some(t) = pending.take() {
+                    if tx.send(t).is_err() {
+                        return Ok((total, rejected));
+                    }
+                }
+                let meta = TaskMeta { seq, file_index: pi, source: source.clone(), first_row: row, num_rows: n, last_of_file: false };
+                seq += 1;
+                row += n;
+                pending = Some(Task { meta, batch });
+            }
+        }
+        let mut last = pending.unwrap_or_else(|| {
+            let source = partition.parts.first().map(|p| plan.describe_part(p)).unwrap_or_default();
+            let meta = TaskMeta { seq, file_index: pi, source, first_row: 0, num_rows: 0, last_of_file: true };
+            seq += 1;
+            Task { meta, batch: RecordBatch::new_empty(reader_schema()) }
+        });
+        last.meta.last_of_file = true;
+        if let Some(w) = rejects {
+            let n = w.finish()?;
+            rejected += n;
+            tracing::warn!(
+                "{n} bad input line(s) of partition {} quarantined in {}",
+                partition.index,
+                plan.output_dir.join("_rejected").display()
+            );
+        }
+        if tx.send(last).is_err() {
+            return Ok((total, rejected));
+        }
+    }
+    let _ = Extent::Whole;
+    Ok((total, rejected))
 }
 
 /// Set up one instance of every stage, then process tasks until the queue closes.
@@ -345,11 +381,7 @@ fn worker(
         match plugin.instantiate(&stage.label, &stage.params, &limits(stage)) {
             Ok(i) => instances.push(i),
             Err(source) => {
-                let _ = ready.send(Err(RunError::Start {
-                    label: stage.label.clone(),
-                    plugin: stage.plugin.path.clone(),
-                    source,
-                }));
+                let _ = ready.send(Err(RunError::Start { label: stage.label.clone(), plugin: stage.plugin.path.clone(), source }));
                 return;
             }
         }
@@ -377,12 +409,7 @@ fn worker(
     }
 }
 
-fn run_chain(
-    instances: &mut [StageInstance],
-    stages: &[PlannedStage],
-    counters: &[Counters],
-    task: Task,
-) -> Done {
+fn run_chain(instances: &mut [StageInstance], stages: &[PlannedStage], counters: &[Counters], task: Task) -> Done {
     let mut batch = task.batch;
     for ((inst, stage), c) in instances.iter_mut().zip(stages).zip(counters) {
         if batch.num_rows() == 0 {
@@ -409,33 +436,25 @@ fn run_chain(
         batch = match parts.len() {
             1 => parts.pop().unwrap_or(batch),
             _ => {
-                let schema = parts
-                    .first()
-                    .map(|p| p.schema())
-                    .unwrap_or_else(|| batch.schema());
-                arrow_select::concat::concat_batches(&schema, &parts).map_err(|e| {
-                    fail(StageFailure::Output(InvalidOutput(format!(
-                        "chunks disagree on schema: {e}"
-                    ))))
-                })?
+                let schema = parts.first().map(|p| p.schema()).unwrap_or_else(|| batch.schema());
+                arrow_select::concat::concat_batches(&schema, &parts)
+                    .map_err(|e| fail(StageFailure::Output(InvalidOutput(format!("chunks disagree on schema: {e}")))))?
             }
         };
         c.docs_in.fetch_add(rows as u64, Ordering::Relaxed);
-        c.docs_out
-            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        c.docs_out.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         c.batches.fetch_add(1, Ordering::Relaxed);
-        c.busy_ns
-            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        c.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
     Ok((task.meta, batch))
 }
 
-/// Write results in input order; one output file per input file, renamed into place when the
-/// file's last batch is written. Returns the outputs and the documents written.
-fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<PathBuf>, u64), RunError> {
+/// Write results in input order; one output file per partition, committed when the
+/// partition's last batch is written. Returns the files and the documents written.
+fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<WrittenFile>, u64), RunError> {
     let mut waiting: BTreeMap<u64, (TaskMeta, RecordBatch)> = BTreeMap::new();
     let mut next_seq = 0u64;
-    let mut current: Option<(usize, JsonlWriter)> = None;
+    let mut current: Option<(usize, Box<dyn OutputWriter>)> = None;
     let mut outputs = Vec::new();
     let mut docs_out = 0u64;
     let sink = &plan.spec.sink;
@@ -444,24 +463,39 @@ fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<PathBuf>, u64), 
         waiting.insert(meta.seq, (meta, batch));
         while let Some((meta, batch)) = waiting.remove(&next_seq) {
             next_seq += 1;
-            let file = &plan.files[meta.file_index];
+            let partition = &plan.partitions[meta.file_index];
             let writer = match &mut current {
                 Some((idx, w)) if *idx == meta.file_index => w,
                 _ => {
-                    let w = JsonlWriter::create(
-                        &file.output,
-                        sink.compression,
-                        &plan.spec.source.text_field,
-                    )?;
+                    let w: Box<dyn OutputWriter> = match sink.format {
+                        Format::Jsonl => {
+                            Box::new(JsonlWriter::create(&partition.output, sink.compression(), &plan.spec.source.text_field)?)
+                        }
+                        Format::Parquet => Box::new(ParquetWriter::create(
+                            &partition.output,
+                            sink.compression(),
+                            sink.row_group_size.unwrap_or(65536),
+                            &plan.spec.source.text_field,
+                        )?),
+                    };
                     &mut current.insert((meta.file_index, w)).1
                 }
             };
-            writer.write_batch(&batch)?;
-            if meta.last_of_file
-                && let Some((_, w)) = current.take()
-            {
-                docs_out += w.finish()?;
-                outputs.push(file.output.clone());
+            if batch.num_rows() > 0 {
+                writer.write_batch(&batch)?;
+            }
+            if meta.last_of_file {
+                if let Some((_, w)) = current.take() {
+                    let c = w.finish()?;
+                    docs_out += c.documents;
+                    outputs.push(WrittenFile {
+                        path: partition.output_rel.clone(),
+                        documents: c.documents,
+                        bytes: c.bytes,
+                        sha256: c.sha256,
+                        sources: plan.sources(partition),
+                    });
+                }
             }
         }
     }

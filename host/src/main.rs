@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use curator_host::exec::{self, RunOptions};
+use curator_host::io::writer::Spool;
 use curator_host::plan::{self, PlanError};
 use curator_host::registry::{self, PluginEntry, Registry};
 use curator_host::wasm::{WasmRuntime, default_cache_dir};
@@ -17,11 +18,7 @@ const EXIT_INVALID: u8 = 2;
 const EXIT_FAILED: u8 = 1;
 
 #[derive(Parser)]
-#[command(
-    name = "curator-host",
-    version,
-    about = "Curate LLM training data with sandboxed WASM stages"
-)]
+#[command(name = "curator-host", version, about = "Curate LLM training data with sandboxed WASM stages")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -50,6 +47,9 @@ enum Command {
         /// Check the pipeline and print the plan without reading data.
         #[arg(long)]
         dry_run: bool,
+        /// Stop at the first bad input line (default: quarantine it under <output>/_rejected/).
+        #[arg(long)]
+        strict: bool,
     },
     /// Inspect installed plugins.
     Plugin {
@@ -88,14 +88,8 @@ enum SchemaKind {
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CURATOR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,curator_host=info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
-        .with_ansi(ansi)
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt().with_ansi(ansi).with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(code) => code,
@@ -108,28 +102,17 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run {
-            pipeline,
-            plugins,
-            workers,
-            no_cache,
-            dry_run,
-        } => run(&pipeline, &plugins, workers, no_cache, dry_run),
-        Command::Plugin {
-            command: PluginCommand::List { plugins, json },
-        } => {
+        Command::Run { pipeline, plugins, workers, no_cache, dry_run, strict } => {
+            run(&pipeline, &plugins, RunOptions { workers, strict }, no_cache, dry_run)
+        }
+        Command::Plugin { command: PluginCommand::List { plugins, json } } => {
             let reg = scan(&plugins);
             plugin_list(&reg, json)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Plugin {
-            command:
-                PluginCommand::Inspect {
-                    name_or_file,
-                    plugins,
-                    json,
-                },
-        } => plugin_inspect(&name_or_file, &plugins, json),
+        Command::Plugin { command: PluginCommand::Inspect { name_or_file, plugins, json } } => {
+            plugin_inspect(&name_or_file, &plugins, json)
+        }
         Command::Schema { what } => {
             let schema = match what {
                 SchemaKind::Manifest => schemars::schema_for!(curator_core::Manifest),
@@ -188,20 +171,10 @@ fn plugin_list(reg: &Registry, json: bool) -> Result<()> {
         return Ok(());
     }
     if reg.plugins.is_empty() {
-        println!(
-            "no plugins found in: {}",
-            reg.dirs
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        println!("no plugins found in: {}", reg.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
         return Ok(());
     }
-    println!(
-        "{:<24} {:<9} {:<5} {:<34} PATH",
-        "NAME", "VERSION", "KIND", "RESOURCES"
-    );
+    println!("{:<24} {:<9} {:<5} {:<34} PATH", "NAME", "VERSION", "KIND", "RESOURCES");
     for e in reg.plugins.values() {
         let m = &e.manifest;
         println!(
@@ -221,19 +194,12 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
     let entry = if path.is_file() {
         let manifest = registry::read_manifest(path)?;
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        PluginEntry {
-            manifest,
-            path: path.to_path_buf(),
-            size,
-        }
+        PluginEntry { manifest, path: path.to_path_buf(), size }
     } else {
         let reg = scan(dirs);
         match reg.get(what) {
             Some(e) => e.clone(),
-            None => bail!(
-                "no plugin named {what:?} (installed: {})",
-                reg.names().join(", ")
-            ),
+            None => bail!("no plugin named {what:?} (installed: {})", reg.names().join(", ")),
         }
     };
     let v = entry_json(&entry);
@@ -241,52 +207,21 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let m = &entry.manifest;
-        println!(
-            "{} {} ({:?}, ABI {}.{})",
-            m.name, m.version, m.kind, m.abi.major, m.abi.minor
-        );
+        println!("{} {} ({:?}, ABI {}.{})", m.name, m.version, m.kind, m.abi.major, m.abi.minor);
         if !m.description.is_empty() {
             println!("  {}", m.description);
         }
-        println!(
-            "file:        {} ({} bytes)",
-            entry.path.display(),
-            entry.size
-        );
+        println!("file:        {} ({} bytes)", entry.path.display(), entry.size);
         println!("resources:   {}", fmt_resources(&m.resources));
-        println!(
-            "columns:     reads {:?}, writes {:?}",
-            m.input_columns, m.output_columns
-        );
-        let dirs: Vec<String> = m
-            .permissions
-            .directories
-            .iter()
-            .map(|d| format!("{} ({})", d.name, if d.writable { "rw" } else { "ro" }))
-            .collect();
-        println!(
-            "directories: {}",
-            if dirs.is_empty() {
-                "none".into()
-            } else {
-                dirs.join(", ")
-            }
-        );
+        println!("columns:     reads {:?}, writes {:?}", m.input_columns, m.output_columns);
+        let dirs: Vec<String> =
+            m.permissions.directories.iter().map(|d| format!("{} ({})", d.name, if d.writable { "rw" } else { "ro" })).collect();
+        println!("directories: {}", if dirs.is_empty() { "none".into() } else { dirs.join(", ") });
         println!("params:");
-        if let Some(props) = m
-            .params_schema
-            .get("properties")
-            .and_then(|p| p.as_object())
-        {
+        if let Some(props) = m.params_schema.get("properties").and_then(|p| p.as_object()) {
             for (k, s) in props {
-                let ty = s
-                    .get("type")
-                    .map(|t| t.to_string())
-                    .unwrap_or_else(|| "any".into());
-                let default = s
-                    .get("default")
-                    .map(|d| format!(" = {d}"))
-                    .unwrap_or_default();
+                let ty = s.get("type").map(|t| t.to_string()).unwrap_or_else(|| "any".into());
+                let default = s.get("default").map(|d| format!(" = {d}")).unwrap_or_default();
                 let desc = s.get("description").and_then(|d| d.as_str()).unwrap_or("");
                 println!("  {k}: {}{default}  {desc}", ty.trim_matches('"'));
             }
@@ -295,13 +230,7 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-fn run(
-    pipeline: &Path,
-    dirs: &PluginDirs,
-    workers: Option<usize>,
-    no_cache: bool,
-    dry_run: bool,
-) -> Result<ExitCode> {
+fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry_run: bool) -> Result<ExitCode> {
     let reg = scan(dirs);
     let plan = match plan::plan_file(pipeline, &reg) {
         Ok(p) => p,
@@ -310,27 +239,21 @@ fn run(
             return Ok(ExitCode::from(EXIT_INVALID));
         }
     };
-    let opts = RunOptions { workers };
     if dry_run {
         println!(
-            "pipeline {} is valid: {} input file(s), {} stage(s), {} worker(s)",
+            "pipeline {} is valid: {} input file(s) in {} partition(s), {} stage(s), {} worker(s)",
             plan.file_label,
-            plan.files.len(),
+            plan.inputs.len(),
+            plan.partitions.len(),
             plan.stages.len(),
             exec::worker_count(&plan, &opts)
         );
         for s in &plan.stages {
-            println!(
-                "  {:<24} {} [{}]",
-                s.label,
-                s.plugin.path.display(),
-                fmt_resources(&s.resources)
-            );
+            println!("  {:<24} {} [{}]", s.label, s.plugin.path.display(), fmt_resources(&s.resources));
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() })
-        .context("cannot start the WASM runtime")?;
+    let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
     let summary = match exec::run(&plan, &runtime, &opts) {
         Ok(s) => s,
         Err(e) => {
@@ -338,38 +261,30 @@ fn run(
             return Ok(ExitCode::from(EXIT_FAILED));
         }
     };
-    println!(
-        "{:<24} {:>10} {:>10} {:>10} {:>9} {:>12}",
-        "STAGE", "IN", "OUT", "DROPPED", "BUSY s", "DOCS/s busy"
-    );
+    println!("{:<24} {:>10} {:>10} {:>10} {:>9} {:>12}", "STAGE", "IN", "OUT", "DROPPED", "BUSY s", "DOCS/s busy");
     for s in &summary.stages {
-        let rate = if s.busy_s > 0.0 {
-            s.docs_in as f64 / s.busy_s
-        } else {
-            0.0
-        };
-        println!(
-            "{:<24} {:>10} {:>10} {:>10} {:>9.3} {:>12.0}",
-            s.label,
-            s.docs_in,
-            s.docs_out,
-            s.docs_in - s.docs_out,
-            s.busy_s,
-            rate
-        );
+        let rate = if s.busy_s > 0.0 { s.docs_in as f64 / s.busy_s } else { 0.0 };
+        println!("{:<24} {:>10} {:>10} {:>10} {:>9.3} {:>12.0}", s.label, s.docs_in, s.docs_out, s.docs_in - s.docs_out, s.busy_s, rate);
     }
     println!(
-        "read {} documents from {} file(s), wrote {} to {} in {:.2}s with {} worker(s)",
+        "read {} documents in {} partition(s) ({} skipped), rejected {} line(s), wrote {} to {} in {:.2}s with {} worker(s), peak RSS {:.0} MiB",
         summary.docs_in,
-        summary.files,
+        summary.partitions,
+        summary.skipped_partitions,
+        summary.rejected,
         summary.docs_out,
         plan.output_dir.display(),
         summary.elapsed_s,
-        summary.workers
+        summary.workers,
+        summary.peak_rss_mb,
     );
-    let summary_path = plan.output_dir.join("_summary.json");
-    if let Err(e) = std::fs::write(&summary_path, serde_json::to_vec_pretty(&summary)?) {
-        tracing::warn!("cannot write {}: {e}", summary_path.display());
+    let summary_loc = plan.output_dir.join("_summary.json");
+    let saved = Spool::create(&summary_loc).and_then(|(spool, mut w)| {
+        std::io::Write::write_all(&mut w, &serde_json::to_vec_pretty(&summary).unwrap_or_default()).map_err(|e| spool.werr(e))?;
+        spool.commit(w)
+    });
+    if let Err(e) = saved {
+        tracing::warn!("cannot write {}: {e}", summary_loc.display());
     }
     Ok(ExitCode::SUCCESS)
 }

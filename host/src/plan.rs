@@ -5,10 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use curator_core::pipeline::{DEFAULT_TIMEOUT_S, WriteMode};
+use curator_core::partition::{Extent, FileInfo, Part, PartitionBy, Splittable, partition};
+use curator_core::pipeline::{DEFAULT_MAX_LINE_BYTES, DEFAULT_TIMEOUT_S, Format, WriteMode};
 use curator_core::{PipelineSpec, Resources, SpecError, validate_params};
 
-use crate::io::{self, InputFile, IoError};
+use crate::io::writer::{OutputManifest, WrittenFile};
+use crate::io::{self, InputFile, IoError, Loc};
 use crate::registry::{PluginEntry, Registry};
 use crate::wasm::DirGrant;
 
@@ -25,11 +27,14 @@ pub struct PlannedStage {
     pub grants: Vec<DirGrant>,
 }
 
-/// An input file and where its kept documents go.
+/// A partition and where its kept documents go.
 #[derive(Debug, Clone)]
-pub struct PlannedFile {
-    pub input: InputFile,
-    pub output: PathBuf,
+pub struct PlannedPartition {
+    pub index: usize,
+    pub parts: Vec<Part>,
+    /// Output file name, relative to the output directory.
+    pub output_rel: String,
+    pub output: Loc,
 }
 
 /// A checked pipeline.
@@ -38,8 +43,66 @@ pub struct Plan {
     pub spec: PipelineSpec,
     pub file_label: String,
     pub stages: Vec<PlannedStage>,
-    pub files: Vec<PlannedFile>,
-    pub output_dir: PathBuf,
+    pub inputs: Vec<InputFile>,
+    /// Partitions to process (in `ignore` mode, those whose output exists are left out).
+    pub partitions: Vec<PlannedPartition>,
+    /// Partitions skipped because their output exists (`ignore` mode).
+    pub skipped: usize,
+    pub output_dir: Loc,
+    /// The output manifest found in the output directory before the run.
+    pub prior_manifest: OutputManifest,
+}
+
+impl Plan {
+    /// `file`, `file bytes a..b` or `file row groups a..b`, for messages and manifests.
+    pub fn describe_part(&self, part: &Part) -> String {
+        let f = self.inputs[part.file].display();
+        match part.extent {
+            Extent::Whole => f,
+            Extent::Bytes { start, end } => format!("{f} bytes {start}..{end}"),
+            Extent::Units { start, end } => format!("{f} row groups {start}..{end}"),
+        }
+    }
+
+    /// Where a partition's documents came from.
+    pub fn sources(&self, p: &PlannedPartition) -> Vec<String> {
+        p.parts.iter().map(|part| self.describe_part(part)).collect()
+    }
+
+    pub fn max_line_bytes(&self) -> u64 {
+        self.spec.source.max_line_bytes.as_ref().and_then(|s| s.bytes()).unwrap_or(DEFAULT_MAX_LINE_BYTES)
+    }
+}
+
+/// Base name of an input for outputs: compression and format extensions dropped.
+fn base_name(rel: &str) -> String {
+    let mut name = rel.to_string();
+    for ext in [".gz", ".zst", ".zstd"] {
+        if let Some(stripped) = name.strip_suffix(ext) {
+            name = stripped.to_string();
+        }
+    }
+    for ext in [".jsonl", ".json", ".ndjson", ".parquet", ".pq"] {
+        if let Some(stripped) = name.strip_suffix(ext) {
+            return stripped.to_string();
+        }
+    }
+    name
+}
+
+/// Deterministic output name of a partition, from its source files and index: the input's
+/// name for a whole file, `<name>.<piece>` for a piece of a split file, and
+/// `part-<index>-<hash of the sources>` for a group of files.
+pub fn partition_output_name(inputs: &[InputFile], parts: &[Part], index: usize, ext: &str) -> String {
+    match parts {
+        [one] if one.piece.1 <= 1 => format!("{}{ext}", base_name(&inputs[one.file].rel)),
+        [one] => format!("{}.{:05}{ext}", base_name(&inputs[one.file].rel), one.piece.0),
+        many => {
+            let key: Vec<String> = many.iter().map(|p| format!("{}:{:?}", inputs[p.file].rel, p.extent)).collect();
+            let hash = xxhash_rust::xxh3::xxh3_64(key.join("\n").as_bytes());
+            format!("part-{index:05}-{:08x}{ext}", hash as u32)
+        }
+    }
 }
 
 /// Why a pipeline cannot run. Every line names the file and the path in it.
@@ -59,55 +122,20 @@ impl From<SpecError> for PlanError {
 
 fn resolve(base: &Path, p: &str) -> PathBuf {
     let p = Path::new(p);
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        base.join(p)
-    }
-}
-
-/// The output file name for an input: compression suffix dropped, `.jsonl` kept or added, the
-/// sink's compression suffix appended.
-pub fn output_name(rel: &Path, suffix: &str) -> PathBuf {
-    let mut name = rel
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    for ext in [".gz", ".zst", ".zstd"] {
-        if let Some(stripped) = name.strip_suffix(ext) {
-            name = stripped.to_string();
-        }
-    }
-    for ext in [".json", ".ndjson"] {
-        if let Some(stripped) = name.strip_suffix(ext) {
-            name = format!("{stripped}.jsonl");
-        }
-    }
-    if !name.ends_with(".jsonl") {
-        name.push_str(".jsonl");
-    }
-    rel.with_file_name(format!("{name}{suffix}"))
+    if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
 }
 
 /// Read, parse and check a pipeline file against the registry.
 pub fn plan_file(path: &Path, registry: &Registry) -> Result<Plan, PlanError> {
     let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| IoError::Open {
-        path: label.clone(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|source| IoError::Open { path: label.clone(), source })?;
     let spec = PipelineSpec::from_yaml(&label, &text)?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     plan_spec(spec, &label, &base, registry)
 }
 
 /// Check a parsed spec. Relative paths resolve against `base`.
-pub fn plan_spec(
-    spec: PipelineSpec,
-    label: &str,
-    base: &Path,
-    registry: &Registry,
-) -> Result<Plan, PlanError> {
+pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry) -> Result<Plan, PlanError> {
     let mut errors = Vec::new();
     let mut stages = Vec::new();
     for (i, s) in spec.stages.iter().enumerate() {
@@ -115,23 +143,11 @@ pub fn plan_spec(
         let Some(entry) = registry.get(&s.plugin) else {
             let known = registry.names();
             let hint = if known.is_empty() {
-                format!(
-                    "no plugins found in {}",
-                    registry
-                        .dirs
-                        .iter()
-                        .map(|d| d.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                format!("no plugins found in {}", registry.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "))
             } else {
                 format!("installed: {}", known.join(", "))
             };
-            errors.push(SpecError::new(
-                label,
-                at("plugin"),
-                format!("unknown stage {:?} ({hint})", s.plugin),
-            ));
+            errors.push(SpecError::new(label, at("plugin"), format!("unknown stage {:?} ({hint})", s.plugin)));
             continue;
         };
         let m = &entry.manifest;
@@ -145,23 +161,26 @@ pub fn plan_spec(
         if let Err(e) = resources.validate() {
             errors.push(SpecError::new(label, at("resources"), e.to_string()));
         } else if resources.needs_gpu() {
-            errors.push(SpecError::new(label, at("resources"), format!("{:?} is a WASM stage and runs on CPU; gpus and gpu_memory_gb need a native plugin", s.plugin)));
+            errors.push(SpecError::new(
+                label,
+                at("resources"),
+                format!("{:?} is a WASM stage and runs on CPU; gpus and gpu_memory_gb need a native plugin", s.plugin),
+            ));
         }
         let mut grants = Vec::new();
         for (name, g) in &s.grants {
             match m.permissions.directories.iter().find(|d| &d.name == name) {
                 None => {
-                    let requested: Vec<&str> = m
-                        .permissions
-                        .directories
-                        .iter()
-                        .map(|d| d.name.as_str())
-                        .collect();
-                    errors.push(SpecError::new(label, at(&format!("grants.{name}")), format!(
-                        "plugin {:?} does not request a directory named {name:?} (it requests: {})",
-                        s.plugin,
-                        if requested.is_empty() { "none".to_string() } else { requested.join(", ") }
-                    )));
+                    let requested: Vec<&str> = m.permissions.directories.iter().map(|d| d.name.as_str()).collect();
+                    errors.push(SpecError::new(
+                        label,
+                        at(&format!("grants.{name}")),
+                        format!(
+                            "plugin {:?} does not request a directory named {name:?} (it requests: {})",
+                            s.plugin,
+                            if requested.is_empty() { "none".to_string() } else { requested.join(", ") }
+                        ),
+                    ));
                 }
                 Some(req) => {
                     if g.writable() && !req.writable {
@@ -179,11 +198,7 @@ pub fn plan_spec(
                             format!("{} is not a directory", host_path.display()),
                         ));
                     }
-                    grants.push(DirGrant {
-                        name: name.clone(),
-                        host_path,
-                        writable: g.writable(),
-                    });
+                    grants.push(DirGrant { name: name.clone(), host_path, writable: g.writable() });
                 }
             }
         }
@@ -192,10 +207,7 @@ pub fn plan_spec(
                 errors.push(SpecError::new(
                     label,
                     at("grants"),
-                    format!(
-                        "plugin {:?} requests directory {:?}; grant it with grants: {{{}: PATH}}",
-                        s.plugin, req.name, req.name
-                    ),
+                    format!("plugin {:?} requests directory {:?}; grant it with grants: {{{}: PATH}}", s.plugin, req.name, req.name),
                 ));
             }
         }
@@ -215,64 +227,112 @@ pub fn plan_spec(
         return Err(PlanError::Spec(errors));
     }
 
-    let sources: Vec<PathBuf> = spec
-        .source
-        .path
-        .as_vec()
-        .iter()
-        .map(|p| resolve(base, p))
-        .collect();
-    let inputs = io::discover(&sources, spec.source.file_extensions.as_deref())?;
-    let output_dir = resolve(base, &spec.sink.path);
-    let mut files: Vec<PlannedFile> = Vec::new();
-    for input in inputs {
-        let output = output_dir.join(output_name(&input.rel, spec.sink.compression.suffix()));
-        if let Some(other) = files.iter().find(|f| f.output == output) {
-            return Err(IoError::Collision {
-                a: other.input.display(),
-                b: input.display(),
-                out: output.display().to_string(),
-            }
-            .into());
-        }
-        if spec.sink.mode == WriteMode::Error && output.exists() {
-            return Err(IoError::Exists {
-                path: output.display().to_string(),
-            }
-            .into());
-        }
-        files.push(PlannedFile { input, output });
+    let sources: Vec<Loc> = spec.source.path.as_vec().iter().map(|p| Loc::parse(p, base)).collect::<Result<_, _>>()?;
+    let inputs = io::discover(&sources, spec.source.file_extensions.as_deref(), spec.source.format)?;
+    let output_dir = Loc::parse(&spec.sink.path, base)?;
+    let by = match (spec.source.files_per_partition, spec.source.blocksize.as_ref().and_then(|b| b.bytes())) {
+        (_, Some(bytes)) => PartitionBy::Bytes(bytes),
+        (Some(n), None) => PartitionBy::Files(n),
+        (None, None) => PartitionBy::Files(1),
+    };
+    let mut infos = Vec::with_capacity(inputs.len());
+    for f in &inputs {
+        let split = match (f.format, f.compressed, by) {
+            (_, _, PartitionBy::Files(_)) => Splittable::No,
+            (Format::Parquet, _, _) => Splittable::Units(io::parquet::row_group_sizes(f)?),
+            (Format::Jsonl, true, _) => Splittable::No,
+            (Format::Jsonl, false, _) => Splittable::Bytes,
+        };
+        infos.push(FileInfo { size: f.size, split });
     }
-    Ok(Plan {
-        spec,
-        file_label: label.to_string(),
-        stages,
-        files,
-        output_dir,
-    })
+    let ext = match spec.sink.format {
+        Format::Jsonl => format!(".jsonl{}", spec.sink.compression().suffix()),
+        Format::Parquet => ".parquet".to_string(),
+    };
+    let prior_manifest = OutputManifest::load(&output_dir);
+    let mut partitions: Vec<PlannedPartition> = Vec::new();
+    let mut skipped = 0;
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for p in partition(&infos, by) {
+        let mut output_rel = partition_output_name(&inputs, &p.parts, p.index, &ext);
+        if let Some(other) = partitions.iter().find(|q| q.output_rel == output_rel) {
+            return Err(IoError::Collision {
+                a: inputs[other.parts[0].file].display(),
+                b: inputs[p.parts[0].file].display(),
+                out: output_dir.join(&output_rel).display(),
+            }
+            .into());
+        }
+        let mut output = output_dir.join(&output_rel);
+        if output.exists() {
+            match spec.sink.mode {
+                WriteMode::Error => return Err(IoError::Exists { path: output.display() }.into()),
+                WriteMode::Ignore => {
+                    skipped += 1;
+                    continue;
+                }
+                WriteMode::Append => {
+                    let stem = output_rel.strip_suffix(&ext).unwrap_or(&output_rel).to_string();
+                    for k in 1.. {
+                        let candidate = format!("{stem}.{k}{ext}");
+                        let loc = output_dir.join(&candidate);
+                        if !taken.contains(&candidate) && !loc.exists() {
+                            output_rel = candidate;
+                            output = loc;
+                            break;
+                        }
+                    }
+                }
+                WriteMode::Overwrite => {}
+            }
+        }
+        taken.insert(output_rel.clone());
+        partitions.push(PlannedPartition { index: p.index, parts: p.parts, output_rel, output });
+    }
+    Ok(Plan { spec, file_label: label.to_string(), stages, inputs, partitions, skipped, output_dir, prior_manifest })
+}
+
+/// The output manifest after a run (previous entries that still stand, plus the new files),
+/// and the previous files that `overwrite` mode should now delete.
+pub fn merged_manifest(plan: &Plan, written: Vec<WrittenFile>) -> (OutputManifest, Vec<String>) {
+    let new_paths: std::collections::HashSet<String> = written.iter().map(|w| w.path.clone()).collect();
+    let mut stale = Vec::new();
+    let mut files: Vec<WrittenFile> = Vec::new();
+    for old in &plan.prior_manifest.files {
+        if new_paths.contains(&old.path) {
+            continue;
+        }
+        match plan.spec.sink.mode {
+            WriteMode::Overwrite => stale.push(old.path.clone()),
+            _ => files.push(old.clone()),
+        }
+    }
+    files.extend(written);
+    (OutputManifest { files }, stale)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn input(rel: &str) -> InputFile {
+        let (format, compressed) = io::sniff_name(rel, None);
+        InputFile { loc: Loc::Local(PathBuf::from(rel)), rel: rel.into(), size: 1, format, compressed }
+    }
+
     #[test]
     fn output_names() {
-        assert_eq!(
-            output_name(Path::new("a.jsonl.zst"), ""),
-            PathBuf::from("a.jsonl")
-        );
-        assert_eq!(
-            output_name(Path::new("sub/b.json.gz"), ".zst"),
-            PathBuf::from("sub/b.jsonl.zst")
-        );
-        assert_eq!(
-            output_name(Path::new("c.txt"), ".gz"),
-            PathBuf::from("c.txt.jsonl.gz")
-        );
-        assert_eq!(
-            output_name(Path::new("d.jsonl"), ""),
-            PathBuf::from("d.jsonl")
-        );
+        let inputs = vec![input("a.jsonl.zst"), input("sub/b.json.gz"), input("c.txt"), input("d.parquet")];
+        let whole = |file| Part { file, extent: Extent::Whole, piece: (0, 1) };
+        assert_eq!(partition_output_name(&inputs, &[whole(0)], 0, ".jsonl"), "a.jsonl");
+        assert_eq!(partition_output_name(&inputs, &[whole(1)], 1, ".jsonl.zst"), "sub/b.jsonl.zst");
+        assert_eq!(partition_output_name(&inputs, &[whole(2)], 2, ".jsonl.gz"), "c.txt.jsonl.gz");
+        assert_eq!(partition_output_name(&inputs, &[whole(3)], 3, ".parquet"), "d.parquet");
+        let piece = Part { file: 0, extent: Extent::Bytes { start: 0, end: 9 }, piece: (3, 16) };
+        assert_eq!(partition_output_name(&inputs, &[piece], 7, ".jsonl"), "a.00003.jsonl");
+        let group = partition_output_name(&inputs, &[whole(0), whole(2)], 4, ".jsonl");
+        assert!(group.starts_with("part-00004-") && group.ends_with(".jsonl"), "{group}");
+        assert_eq!(group, partition_output_name(&inputs, &[whole(0), whole(2)], 4, ".jsonl"), "not deterministic");
+        assert_ne!(group, partition_output_name(&inputs, &[whole(0), whole(1)], 4, ".jsonl"));
     }
 }

@@ -19,32 +19,17 @@ pub struct PluginEntry {
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     #[error("{path}: cannot read: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: not a WebAssembly component: {message}")]
     NotWasm { path: PathBuf, message: String },
     #[error("{path}: has no {MANIFEST_SECTION} section (not built with curator-sdk?)")]
     NoManifest { path: PathBuf },
     #[error("{path}: {source}")]
-    BadManifest {
-        path: PathBuf,
-        source: ManifestError,
-    },
+    BadManifest { path: PathBuf, source: ManifestError },
     #[error("{path}: manifest is {kind:?} but the file is a WASM component")]
-    WrongKind {
-        path: PathBuf,
-        kind: curator_core::PluginKind,
-    },
-    #[error(
-        "duplicate plugin {name:?}: {second} is ignored, {first} comes first in the search path"
-    )]
-    Duplicate {
-        name: String,
-        first: PathBuf,
-        second: PathBuf,
-    },
+    WrongKind { path: PathBuf, kind: curator_core::PluginKind },
+    #[error("duplicate plugin {name:?}: {second} is ignored, {first} comes first in the search path")]
+    Duplicate { name: String, first: PathBuf, second: PathBuf },
 }
 
 /// The plugin search path: `--plugins` dirs, then `$CURATOR_PLUGINS` (colon-separated),
@@ -60,27 +45,18 @@ pub fn search_path(cli_dirs: &[PathBuf]) -> Vec<PathBuf> {
 
 /// Read the manifest embedded in a WASM plugin file.
 pub fn read_manifest(path: &Path) -> Result<Manifest, RegistryError> {
-    let bytes = std::fs::read(path).map_err(|source| RegistryError::Io {
-        path: path.into(),
-        source,
-    })?;
+    let bytes = std::fs::read(path).map_err(|source| RegistryError::Io { path: path.into(), source })?;
     manifest_from_bytes(path, &bytes)
 }
 
 /// Find the manifest section in a component (or core module), descending into nested modules.
 pub fn manifest_from_bytes(path: &Path, bytes: &[u8]) -> Result<Manifest, RegistryError> {
     if !wasmparser::Parser::is_component(bytes) && !wasmparser::Parser::is_core_wasm(bytes) {
-        return Err(RegistryError::NotWasm {
-            path: path.into(),
-            message: "bad magic number".into(),
-        });
+        return Err(RegistryError::NotWasm { path: path.into(), message: "bad magic number".into() });
     }
     let mut found = None;
     for payload in wasmparser::Parser::new(0).parse_all(bytes) {
-        let payload = payload.map_err(|e| RegistryError::NotWasm {
-            path: path.into(),
-            message: e.to_string(),
-        })?;
+        let payload = payload.map_err(|e| RegistryError::NotWasm { path: path.into(), message: e.to_string() })?;
         if let wasmparser::Payload::CustomSection(section) = payload
             && section.name() == MANIFEST_SECTION
         {
@@ -89,15 +65,9 @@ pub fn manifest_from_bytes(path: &Path, bytes: &[u8]) -> Result<Manifest, Regist
         }
     }
     let data = found.ok_or_else(|| RegistryError::NoManifest { path: path.into() })?;
-    let manifest = Manifest::from_json(&data).map_err(|source| RegistryError::BadManifest {
-        path: path.into(),
-        source,
-    })?;
+    let manifest = Manifest::from_json(&data).map_err(|source| RegistryError::BadManifest { path: path.into(), source })?;
     if manifest.kind != curator_core::PluginKind::Wasm {
-        return Err(RegistryError::WrongKind {
-            path: path.into(),
-            kind: manifest.kind,
-        });
+        return Err(RegistryError::WrongKind { path: path.into(), kind: manifest.kind });
     }
     Ok(manifest)
 }
@@ -114,10 +84,7 @@ impl Registry {
     /// Scan `dirs` in order (missing directories are skipped). Within a directory files are
     /// read in name order; the first plugin of a name wins and later ones are reported.
     pub fn scan(dirs: &[PathBuf]) -> Registry {
-        let mut reg = Registry {
-            dirs: dirs.to_vec(),
-            ..Default::default()
-        };
+        let mut reg = Registry { dirs: dirs.to_vec(), ..Default::default() };
         for dir in dirs {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
@@ -146,14 +113,7 @@ impl Registry {
                         second: path.into(),
                     });
                 } else {
-                    self.plugins.insert(
-                        manifest.name.clone(),
-                        PluginEntry {
-                            manifest,
-                            path: path.into(),
-                            size,
-                        },
-                    );
+                    self.plugins.insert(manifest.name.clone(), PluginEntry { manifest, path: path.into(), size });
                 }
             }
             Err(e) => self.problems.push(e),
@@ -183,14 +143,8 @@ mod tests {
         let reg = Registry::scan(&[dir.path().to_path_buf()]);
         assert!(reg.plugins.is_empty());
         let msgs: Vec<String> = reg.problems.iter().map(|p| p.to_string()).collect();
-        assert!(
-            msgs[0].contains("a.wasm") && msgs[0].contains("not a WebAssembly"),
-            "{msgs:?}"
-        );
-        assert!(
-            msgs[1].contains("b.wasm") && msgs[1].contains("no curator-manifest section"),
-            "{msgs:?}"
-        );
+        assert!(msgs[0].contains("a.wasm") && msgs[0].contains("not a WebAssembly"), "{msgs:?}");
+        assert!(msgs[1].contains("b.wasm") && msgs[1].contains("no curator-manifest section"), "{msgs:?}");
     }
 
     #[test]

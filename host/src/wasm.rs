@@ -37,19 +37,14 @@ const STDERR_CAPTURE: usize = 16 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum WasmError {
     #[error("{path}: cannot read plugin: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("{path}: cannot compile plugin: {message}")]
     Compile { path: PathBuf, message: String },
     #[error("cannot instantiate: {0}")]
     Instantiate(String),
     #[error("exceeded its time limit of {0:?} per call")]
     Timeout(Duration),
-    #[error(
-        "exceeded its memory cap of {cap_mb} MiB (tried to grow linear memory to {wanted_mb} MiB)"
-    )]
+    #[error("exceeded its memory cap of {cap_mb} MiB (tried to grow linear memory to {wanted_mb} MiB)")]
     OutOfMemory { cap_mb: u64, wanted_mb: u64 },
     #[error("trapped: {message}{stderr}")]
     Trap { message: String, stderr: String },
@@ -58,11 +53,7 @@ pub enum WasmError {
     #[error("returned an error: {0}")]
     Failed(String),
     #[error("cannot grant directory {name:?} ({path}): {message}")]
-    Grant {
-        name: String,
-        path: PathBuf,
-        message: String,
-    },
+    Grant { name: String, path: PathBuf, message: String },
 }
 
 /// The engine and everything shared by all plugins of a run.
@@ -107,13 +98,9 @@ impl WasmRuntime {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
-        let engine = Engine::new(&config).map_err(|e| WasmError::Compile {
-            path: PathBuf::new(),
-            message: e.to_string(),
-        })?;
+        let engine = Engine::new(&config).map_err(|e| WasmError::Compile { path: PathBuf::new(), message: e.to_string() })?;
         let mut linker = Linker::<HostState>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .map_err(|e| WasmError::Instantiate(e.to_string()))?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| WasmError::Instantiate(e.to_string()))?;
         bindings::Stage::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| WasmError::Instantiate(e.to_string()))?;
 
@@ -131,12 +118,7 @@ impl WasmRuntime {
                 }
             })
             .map_err(|e| WasmError::Instantiate(format!("cannot start epoch ticker: {e}")))?;
-        Ok(WasmRuntime {
-            engine,
-            linker,
-            cache_dir,
-            stop_ticker,
-        })
+        Ok(WasmRuntime { engine, linker, cache_dir, stop_ticker })
     }
 
     /// Cache key of a plugin: sha256 of its bytes + the engine's compatibility hash.
@@ -146,18 +128,12 @@ impl WasmRuntime {
         std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut h);
         let engine_key = hex::encode(&h.0.finalize()[..8]);
         let wasm_key = hex::encode(Sha256::digest(wasm));
-        Some(
-            dir.join("wasm")
-                .join(format!("{wasm_key}-{engine_key}.cwasm")),
-        )
+        Some(dir.join("wasm").join(format!("{wasm_key}-{engine_key}.cwasm")))
     }
 
     /// Compile (or load from the cache) the plugin at `path`.
     pub fn load(&self, path: &Path, manifest: Manifest) -> Result<CompiledPlugin, WasmError> {
-        let bytes = std::fs::read(path).map_err(|source| WasmError::Read {
-            path: path.into(),
-            source,
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| WasmError::Read { path: path.into(), source })?;
         let cached = self.cache_path(&bytes);
         let mut from_cache = false;
         let mut component = None;
@@ -177,10 +153,8 @@ impl WasmRuntime {
         let component = match component {
             Some(c) => c,
             None => {
-                let c = Component::new(&self.engine, &bytes).map_err(|e| WasmError::Compile {
-                    path: path.into(),
-                    message: format!("{e:#}"),
-                })?;
+                let c = Component::new(&self.engine, &bytes)
+                    .map_err(|e| WasmError::Compile { path: path.into(), message: format!("{e:#}") })?;
                 if let Some(cp) = &cached
                     && let Err(e) = write_atomic(cp, &c)
                 {
@@ -189,24 +163,11 @@ impl WasmRuntime {
                 c
             }
         };
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| WasmError::Compile {
-                path: path.into(),
-                message: format!("{e:#}"),
-            })?;
-        let pre = bindings::StagePre::new(pre).map_err(|e| WasmError::Compile {
-            path: path.into(),
-            message: format!("not a curator stage: {e:#}"),
-        })?;
-        Ok(CompiledPlugin {
-            engine: self.engine.clone(),
-            pre,
-            manifest,
-            path: path.into(),
-            from_cache,
-        })
+        let pre =
+            self.linker.instantiate_pre(&component).map_err(|e| WasmError::Compile { path: path.into(), message: format!("{e:#}") })?;
+        let pre = bindings::StagePre::new(pre)
+            .map_err(|e| WasmError::Compile { path: path.into(), message: format!("not a curator stage: {e:#}") })?;
+        Ok(CompiledPlugin { engine: self.engine.clone(), pre, manifest, path: path.into(), from_cache })
     }
 }
 
@@ -257,10 +218,7 @@ pub struct HostState {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
@@ -287,27 +245,14 @@ pub struct MemoryCap {
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.cap_bytes {
             self.hit = Some(desired);
-            return Err(wasmtime::Error::msg(format!(
-                "memory cap of {} MiB exceeded",
-                self.cap_bytes >> 20
-            )));
+            return Err(wasmtime::Error::msg(format!("memory cap of {} MiB exceeded", self.cap_bytes >> 20)));
         }
         Ok(true)
     }
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
     }
 }
@@ -323,40 +268,23 @@ pub struct StageInstance {
 
 impl CompiledPlugin {
     /// Instantiate with `limits` and call `setup(params)`.
-    pub fn instantiate(
-        &self,
-        label: &str,
-        params: &serde_json::Value,
-        limits: &InstanceLimits,
-    ) -> Result<StageInstance, WasmError> {
+    pub fn instantiate(&self, label: &str, params: &serde_json::Value, limits: &InstanceLimits) -> Result<StageInstance, WasmError> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
+        wasi.stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
         for g in &limits.grants {
-            let perms = if g.writable {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
-            wasi.preopened_dir(&g.host_path, format!("/{}", g.name), perms)
-                .map_err(|e| WasmError::Grant {
-                    name: g.name.clone(),
-                    path: g.host_path.clone(),
-                    message: e.to_string(),
-                })?;
+            let perms = if g.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+            wasi.preopened_dir(&g.host_path, format!("/{}", g.name), perms).map_err(|e| WasmError::Grant {
+                name: g.name.clone(),
+                path: g.host_path.clone(),
+                message: e.to_string(),
+            })?;
         }
-        let cap_bytes =
-            usize::try_from(limits.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        let cap_bytes = usize::try_from(limits.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         let state = HostState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            limiter: MemoryCap {
-                cap_bytes,
-                hit: None,
-            },
+            limiter: MemoryCap { cap_bytes, hit: None },
             label: label.to_string(),
         };
         let mut store = Store::new(&self.engine, state);
@@ -370,13 +298,7 @@ impl CompiledPlugin {
                 return Err(classify(e, &store, limits.timeout, limits.memory_mb, tail));
             }
         };
-        let mut inst = StageInstance {
-            store,
-            stage,
-            stderr,
-            timeout: limits.timeout,
-            cap_mb: limits.memory_mb,
-        };
+        let mut inst = StageInstance { store, stage, stderr, timeout: limits.timeout, cap_mb: limits.memory_mb };
         let params_json = params.to_string();
         match inst.guarded(|stage, store| stage.call_setup(store, &params_json))? {
             Ok(()) => Ok(inst),
@@ -397,53 +319,27 @@ fn stderr_tail(pipe: &MemoryOutputPipe) -> String {
     if text.is_empty() {
         String::new()
     } else {
-        format!(
-            " (stage stderr: {})",
-            text.lines()
-                .rev()
-                .take(6)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join(" | ")
-        )
+        format!(" (stage stderr: {})", text.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | "))
     }
 }
 
-fn classify(
-    err: wasmtime::Error,
-    store: &Store<HostState>,
-    timeout: Duration,
-    cap_mb: u64,
-    stderr: String,
-) -> WasmError {
+fn classify(err: wasmtime::Error, store: &Store<HostState>, timeout: Duration, cap_mb: u64, stderr: String) -> WasmError {
     if let Some(wanted) = store.data().limiter.hit {
-        return WasmError::OutOfMemory {
-            cap_mb,
-            wanted_mb: (wanted as u64).div_ceil(1 << 20),
-        };
+        return WasmError::OutOfMemory { cap_mb, wanted_mb: (wanted as u64).div_ceil(1 << 20) };
     }
     if err.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
         return WasmError::Timeout(timeout);
     }
     let message = match err.downcast_ref::<Trap>() {
         Some(trap) => format!("wasm trap: {trap}"),
-        None => format!("{err:#}")
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .to_string(),
+        None => format!("{err:#}").lines().next().unwrap_or_default().to_string(),
     };
     WasmError::Trap { message, stderr }
 }
 
 impl StageInstance {
     /// Run one guest call under the deadline, classifying traps.
-    fn guarded<R>(
-        &mut self,
-        f: impl FnOnce(&bindings::Stage, &mut Store<HostState>) -> wasmtime::Result<R>,
-    ) -> Result<R, WasmError> {
+    fn guarded<R>(&mut self, f: impl FnOnce(&bindings::Stage, &mut Store<HostState>) -> wasmtime::Result<R>) -> Result<R, WasmError> {
         self.store.set_epoch_deadline(deadline_ticks(self.timeout));
         match f(&self.stage, &mut self.store) {
             Ok(r) => Ok(r),

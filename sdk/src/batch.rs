@@ -44,30 +44,16 @@ pub enum Output {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchError {
     MissingColumn(String),
-    WrongType {
-        column: String,
-        expected: ColumnType,
-        found: ColumnType,
-    },
-    Malformed {
-        column: String,
-        reason: &'static str,
-    },
+    WrongType { column: String, expected: ColumnType, found: ColumnType },
+    Malformed { column: String, reason: &'static str },
 }
 
 impl std::fmt::Display for BatchError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BatchError::MissingColumn(c) => write!(f, "batch has no column {c:?}"),
-            BatchError::WrongType {
-                column,
-                expected,
-                found,
-            } => {
-                write!(
-                    f,
-                    "column {column:?} has type {found:?}, expected {expected:?}"
-                )
+            BatchError::WrongType { column, expected, found } => {
+                write!(f, "column {column:?} has type {found:?}, expected {expected:?}")
             }
             BatchError::Malformed { column, reason } => {
                 write!(f, "column {column:?} is malformed: {reason}")
@@ -97,86 +83,45 @@ impl Column {
             data.extend_from_slice(v.as_bytes());
             offsets.push(data.len() as u32);
         }
-        Column {
-            name: name.into(),
-            ty: ColumnType::Utf8,
-            validity: Vec::new(),
-            offsets,
-            data,
-        }
+        Column { name: name.into(), ty: ColumnType::Utf8, validity: Vec::new(), offsets, data }
     }
 
     /// An int64 column.
     pub fn int64(name: &str, values: &[i64]) -> Column {
         let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Column {
-            name: name.into(),
-            ty: ColumnType::Int64,
-            validity: Vec::new(),
-            offsets: Vec::new(),
-            data,
-        }
+        Column { name: name.into(), ty: ColumnType::Int64, validity: Vec::new(), offsets: Vec::new(), data }
     }
 
     /// A float64 column.
     pub fn float64(name: &str, values: &[f64]) -> Column {
         let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Column {
-            name: name.into(),
-            ty: ColumnType::Float64,
-            validity: Vec::new(),
-            offsets: Vec::new(),
-            data,
-        }
+        Column { name: name.into(), ty: ColumnType::Float64, validity: Vec::new(), offsets: Vec::new(), data }
     }
 
     /// A boolean column.
     pub fn boolean(name: &str, values: &[bool]) -> Column {
         let data = bitmap(values.iter().copied(), values.len());
-        Column {
-            name: name.into(),
-            ty: ColumnType::Boolean,
-            validity: Vec::new(),
-            offsets: Vec::new(),
-            data,
-        }
+        Column { name: name.into(), ty: ColumnType::Boolean, validity: Vec::new(), offsets: Vec::new(), data }
     }
 
     fn expect(&self, ty: ColumnType) -> Result<(), BatchError> {
-        if self.ty == ty {
-            Ok(())
-        } else {
-            Err(BatchError::WrongType {
-                column: self.name.clone(),
-                expected: ty,
-                found: self.ty,
-            })
-        }
+        if self.ty == ty { Ok(()) } else { Err(BatchError::WrongType { column: self.name.clone(), expected: ty, found: self.ty }) }
     }
 
     /// Whether row `i` holds a value (not null).
     pub fn is_valid(&self, i: usize) -> bool {
-        self.validity.is_empty()
-            || self
-                .validity
-                .get(i / 8)
-                .is_some_and(|b| b & (1 << (i % 8)) != 0)
+        self.validity.is_empty() || self.validity.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0)
     }
 
     /// View a UTF-8 column as strings, validating it once.
     pub fn strings(&self) -> Result<StrColumn<'_>, BatchError> {
         self.expect(ColumnType::Utf8)?;
-        let malformed = |reason| BatchError::Malformed {
-            column: self.name.clone(),
-            reason,
-        };
+        let malformed = |reason| BatchError::Malformed { column: self.name.clone(), reason };
         let data = std::str::from_utf8(&self.data).map_err(|_| malformed("invalid UTF-8"))?;
         if self.offsets.is_empty() {
             return Err(malformed("no offsets"));
         }
-        if self.offsets.windows(2).any(|w| w[0] > w[1])
-            || *self.offsets.last().unwrap_or(&0) as usize > data.len()
-        {
+        if self.offsets.windows(2).any(|w| w[0] > w[1]) || *self.offsets.last().unwrap_or(&0) as usize > data.len() {
             return Err(malformed("offsets out of order or out of range"));
         }
         Ok(StrColumn { column: self, data })
@@ -185,21 +130,13 @@ impl Column {
     /// View an int64 column.
     pub fn i64_values(&self) -> Result<Vec<i64>, BatchError> {
         self.expect(ColumnType::Int64)?;
-        Ok(self
-            .data
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect())
+        Ok(self.data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect())
     }
 
     /// View a float64 column.
     pub fn f64_values(&self) -> Result<Vec<f64>, BatchError> {
         self.expect(ColumnType::Float64)?;
-        Ok(self
-            .data
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect())
+        Ok(self.data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect())
     }
 }
 
@@ -232,10 +169,7 @@ impl<'a> StrColumn<'a> {
 impl Batch {
     /// The column called `name`.
     pub fn column(&self, name: &str) -> Result<&Column, BatchError> {
-        self.columns
-            .iter()
-            .find(|c| c.name == name)
-            .ok_or_else(|| BatchError::MissingColumn(name.into()))
+        self.columns.iter().find(|c| c.name == name).ok_or_else(|| BatchError::MissingColumn(name.into()))
     }
 
     /// Number of rows.
@@ -258,10 +192,7 @@ impl Batch {
             Err(_) => None,
         };
         for i in 0..self.len() {
-            let malformed = |column: &str| BatchError::Malformed {
-                column: column.into(),
-                reason: "row offsets off a character boundary",
-            };
+            let malformed = |column: &str| BatchError::Malformed { column: column.into(), reason: "row offsets off a character boundary" };
             let t = text.get(i).ok_or_else(|| malformed("text"))?;
             let id = match &ids {
                 Some(ids) => ids.get(i).ok_or_else(|| malformed("id"))?,
@@ -295,14 +226,8 @@ mod tests {
 
     #[test]
     fn numeric_and_bool_columns() {
-        assert_eq!(
-            Column::int64("n", &[1, -2]).i64_values().unwrap(),
-            vec![1, -2]
-        );
-        assert_eq!(
-            Column::float64("f", &[0.5]).f64_values().unwrap(),
-            vec![0.5]
-        );
+        assert_eq!(Column::int64("n", &[1, -2]).i64_values().unwrap(), vec![1, -2]);
+        assert_eq!(Column::float64("f", &[0.5]).f64_values().unwrap(), vec![0.5]);
         let b = Column::boolean("b", &[true, false, true]);
         assert_eq!(b.data, vec![0b101]);
         assert!(Column::int64("n", &[1]).strings().is_err());

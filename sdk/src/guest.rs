@@ -48,13 +48,7 @@ fn from_wit_column(c: wit::Column) -> Column {
         wit::ColumnType::Float64 => ColumnType::Float64,
         wit::ColumnType::Boolean => ColumnType::Boolean,
     };
-    Column {
-        name: c.name,
-        ty,
-        validity: c.validity,
-        offsets: c.offsets,
-        data: c.data,
-    }
+    Column { name: c.name, ty, validity: c.validity, offsets: c.offsets, data: c.data }
 }
 
 fn to_wit_column(c: Column) -> wit::Column {
@@ -64,20 +58,11 @@ fn to_wit_column(c: Column) -> wit::Column {
         ColumnType::Float64 => wit::ColumnType::Float64,
         ColumnType::Boolean => wit::ColumnType::Boolean,
     };
-    wit::Column {
-        name: c.name,
-        ty,
-        validity: c.validity,
-        offsets: c.offsets,
-        data: c.data,
-    }
+    wit::Column { name: c.name, ty, validity: c.validity, offsets: c.offsets, data: c.data }
 }
 
 fn to_wit_batch(b: Batch) -> wit::Batch {
-    wit::Batch {
-        num_rows: b.num_rows,
-        columns: b.columns.into_iter().map(to_wit_column).collect(),
-    }
+    wit::Batch { num_rows: b.num_rows, columns: b.columns.into_iter().map(to_wit_column).collect() }
 }
 
 /// `setup` export: parse params and build the instance.
@@ -89,19 +74,14 @@ pub fn setup<T: StageDef>(params: String) -> Result<(), wit::StageError> {
 
 /// `process` export.
 pub fn process(input: wit::Batch) -> Result<wit::Output, wit::StageError> {
-    let batch = Batch {
-        num_rows: input.num_rows,
-        columns: input.columns.into_iter().map(from_wit_column).collect(),
-    };
+    let batch = Batch { num_rows: input.num_rows, columns: input.columns.into_iter().map(from_wit_column).collect() };
     let out = RUNNER.with(|r| match r.borrow_mut().as_mut() {
         Some(runner) => runner.process(batch),
         None => Err(StageError::Failed("process called before setup".into())),
     });
     match out.map_err(to_wit_error)? {
         Output::Selection(rows) => Ok(wit::Output::Selection(rows)),
-        Output::Columns(cols) => Ok(wit::Output::Columns(
-            cols.into_iter().map(to_wit_column).collect(),
-        )),
+        Output::Columns(cols) => Ok(wit::Output::Columns(cols.into_iter().map(to_wit_column).collect())),
         Output::Batch(b) => Ok(wit::Output::Batch(to_wit_batch(b))),
     }
 }

@@ -54,9 +54,7 @@ pub use serde_json;
 
 /// Everything a stage author needs: `use curator_sdk::prelude::*;`
 pub mod prelude {
-    pub use crate::{
-        Batch, Column, ColumnType, Doc, Filter, Map, Output, Stage, StageError, stage,
-    };
+    pub use crate::{Batch, Column, ColumnType, Doc, Filter, Map, Output, Stage, StageError, stage};
     pub use crate::{Level, log};
     pub use std::borrow::Cow;
 }

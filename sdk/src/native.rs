@@ -12,9 +12,7 @@ pub struct NativeStage {
 impl NativeStage {
     /// Build stage `T` from params JSON (what the host would pass to `setup`).
     pub fn new<T: StageDef>(params_json: &str) -> Result<NativeStage, StageError> {
-        Ok(NativeStage {
-            runner: T::build(params_json)?,
-        })
+        Ok(NativeStage { runner: T::build(params_json)? })
     }
 
     /// Process one batch.
@@ -25,30 +23,17 @@ impl NativeStage {
     /// Convenience for tests: the texts of `texts` that a filter keeps, or the rewritten texts
     /// of a map.
     pub fn run_texts(&mut self, texts: &[&str]) -> Result<Vec<String>, StageError> {
-        let batch = Batch {
-            num_rows: texts.len() as u32,
-            columns: vec![crate::Column::utf8("text", texts.iter().copied())],
-        };
+        let batch = Batch { num_rows: texts.len() as u32, columns: vec![crate::Column::utf8("text", texts.iter().copied())] };
         match self.process(batch)? {
-            Output::Selection(keep) => Ok(keep
-                .iter()
-                .map(|&i| texts[i as usize].to_string())
-                .collect()),
+            Output::Selection(keep) => Ok(keep.iter().map(|&i| texts[i as usize].to_string()).collect()),
             Output::Columns(cols) => {
-                let text = cols
-                    .iter()
-                    .find(|c| c.name == "text")
-                    .ok_or_else(|| StageError::Failed("no text column in output".into()))?;
+                let text = cols.iter().find(|c| c.name == "text").ok_or_else(|| StageError::Failed("no text column in output".into()))?;
                 let s = text.strings()?;
-                Ok((0..s.len())
-                    .map(|i| s.get(i).unwrap_or_default().to_string())
-                    .collect())
+                Ok((0..s.len()).map(|i| s.get(i).unwrap_or_default().to_string()).collect())
             }
             Output::Batch(b) => {
                 let s = b.column("text")?.strings()?;
-                Ok((0..s.len())
-                    .map(|i| s.get(i).unwrap_or_default().to_string())
-                    .collect())
+                Ok((0..s.len()).map(|i| s.get(i).unwrap_or_default().to_string()).collect())
             }
         }
     }

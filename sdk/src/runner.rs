@@ -109,8 +109,7 @@ impl<T: Map> Runner for MapRunner<T> {
         out.offsets.push(0);
         batch.for_each_doc(|doc| {
             out.data.extend_from_slice(self.0.map(doc).as_bytes());
-            let end = u32::try_from(out.data.len())
-                .map_err(|_| StageError::Failed("mapped text column exceeds 4 GiB".into()))?;
+            let end = u32::try_from(out.data.len()).map_err(|_| StageError::Failed("mapped text column exceeds 4 GiB".into()))?;
             out.offsets.push(end);
             Ok::<_, StageError>(())
         })?;

@@ -34,9 +34,7 @@ pub fn count_words(text: &str) -> usize {
     let mut i = 0;
     while i < bytes.len() {
         if let Some(chunk) = bytes.get(i..i + 8) {
-            let w = u64::from_le_bytes([
-                chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
-            ]);
+            let w = u64::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]]);
             if w & HI == 0 {
                 // High bit of each byte: is it whitespace? (0x09..=0x0d or 0x1c..=0x20)
                 let space = (ge(w, 0x09) & !ge(w, 0x0e)) | (ge(w, 0x1c) & !ge(w, 0x21));
@@ -59,10 +57,7 @@ pub fn count_words(text: &str) -> usize {
                 _ => 4,
             };
             // `text` is valid UTF-8 and `i` is on a character boundary.
-            let c = text
-                .get(i..i + width)
-                .and_then(|s| s.chars().next())
-                .unwrap_or('\u{fffd}');
+            let c = text.get(i..i + width).and_then(|s| s.chars().next()).unwrap_or('\u{fffd}');
             i += width;
             c.is_whitespace()
         };
@@ -94,20 +89,15 @@ mod tests {
         ];
         for (s, n) in cases {
             assert_eq!(count_words(s), *n, "{s:?}");
-            assert_eq!(
-                s.split(is_py_space).filter(|w| !w.is_empty()).count(),
-                *n,
-                "{s:?}"
-            );
+            assert_eq!(s.split(is_py_space).filter(|w| !w.is_empty()).count(), *n, "{s:?}");
         }
     }
 
     #[test]
     fn fast_path_agrees_with_reference_on_random_text() {
         let alphabet = [
-            'a', 'B', '7', ' ', '\t', '\n', '\r', '\x0b', '\x0c', '\x1c', '\x1f', '\x00', '\x08',
-            '\x0e', '\x1b', '!', '~', '\x7f', 'é', '\u{a0}', '\u{3000}', '\u{2028}', '\u{200b}',
-            '日', '\u{85}', '\u{1680}',
+            'a', 'B', '7', ' ', '\t', '\n', '\r', '\x0b', '\x0c', '\x1c', '\x1f', '\x00', '\x08', '\x0e', '\x1b', '!', '~', '\x7f', 'é',
+            '\u{a0}', '\u{3000}', '\u{2028}', '\u{200b}', '日', '\u{85}', '\u{1680}',
         ];
         let mut state = 0x1234_5678_9abc_def0u64;
         for len in 0..400 {
@@ -118,11 +108,7 @@ mod tests {
                     state ^= state << 17;
                     // Mostly ASCII, so the 8-byte path runs, with every kind of space mixed in.
                     let k = (state % 64) as usize;
-                    if k < 40 {
-                        alphabet[k % 8]
-                    } else {
-                        alphabet[k % alphabet.len()]
-                    }
+                    if k < 40 { alphabet[k % 8] } else { alphabet[k % alphabet.len()] }
                 })
                 .collect();
             let reference = s.split(is_py_space).filter(|w| !w.is_empty()).count();

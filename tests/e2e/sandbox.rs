@@ -8,30 +8,19 @@ use crate::support::*;
 /// 25 documents in `in/data.jsonl`; document 15 says "TRIGGER".
 fn setup(tmp: &Path) {
     std::fs::create_dir_all(tmp.join("in")).unwrap();
-    let texts: Vec<String> = (0..25)
-        .map(|i| {
-            if i == 15 {
-                "TRIGGER here".to_string()
-            } else {
-                format!("doc number {i}")
-            }
-        })
-        .collect();
+    let texts: Vec<String> = (0..25).map(|i| if i == 15 { "TRIGGER here".to_string() } else { format!("doc number {i}") }).collect();
     write_docs(&tmp.join("in/data.jsonl"), &texts);
 }
 
 fn pipeline(tmp: &Path, stage_yaml: &str) -> String {
-    let yaml = format!(
-        "source:\n  path: in\nsink:\n  path: out\nbatch_size: 10\ntimeout_s: 1\nstages:\n{stage_yaml}"
-    );
+    let yaml = format!("source:\n  path: in\nsink:\n  path: out\nbatch_size: 10\ntimeout_s: 1\nstages:\n{stage_yaml}");
     write_pipeline(tmp, &yaml).display().to_string()
 }
 
 fn run_hostile(mode: &str, extra: &str) -> (Run, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     setup(tmp.path());
-    let stage =
-        format!("  - plugin: hostile\n    params: {{mode: {mode}, trigger: TRIGGER{extra}}}\n");
+    let stage = format!("  - plugin: hostile\n    params: {{mode: {mode}, trigger: TRIGGER{extra}}}\n");
     let p = pipeline(tmp.path(), &stage);
     (run_with_guests(&["run", &p]), tmp)
 }
@@ -39,30 +28,11 @@ fn run_hostile(mode: &str, extra: &str) -> (Run, tempfile::TempDir) {
 fn assert_contained(run: &Run, tmp: &Path, reason: &str) {
     assert_eq!(run.code, 1, "expected exit 1\nstderr:\n{}", run.stderr);
     let plugin = guests_dir().join("hostile.wasm");
-    let want = format!(
-        "stage \"hostile\" (plugin {}) failed on {} rows 10..20: ",
-        plugin.display(),
-        tmp.join("in/data.jsonl").display()
-    );
-    assert!(
-        run.stderr.contains(&want),
-        "stderr lacks {want:?}:\n{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains(reason),
-        "stderr lacks {reason:?}:\n{}",
-        run.stderr
-    );
-    assert!(
-        !tmp.join("out/data.jsonl").exists(),
-        "a partial output was left under the final name"
-    );
-    assert!(
-        temp_leftovers(&tmp.join("out")).is_empty(),
-        "temp files left: {:?}",
-        temp_leftovers(&tmp.join("out"))
-    );
+    let want = format!("stage \"hostile\" (plugin {}) failed on {} rows 10..20: ", plugin.display(), tmp.join("in/data.jsonl").display());
+    assert!(run.stderr.contains(&want), "stderr lacks {want:?}:\n{}", run.stderr);
+    assert!(run.stderr.contains(reason), "stderr lacks {reason:?}:\n{}", run.stderr);
+    assert!(!tmp.join("out/data.jsonl").exists(), "a partial output was left under the final name");
+    assert!(temp_leftovers(&tmp.join("out")).is_empty(), "temp files left: {:?}", temp_leftovers(&tmp.join("out")));
 }
 
 #[test]
@@ -81,10 +51,7 @@ fn memory_bomb_stops_at_cap() {
 fn memory_cap_follows_pipeline_override() {
     let tmp = tempfile::tempdir().unwrap();
     setup(tmp.path());
-    let p = pipeline(
-        tmp.path(),
-        "  - plugin: hostile\n    params: {mode: bomb, trigger: TRIGGER}\n    resources: {memory_mb: 32}\n",
-    );
+    let p = pipeline(tmp.path(), "  - plugin: hostile\n    params: {mode: bomb, trigger: TRIGGER}\n    resources: {memory_mb: 32}\n");
     let run = run_with_guests(&["run", &p]);
     assert_contained(&run, tmp.path(), "exceeded its memory cap of 32 MiB");
 }
@@ -92,53 +59,33 @@ fn memory_cap_follows_pipeline_override() {
 #[test]
 fn reading_etc_passwd_fails() {
     let (run, tmp) = run_hostile("open", ", path: /etc/passwd");
-    assert_contained(
-        &run,
-        tmp.path(),
-        "returned an error: cannot open /etc/passwd",
-    );
+    assert_contained(&run, tmp.path(), "returned an error: cannot open /etc/passwd");
     assert!(!run.stderr.contains("root:"), "file content leaked");
 }
 
 #[test]
 fn relative_escape_without_grants_fails() {
     let (run, tmp) = run_hostile("open", ", path: ../../../../etc/passwd");
-    assert_contained(
-        &run,
-        tmp.path(),
-        "returned an error: cannot open ../../../../etc/passwd",
-    );
+    assert_contained(&run, tmp.path(), "returned an error: cannot open ../../../../etc/passwd");
 }
 
 #[test]
 fn panic_is_a_trap_with_guest_message() {
     let (run, tmp) = run_hostile("panic", "");
     assert_contained(&run, tmp.path(), "trapped: wasm trap");
-    assert!(
-        run.stderr.contains("hostile stage panicked on purpose"),
-        "guest stderr not captured:\n{}",
-        run.stderr
-    );
+    assert!(run.stderr.contains("hostile stage panicked on purpose"), "guest stderr not captured:\n{}", run.stderr);
 }
 
 #[test]
 fn stage_error_is_reported() {
     let (run, tmp) = run_hostile("fail", "");
-    assert_contained(
-        &run,
-        tmp.path(),
-        "returned an error: refusing this batch on purpose",
-    );
+    assert_contained(&run, tmp.path(), "returned an error: refusing this batch on purpose");
 }
 
 #[test]
 fn invalid_output_is_refused() {
     let (run, tmp) = run_hostile("bad_output", "");
-    assert_contained(
-        &run,
-        tmp.path(),
-        "stage returned an invalid batch: selection index 4294967295 is out of range",
-    );
+    assert_contained(&run, tmp.path(), "stage returned an invalid batch: selection index 4294967295 is out of range");
 }
 
 #[test]
@@ -152,23 +99,13 @@ fn harmless_mode_passes_everything() {
 fn completed_files_survive_a_later_failure() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tmp.path().join("in")).unwrap();
-    write_docs(
-        &tmp.path().join("in/a.jsonl"),
-        &["fine".to_string(), "also fine".to_string()],
-    );
+    write_docs(&tmp.path().join("in/a.jsonl"), &["fine".to_string(), "also fine".to_string()]);
     write_docs(&tmp.path().join("in/b.jsonl"), &["TRIGGER".to_string()]);
-    let p = pipeline(
-        tmp.path(),
-        "  - plugin: hostile\n    params: {mode: fail, trigger: TRIGGER}\n",
-    );
+    let p = pipeline(tmp.path(), "  - plugin: hostile\n    params: {mode: fail, trigger: TRIGGER}\n");
     let run = run_with_guests(&["run", &p, "--workers", "1"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("b.jsonl rows 0..1"), "{}", run.stderr);
-    assert_eq!(
-        read_jsonl(&tmp.path().join("out/a.jsonl")).len(),
-        2,
-        "finished output lost"
-    );
+    assert_eq!(read_jsonl(&tmp.path().join("out/a.jsonl")).len(), 2, "finished output lost");
     assert!(!tmp.path().join("out/b.jsonl").exists());
     assert!(temp_leftovers(&tmp.path().join("out")).is_empty());
 }
@@ -182,8 +119,7 @@ fn grant_tree(tmp: &Path) {
 }
 
 fn run_reader(tmp: &Path, file: &str, write: bool, grant: &str) -> Run {
-    let stage =
-        format!("  - plugin: dir_reader\n    params: {{file: {file:?}, write: {write}}}\n{grant}");
+    let stage = format!("  - plugin: dir_reader\n    params: {{file: {file:?}, write: {write}}}\n{grant}");
     let p = pipeline(tmp, &stage);
     run_with_guests(&["run", &p])
 }
@@ -202,22 +138,12 @@ fn granted_directory_is_readable() {
 
 #[test]
 fn escapes_from_a_grant_fail() {
-    for file in [
-        "/data/../secret.txt",
-        "/data/../../etc/passwd",
-        "/etc/passwd",
-        "secret.txt",
-    ] {
+    for file in ["/data/../secret.txt", "/data/../../etc/passwd", "/etc/passwd", "secret.txt"] {
         let tmp = tempfile::tempdir().unwrap();
         grant_tree(tmp.path());
         let run = run_reader(tmp.path(), file, false, GRANT);
         assert_eq!(run.code, 1, "{file}: {}", run.stderr);
-        assert!(
-            run.stderr
-                .contains(&format!("returned an error: cannot open {file}")),
-            "{file}: {}",
-            run.stderr
-        );
+        assert!(run.stderr.contains(&format!("returned an error: cannot open {file}")), "{file}: {}", run.stderr);
         assert!(!tmp.path().join("out/data.jsonl").exists());
     }
 }
@@ -228,15 +154,8 @@ fn read_only_grant_refuses_writes() {
     grant_tree(tmp.path());
     let run = run_reader(tmp.path(), "/data/ok.txt", true, GRANT);
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("cannot write /data/ok.txt"),
-        "{}",
-        run.stderr
-    );
-    assert_eq!(
-        std::fs::read_to_string(tmp.path().join("grant/ok.txt")).unwrap(),
-        "granted content"
-    );
+    assert!(run.stderr.contains("cannot write /data/ok.txt"), "{}", run.stderr);
+    assert_eq!(std::fs::read_to_string(tmp.path().join("grant/ok.txt")).unwrap(), "granted content");
 }
 
 #[test]
@@ -245,23 +164,8 @@ fn requested_directory_must_be_granted() {
     grant_tree(tmp.path());
     let run = run_reader(tmp.path(), "/data/ok.txt", false, "");
     assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(
-        run.stderr
-            .contains("stages[0].grants: plugin \"dir_reader\" requests directory \"data\""),
-        "{}",
-        run.stderr
-    );
-    let run = run_reader(
-        tmp.path(),
-        "/data/ok.txt",
-        false,
-        "    grants:\n      data: {path: grant, writable: true}\n",
-    );
+    assert!(run.stderr.contains("stages[0].grants: plugin \"dir_reader\" requests directory \"data\""), "{}", run.stderr);
+    let run = run_reader(tmp.path(), "/data/ok.txt", false, "    grants:\n      data: {path: grant, writable: true}\n");
     assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(
-        run.stderr
-            .contains("stages[0].grants.data: plugin asks for read-only access"),
-        "{}",
-        run.stderr
-    );
+    assert!(run.stderr.contains("stages[0].grants.data: plugin asks for read-only access"), "{}", run.stderr);
 }

@@ -6,10 +6,7 @@ use std::sync::OnceLock;
 
 /// Repository root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host crate has a parent")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host crate has a parent").to_path_buf()
 }
 
 /// Guest stages built from source (first-party plugins and the test-only guests), once per
@@ -26,7 +23,10 @@ pub fn guests_dir() -> &'static Path {
             .args(["-p", "word_count_filter", "-p", "unicode_normalize", "-p", "hostile", "-p", "dir_reader"])
             .status()
             .expect("cannot run cargo to build guest stages");
-        assert!(status.success(), "building guest stages for wasm32-wasip2 failed (is the target installed? rustup target add wasm32-wasip2)");
+        assert!(
+            status.success(),
+            "building guest stages for wasm32-wasip2 failed (is the target installed? rustup target add wasm32-wasip2)"
+        );
         root.join("target/wasm/wasm32-wasip2/guest")
     })
 }
@@ -40,11 +40,7 @@ pub struct Run {
 
 impl Run {
     pub fn ok(&self) -> &Self {
-        assert_eq!(
-            self.code, 0,
-            "expected success\nstdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
+        assert_eq!(self.code, 0, "expected success\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
         self
     }
 }
@@ -62,21 +58,13 @@ impl From<Output> for Run {
 /// A command for the binary with a shared compiled-plugin cache and no ambient plugin path.
 pub fn host() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_curator-host"));
-    c.env("CURATOR_CACHE_DIR", root().join("target/e2e-cache"))
-        .env_remove("CURATOR_PLUGINS")
-        .env("NO_COLOR", "1");
+    c.env("CURATOR_CACHE_DIR", root().join("target/e2e-cache")).env_remove("CURATOR_PLUGINS").env("NO_COLOR", "1");
     c
 }
 
 /// Run `curator-host ARGS… --plugins <guests>`.
 pub fn run_with_guests(args: &[&str]) -> Run {
-    host()
-        .args(args)
-        .arg("--plugins")
-        .arg(guests_dir())
-        .output()
-        .expect("cannot start curator-host")
-        .into()
+    host().args(args).arg("--plugins").arg(guests_dir()).output().expect("cannot start curator-host").into()
 }
 
 /// Write `yaml` as `pipeline.yaml` in `dir`.
@@ -99,11 +87,7 @@ pub fn write_docs(path: &Path, texts: &[String]) {
 /// Documents of a JSONL output (plain, .gz or .zst).
 pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
     let bytes = curator_host::io::read_decoded(path).unwrap_or_else(|e| panic!("{e}"));
-    String::from_utf8(bytes)
-        .expect("utf8")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect()
+    String::from_utf8(bytes).expect("utf8").lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
 }
 
 /// Files under `dir` whose names contain `.tmp-` (leftovers of an unfinished write).
@@ -114,10 +98,7 @@ pub fn temp_leftovers(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 out.extend(temp_leftovers(&p));
-            } else if p
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().contains(".tmp-"))
-            {
+            } else if p.file_name().is_some_and(|n| n.to_string_lossy().contains(".tmp-")) {
                 out.push(p);
             }
         }

@@ -6,22 +6,20 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::fs::File;
-use std::io::{BufRead, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
 
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
-};
+use arrow_array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::{ID, IoError, META, TEXT};
+use super::writer::{Committed, OutputWriter, Spool, SpoolWriter};
+use super::{ID, InputFile, IoError, Loc, META, Reject, TEXT};
+use curator_core::partition::Extent;
 use curator_core::pipeline::Compression;
 
-/// Schema of the batches the reader produces.
+/// Schema of the batches the readers produce.
 pub fn reader_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new(ID, DataType::Utf8, false),
@@ -30,11 +28,29 @@ pub fn reader_schema() -> SchemaRef {
     ]))
 }
 
-/// What the reader looks for in each line.
+/// What the readers look for, and how strictly.
 #[derive(Debug, Clone)]
 pub struct ReadOptions {
     pub text_field: String,
     pub id_field: String,
+    /// Keep only these fields (besides text and id).
+    pub fields: Option<Vec<String>>,
+    /// Longer lines are rejected without being held in memory.
+    pub max_line_bytes: u64,
+    /// Turn the first rejected line into an error.
+    pub strict: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            text_field: TEXT.into(),
+            id_field: ID.into(),
+            fields: None,
+            max_line_bytes: curator_core::pipeline::DEFAULT_MAX_LINE_BYTES,
+            strict: false,
+        }
+    }
 }
 
 /// Top-level fields of one JSON object, values left raw.
@@ -71,146 +87,258 @@ fn json_type(raw: &RawValue) -> &'static str {
     }
 }
 
-/// Reads batches of documents from one JSONL file.
+/// Reads batches of documents from one JSONL file, or from the lines that start in a byte
+/// range of it.
 pub struct JsonlReader {
     input: Box<dyn BufRead + Send>,
-    file: String,
+    source: String,
     id_prefix: String,
     opts: ReadOptions,
-    line_no: u64,
-    rows: u64,
+    /// Offset of the next unread byte.
+    offset: u64,
+    /// Stop at the first line starting at or after this offset.
+    end: Option<u64>,
+    /// Lines read so far, when counted from the start of the file.
+    line_no: Option<u64>,
     line: Vec<u8>,
     done: bool,
+    rejects: Vec<Reject>,
 }
 
+/// How much of a rejected line is kept as an excerpt.
+const EXCERPT: usize = 200;
+
 impl JsonlReader {
-    pub fn open(path: &Path, opts: ReadOptions) -> Result<JsonlReader, IoError> {
-        let input = super::open_decoded(path)?;
-        let file = path.display().to_string();
-        let id_prefix = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Ok(JsonlReader {
-            input,
-            file,
+    /// Open `file` (the part of it that `extent` names).
+    pub fn open(file: &InputFile, extent: Extent, opts: ReadOptions) -> Result<JsonlReader, IoError> {
+        let source = file.display();
+        let id_prefix = file.loc.file_name();
+        let mut r = JsonlReader {
+            input: Box::new(std::io::empty()),
+            source,
             id_prefix,
             opts,
-            line_no: 0,
-            rows: 0,
+            offset: 0,
+            end: None,
+            line_no: Some(0),
             line: Vec::new(),
             done: false,
-        })
-    }
-
-    /// Documents read so far.
-    pub fn rows(&self) -> u64 {
-        self.rows
-    }
-
-    /// The next batch of up to `max_rows` documents, with the row number of its first one.
-    pub fn next_batch(&mut self, max_rows: usize) -> Result<Option<(RecordBatch, u64)>, IoError> {
-        if self.done {
-            return Ok(None);
+            rejects: Vec::new(),
+        };
+        match extent {
+            Extent::Bytes { start, end } => {
+                let skip_to = start.saturating_sub(1);
+                r.input = Box::new(BufReader::with_capacity(1 << 20, file.loc.open_from(skip_to)?));
+                r.offset = skip_to;
+                r.end = Some(end);
+                if start > 0 {
+                    // The line that starts before `start` belongs to the previous range.
+                    r.line_no = None;
+                    let mut skipped = Vec::new();
+                    let n = r.input.read_until(b'\n', &mut skipped).map_err(|e| IoError::Read {
+                        file: r.source.clone(),
+                        line: 0,
+                        source: e,
+                    })?;
+                    r.offset += n as u64;
+                }
+            }
+            _ => r.input = super::decoded(file.loc.open_from(0)?, &r.source)?,
         }
-        let first_row = self.rows;
+        Ok(r)
+    }
+
+    /// Rejected lines since the last call.
+    pub fn take_rejects(&mut self) -> Vec<Reject> {
+        std::mem::take(&mut self.rejects)
+    }
+
+    fn reject(&mut self, line: Option<u64>, byte_offset: u64, reason: String, excerpt: &[u8]) -> Result<(), IoError> {
+        let excerpt = String::from_utf8_lossy(&excerpt[..excerpt.len().min(EXCERPT)]).into_owned();
+        let r = Reject { source: self.source.clone(), line, byte_offset, reason, excerpt };
+        if self.opts.strict {
+            return Err(r.into_error());
+        }
+        self.rejects.push(r);
+        Ok(())
+    }
+
+    /// Read the next line into `self.line` (without its newline). Returns its offset and
+    /// whether it was longer than `max_line_bytes` (then only an excerpt is kept).
+    fn next_line(&mut self) -> std::io::Result<Option<(u64, bool)>> {
+        self.line.clear();
+        let start = self.offset;
+        let max = self.opts.max_line_bytes as usize;
+        let mut total = 0usize;
+        let mut too_long = false;
+        loop {
+            let buf = self.input.fill_buf()?;
+            if buf.is_empty() {
+                if total == 0 {
+                    return Ok(None);
+                }
+                break;
+            }
+            let (take, found) = match memchr::memchr(b'\n', buf) {
+                Some(i) => (i, true),
+                None => (buf.len(), false),
+            };
+            if !too_long {
+                if self.line.len() + take > max {
+                    too_long = true;
+                    let room = EXCERPT.saturating_sub(self.line.len());
+                    self.line.extend_from_slice(&buf[..take.min(room)]);
+                } else {
+                    self.line.extend_from_slice(&buf[..take]);
+                }
+            }
+            let consumed = take + found as usize;
+            self.input.consume(consumed);
+            total += consumed;
+            if found {
+                break;
+            }
+        }
+        self.offset += total as u64;
+        if let Some(n) = self.line_no.as_mut() {
+            *n += 1;
+        }
+        Ok(Some((start, too_long)))
+    }
+
+    /// The next batch of up to `max_rows` documents.
+    pub fn next_batch(&mut self, max_rows: usize) -> Result<Option<RecordBatch>, IoError> {
         let mut ids = StringBuilder::default();
         let mut texts = StringBuilder::default();
         let mut metas = StringBuilder::default();
         let mut meta = String::new();
-        while (self.rows - first_row) < max_rows as u64 {
-            self.line.clear();
-            let n = self
-                .input
-                .read_until(b'\n', &mut self.line)
-                .map_err(|source| IoError::Read {
-                    file: self.file.clone(),
-                    line: self.line_no,
-                    source,
-                })?;
-            if n == 0 {
+        let mut rows = 0usize;
+        while !self.done && rows < max_rows {
+            let (start, too_long) = match self.next_line() {
+                Ok(Some(l)) => l,
+                Ok(None) => {
+                    self.done = true;
+                    break;
+                }
+                Err(e) => {
+                    // A decoder error mid-stream: a truncated or corrupt compressed file.
+                    self.done = true;
+                    let line = self.line_no.map(|n| n + 1);
+                    let offset = self.offset;
+                    self.reject(line, offset, format!("unreadable after this point (truncated or corrupt file?): {e}"), &[])?;
+                    break;
+                }
+            };
+            if self.end.is_some_and(|end| start >= end) {
                 self.done = true;
                 break;
             }
-            self.line_no += 1;
             let line_no = self.line_no;
-            let line = trim_line(&self.line);
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
+            let line = std::mem::take(&mut self.line);
+            let parsed = self.parse_line(&line, start, line_no, too_long, &mut meta);
+            self.line = line;
+            match parsed? {
+                Some((id, text)) => {
+                    ids.push(&id);
+                    texts.push(&text);
+                    metas.push(&meta);
+                    rows += 1;
+                }
+                None => continue,
             }
-            let line_err = |message: String| IoError::Line {
-                file: self.file.clone(),
-                line: line_no,
-                message,
-            };
-            let text_line = std::str::from_utf8(line)
-                .map_err(|e| line_err(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
-            let fields: Fields<'_> = serde_json::from_str(text_line)
-                .map_err(|e| line_err(format!("not a JSON object: {e}")))?;
-            let field_err = |field: &str, message: String| IoError::Field {
-                file: self.file.clone(),
-                line: line_no,
-                field: field.to_string(),
-                message,
-            };
-
-            let mut text: Option<String> = None;
-            let mut id: Option<String> = None;
-            meta.clear();
-            meta.push('{');
-            for (key, raw) in &fields.0 {
-                if key.as_ref() == self.opts.text_field {
-                    if !raw.get().starts_with('"') {
-                        return Err(field_err(
-                            &self.opts.text_field,
-                            format!("expected a string, found {}", json_type(raw)),
-                        ));
-                    }
-                    text = Some(
-                        serde_json::from_str(raw.get())
-                            .map_err(|e| field_err(&self.opts.text_field, e.to_string()))?,
-                    );
-                    continue;
-                }
-                if key.as_ref() == self.opts.id_field {
-                    id = Some(match raw.get().as_bytes().first() {
-                        Some(b'"') => serde_json::from_str(raw.get())
-                            .map_err(|e| field_err(&self.opts.id_field, e.to_string()))?,
-                        Some(b'-' | b'0'..=b'9') => raw.get().to_string(),
-                        _ => {
-                            return Err(field_err(
-                                &self.opts.id_field,
-                                format!("expected a string or a number, found {}", json_type(raw)),
-                            ));
-                        }
-                    });
-                }
-                if meta.len() > 1 {
-                    meta.push(',');
-                }
-                // Keys were unescaped by the parser; re-escape them.
-                meta.push_str(&serde_json::to_string(key.as_ref()).unwrap_or_default());
-                meta.push(':');
-                meta.push_str(raw.get());
-            }
-            meta.push('}');
-            let text = text.ok_or_else(|| field_err(&self.opts.text_field, "missing".into()))?;
-            let id = id.unwrap_or_else(|| format!("{}:{}", self.id_prefix, line_no));
-            ids.push(&id);
-            texts.push(&text);
-            metas.push(&meta);
-            self.rows += 1;
         }
-        if self.rows == first_row {
+        if rows == 0 {
             return Ok(None);
         }
         let columns: Vec<ArrayRef> = vec![ids.finish(), texts.finish(), metas.finish()];
-        let batch = RecordBatch::try_new(reader_schema(), columns).map_err(|e| IoError::Line {
-            file: self.file.clone(),
-            line: self.line_no,
-            message: e.to_string(),
-        })?;
-        Ok(Some((batch, first_row)))
+        let batch = RecordBatch::try_new(reader_schema(), columns)
+            .map_err(|e| IoError::Line { at: self.source.clone(), message: e.to_string() })?;
+        Ok(Some(batch))
+    }
+
+    /// Parse one line; `Ok(None)` for blank or rejected lines. Fills `meta`.
+    fn parse_line(
+        &mut self,
+        raw: &[u8],
+        offset: u64,
+        line_no: Option<u64>,
+        too_long: bool,
+        meta: &mut String,
+    ) -> Result<Option<(String, String)>, IoError> {
+        if too_long {
+            self.reject(line_no, offset, format!("line longer than max_line_bytes ({} bytes)", self.opts.max_line_bytes), raw)?;
+            return Ok(None);
+        }
+        let line = trim_line(raw);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        let text_line = match std::str::from_utf8(line) {
+            Ok(t) => t,
+            Err(e) => {
+                self.reject(line_no, offset, format!("invalid UTF-8 at byte {}", e.valid_up_to()), line)?;
+                return Ok(None);
+            }
+        };
+        let fields: Fields<'_> = match serde_json::from_str(text_line) {
+            Ok(f) => f,
+            Err(e) => {
+                self.reject(line_no, offset, format!("not a JSON object: {e}"), line)?;
+                return Ok(None);
+            }
+        };
+        let mut text: Option<String> = None;
+        let mut id: Option<String> = None;
+        meta.clear();
+        meta.push('{');
+        let mut problem: Option<(String, String)> = None;
+        for (key, raw) in &fields.0 {
+            if key.as_ref() == self.opts.text_field {
+                if !raw.get().starts_with('"') {
+                    problem = Some((self.opts.text_field.clone(), format!("expected a string, found {}", json_type(raw))));
+                    break;
+                }
+                match serde_json::from_str::<String>(raw.get()) {
+                    Ok(t) => text = Some(t),
+                    Err(e) => {
+                        problem = Some((self.opts.text_field.clone(), e.to_string()));
+                        break;
+                    }
+                }
+                continue;
+            }
+            if key.as_ref() == self.opts.id_field {
+                id = match raw.get().as_bytes().first() {
+                    Some(b'"') => serde_json::from_str(raw.get()).ok(),
+                    Some(b'-' | b'0'..=b'9') => Some(raw.get().to_string()),
+                    _ => {
+                        problem = Some((self.opts.id_field.clone(), format!("expected a string or a number, found {}", json_type(raw))));
+                        break;
+                    }
+                };
+            } else if let Some(keep) = &self.opts.fields {
+                if !keep.iter().any(|k| k == key.as_ref()) {
+                    continue;
+                }
+            }
+            if meta.len() > 1 {
+                meta.push(',');
+            }
+            // Keys were unescaped by the parser; re-escape them.
+            meta.push_str(&serde_json::to_string(key.as_ref()).unwrap_or_default());
+            meta.push(':');
+            meta.push_str(raw.get());
+        }
+        meta.push('}');
+        if problem.is_none() && text.is_none() {
+            problem = Some((self.opts.text_field.clone(), "missing".into()));
+        }
+        if let Some((field, message)) = problem {
+            self.reject(line_no, offset, format!("field {field:?}: {message}"), line)?;
+            return Ok(None);
+        }
+        let id = id.unwrap_or_else(|| format!("{}@{}", self.id_prefix, offset));
+        Ok(text.map(|t| (id, t)))
     }
 }
 
@@ -244,18 +372,14 @@ impl StringBuilder {
             offsets.push(0);
         }
         // SAFETY-free: StringArray::new validates offsets and UTF-8; strings came from &str.
-        Arc::new(StringArray::new(
-            arrow_buffer::OffsetBuffer::new(offsets.into()),
-            self.data.into(),
-            None,
-        ))
+        Arc::new(StringArray::new(arrow_buffer::OffsetBuffer::new(offsets.into()), self.data.into(), None))
     }
 }
 
 enum Encoder {
-    Plain(BufWriter<File>),
-    Gzip(flate2::write::GzEncoder<BufWriter<File>>),
-    Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
+    Plain(SpoolWriter),
+    Gzip(flate2::write::GzEncoder<SpoolWriter>),
+    Zstd(zstd::stream::write::Encoder<'static, SpoolWriter>),
 }
 
 impl Encoder {
@@ -267,183 +391,108 @@ impl Encoder {
         }
     }
 
-    fn finish(self) -> std::io::Result<File> {
-        let buf = match self {
-            Encoder::Plain(w) => w,
-            Encoder::Gzip(w) => w.finish()?,
-            Encoder::Zstd(w) => w.finish()?,
-        };
-        buf.into_inner().map_err(|e| e.into_error())
+    fn finish(self) -> std::io::Result<SpoolWriter> {
+        match self {
+            Encoder::Plain(w) => Ok(w),
+            Encoder::Gzip(w) => w.finish(),
+            Encoder::Zstd(w) => w.finish(),
+        }
     }
 }
 
-/// Writes one output file atomically: into a hidden temp file beside it, renamed into place
-/// by [`JsonlWriter::finish`]. Dropped unfinished, it deletes the temp file.
+/// Writes one JSONL output file (spooled, committed by [`OutputWriter::finish`]).
 pub struct JsonlWriter {
-    encoder: Option<Encoder>,
-    tmp: PathBuf,
-    final_path: PathBuf,
+    spool: Spool,
+    encoder: Encoder,
     text_field: String,
     docs: u64,
     line: Vec<u8>,
 }
 
 impl JsonlWriter {
-    pub fn create(
-        final_path: &Path,
-        compression: Compression,
-        text_field: &str,
-    ) -> Result<JsonlWriter, IoError> {
-        let werr = |source| IoError::Write {
-            path: final_path.display().to_string(),
-            source,
-        };
-        let dir = final_path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(werr)?;
-        let name = final_path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        let file = BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(werr)?);
+    pub fn create(target: &Loc, compression: Compression, text_field: &str) -> Result<JsonlWriter, IoError> {
+        let (spool, w) = Spool::create(target)?;
         let encoder = match compression {
-            Compression::None => Encoder::Plain(file),
-            Compression::Gzip => Encoder::Gzip(flate2::write::GzEncoder::new(
-                file,
-                flate2::Compression::default(),
-            )),
-            Compression::Zstd => {
-                Encoder::Zstd(zstd::stream::write::Encoder::new(file, 3).map_err(werr)?)
-            }
+            Compression::None => Encoder::Plain(w),
+            Compression::Gzip => Encoder::Gzip(flate2::write::GzEncoder::new(w, flate2::Compression::default())),
+            Compression::Zstd => Encoder::Zstd(zstd::stream::write::Encoder::new(w, 3).map_err(|e| spool.werr(e))?),
         };
-        Ok(JsonlWriter {
-            encoder: Some(encoder),
-            tmp,
-            final_path: final_path.into(),
-            text_field: text_field.into(),
-            docs: 0,
-            line: Vec::new(),
-        })
+        Ok(JsonlWriter { spool, encoder, text_field: text_field.into(), docs: 0, line: Vec::new() })
     }
+}
 
-    fn werr(&self, source: std::io::Error) -> IoError {
-        IoError::Write {
-            path: self.final_path.display().to_string(),
-            source,
+/// Append one document of `batch` as a JSON object line: the text field, the input's other
+/// fields verbatim, then columns added by stages (replacing input fields of the same name).
+pub fn encode_row(line: &mut Vec<u8>, text_field: &str, text: &str, meta_text: &str, extras: &[(&str, &ArrayRef)], row: usize) {
+    line.push(b'{');
+    push_json_str(line, text_field);
+    line.push(b':');
+    push_json_str(line, text);
+    if extras.is_empty() {
+        let inner = meta_text.trim().strip_prefix('{').and_then(|s| s.strip_suffix('}')).unwrap_or("").trim();
+        if !inner.is_empty() {
+            line.push(b',');
+            line.extend_from_slice(inner.as_bytes());
+        }
+    } else {
+        let mut fields: serde_json::Map<String, serde_json::Value> = serde_json::from_str(meta_text).unwrap_or_default();
+        for (name, array) in extras {
+            fields.insert(name.to_string(), cell_json(array, row));
+        }
+        for (k, v) in fields.iter().filter(|(k, _)| k.as_str() != text_field) {
+            line.push(b',');
+            push_json_str(line, k);
+            line.push(b':');
+            line.extend_from_slice(v.to_string().as_bytes());
         }
     }
+    line.extend_from_slice(b"}\n");
+}
 
-    /// Append the documents of `batch` (columns `text`, `_meta`, plus any added by stages).
-    pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
-        let schema = batch.schema();
-        let text = string_column(batch, TEXT)
-            .ok_or_else(|| self.werr(std::io::Error::other("batch has no utf8 text column")))?;
+fn push_json_str(line: &mut Vec<u8>, s: &str) {
+    // Serialising a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *line, s);
+}
+
+/// Columns of `batch` other than id, text and _meta.
+pub fn extra_columns(batch: &RecordBatch) -> Vec<(&str, &ArrayRef)> {
+    batch
+        .schema_ref()
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .filter(|(f, _)| ![ID, TEXT, META].contains(&f.name().as_str()))
+        .map(|(f, a)| (f.name().as_str(), a))
+        .collect()
+}
+
+impl OutputWriter for JsonlWriter {
+    fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
+        let text = string_column(batch, TEXT).ok_or_else(|| self.spool.werr(std::io::Error::other("batch has no utf8 text column")))?;
         let meta = string_column(batch, META);
-        let extras: Vec<(&str, &ArrayRef)> = schema
-            .fields()
-            .iter()
-            .zip(batch.columns())
-            .filter(|(f, _)| ![ID, TEXT, META].contains(&f.name().as_str()))
-            .map(|(f, a)| (f.name().as_str(), a))
-            .collect();
+        let extras = extra_columns(batch);
         for row in 0..batch.num_rows() {
             self.line.clear();
-            let line = &mut self.line;
-            line.push(b'{');
-            serde_json::to_writer(&mut *line, self.text_field.as_str())
-                .map_err(std::io::Error::from)
-                .map_err(|e| IoError::Write {
-                    path: self.final_path.display().to_string(),
-                    source: e,
-                })?;
-            line.push(b':');
-            serde_json::to_writer(&mut *line, text.value(row))
-                .map_err(std::io::Error::from)
-                .map_err(|e| IoError::Write {
-                    path: self.final_path.display().to_string(),
-                    source: e,
-                })?;
-            let meta_text = meta.map(|m| m.value(row)).unwrap_or("{}");
-            if extras.is_empty() {
-                let inner = meta_text
-                    .trim()
-                    .strip_prefix('{')
-                    .and_then(|s| s.strip_suffix('}'))
-                    .unwrap_or("")
-                    .trim();
-                if !inner.is_empty() {
-                    line.push(b',');
-                    line.extend_from_slice(inner.as_bytes());
-                }
-            } else {
-                // Columns added by stages replace input fields of the same name.
-                let mut fields: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_str(meta_text).unwrap_or_default();
-                for (name, array) in &extras {
-                    fields.insert(name.to_string(), cell_json(array, row));
-                }
-                for (k, v) in fields.iter().filter(|(k, _)| **k != self.text_field) {
-                    line.push(b',');
-                    serde_json::to_writer(&mut *line, k)
-                        .map_err(std::io::Error::from)
-                        .map_err(|e| IoError::Write {
-                            path: self.final_path.display().to_string(),
-                            source: e,
-                        })?;
-                    line.push(b':');
-                    serde_json::to_writer(&mut *line, v)
-                        .map_err(std::io::Error::from)
-                        .map_err(|e| IoError::Write {
-                            path: self.final_path.display().to_string(),
-                            source: e,
-                        })?;
-                }
-            }
-            line.extend_from_slice(b"}\n");
-            let enc = self.encoder.as_mut().ok_or_else(|| IoError::Write {
-                path: self.final_path.display().to_string(),
-                source: std::io::Error::other("writer already finished"),
-            })?;
-            enc.writer()
-                .write_all(&self.line)
-                .map_err(|e| IoError::Write {
-                    path: self.final_path.display().to_string(),
-                    source: e,
-                })?;
+            encode_row(&mut self.line, &self.text_field, text.value(row), meta.map(|m| m.value(row)).unwrap_or("{}"), &extras, row);
+            self.encoder.writer().write_all(&self.line).map_err(|e| self.spool.werr(e))?;
             self.docs += 1;
         }
         Ok(())
     }
 
-    /// Flush, sync and rename into place. Returns the number of documents written.
-    pub fn finish(mut self) -> Result<u64, IoError> {
-        let enc = self
-            .encoder
-            .take()
-            .ok_or_else(|| self.werr(std::io::Error::other("writer already finished")))?;
-        let file = enc.finish().map_err(|e| self.werr(e))?;
-        file.sync_all().map_err(|e| self.werr(e))?;
-        std::fs::rename(&self.tmp, &self.final_path).map_err(|e| self.werr(e))?;
-        Ok(self.docs)
+    fn finish(self: Box<Self>) -> Result<Committed, IoError> {
+        let this = *self;
+        let w = this.encoder.finish().map_err(|e| this.spool.werr(e))?;
+        let (bytes, sha256) = this.spool.commit(w)?;
+        Ok(Committed { documents: this.docs, bytes, sha256 })
     }
 }
 
-impl Drop for JsonlWriter {
-    fn drop(&mut self) {
-        if self.encoder.is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
+pub fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a StringArray> {
+    batch.column_by_name(name)?.as_any().downcast_ref::<StringArray>()
 }
 
-fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a StringArray> {
-    batch
-        .column_by_name(name)?
-        .as_any()
-        .downcast_ref::<StringArray>()
-}
-
-fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
+pub fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
     use serde_json::Value;
     if array.is_null(row) {
         return Value::Null;
@@ -454,9 +503,7 @@ fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
     } else if let Some(a) = any.downcast_ref::<Int64Array>() {
         Value::from(a.value(row))
     } else if let Some(a) = any.downcast_ref::<Float64Array>() {
-        serde_json::Number::from_f64(a.value(row))
-            .map(Value::Number)
-            .unwrap_or(Value::Null)
+        serde_json::Number::from_f64(a.value(row)).map(Value::Number).unwrap_or(Value::Null)
     } else if let Some(a) = any.downcast_ref::<BooleanArray>() {
         Value::Bool(a.value(row))
     } else {
@@ -467,122 +514,156 @@ fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use curator_core::pipeline::Format;
+    use std::path::{Path, PathBuf};
 
     fn opts() -> ReadOptions {
-        ReadOptions {
-            text_field: "text".into(),
-            id_field: "id".into(),
+        ReadOptions::default()
+    }
+
+    fn input(path: &Path) -> InputFile {
+        let (format, compressed) = super::super::sniff_name(&path.display().to_string(), None);
+        InputFile {
+            loc: Loc::Local(path.to_path_buf()),
+            rel: path.file_name().unwrap().to_string_lossy().into(),
+            size: std::fs::metadata(path).unwrap().len(),
+            format,
+            compressed,
         }
     }
 
-    fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
+    fn write(dir: &Path, name: &str, content: &[u8]) -> PathBuf {
         let p = dir.join(name);
         std::fs::write(&p, content).unwrap();
         p
     }
 
-    #[test]
-    fn reads_batches_keeps_meta_and_generates_ids() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = write(
-            dir.path(),
-            "in.jsonl",
-            "{\"id\": 7, \"text\": \"h\\u00e9llo\", \"url\": \"x\", \"n\": [1, 2]}\n\n{\"text\": \"\", \"we\\\"ird\": null}\r\n{\"text\": \"last\"}",
-        );
-        let mut r = JsonlReader::open(&p, opts()).unwrap();
-        let (b1, first) = r.next_batch(2).unwrap().unwrap();
-        assert_eq!((b1.num_rows(), first), (2, 0));
-        let ids = string_column(&b1, ID).unwrap();
-        assert_eq!(ids.value(0), "7");
-        assert_eq!(ids.value(1), "in.jsonl:3");
-        assert_eq!(string_column(&b1, TEXT).unwrap().value(0), "héllo");
-        assert_eq!(
-            string_column(&b1, META).unwrap().value(0),
-            r#"{"id":7,"url":"x","n":[1, 2]}"#
-        );
-        assert_eq!(
-            string_column(&b1, META).unwrap().value(1),
-            r#"{"we\"ird":null}"#
-        );
-        let (b2, first) = r.next_batch(2).unwrap().unwrap();
-        assert_eq!((b2.num_rows(), first), (1, 2));
-        assert!(r.next_batch(2).unwrap().is_none());
+    fn read_all(path: &Path, extent: Extent, opts: ReadOptions) -> (Vec<(String, String, String)>, Vec<Reject>) {
+        let mut r = JsonlReader::open(&input(path), extent, opts).unwrap();
+        let mut docs = Vec::new();
+        while let Some(b) = r.next_batch(3).unwrap() {
+            for i in 0..b.num_rows() {
+                docs.push((
+                    string_column(&b, ID).unwrap().value(i).to_string(),
+                    string_column(&b, TEXT).unwrap().value(i).to_string(),
+                    string_column(&b, META).unwrap().value(i).to_string(),
+                ));
+            }
+        }
+        (docs, r.take_rejects())
     }
 
     #[test]
-    fn bad_lines_name_file_line_and_field() {
+    fn reads_batches_keeps_meta_and_generates_ids() {
         let dir = tempfile::tempdir().unwrap();
-        let cases = [
-            (
-                "{\"text\": 5}\n",
-                "bad.jsonl:1: field \"text\": expected a string, found a number",
-            ),
-            (
-                "{\"body\": \"x\"}\n",
-                "bad.jsonl:1: field \"text\": missing",
-            ),
-            (
-                "{\"text\": \"ok\"}\nnot json\n",
-                "bad.jsonl:2: not a JSON object",
-            ),
-            (
-                "{\"text\": \"ok\", \"id\": [1]}\n",
-                "bad.jsonl:1: field \"id\": expected a string or a number, found an array",
-            ),
-        ];
-        for (content, want) in cases {
-            let p = write(dir.path(), "bad.jsonl", content);
-            let mut r = JsonlReader::open(&p, opts()).unwrap();
-            let e = r.next_batch(10).unwrap_err().to_string();
-            assert!(e.contains(want), "{e} should contain {want}");
+        let p = write(dir.path(), "in.jsonl", b"{\"id\": 7, \"text\": \"h\\u00e9llo\", \"url\": \"x\", \"n\": [1, 2]}\n\n{\"text\": \"\", \"we\\\"ird\": null}\r\n{\"text\": \"last\"}");
+        let (docs, rejects) = read_all(&p, Extent::Whole, opts());
+        assert!(rejects.is_empty());
+        assert_eq!(docs.len(), 3);
+        assert_eq!(docs[0], ("7".into(), "héllo".into(), r#"{"id":7,"url":"x","n":[1, 2]}"#.into()));
+        assert_eq!(docs[1].0, "in.jsonl@58");
+        assert_eq!(docs[1].2, r#"{"we\"ird":null}"#);
+        let (projected, _) = read_all(&p, Extent::Whole, ReadOptions { fields: Some(vec!["url".into()]), ..opts() });
+        assert_eq!(projected[0].2, r#"{"id":7,"url":"x"}"#);
+    }
+
+    #[test]
+    fn defects_are_rejected_with_line_numbers_and_valid_lines_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut content = Vec::new();
+        content.extend_from_slice(b"{\"text\": \"good one\"}\n");
+        content.extend_from_slice(b"{\"text\": 5}\n");
+        content.extend_from_slice(b"{\"body\": \"x\"}\n");
+        content.extend_from_slice(b"not json\n");
+        content.extend_from_slice(b"{\"text\": \"a\xffb\"}\n");
+        content.extend_from_slice(format!("{{\"text\": \"{}\"}}\n", "x".repeat(300)).as_bytes());
+        content.extend_from_slice(b"{\"text\": \"ok\", \"id\": [1]}\n");
+        content.extend_from_slice(b"{\"text\": \"good two\"}\n");
+        let p = write(dir.path(), "bad.jsonl", &content);
+        let (docs, rejects) = read_all(&p, Extent::Whole, ReadOptions { max_line_bytes: 100, ..opts() });
+        let texts: Vec<&str> = docs.iter().map(|d| d.1.as_str()).collect();
+        assert_eq!(texts, vec!["good one", "good two"]);
+        let got: Vec<(Option<u64>, &str)> = rejects.iter().map(|r| (r.line, r.reason.as_str())).collect();
+        assert_eq!(got[0], (Some(2), "field \"text\": expected a string, found a number"));
+        assert_eq!(got[1], (Some(3), "field \"text\": missing"));
+        assert!(got[2].0 == Some(4) && got[2].1.starts_with("not a JSON object"), "{got:?}");
+        assert_eq!(got[3], (Some(5), "invalid UTF-8 at byte 11"));
+        assert_eq!(got[4], (Some(6), "line longer than max_line_bytes (100 bytes)"));
+        assert_eq!(got[5], (Some(7), "field \"id\": expected a string or a number, found an array"));
+        assert_eq!(rejects[4].excerpt.len(), 200);
+
+        let mut strict = JsonlReader::open(&input(&p), Extent::Whole, ReadOptions { strict: true, ..opts() }).unwrap();
+        let e = strict.next_batch(100).unwrap_err().to_string();
+        assert!(e.contains("bad.jsonl:2: field \"text\": expected a string, found a number"), "{e}");
+    }
+
+    #[test]
+    fn truncated_gzip_keeps_what_was_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: String = (0..2000).map(|i| format!("{{\"text\": \"document number {i} with some words\"}}\n")).collect();
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(lines.as_bytes()).unwrap();
+        let gz = e.finish().unwrap();
+        let p = write(dir.path(), "cut.jsonl.gz", &gz[..gz.len() / 2]);
+        let (docs, rejects) = read_all(&p, Extent::Whole, opts());
+        assert!(docs.len() > 100 && docs.len() < 2000, "{}", docs.len());
+        assert_eq!(docs.last().unwrap().1, format!("document number {} with some words", docs.len() - 1));
+        assert_eq!(rejects.len(), 1);
+        assert!(rejects[0].reason.contains("truncated or corrupt"), "{:?}", rejects[0]);
+    }
+
+    #[test]
+    fn byte_ranges_cover_every_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: String = (0..500).map(|i| format!("{{\"text\": \"{}\"}}\n", "w ".repeat(i % 17))).collect();
+        let p = write(dir.path(), "big.jsonl", lines.as_bytes());
+        let size = lines.len() as u64;
+        let (whole, _) = read_all(&p, Extent::Whole, opts());
+        for pieces in [2u64, 3, 7, 64] {
+            let step = size.div_ceil(pieces);
+            let mut all = Vec::new();
+            for k in 0..pieces {
+                let (docs, rejects) = read_all(&p, Extent::Bytes { start: k * step, end: ((k + 1) * step).min(size) }, opts());
+                assert!(rejects.is_empty());
+                all.extend(docs);
+            }
+            assert_eq!(all, whole, "{pieces} pieces");
         }
-        let p = dir.path().join("utf8.jsonl");
-        std::fs::write(&p, b"{\"text\": \"a\xffb\"}\n").unwrap();
-        let e = JsonlReader::open(&p, opts())
-            .unwrap()
-            .next_batch(10)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("utf8.jsonl:1: invalid UTF-8 at byte 11"), "{e}");
     }
 
     #[test]
     fn roundtrip_through_writer_all_compressions() {
         let dir = tempfile::tempdir().unwrap();
-        let input = "{\"text\":\"a \\\"q\\\" ünï\",\"id\":\"x1\",\"meta\":{\"k\":[1,2]}}\n{\"text\":\"\",\"id\":\"x2\"}\n";
-        let p = write(dir.path(), "in.jsonl", input);
+        let text = "{\"text\":\"a \\\"q\\\" ünï\",\"id\":\"x1\",\"meta\":{\"k\":[1,2]}}\n{\"text\":\"\",\"id\":\"x2\"}\n";
+        let p = write(dir.path(), "in.jsonl", text.as_bytes());
         for c in [Compression::None, Compression::Gzip, Compression::Zstd] {
-            let mut r = JsonlReader::open(&p, opts()).unwrap();
-            let (batch, _) = r.next_batch(100).unwrap().unwrap();
+            let mut r = JsonlReader::open(&input(&p), Extent::Whole, opts()).unwrap();
+            let batch = r.next_batch(100).unwrap().unwrap();
             let out = dir.path().join(format!("out.jsonl{}", c.suffix()));
-            let mut w = JsonlWriter::create(&out, c, "text").unwrap();
+            let mut w: Box<dyn OutputWriter> = Box::new(JsonlWriter::create(&Loc::Local(out.clone()), c, "text").unwrap());
             w.write_batch(&batch).unwrap();
             assert!(!out.exists(), "final name must not exist before finish");
-            assert_eq!(w.finish().unwrap(), 2);
-            let text = String::from_utf8(super::super::read_decoded(&out).unwrap()).unwrap();
-            let a: Vec<serde_json::Value> = input
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
-            let b: Vec<serde_json::Value> = text
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
+            let done = w.finish().unwrap();
+            assert_eq!(done.documents, 2);
+            assert_eq!(done.bytes, std::fs::metadata(&out).unwrap().len());
+            let back = String::from_utf8(super::super::read_decoded(&out).unwrap()).unwrap();
+            let a: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            let b: Vec<serde_json::Value> = back.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
             assert_eq!(a, b, "{c:?}");
         }
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        let leftovers = std::fs::read_dir(dir.path())
             .unwrap()
             .filter_map(|e| e.ok())
             .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
-            .collect();
-        assert!(leftovers.is_empty());
+            .count();
+        assert_eq!(leftovers, 0);
+        let _ = Format::Jsonl;
     }
 
     #[test]
     fn dropped_writer_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("o.jsonl");
-        let w = JsonlWriter::create(&out, Compression::None, "text").unwrap();
+        let w = JsonlWriter::create(&Loc::Local(dir.path().join("o.jsonl")), Compression::None, "text").unwrap();
         drop(w);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
@@ -590,33 +671,17 @@ mod tests {
     #[test]
     fn added_columns_replace_same_named_fields() {
         let dir = tempfile::tempdir().unwrap();
-        let p = write(
-            dir.path(),
-            "in.jsonl",
-            "{\"text\":\"a\",\"score\":1,\"k\":2}\n",
-        );
-        let (batch, _) = JsonlReader::open(&p, opts())
-            .unwrap()
-            .next_batch(10)
-            .unwrap()
-            .unwrap();
-        let mut fields: Vec<Field> = batch
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
+        let p = write(dir.path(), "in.jsonl", b"{\"text\":\"a\",\"score\":1,\"k\":2}\n");
+        let batch = JsonlReader::open(&input(&p), Extent::Whole, opts()).unwrap().next_batch(10).unwrap().unwrap();
+        let mut fields: Vec<Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
         fields.push(Field::new("score", DataType::Float64, false));
         let mut cols = batch.columns().to_vec();
         cols.push(Arc::new(Float64Array::from(vec![0.5])));
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
         let out = dir.path().join("o.jsonl");
-        let mut w = JsonlWriter::create(&out, Compression::None, "text").unwrap();
+        let mut w: Box<dyn OutputWriter> = Box::new(JsonlWriter::create(&Loc::Local(out.clone()), Compression::None, "text").unwrap());
         w.write_batch(&batch).unwrap();
         w.finish().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&out).unwrap(),
-            "{\"text\":\"a\",\"score\":0.5,\"k\":2}\n"
-        );
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "{\"text\":\"a\",\"score\":0.5,\"k\":2}\n");
     }
 }

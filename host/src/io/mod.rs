@@ -1,188 +1,161 @@
-//! Readers and writers. JSONL (plain, `.gz`, `.zst`) for now; Parquet and object storage
-//! plug in behind the same [`InputFile`] / [`jsonl::JsonlWriter`] shapes.
+//! Readers and writers: JSONL (plain, gzip, zstd) and Parquet, on local disk or in an
+//! object store ([`storage::Loc`]). Bad input is quarantined ([`Reject`]) unless strict.
 
 pub mod jsonl;
+pub mod parquet;
+pub mod storage;
+pub mod writer;
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Column names of the batches the reader produces.
+use curator_core::pipeline::Format;
+
+pub use storage::Loc;
+
+/// Column names of the batches the readers produce.
 pub const ID: &str = "id";
 pub const TEXT: &str = "text";
 /// JSON object (as text) holding every input field but the text, in input order.
 pub const META: &str = "_meta";
 
 /// File name endings read from a directory when `file_extensions` is not given.
-pub const DEFAULT_EXTENSIONS: &[&str] = &[
-    ".jsonl",
-    ".json",
-    ".ndjson",
-    ".jsonl.gz",
-    ".json.gz",
-    ".jsonl.zst",
-    ".json.zst",
-    ".jsonl.zstd",
-];
+pub const DEFAULT_EXTENSIONS: &[&str] =
+    &[".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".jsonl.zstd", ".parquet"];
 
 /// An IO error that names the file (and line and field, where there is one).
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {
     #[error("{path}: {source}")]
-    Open {
-        path: String,
-        source: std::io::Error,
-    },
+    Open { path: String, source: std::io::Error },
     #[error("{path}: no input files found (looked for {extensions})")]
     NoInput { path: String, extensions: String },
-    #[error("{file}:{line}: {message}")]
-    Line {
-        file: String,
-        line: u64,
-        message: String,
-    },
-    #[error("{file}:{line}: field {field:?}: {message}")]
-    Field {
-        file: String,
-        line: u64,
-        field: String,
-        message: String,
-    },
+    #[error("{at}: {message}")]
+    Line { at: String, message: String },
+    #[error("{at}: field {field:?}: {message}")]
+    Field { at: String, field: String, message: String },
     #[error("{file}: read failed after line {line}: {source}")]
-    Read {
-        file: String,
-        line: u64,
-        source: std::io::Error,
-    },
+    Read { file: String, line: u64, source: std::io::Error },
     #[error("{path}: write failed: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error(
-        "output {path} already exists (sink.mode is \"error\"; use \"overwrite\" to replace it)"
-    )]
+    Write { path: String, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parquet { path: String, message: String },
+    #[error("output {path} already exists (sink.mode is \"error\"; use overwrite, append or ignore)")]
     Exists { path: String },
     #[error("inputs {a} and {b} would both be written to {out}")]
     Collision { a: String, b: String, out: String },
 }
 
+/// A line (or row) of input that could not be used, and why.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Reject {
+    pub source: String,
+    /// 1-based line number, when the reader knows it (it does unless reading a byte range).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// Byte offset of the line in the (decompressed) file.
+    pub byte_offset: u64,
+    pub reason: String,
+    /// The start of the offending line (up to 200 bytes, lossy UTF-8).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub excerpt: String,
+}
+
+impl Reject {
+    /// `file:line` or `file@byte` for messages.
+    pub fn at(&self) -> String {
+        match self.line {
+            Some(l) => format!("{}:{l}", self.source),
+            None => format!("{}@{}", self.source, self.byte_offset),
+        }
+    }
+
+    pub fn into_error(self) -> IoError {
+        IoError::Line { at: self.at(), message: self.reason }
+    }
+}
+
 /// One input file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InputFile {
-    pub path: PathBuf,
+    pub loc: Loc,
     /// Path relative to the source root it was found under (names the output file).
-    pub rel: PathBuf,
+    pub rel: String,
+    pub size: u64,
+    pub format: Format,
+    /// gzip or zstd (cannot be split into byte ranges).
+    pub compressed: bool,
 }
 
 impl InputFile {
     pub fn display(&self) -> String {
-        self.path.display().to_string()
+        self.loc.display()
     }
 }
 
-fn matches_ext(path: &Path, exts: &[String]) -> bool {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_lowercase())
-        .unwrap_or_default();
+fn matches_ext(name: &str, exts: &[String]) -> bool {
+    let name = name.to_lowercase();
     exts.iter().any(|e| name.ends_with(&e.to_lowercase()))
 }
 
-fn walk(dir: &Path, root: &Path, exts: &[String], out: &mut Vec<InputFile>) -> Result<(), IoError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| IoError::Open {
-        path: dir.display().to_string(),
-        source,
-    })?;
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    for p in paths {
-        let hidden = p
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with(['.', '_']));
-        if hidden {
-            continue;
-        }
-        if p.is_dir() {
-            walk(&p, root, exts, out)?;
-        } else if matches_ext(&p, exts) {
-            let rel = p.strip_prefix(root).unwrap_or(&p).to_path_buf();
-            out.push(InputFile { path: p, rel });
-        }
-    }
-    Ok(())
+/// Format and compression from a file name.
+pub fn sniff_name(name: &str, format: Option<Format>) -> (Format, bool) {
+    let lower = name.to_lowercase();
+    let format = format.unwrap_or(if lower.ends_with(".parquet") || lower.ends_with(".pq") { Format::Parquet } else { Format::Jsonl });
+    let compressed = format == Format::Jsonl && [".gz", ".zst", ".zstd"].iter().any(|e| lower.ends_with(e));
+    (format, compressed)
 }
 
-/// Expand source paths (files or directories, read recursively in name order).
-pub fn discover(
-    paths: &[PathBuf],
-    extensions: Option<&[String]>,
-) -> Result<Vec<InputFile>, IoError> {
+/// Expand source locations (files, directories read recursively in name order, URL prefixes).
+pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Format>) -> Result<Vec<InputFile>, IoError> {
     let exts: Vec<String> = match extensions {
         Some(e) => e.to_vec(),
         None => DEFAULT_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
     };
     let mut files = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p).map_err(|source| IoError::Open {
-            path: p.display().to_string(),
-            source,
-        })?;
-        if meta.is_dir() {
-            let before = files.len();
-            walk(p, p, &exts, &mut files)?;
-            if files.len() == before {
-                return Err(IoError::NoInput {
-                    path: p.display().to_string(),
-                    extensions: exts.join(", "),
-                });
+    for loc in locs {
+        let listed = loc.list_files()?;
+        let single = listed.len() == 1 && listed[0].1 == *loc;
+        let before = files.len();
+        for (rel, file, size) in listed {
+            if !single && !matches_ext(&rel, &exts) {
+                continue;
             }
-        } else {
-            let rel = PathBuf::from(p.file_name().unwrap_or(p.as_os_str()));
-            files.push(InputFile {
-                path: p.clone(),
-                rel,
-            });
+            let (format, compressed) = sniff_name(&rel, format);
+            files.push(InputFile { loc: file, rel, size, format, compressed });
+        }
+        if files.len() == before {
+            return Err(IoError::NoInput { path: loc.display(), extensions: exts.join(", ") });
         }
     }
     Ok(files)
 }
 
-/// Open a file for reading, decompressing gzip (multi-member) or zstd (multi-frame) when its
-/// magic bytes say so, whatever its name.
-pub fn open_decoded(path: &Path) -> Result<Box<dyn BufRead + Send>, IoError> {
-    let open_err = |source| IoError::Open {
-        path: path.display().to_string(),
-        source,
-    };
-    let mut file = BufReader::with_capacity(1 << 20, File::open(path).map_err(open_err)?);
+/// Wrap a reader, decompressing gzip (multi-member) or zstd (multi-frame) when its magic
+/// bytes say so, whatever its name.
+pub fn decoded(raw: Box<dyn Read + Send>, name: &str) -> Result<Box<dyn BufRead + Send>, IoError> {
+    let open_err = |source| IoError::Open { path: name.to_string(), source };
+    let mut file = BufReader::with_capacity(1 << 20, raw);
     let head = file.fill_buf().map_err(open_err)?;
     let reader: Box<dyn BufRead + Send> = if head.starts_with(&[0x1f, 0x8b]) {
-        Box::new(BufReader::with_capacity(
-            1 << 20,
-            flate2::bufread::MultiGzDecoder::new(file),
-        ))
+        Box::new(BufReader::with_capacity(1 << 20, flate2::bufread::MultiGzDecoder::new(file)))
     } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(BufReader::with_capacity(
-            1 << 20,
-            zstd::stream::read::Decoder::with_buffer(file).map_err(open_err)?,
-        ))
+        Box::new(BufReader::with_capacity(1 << 20, zstd::stream::read::Decoder::with_buffer(file).map_err(open_err)?))
     } else {
         Box::new(file)
     };
     Ok(reader)
 }
 
-/// Read all of a file, decoded (for tests and small inputs).
+/// Read all of a local file, decoded (for tests and small inputs).
 pub fn read_decoded(path: &Path) -> Result<Vec<u8>, IoError> {
+    let file = std::fs::File::open(path).map_err(|source| IoError::Open { path: path.display().to_string(), source })?;
     let mut out = Vec::new();
-    open_decoded(path)?
-        .read_to_end(&mut out)
-        .map_err(|source| IoError::Read {
-            file: path.display().to_string(),
-            line: 0,
-            source,
-        })?;
+    decoded(Box::new(file), &path.display().to_string())?.read_to_end(&mut out).map_err(|source| IoError::Read {
+        file: path.display().to_string(),
+        line: 0,
+        source,
+    })?;
     Ok(out)
 }
 
@@ -216,23 +189,24 @@ mod tests {
     fn discovers_sorted_recursive_with_extensions() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
-        for f in [
-            "b.jsonl",
-            "a.jsonl.zst",
-            "sub/c.json.gz",
-            "notes.txt",
-            ".hidden.jsonl",
-            "_rejected.jsonl",
-        ] {
+        for f in ["b.jsonl", "a.jsonl.zst", "sub/c.json.gz", "d.parquet", "notes.txt", ".hidden.jsonl", "_rejected.jsonl"] {
             std::fs::write(dir.path().join(f), b"").unwrap();
         }
-        let files = discover(&[dir.path().to_path_buf()], None).unwrap();
-        let rels: Vec<String> = files.iter().map(|f| f.rel.display().to_string()).collect();
-        assert_eq!(rels, vec!["a.jsonl.zst", "b.jsonl", "sub/c.json.gz"]);
-        let only = discover(&[dir.path().to_path_buf()], Some(&[".zst".to_string()])).unwrap();
+        let root = Loc::Local(dir.path().to_path_buf());
+        let files = discover(std::slice::from_ref(&root), None, None).unwrap();
+        let rels: Vec<(&str, Format, bool)> = files.iter().map(|f| (f.rel.as_str(), f.format, f.compressed)).collect();
+        assert_eq!(
+            rels,
+            vec![
+                ("a.jsonl.zst", Format::Jsonl, true),
+                ("b.jsonl", Format::Jsonl, false),
+                ("d.parquet", Format::Parquet, false),
+                ("sub/c.json.gz", Format::Jsonl, true)
+            ]
+        );
+        let only = discover(std::slice::from_ref(&root), Some(&[".zst".to_string()]), None).unwrap();
         assert_eq!(only.len(), 1);
-        let none =
-            discover(&[dir.path().join("sub")], Some(&[".parquet".to_string()])).unwrap_err();
+        let none = discover(&[root.join("sub")], Some(&[".parquet".to_string()]), None).unwrap_err();
         assert!(none.to_string().contains("no input files"), "{none}");
     }
 }

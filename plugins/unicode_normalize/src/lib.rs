@@ -38,19 +38,14 @@ impl Map for UnicodeNormalize {
     fn init(&mut self) -> Result<(), StageError> {
         match self.form.as_str() {
             "nfc" | "nfkc" | "nfd" | "nfkd" => Ok(()),
-            other => Err(StageError::InvalidParams(format!(
-                "form: unknown normal form {other:?}"
-            ))),
+            other => Err(StageError::InvalidParams(format!("form: unknown normal form {other:?}"))),
         }
     }
 
     fn map<'a>(&self, doc: &Doc<'a>) -> Cow<'a, str> {
         let text = doc.text();
-        let mut out: Cow<'a, str> = if text.is_ascii() || self.already_normal(text) {
-            Cow::Borrowed(text)
-        } else {
-            Cow::Owned(self.normalize(text))
-        };
+        let mut out: Cow<'a, str> =
+            if text.is_ascii() || self.already_normal(text) { Cow::Borrowed(text) } else { Cow::Owned(self.normalize(text)) };
         if self.normalize_newlines && out.contains('\r') {
             out = Cow::Owned(out.replace("\r\n", "\n").replace('\r', "\n"));
         }
@@ -66,18 +61,13 @@ mod tests {
     #[test]
     fn nfc_composes_and_newlines_normalised() {
         let mut s = NativeStage::new::<UnicodeNormalize>("{}").unwrap();
-        let out = s
-            .run_texts(&["e\u{301}cole", "a\r\nb\rc", "plain", "ﬁ"])
-            .unwrap();
+        let out = s.run_texts(&["e\u{301}cole", "a\r\nb\rc", "plain", "ﬁ"]).unwrap();
         assert_eq!(out, vec!["\u{e9}cole", "a\nb\nc", "plain", "ﬁ"]);
     }
 
     #[test]
     fn nfkc_folds_compatibility() {
-        let mut s = NativeStage::new::<UnicodeNormalize>(
-            r#"{"form": "nfkc", "normalize_newlines": false}"#,
-        )
-        .unwrap();
+        let mut s = NativeStage::new::<UnicodeNormalize>(r#"{"form": "nfkc", "normalize_newlines": false}"#).unwrap();
         assert_eq!(s.run_texts(&["ﬁ ２ a\r\n"]).unwrap(), vec!["fi 2 a\r\n"]);
     }
 

@@ -38,17 +38,8 @@ mod tests {
 
     #[test]
     fn keeps_in_range() {
-        let mut s =
-            NativeStage::new::<WordCountFilter>(r#"{"min_words": 2, "max_words": 3}"#).unwrap();
-        let kept = s
-            .run_texts(&[
-                "one",
-                "one two",
-                "one two three",
-                "one two three four",
-                "  a\u{3000}b  ",
-            ])
-            .unwrap();
+        let mut s = NativeStage::new::<WordCountFilter>(r#"{"min_words": 2, "max_words": 3}"#).unwrap();
+        let kept = s.run_texts(&["one", "one two", "one two three", "one two three four", "  a\u{3000}b  "]).unwrap();
         assert_eq!(kept, vec!["one two", "one two three", "  a\u{3000}b  "]);
     }
 
@@ -56,29 +47,21 @@ mod tests {
     fn defaults_apply() {
         let mut s = NativeStage::new::<WordCountFilter>("{}").unwrap();
         let long = "word ".repeat(50);
-        assert_eq!(
-            s.run_texts(&["short text", &long]).unwrap(),
-            vec![long.clone()]
-        );
+        assert_eq!(s.run_texts(&["short text", &long]).unwrap(), vec![long.clone()]);
     }
 
     #[test]
     fn bad_params_refused() {
-        let e = NativeStage::new::<WordCountFilter>(r#"{"min_words": 5, "max_words": 1}"#)
-            .err()
-            .unwrap();
+        let e = NativeStage::new::<WordCountFilter>(r#"{"min_words": 5, "max_words": 1}"#).err().unwrap();
         assert!(matches!(e, StageError::InvalidParams(_)));
-        let e = NativeStage::new::<WordCountFilter>(r#"{"min_word": 5}"#)
-            .err()
-            .unwrap();
+        let e = NativeStage::new::<WordCountFilter>(r#"{"min_word": 5}"#).err().unwrap();
         assert!(e.to_string().contains("unknown field `min_word`"), "{e}");
     }
 
     #[test]
     fn manifest_is_valid() {
         use curator_sdk::StageDef;
-        let m: curator_sdk::serde_json::Value =
-            curator_sdk::serde_json::from_str(WordCountFilter::MANIFEST).unwrap();
+        let m: curator_sdk::serde_json::Value = curator_sdk::serde_json::from_str(WordCountFilter::MANIFEST).unwrap();
         assert_eq!(m["name"], "word_count_filter");
         assert_eq!(m["params_schema"]["properties"]["min_words"]["default"], 50);
         assert_eq!(m["resources"]["cpus"], 1.0);

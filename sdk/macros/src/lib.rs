@@ -35,9 +35,7 @@ struct Args {
 
 fn lit_f64(expr: &Expr) -> syn::Result<f64> {
     match literal_json(expr) {
-        Some(Value::Number(n)) => n
-            .as_f64()
-            .ok_or_else(|| syn::Error::new_spanned(expr, "expected a number")),
+        Some(Value::Number(n)) => n.as_f64().ok_or_else(|| syn::Error::new_spanned(expr, "expected a number")),
         _ => Err(syn::Error::new_spanned(expr, "expected a number literal")),
     }
 }
@@ -46,11 +44,7 @@ fn lit_strings(expr: &Expr) -> syn::Result<Vec<String>> {
     match literal_json(expr) {
         Some(Value::Array(items)) => items
             .into_iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| syn::Error::new_spanned(expr, "expected a list of strings"))
-            })
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| syn::Error::new_spanned(expr, "expected a list of strings")))
             .collect(),
         _ => Err(syn::Error::new_spanned(expr, "expected a list of strings")),
     }
@@ -59,16 +53,10 @@ fn lit_strings(expr: &Expr) -> syn::Result<Vec<String>> {
 fn parse_args(tokens: TokenStream2) -> syn::Result<Args> {
     let mut args = Args::default();
     let parser = syn::meta::parser(|meta| {
-        let key = meta
-            .path
-            .get_ident()
-            .map(|i| i.to_string())
-            .unwrap_or_default();
+        let key = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
         let expr: Expr = meta.value()?.parse()?;
         let string = || match &expr {
-            Expr::Lit(ExprLit {
-                lit: Lit::Str(s), ..
-            }) => Ok(s.value()),
+            Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Ok(s.value()),
             _ => Err(syn::Error::new_spanned(&expr, "expected a string literal")),
         };
         match key.as_str() {
@@ -81,11 +69,9 @@ fn parse_args(tokens: TokenStream2) -> syn::Result<Args> {
             "batch_size" => args.batch_size = Some(lit_f64(&expr)? as usize),
             "inputs" => args.inputs = Some(lit_strings(&expr)?),
             "outputs" => args.outputs = lit_strings(&expr)?,
-            "dir" | "writable_dir" => args.dirs.push(DirectoryRequest {
-                name: string()?,
-                writable: key == "writable_dir",
-                description: String::new(),
-            }),
+            "dir" | "writable_dir" => {
+                args.dirs.push(DirectoryRequest { name: string()?, writable: key == "writable_dir", description: String::new() })
+            }
             _ => return Err(meta.error(format!("unknown #[stage] argument `{key}`"))),
         }
         Ok(())
@@ -105,18 +91,10 @@ fn literal_json(expr: &Expr) -> Option<Value> {
             _ => None,
         },
         Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => match literal_json(&u.expr)? {
-            Value::Number(n) => n
-                .as_i64()
-                .map(|i| Value::from(-i))
-                .or_else(|| n.as_f64().map(|f| Value::from(-f))),
+            Value::Number(n) => n.as_i64().map(|i| Value::from(-i)).or_else(|| n.as_f64().map(|f| Value::from(-f))),
             _ => None,
         },
-        Expr::Array(a) => a
-            .elems
-            .iter()
-            .map(literal_json)
-            .collect::<Option<Vec<_>>>()
-            .map(Value::Array),
+        Expr::Array(a) => a.elems.iter().map(literal_json).collect::<Option<Vec<_>>>().map(Value::Array),
         Expr::Group(g) => literal_json(&g.expr),
         Expr::Paren(p) => literal_json(&p.expr),
         _ => None,
@@ -129,9 +107,7 @@ fn docs(attrs: &[syn::Attribute]) -> String {
         .filter(|a| a.path().is_ident("doc"))
         .filter_map(|a| match &a.meta {
             syn::Meta::NameValue(nv) => match &nv.value {
-                Expr::Lit(ExprLit {
-                    lit: Lit::Str(s), ..
-                }) => Some(s.value().trim().to_string()),
+                Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Some(s.value().trim().to_string()),
                 _ => None,
             },
             _ => None,
@@ -146,17 +122,7 @@ fn single_generic(ty: &Type) -> Option<(&str, &Type)> {
     let PathArguments::AngleBracketed(ab) = &seg.arguments else {
         return None;
     };
-    let inner = ab
-        .args
-        .iter()
-        .filter_map(|a| {
-            if let GenericArgument::Type(t) = a {
-                Some(t)
-            } else {
-                None
-            }
-        })
-        .last()?;
+    let inner = ab.args.iter().filter_map(|a| if let GenericArgument::Type(t) = a { Some(t) } else { None }).last()?;
     Some((
         match seg.ident.to_string().as_str() {
             "Option" => "Option",
@@ -175,19 +141,11 @@ fn type_schema(ty: &Type) -> (Value, bool) {
         return match wrapper {
             "Option" => (inner_schema, true),
             "Vec" => (json!({"type": "array", "items": inner_schema}), false),
-            _ => (
-                json!({"type": "object", "additionalProperties": inner_schema}),
-                false,
-            ),
+            _ => (json!({"type": "object", "additionalProperties": inner_schema}), false),
         };
     }
     let name = match ty {
-        Type::Path(p) => p
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default(),
+        Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default(),
         _ => String::new(),
     };
     let schema = match name.as_str() {
@@ -207,22 +165,12 @@ struct ParamAttr {
 }
 
 fn param_attr(field: &syn::Field) -> syn::Result<ParamAttr> {
-    let mut out = ParamAttr {
-        default: None,
-        extra: Map::new(),
-    };
+    let mut out = ParamAttr { default: None, extra: Map::new() };
     for attr in field.attrs.iter().filter(|a| a.path().is_ident("param")) {
         attr.parse_nested_meta(|meta| {
-            let key = meta
-                .path
-                .get_ident()
-                .map(|i| i.to_string())
-                .unwrap_or_default();
+            let key = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
             let expr: Expr = meta.value()?.parse()?;
-            let lit = || {
-                literal_json(&expr)
-                    .ok_or_else(|| syn::Error::new_spanned(&expr, "expected a literal"))
-            };
+            let lit = || literal_json(&expr).ok_or_else(|| syn::Error::new_spanned(&expr, "expected a literal"));
             match key.as_str() {
                 "default" => out.default = Some(expr.clone()),
                 "min" => {
@@ -235,9 +183,7 @@ fn param_attr(field: &syn::Field) -> syn::Result<ParamAttr> {
                     out.extra.insert("enum".into(), lit()?);
                 }
                 _ => {
-                    return Err(meta.error(format!(
-                        "unknown #[param] argument `{key}` (use default, min, max, one_of)"
-                    )));
+                    return Err(meta.error(format!("unknown #[param] argument `{key}` (use default, min, max, one_of)")));
                 }
             }
             Ok(())
@@ -251,15 +197,9 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let mut item: ItemStruct = syn::parse2(item)?;
     let ident = item.ident.clone();
     if !item.generics.params.is_empty() {
-        return Err(syn::Error::new_spanned(
-            &item.generics,
-            "#[stage] structs cannot be generic",
-        ));
+        return Err(syn::Error::new_spanned(&item.generics, "#[stage] structs cannot be generic"));
     }
-    let name = args
-        .name
-        .clone()
-        .ok_or_else(|| syn::Error::new(Span::call_site(), "#[stage] needs `name = \"...\"`"))?;
+    let name = args.name.clone().ok_or_else(|| syn::Error::new(Span::call_site(), "#[stage] needs `name = \"...\"`"))?;
 
     // Params schema and serde defaults.
     let mut properties = Map::new();
@@ -267,10 +207,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let mut default_fns = Vec::new();
     if let Fields::Named(fields) = &mut item.fields {
         for field in fields.named.iter_mut() {
-            let fname = field
-                .ident
-                .clone()
-                .ok_or_else(|| syn::Error::new_spanned(&*field, "unnamed field"))?;
+            let fname = field.ident.clone().ok_or_else(|| syn::Error::new_spanned(&*field, "unnamed field"))?;
             let attr = param_attr(field)?;
             field.attrs.retain(|a| !a.path().is_ident("param"));
             let (mut schema, optional) = type_schema(&field.ty);
@@ -292,9 +229,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                                 obj.insert("default".into(), v.clone());
                             }
                             let text = v.to_string();
-                            let msg = format!(
-                                "#[param(default = {text})] of `{fname}` does not fit its type"
-                            );
+                            let msg = format!("#[param(default = {text})] of `{fname}` does not fit its type");
                             quote! {
                                 match ::curator_sdk::serde_json::from_str::<#ty>(#text) {
                                     ::core::result::Result::Ok(v) => v,
@@ -309,9 +244,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                         #[allow(non_snake_case)]
                         fn #fn_name() -> #ty { #body }
                     });
-                    field
-                        .attrs
-                        .push(syn::parse_quote!(#[serde(default = #fn_path)]));
+                    field.attrs.push(syn::parse_quote!(#[serde(default = #fn_path)]));
                 }
                 None if optional => field.attrs.push(syn::parse_quote!(#[serde(default)])),
                 None => required.push(Value::String(fname.to_string())),
@@ -342,16 +275,13 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         input_columns: args.inputs.unwrap_or_else(|| vec!["text".into()]),
         output_columns: args.outputs,
         params_schema,
-        permissions: Permissions {
-            directories: args.dirs,
-        },
+        permissions: Permissions { directories: args.dirs },
         setup_on_node: Vec::new(),
     };
     if let Err(e) = manifest.validate() {
         return Err(syn::Error::new(Span::call_site(), e.to_string()));
     }
-    let manifest_json = serde_json::to_string(&manifest)
-        .map_err(|e| syn::Error::new(Span::call_site(), e.to_string()))?;
+    let manifest_json = serde_json::to_string(&manifest).map_err(|e| syn::Error::new(Span::call_site(), e.to_string()))?;
     let manifest_bytes = proc_macro2::Literal::byte_string(manifest_json.as_bytes());
     let manifest_len = manifest_json.len();
 

@@ -15,16 +15,11 @@ pub struct DirReader {
 impl Stage for DirReader {
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let content = if self.write {
-            std::fs::write(&self.file, b"overwritten")
-                .map_err(|e| StageError::Failed(format!("cannot write {}: {e}", self.file)))?;
+            std::fs::write(&self.file, b"overwritten").map_err(|e| StageError::Failed(format!("cannot write {}: {e}", self.file)))?;
             "written".to_string()
         } else {
-            std::fs::read_to_string(&self.file)
-                .map_err(|e| StageError::Failed(format!("cannot open {}: {e}", self.file)))?
+            std::fs::read_to_string(&self.file).map_err(|e| StageError::Failed(format!("cannot open {}: {e}", self.file)))?
         };
-        Ok(Output::Columns(vec![Column::utf8(
-            "content",
-            std::iter::repeat_n(content.as_str(), batch.len()),
-        )]))
+        Ok(Output::Columns(vec![Column::utf8("content", std::iter::repeat_n(content.as_str(), batch.len()))]))
     }
 }

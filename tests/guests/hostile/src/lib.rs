@@ -41,14 +41,8 @@ impl Stage for Hostile {
                 }
             }
             "open" => match std::fs::read_to_string(&self.path) {
-                Ok(content) => Ok(Output::Columns(vec![Column::utf8(
-                    "leaked",
-                    std::iter::repeat_n(content.as_str(), batch.len()),
-                )])),
-                Err(e) => Err(StageError::Failed(format!(
-                    "cannot open {}: {e}",
-                    self.path
-                ))),
+                Ok(content) => Ok(Output::Columns(vec![Column::utf8("leaked", std::iter::repeat_n(content.as_str(), batch.len()))])),
+                Err(e) => Err(StageError::Failed(format!("cannot open {}: {e}", self.path))),
             },
             "fail" => Err(StageError::Failed("refusing this batch on purpose".into())),
             "panic" => panic!("hostile stage panicked on purpose"),

@@ -1,0 +1,512 @@
+//! Parquet: reading (row-group aware, column projection) into the reader schema
+//! (`id`, `text`, `_meta`), and writing with typed columns inferred from the documents.
+//!
+//! Writing: the text, then one column per input field with a type inferred from the first
+//! batch (bool, int64, float64, utf8; anything else, explicit nulls included, is stored as
+//! its JSON text in a utf8 column listed under the `curator.json_columns` metadata key),
+//! then columns added by stages. A value that does not fit its column later in the file goes
+//! into the `_extra` column (a JSON object per row). Null means "field absent". Reading our
+//! own files restores every field exactly, so JSONL → Parquet → JSONL is lossless.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::{Array, ArrayRef, Float64Array, LargeStringArray, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::{Compression as PqCompression, GzipLevel, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{ChunkReader, Length};
+use serde_json::Value;
+
+use super::jsonl::{ReadOptions, cell_json, extra_columns, reader_schema, string_column};
+use super::writer::{Committed, OutputWriter, Spool, SpoolWriter};
+use super::{ID, InputFile, IoError, Loc, META, TEXT};
+use curator_core::partition::Extent;
+use curator_core::pipeline::Compression;
+
+/// Metadata key listing the utf8 columns that hold JSON text.
+pub const JSON_COLUMNS_KEY: &str = "curator.json_columns";
+/// Column holding values that did not fit their typed column.
+pub const EXTRA: &str = "_extra";
+
+fn perr(loc: &str, e: impl std::fmt::Display) -> IoError {
+    IoError::Parquet { path: loc.to_string(), message: e.to_string() }
+}
+
+/// Random access to a file for the Parquet reader: local files directly, object-store files
+/// by range requests.
+#[derive(Clone)]
+pub struct LocReader {
+    loc: Loc,
+    size: u64,
+}
+
+impl Length for LocReader {
+    fn len(&self) -> u64 {
+        self.size
+    }
+}
+
+impl ChunkReader for LocReader {
+    type T = Box<dyn std::io::Read + Send>;
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        self.loc.open_from(start).map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+    }
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.loc.read_range(start, start + length as u64).map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+    }
+}
+
+/// Row-group sizes (compressed bytes) of a Parquet file, for partitioning.
+pub fn row_group_sizes(file: &InputFile) -> Result<Vec<u64>, IoError> {
+    let reader = LocReader { loc: file.loc.clone(), size: file.size };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| perr(&file.display(), e))?;
+    Ok(builder.metadata().row_groups().iter().map(|rg| rg.compressed_size().max(0) as u64).collect())
+}
+
+/// Reads a Parquet file (or some of its row groups) as reader-schema batches.
+pub struct ParquetReader {
+    inner: ParquetRecordBatchReader,
+    source: String,
+    id_prefix: String,
+    opts: ReadOptions,
+    json_columns: Vec<String>,
+    row: u64,
+}
+
+impl ParquetReader {
+    pub fn open(file: &InputFile, extent: Extent, opts: ReadOptions, batch_size: usize) -> Result<ParquetReader, IoError> {
+        let source = file.display();
+        let reader = LocReader { loc: file.loc.clone(), size: file.size };
+        let mut builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| perr(&source, e))?;
+        // Our writer stores the list in the Arrow schema's metadata (embedded in the file).
+        let json_columns: Vec<String> =
+            builder.schema().metadata().get(JSON_COLUMNS_KEY).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
+        let schema = builder.schema().clone();
+        if schema.field_with_name(&opts.text_field).is_err() {
+            return Err(IoError::Field { at: source, field: opts.text_field.clone(), message: "no such column".into() });
+        }
+        if let Some(keep) = &opts.fields {
+            let wanted: Vec<usize> = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.name() == &opts.text_field || f.name() == &opts.id_field || f.name() == EXTRA || keep.contains(f.name()))
+                .map(|(i, _)| i)
+                .collect();
+            let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
+            builder = builder.with_projection(mask);
+        }
+        let first_row = match extent {
+            Extent::Units { start, end } => {
+                let skipped: i64 = builder.metadata().row_groups()[..start].iter().map(|rg| rg.num_rows()).sum();
+                builder = builder.with_row_groups((start..end).collect());
+                skipped.max(0) as u64
+            }
+            _ => 0,
+        };
+        let inner = builder.with_batch_size(batch_size.max(1)).build().map_err(|e| perr(&source, e))?;
+        Ok(ParquetReader { inner, source, id_prefix: file.loc.file_name(), opts, json_columns, row: first_row })
+    }
+
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, IoError> {
+        let Some(batch) = self.inner.next() else { return Ok(None) };
+        let batch = batch.map_err(|e| perr(&self.source, e))?;
+        self.convert(&batch).map(Some)
+    }
+
+    fn convert(&mut self, batch: &RecordBatch) -> Result<RecordBatch, IoError> {
+        let n = batch.num_rows();
+        let schema = batch.schema();
+        let text_idx = schema.index_of(&self.opts.text_field).map_err(|e| perr(&self.source, e))?;
+        let text = to_utf8(batch.column(text_idx)).ok_or_else(|| IoError::Field {
+            at: self.source.clone(),
+            field: self.opts.text_field.clone(),
+            message: format!("expected a string column, found {}", schema.field(text_idx).data_type()),
+        })?;
+        let id_idx = schema.index_of(&self.opts.id_field).ok();
+        let mut ids = StringBuilder::with_capacity(n, n * 16);
+        let mut texts = StringBuilder::with_capacity(n, text.value_data().len());
+        let mut metas = StringBuilder::with_capacity(n, n * 32);
+        let others: Vec<(usize, &Arc<Field>)> = schema.fields().iter().enumerate().filter(|(i, _)| *i != text_idx).collect();
+        for r in 0..n {
+            if text.is_null(r) {
+                // A null text is a missing text: such rows are skipped, as JSONL lines are.
+                continue;
+            }
+            let mut meta = serde_json::Map::new();
+            let mut id = None;
+            for (i, field) in &others {
+                let col = batch.column(*i);
+                if col.is_null(r) {
+                    continue;
+                }
+                if field.name() == EXTRA {
+                    if let Some(Value::Object(extra)) = to_utf8(col).and_then(|s| serde_json::from_str(s.value(r)).ok()) {
+                        meta.extend(extra);
+                    }
+                    continue;
+                }
+                let value = if self.json_columns.contains(field.name()) {
+                    to_utf8(col).and_then(|s| serde_json::from_str(s.value(r)).ok()).unwrap_or(Value::Null)
+                } else {
+                    any_json(col, r)
+                };
+                if Some(*i) == id_idx {
+                    id = Some(match &value {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
+                }
+                meta.insert(field.name().clone(), value);
+            }
+            ids.append_value(id.unwrap_or_else(|| format!("{}#{}", self.id_prefix, self.row + r as u64)));
+            texts.append_value(text.value(r));
+            metas.append_value(Value::Object(meta).to_string());
+        }
+        self.row += n as u64;
+        let cols: Vec<ArrayRef> = vec![Arc::new(ids.finish()), Arc::new(texts.finish()), Arc::new(metas.finish())];
+        RecordBatch::try_new(reader_schema(), cols).map_err(|e| perr(&self.source, e))
+    }
+}
+
+fn to_utf8(a: &ArrayRef) -> Option<StringArray> {
+    if let Some(s) = a.as_any().downcast_ref::<StringArray>() {
+        return Some(s.clone());
+    }
+    if let Some(s) = a.as_any().downcast_ref::<LargeStringArray>() {
+        return Some(StringArray::from_iter(s.iter()));
+    }
+    None
+}
+
+/// Any Arrow value as JSON: numbers, bools and strings as themselves, the rest as displayed
+/// text.
+fn any_json(col: &ArrayRef, row: usize) -> Value {
+    match col.data_type() {
+        DataType::Utf8 | DataType::Int64 | DataType::Float64 | DataType::Boolean => cell_json(col, row),
+        DataType::LargeUtf8 => to_utf8(col).map(|s| Value::String(s.value(row).to_string())).unwrap_or(Value::Null),
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Float16
+        | DataType::Float32 => match arrow_cast::cast(&col.slice(row, 1), &DataType::Float64) {
+            Ok(f) => {
+                let v = f.as_any().downcast_ref::<Float64Array>().map(|a| a.value(0)).unwrap_or(f64::NAN);
+                if v.fract() == 0.0 && v.abs() < 9e15 {
+                    Value::from(v as i64)
+                } else {
+                    serde_json::Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null)
+                }
+            }
+            Err(_) => Value::Null,
+        },
+        _ => {
+            let options = arrow_cast::display::FormatOptions::default();
+            match arrow_cast::display::ArrayFormatter::try_new(col.as_ref(), &options) {
+                Ok(f) => Value::String(f.value(row).to_string()),
+                Err(_) => Value::Null,
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Bool,
+    Int,
+    Float,
+    Str,
+    Json,
+}
+
+fn kind_of(v: &Value) -> Kind {
+    match v {
+        Value::Bool(_) => Kind::Bool,
+        Value::Number(n) if n.is_i64() => Kind::Int,
+        Value::Number(n) if n.is_f64() => Kind::Float,
+        Value::String(_) => Kind::Str,
+        _ => Kind::Json,
+    }
+}
+
+fn data_type(k: Kind) -> DataType {
+    match k {
+        Kind::Bool => DataType::Boolean,
+        Kind::Int => DataType::Int64,
+        Kind::Float => DataType::Float64,
+        Kind::Str | Kind::Json => DataType::Utf8,
+    }
+}
+
+/// Writes one Parquet output file.
+pub struct ParquetWriter {
+    spool: Option<Spool>,
+    writer: Option<ArrowWriter<SpoolWriter>>,
+    pending: Option<SpoolWriter>,
+    props: Option<WriterProperties>,
+    text_field: String,
+    /// Inferred meta fields, in order.
+    fields: Vec<(String, Kind)>,
+    /// Stage-added columns, in order.
+    extras: Vec<(String, DataType)>,
+    schema: Option<SchemaRef>,
+    docs: u64,
+}
+
+impl ParquetWriter {
+    pub fn create(target: &Loc, compression: Compression, row_group_size: usize, text_field: &str) -> Result<ParquetWriter, IoError> {
+        let (spool, w) = Spool::create(target)?;
+        let codec = match compression {
+            Compression::None => PqCompression::UNCOMPRESSED,
+            Compression::Gzip => PqCompression::GZIP(GzipLevel::default()),
+            Compression::Zstd => PqCompression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()),
+        };
+        let props = WriterProperties::builder().set_compression(codec).set_max_row_group_row_count(Some(row_group_size.max(1))).build();
+        Ok(ParquetWriter {
+            spool: Some(spool),
+            writer: None,
+            pending: Some(w),
+            props: Some(props),
+            text_field: text_field.into(),
+            fields: Vec::new(),
+            extras: Vec::new(),
+            schema: None,
+            docs: 0,
+        })
+    }
+
+    fn werr(&self, e: impl std::fmt::Display) -> IoError {
+        let path = self.spool.as_ref().map(|s| s.target.display()).unwrap_or_default();
+        IoError::Parquet { path, message: e.to_string() }
+    }
+
+    /// Fix the schema from the first batch.
+    fn infer(&mut self, metas: &[serde_json::Map<String, Value>], batch: &RecordBatch) -> Result<(), IoError> {
+        let mut order: Vec<String> = Vec::new();
+        let mut kinds: HashMap<String, Kind> = HashMap::new();
+        for m in metas {
+            for (k, v) in m {
+                let kind = kind_of(v);
+                match kinds.get(k) {
+                    None => {
+                        order.push(k.clone());
+                        kinds.insert(k.clone(), kind);
+                    }
+                    Some(prev) if *prev == kind => {}
+                    Some(_) => {
+                        kinds.insert(k.clone(), Kind::Json);
+                    }
+                }
+            }
+        }
+        self.extras = extra_columns(batch).iter().map(|(n, a)| (n.to_string(), a.data_type().clone())).collect();
+        let extra_names: Vec<&str> = self.extras.iter().map(|(n, _)| n.as_str()).collect();
+        self.fields = order
+            .into_iter()
+            .filter(|k| k != &self.text_field && k != EXTRA && !extra_names.contains(&k.as_str()))
+            .map(|k| {
+                let kind = kinds[&k];
+                (k, kind)
+            })
+            .collect();
+        let mut fields = vec![Field::new(&self.text_field, DataType::Utf8, false)];
+        fields.extend(self.fields.iter().map(|(k, kind)| Field::new(k, data_type(*kind), true)));
+        fields.extend(self.extras.iter().map(|(k, t)| Field::new(k, t.clone(), true)));
+        fields.push(Field::new(EXTRA, DataType::Utf8, true));
+        let json_cols: Vec<&str> = self.fields.iter().filter(|(_, k)| *k == Kind::Json).map(|(n, _)| n.as_str()).collect();
+        let mut md = HashMap::new();
+        md.insert(JSON_COLUMNS_KEY.to_string(), serde_json::to_string(&json_cols).unwrap_or_default());
+        let schema = Arc::new(Schema::new_with_metadata(fields, md));
+        let w = self.pending.take().ok_or_else(|| self.werr("writer already started"))?;
+        let writer = ArrowWriter::try_new(w, schema.clone(), self.props.take()).map_err(|e| self.werr(e))?;
+        self.writer = Some(writer);
+        self.schema = Some(schema);
+        Ok(())
+    }
+}
+
+impl OutputWriter for ParquetWriter {
+    fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
+        let n = batch.num_rows();
+        let text = string_column(batch, TEXT).ok_or_else(|| self.werr("batch has no utf8 text column"))?;
+        let metas: Vec<serde_json::Map<String, Value>> = match string_column(batch, META) {
+            Some(m) => (0..n).map(|r| serde_json::from_str(m.value(r)).unwrap_or_default()).collect(),
+            None => vec![serde_json::Map::new(); n],
+        };
+        if self.writer.is_none() {
+            self.infer(&metas, batch)?;
+        }
+        let schema = self.schema.clone().ok_or_else(|| self.werr("no schema"))?;
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(text.clone())];
+        let mut leftovers: Vec<serde_json::Map<String, Value>> = metas.clone();
+        for (name, kind) in &self.fields {
+            let mut fits = |v: Option<&Value>, r: usize| -> Option<Value> {
+                let v = v?.clone();
+                if *kind == Kind::Json || kind_of(&v) == *kind {
+                    leftovers[r].remove(name);
+                    Some(v)
+                } else {
+                    None
+                }
+            };
+            let col: ArrayRef = match kind {
+                Kind::Bool => {
+                    let mut b = BooleanBuilder::with_capacity(n);
+                    for r in 0..n {
+                        b.append_option(fits(metas[r].get(name), r).and_then(|v| v.as_bool()));
+                    }
+                    Arc::new(b.finish())
+                }
+                Kind::Int => {
+                    let mut b = Int64Builder::with_capacity(n);
+                    for r in 0..n {
+                        b.append_option(fits(metas[r].get(name), r).and_then(|v| v.as_i64()));
+                    }
+                    Arc::new(b.finish())
+                }
+                Kind::Float => {
+                    let mut b = Float64Builder::with_capacity(n);
+                    for r in 0..n {
+                        b.append_option(fits(metas[r].get(name), r).and_then(|v| v.as_f64()));
+                    }
+                    Arc::new(b.finish())
+                }
+                Kind::Str | Kind::Json => {
+                    let mut b = StringBuilder::with_capacity(n, n * 16);
+                    for r in 0..n {
+                        let v = fits(metas[r].get(name), r);
+                        b.append_option(v.map(|v| match (kind, v) {
+                            (Kind::Str, Value::String(s)) => s,
+                            (_, v) => v.to_string(),
+                        }));
+                    }
+                    Arc::new(b.finish())
+                }
+            };
+            columns.push(col);
+        }
+        for (name, ty) in &self.extras {
+            let col =
+                batch.column_by_name(name).cloned().filter(|c| c.data_type() == ty).unwrap_or_else(|| arrow_array::new_null_array(ty, n));
+            for m in leftovers.iter_mut() {
+                m.remove(name);
+            }
+            columns.push(col);
+        }
+        // Stage columns that appeared after the first batch also go to _extra.
+        for (name, array) in extra_columns(batch) {
+            if !self.extras.iter().any(|(n, _)| n == name) {
+                for (r, m) in leftovers.iter_mut().enumerate() {
+                    m.insert(name.to_string(), cell_json(array, r));
+                }
+            }
+        }
+        let mut extra = StringBuilder::with_capacity(n, 0);
+        for m in leftovers {
+            if m.is_empty() { extra.append_null() } else { extra.append_value(Value::Object(m).to_string()) }
+        }
+        columns.push(Arc::new(extra.finish()));
+        let out = RecordBatch::try_new(schema, columns).map_err(|e| self.werr(e))?;
+        let writer = self.writer.as_mut().ok_or_else(|| IoError::Parquet { path: String::new(), message: "writer not started".into() })?;
+        writer.write(&out).map_err(|e| IoError::Parquet { path: String::new(), message: e.to_string() })?;
+        self.docs += n as u64;
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<Committed, IoError> {
+        if self.writer.is_none() {
+            // No batch at all: an empty file with just the text column.
+            let empty = RecordBatch::new_empty(Arc::new(Schema::new(vec![
+                Field::new(ID, DataType::Utf8, false),
+                Field::new(TEXT, DataType::Utf8, false),
+                Field::new(META, DataType::Utf8, false),
+            ])));
+            self.infer(&[], &empty)?;
+        }
+        let writer = self.writer.take().ok_or_else(|| self.werr("writer not started"))?;
+        let w = writer.into_inner().map_err(|e| self.werr(e))?;
+        let spool = self.spool.take().ok_or_else(|| self.werr("already finished"))?;
+        let (bytes, sha256) = spool.commit(w)?;
+        Ok(Committed { documents: self.docs, bytes, sha256 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::jsonl::{JsonlReader, JsonlWriter};
+    use crate::io::writer::OutputWriter;
+
+    fn input(path: &std::path::Path) -> InputFile {
+        let (format, compressed) = crate::io::sniff_name(&path.display().to_string(), None);
+        InputFile {
+            loc: Loc::Local(path.to_path_buf()),
+            rel: String::new(),
+            size: std::fs::metadata(path).unwrap().len(),
+            format,
+            compressed,
+        }
+    }
+
+    #[test]
+    fn jsonl_parquet_jsonl_is_lossless() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines = [
+            r#"{"id": "a", "text": "héllo wörld 日本", "n": 1, "f": 0.5, "ok": true, "tags": ["x", "y"], "nested": {"k": null}, "maybe": null}"#,
+            r#"{"id": "b", "text": "", "n": 2, "f": 1.5, "ok": false, "tags": [], "extra_only_here": "z"}"#,
+            r#"{"id": "c", "text": "third", "n": "not a number", "maybe": 3}"#,
+        ];
+        let src = dir.path().join("in.jsonl");
+        std::fs::write(&src, lines.join("\n")).unwrap();
+        let opts = ReadOptions::default();
+        // Two batches so the second exercises values that do not fit the inferred types.
+        let mut r = JsonlReader::open(&input(&src), Extent::Whole, opts.clone()).unwrap();
+        let pq = dir.path().join("mid.parquet");
+        let mut w: Box<dyn OutputWriter> = Box::new(ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, 2, "text").unwrap());
+        while let Some(b) = r.next_batch(2).unwrap() {
+            w.write_batch(&b).unwrap();
+        }
+        assert_eq!(w.finish().unwrap().documents, 3);
+
+        let mut pr = ParquetReader::open(&input(&pq), Extent::Whole, opts, 10).unwrap();
+        let back = dir.path().join("back.jsonl");
+        let mut jw: Box<dyn OutputWriter> = Box::new(JsonlWriter::create(&Loc::Local(back.clone()), Compression::None, "text").unwrap());
+        while let Some(b) = pr.next_batch().unwrap() {
+            jw.write_batch(&b).unwrap();
+        }
+        jw.finish().unwrap();
+        let want: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let got: Vec<Value> = std::fs::read_to_string(&back).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn row_groups_and_projection() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("in.jsonl");
+        let lines: String = (0..10).map(|i| format!("{{\"text\": \"doc {i}\", \"i\": {i}, \"drop\": \"x\"}}\n")).collect();
+        std::fs::write(&src, lines).unwrap();
+        let mut r = JsonlReader::open(&input(&src), Extent::Whole, ReadOptions::default()).unwrap();
+        let pq = dir.path().join("rg.parquet");
+        let mut w: Box<dyn OutputWriter> = Box::new(ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, 4, "text").unwrap());
+        w.write_batch(&r.next_batch(100).unwrap().unwrap()).unwrap();
+        w.finish().unwrap();
+        assert_eq!(row_group_sizes(&input(&pq)).unwrap().len(), 3);
+        let opts = ReadOptions { fields: Some(vec!["i".into()]), ..ReadOptions::default() };
+        let mut pr = ParquetReader::open(&input(&pq), Extent::Units { start: 1, end: 3 }, opts, 100).unwrap();
+        let b = pr.next_batch().unwrap().unwrap();
+        let texts = string_column(&b, TEXT).unwrap();
+        assert_eq!(texts.value(0), "doc 4");
+        assert_eq!(string_column(&b, META).unwrap().value(0), r#"{"i":4}"#);
+        assert_eq!(string_column(&b, ID).unwrap().value(0), "rg.parquet#4");
+    }
+}

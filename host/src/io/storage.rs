@@ -1,0 +1,311 @@
+//! Where files live: the local filesystem or an object store (`s3://`, `gs://`, `az://`,
+//! `file://`), behind one small blocking API used by the reader and writer threads.
+//!
+//! Object stores are reached through the `object_store` crate, configured from the usual
+//! environment variables (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`,
+//! `GOOGLE_SERVICE_ACCOUNT`, `AZURE_STORAGE_ACCOUNT_NAME`, …). Writes to an object store are
+//! spooled to a local temp file and uploaded when complete, so a reader never sees a partial
+//! object; local writes are temp file + rename.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use super::IoError;
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("curator-io")
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("cannot start the IO runtime: {e}"))
+    })
+}
+
+/// A file or directory, local or in an object store.
+#[derive(Clone)]
+pub enum Loc {
+    Local(PathBuf),
+    Remote {
+        store: Arc<dyn ObjectStore>,
+        /// `scheme://bucket` of the URL, for display.
+        base: String,
+        path: ObjPath,
+    },
+}
+
+impl std::fmt::Debug for Loc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.display())
+    }
+}
+
+impl PartialEq for Loc {
+    fn eq(&self, other: &Self) -> bool {
+        self.display() == other.display()
+    }
+}
+
+fn obj_err(loc: &str, e: impl std::fmt::Display) -> IoError {
+    IoError::Open { path: loc.to_string(), source: std::io::Error::other(e.to_string()) }
+}
+
+impl Loc {
+    /// Parse a path or URL. Relative local paths resolve against `base`.
+    pub fn parse(s: &str, base: &Path) -> Result<Loc, IoError> {
+        if let Some((scheme, _)) = s.split_once("://") {
+            if scheme == "file" {
+                let url = url::Url::parse(s).map_err(|e| obj_err(s, e))?;
+                let p = url.to_file_path().map_err(|_| obj_err(s, "not a local file URL"))?;
+                return Ok(Loc::Local(p));
+            }
+            let url = url::Url::parse(s).map_err(|e| obj_err(s, e))?;
+            let (store, path) = object_store::parse_url_opts(&url, std::env::vars()).map_err(|e| obj_err(s, e))?;
+            let base = format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""));
+            return Ok(Loc::Remote { store: Arc::from(store), base, path });
+        }
+        let p = Path::new(s);
+        Ok(Loc::Local(if p.is_absolute() { p.to_path_buf() } else { base.join(p) }))
+    }
+
+    /// As the user would write it.
+    pub fn display(&self) -> String {
+        match self {
+            Loc::Local(p) => p.display().to_string(),
+            Loc::Remote { base, path, .. } => format!("{base}/{path}"),
+        }
+    }
+
+    /// The location `rel` (a `/`-separated relative path) below this one.
+    pub fn join(&self, rel: &str) -> Loc {
+        match self {
+            Loc::Local(p) => Loc::Local(p.join(rel)),
+            Loc::Remote { store, base, path } => {
+                let mut parts: Vec<String> = path.parts().map(|p| p.as_ref().to_string()).collect();
+                parts.extend(rel.split('/').filter(|s| !s.is_empty()).map(str::to_string));
+                Loc::Remote { store: store.clone(), base: base.clone(), path: ObjPath::from_iter(parts) }
+            }
+        }
+    }
+
+    /// Last path component.
+    pub fn file_name(&self) -> String {
+        match self {
+            Loc::Local(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            Loc::Remote { path, .. } => path.filename().unwrap_or_default().to_string(),
+        }
+    }
+
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Loc::Remote { .. })
+    }
+
+    /// Files below this location (or the location itself if it is a file): `(relative path,
+    /// location, size)`, in path order. Names starting with `.` or `_` are skipped.
+    pub fn list_files(&self) -> Result<Vec<(String, Loc, u64)>, IoError> {
+        match self {
+            Loc::Local(p) => {
+                let meta = std::fs::metadata(p).map_err(|source| IoError::Open { path: p.display().to_string(), source })?;
+                if !meta.is_dir() {
+                    return Ok(vec![(self.file_name(), self.clone(), meta.len())]);
+                }
+                let mut out = Vec::new();
+                walk_local(p, p, &mut out)?;
+                Ok(out)
+            }
+            Loc::Remote { store, base, path } => {
+                // A single object?
+                if let Ok(meta) = runtime().block_on(store.head(path)) {
+                    return Ok(vec![(self.file_name(), self.clone(), meta.size)]);
+                }
+                let prefix = if path.as_ref().is_empty() { None } else { Some(path) };
+                let metas: Vec<_> = runtime().block_on(store.list(prefix).collect::<Vec<_>>());
+                let mut out = Vec::new();
+                for m in metas {
+                    let m = m.map_err(|e| obj_err(&self.display(), e))?;
+                    let rel: Vec<String> = match m.location.prefix_match(path) {
+                        Some(parts) => parts.map(|p| p.as_ref().to_string()).collect(),
+                        None => continue,
+                    };
+                    if rel.iter().any(|p| p.starts_with(['.', '_'])) {
+                        continue;
+                    }
+                    out.push((rel.join("/"), Loc::Remote { store: store.clone(), base: base.clone(), path: m.location.clone() }, m.size));
+                }
+                out.sort_by(|a, b| a.0.cmp(&b.0));
+                Ok(out)
+            }
+        }
+    }
+
+    pub fn exists(&self) -> bool {
+        match self {
+            Loc::Local(p) => p.exists(),
+            Loc::Remote { store, path, .. } => runtime().block_on(store.head(path)).is_ok(),
+        }
+    }
+
+    pub fn delete(&self) -> Result<(), IoError> {
+        match self {
+            Loc::Local(p) => std::fs::remove_file(p).map_err(|source| IoError::Write { path: self.display(), source }),
+            Loc::Remote { store, path, .. } => runtime()
+                .block_on(store.delete(path))
+                .map_err(|e| IoError::Write { path: self.display(), source: std::io::Error::other(e.to_string()) }),
+        }
+    }
+
+    /// A reader from byte `start` to the end.
+    pub fn open_from(&self, start: u64) -> Result<Box<dyn Read + Send>, IoError> {
+        match self {
+            Loc::Local(p) => {
+                let mut f = File::open(p).map_err(|source| IoError::Open { path: self.display(), source })?;
+                if start > 0 {
+                    f.seek(SeekFrom::Start(start)).map_err(|source| IoError::Open { path: self.display(), source })?;
+                }
+                Ok(Box::new(f))
+            }
+            Loc::Remote { store, path, .. } => {
+                let size = runtime().block_on(store.head(path)).map_err(|e| obj_err(&self.display(), e))?.size;
+                Ok(Box::new(RemoteReader { store: store.clone(), path: path.clone(), pos: start, size, buf: Bytes::new() }))
+            }
+        }
+    }
+
+    /// Bytes `[start, end)`.
+    pub fn read_range(&self, start: u64, end: u64) -> Result<Bytes, IoError> {
+        match self {
+            Loc::Local(_) => {
+                let mut r = self.open_from(start)?;
+                let mut out = vec![0u8; (end - start) as usize];
+                r.read_exact(&mut out).map_err(|source| IoError::Read { file: self.display(), line: 0, source })?;
+                Ok(Bytes::from(out))
+            }
+            Loc::Remote { store, path, .. } => {
+                runtime().block_on(store.get_range(path, start..end)).map_err(|e| obj_err(&self.display(), e))
+            }
+        }
+    }
+
+    pub fn size(&self) -> Result<u64, IoError> {
+        match self {
+            Loc::Local(p) => std::fs::metadata(p).map(|m| m.len()).map_err(|source| IoError::Open { path: self.display(), source }),
+            Loc::Remote { store, path, .. } => Ok(runtime().block_on(store.head(path)).map_err(|e| obj_err(&self.display(), e))?.size),
+        }
+    }
+
+    /// Where to spool a file that will become this location: beside it when local (so the
+    /// rename is atomic), in the system temp directory when remote.
+    pub fn spool_path(&self) -> PathBuf {
+        let name = self.file_name();
+        let tag = format!(".{name}.tmp-{}-{:x}", std::process::id(), xxhash_rust::xxh3::xxh3_64(self.display().as_bytes()));
+        match self {
+            Loc::Local(p) => p.parent().unwrap_or(Path::new(".")).join(tag),
+            Loc::Remote { .. } => std::env::temp_dir().join(tag),
+        }
+    }
+
+    /// Make the spooled file `tmp` this location: rename (local) or upload (remote).
+    pub fn commit(&self, tmp: &Path) -> Result<(), IoError> {
+        let werr = |source| IoError::Write { path: self.display(), source };
+        match self {
+            Loc::Local(p) => std::fs::rename(tmp, p).map_err(werr),
+            Loc::Remote { store, path, .. } => {
+                let size = std::fs::metadata(tmp).map_err(werr)?.len();
+                let mut file = File::open(tmp).map_err(werr)?;
+                let result = if size <= 8 << 20 {
+                    let mut data = Vec::with_capacity(size as usize);
+                    file.read_to_end(&mut data).map_err(werr)?;
+                    runtime().block_on(store.put(path, PutPayload::from(data))).map(|_| ())
+                } else {
+                    runtime().block_on(async {
+                        let upload = store.put_multipart(path).await?;
+                        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, 8 << 20);
+                        let mut chunk = vec![0u8; 8 << 20];
+                        loop {
+                            let n =
+                                file.read(&mut chunk).map_err(|e| object_store::Error::Generic { store: "upload", source: Box::new(e) })?;
+                            if n == 0 {
+                                break;
+                            }
+                            w.wait_for_capacity(4).await?;
+                            w.write(&chunk[..n]);
+                        }
+                        w.finish().await.map(|_| ())
+                    })
+                };
+                let _ = std::fs::remove_file(tmp);
+                result.map_err(|e| werr(std::io::Error::other(e.to_string())))
+            }
+        }
+    }
+
+    /// Make the directory exist (local only; object stores have no directories).
+    pub fn create_dir_all(&self) -> Result<(), IoError> {
+        match self {
+            Loc::Local(p) => std::fs::create_dir_all(p).map_err(|source| IoError::Write { path: self.display(), source }),
+            Loc::Remote { .. } => Ok(()),
+        }
+    }
+
+    /// Read a whole (small) file.
+    pub fn read_all(&self) -> Result<Vec<u8>, IoError> {
+        let mut out = Vec::new();
+        self.open_from(0)?.read_to_end(&mut out).map_err(|source| IoError::Read { file: self.display(), line: 0, source })?;
+        Ok(out)
+    }
+}
+
+fn walk_local(dir: &Path, root: &Path, out: &mut Vec<(String, Loc, u64)>) -> Result<(), IoError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| IoError::Open { path: dir.display().to_string(), source })?;
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for p in paths {
+        if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(['.', '_'])) {
+            continue;
+        }
+        if p.is_dir() {
+            walk_local(&p, root, out)?;
+        } else {
+            let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
+            let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            out.push((rel, Loc::Local(p), size));
+        }
+    }
+    Ok(())
+}
+
+/// Sequential reads of an object in 8 MiB ranges.
+struct RemoteReader {
+    store: Arc<dyn ObjectStore>,
+    path: ObjPath,
+    pos: u64,
+    size: u64,
+    buf: Bytes,
+}
+
+impl Read for RemoteReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.buf.is_empty() {
+            if self.pos >= self.size {
+                return Ok(0);
+            }
+            let end = (self.pos + (8 << 20)).min(self.size);
+            self.buf =
+                runtime().block_on(self.store.get_range(&self.path, self.pos..end)).map_err(|e| std::io::Error::other(e.to_string()))?;
+            self.pos = end;
+        }
+        let n = out.len().min(self.buf.len());
+        out[..n].copy_from_slice(&self.buf[..n]);
+        self.buf = self.buf.slice(n..);
+        Ok(n)
+    }
+}

@@ -1,0 +1,167 @@
+//! Output files: spooled to a temp file, hashed while written, committed (rename or upload)
+//! when complete. The [`OutputWriter`]s for JSONL and Parquet sit on top.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use arrow_array::RecordBatch;
+use sha2::{Digest, Sha256};
+
+use super::{IoError, Loc};
+
+/// A file that is written, with its document count and content hash.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct WrittenFile {
+    /// Path relative to the output directory.
+    pub path: String,
+    pub documents: u64,
+    pub bytes: u64,
+    pub sha256: String,
+    /// The input files (and byte ranges or row groups) the documents came from.
+    pub sources: Vec<String>,
+}
+
+/// Writes one partition's documents.
+pub trait OutputWriter: Send {
+    fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError>;
+    /// Complete the file and put it in place.
+    fn finish(self: Box<Self>) -> Result<Committed, IoError>;
+}
+
+/// What `finish` reports.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub documents: u64,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// Counts and hashes bytes on their way to `inner`.
+pub struct HashingWriter<W> {
+    inner: W,
+    hash: Sha256,
+    bytes: u64,
+}
+
+impl<W: Write> HashingWriter<W> {
+    pub fn new(inner: W) -> Self {
+        HashingWriter { inner, hash: Sha256::new(), bytes: 0 }
+    }
+    pub fn into_parts(self) -> (W, u64, String) {
+        (self.inner, self.bytes, hex::encode(self.hash.finalize()))
+    }
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The temp file an output is written to; removed on drop unless committed.
+pub struct Spool {
+    pub tmp: PathBuf,
+    pub target: Loc,
+    committed: bool,
+}
+
+pub type SpoolWriter = HashingWriter<BufWriter<File>>;
+
+impl Spool {
+    pub fn create(target: &Loc) -> Result<(Spool, SpoolWriter), IoError> {
+        let tmp = target.spool_path();
+        let werr = |source| IoError::Write { path: target.display(), source };
+        if let Some(dir) = tmp.parent() {
+            std::fs::create_dir_all(dir).map_err(werr)?;
+        }
+        let file = File::create(&tmp).map_err(werr)?;
+        Ok((Spool { tmp, target: target.clone(), committed: false }, HashingWriter::new(BufWriter::with_capacity(1 << 20, file))))
+    }
+
+    pub fn werr(&self, source: std::io::Error) -> IoError {
+        IoError::Write { path: self.target.display(), source }
+    }
+
+    /// Flush and sync `w`, then rename or upload the temp file into place.
+    pub fn commit(mut self, w: SpoolWriter) -> Result<(u64, String), IoError> {
+        let (buf, bytes, sha) = w.into_parts();
+        let file = buf.into_inner().map_err(|e| self.werr(e.into_error()))?;
+        file.sync_all().map_err(|e| self.werr(e))?;
+        drop(file);
+        self.target.commit(&self.tmp)?;
+        self.committed = true;
+        Ok((bytes, sha))
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// The output manifest, `_manifest.json` in the output directory: every file written.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct OutputManifest {
+    pub files: Vec<WrittenFile>,
+}
+
+impl OutputManifest {
+    pub const NAME: &'static str = "_manifest.json";
+
+    /// The manifest in `dir`, or an empty one.
+    pub fn load(dir: &Loc) -> OutputManifest {
+        let loc = dir.join(Self::NAME);
+        if !loc.exists() {
+            return OutputManifest::default();
+        }
+        loc.read_all().ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    /// Write atomically into `dir`.
+    pub fn save(&self, dir: &Loc) -> Result<(), IoError> {
+        let loc = dir.join(Self::NAME);
+        let (spool, mut w) = Spool::create(&loc)?;
+        let text = serde_json::to_vec_pretty(self).map_err(|e| spool.werr(e.into()))?;
+        w.write_all(&text).map_err(|e| spool.werr(e))?;
+        spool.commit(w)?;
+        Ok(())
+    }
+}
+
+/// Writes rejected input records as JSONL (`<output>/_rejected/<name>.jsonl`).
+pub struct RejectWriter {
+    spool: Spool,
+    w: SpoolWriter,
+    pub count: u64,
+}
+
+impl RejectWriter {
+    pub fn create(target: &Loc) -> Result<RejectWriter, IoError> {
+        let (spool, w) = Spool::create(target)?;
+        Ok(RejectWriter { spool, w, count: 0 })
+    }
+
+    pub fn write(&mut self, r: &super::Reject) -> Result<(), IoError> {
+        let mut line = serde_json::to_vec(r).map_err(|e| self.spool.werr(e.into()))?;
+        line.push(b'\n');
+        self.w.write_all(&line).map_err(|e| self.spool.werr(e))?;
+        self.count += 1;
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<u64, IoError> {
+        let n = self.count;
+        self.spool.commit(self.w)?;
+        Ok(n)
+    }
+}
