@@ -49,16 +49,13 @@ fn write_mode_error_refuses_existing_output() {
 }
 
 #[test]
-fn bad_line_names_file_line_and_field() {
+fn strict_mode_names_file_line_and_field() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tmp.path().join("in")).unwrap();
     std::fs::write(tmp.path().join("in/a.jsonl"), jsonl_bytes(&docs())).unwrap();
     std::fs::write(tmp.path().join("in/b.jsonl"), "{\"text\": \"ok\"}\n{\"text\": 42}\n").unwrap();
-    let p = write_pipeline(
-        tmp.path(),
-        "source:\n  path: in\nsink:\n  path: out\nstages:\n  - plugin: word_count_filter\n    params: {min_words: 0}\n",
-    );
-    let run = run_with_guests(&["run", p.to_str().unwrap(), "--workers", "1"]);
+    let p = write_pipeline(tmp.path(), "source:\n  path: in\nsink:\n  path: out\nstages:\n  - plugin: word_count_filter\n    params: {min_words: 0}\n");
+    let run = run_with_guests(&["run", p.to_str().unwrap(), "--workers", "1", "--strict"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("b.jsonl:2: field \"text\": expected a string, found a number"), "{}", run.stderr);
     assert_eq!(read_jsonl(&tmp.path().join("out/a.jsonl")).len(), 40, "file finished before the bad one was lost");
@@ -76,4 +73,180 @@ fn empty_input_gives_empty_output_and_limit_applies() {
     run_with_guests(&["run", p.to_str().unwrap()]).ok();
     assert!(read_jsonl(&tmp.path().join("out/empty.jsonl")).is_empty());
     assert_eq!(read_jsonl(&tmp.path().join("out/full.jsonl")).len(), 5);
+}
+
+fn summary(out: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("_summary.json")).unwrap()).unwrap()
+}
+
+fn sorted_docs(paths: &[std::path::PathBuf]) -> Vec<serde_json::Value> {
+    let mut all: Vec<serde_json::Value> = paths.iter().flat_map(|p| read_jsonl(p)).collect();
+    all.sort_by_key(|d| d["id"].to_string());
+    all
+}
+
+#[test]
+fn jsonl_to_parquet_to_jsonl_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("in")).unwrap();
+    let lines = [
+        r#"{"id": "u1", "text": "Ünïcödé — 日本語 🚀", "lang": "mixed", "score": 0.25, "n": 3, "flag": true, "tags": ["a", "b"], "meta": {"k": [1, {"z": null}]}}"#,
+        r#"{"id": "u2", "text": "", "lang": "", "score": 1.0, "n": -7, "flag": false, "tags": [], "meta": {}}"#,
+        r#"{"id": "u3", "text": "plain", "n": "three", "only_here": null}"#,
+    ];
+    std::fs::write(tmp.path().join("in/docs.jsonl"), lines.join("\n") + "\n").unwrap();
+    let to_pq = write_pipeline(tmp.path(), "source:\n  path: in\nbatch_size: 2\nsink:\n  path: pq\n  format: parquet\n  row_group_size: 2\n");
+    run_with_guests(&["run", to_pq.to_str().unwrap()]).ok();
+    assert!(tmp.path().join("pq/docs.parquet").exists());
+    let back = tmp.path().join("back.yaml");
+    std::fs::write(&back, "source:\n  path: pq\nsink:\n  path: back\n").unwrap();
+    run_with_guests(&["run", back.to_str().unwrap()]).ok();
+    let want: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(read_jsonl(&tmp.path().join("back/docs.jsonl")), want);
+}
+
+#[test]
+fn files_per_partition_and_blocksize_partitioning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in 0..5 {
+        let texts: Vec<String> = (0..10).map(|i| format!("file {f} doc {i}")).collect();
+        std::fs::write(dir.join(format!("f{f}.jsonl")), texts.iter().enumerate().map(|(i, t)| format!("{}\n", serde_json::json!({"id": format!("{f}-{i}"), "text": t}))).collect::<String>()).unwrap();
+    }
+    let p = write_pipeline(tmp.path(), "source:\n  path: in\n  files_per_partition: 2\nsink:\n  path: out\n");
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    let out = tmp.path().join("out");
+    let s = summary(&out);
+    assert_eq!(s["partitions"], 3);
+    let files: Vec<std::path::PathBuf> = s["outputs"].as_array().unwrap().iter().map(|o| out.join(o["path"].as_str().unwrap())).collect();
+    assert_eq!(files.len(), 3);
+    // Groups of files are named part-<task>-<hash of sources>; a lone file keeps its name.
+    let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert!(names[0].starts_with("part-00000-") && names[1].starts_with("part-00001-"), "{names:?}");
+    assert_eq!(names[2], "f4.jsonl");
+    assert_eq!(sorted_docs(&files).len(), 50);
+
+    // One ~2 MB file, 256 KiB blocks: one byte range per block, every line exactly once.
+    let big = tmp.path().join("big");
+    std::fs::create_dir_all(&big).unwrap();
+    let mut content = String::new();
+    let mut i = 0;
+    while content.len() < 2 << 20 {
+        content.push_str(&format!("{}\n", serde_json::json!({"id": i, "text": format!("line {i} {}", "x".repeat(i % 300))})));
+        i += 1;
+    }
+    std::fs::write(big.join("big.jsonl"), &content).unwrap();
+    let p = tmp.path().join("blocks.yaml");
+    std::fs::write(&p, "source:\n  path: big\n  blocksize: 256KiB\nsink:\n  path: blocks\n").unwrap();
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    let out = tmp.path().join("blocks");
+    let s = summary(&out);
+    let blocks = content.len().div_ceil(256 << 10);
+    assert_eq!(s["partitions"].as_u64(), Some(blocks as u64));
+    let files: Vec<std::path::PathBuf> = (0..blocks).map(|k| out.join(format!("big.{k:05}.jsonl"))).collect();
+    let ids: Vec<u64> = files.iter().flat_map(|f| read_jsonl(f)).map(|d| d["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, (0..i as u64).collect::<Vec<_>>(), "documents lost, duplicated or reordered across blocks");
+}
+
+#[test]
+fn bad_input_is_quarantined_and_valid_documents_arrive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bad = Vec::new();
+    bad.extend_from_slice(b"{\"id\": \"v1\", \"text\": \"valid one\"}\n");
+    bad.extend_from_slice(b"{\"id\": \"x1\", \"text\": \"a\xff\xfeb\"}\n"); // line 2: invalid UTF-8
+    bad.extend_from_slice(b"this is not json\n"); // line 3
+    bad.extend_from_slice(b"{\"id\": \"x2\", \"body\": \"no text\"}\n"); // line 4: missing text
+    bad.extend_from_slice(b"{\"id\": \"x3\", \"text\": [\"wrong\", \"type\"]}\n"); // line 5
+    bad.extend_from_slice(format!("{{\"id\": \"x4\", \"text\": \"{}\"}}\n", "long ".repeat(400)).as_bytes()); // line 6
+    bad.extend_from_slice(b"{\"id\": \"v2\", \"text\": \"valid two\"}\n");
+    std::fs::write(dir.join("defects.jsonl"), &bad).unwrap();
+    // A truncated gzip file: the documents before the cut arrive.
+    let lines: String = (0..3000).map(|i| format!("{}\n", serde_json::json!({"id": format!("g{i}"), "text": format!("gzip document {i}")}))).collect();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, lines.as_bytes()).unwrap();
+    let gz = gz.finish().unwrap();
+    std::fs::write(dir.join("truncated.jsonl.gz"), &gz[..gz.len() * 2 / 3]).unwrap();
+
+    let p = write_pipeline(tmp.path(), "source:\n  path: in\n  max_line_bytes: 1KiB\nsink:\n  path: out\n");
+    let run = run_with_guests(&["run", p.to_str().unwrap()]);
+    run.ok();
+    let out = tmp.path().join("out");
+    let kept: Vec<String> = read_jsonl(&out.join("defects.jsonl")).iter().map(|d| d["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kept, vec!["v1", "v2"]);
+    let rejected = read_jsonl(&out.join("_rejected/defects.jsonl.jsonl"));
+    let got: Vec<(u64, String)> = rejected.iter().map(|r| (r["line"].as_u64().unwrap(), r["reason"].as_str().unwrap().to_string())).collect();
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got[0], (2, "invalid UTF-8 at byte 23".to_string()));
+    assert!(got[1].0 == 3 && got[1].1.starts_with("not a JSON object"), "{got:?}");
+    assert_eq!(got[2], (4, "field \"text\": missing".to_string()));
+    assert_eq!(got[3], (5, "field \"text\": expected a string, found an array".to_string()));
+    assert_eq!(got[4], (6, "line longer than max_line_bytes (1024 bytes)".to_string()));
+    assert!(rejected.iter().all(|r| r["source"].as_str().unwrap().ends_with("defects.jsonl")));
+
+    let gz_docs = read_jsonl(&out.join("truncated.jsonl"));
+    assert!(gz_docs.len() > 500 && gz_docs.len() < 3000, "{}", gz_docs.len());
+    for (i, d) in gz_docs.iter().enumerate() {
+        assert_eq!(d["id"], format!("g{i}"));
+    }
+    let gz_rejects = read_jsonl(&out.join("_rejected/truncated.jsonl.jsonl"));
+    assert_eq!(gz_rejects.len(), 1);
+    assert!(gz_rejects[0]["reason"].as_str().unwrap().contains("truncated or corrupt"), "{gz_rejects:?}");
+    assert_eq!(summary(&out)["rejected"], 6);
+}
+
+#[test]
+fn write_modes_and_output_manifest() {
+    use sha2_check::sha256_hex;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.jsonl"), jsonl_bytes(&docs())).unwrap();
+    std::fs::write(dir.join("b.jsonl"), jsonl_bytes(&docs()[..5])).unwrap();
+    let yaml = |mode: &str| format!("source:\n  path: in\nsink:\n  path: out\n  mode: {mode}\n");
+    let p = write_pipeline(tmp.path(), &yaml("error"));
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    let out = tmp.path().join("out");
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap()).unwrap();
+    let files = manifest["files"].as_array().unwrap();
+    assert_eq!(files.len(), 2);
+    for f in files {
+        let bytes = std::fs::read(out.join(f["path"].as_str().unwrap())).unwrap();
+        assert_eq!(f["sha256"].as_str().unwrap(), sha256_hex(&bytes));
+        assert_eq!(f["bytes"].as_u64().unwrap(), bytes.len() as u64);
+    }
+    assert_eq!(files[1]["documents"], 5);
+
+    // ignore: existing outputs are skipped, the missing one is made.
+    std::fs::remove_file(out.join("b.jsonl")).unwrap();
+    write_pipeline(tmp.path(), &yaml("ignore"));
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    let s = summary(&out);
+    assert_eq!((s["partitions"].as_u64(), s["skipped_partitions"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(read_jsonl(&out.join("b.jsonl")).len(), 5);
+
+    // append: new names beside the old files.
+    write_pipeline(tmp.path(), &yaml("append"));
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    assert_eq!(read_jsonl(&out.join("a.1.jsonl")).len(), 40);
+    assert_eq!(read_jsonl(&out.join("a.jsonl")).len(), 40);
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["files"].as_array().unwrap().len(), 4);
+
+    // overwrite: the appended files listed in the manifest are removed.
+    write_pipeline(tmp.path(), &yaml("overwrite"));
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    assert!(!out.join("a.1.jsonl").exists());
+    assert!(!out.join("b.1.jsonl").exists());
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["files"].as_array().unwrap().len(), 2);
+}
+
+mod sha2_check {
+    use sha2::{Digest, Sha256};
+    pub fn sha256_hex(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
 }

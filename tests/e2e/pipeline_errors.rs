@@ -82,5 +82,5 @@ fn dry_run_checks_without_reading() {
     let p = write_pipeline(tmp.path(), &format!("{BASE}  - plugin: word_count_filter\n"));
     let run = run_with_guests(&["run", p.to_str().unwrap(), "--dry-run"]);
     run.ok();
-    assert!(run.stdout.contains("is valid: 1 input file(s), 1 stage(s)"), "{}", run.stdout);
+    assert!(run.stdout.contains("is valid: 1 input file(s) in 1 partition(s), 1 stage(s)"), "{}", run.stdout);
 }
