@@ -6,4 +6,8 @@ cd "$(dirname "$0")/.."
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
+# The object-storage tests start a real S3-compatible server on loopback (moto).
+if ! command -v moto_server >/dev/null 2>&1; then
+    python3 -m pip install --quiet 'moto[server]'
+fi
 cargo test --release --locked --workspace "$@"

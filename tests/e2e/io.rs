@@ -250,3 +250,37 @@ mod sha2_check {
         hex::encode(Sha256::digest(bytes))
     }
 }
+
+/// A 1 GB JSONL file read with `blocksize: 64MB`: memory stays near one block per worker
+/// (in fact far below: batches stream through bounded queues).
+#[test]
+fn one_gigabyte_file_in_64mb_blocks_keeps_memory_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"];
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("big.jsonl")).unwrap());
+    let mut written = 0usize;
+    let mut i = 0usize;
+    while written < 1 << 30 {
+        let n = 20 + (i * 7919) % 120;
+        let text: Vec<&str> = (0..n).map(|k| words[(i + k * 31) % words.len()]).collect();
+        let line = format!("{}\n", serde_json::json!({"id": i, "text": text.join(" ")}));
+        std::io::Write::write_all(&mut f, line.as_bytes()).unwrap();
+        written += line.len();
+        i += 1;
+    }
+    drop(f);
+    let p = write_pipeline(
+        tmp.path(),
+        "source:\n  path: in\n  blocksize: 64MB\nsink:\n  path: out\n  compression: zstd\nstages:\n  - plugin: word_count_filter\n    params: {min_words: 80}\n",
+    );
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    let s = summary(&tmp.path().join("out"));
+    assert_eq!(s["partitions"].as_u64(), Some(written.div_ceil(64 << 20) as u64));
+    assert_eq!(s["docs_in"].as_u64(), Some(i as u64));
+    let workers = s["workers"].as_f64().unwrap();
+    let peak = s["peak_rss_mb"].as_f64().unwrap();
+    eprintln!("1 GiB in 64 MiB blocks: peak RSS {peak:.0} MiB with {workers} workers");
+    assert!(peak < 64.0 * workers + 128.0, "peak RSS {peak:.0} MiB exceeds one 64 MiB block per worker (+128 MiB)");
+}

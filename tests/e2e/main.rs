@@ -7,4 +7,5 @@ mod cli;
 mod io;
 mod pipeline_errors;
 mod quickstart;
+mod s3;
 mod sandbox;

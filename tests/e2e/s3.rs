@@ -1,0 +1,106 @@
+//! Object storage against a real S3-compatible server on loopback: moto's server
+//! (`pip install 'moto[server]'`, started here as `moto_server -H 127.0.0.1 -p PORT`).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+struct S3Server {
+    child: Child,
+    port: u16,
+}
+
+impl S3Server {
+    fn start() -> S3Server {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start moto_server: install it with pip install 'moto[server]' (scripts/test.sh does)");
+        let server = S3Server { child, port };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "moto_server did not start listening on port {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    fn create_bucket(&self, name: &str) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(s, "PUT /{name} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", self.port).unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        assert!(resp.starts_with("HTTP/1.1 200"), "bucket not created: {resp}");
+    }
+
+    fn run(&self, pipeline: &std::path::Path) -> Run {
+        host()
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{}", self.port))
+            .env("AWS_ALLOW_HTTP", "true")
+            .arg("run")
+            .arg(pipeline)
+            .arg("--plugins")
+            .arg(guests_dir())
+            .output()
+            .unwrap()
+            .into()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn quickstart_reads_from_and_writes_to_s3() {
+    let s3 = S3Server::start();
+    s3.create_bucket("curator-test");
+    let tmp = tempfile::tempdir().unwrap();
+    let data = root().join("examples/quickstart/data");
+
+    // Upload the bundled data (gzip-compressed) with a copy pipeline.
+    let up = tmp.path().join("upload.yaml");
+    std::fs::write(&up, format!("source:\n  path: {}\nsink:\n  path: s3://curator-test/data\n  compression: gzip\n", data.display())).unwrap();
+    s3.run(&up).ok();
+
+    // The quickstart pipeline, from S3 to S3.
+    let shipped = std::fs::read_to_string(root().join("examples/quickstart/pipeline.yaml")).unwrap();
+    let yaml = shipped.replace("path: data ", "path: s3://curator-test/data ").replace("path: out ", "path: s3://curator-test/out ");
+    assert_ne!(yaml, shipped);
+    let qs = tmp.path().join("qs.yaml");
+    std::fs::write(&qs, yaml).unwrap();
+    let run = s3.run(&qs);
+    run.ok();
+    assert!(run.stdout.contains("wrote"), "{}", run.stdout);
+
+    // Download the result and check it against the local input.
+    let down = tmp.path().join("down.yaml");
+    std::fs::write(&down, format!("source:\n  path: s3://curator-test/out\nsink:\n  path: {}\n", tmp.path().join("local").display())).unwrap();
+    s3.run(&down).ok();
+    let mut input = Vec::new();
+    for f in ["docs-000.jsonl", "docs-001.jsonl.gz"] {
+        input.extend(read_jsonl(&data.join(f)));
+    }
+    let mut output = Vec::new();
+    for f in ["docs-000.jsonl", "docs-001.jsonl"] {
+        output.extend(read_jsonl(&tmp.path().join("local").join(f)));
+    }
+    let expected: Vec<&serde_json::Value> = input.iter().filter(|d| d["text"].as_str().unwrap().split_whitespace().count() >= 50).collect();
+    assert!(!output.is_empty());
+    assert_eq!(output.len(), expected.len());
+    let ids: Vec<&str> = output.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    let want: Vec<&str> = expected.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, want);
+}
