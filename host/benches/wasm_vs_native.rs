@@ -8,6 +8,9 @@
 #[path = "../../tests/e2e/support.rs"]
 mod support;
 
+mod common;
+use common::corpus;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,61 +22,6 @@ use curator_host::registry::read_manifest;
 use curator_host::wasm::{InstanceLimits, WasmRuntime};
 use curator_sdk::native::NativeStage;
 use curator_sdk::{Batch, Column};
-
-const WORDS: &[&str] = &[
-    "the",
-    "data",
-    "curation",
-    "pipeline",
-    "reads",
-    "shards",
-    "of",
-    "text",
-    "and",
-    "filters",
-    "documents",
-    "by",
-    "quality",
-    "heuristics",
-    "language",
-    "identification",
-    "deduplication",
-    "Übergröße",
-    "naïve",
-    "café",
-    "résumé",
-    "模型",
-    "training",
-    "tokens",
-    "a",
-    "is",
-];
-
-/// Deterministic pseudo-text: `n` documents of 20..400 words.
-fn corpus(target_bytes: usize) -> Vec<String> {
-    let mut state = 0x9e3779b97f4a7c15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let mut docs = Vec::new();
-    let mut total = 0;
-    while total < target_bytes {
-        let n = 20 + (next() % 380) as usize;
-        let mut d = String::new();
-        for i in 0..n {
-            if i > 0 {
-                d.push(if next() % 12 == 0 { '\n' } else { ' ' });
-            }
-            d.push_str(WORDS[(next() % WORDS.len() as u64) as usize]);
-        }
-        total += d.len();
-        docs.push(d);
-    }
-    docs
-}
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();

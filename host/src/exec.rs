@@ -331,10 +331,10 @@ fn read_all(plan: &Plan, strict: bool, cancel: &AtomicBool, tx: SyncSender<Task>
                 let n = batch.num_rows() as u64;
                 total += n;
                 // Send the previous batch now that we know it was not the partition's last.
-                if let Some(t) = pending.take() {
-                    if tx.send(t).is_err() {
-                        return Ok((total, rejected));
-                    }
+                if let Some(t) = pending.take()
+                    && tx.send(t).is_err()
+                {
+                    return Ok((total, rejected));
                 }
                 let meta = TaskMeta { seq, file_index: pi, source: source.clone(), first_row: row, num_rows: n, last_of_file: false };
                 seq += 1;
@@ -484,18 +484,18 @@ fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<WrittenFile>, u6
             if batch.num_rows() > 0 {
                 writer.write_batch(&batch)?;
             }
-            if meta.last_of_file {
-                if let Some((_, w)) = current.take() {
-                    let c = w.finish()?;
-                    docs_out += c.documents;
-                    outputs.push(WrittenFile {
-                        path: partition.output_rel.clone(),
-                        documents: c.documents,
-                        bytes: c.bytes,
-                        sha256: c.sha256,
-                        sources: plan.sources(partition),
-                    });
-                }
+            if meta.last_of_file
+                && let Some((_, w)) = current.take()
+            {
+                let c = w.finish()?;
+                docs_out += c.documents;
+                outputs.push(WrittenFile {
+                    path: partition.output_rel.clone(),
+                    documents: c.documents,
+                    bytes: c.bytes,
+                    sha256: c.sha256,
+                    sources: plan.sources(partition),
+                });
             }
         }
     }

@@ -54,7 +54,10 @@ fn strict_mode_names_file_line_and_field() {
     std::fs::create_dir_all(tmp.path().join("in")).unwrap();
     std::fs::write(tmp.path().join("in/a.jsonl"), jsonl_bytes(&docs())).unwrap();
     std::fs::write(tmp.path().join("in/b.jsonl"), "{\"text\": \"ok\"}\n{\"text\": 42}\n").unwrap();
-    let p = write_pipeline(tmp.path(), "source:\n  path: in\nsink:\n  path: out\nstages:\n  - plugin: word_count_filter\n    params: {min_words: 0}\n");
+    let p = write_pipeline(
+        tmp.path(),
+        "source:\n  path: in\nsink:\n  path: out\nstages:\n  - plugin: word_count_filter\n    params: {min_words: 0}\n",
+    );
     let run = run_with_guests(&["run", p.to_str().unwrap(), "--workers", "1", "--strict"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("b.jsonl:2: field \"text\": expected a string, found a number"), "{}", run.stderr);
@@ -95,7 +98,8 @@ fn jsonl_to_parquet_to_jsonl_round_trip() {
         r#"{"id": "u3", "text": "plain", "n": "three", "only_here": null}"#,
     ];
     std::fs::write(tmp.path().join("in/docs.jsonl"), lines.join("\n") + "\n").unwrap();
-    let to_pq = write_pipeline(tmp.path(), "source:\n  path: in\nbatch_size: 2\nsink:\n  path: pq\n  format: parquet\n  row_group_size: 2\n");
+    let to_pq =
+        write_pipeline(tmp.path(), "source:\n  path: in\nbatch_size: 2\nsink:\n  path: pq\n  format: parquet\n  row_group_size: 2\n");
     run_with_guests(&["run", to_pq.to_str().unwrap()]).ok();
     assert!(tmp.path().join("pq/docs.parquet").exists());
     let back = tmp.path().join("back.yaml");
@@ -112,7 +116,15 @@ fn files_per_partition_and_blocksize_partitioning() {
     std::fs::create_dir_all(&dir).unwrap();
     for f in 0..5 {
         let texts: Vec<String> = (0..10).map(|i| format!("file {f} doc {i}")).collect();
-        std::fs::write(dir.join(format!("f{f}.jsonl")), texts.iter().enumerate().map(|(i, t)| format!("{}\n", serde_json::json!({"id": format!("{f}-{i}"), "text": t}))).collect::<String>()).unwrap();
+        std::fs::write(
+            dir.join(format!("f{f}.jsonl")),
+            texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| format!("{}\n", serde_json::json!({"id": format!("{f}-{i}"), "text": t})))
+                .collect::<String>(),
+        )
+        .unwrap();
     }
     let p = write_pipeline(tmp.path(), "source:\n  path: in\n  files_per_partition: 2\nsink:\n  path: out\n");
     run_with_guests(&["run", p.to_str().unwrap()]).ok();
@@ -164,7 +176,8 @@ fn bad_input_is_quarantined_and_valid_documents_arrive() {
     bad.extend_from_slice(b"{\"id\": \"v2\", \"text\": \"valid two\"}\n");
     std::fs::write(dir.join("defects.jsonl"), &bad).unwrap();
     // A truncated gzip file: the documents before the cut arrive.
-    let lines: String = (0..3000).map(|i| format!("{}\n", serde_json::json!({"id": format!("g{i}"), "text": format!("gzip document {i}")}))).collect();
+    let lines: String =
+        (0..3000).map(|i| format!("{}\n", serde_json::json!({"id": format!("g{i}"), "text": format!("gzip document {i}")}))).collect();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     std::io::Write::write_all(&mut gz, lines.as_bytes()).unwrap();
     let gz = gz.finish().unwrap();
@@ -177,7 +190,8 @@ fn bad_input_is_quarantined_and_valid_documents_arrive() {
     let kept: Vec<String> = read_jsonl(&out.join("defects.jsonl")).iter().map(|d| d["id"].as_str().unwrap().to_string()).collect();
     assert_eq!(kept, vec!["v1", "v2"]);
     let rejected = read_jsonl(&out.join("_rejected/defects.jsonl.jsonl"));
-    let got: Vec<(u64, String)> = rejected.iter().map(|r| (r["line"].as_u64().unwrap(), r["reason"].as_str().unwrap().to_string())).collect();
+    let got: Vec<(u64, String)> =
+        rejected.iter().map(|r| (r["line"].as_u64().unwrap(), r["reason"].as_str().unwrap().to_string())).collect();
     assert_eq!(got.len(), 5, "{got:?}");
     assert_eq!(got[0], (2, "invalid UTF-8 at byte 23".to_string()));
     assert!(got[1].0 == 3 && got[1].1.starts_with("not a JSON object"), "{got:?}");

@@ -72,7 +72,8 @@ fn quickstart_reads_from_and_writes_to_s3() {
 
     // Upload the bundled data (gzip-compressed) with a copy pipeline.
     let up = tmp.path().join("upload.yaml");
-    std::fs::write(&up, format!("source:\n  path: {}\nsink:\n  path: s3://curator-test/data\n  compression: gzip\n", data.display())).unwrap();
+    std::fs::write(&up, format!("source:\n  path: {}\nsink:\n  path: s3://curator-test/data\n  compression: gzip\n", data.display()))
+        .unwrap();
     s3.run(&up).ok();
 
     // The quickstart pipeline, from S3 to S3.
@@ -87,7 +88,8 @@ fn quickstart_reads_from_and_writes_to_s3() {
 
     // Download the result and check it against the local input.
     let down = tmp.path().join("down.yaml");
-    std::fs::write(&down, format!("source:\n  path: s3://curator-test/out\nsink:\n  path: {}\n", tmp.path().join("local").display())).unwrap();
+    std::fs::write(&down, format!("source:\n  path: s3://curator-test/out\nsink:\n  path: {}\n", tmp.path().join("local").display()))
+        .unwrap();
     s3.run(&down).ok();
     let mut input = Vec::new();
     for f in ["docs-000.jsonl", "docs-001.jsonl.gz"] {

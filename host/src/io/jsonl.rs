@@ -53,26 +53,112 @@ impl Default for ReadOptions {
     }
 }
 
-/// Top-level fields of one JSON object, values left raw.
-struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+/// Top-level fields of one JSON object: the text field decoded (borrowed when it has no
+/// escapes), every other value left raw. One pass over the line.
+struct Fields<'a> {
+    text: Option<Result<Cow<'a, str>, &'static str>>,
+    others: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
 
-impl<'de> serde::Deserialize<'de> for Fields<'de> {
+/// Deserialises [`Fields`], knowing which key is the text.
+struct FieldsSeed<'s>(&'s str);
+
+/// A string that borrows from the input when it can (serde's `Cow<str>` never does).
+struct BorrowStr<'a>(Cow<'a, str>);
+
+impl<'de> serde::Deserialize<'de> for BorrowStr<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
+            type Value = BorrowStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(BorrowStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(BorrowStr(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(BorrowStr(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The text value: a string, or the name of the JSON type found instead.
+struct TextValue<'a>(Result<Cow<'a, str>, &'static str>);
+
+impl<'de> serde::Deserialize<'de> for TextValue<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, SeqAccess};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TextValue<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(TextValue(Ok(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(TextValue(Ok(Cow::Owned(v.to_string()))))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(TextValue(Ok(Cow::Owned(v))))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(TextValue(Err("a boolean")))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(TextValue(Err("a number")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(TextValue(Err("a number")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(TextValue(Err("a number")))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+                Ok(TextValue(Err("null")))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(TextValue(Err("an array")))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(TextValue(Err("an object")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for FieldsSeed<'_> {
+    type Value = Fields<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        struct V<'s>(&'s str);
+        impl<'de> Visitor<'de> for V<'_> {
             type Value = Fields<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::new();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    out.push((key, map.next_value::<&'de RawValue>()?));
+                let mut out = Fields { text: None, others: Vec::new() };
+                while let Some(BorrowStr(key)) = map.next_key::<BorrowStr<'de>>()? {
+                    if key == self.0 {
+                        out.text = Some(map.next_value::<TextValue<'de>>()?.0);
+                    } else {
+                        out.others.push((key, map.next_value::<&'de RawValue>()?));
+                    }
                 }
-                Ok(Fields(out))
+                Ok(out)
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(self.0))
     }
 }
 
@@ -236,16 +322,18 @@ impl JsonlReader {
             let line_no = self.line_no;
             let line = std::mem::take(&mut self.line);
             let parsed = self.parse_line(&line, start, line_no, too_long, &mut meta);
-            self.line = line;
-            match parsed? {
-                Some((id, text)) => {
+            let kept = match parsed {
+                Ok(Some((id, text))) => {
                     ids.push(&id);
                     texts.push(&text);
                     metas.push(&meta);
-                    rows += 1;
+                    Ok(true)
                 }
-                None => continue,
-            }
+                Ok(None) => Ok(false),
+                Err(e) => Err(e),
+            };
+            self.line = line;
+            rows += kept? as usize;
         }
         if rows == 0 {
             return Ok(None);
@@ -257,14 +345,14 @@ impl JsonlReader {
     }
 
     /// Parse one line; `Ok(None)` for blank or rejected lines. Fills `meta`.
-    fn parse_line(
+    fn parse_line<'l>(
         &mut self,
-        raw: &[u8],
+        raw: &'l [u8],
         offset: u64,
         line_no: Option<u64>,
         too_long: bool,
         meta: &mut String,
-    ) -> Result<Option<(String, String)>, IoError> {
+    ) -> Result<Option<IdAndText<'l>>, IoError> {
         if too_long {
             self.reject(line_no, offset, format!("line longer than max_line_bytes ({} bytes)", self.opts.max_line_bytes), raw)?;
             return Ok(None);
@@ -280,52 +368,55 @@ impl JsonlReader {
                 return Ok(None);
             }
         };
-        let fields: Fields<'_> = match serde_json::from_str(text_line) {
+        let parsed = {
+            use serde::de::DeserializeSeed;
+            let mut de = serde_json::Deserializer::from_str(text_line);
+            FieldsSeed(&self.opts.text_field).deserialize(&mut de).and_then(|f| de.end().map(|_| f))
+        };
+        let fields: Fields<'_> = match parsed {
             Ok(f) => f,
             Err(e) => {
                 self.reject(line_no, offset, format!("not a JSON object: {e}"), line)?;
                 return Ok(None);
             }
         };
-        let mut text: Option<String> = None;
-        let mut id: Option<String> = None;
+        let mut text: Option<Cow<'l, str>> = None;
+        let mut id: Option<Cow<'l, str>> = None;
         meta.clear();
         meta.push('{');
         let mut problem: Option<(String, String)> = None;
-        for (key, raw) in &fields.0 {
-            if key.as_ref() == self.opts.text_field {
-                if !raw.get().starts_with('"') {
-                    problem = Some((self.opts.text_field.clone(), format!("expected a string, found {}", json_type(raw))));
-                    break;
-                }
-                match serde_json::from_str::<String>(raw.get()) {
-                    Ok(t) => text = Some(t),
-                    Err(e) => {
-                        problem = Some((self.opts.text_field.clone(), e.to_string()));
-                        break;
-                    }
-                }
-                continue;
-            }
+        match fields.text {
+            Some(Ok(t)) => text = Some(t),
+            Some(Err(found)) => problem = Some((self.opts.text_field.clone(), format!("expected a string, found {found}"))),
+            None => {}
+        }
+        for (key, raw) in &fields.others {
             if key.as_ref() == self.opts.id_field {
                 id = match raw.get().as_bytes().first() {
-                    Some(b'"') => serde_json::from_str(raw.get()).ok(),
-                    Some(b'-' | b'0'..=b'9') => Some(raw.get().to_string()),
+                    Some(b'"') => json_str(raw).ok(),
+                    Some(b'-' | b'0'..=b'9') => Some(Cow::Borrowed(raw.get())),
                     _ => {
                         problem = Some((self.opts.id_field.clone(), format!("expected a string or a number, found {}", json_type(raw))));
                         break;
                     }
                 };
-            } else if let Some(keep) = &self.opts.fields {
-                if !keep.iter().any(|k| k == key.as_ref()) {
-                    continue;
-                }
+            } else if let Some(keep) = &self.opts.fields
+                && !keep.iter().any(|k| k == key.as_ref())
+            {
+                continue;
             }
             if meta.len() > 1 {
                 meta.push(',');
             }
-            // Keys were unescaped by the parser; re-escape them.
-            meta.push_str(&serde_json::to_string(key.as_ref()).unwrap_or_default());
+            match key {
+                // Borrowed keys had no escapes in the input: quote them as they were.
+                Cow::Borrowed(k) => {
+                    meta.push('"');
+                    meta.push_str(k);
+                    meta.push('"');
+                }
+                Cow::Owned(k) => meta.push_str(&serde_json::to_string(k).unwrap_or_default()),
+            }
             meta.push(':');
             meta.push_str(raw.get());
         }
@@ -337,9 +428,23 @@ impl JsonlReader {
             self.reject(line_no, offset, format!("field {field:?}: {message}"), line)?;
             return Ok(None);
         }
-        let id = id.unwrap_or_else(|| format!("{}@{}", self.id_prefix, offset));
+        let id = id.unwrap_or_else(|| Cow::Owned(format!("{}@{}", self.id_prefix, offset)));
         Ok(text.map(|t| (id, t)))
     }
+}
+
+/// A document's id and text, borrowed from its line where possible.
+type IdAndText<'l> = (Cow<'l, str>, Cow<'l, str>);
+
+/// A JSON string value's content, borrowed when it has no escapes.
+fn json_str<'l>(raw: &'l RawValue) -> Result<Cow<'l, str>, serde_json::Error> {
+    let s = raw.get();
+    if s.len() >= 2 && memchr::memchr(b'\\', s.as_bytes()).is_none() {
+        // The parser already checked it is a well-formed string; without escapes its content
+        // is the text between the quotes.
+        return Ok(Cow::Borrowed(&s[1..s.len() - 1]));
+    }
+    serde_json::from_str::<String>(s).map(Cow::Owned)
 }
 
 fn trim_line(line: &[u8]) -> &[u8] {

@@ -335,6 +335,7 @@ impl ParquetWriter {
 }
 
 impl OutputWriter for ParquetWriter {
+    #[allow(clippy::needless_range_loop)] // rows index several parallel vectors
     fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
         let n = batch.num_rows();
         let text = string_column(batch, TEXT).ok_or_else(|| self.werr("batch has no utf8 text column"))?;

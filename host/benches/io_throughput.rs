@@ -1,0 +1,158 @@
+//! Reader and writer throughput on one core, beside baselines measured in the same run.
+//!
+//! `cargo bench -p curator-host --bench io_throughput` prints a table. MB/s are of
+//! uncompressed JSONL text, so rows compare directly.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use curator_core::partition::Extent;
+use curator_core::pipeline::{Compression, Format};
+use curator_host::io::jsonl::{JsonlReader, JsonlWriter, ReadOptions};
+use curator_host::io::parquet::{ParquetReader, ParquetWriter};
+use curator_host::io::writer::OutputWriter;
+use curator_host::io::{InputFile, Loc};
+
+fn input(path: &Path) -> InputFile {
+    let (format, compressed) = curator_host::io::sniff_name(&path.display().to_string(), None);
+    InputFile {
+        loc: Loc::Local(path.to_path_buf()),
+        rel: String::new(),
+        size: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+        format,
+        compressed,
+    }
+}
+
+fn best_of<F: FnMut()>(n: usize, mut f: F) -> Duration {
+    (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+}
+
+fn read_jsonl(path: &Path) -> u64 {
+    let mut r = JsonlReader::open(&input(path), Extent::Whole, ReadOptions::default()).expect("open");
+    let mut n = 0;
+    while let Some(b) = r.next_batch(1000).expect("read") {
+        n += b.num_rows() as u64;
+    }
+    n
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let docs = common::corpus(256 << 20);
+    let plain = dir.path().join("c.jsonl");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&plain).expect("create"));
+        for (i, d) in docs.iter().enumerate() {
+            writeln!(
+                f,
+                "{}",
+                serde_json::json!({"id": format!("doc-{i}"), "text": d, "url": format!("https://example.com/{i}"), "score": i % 7})
+            )
+            .expect("write");
+        }
+    }
+    let raw = std::fs::read(&plain).expect("read");
+    let mb = raw.len() as f64 / (1 << 20) as f64;
+    let zst = dir.path().join("c.jsonl.zst");
+    std::fs::write(&zst, zstd::encode_all(&raw[..], 3).expect("zstd")).expect("write zst");
+    let pq = dir.path().join("c.parquet");
+    {
+        let mut r = JsonlReader::open(&input(&plain), Extent::Whole, ReadOptions::default()).expect("open");
+        let mut w: Box<dyn OutputWriter> =
+            Box::new(ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, 65536, "text").expect("pq"));
+        while let Some(b) = r.next_batch(8192).expect("read") {
+            w.write_batch(&b).expect("write");
+        }
+        w.finish().expect("finish");
+    }
+    drop(raw);
+    let runs = 3;
+
+    // Baselines: raw zstd decode, and counting lines of the plain file (what `wc -l` does).
+    let zstd_decode = best_of(runs, || {
+        let mut d = zstd::stream::read::Decoder::new(std::fs::File::open(&zst).expect("open")).expect("decoder");
+        let mut buf = vec![0u8; 1 << 20];
+        let mut lines = 0usize;
+        loop {
+            let n = d.read(&mut buf).expect("read");
+            if n == 0 {
+                break;
+            }
+            lines += memchr_count(&buf[..n]);
+        }
+        std::hint::black_box(lines);
+    });
+    let wc_l = best_of(runs, || {
+        let bytes = std::fs::read(&plain).expect("read");
+        std::hint::black_box(memchr_count(&bytes));
+    });
+    let parse_plain = best_of(runs, || {
+        std::hint::black_box(read_jsonl(&plain));
+    });
+    let parse_zst = best_of(runs, || {
+        std::hint::black_box(read_jsonl(&zst));
+    });
+    let out = dir.path().join("out.jsonl.zst");
+    let roundtrip_zst = best_of(runs, || {
+        let mut r = JsonlReader::open(&input(&zst), Extent::Whole, ReadOptions::default()).expect("open");
+        let mut w: Box<dyn OutputWriter> =
+            Box::new(JsonlWriter::create(&Loc::Local(out.clone()), Compression::Zstd, "text").expect("create"));
+        while let Some(b) = r.next_batch(1000).expect("read") {
+            w.write_batch(&b).expect("write");
+        }
+        w.finish().expect("finish");
+    });
+    let parse_pq = best_of(runs, || {
+        let mut r = ParquetReader::open(&input(&pq), Extent::Whole, ReadOptions::default(), 8192).expect("open");
+        while let Some(b) = r.next_batch().expect("read") {
+            std::hint::black_box(b.num_rows());
+        }
+    });
+    let out_pq = dir.path().join("out.parquet");
+    let roundtrip_pq = best_of(runs, || {
+        let mut r = ParquetReader::open(&input(&pq), Extent::Whole, ReadOptions::default(), 8192).expect("open");
+        let mut w: Box<dyn OutputWriter> =
+            Box::new(ParquetWriter::create(&Loc::Local(out_pq.clone()), Compression::Zstd, 65536, "text").expect("create"));
+        while let Some(b) = r.next_batch().expect("read") {
+            w.write_batch(&b).expect("write");
+        }
+        w.finish().expect("finish");
+    });
+    let _ = Format::Jsonl;
+
+    let rate = |d: Duration| mb / d.as_secs_f64();
+    println!(
+        "{} documents, {:.0} MB of JSONL (zstd {:.0} MB, parquet {:.0} MB); one thread, best of {runs}",
+        docs.len(),
+        mb,
+        std::fs::metadata(&zst).map(|m| m.len()).unwrap_or(0) as f64 / (1 << 20) as f64,
+        std::fs::metadata(&pq).map(|m| m.len()).unwrap_or(0) as f64 / (1 << 20) as f64
+    );
+    println!("| {:<52} | {:>10} | {:>12} |", "measurement (MB/s of uncompressed JSONL, one core)", "MB/s", "vs baseline");
+    println!("|{:-<54}|{:-<12}|{:-<14}|", "", "", "");
+    let row = |name: &str, d: Duration, base: Duration| {
+        println!("| {name:<52} | {:>10.0} | {:>11.2}x |", rate(d), base.as_secs_f64() / d.as_secs_f64())
+    };
+    row("baseline: count lines of plain file (wc -l)", wc_l, wc_l);
+    row("baseline: zstd decode + count lines (zstd -dc | wc -l)", zstd_decode, zstd_decode);
+    row("JSONL plain: read + parse into Arrow", parse_plain, wc_l);
+    row("JSONL.zst: decode + parse into Arrow", parse_zst, zstd_decode);
+    row("JSONL.zst -> JSONL.zst: decode + parse + encode + write", roundtrip_zst, zstd_decode);
+    row("Parquet (zstd): read into Arrow reader schema", parse_pq, zstd_decode);
+    row("Parquet -> Parquet: read + write (zstd)", roundtrip_pq, zstd_decode);
+}
+
+fn memchr_count(b: &[u8]) -> usize {
+    memchr::memchr_iter(b'\n', b).count()
+}
