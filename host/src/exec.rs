@@ -1,15 +1,17 @@
-//! The local executor (foundation version): a reader thread, a pool of workers that each own
-//! one instance of every stage, and the calling thread writing outputs in input order.
+//! The local executor (foundation version): reader threads that take partitions in turn,
+//! a pool of workers that each own one instance of every stage, and the calling thread
+//! writing each partition's output in order.
 //!
 //! ```text
-//! reader ──(bounded queue: backpressure)──▶ worker × N ──▶ writer (reorders by seq)
+//! readers × R ──(bounded queue: backpressure)──▶ workers × N ──▶ writer (per-partition order)
 //! ```
 //!
-//! Workers are sized by the stages' `cpus`: N = min over stages of ⌊cores / cpus⌋.
+//! Workers are sized by the stages' `cpus`: N = min over stages of ⌊cores / cpus⌋; readers
+//! R = min(N, partitions) (one when a `limit` asks for the first documents in order).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -17,7 +19,6 @@ use std::time::Instant;
 use arrow_array::RecordBatch;
 
 use curator_core::TaskMeta;
-use curator_core::partition::Extent;
 use curator_core::pipeline::Format;
 
 use crate::columns::{self, InvalidOutput};
@@ -164,7 +165,8 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
 
     let (task_tx, task_rx) = mpsc::sync_channel::<Task>(workers * 2);
     let task_rx = Arc::new(Mutex::new(task_rx));
-    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    // Bounded too: when writing is the slow part, workers wait instead of piling up results.
+    let (done_tx, done_rx) = mpsc::sync_channel::<Done>(workers * 2);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), RunError>>();
 
     let mut handles = Vec::new();
@@ -200,22 +202,36 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         return Err(e);
     }
 
-    let reader = {
+    // Partitions are independent: several readers take them in turn, so reading scales with
+    // the workers. A `limit` needs the documents in input order, so it reads with one.
+    let readers = if plan.spec.source.limit.is_some() { 1 } else { workers.min(plan.partitions.len()).max(1) };
+    let next_partition = Arc::new(AtomicUsize::new(0));
+    let mut reader_handles = Vec::new();
+    for r in 0..readers {
         let plan = plan.clone();
-        let cancel = cancel.clone();
+        let (cancel, next, tx) = (cancel.clone(), next_partition.clone(), task_tx.clone());
         let strict = opts.strict;
-        std::thread::Builder::new()
-            .name("curator-reader".into())
-            .spawn(move || read_all(&plan, strict, &cancel, task_tx))
-            .map_err(|e| RunError::Panic(format!("cannot start reader: {e}")))?
-    };
+        let h = std::thread::Builder::new()
+            .name(format!("curator-reader-{r}"))
+            .spawn(move || read_partitions(&plan, strict, &cancel, &next, tx))
+            .map_err(|e| RunError::Panic(format!("cannot start reader: {e}")))?;
+        reader_handles.push(h);
+    }
+    drop(task_tx);
 
     let written = write_all(plan, &done_rx);
     if written.is_err() {
         cancel.store(true, Ordering::Relaxed);
     }
     drop(done_rx);
-    let read = reader.join().unwrap_or_else(|_| Err(RunError::Panic("the reader thread panicked".into())));
+    let mut read: Result<(u64, u64), RunError> = Ok((0, 0));
+    for h in reader_handles {
+        let r = h.join().unwrap_or_else(|_| Err(RunError::Panic("a reader thread panicked".into())));
+        read = match (read, r) {
+            (Ok((a, b)), Ok((c, d))) => Ok((a + c, b + d)),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        };
+    }
     join_all(handles);
     // A read error explains a short write, so it is reported first.
     let (docs_in, rejected) = read?;
@@ -284,9 +300,15 @@ impl PartReader {
     }
 }
 
-/// Read every partition in order into batches; returns documents read and lines rejected.
-/// Rejected lines go to `<output>/_rejected/<partition output>.jsonl`.
-fn read_all(plan: &Plan, strict: bool, cancel: &AtomicBool, tx: SyncSender<Task>) -> Result<(u64, u64), RunError> {
+/// Take partitions in turn and read each into batches; returns documents read and lines
+/// rejected. Rejected lines go to `<output>/_rejected/<partition output>.jsonl`.
+fn read_partitions(
+    plan: &Plan,
+    strict: bool,
+    cancel: &AtomicBool,
+    next: &AtomicUsize,
+    tx: SyncSender<Task>,
+) -> Result<(u64, u64), RunError> {
     let src = &plan.spec.source;
     let opts = ReadOptions {
         text_field: src.text_field.clone(),
@@ -296,12 +318,14 @@ fn read_all(plan: &Plan, strict: bool, cancel: &AtomicBool, tx: SyncSender<Task>
         strict,
     };
     let batch_size = plan.spec.batch_size();
-    let mut seq = 0u64;
     let mut total = 0u64;
     let mut rejected = 0u64;
-    for (pi, partition) in plan.partitions.iter().enumerate() {
+    loop {
+        let pi = next.fetch_add(1, Ordering::Relaxed);
+        let Some(partition) = plan.partitions.get(pi) else { break };
         let mut rejects: Option<RejectWriter> = None;
         let mut pending: Option<Task> = None;
+        let mut seq = 0u64;
         for part in &partition.parts {
             let input = &plan.inputs[part.file];
             let source = plan.describe_part(part);
@@ -314,6 +338,7 @@ fn read_all(plan: &Plan, strict: bool, cancel: &AtomicBool, tx: SyncSender<Task>
                 if cancel.load(Ordering::Relaxed) {
                     return Ok((total, rejected));
                 }
+                // Only one reader runs when there is a limit, so `total` is the run's count.
                 let remaining = src.limit.map(|l| l.saturating_sub(total) as usize).unwrap_or(usize::MAX);
                 let next = if remaining == 0 { None } else { reader.next_batch(batch_size.min(remaining))? };
                 for r in reader.take_rejects() {
@@ -345,7 +370,6 @@ fn read_all(plan: &Plan, strict: bool, cancel: &AtomicBool, tx: SyncSender<Task>
         let mut last = pending.unwrap_or_else(|| {
             let source = partition.parts.first().map(|p| plan.describe_part(p)).unwrap_or_default();
             let meta = TaskMeta { seq, file_index: pi, source, first_row: 0, num_rows: 0, last_of_file: true };
-            seq += 1;
             Task { meta, batch: RecordBatch::new_empty(reader_schema()) }
         });
         last.meta.last_of_file = true;
@@ -362,7 +386,6 @@ fn read_all(plan: &Plan, strict: bool, cancel: &AtomicBool, tx: SyncSender<Task>
             return Ok((total, rejected));
         }
     }
-    let _ = Extent::Whole;
     Ok((total, rejected))
 }
 
@@ -373,7 +396,7 @@ fn worker(
     counters: &[Counters],
     cancel: &AtomicBool,
     tasks: &Mutex<Receiver<Task>>,
-    done: &mpsc::Sender<Done>,
+    done: &SyncSender<Done>,
     ready: &mpsc::Sender<Result<(), RunError>>,
 ) {
     let mut instances: Vec<StageInstance> = Vec::with_capacity(stages.len());
@@ -449,55 +472,65 @@ fn run_chain(instances: &mut [StageInstance], stages: &[PlannedStage], counters:
     Ok((task.meta, batch))
 }
 
-/// Write results in input order; one output file per partition, committed when the
-/// partition's last batch is written. Returns the files and the documents written.
+/// An output file being written: its writer, the next batch it expects and the batches that
+/// arrived early.
+struct OpenOutput {
+    writer: Box<dyn OutputWriter>,
+    next_seq: u64,
+    early: BTreeMap<u64, (TaskMeta, RecordBatch)>,
+}
+
+/// Write results: one output file per partition, batches in their order within it (several
+/// partitions may be open at once, one per reader), each file committed when its last batch
+/// is written. Returns the files (in partition order) and the documents written.
 fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<WrittenFile>, u64), RunError> {
-    let mut waiting: BTreeMap<u64, (TaskMeta, RecordBatch)> = BTreeMap::new();
-    let mut next_seq = 0u64;
-    let mut current: Option<(usize, Box<dyn OutputWriter>)> = None;
+    let mut open: BTreeMap<usize, OpenOutput> = BTreeMap::new();
     let mut outputs = Vec::new();
     let mut docs_out = 0u64;
     let sink = &plan.spec.sink;
     while let Ok(result) = done.recv() {
         let (meta, batch) = result?;
-        waiting.insert(meta.seq, (meta, batch));
-        while let Some((meta, batch)) = waiting.remove(&next_seq) {
-            next_seq += 1;
-            let partition = &plan.partitions[meta.file_index];
-            let writer = match &mut current {
-                Some((idx, w)) if *idx == meta.file_index => w,
-                _ => {
-                    let w: Box<dyn OutputWriter> = match sink.format {
-                        Format::Jsonl => {
-                            Box::new(JsonlWriter::create(&partition.output, sink.compression(), &plan.spec.source.text_field)?)
-                        }
-                        Format::Parquet => Box::new(ParquetWriter::create(
-                            &partition.output,
-                            sink.compression(),
-                            sink.row_group_size.unwrap_or(65536),
-                            &plan.spec.source.text_field,
-                        )?),
-                    };
-                    &mut current.insert((meta.file_index, w)).1
-                }
-            };
-            if batch.num_rows() > 0 {
-                writer.write_batch(&batch)?;
+        let pi = meta.file_index;
+        let partition = &plan.partitions[pi];
+        let out = match open.entry(pi) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let writer: Box<dyn OutputWriter> = match sink.format {
+                    Format::Jsonl => Box::new(JsonlWriter::create(&partition.output, sink.compression(), &plan.spec.source.text_field)?),
+                    Format::Parquet => Box::new(ParquetWriter::create(
+                        &partition.output,
+                        sink.compression(),
+                        sink.row_group_size.unwrap_or(65536),
+                        &plan.spec.source.text_field,
+                    )?),
+                };
+                e.insert(OpenOutput { writer, next_seq: 0, early: BTreeMap::new() })
             }
-            if meta.last_of_file
-                && let Some((_, w)) = current.take()
-            {
-                let c = w.finish()?;
-                docs_out += c.documents;
-                outputs.push(WrittenFile {
+        };
+        out.early.insert(meta.seq, (meta, batch));
+        let mut finished = false;
+        while let Some((meta, batch)) = out.early.remove(&out.next_seq) {
+            out.next_seq += 1;
+            if batch.num_rows() > 0 {
+                out.writer.write_batch(&batch)?;
+            }
+            finished |= meta.last_of_file;
+        }
+        if finished && let Some(o) = open.remove(&pi) {
+            let c = o.writer.finish()?;
+            docs_out += c.documents;
+            outputs.push((
+                pi,
+                WrittenFile {
                     path: partition.output_rel.clone(),
                     documents: c.documents,
                     bytes: c.bytes,
                     sha256: c.sha256,
                     sources: plan.sources(partition),
-                });
-            }
+                },
+            ));
         }
     }
-    Ok((outputs, docs_out))
+    outputs.sort_by_key(|(pi, _)| *pi);
+    Ok((outputs.into_iter().map(|(_, w)| w).collect(), docs_out))
 }
