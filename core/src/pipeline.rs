@@ -34,6 +34,40 @@ pub struct PipelineSpec {
     /// Wall-clock limit per stage call in seconds, unless a stage overrides it (default 60).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<f64>,
+    /// What happens when a stage fails on a batch.
+    #[serde(default)]
+    pub execution: ExecutionSpec,
+}
+
+/// Failure policy (names as in NeMo Curator's executor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionSpec {
+    /// Attempts per batch and stage before it counts as failed (default 1: no retry).
+    /// A batch that runs out of memory is also split in half, down to single documents.
+    #[serde(default = "default_attempts")]
+    pub num_run_attempts: u32,
+    /// `true`: failed documents go to `<output>/_dead_letter/` and the run goes on.
+    /// `false` (default): the first failure stops the run.
+    #[serde(default)]
+    pub ignore_failures: bool,
+    /// Stop a run with `ignore_failures` once more than this fraction of its documents has
+    /// failed (checked after 1,000 documents; default 0.5).
+    #[serde(default = "default_failed_fraction")]
+    pub max_failed_fraction: f64,
+}
+
+impl Default for ExecutionSpec {
+    fn default() -> Self {
+        ExecutionSpec { num_run_attempts: default_attempts(), ignore_failures: false, max_failed_fraction: default_failed_fraction() }
+    }
+}
+
+fn default_attempts() -> u32 {
+    1
+}
+fn default_failed_fraction() -> f64 {
+    0.5
 }
 
 /// File format.
@@ -319,6 +353,13 @@ impl PipelineSpec {
                     format!("expected a size such as 64MB or 1048576, found {shown}"),
                 ));
             }
+        }
+        if self.execution.num_run_attempts == 0 {
+            return Err(SpecError::new(file, "execution.num_run_attempts", "must be at least 1"));
+        }
+        let f = self.execution.max_failed_fraction;
+        if !(0.0..=1.0).contains(&f) {
+            return Err(SpecError::new(file, "execution.max_failed_fraction", format!("must be between 0 and 1, found {f}")));
         }
         if self.sink.row_group_size == Some(0) {
             return Err(SpecError::new(file, "sink.row_group_size", "must be > 0"));

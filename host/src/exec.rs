@@ -16,15 +16,15 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 
 use curator_core::TaskMeta;
-use curator_core::pipeline::Format;
+use curator_core::pipeline::{ExecutionSpec, Format};
 
 use crate::columns::{self, InvalidOutput};
 use crate::io::jsonl::{JsonlReader, JsonlWriter, ReadOptions, reader_schema};
 use crate::io::parquet::{ParquetReader, ParquetWriter};
-use crate::io::writer::{OutputWriter, RejectWriter, WrittenFile};
+use crate::io::writer::{OutputWriter, RecordWriter, WrittenFile};
 use crate::io::{IoError, Reject};
 use crate::plan::{Plan, PlannedStage, merged_manifest};
 use crate::wasm::{CompiledPlugin, InstanceLimits, StageInstance, WasmError, WasmRuntime};
@@ -49,6 +49,8 @@ pub enum RunError {
     Io(#[from] IoError),
     #[error("a worker thread panicked: {0}")]
     Panic(String),
+    #[error("stopping: {failed} of {seen} documents failed, more than max_failed_fraction ({max})")]
+    TooManyFailures { failed: u64, seen: u64, max: f64 },
 }
 
 /// A stage call failed: which stage, plugin and batch, and why.
@@ -77,6 +79,8 @@ pub struct StageStats {
     pub plugin: String,
     pub docs_in: u64,
     pub docs_out: u64,
+    /// Documents dead-lettered by this stage.
+    pub failed: u64,
     pub batches: u64,
     pub busy_s: f64,
 }
@@ -91,6 +95,10 @@ pub struct RunSummary {
     pub docs_out: u64,
     /// Input lines quarantined under `_rejected/`.
     pub rejected: u64,
+    /// Documents dead-lettered under `_dead_letter/` (`ignore_failures: true`).
+    pub failed: u64,
+    /// Partitions finished by an earlier, interrupted run of the same pipeline.
+    pub resumed_partitions: usize,
     pub workers: usize,
     pub elapsed_s: f64,
     /// Peak resident memory of the process, in MiB (Linux; 0 elsewhere).
@@ -114,6 +122,7 @@ pub fn peak_rss_mb() -> f64 {
 struct Counters {
     docs_in: AtomicU64,
     docs_out: AtomicU64,
+    failed: AtomicU64,
     batches: AtomicU64,
     busy_ns: AtomicU64,
 }
@@ -123,7 +132,29 @@ struct Task {
     batch: RecordBatch,
 }
 
-type Done = Result<(TaskMeta, RecordBatch), RunError>;
+/// Documents a stage could not process (with `ignore_failures: true`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeadLetter {
+    pub stage: String,
+    pub plugin: String,
+    pub source: String,
+    /// Rows `[start, end)` of the source part, when known (a stage that returned a whole new
+    /// batch upstream loses the correspondence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows: Option<[u64; 2]>,
+    pub documents: u64,
+    pub error: String,
+    pub ids: Vec<String>,
+}
+
+/// A processed batch and what failed in it.
+struct Outcome {
+    meta: TaskMeta,
+    batch: RecordBatch,
+    dead: Vec<DeadLetter>,
+}
+
+type Done = Result<Outcome, RunError>;
 
 /// Usable cores: affinity and cgroup quota aware (std's `available_parallelism`).
 pub fn available_cores() -> usize {
@@ -146,6 +177,7 @@ fn limits(stage: &PlannedStage) -> InstanceLimits {
 /// Run a checked plan.
 pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunSummary, RunError> {
     let started = Instant::now();
+    crate::plan::remove_stale_spools(&plan.output_dir);
     let mut compiled = Vec::new();
     for s in &plan.stages {
         let c = runtime.load(&s.plugin.path, s.plugin.manifest.clone()).map_err(|source| RunError::Start {
@@ -173,13 +205,17 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     for w in 0..workers {
         let (compiled, stages, counters, cancel) = (compiled.clone(), stages.clone(), counters.clone(), cancel.clone());
         let (task_rx, done_tx, ready_tx) = (task_rx.clone(), done_tx.clone(), ready_tx.clone());
+        let policy = plan.spec.execution.clone();
         let h = std::thread::Builder::new()
             .name(format!("curator-worker-{w}"))
-            .spawn(move || worker(&compiled, &stages, &counters, &cancel, &task_rx, &done_tx, &ready_tx))
+            .spawn(move || worker(&compiled, &stages, &counters, &policy, &cancel, &task_rx, &done_tx, &ready_tx))
             .map_err(|e| RunError::Panic(format!("cannot start worker: {e}")))?;
         handles.push(h);
     }
     drop(ready_tx);
+    // Only workers hold the task queue: when they have all gone, readers stop instead of
+    // waiting on a full queue.
+    drop(task_rx);
     drop(done_tx);
 
     // Every worker must have set up every stage before any data is read.
@@ -235,8 +271,10 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     join_all(handles);
     // A read error explains a short write, so it is reported first.
     let (docs_in, rejected) = read?;
-    let (outputs, docs_out) = written?;
-    let (manifest, stale) = merged_manifest(plan, outputs.clone());
+    let (outputs, docs_out, failed) = written?;
+    let mut all = plan.resumed.clone();
+    all.extend(outputs.iter().cloned());
+    let (manifest, stale) = merged_manifest(plan, all);
     for path in stale {
         let loc = plan.output_dir.join(&path);
         if loc.exists() {
@@ -244,6 +282,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         }
     }
     manifest.save(&plan.output_dir)?;
+    crate::plan::Journal::remove(&plan.output_dir);
 
     let stage_stats = plan
         .stages
@@ -254,6 +293,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
             plugin: s.plugin.path.display().to_string(),
             docs_in: c.docs_in.load(Ordering::Relaxed),
             docs_out: c.docs_out.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed),
             batches: c.batches.load(Ordering::Relaxed),
             busy_s: c.busy_ns.load(Ordering::Relaxed) as f64 / 1e9,
         })
@@ -264,6 +304,8 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         docs_in,
         docs_out,
         rejected,
+        failed,
+        resumed_partitions: plan.resumed.len(),
         workers,
         elapsed_s: started.elapsed().as_secs_f64(),
         peak_rss_mb: peak_rss_mb(),
@@ -323,7 +365,7 @@ fn read_partitions(
     loop {
         let pi = next.fetch_add(1, Ordering::Relaxed);
         let Some(partition) = plan.partitions.get(pi) else { break };
-        let mut rejects: Option<RejectWriter> = None;
+        let mut rejects: Option<RecordWriter> = None;
         let mut pending: Option<Task> = None;
         let mut seq = 0u64;
         for part in &partition.parts {
@@ -345,7 +387,7 @@ fn read_partitions(
                     let w = match rejects.as_mut() {
                         Some(w) => w,
                         None => rejects
-                            .insert(RejectWriter::create(&plan.output_dir.join(&format!("_rejected/{}.jsonl", partition.output_rel)))?),
+                            .insert(RecordWriter::create(&plan.output_dir.join(&format!("_rejected/{}.jsonl", partition.output_rel)))?),
                     };
                     w.write(&r)?;
                 }
@@ -390,10 +432,12 @@ fn read_partitions(
 }
 
 /// Set up one instance of every stage, then process tasks until the queue closes.
+#[allow(clippy::too_many_arguments)]
 fn worker(
     compiled: &[CompiledPlugin],
     stages: &[PlannedStage],
     counters: &[Counters],
+    policy: &ExecutionSpec,
     cancel: &AtomicBool,
     tasks: &Mutex<Receiver<Task>>,
     done: &SyncSender<Done>,
@@ -419,7 +463,7 @@ fn worker(
         if cancel.load(Ordering::Relaxed) {
             continue; // drain so the reader is not left blocked
         }
-        let result = run_chain(&mut instances, stages, counters, task);
+        let result = run_chain(&mut instances, compiled, stages, counters, policy, task);
         if result.is_err() {
             cancel.store(true, Ordering::Relaxed);
         }
@@ -432,65 +476,186 @@ fn worker(
     }
 }
 
-fn run_chain(instances: &mut [StageInstance], stages: &[PlannedStage], counters: &[Counters], task: Task) -> Done {
-    let mut batch = task.batch;
-    for ((inst, stage), c) in instances.iter_mut().zip(stages).zip(counters) {
+fn stage_error(stage: &PlannedStage, task: &TaskMeta, source: StageFailure) -> RunError {
+    RunError::Stage(Box::new(StageFailed { label: stage.label.clone(), plugin: stage.plugin.path.clone(), task: task.clone(), source }))
+}
+
+/// One call of a stage on one batch.
+fn call_stage(inst: &mut StageInstance, stage: &PlannedStage, batch: &RecordBatch) -> Result<RecordBatch, StageFailure> {
+    let input = columns::to_wit(batch, &stage.plugin.manifest.input_columns);
+    let out = inst.process(&input)?;
+    Ok(columns::apply_output(batch, out)?)
+}
+
+/// Run a stage on `batch` with retries; a batch that runs out of memory is split in half and
+/// retried, down to single documents. Successful parts go to `ok`, failed ones to `failed`.
+fn call_resilient(
+    slot: &mut StageInstance,
+    plugin: &CompiledPlugin,
+    stage: &PlannedStage,
+    batch: RecordBatch,
+    attempts: u32,
+    ok: &mut Vec<RecordBatch>,
+    failed: &mut Vec<(RecordBatch, StageFailure)>,
+) -> Result<(), RunError> {
+    let mut tries = 0;
+    loop {
+        let err = match call_stage(slot, stage, &batch) {
+            Ok(b) => {
+                ok.push(b);
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        // After a trap the instance's state is unknown: replace it.
+        if matches!(err, StageFailure::Wasm(WasmError::Timeout(_) | WasmError::OutOfMemory { .. } | WasmError::Trap { .. })) {
+            *slot = plugin.instantiate(&stage.label, &stage.params, &limits(stage)).map_err(|source| RunError::Start {
+                label: stage.label.clone(),
+                plugin: stage.plugin.path.clone(),
+                source,
+            })?;
+        }
+        let n = batch.num_rows();
+        if matches!(err, StageFailure::Wasm(WasmError::OutOfMemory { .. })) && n > 1 {
+            tracing::warn!(stage = %stage.label, "a batch of {n} documents ran out of memory; retrying it as two halves");
+            let half = n / 2;
+            call_resilient(slot, plugin, stage, batch.slice(0, half), attempts, ok, failed)?;
+            return call_resilient(slot, plugin, stage, batch.slice(half, n - half), attempts, ok, failed);
+        }
+        tries += 1;
+        if tries < attempts {
+            tracing::warn!(stage = %stage.label, "attempt {tries} of {attempts} failed: {err}; retrying");
+            continue;
+        }
+        failed.push((batch, err));
+        return Ok(());
+    }
+}
+
+/// Rows `[min, max + 1)` of the `_row` column, and the ids, of a failed part.
+fn failed_rows(batch: &RecordBatch) -> (Option<[u64; 2]>, Vec<String>) {
+    let rows = batch.column_by_name(crate::io::ROW).and_then(|c| c.as_any().downcast_ref::<Int64Array>()).and_then(|r| {
+        let (lo, hi) = (r.values().iter().min()?, r.values().iter().max()?);
+        Some([*lo as u64, *hi as u64 + 1])
+    });
+    let ids = batch
+        .column_by_name(crate::io::ID)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .map(|a| (0..a.len()).map(|i| a.value(i).to_string()).collect())
+        .unwrap_or_default();
+    (rows, ids)
+}
+
+fn run_chain(
+    instances: &mut [StageInstance],
+    compiled: &[CompiledPlugin],
+    stages: &[PlannedStage],
+    counters: &[Counters],
+    policy: &ExecutionSpec,
+    task: Task,
+) -> Done {
+    // Number the rows so failures can be located in the source after filters have run.
+    let n = task.batch.num_rows();
+    let mut batch = with_row_numbers(task.batch, task.meta.first_row).map_err(|e| stage_error_any(&task.meta, e))?;
+    let _ = n;
+    let mut dead = Vec::new();
+    for (((inst, plugin), stage), c) in instances.iter_mut().zip(compiled).zip(stages).zip(counters) {
         if batch.num_rows() == 0 {
             break;
         }
-        let fail = |source: StageFailure| {
-            RunError::Stage(Box::new(StageFailed {
-                label: stage.label.clone(),
-                plugin: stage.plugin.path.clone(),
-                task: task.meta.clone(),
-                source,
-            }))
-        };
         let started = Instant::now();
         let rows = batch.num_rows();
         let chunk = stage.batch_size.unwrap_or(rows).max(1);
-        let mut parts = Vec::with_capacity(rows.div_ceil(chunk));
+        let mut ok = Vec::with_capacity(rows.div_ceil(chunk));
+        let mut failed = Vec::new();
         for start in (0..rows).step_by(chunk) {
             let part = batch.slice(start, chunk.min(rows - start));
-            let input = columns::to_wit(&part, &stage.plugin.manifest.input_columns);
-            let out = inst.process(&input).map_err(|e| fail(e.into()))?;
-            parts.push(columns::apply_output(&part, out).map_err(|e| fail(e.into()))?);
+            call_resilient(inst, plugin, stage, part, policy.num_run_attempts, &mut ok, &mut failed)?;
         }
-        batch = match parts.len() {
-            1 => parts.pop().unwrap_or(batch),
+        let mut failed_docs = 0u64;
+        for (part, err) in failed {
+            let (range, ids) = failed_rows(&part);
+            if !policy.ignore_failures {
+                let mut meta = task.meta.clone();
+                if let Some([a, b]) = range {
+                    meta.first_row = a;
+                    meta.num_rows = b - a;
+                }
+                return Err(stage_error(stage, &meta, err));
+            }
+            failed_docs += part.num_rows() as u64;
+            dead.push(DeadLetter {
+                stage: stage.label.clone(),
+                plugin: stage.plugin.path.display().to_string(),
+                source: task.meta.source.clone(),
+                rows: range,
+                documents: part.num_rows() as u64,
+                error: err.to_string(),
+                ids,
+            });
+        }
+        batch = match ok.len() {
+            0 => batch.slice(0, 0),
+            1 => ok.pop().unwrap_or_else(|| batch.slice(0, 0)),
             _ => {
-                let schema = parts.first().map(|p| p.schema()).unwrap_or_else(|| batch.schema());
-                arrow_select::concat::concat_batches(&schema, &parts)
-                    .map_err(|e| fail(StageFailure::Output(InvalidOutput(format!("chunks disagree on schema: {e}")))))?
+                let schema = ok[0].schema();
+                arrow_select::concat::concat_batches(&schema, &ok).map_err(|e| {
+                    stage_error(stage, &task.meta, StageFailure::Output(InvalidOutput(format!("chunks disagree on schema: {e}"))))
+                })?
             }
         };
         c.docs_in.fetch_add(rows as u64, Ordering::Relaxed);
         c.docs_out.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        c.failed.fetch_add(failed_docs, Ordering::Relaxed);
         c.batches.fetch_add(1, Ordering::Relaxed);
         c.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
-    Ok((task.meta, batch))
+    Ok(Outcome { meta: task.meta, batch, dead })
 }
 
-/// An output file being written: its writer, the next batch it expects and the batches that
-/// arrived early.
+fn stage_error_any(meta: &TaskMeta, e: impl std::fmt::Display) -> RunError {
+    RunError::Io(IoError::Line { at: meta.to_string(), message: e.to_string() })
+}
+
+/// Add the `_row` column: each document's row in its source part.
+fn with_row_numbers(batch: RecordBatch, first_row: u64) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let n = batch.num_rows();
+    let rows: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| (first_row + i as u64) as i64)));
+    let mut fields: Vec<arrow_schema::Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(arrow_schema::Field::new(crate::io::ROW, arrow_schema::DataType::Int64, false));
+    let mut cols = batch.columns().to_vec();
+    cols.push(rows);
+    RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), cols)
+}
+
+/// An output file being written: its writer, the next batch it expects, the batches that
+/// arrived early, and its dead letters.
 struct OpenOutput {
     writer: Box<dyn OutputWriter>,
     next_seq: u64,
-    early: BTreeMap<u64, (TaskMeta, RecordBatch)>,
+    early: BTreeMap<u64, Outcome>,
+    dead: Vec<DeadLetter>,
 }
 
 /// Write results: one output file per partition, batches in their order within it (several
 /// partitions may be open at once, one per reader), each file committed when its last batch
-/// is written. Returns the files (in partition order) and the documents written.
-fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<WrittenFile>, u64), RunError> {
+/// is written, then its dead letters, then a journal line (so a killed run resumes after it).
+/// Returns the files (in partition order), the documents written and the documents failed.
+fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<WrittenFile>, u64, u64), RunError> {
     let mut open: BTreeMap<usize, OpenOutput> = BTreeMap::new();
     let mut outputs = Vec::new();
-    let mut docs_out = 0u64;
+    let (mut docs_out, mut docs_seen, mut docs_failed) = (0u64, 0u64, 0u64);
     let sink = &plan.spec.sink;
+    let policy = &plan.spec.execution;
+    let mut journal = crate::plan::Journal::open_for_append(&plan.output_dir)?;
     while let Ok(result) = done.recv() {
-        let (meta, batch) = result?;
-        let pi = meta.file_index;
+        let outcome = result?;
+        docs_seen += outcome.meta.num_rows;
+        docs_failed += outcome.dead.iter().map(|d| d.documents).sum::<u64>();
+        if docs_failed > 0 && docs_seen >= 1000 && docs_failed as f64 > policy.max_failed_fraction * docs_seen as f64 {
+            return Err(RunError::TooManyFailures { failed: docs_failed, seen: docs_seen, max: policy.max_failed_fraction });
+        }
+        let pi = outcome.meta.file_index;
         let partition = &plan.partitions[pi];
         let out = match open.entry(pi) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
@@ -504,33 +669,49 @@ fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<WrittenFile>, u6
                         &plan.spec.source.text_field,
                     )?),
                 };
-                e.insert(OpenOutput { writer, next_seq: 0, early: BTreeMap::new() })
+                e.insert(OpenOutput { writer, next_seq: 0, early: BTreeMap::new(), dead: Vec::new() })
             }
         };
-        out.early.insert(meta.seq, (meta, batch));
+        out.early.insert(outcome.meta.seq, outcome);
         let mut finished = false;
-        while let Some((meta, batch)) = out.early.remove(&out.next_seq) {
+        while let Some(o) = out.early.remove(&out.next_seq) {
             out.next_seq += 1;
-            if batch.num_rows() > 0 {
-                out.writer.write_batch(&batch)?;
+            if o.batch.num_rows() > 0 {
+                out.writer.write_batch(&o.batch)?;
             }
-            finished |= meta.last_of_file;
+            out.dead.extend(o.dead);
+            finished |= o.meta.last_of_file;
         }
         if finished && let Some(o) = open.remove(&pi) {
             let c = o.writer.finish()?;
+            if !o.dead.is_empty() {
+                let target = plan.output_dir.join(&format!("_dead_letter/{}.jsonl", partition.output_rel));
+                let mut w = RecordWriter::create(&target)?;
+                for d in &o.dead {
+                    w.write(d)?;
+                }
+                w.finish()?;
+                tracing::warn!(
+                    "{} document(s) of partition {} dead-lettered in {}",
+                    o.dead.iter().map(|d| d.documents).sum::<u64>(),
+                    partition.index,
+                    target.display()
+                );
+            }
             docs_out += c.documents;
-            outputs.push((
-                pi,
-                WrittenFile {
-                    path: partition.output_rel.clone(),
-                    documents: c.documents,
-                    bytes: c.bytes,
-                    sha256: c.sha256,
-                    sources: plan.sources(partition),
-                },
-            ));
+            let file = WrittenFile {
+                path: partition.output_rel.clone(),
+                documents: c.documents,
+                bytes: c.bytes,
+                sha256: c.sha256,
+                sources: plan.sources(partition),
+            };
+            if let Some(j) = journal.as_mut() {
+                j.record(&file)?;
+            }
+            outputs.push((pi, file));
         }
     }
     outputs.sort_by_key(|(pi, _)| *pi);
-    Ok((outputs.into_iter().map(|(_, w)| w).collect(), docs_out))
+    Ok((outputs.into_iter().map(|(_, w)| w).collect(), docs_out, docs_failed))
 }

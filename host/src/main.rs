@@ -50,6 +50,9 @@ enum Command {
         /// Stop at the first bad input line (default: quarantine it under <output>/_rejected/).
         #[arg(long)]
         strict: bool,
+        /// Ignore the journal of an interrupted earlier run and start from scratch.
+        #[arg(long)]
+        restart: bool,
     },
     /// Inspect installed plugins.
     Plugin {
@@ -102,8 +105,8 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run { pipeline, plugins, workers, no_cache, dry_run, strict } => {
-            run(&pipeline, &plugins, RunOptions { workers, strict }, no_cache, dry_run)
+        Command::Run { pipeline, plugins, workers, no_cache, dry_run, strict, restart } => {
+            run(&pipeline, &plugins, RunOptions { workers, strict }, no_cache, dry_run, restart)
         }
         Command::Plugin { command: PluginCommand::List { plugins, json } } => {
             let reg = scan(&plugins);
@@ -230,9 +233,9 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry_run: bool) -> Result<ExitCode> {
+fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry_run: bool, restart: bool) -> Result<ExitCode> {
     let reg = scan(dirs);
-    let plan = match plan::plan_file(pipeline, &reg) {
+    let plan = match plan::plan_file(pipeline, &reg, restart && !dry_run) {
         Ok(p) => p,
         Err(e @ PlanError::Spec(_)) | Err(e @ PlanError::Io(_)) => {
             eprintln!("error: {e}");
@@ -261,17 +264,20 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
             return Ok(ExitCode::from(EXIT_FAILED));
         }
     };
-    println!("{:<24} {:>10} {:>10} {:>10} {:>9} {:>12}", "STAGE", "IN", "OUT", "DROPPED", "BUSY s", "DOCS/s busy");
+    println!("{:<24} {:>10} {:>10} {:>10} {:>8} {:>9} {:>12}", "STAGE", "IN", "OUT", "DROPPED", "FAILED", "BUSY s", "DOCS/s busy");
     for s in &summary.stages {
         let rate = if s.busy_s > 0.0 { s.docs_in as f64 / s.busy_s } else { 0.0 };
-        println!("{:<24} {:>10} {:>10} {:>10} {:>9.3} {:>12.0}", s.label, s.docs_in, s.docs_out, s.docs_in - s.docs_out, s.busy_s, rate);
+        let dropped = s.docs_in.saturating_sub(s.docs_out + s.failed);
+        println!("{:<24} {:>10} {:>10} {:>10} {:>8} {:>9.3} {:>12.0}", s.label, s.docs_in, s.docs_out, dropped, s.failed, s.busy_s, rate);
     }
     println!(
-        "read {} documents in {} partition(s) ({} skipped), rejected {} line(s), wrote {} to {} in {:.2}s with {} worker(s), peak RSS {:.0} MiB",
+        "read {} documents in {} partition(s) ({} skipped, {} resumed), rejected {} line(s), dead-lettered {}, wrote {} to {} in {:.2}s with {} worker(s), peak RSS {:.0} MiB",
         summary.docs_in,
         summary.partitions,
         summary.skipped_partitions,
+        summary.resumed_partitions,
         summary.rejected,
+        summary.failed,
         summary.docs_out,
         plan.output_dir.display(),
         summary.elapsed_s,

@@ -51,17 +51,87 @@ pub struct Plan {
     pub output_dir: Loc,
     /// The output manifest found in the output directory before the run.
     pub prior_manifest: OutputManifest,
+    /// Partitions an interrupted earlier run finished (from its journal); not run again.
+    pub resumed: Vec<WrittenFile>,
+}
+
+/// The journal of finished partitions, `_journal.jsonl` in a local output directory: one
+/// line per committed output file, synced to disk before the next partition is reported
+/// done. A run that is killed resumes from it; a run that finishes replaces it with the
+/// output manifest.
+pub struct Journal {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Journal {
+    pub const NAME: &'static str = "_journal.jsonl";
+
+    /// Entries of the journal in `dir`; `None` when there is no journal (no run was
+    /// interrupted there, or it is an object store). The journal is created when a run starts
+    /// writing, so an empty one still means "interrupted". A torn last line (a kill
+    /// mid-write) is ignored.
+    pub fn load(dir: &Loc) -> Option<Vec<WrittenFile>> {
+        let Loc::Local(d) = dir else { return None };
+        let text = std::fs::read_to_string(d.join(Self::NAME)).ok()?;
+        Some(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    }
+
+    /// Open for appending (local output directories only).
+    pub fn open_for_append(dir: &Loc) -> Result<Option<Journal>, IoError> {
+        let Loc::Local(d) = dir else { return Ok(None) };
+        std::fs::create_dir_all(d).map_err(|source| IoError::Write { path: d.display().to_string(), source })?;
+        let path = d.join(Self::NAME);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|source| IoError::Write { path: path.display().to_string(), source })?;
+        Ok(Some(Journal { file, path }))
+    }
+
+    /// Record a committed output file durably.
+    pub fn record(&mut self, f: &WrittenFile) -> Result<(), IoError> {
+        use std::io::Write;
+        let mut line = serde_json::to_vec(f).map_err(|e| IoError::Write { path: self.path.display().to_string(), source: e.into() })?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .and_then(|_| self.file.sync_data())
+            .map_err(|source| IoError::Write { path: self.path.display().to_string(), source })
+    }
+
+    pub fn remove(dir: &Loc) {
+        if let Loc::Local(d) = dir {
+            let _ = std::fs::remove_file(d.join(Self::NAME));
+        }
+    }
+}
+
+/// Remove temp files that killed runs left in a local output directory (`.<name>.tmp-<pid>-…`
+/// of processes other than this one).
+pub fn remove_stale_spools(dir: &Loc) {
+    fn walk(d: &Path, ours: &str) {
+        let Ok(entries) = std::fs::read_dir(d) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                walk(&p, ours);
+            } else if name.starts_with('.') && name.contains(".tmp-") && !name.contains(ours) {
+                let _ = std::fs::remove_file(&p);
+            }
+        }
+    }
+    if let Loc::Local(d) = dir {
+        walk(d, &format!(".tmp-{}-", std::process::id()));
+    }
 }
 
 impl Plan {
     /// `file`, `file bytes a..b` or `file row groups a..b`, for messages and manifests.
     pub fn describe_part(&self, part: &Part) -> String {
-        let f = self.inputs[part.file].display();
-        match part.extent {
-            Extent::Whole => f,
-            Extent::Bytes { start, end } => format!("{f} bytes {start}..{end}"),
-            Extent::Units { start, end } => format!("{f} row groups {start}..{end}"),
-        }
+        describe(&self.inputs, part)
     }
 
     /// Where a partition's documents came from.
@@ -71,6 +141,15 @@ impl Plan {
 
     pub fn max_line_bytes(&self) -> u64 {
         self.spec.source.max_line_bytes.as_ref().and_then(|s| s.bytes()).unwrap_or(DEFAULT_MAX_LINE_BYTES)
+    }
+}
+
+fn describe(inputs: &[InputFile], part: &Part) -> String {
+    let f = inputs[part.file].display();
+    match part.extent {
+        Extent::Whole => f,
+        Extent::Bytes { start, end } => format!("{f} bytes {start}..{end}"),
+        Extent::Units { start, end } => format!("{f} row groups {start}..{end}"),
     }
 }
 
@@ -126,16 +205,17 @@ fn resolve(base: &Path, p: &str) -> PathBuf {
 }
 
 /// Read, parse and check a pipeline file against the registry.
-pub fn plan_file(path: &Path, registry: &Registry) -> Result<Plan, PlanError> {
+/// `restart`: ignore (and delete) the journal of an interrupted earlier run.
+pub fn plan_file(path: &Path, registry: &Registry, restart: bool) -> Result<Plan, PlanError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| IoError::Open { path: label.clone(), source })?;
     let spec = PipelineSpec::from_yaml(&label, &text)?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    plan_spec(spec, &label, &base, registry)
+    plan_spec(spec, &label, &base, registry, restart)
 }
 
 /// Check a parsed spec. Relative paths resolve against `base`.
-pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry) -> Result<Plan, PlanError> {
+pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry, restart: bool) -> Result<Plan, PlanError> {
     let mut errors = Vec::new();
     let mut stages = Vec::new();
     for (i, s) in spec.stages.iter().enumerate() {
@@ -250,6 +330,15 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         Format::Parquet => ".parquet".to_string(),
     };
     let prior_manifest = OutputManifest::load(&output_dir);
+    let journal = if restart {
+        Journal::remove(&output_dir);
+        None
+    } else {
+        Journal::load(&output_dir)
+    };
+    let resuming = journal.is_some();
+    let journal = journal.unwrap_or_default();
+    let mut resumed = Vec::new();
     let mut partitions: Vec<PlannedPartition> = Vec::new();
     let mut skipped = 0;
     let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -264,7 +353,14 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
             .into());
         }
         let mut output = output_dir.join(&output_rel);
-        if output.exists() {
+        let sources: Vec<String> = p.parts.iter().map(|part| describe(&inputs, part)).collect();
+        if let Some(done) = journal.iter().find(|j| j.sources == sources && output_dir.join(&j.path).exists()) {
+            resumed.push(done.clone());
+            taken.insert(done.path.clone());
+            continue;
+        }
+        // Resuming: an output not in the journal is from the interrupted run; redo it.
+        if output.exists() && !resuming {
             match spec.sink.mode {
                 WriteMode::Error => return Err(IoError::Exists { path: output.display() }.into()),
                 WriteMode::Ignore => {
@@ -289,7 +385,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         taken.insert(output_rel.clone());
         partitions.push(PlannedPartition { index: p.index, parts: p.parts, output_rel, output });
     }
-    Ok(Plan { spec, file_label: label.to_string(), stages, inputs, partitions, skipped, output_dir, prior_manifest })
+    Ok(Plan { spec, file_label: label.to_string(), stages, inputs, partitions, skipped, output_dir, prior_manifest, resumed })
 }
 
 /// The output manifest after a run (previous entries that still stand, plus the new files),

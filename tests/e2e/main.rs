@@ -4,6 +4,7 @@
 mod support;
 
 mod cli;
+mod executor;
 mod io;
 mod pipeline_errors;
 mod quickstart;

@@ -26,9 +26,13 @@ fn run_hostile(mode: &str, extra: &str) -> (Run, tempfile::TempDir) {
 }
 
 fn assert_contained(run: &Run, tmp: &Path, reason: &str) {
+    assert_contained_rows(run, tmp, reason, "10..20");
+}
+
+fn assert_contained_rows(run: &Run, tmp: &Path, reason: &str, rows: &str) {
     assert_eq!(run.code, 1, "expected exit 1\nstderr:\n{}", run.stderr);
     let plugin = guests_dir().join("hostile.wasm");
-    let want = format!("stage \"hostile\" (plugin {}) failed on {} rows 10..20: ", plugin.display(), tmp.join("in/data.jsonl").display());
+    let want = format!("stage \"hostile\" (plugin {}) failed on {} rows {rows}: ", plugin.display(), tmp.join("in/data.jsonl").display());
     assert!(run.stderr.contains(&want), "stderr lacks {want:?}:\n{}", run.stderr);
     assert!(run.stderr.contains(reason), "stderr lacks {reason:?}:\n{}", run.stderr);
     assert!(!tmp.join("out/data.jsonl").exists(), "a partial output was left under the final name");
@@ -44,7 +48,9 @@ fn infinite_loop_stops_at_deadline() {
 #[test]
 fn memory_bomb_stops_at_cap() {
     let (run, tmp) = run_hostile("bomb", "");
-    assert_contained(&run, tmp.path(), "exceeded its memory cap of 64 MiB");
+    // The batch (rows 10..20) is split in halves down to the one document that explodes.
+    assert_contained_rows(&run, tmp.path(), "exceeded its memory cap of 64 MiB", "15..16");
+    assert!(run.stderr.contains("a batch of 10 documents ran out of memory; retrying it as two halves stage=hostile"), "{}", run.stderr);
 }
 
 #[test]
@@ -53,7 +59,7 @@ fn memory_cap_follows_pipeline_override() {
     setup(tmp.path());
     let p = pipeline(tmp.path(), "  - plugin: hostile\n    params: {mode: bomb, trigger: TRIGGER}\n    resources: {memory_mb: 32}\n");
     let run = run_with_guests(&["run", &p]);
-    assert_contained(&run, tmp.path(), "exceeded its memory cap of 32 MiB");
+    assert_contained_rows(&run, tmp.path(), "exceeded its memory cap of 32 MiB", "15..16");
 }
 
 #[test]

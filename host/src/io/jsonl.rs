@@ -566,7 +566,7 @@ pub fn extra_columns(batch: &RecordBatch) -> Vec<(&str, &ArrayRef)> {
         .fields()
         .iter()
         .zip(batch.columns())
-        .filter(|(f, _)| ![ID, TEXT, META].contains(&f.name().as_str()))
+        .filter(|(f, _)| ![ID, TEXT, META, super::ROW].contains(&f.name().as_str()))
         .map(|(f, a)| (f.name().as_str(), a))
         .collect()
 }

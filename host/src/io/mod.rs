@@ -18,6 +18,8 @@ pub const ID: &str = "id";
 pub const TEXT: &str = "text";
 /// JSON object (as text) holding every input field but the text, in input order.
 pub const META: &str = "_meta";
+/// Row of each document within its batch as read (executor bookkeeping; never written).
+pub const ROW: &str = "_row";
 
 /// File name endings read from a directory when `file_extensions` is not given.
 pub const DEFAULT_EXTENSIONS: &[&str] =

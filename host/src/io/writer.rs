@@ -138,20 +138,21 @@ impl OutputManifest {
     }
 }
 
-/// Writes rejected input records as JSONL (`<output>/_rejected/<name>.jsonl`).
-pub struct RejectWriter {
+/// Writes records as JSONL into a spooled file: rejected input lines
+/// (`<output>/_rejected/<name>.jsonl`), dead letters (`<output>/_dead_letter/<name>.jsonl`).
+pub struct RecordWriter {
     spool: Spool,
     w: SpoolWriter,
     pub count: u64,
 }
 
-impl RejectWriter {
-    pub fn create(target: &Loc) -> Result<RejectWriter, IoError> {
+impl RecordWriter {
+    pub fn create(target: &Loc) -> Result<RecordWriter, IoError> {
         let (spool, w) = Spool::create(target)?;
-        Ok(RejectWriter { spool, w, count: 0 })
+        Ok(RecordWriter { spool, w, count: 0 })
     }
 
-    pub fn write(&mut self, r: &super::Reject) -> Result<(), IoError> {
+    pub fn write<T: serde::Serialize>(&mut self, r: &T) -> Result<(), IoError> {
         let mut line = serde_json::to_vec(r).map_err(|e| self.spool.werr(e.into()))?;
         line.push(b'\n');
         self.w.write_all(&line).map_err(|e| self.spool.werr(e))?;
