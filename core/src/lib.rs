@@ -8,6 +8,7 @@ pub mod manifest;
 pub mod params;
 pub mod partition;
 pub mod pipeline;
+pub mod placement;
 pub mod resources;
 pub mod task;
 

@@ -2,6 +2,7 @@
 
 pub mod columns;
 pub mod exec;
+pub mod gpu;
 pub mod io;
 pub mod plan;
 pub mod registry;

@@ -61,6 +61,11 @@ enum Command {
     },
     /// Print the JSON Schema of a file format.
     Schema { what: SchemaKind },
+    /// List the GPUs (NVML). Without a driver or GPU the list is empty and the exit code 0.
+    Gpus {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -115,6 +120,26 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Plugin { command: PluginCommand::Inspect { name_or_file, plugins, json } } => {
             plugin_inspect(&name_or_file, &plugins, json)
+        }
+        Command::Gpus { json } => {
+            let inv = curator_host::gpu::discover();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&inv)?);
+            } else {
+                if let Some(d) = &inv.driver {
+                    println!("driver {d}");
+                }
+                if inv.gpus.is_empty() {
+                    println!("no GPUs{}", inv.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default());
+                }
+                for g in &inv.gpus {
+                    println!(
+                        "{:>3}  {:<28} {:>8} MiB total {:>8} MiB free  {}",
+                        g.index, g.name, g.memory_total_mb, g.memory_free_mb, g.uuid
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Schema { what } => {
             let schema = match what {

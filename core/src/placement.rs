@@ -1,0 +1,280 @@
+//! GPU placement: which device(s) each GPU worker gets. Pure policy over an inventory, so it
+//! is tested on simulated machines (8×80 GB, 2×141 GB, mixed) without a GPU.
+//!
+//! * `gpus: n` (n ≥ 1, whole) — n whole devices per worker.
+//! * `gpus: f` (0 < f < 1) — a share f of one device.
+//! * `gpu_memory_gb: g` — a share g / (that device's memory) of one device, computed per
+//!   device and rounded *up* in millionths, so it is never zero (NeMo Curator rounds it to
+//!   one decimal and gets 0 on cards over 200 GB). Larger than every device: refused.
+//!
+//! Workers are bin-packed: whole-device requests first, then shares largest first, each on
+//! the fullest device it still fits (best fit), so several small workers share one card.
+
+use serde::{Deserialize, Serialize};
+
+use crate::resources::Resources;
+
+/// Capacity of one device in placement units (millionths of a device).
+const UNIT: u64 = 1_000_000;
+
+/// One GPU as discovered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuDevice {
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub memory_total_mb: u64,
+    pub memory_free_mb: u64,
+}
+
+/// What one worker of a stage asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GpuRequest {
+    Whole(u32),
+    Share(f64),
+    MemoryGb(f64),
+}
+
+impl GpuRequest {
+    /// The GPU part of a resource request, if any.
+    pub fn from_resources(r: &Resources) -> Option<GpuRequest> {
+        match (r.gpus, r.gpu_memory_gb) {
+            (Some(g), _) if g >= 1.0 => Some(GpuRequest::Whole(g as u32)),
+            (Some(g), _) if g > 0.0 => Some(GpuRequest::Share(g)),
+            (_, Some(m)) if m > 0.0 => Some(GpuRequest::MemoryGb(m)),
+            _ => None,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            GpuRequest::Whole(n) => format!("gpus: {n}"),
+            GpuRequest::Share(f) => format!("gpus: {f}"),
+            GpuRequest::MemoryGb(g) => format!("gpu_memory_gb: {g}"),
+        }
+    }
+}
+
+/// A stage's GPU workers to place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageGpuRequest {
+    pub stage: String,
+    pub request: GpuRequest,
+    pub workers: usize,
+}
+
+/// Where one worker runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Assignment {
+    /// Device indices (`CUDA_VISIBLE_DEVICES`).
+    pub devices: Vec<u32>,
+    /// Fraction of each device the worker may use (1.0 for whole devices).
+    pub share: f64,
+    /// GPU memory budget in MB, enforced by the watchdog.
+    pub memory_budget_mb: u64,
+}
+
+/// Why GPU workers cannot be placed. Each message names the stage and what it needs.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlacementError {
+    #[error("stage {stage:?} needs a GPU ({needs}) but none was found{}", if .detail.is_empty() { String::new() } else { format!(" ({})", .detail) })]
+    NoGpus { stage: String, needs: String, detail: String },
+    #[error("stage {stage:?} asks for gpu_memory_gb: {needs_gb} but the largest GPU here has {largest_gb:.1} GB")]
+    TooLarge { stage: String, needs_gb: f64, largest_gb: f64 },
+    #[error("stage {stage:?} asks for gpus: {needs} per worker but this machine has {found} GPU(s)")]
+    TooManyDevices { stage: String, needs: u32, found: usize },
+    #[error("stage {stage:?}: only {placed} of {wanted} workers ({needs} each) fit on {devices} GPU(s)")]
+    Full { stage: String, wanted: usize, placed: usize, needs: String, devices: usize },
+}
+
+fn mem_gb(d: &GpuDevice) -> f64 {
+    d.memory_total_mb as f64 / 1024.0
+}
+
+/// Units of device `d` one worker of `req` takes (never 0 for a positive request).
+pub fn units_on(req: GpuRequest, d: &GpuDevice) -> u64 {
+    match req {
+        GpuRequest::Whole(_) => UNIT,
+        GpuRequest::Share(f) => ((f * UNIT as f64).ceil() as u64).clamp(1, UNIT),
+        GpuRequest::MemoryGb(g) => ((g / mem_gb(d) * UNIT as f64).ceil() as u64).max(1),
+    }
+}
+
+/// Place every stage's workers, or say why not. Returns assignments in input order.
+pub fn place(gpus: &[GpuDevice], requests: &[StageGpuRequest]) -> Result<Vec<Vec<Assignment>>, PlacementError> {
+    let mut free: Vec<u64> = vec![UNIT; gpus.len()];
+    let mut out: Vec<Vec<Assignment>> = vec![Vec::new(); requests.len()];
+    // Whole devices first, then shares from the largest.
+    let mut order: Vec<usize> = (0..requests.len()).collect();
+    let weight = |r: &StageGpuRequest| match r.request {
+        GpuRequest::Whole(n) => (2u8, n as f64),
+        GpuRequest::Share(f) => (1, f),
+        GpuRequest::MemoryGb(g) => (1, g / gpus.iter().map(mem_gb).fold(f64::MIN, f64::max).max(1e-9)),
+    };
+    order.sort_by(|&a, &b| weight(&requests[b]).partial_cmp(&weight(&requests[a])).unwrap_or(std::cmp::Ordering::Equal));
+    for i in order {
+        let r = &requests[i];
+        if gpus.is_empty() {
+            return Err(PlacementError::NoGpus { stage: r.stage.clone(), needs: r.request.describe(), detail: String::new() });
+        }
+        match r.request {
+            GpuRequest::Whole(n) if n as usize > gpus.len() => {
+                return Err(PlacementError::TooManyDevices { stage: r.stage.clone(), needs: n, found: gpus.len() });
+            }
+            GpuRequest::MemoryGb(g) if gpus.iter().all(|d| mem_gb(d) < g) => {
+                let largest = gpus.iter().map(mem_gb).fold(0.0, f64::max);
+                return Err(PlacementError::TooLarge { stage: r.stage.clone(), needs_gb: g, largest_gb: largest });
+            }
+            _ => {}
+        }
+        for placed in 0..r.workers {
+            let assignment = match r.request {
+                GpuRequest::Whole(n) => {
+                    let devs: Vec<usize> = (0..gpus.len()).filter(|&d| free[d] == UNIT).take(n as usize).collect();
+                    if devs.len() < n as usize {
+                        None
+                    } else {
+                        devs.iter().for_each(|&d| free[d] = 0);
+                        let budget = devs.iter().map(|&d| gpus[d].memory_total_mb).sum();
+                        Some(Assignment { devices: devs.iter().map(|&d| gpus[d].index).collect(), share: 1.0, memory_budget_mb: budget })
+                    }
+                }
+                req => {
+                    // Best fit: the device with the least room that still fits.
+                    let best = (0..gpus.len())
+                        .filter(|&d| units_on(req, &gpus[d]) <= free[d])
+                        .min_by_key(|&d| (free[d] - units_on(req, &gpus[d]), d));
+                    best.map(|d| {
+                        let units = units_on(req, &gpus[d]);
+                        free[d] -= units;
+                        let budget = match req {
+                            GpuRequest::MemoryGb(g) => (g * 1024.0).round() as u64,
+                            _ => gpus[d].memory_total_mb * units / UNIT,
+                        };
+                        Assignment { devices: vec![gpus[d].index], share: units as f64 / UNIT as f64, memory_budget_mb: budget }
+                    })
+                }
+            };
+            match assignment {
+                Some(a) => out[i].push(a),
+                None => {
+                    return Err(PlacementError::Full {
+                        stage: r.stage.clone(),
+                        wanted: r.workers,
+                        placed,
+                        needs: r.request.describe(),
+                        devices: gpus.len(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// How many workers of one request fit on an empty inventory (for sizing a pool).
+pub fn max_workers(gpus: &[GpuDevice], req: GpuRequest) -> usize {
+    match req {
+        GpuRequest::Whole(n) if n > 0 => gpus.len() / n as usize,
+        GpuRequest::Whole(_) => 0,
+        _ => gpus.iter().map(|d| (UNIT / units_on(req, d)) as usize).sum(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cards(gb: &[u64]) -> Vec<GpuDevice> {
+        gb.iter()
+            .enumerate()
+            .map(|(i, g)| GpuDevice {
+                index: i as u32,
+                uuid: format!("GPU-{i}"),
+                name: "sim".into(),
+                memory_total_mb: g * 1024,
+                memory_free_mb: g * 1024,
+            })
+            .collect()
+    }
+
+    fn req(stage: &str, request: GpuRequest, workers: usize) -> StageGpuRequest {
+        StageGpuRequest { stage: stage.into(), request, workers }
+    }
+
+    #[test]
+    fn whole_devices_on_8x80() {
+        let gpus = cards(&[80; 8]);
+        let a = place(&gpus, &[req("embed", GpuRequest::Whole(1), 8)]).unwrap();
+        let devs: Vec<u32> = a[0].iter().map(|x| x.devices[0]).collect();
+        assert_eq!(devs, (0..8).collect::<Vec<_>>());
+        assert_eq!(a[0][0].memory_budget_mb, 80 * 1024);
+        let e = place(&gpus, &[req("embed", GpuRequest::Whole(1), 9)]).unwrap_err();
+        assert_eq!(e.to_string(), "stage \"embed\": only 8 of 9 workers (gpus: 1 each) fit on 8 GPU(s)");
+        let two = place(&gpus, &[req("big", GpuRequest::Whole(2), 4)]).unwrap();
+        assert_eq!(two[0][3].devices, vec![6, 7]);
+        assert!(matches!(place(&gpus, &[req("x", GpuRequest::Whole(9), 1)]), Err(PlacementError::TooManyDevices { .. })));
+    }
+
+    #[test]
+    fn memory_shares_bin_pack() {
+        // 20 GB on 80 GB cards: 4 per card, 32 on 8 cards.
+        let gpus = cards(&[80; 8]);
+        assert_eq!(max_workers(&gpus, GpuRequest::MemoryGb(20.0)), 32);
+        let a = place(&gpus, &[req("cls", GpuRequest::MemoryGb(20.0), 4)]).unwrap();
+        assert!(a[0].iter().all(|x| x.devices == vec![0]), "best fit packs one card first: {a:?}");
+        assert!((a[0][0].share - 0.25).abs() < 1e-6);
+        assert_eq!(a[0][0].memory_budget_mb, 20 * 1024);
+        // 35 GB on 2×141 GB: 4 per card (35/141 = 0.248).
+        let h200 = cards(&[141, 141]);
+        assert_eq!(max_workers(&h200, GpuRequest::MemoryGb(35.0)), 8);
+        assert!(place(&h200, &[req("cls", GpuRequest::MemoryGb(35.0), 8)]).is_ok());
+        assert!(place(&h200, &[req("cls", GpuRequest::MemoryGb(35.0), 9)]).is_err());
+    }
+
+    #[test]
+    fn small_requests_on_huge_cards_are_never_zero() {
+        let big = cards(&[288]);
+        let u = units_on(GpuRequest::MemoryGb(1.0), &big[0]);
+        assert!(u > 0 && u < UNIT / 100, "{u}");
+        assert!(units_on(GpuRequest::MemoryGb(0.001), &big[0]) >= 1);
+        assert_eq!(max_workers(&big, GpuRequest::MemoryGb(10.0)), 28);
+    }
+
+    #[test]
+    fn too_large_and_no_gpu_refused_with_names() {
+        let gpus = cards(&[80; 8]);
+        let e = place(&gpus, &[req("llm", GpuRequest::MemoryGb(100.0), 1)]).unwrap_err();
+        assert_eq!(e.to_string(), "stage \"llm\" asks for gpu_memory_gb: 100 but the largest GPU here has 80.0 GB");
+        let e = place(&[], &[req("embed", GpuRequest::Whole(1), 1)]).unwrap_err();
+        assert_eq!(e.to_string(), "stage \"embed\" needs a GPU (gpus: 1) but none was found");
+    }
+
+    #[test]
+    fn mixed_inventory_and_mixed_requests() {
+        // One 80 GB and one 24 GB card: 30 GB workers only fit the big one; a whole-GPU stage
+        // is placed first and takes a card whole.
+        let gpus = cards(&[80, 24]);
+        assert_eq!(max_workers(&gpus, GpuRequest::MemoryGb(30.0)), 2);
+        let a = place(&gpus, &[req("cls", GpuRequest::MemoryGb(10.0), 2), req("embed", GpuRequest::Whole(1), 1)]).unwrap();
+        assert_eq!(a[1][0].devices, vec![0], "whole-device request placed first, on the first free card");
+        assert!(a[0].iter().all(|x| x.devices == vec![1]), "shares go to the remaining card: {a:?}");
+        // Fractions share a card with each other.
+        let a = place(&cards(&[80]), &[req("a", GpuRequest::Share(0.5), 1), req("b", GpuRequest::Share(0.25), 2)]).unwrap();
+        assert_eq!(a.iter().map(|v| v.len()).sum::<usize>(), 3);
+        assert!(place(&cards(&[80]), &[req("a", GpuRequest::Share(0.5), 3)]).is_err());
+    }
+
+    #[test]
+    fn request_from_resources() {
+        let mut r = Resources::default();
+        assert_eq!(GpuRequest::from_resources(&r), None);
+        r.gpus = Some(2.0);
+        assert_eq!(GpuRequest::from_resources(&r), Some(GpuRequest::Whole(2)));
+        r.gpus = Some(0.5);
+        assert_eq!(GpuRequest::from_resources(&r), Some(GpuRequest::Share(0.5)));
+        r.gpus = None;
+        r.gpu_memory_gb = Some(16.0);
+        assert_eq!(GpuRequest::from_resources(&r), Some(GpuRequest::MemoryGb(16.0)));
+    }
+}
