@@ -55,11 +55,19 @@ pub struct ExecutionSpec {
     /// failed (checked after 1,000 documents; default 0.5).
     #[serde(default = "default_failed_fraction")]
     pub max_failed_fraction: f64,
+    /// Seconds between status lines in the log (default 30).
+    #[serde(default = "default_logging_interval")]
+    pub logging_interval_s: f64,
 }
 
 impl Default for ExecutionSpec {
     fn default() -> Self {
-        ExecutionSpec { num_run_attempts: default_attempts(), ignore_failures: false, max_failed_fraction: default_failed_fraction() }
+        ExecutionSpec {
+            num_run_attempts: default_attempts(),
+            ignore_failures: false,
+            max_failed_fraction: default_failed_fraction(),
+            logging_interval_s: default_logging_interval(),
+        }
     }
 }
 
@@ -68,6 +76,9 @@ fn default_attempts() -> u32 {
 }
 fn default_failed_fraction() -> f64 {
     0.5
+}
+fn default_logging_interval() -> f64 {
+    30.0
 }
 
 /// File format.

@@ -11,10 +11,10 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 
@@ -26,6 +26,7 @@ use crate::io::jsonl::{JsonlReader, JsonlWriter, ReadOptions, reader_schema};
 use crate::io::parquet::{ParquetReader, ParquetWriter};
 use crate::io::writer::{OutputWriter, RecordWriter, WrittenFile};
 use crate::io::{IoError, Reject};
+use crate::metrics::{RunMetrics, StageCounters};
 use crate::plan::{Plan, PlannedStage, merged_manifest};
 use crate::wasm::{CompiledPlugin, InstanceLimits, StageInstance, WasmError, WasmRuntime};
 
@@ -36,6 +37,8 @@ pub struct RunOptions {
     pub workers: Option<usize>,
     /// Stop at the first bad input line instead of quarantining it.
     pub strict: bool,
+    /// Serve Prometheus metrics on this address during the run.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// Why a run failed.
@@ -118,15 +121,6 @@ pub fn peak_rss_mb() -> f64 {
         .unwrap_or(0.0)
 }
 
-#[derive(Default)]
-struct Counters {
-    docs_in: AtomicU64,
-    docs_out: AtomicU64,
-    failed: AtomicU64,
-    batches: AtomicU64,
-    busy_ns: AtomicU64,
-}
-
 struct Task {
     meta: TaskMeta,
     batch: RecordBatch,
@@ -190,8 +184,32 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let cached_plugins = compiled.iter().filter(|c| c.from_cache).count();
     let compiled = Arc::new(compiled);
     let stages = Arc::new(plan.stages.clone());
-    let counters: Arc<Vec<Counters>> = Arc::new(plan.stages.iter().map(|_| Counters::default()).collect());
     let workers = worker_count(plan, opts);
+    let gpus = opts.metrics_addr.is_some() && !crate::gpu::discover().gpus.is_empty();
+    let metrics = Arc::new(RunMetrics::new(plan.stages.iter().map(|s| s.label.clone()), gpus));
+    metrics.workers.store(workers as u64, Ordering::Relaxed);
+    let stop_side_threads = Arc::new(AtomicBool::new(false));
+    let _stop_guard = StopOnDrop(stop_side_threads.clone());
+    if let Some(addr) = opts.metrics_addr {
+        let bound = crate::metrics::serve(addr, metrics.clone(), stop_side_threads.clone())
+            .map_err(|e| RunError::Io(IoError::Open { path: format!("metrics address {addr}"), source: e }))?;
+        tracing::info!("serving Prometheus metrics on http://{bound}/metrics");
+    }
+    {
+        let (metrics, stop) = (metrics.clone(), stop_side_threads.clone());
+        let every = Duration::from_secs_f64(plan.spec.execution.logging_interval_s.max(0.1));
+        let _ = std::thread::Builder::new().name("curator-status".into()).spawn(move || {
+            let t0 = Instant::now();
+            let mut next = every;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+                if t0.elapsed() >= next {
+                    tracing::info!("{}", metrics.status_line(t0.elapsed()));
+                    next += every;
+                }
+            }
+        });
+    }
     let cancel = Arc::new(AtomicBool::new(false));
     tracing::info!(workers, stages = plan.stages.len(), partitions = plan.partitions.len(), "starting run");
 
@@ -203,12 +221,12 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
 
     let mut handles = Vec::new();
     for w in 0..workers {
-        let (compiled, stages, counters, cancel) = (compiled.clone(), stages.clone(), counters.clone(), cancel.clone());
+        let (compiled, stages, metrics, cancel) = (compiled.clone(), stages.clone(), metrics.clone(), cancel.clone());
         let (task_rx, done_tx, ready_tx) = (task_rx.clone(), done_tx.clone(), ready_tx.clone());
         let policy = plan.spec.execution.clone();
         let h = std::thread::Builder::new()
             .name(format!("curator-worker-{w}"))
-            .spawn(move || worker(&compiled, &stages, &counters, &policy, &cancel, &task_rx, &done_tx, &ready_tx))
+            .spawn(move || worker(&compiled, &stages, &metrics, &policy, &cancel, &task_rx, &done_tx, &ready_tx))
             .map_err(|e| RunError::Panic(format!("cannot start worker: {e}")))?;
         handles.push(h);
     }
@@ -245,17 +263,17 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let mut reader_handles = Vec::new();
     for r in 0..readers {
         let plan = plan.clone();
-        let (cancel, next, tx) = (cancel.clone(), next_partition.clone(), task_tx.clone());
+        let (cancel, next, tx, metrics) = (cancel.clone(), next_partition.clone(), task_tx.clone(), metrics.clone());
         let strict = opts.strict;
         let h = std::thread::Builder::new()
             .name(format!("curator-reader-{r}"))
-            .spawn(move || read_partitions(&plan, strict, &cancel, &next, tx))
+            .spawn(move || read_partitions(&plan, strict, &cancel, &next, tx, &metrics))
             .map_err(|e| RunError::Panic(format!("cannot start reader: {e}")))?;
         reader_handles.push(h);
     }
     drop(task_tx);
 
-    let written = write_all(plan, &done_rx);
+    let written = write_all(plan, &done_rx, &metrics);
     if written.is_err() {
         cancel.store(true, Ordering::Relaxed);
     }
@@ -287,7 +305,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let stage_stats = plan
         .stages
         .iter()
-        .zip(counters.iter())
+        .zip(metrics.stages.iter())
         .map(|(s, c)| StageStats {
             label: s.label.clone(),
             plugin: s.plugin.path.display().to_string(),
@@ -350,7 +368,13 @@ fn read_partitions(
     cancel: &AtomicBool,
     next: &AtomicUsize,
     tx: SyncSender<Task>,
+    metrics: &RunMetrics,
 ) -> Result<(u64, u64), RunError> {
+    let send = |t: Task| {
+        metrics.queued.fetch_add(1, Ordering::Relaxed);
+        metrics.docs_read.fetch_add(t.meta.num_rows, Ordering::Relaxed);
+        tx.send(t)
+    };
     let src = &plan.spec.source;
     let opts = ReadOptions {
         text_field: src.text_field.clone(),
@@ -399,7 +423,7 @@ fn read_partitions(
                 total += n;
                 // Send the previous batch now that we know it was not the partition's last.
                 if let Some(t) = pending.take()
-                    && tx.send(t).is_err()
+                    && send(t).is_err()
                 {
                     return Ok((total, rejected));
                 }
@@ -418,13 +442,14 @@ fn read_partitions(
         if let Some(w) = rejects {
             let n = w.finish()?;
             rejected += n;
+            metrics.rejected.fetch_add(n, Ordering::Relaxed);
             tracing::warn!(
                 "{n} bad input line(s) of partition {} quarantined in {}",
                 partition.index,
                 plan.output_dir.join("_rejected").display()
             );
         }
-        if tx.send(last).is_err() {
+        if send(last).is_err() {
             return Ok((total, rejected));
         }
     }
@@ -436,7 +461,7 @@ fn read_partitions(
 fn worker(
     compiled: &[CompiledPlugin],
     stages: &[PlannedStage],
-    counters: &[Counters],
+    metrics: &RunMetrics,
     policy: &ExecutionSpec,
     cancel: &AtomicBool,
     tasks: &Mutex<Receiver<Task>>,
@@ -460,10 +485,11 @@ fn worker(
             Err(_) => return,
         };
         let Ok(task) = task else { break };
+        metrics.queued.fetch_sub(1, Ordering::Relaxed);
         if cancel.load(Ordering::Relaxed) {
             continue; // drain so the reader is not left blocked
         }
-        let result = run_chain(&mut instances, compiled, stages, counters, policy, task);
+        let result = run_chain(&mut instances, compiled, stages, &metrics.stages, policy, task);
         if result.is_err() {
             cancel.store(true, Ordering::Relaxed);
         }
@@ -550,7 +576,7 @@ fn run_chain(
     instances: &mut [StageInstance],
     compiled: &[CompiledPlugin],
     stages: &[PlannedStage],
-    counters: &[Counters],
+    counters: &[StageCounters],
     policy: &ExecutionSpec,
     task: Task,
 ) -> Done {
@@ -565,6 +591,7 @@ fn run_chain(
         }
         let started = Instant::now();
         let rows = batch.num_rows();
+        c.bytes_in.fetch_add(text_bytes(&batch), Ordering::Relaxed);
         let chunk = stage.batch_size.unwrap_or(rows).max(1);
         let mut ok = Vec::with_capacity(rows.div_ceil(chunk));
         let mut failed = Vec::new();
@@ -613,6 +640,27 @@ fn run_chain(
     Ok(Outcome { meta: task.meta, batch, dead })
 }
 
+/// Bytes of text in a batch.
+fn text_bytes(batch: &RecordBatch) -> u64 {
+    batch
+        .column_by_name(crate::io::TEXT)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .map(|a| {
+            let o = a.value_offsets();
+            (o[o.len() - 1] - o[0]) as u64
+        })
+        .unwrap_or(0)
+}
+
+/// Sets a flag when dropped: stops the side threads (status, metrics) however `run` ends.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 fn stage_error_any(meta: &TaskMeta, e: impl std::fmt::Display) -> RunError {
     RunError::Io(IoError::Line { at: meta.to_string(), message: e.to_string() })
 }
@@ -641,7 +689,7 @@ struct OpenOutput {
 /// partitions may be open at once, one per reader), each file committed when its last batch
 /// is written, then its dead letters, then a journal line (so a killed run resumes after it).
 /// Returns the files (in partition order), the documents written and the documents failed.
-fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<WrittenFile>, u64, u64), RunError> {
+fn write_all(plan: &Plan, done: &Receiver<Done>, metrics: &RunMetrics) -> Result<(Vec<WrittenFile>, u64, u64), RunError> {
     let mut open: BTreeMap<usize, OpenOutput> = BTreeMap::new();
     let mut outputs = Vec::new();
     let (mut docs_out, mut docs_seen, mut docs_failed) = (0u64, 0u64, 0u64);
@@ -699,6 +747,7 @@ fn write_all(plan: &Plan, done: &Receiver<Done>) -> Result<(Vec<WrittenFile>, u6
                 );
             }
             docs_out += c.documents;
+            metrics.docs_written.fetch_add(c.documents, Ordering::Relaxed);
             let file = WrittenFile {
                 path: partition.output_rel.clone(),
                 documents: c.documents,

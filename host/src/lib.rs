@@ -4,6 +4,7 @@ pub mod columns;
 pub mod exec;
 pub mod gpu;
 pub mod io;
+pub mod metrics;
 pub mod plan;
 pub mod registry;
 pub mod wasm;

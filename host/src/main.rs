@@ -53,6 +53,9 @@ enum Command {
         /// Ignore the journal of an interrupted earlier run and start from scratch.
         #[arg(long)]
         restart: bool,
+        /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464) during the run.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Inspect installed plugins.
     Plugin {
@@ -110,8 +113,8 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run { pipeline, plugins, workers, no_cache, dry_run, strict, restart } => {
-            run(&pipeline, &plugins, RunOptions { workers, strict }, no_cache, dry_run, restart)
+        Command::Run { pipeline, plugins, workers, no_cache, dry_run, strict, restart, metrics } => {
+            run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, no_cache, dry_run, restart)
         }
         Command::Plugin { command: PluginCommand::List { plugins, json } } => {
             let reg = scan(&plugins);

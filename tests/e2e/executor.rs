@@ -150,3 +150,71 @@ fn killed_runs_resume_without_loss_or_duplicates() {
     eprintln!("{resumed} of 10 rounds were killed mid-run and resumed");
     assert!(resumed >= 7, "only {resumed} of 10 rounds were killed mid-run");
 }
+
+fn scrape(url: &str) -> Option<String> {
+    ureq::get(url).call().ok()?.body_mut().read_to_string().ok()
+}
+
+fn metric(text: &str, line_start: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with(line_start)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Scrape `--metrics` with an HTTP client during a run and watch the counters move.
+#[test]
+fn metrics_endpoint_counters_move_during_a_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path(), 3000);
+    // 300 batches of 10 at 20 ms each: a few seconds on two workers.
+    let p = write_pipeline(
+        tmp.path(),
+        "source:\n  path: in\nsink:\n  path: out\nbatch_size: 10\nexecution:\n  logging_interval_s: 0.5\nstages:\n  - plugin: hostile\n    params: {mode: slow}\n",
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let child = host()
+        .arg("run")
+        .arg(&p)
+        .arg("--plugins")
+        .arg(guests_dir())
+        .arg("--metrics")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let docs = "curator_stage_documents_in_total{stage=\"hostile\"}";
+    let mut seen: Vec<f64> = Vec::new();
+    let mut first_text = String::new();
+    while Instant::now() < deadline && seen.len() < 3 {
+        if let Some(text) = scrape(&url)
+            && let Some(v) = metric(&text, docs)
+            && seen.last().is_none_or(|last| v > *last)
+            && v > 0.0
+        {
+            seen.push(v);
+            if first_text.is_empty() {
+                first_text = text;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(seen.len() >= 2, "counter did not move between scrapes: {seen:?}\n{first_text}");
+    for name in [
+        "curator_stage_documents_out_total{stage=\"hostile\"}",
+        "curator_stage_bytes_in_total{stage=\"hostile\"}",
+        "curator_stage_batches_total{stage=\"hostile\"}",
+        "curator_stage_documents_failed_total{stage=\"hostile\"}",
+        "curator_stage_busy_seconds_total{stage=\"hostile\"}",
+        "curator_queue_depth",
+        "curator_workers",
+        "curator_documents_read_total",
+        "curator_process_resident_memory_bytes",
+    ] {
+        assert!(metric(&first_text, name).is_some(), "{name} missing:\n{first_text}");
+    }
+    assert!(stderr.contains("batches queued; hostile"), "no status lines in the log:\n{stderr}");
+}

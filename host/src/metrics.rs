@@ -1,0 +1,181 @@
+//! Run metrics: counters shared by readers, workers and the writer; a Prometheus text
+//! endpoint (`--metrics ADDR`) and periodic status lines.
+//!
+//! The exposition is written by hand (the text format is a few lines per metric) rather
+//! than through a metrics framework: no async runtime or HTTP stack for one GET route.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Counters of one stage.
+#[derive(Debug, Default)]
+pub struct StageCounters {
+    pub label: String,
+    pub docs_in: AtomicU64,
+    pub docs_out: AtomicU64,
+    pub failed: AtomicU64,
+    pub batches: AtomicU64,
+    pub busy_ns: AtomicU64,
+    /// Bytes of text sent into the stage.
+    pub bytes_in: AtomicU64,
+}
+
+/// Everything a run counts.
+#[derive(Debug, Default)]
+pub struct RunMetrics {
+    pub stages: Vec<StageCounters>,
+    /// Batches waiting for a worker.
+    pub queued: AtomicI64,
+    pub workers: AtomicU64,
+    pub docs_read: AtomicU64,
+    pub docs_written: AtomicU64,
+    pub rejected: AtomicU64,
+    /// Whether to ask NVML for GPU memory at each scrape.
+    pub gpus: bool,
+}
+
+impl RunMetrics {
+    pub fn new(labels: impl IntoIterator<Item = String>, gpus: bool) -> RunMetrics {
+        RunMetrics {
+            stages: labels.into_iter().map(|label| StageCounters { label, ..Default::default() }).collect(),
+            gpus,
+            ..Default::default()
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let stage_metric = |s: &mut String, name: &str, help: &str, kind: &str, get: &dyn Fn(&StageCounters) -> f64| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for c in &self.stages {
+                let _ = writeln!(s, "{name}{{stage=\"{}\"}} {}", escape(&c.label), get(c));
+            }
+        };
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        stage_metric(&mut s, "curator_stage_documents_in_total", "Documents sent into the stage.", "counter", &|c| load(&c.docs_in));
+        stage_metric(&mut s, "curator_stage_documents_out_total", "Documents the stage kept.", "counter", &|c| load(&c.docs_out));
+        stage_metric(&mut s, "curator_stage_documents_failed_total", "Documents the stage failed on (dead-lettered).", "counter", &|c| {
+            load(&c.failed)
+        });
+        stage_metric(&mut s, "curator_stage_bytes_in_total", "Bytes of text sent into the stage.", "counter", &|c| load(&c.bytes_in));
+        stage_metric(&mut s, "curator_stage_batches_total", "Batches the stage processed.", "counter", &|c| load(&c.batches));
+        stage_metric(&mut s, "curator_stage_busy_seconds_total", "Seconds workers spent in the stage.", "counter", &|c| {
+            c.busy_ns.load(Ordering::Relaxed) as f64 / 1e9
+        });
+        let scalar = |s: &mut String, name: &str, help: &str, kind: &str, v: f64| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        };
+        scalar(
+            &mut s,
+            "curator_queue_depth",
+            "Batches read and waiting for a worker.",
+            "gauge",
+            self.queued.load(Ordering::Relaxed).max(0) as f64,
+        );
+        scalar(&mut s, "curator_workers", "Worker threads.", "gauge", load(&self.workers));
+        scalar(&mut s, "curator_documents_read_total", "Documents read from the source.", "counter", load(&self.docs_read));
+        scalar(&mut s, "curator_documents_written_total", "Documents written to the sink.", "counter", load(&self.docs_written));
+        scalar(&mut s, "curator_input_rejected_total", "Input lines quarantined as bad input.", "counter", load(&self.rejected));
+        scalar(&mut s, "curator_process_resident_memory_bytes", "Resident memory of the process.", "gauge", rss_bytes() as f64);
+        if self.gpus {
+            let _ =
+                writeln!(s, "# HELP curator_gpu_memory_used_bytes GPU memory in use (NVML).\n# TYPE curator_gpu_memory_used_bytes gauge");
+            for (i, uuid, used) in gpu_memory_used() {
+                let _ = writeln!(s, "curator_gpu_memory_used_bytes{{gpu=\"{i}\",uuid=\"{uuid}\"}} {used}");
+            }
+        }
+        s
+    }
+
+    /// One status line for logs.
+    pub fn status_line(&self, elapsed: Duration) -> String {
+        let mut line = format!(
+            "{:.0}s: read {} documents, wrote {}, {} batches queued",
+            elapsed.as_secs_f64(),
+            self.docs_read.load(Ordering::Relaxed),
+            self.docs_written.load(Ordering::Relaxed),
+            self.queued.load(Ordering::Relaxed).max(0)
+        );
+        for c in &self.stages {
+            let busy = c.busy_ns.load(Ordering::Relaxed) as f64 / 1e9;
+            let docs = c.docs_in.load(Ordering::Relaxed);
+            let rate = if busy > 0.0 { docs as f64 / busy } else { 0.0 };
+            let _ = write!(line, "; {} {} in {} out ({:.0} docs/s busy)", c.label, docs, c.docs_out.load(Ordering::Relaxed), rate);
+        }
+        line
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+fn gpu_memory_used() -> Vec<(u32, String, u64)> {
+    let Ok(nvml) = nvml_wrapper::Nvml::init() else { return Vec::new() };
+    let n = nvml.device_count().unwrap_or(0);
+    (0..n)
+        .filter_map(|i| {
+            let d = nvml.device_by_index(i).ok()?;
+            Some((i, d.uuid().unwrap_or_default(), d.memory_info().ok()?.used))
+        })
+        .collect()
+}
+
+/// Serve `GET /metrics` (any path) on `addr` until `stop` is set. Returns the bound address.
+pub fn serve(addr: SocketAddr, metrics: Arc<RunMetrics>, stop: Arc<AtomicBool>) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
+    std::thread::Builder::new().name("curator-metrics".into()).spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((mut conn, _)) => {
+                    let _ = conn.set_nonblocking(false);
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut buf = [0u8; 4096];
+                    let _ = conn.read(&mut buf);
+                    let body = metrics.render();
+                    let _ = write!(
+                        conn,
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    })?;
+    Ok(local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let m = RunMetrics::new(["wc \"x\"".to_string()], false);
+        m.stages[0].docs_in.store(5, Ordering::Relaxed);
+        m.queued.store(3, Ordering::Relaxed);
+        let text = m.render();
+        assert!(text.contains("# TYPE curator_stage_documents_in_total counter"));
+        assert!(text.contains("curator_stage_documents_in_total{stage=\"wc \\\"x\\\"\"} 5"), "{text}");
+        assert!(text.contains("curator_queue_depth 3"));
+        assert!(text.contains("curator_process_resident_memory_bytes "));
+        assert!(m.status_line(Duration::from_secs(3)).starts_with("3s: read 0 documents, wrote 0, 3 batches queued; wc \"x\" 5 in 0 out"));
+    }
+}
