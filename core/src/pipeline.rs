@@ -58,6 +58,16 @@ pub struct ExecutionSpec {
     /// Seconds between status lines in the log (default 30).
     #[serde(default = "default_logging_interval")]
     pub logging_interval_s: f64,
+    /// Share of this machine's cores given to workers; the rest is left to the host's
+    /// readers and writer (default 0.95, as NeMo Curator's executor).
+    #[serde(default = "default_cpu_share")]
+    pub cpu_allocation_percentage: f64,
+    /// Replace a worker's stage instances after this many batches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batches_per_worker: Option<u64>,
+    /// Replace a worker's stage instances after this many minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_max_lifetime_m: Option<f64>,
 }
 
 impl Default for ExecutionSpec {
@@ -67,6 +77,9 @@ impl Default for ExecutionSpec {
             ignore_failures: false,
             max_failed_fraction: default_failed_fraction(),
             logging_interval_s: default_logging_interval(),
+            cpu_allocation_percentage: default_cpu_share(),
+            max_batches_per_worker: None,
+            worker_max_lifetime_m: None,
         }
     }
 }
@@ -79,6 +92,9 @@ fn default_failed_fraction() -> f64 {
 }
 fn default_logging_interval() -> f64 {
     30.0
+}
+fn default_cpu_share() -> f64 {
+    0.95
 }
 
 /// File format.
@@ -367,6 +383,10 @@ impl PipelineSpec {
         }
         if self.execution.num_run_attempts == 0 {
             return Err(SpecError::new(file, "execution.num_run_attempts", "must be at least 1"));
+        }
+        let c = self.execution.cpu_allocation_percentage;
+        if !(c > 0.0 && c <= 1.0) {
+            return Err(SpecError::new(file, "execution.cpu_allocation_percentage", format!("must be in (0, 1], found {c}")));
         }
         let f = self.execution.max_failed_fraction;
         if !(0.0..=1.0).contains(&f) {

@@ -112,8 +112,13 @@ impl Resources {
 
     /// How many workers of this request fit on `cores` CPU cores (at least one).
     pub fn workers_on(&self, cores: usize) -> usize {
-        let n = (cores as f64 / self.cpus).floor() as usize;
-        n.max(1)
+        self.workers_on_capacity(cores as f64)
+    }
+
+    /// How many workers fit in `capacity` cores, which may be fractional (at least one).
+    pub fn workers_on_capacity(&self, capacity: f64) -> usize {
+        // A small epsilon keeps 0.95 × 20 cores / 1 cpu at 19, not 18, through rounding.
+        ((capacity / self.cpus) + 1e-9).floor().max(1.0) as usize
     }
 }
 

@@ -150,6 +150,11 @@ struct Outcome {
 
 type Done = Result<Outcome, RunError>;
 
+/// Leak detection: an instance whose linear memory grew in `LEAK_GROWTHS` of the last
+/// `LEAK_WINDOW` batches is replaced (WASM memory never shrinks, so steady growth is a leak).
+const LEAK_WINDOW: usize = 10;
+const LEAK_GROWTHS: usize = 8;
+
 /// Usable cores: affinity and cgroup quota aware (std's `available_parallelism`).
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
@@ -160,8 +165,8 @@ pub fn worker_count(plan: &Plan, opts: &RunOptions) -> usize {
     if let Some(n) = opts.workers {
         return n.max(1);
     }
-    let cores = available_cores();
-    plan.stages.iter().map(|s| s.resources.workers_on(cores)).min().unwrap_or(1).max(1)
+    let capacity = available_cores() as f64 * plan.spec.execution.cpu_allocation_percentage;
+    plan.stages.iter().map(|s| s.resources.workers_on_capacity(capacity)).min().unwrap_or(1).max(1)
 }
 
 fn limits(stage: &PlannedStage) -> InstanceLimits {
@@ -479,6 +484,11 @@ fn worker(
         }
     }
     let _ = ready.send(Ok(()));
+    let mut born = Instant::now();
+    let mut batches = 0u64;
+    // Per instance: did its linear memory grow in each of the last batches? (leak detection)
+    let mut grew: Vec<std::collections::VecDeque<bool>> = vec![Default::default(); stages.len()];
+    let mut last_mem: Vec<usize> = instances.iter().map(StageInstance::memory_bytes).collect();
     loop {
         let task = match tasks.lock() {
             Ok(rx) => rx.recv(),
@@ -495,6 +505,50 @@ fn worker(
         }
         if done.send(result).is_err() {
             break;
+        }
+        batches += 1;
+        let lifetime_over = policy.worker_max_lifetime_m.is_some_and(|m| born.elapsed().as_secs_f64() > m * 60.0);
+        let batches_over = policy.max_batches_per_worker.is_some_and(|n| batches >= n);
+        let mut recycle: Vec<usize> = Vec::new();
+        if lifetime_over || batches_over {
+            tracing::info!("recycling a worker after {batches} batches and {:.0}s", born.elapsed().as_secs_f64());
+            recycle.extend(0..stages.len());
+            born = Instant::now();
+            batches = 0;
+        } else {
+            for (i, inst) in instances.iter().enumerate() {
+                let mem = inst.memory_bytes();
+                let window = &mut grew[i];
+                window.push_back(mem > last_mem[i]);
+                last_mem[i] = mem;
+                if window.len() > LEAK_WINDOW {
+                    window.pop_front();
+                }
+                if window.len() == LEAK_WINDOW && window.iter().filter(|g| **g).count() >= LEAK_GROWTHS {
+                    tracing::warn!(
+                        stage = %stages[i].label,
+                        "linear memory grew in {LEAK_GROWTHS}+ of the last {LEAK_WINDOW} batches (now {} MiB): recycling the instance (leak?)",
+                        mem >> 20
+                    );
+                    recycle.push(i);
+                }
+            }
+        }
+        for i in recycle {
+            match compiled[i].instantiate(&stages[i].label, &stages[i].params, &limits(&stages[i])) {
+                Ok(fresh) => {
+                    let old = std::mem::replace(&mut instances[i], fresh);
+                    old.teardown();
+                    grew[i].clear();
+                    last_mem[i] = instances[i].memory_bytes();
+                }
+                Err(source) => {
+                    let _ =
+                        done.send(Err(RunError::Start { label: stages[i].label.clone(), plugin: stages[i].plugin.path.clone(), source }));
+                    cancel.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
         }
     }
     for inst in instances {

@@ -242,14 +242,17 @@ pub struct MemoryCap {
     cap_bytes: usize,
     /// Set when the cap was hit, so the trap can be reported as out-of-memory.
     hit: Option<usize>,
+    /// Linear memory in use (all memories of the instance; memories never shrink).
+    current: usize,
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.cap_bytes {
             self.hit = Some(desired);
             return Err(wasmtime::Error::msg(format!("memory cap of {} MiB exceeded", self.cap_bytes >> 20)));
         }
+        self.current += desired.saturating_sub(current);
         Ok(true)
     }
     fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
@@ -284,7 +287,7 @@ impl CompiledPlugin {
         let state = HostState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            limiter: MemoryCap { cap_bytes, hit: None },
+            limiter: MemoryCap { cap_bytes, hit: None, current: 0 },
             label: label.to_string(),
         };
         let mut store = Store::new(&self.engine, state);
@@ -362,6 +365,11 @@ impl StageInstance {
     /// The manifest the running guest reports (should equal its custom section).
     pub fn manifest(&mut self) -> Result<String, WasmError> {
         self.guarded(|stage, store| stage.call_manifest(store))
+    }
+
+    /// Linear memory the instance has grown to, in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.store.data().limiter.current
     }
 
     /// Call `teardown`; errors are logged, not returned.

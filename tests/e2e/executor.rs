@@ -118,25 +118,32 @@ fn killed_runs_resume_without_loss_or_duplicates() {
     for round in 0..10 {
         let out = tmp.path().join("killed");
         let _ = std::fs::remove_dir_all(&out);
-        // Kill at a pseudo-random moment within a clean run's duration.
-        let kills = 1;
+        // Kill at a pseudo-random moment: once a random number of partitions are journaled
+        // (so the moment does not depend on how loaded the machine is), plus a random delay.
         let mut finished = false;
-        for _ in 0..kills {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let at = Duration::from_micros(10_000 + seed % (clean_time.as_micros() as u64 * 9 / 10).max(1));
-            let mut child =
-                host().arg("run").arg(&p).arg("--plugins").arg(guests_dir()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-            std::thread::sleep(at);
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let target = 1 + (seed % 190) as usize;
+        let extra = Duration::from_micros(seed % 3000);
+        let mut child =
+            host().arg("run").arg(&p).arg("--plugins").arg(guests_dir()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let journal = out.join("_journal.jsonl");
+        loop {
             if let Ok(Some(status)) = child.try_wait() {
-                // Finished before the kill (a slow moment): nothing to resume this round.
+                // Finished before the moment came: nothing to resume this round.
                 assert!(status.success(), "round {round}: run failed before it was killed");
                 finished = true;
                 break;
             }
-            let _ = child.kill(); // SIGKILL
-            let _ = child.wait();
+            let done = std::fs::read_to_string(&journal).map(|t| t.lines().count()).unwrap_or(0);
+            if done >= target {
+                std::thread::sleep(extra);
+                let _ = child.kill(); // SIGKILL
+                let _ = child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
         if !finished {
             let run = run_with_guests(&["run", p.to_str().unwrap()]);
@@ -217,4 +224,26 @@ fn metrics_endpoint_counters_move_during_a_run() {
         assert!(metric(&first_text, name).is_some(), "{name} missing:\n{first_text}");
     }
     assert!(stderr.contains("batches queued; hostile"), "no status lines in the log:\n{stderr}");
+}
+
+/// A stage that leaks 1 MiB a batch would hit its 64 MiB cap after ~60 batches; the worker
+/// sees its memory grow batch after batch and recycles the instance, so 150 batches pass.
+#[test]
+fn leaking_instance_is_recycled_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path(), 1500);
+    let run = hostile(tmp.path(), "leak", "", "  logging_interval_s: 60\n");
+    run.ok();
+    assert!(run.stderr.contains("recycling the instance (leak?) stage=hostile"), "{}", run.stderr);
+    assert_eq!(ids(&tmp.path().join("out/data.jsonl")).len(), 1500);
+}
+
+#[test]
+fn workers_are_recycled_after_max_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path(), 100);
+    let run = hostile(tmp.path(), "none", "", "  max_batches_per_worker: 3\n");
+    run.ok();
+    assert!(run.stderr.contains("recycling a worker after 3 batches"), "{}", run.stderr);
+    assert_eq!(ids(&tmp.path().join("out/data.jsonl")).len(), 100);
 }

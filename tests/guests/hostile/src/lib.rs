@@ -5,8 +5,9 @@ use curator_sdk::prelude::*;
 /// Misbehaves according to `mode` when it sees a document containing `trigger`.
 #[stage(name = "hostile", cpus = 1.0, memory_mb = 64)]
 pub struct Hostile {
-    /// loop | bomb | open | fail | panic | bad_output | slow (sleep 20 ms a batch) | none
-    #[param(one_of = ["loop", "bomb", "open", "fail", "panic", "bad_output", "slow", "none"])]
+    /// loop | bomb | open | fail | panic | bad_output | slow (sleep 20 ms a batch) |
+    /// leak (1 MiB a batch, never freed) | none
+    #[param(one_of = ["loop", "bomb", "open", "fail", "panic", "bad_output", "slow", "leak", "none"])]
     pub mode: String,
     /// Path to open in `open` mode.
     #[param(default = "/etc/passwd")]
@@ -47,6 +48,10 @@ impl Stage for Hostile {
             "fail" => Err(StageError::Failed("refusing this batch on purpose".into())),
             "panic" => panic!("hostile stage panicked on purpose"),
             "bad_output" => Ok(Output::Selection(vec![u32::MAX])),
+            "leak" => {
+                std::hint::black_box(Box::leak(vec![7u8; 1 << 20].into_boxed_slice()));
+                Ok(Output::Selection((0..batch.num_rows).collect()))
+            }
             "slow" => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 Ok(Output::Selection((0..batch.num_rows).collect()))
