@@ -203,14 +203,39 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     {
         let (metrics, stop) = (metrics.clone(), stop_side_threads.clone());
         let every = Duration::from_secs_f64(plan.spec.execution.logging_interval_s.max(0.1));
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let queue_capacity = workers * 2;
         let _ = std::thread::Builder::new().name("curator-status".into()).spawn(move || {
             let t0 = Instant::now();
+            // On a terminal: one progress line per stage. Otherwise: status lines in the log.
+            let bars = terminal.then(|| {
+                let multi = indicatif::MultiProgress::new();
+                let style = indicatif::ProgressStyle::with_template("{spinner} {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+                let bars: Vec<indicatif::ProgressBar> =
+                    (0..metrics.stages.len()).map(|_| multi.add(indicatif::ProgressBar::new_spinner().with_style(style.clone()))).collect();
+                (multi, bars)
+            });
             let mut next = every;
             while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
-                if t0.elapsed() >= next {
-                    tracing::info!("{}", metrics.status_line(t0.elapsed()));
-                    next += every;
+                std::thread::sleep(Duration::from_millis(100));
+                match &bars {
+                    Some((_, bars)) => {
+                        for (i, bar) in bars.iter().enumerate() {
+                            bar.set_message(metrics.stage_line(i, t0.elapsed(), queue_capacity));
+                            bar.tick();
+                        }
+                    }
+                    None if t0.elapsed() >= next => {
+                        tracing::info!("{}", metrics.status_line(t0.elapsed()));
+                        next += every;
+                    }
+                    None => {}
+                }
+            }
+            if let Some((_, bars)) = bars {
+                for (i, bar) in bars.iter().enumerate() {
+                    bar.finish_with_message(metrics.stage_line(i, t0.elapsed(), queue_capacity));
                 }
             }
         });

@@ -92,6 +92,23 @@ impl RunMetrics {
         s
     }
 
+    /// One progress-bar line for stage `i`: documents in and out, docs/s, workers, queue fill.
+    pub fn stage_line(&self, i: usize, elapsed: Duration, queue_capacity: usize) -> String {
+        let c = &self.stages[i];
+        let docs = c.docs_in.load(Ordering::Relaxed);
+        let rate = if elapsed.as_secs_f64() > 0.0 { docs as f64 / elapsed.as_secs_f64() } else { 0.0 };
+        format!(
+            "{:<24} in {:>10}  out {:>10}  {:>9.0} docs/s  workers {}  queue {}/{}",
+            c.label,
+            docs,
+            c.docs_out.load(Ordering::Relaxed),
+            rate,
+            self.workers.load(Ordering::Relaxed),
+            self.queued.load(Ordering::Relaxed).max(0),
+            queue_capacity
+        )
+    }
+
     /// One status line for logs.
     pub fn status_line(&self, elapsed: Duration) -> String {
         let mut line = format!(
@@ -177,5 +194,11 @@ mod tests {
         assert!(text.contains("curator_queue_depth 3"));
         assert!(text.contains("curator_process_resident_memory_bytes "));
         assert!(m.status_line(Duration::from_secs(3)).starts_with("3s: read 0 documents, wrote 0, 3 batches queued; wc \"x\" 5 in 0 out"));
+        m.workers.store(2, Ordering::Relaxed);
+        let line = m.stage_line(0, Duration::from_secs(5), 4);
+        assert!(
+            line.contains("in          5") && line.contains("1 docs/s") && line.contains("workers 2") && line.ends_with("queue 3/4"),
+            "{line}"
+        );
     }
 }
