@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use curator_core::partition::Extent;
-use curator_core::pipeline::{Compression, Format};
+use curator_core::pipeline::Compression;
 use curator_host::io::jsonl::{JsonlReader, JsonlWriter, ReadOptions};
 use curator_host::io::parquet::{ParquetReader, ParquetWriter};
 use curator_host::io::writer::OutputWriter;
@@ -129,7 +129,6 @@ fn main() {
         }
         w.finish().expect("finish");
     });
-    let _ = Format::Jsonl;
 
     let rate = |d: Duration| mb / d.as_secs_f64();
     println!(

@@ -660,9 +660,8 @@ fn run_chain(
     task: Task,
 ) -> Done {
     // Number the rows so failures can be located in the source after filters have run.
-    let n = task.batch.num_rows();
-    let mut batch = with_row_numbers(task.batch, task.meta.first_row).map_err(|e| stage_error_any(&task.meta, e))?;
-    let _ = n;
+    let mut batch = with_row_numbers(task.batch, task.meta.first_row)
+        .map_err(|e| RunError::Io(IoError::Line { at: task.meta.to_string(), message: format!("cannot number rows: {e}") }))?;
     let mut dead = Vec::new();
     for (((inst, plugin), stage), c) in instances.iter_mut().zip(compiled).zip(stages).zip(counters) {
         if batch.num_rows() == 0 {
@@ -738,10 +737,6 @@ impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
-}
-
-fn stage_error_any(meta: &TaskMeta, e: impl std::fmt::Display) -> RunError {
-    RunError::Io(IoError::Line { at: meta.to_string(), message: e.to_string() })
 }
 
 /// Add the `_row` column: each document's row in its source part.

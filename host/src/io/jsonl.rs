@@ -619,7 +619,6 @@ pub fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use curator_core::pipeline::Format;
     use std::path::{Path, PathBuf};
 
     fn opts() -> ReadOptions {
@@ -762,7 +761,6 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
             .count();
         assert_eq!(leftovers, 0);
-        let _ = Format::Jsonl;
     }
 
     #[test]
