@@ -10,6 +10,7 @@ pub mod partition;
 pub mod pipeline;
 pub mod placement;
 pub mod resources;
+pub mod scaling;
 pub mod task;
 
 pub use manifest::{

@@ -68,6 +68,30 @@ pub struct ExecutionSpec {
     /// Replace a worker's stage instances after this many minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_max_lifetime_m: Option<f64>,
+    /// `streaming` (default): all stages run at once, batches flow through bounded queues.
+    /// `batch`: one stage at a time over the whole input, through a spill directory.
+    #[serde(default)]
+    pub execution_mode: ExecutionMode,
+    /// Seconds between worker re-allocations to the slowest stage (default 180, as NeMo
+    /// Curator's executor). The first happens as soon as every stage has been measured.
+    #[serde(default = "default_autoscale_interval")]
+    pub autoscale_interval_s: f64,
+    /// Most workers any one stage may get from autoscaling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_workers_per_stage: Option<usize>,
+    /// Where `batch` mode keeps the batches between stages (default: `_spill/` in a local
+    /// output directory, else the system's temporary directory). Removed after the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_dir: Option<String>,
+}
+
+/// How stages are scheduled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutionMode {
+    #[default]
+    Streaming,
+    Batch,
 }
 
 impl Default for ExecutionSpec {
@@ -80,6 +104,10 @@ impl Default for ExecutionSpec {
             cpu_allocation_percentage: default_cpu_share(),
             max_batches_per_worker: None,
             worker_max_lifetime_m: None,
+            execution_mode: ExecutionMode::Streaming,
+            autoscale_interval_s: default_autoscale_interval(),
+            max_workers_per_stage: None,
+            spill_dir: None,
         }
     }
 }
@@ -95,6 +123,9 @@ fn default_logging_interval() -> f64 {
 }
 fn default_cpu_share() -> f64 {
     0.95
+}
+fn default_autoscale_interval() -> f64 {
+    180.0
 }
 
 /// File format.
@@ -294,6 +325,15 @@ pub struct StageSpec {
     /// Directories granted to the stage, by the name its manifest requests them under.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub grants: BTreeMap<String, Grant>,
+    /// A fixed number of workers for this stage (autoscaling leaves it alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_workers: Option<usize>,
+    /// A second branch: the documents this stage dropped, written to their own sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<SinkSpec>,
+    /// A second branch: a copy of what this stage kept, written to their own sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tee: Option<SinkSpec>,
 }
 
 impl StageSpec {
@@ -388,6 +428,13 @@ impl PipelineSpec {
         if !(c > 0.0 && c <= 1.0) {
             return Err(SpecError::new(file, "execution.cpu_allocation_percentage", format!("must be in (0, 1], found {c}")));
         }
+        let a = self.execution.autoscale_interval_s;
+        if !(a.is_finite() && a > 0.0) {
+            return Err(SpecError::new(file, "execution.autoscale_interval_s", format!("must be a positive number of seconds, found {a}")));
+        }
+        if self.execution.max_workers_per_stage == Some(0) {
+            return Err(SpecError::new(file, "execution.max_workers_per_stage", "must be > 0"));
+        }
         let f = self.execution.max_failed_fraction;
         if !(0.0..=1.0).contains(&f) {
             return Err(SpecError::new(file, "execution.max_failed_fraction", format!("must be between 0 and 1, found {f}")));
@@ -399,6 +446,32 @@ impl PipelineSpec {
             let at = |field: &str| format!("stages[{i}].{field}");
             if stage.batch_size == Some(0) {
                 return Err(SpecError::new(file, at("batch_size"), "must be > 0"));
+            }
+            if stage.num_workers == Some(0) {
+                return Err(SpecError::new(file, at("num_workers"), "must be > 0"));
+            }
+            for (field, branch) in [("rejected", &stage.rejected), ("tee", &stage.tee)] {
+                let Some(b) = branch else { continue };
+                let normal = |p: &str| p.trim_end_matches('/').to_string();
+                let clash = normal(&b.path) == normal(&self.sink.path)
+                    || self
+                        .stages
+                        .iter()
+                        .flat_map(|o| [&o.rejected, &o.tee])
+                        .flatten()
+                        .filter(|o| normal(&o.path) == normal(&b.path))
+                        .count()
+                        > 1;
+                if clash {
+                    return Err(SpecError::new(
+                        file,
+                        at(&format!("{field}.path")),
+                        format!("{:?} is already another sink's directory", b.path),
+                    ));
+                }
+                if b.row_group_size == Some(0) {
+                    return Err(SpecError::new(file, at(&format!("{field}.row_group_size")), "must be > 0"));
+                }
             }
             if let Some(t) = stage.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
                 return Err(SpecError::new(file, at("timeout_s"), format!("must be a positive number of seconds, found {t}")));

@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// Metadata carried with every batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskMeta {
     /// Sequence number of the batch in the run (the order outputs are written in).
     pub seq: u64,

@@ -38,7 +38,7 @@ enum Command {
         pipeline: PathBuf,
         #[command(flatten)]
         plugins: PluginDirs,
-        /// Number of workers (default: as many as the stages' `cpus` allow on this machine).
+        /// Cores for stage workers (default: usable cores × cpu_allocation_percentage).
         #[arg(long)]
         workers: Option<usize>,
         /// Do not read or write the compiled-plugin cache.
@@ -271,16 +271,20 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
         }
     };
     if dry_run {
+        let workers = exec::initial_workers(&plan, &opts);
         println!(
-            "pipeline {} is valid: {} input file(s) in {} partition(s), {} stage(s), {} worker(s)",
+            "pipeline {} is valid: {} input file(s) in {} partition(s), {} stage(s), {:.2} core(s) for workers",
             plan.file_label,
             plan.inputs.len(),
             plan.partitions.len(),
             plan.stages.len(),
-            exec::worker_count(&plan, &opts)
+            exec::capacity(&plan, &opts).cpus,
         );
-        for s in &plan.stages {
-            println!("  {:<24} {} [{}]", s.label, s.plugin.path.display(), fmt_resources(&s.resources));
+        for (s, n) in plan.stages.iter().zip(workers) {
+            println!("  {:<24} {} [{}] {n} worker(s) to start", s.label, s.plugin.path.display(), fmt_resources(&s.resources));
+        }
+        for b in &plan.branches {
+            println!("  branch: {:?} of {} -> {}", b.kind, plan.stages[b.stage].label, b.dir.display());
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -292,11 +296,23 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
             return Ok(ExitCode::from(EXIT_FAILED));
         }
     };
-    println!("{:<24} {:>10} {:>10} {:>10} {:>8} {:>9} {:>12}", "STAGE", "IN", "OUT", "DROPPED", "FAILED", "BUSY s", "DOCS/s busy");
+    println!(
+        "{:<24} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>12} {:>8}",
+        "STAGE", "IN", "OUT", "DROPPED", "FAILED", "BUSY s", "IDLE s", "DOCS/s busy", "WORKERS"
+    );
     for s in &summary.stages {
-        let rate = if s.busy_s > 0.0 { s.docs_in as f64 / s.busy_s } else { 0.0 };
-        let dropped = s.docs_in.saturating_sub(s.docs_out + s.failed);
-        println!("{:<24} {:>10} {:>10} {:>10} {:>8} {:>9.3} {:>12.0}", s.label, s.docs_in, s.docs_out, dropped, s.failed, s.busy_s, rate);
+        println!(
+            "{:<24} {:>10} {:>10} {:>10} {:>8} {:>9.3} {:>9.3} {:>12.0} {:>8}",
+            s.label,
+            s.docs_in,
+            s.docs_out,
+            s.dropped,
+            s.failed,
+            s.busy_s,
+            s.idle_s,
+            s.docs_per_s,
+            format!("{}/{}", s.workers, s.max_workers)
+        );
     }
     println!(
         "read {} documents in {} partition(s) ({} skipped, {} resumed), rejected {} line(s), dead-lettered {}, wrote {} to {} in {:.2}s with {} worker(s), peak RSS {:.0} MiB",

@@ -22,15 +22,22 @@ pub struct StageCounters {
     pub busy_ns: AtomicU64,
     /// Bytes of text sent into the stage.
     pub bytes_in: AtomicU64,
+    /// Batches waiting in the stage's input queue.
+    pub queued: AtomicI64,
+    /// Workers alive.
+    pub workers: AtomicI64,
+    /// Nanoseconds workers of the stage were alive (added when a worker exits).
+    pub alive_ns: AtomicU64,
 }
 
 /// Everything a run counts.
 #[derive(Debug, Default)]
 pub struct RunMetrics {
     pub stages: Vec<StageCounters>,
-    /// Batches waiting for a worker.
-    pub queued: AtomicI64,
-    pub workers: AtomicU64,
+    /// Batches waiting for a writer.
+    pub sink_queued: AtomicI64,
+    /// Most stage workers seen alive at once (sampled).
+    pub max_workers: AtomicU64,
     pub docs_read: AtomicU64,
     pub docs_written: AtomicU64,
     pub rejected: AtomicU64,
@@ -45,6 +52,22 @@ impl RunMetrics {
             gpus,
             ..Default::default()
         }
+    }
+
+    /// Stage workers alive now.
+    pub fn workers(&self) -> u64 {
+        self.stages.iter().map(|c| c.workers.load(Ordering::Relaxed).max(0) as u64).sum()
+    }
+
+    /// Batches waiting in any queue.
+    pub fn queued(&self) -> u64 {
+        self.stages.iter().map(|c| c.queued.load(Ordering::Relaxed).max(0) as u64).sum::<u64>()
+            + self.sink_queued.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Update the high-water mark of workers.
+    pub fn sample_workers(&self) {
+        self.max_workers.fetch_max(self.workers(), Ordering::Relaxed);
     }
 
     /// The Prometheus text exposition.
@@ -67,17 +90,24 @@ impl RunMetrics {
         stage_metric(&mut s, "curator_stage_busy_seconds_total", "Seconds workers spent in the stage.", "counter", &|c| {
             c.busy_ns.load(Ordering::Relaxed) as f64 / 1e9
         });
+        stage_metric(&mut s, "curator_stage_queue_depth", "Batches waiting in the stage's input queue.", "gauge", &|c| {
+            c.queued.load(Ordering::Relaxed).max(0) as f64
+        });
+        stage_metric(&mut s, "curator_stage_workers", "Workers of the stage.", "gauge", &|c| {
+            c.workers.load(Ordering::Relaxed).max(0) as f64
+        });
         let scalar = |s: &mut String, name: &str, help: &str, kind: &str, v: f64| {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
         };
+        scalar(&mut s, "curator_queue_depth", "Batches waiting in any queue (stages and writers).", "gauge", self.queued() as f64);
         scalar(
             &mut s,
-            "curator_queue_depth",
-            "Batches read and waiting for a worker.",
+            "curator_sink_queue_depth",
+            "Batches waiting for a writer.",
             "gauge",
-            self.queued.load(Ordering::Relaxed).max(0) as f64,
+            self.sink_queued.load(Ordering::Relaxed).max(0) as f64,
         );
-        scalar(&mut s, "curator_workers", "Worker threads.", "gauge", load(&self.workers));
+        scalar(&mut s, "curator_workers", "Stage workers (all stages).", "gauge", self.workers() as f64);
         scalar(&mut s, "curator_documents_read_total", "Documents read from the source.", "counter", load(&self.docs_read));
         scalar(&mut s, "curator_documents_written_total", "Documents written to the sink.", "counter", load(&self.docs_written));
         scalar(&mut s, "curator_input_rejected_total", "Input lines quarantined as bad input.", "counter", load(&self.rejected));
@@ -103,8 +133,8 @@ impl RunMetrics {
             docs,
             c.docs_out.load(Ordering::Relaxed),
             rate,
-            self.workers.load(Ordering::Relaxed),
-            self.queued.load(Ordering::Relaxed).max(0),
+            c.workers.load(Ordering::Relaxed).max(0),
+            c.queued.load(Ordering::Relaxed).max(0),
             queue_capacity
         )
     }
@@ -116,13 +146,21 @@ impl RunMetrics {
             elapsed.as_secs_f64(),
             self.docs_read.load(Ordering::Relaxed),
             self.docs_written.load(Ordering::Relaxed),
-            self.queued.load(Ordering::Relaxed).max(0)
+            self.queued()
         );
         for c in &self.stages {
             let busy = c.busy_ns.load(Ordering::Relaxed) as f64 / 1e9;
             let docs = c.docs_in.load(Ordering::Relaxed);
             let rate = if busy > 0.0 { docs as f64 / busy } else { 0.0 };
-            let _ = write!(line, "; {} {} in {} out ({:.0} docs/s busy)", c.label, docs, c.docs_out.load(Ordering::Relaxed), rate);
+            let _ = write!(
+                line,
+                "; {} {} in {} out ({:.0} docs/s busy, {} workers)",
+                c.label,
+                docs,
+                c.docs_out.load(Ordering::Relaxed),
+                rate,
+                c.workers.load(Ordering::Relaxed).max(0)
+            );
         }
         line
     }
@@ -187,14 +225,14 @@ mod tests {
     fn renders_prometheus_text() {
         let m = RunMetrics::new(["wc \"x\"".to_string()], false);
         m.stages[0].docs_in.store(5, Ordering::Relaxed);
-        m.queued.store(3, Ordering::Relaxed);
+        m.stages[0].queued.store(3, Ordering::Relaxed);
         let text = m.render();
         assert!(text.contains("# TYPE curator_stage_documents_in_total counter"));
         assert!(text.contains("curator_stage_documents_in_total{stage=\"wc \\\"x\\\"\"} 5"), "{text}");
         assert!(text.contains("curator_queue_depth 3"));
         assert!(text.contains("curator_process_resident_memory_bytes "));
         assert!(m.status_line(Duration::from_secs(3)).starts_with("3s: read 0 documents, wrote 0, 3 batches queued; wc \"x\" 5 in 0 out"));
-        m.workers.store(2, Ordering::Relaxed);
+        m.stages[0].workers.store(2, Ordering::Relaxed);
         let line = m.stage_line(0, Duration::from_secs(5), 4);
         assert!(
             line.contains("in          5") && line.contains("1 docs/s") && line.contains("workers 2") && line.ends_with("queue 3/4"),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use curator_core::partition::{Extent, FileInfo, Part, PartitionBy, Splittable, partition};
 use curator_core::pipeline::{DEFAULT_MAX_LINE_BYTES, DEFAULT_TIMEOUT_S, Format, WriteMode};
-use curator_core::{PipelineSpec, Resources, SpecError, validate_params};
+use curator_core::{PipelineSpec, Resources, SinkSpec, SpecError, validate_params};
 
 use crate::io::writer::{OutputManifest, WrittenFile};
 use crate::io::{self, InputFile, IoError, Loc};
@@ -37,6 +37,40 @@ pub struct PlannedPartition {
     pub output: Loc,
 }
 
+/// Which documents of a stage a branch takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BranchKind {
+    /// The documents the stage dropped (not those that failed: they are dead-lettered).
+    Rejected,
+    /// A copy of the documents the stage kept.
+    Tee,
+}
+
+/// A second sink fed by one stage: one output file per partition, named as the main sink's.
+#[derive(Debug, Clone)]
+pub struct PlannedBranch {
+    pub stage: usize,
+    pub kind: BranchKind,
+    pub sink: SinkSpec,
+    pub dir: Loc,
+    /// Per planned partition (same order as `Plan::partitions`): name relative to `dir`, and place.
+    pub outputs: Vec<(String, Loc)>,
+    pub prior_manifest: OutputManifest,
+    /// Files an interrupted earlier run finished for this branch.
+    pub resumed: Vec<WrittenFile>,
+}
+
+/// One line of the journal: a partition's committed main output and its branch outputs
+/// (in the order of `Plan::branches`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct JournalEntry {
+    #[serde(flatten)]
+    pub file: WrittenFile,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<WrittenFile>,
+}
+
 /// A checked pipeline.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -53,6 +87,8 @@ pub struct Plan {
     pub prior_manifest: OutputManifest,
     /// Partitions an interrupted earlier run finished (from its journal); not run again.
     pub resumed: Vec<WrittenFile>,
+    /// Side sinks (`rejected:` and `tee:` of stages), in stage order.
+    pub branches: Vec<PlannedBranch>,
 }
 
 /// The journal of finished partitions, `_journal.jsonl` in a local output directory: one
@@ -71,7 +107,7 @@ impl Journal {
     /// interrupted there, or it is an object store). The journal is created when a run starts
     /// writing, so an empty one still means "interrupted". A torn last line (a kill
     /// mid-write) is ignored.
-    pub fn load(dir: &Loc) -> Option<Vec<WrittenFile>> {
+    pub fn load(dir: &Loc) -> Option<Vec<JournalEntry>> {
         let Loc::Local(d) = dir else { return None };
         let text = std::fs::read_to_string(d.join(Self::NAME)).ok()?;
         Some(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
@@ -91,7 +127,7 @@ impl Journal {
     }
 
     /// Record a committed output file durably.
-    pub fn record(&mut self, f: &WrittenFile) -> Result<(), IoError> {
+    pub fn record(&mut self, f: &JournalEntry) -> Result<(), IoError> {
         use std::io::Write;
         let mut line = serde_json::to_vec(f).map_err(|e| IoError::Write { path: self.path.display().to_string(), source: e.into() })?;
         line.push(b'\n');
@@ -325,10 +361,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         };
         infos.push(FileInfo { size: f.size, split });
     }
-    let ext = match spec.sink.format {
-        Format::Jsonl => format!(".jsonl{}", spec.sink.compression().suffix()),
-        Format::Parquet => ".parquet".to_string(),
-    };
+    let ext = sink_ext(&spec.sink);
     let prior_manifest = OutputManifest::load(&output_dir);
     let journal = if restart {
         Journal::remove(&output_dir);
@@ -339,6 +372,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
     let resuming = journal.is_some();
     let journal = journal.unwrap_or_default();
     let mut resumed = Vec::new();
+    let mut resumed_branches: Vec<Vec<WrittenFile>> = Vec::new();
     let mut partitions: Vec<PlannedPartition> = Vec::new();
     let mut skipped = 0;
     let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -354,9 +388,10 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         }
         let mut output = output_dir.join(&output_rel);
         let sources: Vec<String> = p.parts.iter().map(|part| describe(&inputs, part)).collect();
-        if let Some(done) = journal.iter().find(|j| j.sources == sources && output_dir.join(&j.path).exists()) {
-            resumed.push(done.clone());
-            taken.insert(done.path.clone());
+        if let Some(done) = journal.iter().find(|j| j.file.sources == sources && output_dir.join(&j.file.path).exists()) {
+            resumed.push(done.file.clone());
+            resumed_branches.push(done.branches.clone());
+            taken.insert(done.file.path.clone());
             continue;
         }
         // Resuming: an output not in the journal is from the interrupted run; redo it.
@@ -385,20 +420,77 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         taken.insert(output_rel.clone());
         partitions.push(PlannedPartition { index: p.index, parts: p.parts, output_rel, output });
     }
-    Ok(Plan { spec, file_label: label.to_string(), stages, inputs, partitions, skipped, output_dir, prior_manifest, resumed })
+    let branches = plan_branches(&spec, label, base, &inputs, &partitions, &resumed_branches, resuming)?;
+    Ok(Plan { spec, file_label: label.to_string(), stages, inputs, partitions, skipped, output_dir, prior_manifest, resumed, branches })
+}
+
+fn sink_ext(sink: &SinkSpec) -> String {
+    match sink.format {
+        Format::Jsonl => format!(".jsonl{}", sink.compression().suffix()),
+        Format::Parquet => ".parquet".to_string(),
+    }
+}
+
+/// Output places of the `rejected:` and `tee:` sinks of stages.
+fn plan_branches(
+    spec: &PipelineSpec,
+    label: &str,
+    base: &Path,
+    inputs: &[InputFile],
+    partitions: &[PlannedPartition],
+    resumed: &[Vec<WrittenFile>],
+    resuming: bool,
+) -> Result<Vec<PlannedBranch>, PlanError> {
+    let mut branches = Vec::new();
+    for (i, s) in spec.stages.iter().enumerate() {
+        for (kind, field, sink) in [(BranchKind::Rejected, "rejected", &s.rejected), (BranchKind::Tee, "tee", &s.tee)] {
+            let Some(sink) = sink else { continue };
+            if matches!(sink.mode, WriteMode::Append | WriteMode::Ignore) {
+                return Err(SpecError::new(
+                    label,
+                    format!("stages[{i}].{field}.mode"),
+                    "a branch sink is written with its main sink: use error or overwrite",
+                )
+                .into());
+            }
+            let dir = Loc::parse(&sink.path, base)?;
+            let ext = sink_ext(sink);
+            let mut outputs = Vec::with_capacity(partitions.len());
+            for p in partitions {
+                let rel = partition_output_name(inputs, &p.parts, p.index, &ext);
+                let loc = dir.join(&rel);
+                if sink.mode == WriteMode::Error && !resuming && loc.exists() {
+                    return Err(IoError::Exists { path: loc.display() }.into());
+                }
+                outputs.push((rel, loc));
+            }
+            let b = branches.len();
+            let resumed = resumed.iter().filter_map(|r| r.get(b).cloned()).collect();
+            branches.push(PlannedBranch {
+                stage: i,
+                kind,
+                sink: sink.clone(),
+                prior_manifest: OutputManifest::load(&dir),
+                dir,
+                outputs,
+                resumed,
+            });
+        }
+    }
+    Ok(branches)
 }
 
 /// The output manifest after a run (previous entries that still stand, plus the new files),
 /// and the previous files that `overwrite` mode should now delete.
-pub fn merged_manifest(plan: &Plan, written: Vec<WrittenFile>) -> (OutputManifest, Vec<String>) {
+pub fn merged_manifest(prior: &OutputManifest, mode: WriteMode, written: Vec<WrittenFile>) -> (OutputManifest, Vec<String>) {
     let new_paths: std::collections::HashSet<String> = written.iter().map(|w| w.path.clone()).collect();
     let mut stale = Vec::new();
     let mut files: Vec<WrittenFile> = Vec::new();
-    for old in &plan.prior_manifest.files {
+    for old in &prior.files {
         if new_paths.contains(&old.path) {
             continue;
         }
-        match plan.spec.sink.mode {
+        match mode {
             WriteMode::Overwrite => stale.push(old.path.clone()),
             _ => files.push(old.clone()),
         }

@@ -1,0 +1,142 @@
+//! Sources: reader threads that take input partitions in turn and cut them into numbered
+//! batches, and (in batch mode) spill readers that replay the batches a stage left.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+
+use curator_core::TaskMeta;
+use curator_core::pipeline::Format;
+
+use crate::io::jsonl::{JsonlReader, ReadOptions, reader_schema};
+use crate::io::parquet::ParquetReader;
+use crate::io::writer::RecordWriter;
+use crate::io::{IoError, Reject};
+
+use super::{Ctx, Outlet, RunError, Task};
+
+/// A reader over one part of a partition.
+enum PartReader {
+    Jsonl(JsonlReader),
+    Parquet(ParquetReader),
+}
+
+impl PartReader {
+    fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
+        match self {
+            PartReader::Jsonl(r) => r.next_batch(n),
+            PartReader::Parquet(r) => r.next_batch(),
+        }
+    }
+    fn take_rejects(&mut self) -> Vec<Reject> {
+        match self {
+            PartReader::Jsonl(r) => r.take_rejects(),
+            PartReader::Parquet(_) => Vec::new(),
+        }
+    }
+}
+
+/// Add the `_row` column: each document's row in its source part.
+fn with_row_numbers(batch: RecordBatch, first_row: u64) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let n = batch.num_rows();
+    let rows: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| (first_row + i as u64) as i64)));
+    let mut fields: Vec<arrow_schema::Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(arrow_schema::Field::new(crate::io::ROW, arrow_schema::DataType::Int64, false));
+    let mut cols = batch.columns().to_vec();
+    cols.push(rows);
+    RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), cols)
+}
+
+/// Take partitions in turn and read each into batches; returns documents read and lines
+/// rejected. Rejected lines go to `<output>/_rejected/<partition output>.jsonl`.
+pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Result<(u64, u64), RunError> {
+    let plan = &ctx.plan;
+    let metrics = &ctx.metrics;
+    let send = |t: Task| {
+        metrics.docs_read.fetch_add(t.meta.num_rows, Ordering::Relaxed);
+        out.send(t, metrics)
+    };
+    let src = &plan.spec.source;
+    let opts = ReadOptions {
+        text_field: src.text_field.clone(),
+        id_field: src.id_field.clone(),
+        fields: src.fields.clone(),
+        max_line_bytes: plan.max_line_bytes(),
+        strict: ctx.strict,
+    };
+    let batch_size = plan.spec.batch_size();
+    let mut total = 0u64;
+    let mut rejected = 0u64;
+    loop {
+        let pi = next.fetch_add(1, Ordering::Relaxed);
+        let Some(partition) = plan.partitions.get(pi) else { break };
+        let mut rejects: Option<RecordWriter> = None;
+        let mut pending: Option<Task> = None;
+        let mut seq = 0u64;
+        for part in &partition.parts {
+            let input = &plan.inputs[part.file];
+            let source = plan.describe_part(part);
+            let mut reader = match input.format {
+                Format::Jsonl => PartReader::Jsonl(JsonlReader::open(input, part.extent, opts.clone())?),
+                Format::Parquet => PartReader::Parquet(ParquetReader::open(input, part.extent, opts.clone(), batch_size)?),
+            };
+            let mut row = 0u64;
+            loop {
+                if ctx.sources_stopped() {
+                    return Ok((total, rejected));
+                }
+                // Only one reader runs when there is a limit, so `total` is the run's count.
+                let remaining = src.limit.map(|l| l.saturating_sub(total) as usize).unwrap_or(usize::MAX);
+                let next = if remaining == 0 { None } else { reader.next_batch(batch_size.min(remaining))? };
+                for r in reader.take_rejects() {
+                    let w = match rejects.as_mut() {
+                        Some(w) => w,
+                        None => rejects
+                            .insert(RecordWriter::create(&plan.output_dir.join(&format!("_rejected/{}.jsonl", partition.output_rel)))?),
+                    };
+                    w.write(&r)?;
+                }
+                let Some(mut batch) = next else { break };
+                if batch.num_rows() > remaining {
+                    batch = batch.slice(0, remaining);
+                }
+                let n = batch.num_rows() as u64;
+                total += n;
+                // Send the previous batch now that we know it was not the partition's last.
+                if let Some(t) = pending.take()
+                    && send(t).is_err()
+                {
+                    return Ok((total, rejected));
+                }
+                let meta = TaskMeta { seq, file_index: pi, source: source.clone(), first_row: row, num_rows: n, last_of_file: false };
+                // Number the rows so failures and branches can be traced to the source.
+                let batch = with_row_numbers(batch, row)
+                    .map_err(|e| RunError::Io(IoError::Line { at: meta.to_string(), message: format!("cannot number rows: {e}") }))?;
+                seq += 1;
+                row += n;
+                pending = Some(Task::new(meta, batch));
+            }
+        }
+        let mut last = pending.unwrap_or_else(|| {
+            let source = partition.parts.first().map(|p| plan.describe_part(p)).unwrap_or_default();
+            let meta = TaskMeta { seq, file_index: pi, source, first_row: 0, num_rows: 0, last_of_file: true };
+            Task::new(meta, RecordBatch::new_empty(reader_schema()))
+        });
+        last.meta.last_of_file = true;
+        if let Some(w) = rejects {
+            let n = w.finish()?;
+            rejected += n;
+            metrics.rejected.fetch_add(n, Ordering::Relaxed);
+            tracing::warn!(
+                "{n} bad input line(s) of partition {} quarantined in {}",
+                partition.index,
+                plan.output_dir.join("_rejected").display()
+            );
+        }
+        if send(last).is_err() {
+            return Ok((total, rejected));
+        }
+    }
+    Ok((total, rejected))
+}

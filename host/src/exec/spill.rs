@@ -1,0 +1,168 @@
+//! Batch mode's spill directory: every batch a stage finished, as an Arrow IPC file, with its
+//! place in the run (partition, sequence, dead letters so far) in the schema metadata, so
+//! the next stage replays exactly what streaming mode would have passed it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::Schema;
+use curator_core::TaskMeta;
+
+use crate::io::IoError;
+
+use super::{DeadLetter, Task};
+
+/// Schema-metadata key of a spilled batch's task description.
+const KEY: &str = "curator.task";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Spilled {
+    meta: TaskMeta,
+    dead: Vec<DeadLetter>,
+    /// Branch index of each side file, in file order.
+    side: Vec<usize>,
+}
+
+/// One stage's output in batch mode.
+pub(crate) struct SpillDir {
+    path: PathBuf,
+}
+
+fn werr(path: &Path, e: impl std::fmt::Display) -> IoError {
+    IoError::Write { path: path.display().to_string(), source: std::io::Error::other(e.to_string()) }
+}
+
+fn rerr(path: &Path, e: impl std::fmt::Display) -> IoError {
+    IoError::Line { at: path.display().to_string(), message: format!("cannot read spilled batch: {e}") }
+}
+
+fn write_ipc(path: &Path, batch: &RecordBatch, extra: Option<String>) -> Result<(), IoError> {
+    let mut metadata = batch.schema().metadata().clone();
+    if let Some(x) = extra {
+        metadata.insert(KEY.to_string(), x);
+    }
+    let schema = Arc::new(Schema::new_with_metadata(batch.schema().fields().clone(), metadata));
+    let batch = RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| werr(path, e))?;
+    let tmp = path.with_extension("arrow.tmp");
+    let file = std::fs::File::create(&tmp).map_err(|e| werr(&tmp, e))?;
+    let mut w = arrow_ipc::writer::FileWriter::try_new(std::io::BufWriter::new(file), &schema).map_err(|e| werr(&tmp, e))?;
+    w.write(&batch).map_err(|e| werr(&tmp, e))?;
+    w.finish().map_err(|e| werr(&tmp, e))?;
+    drop(w);
+    std::fs::rename(&tmp, path).map_err(|e| werr(path, e))
+}
+
+/// The batch in an IPC file and the task description it carried (removed from the schema).
+fn read_ipc(path: &Path) -> Result<(RecordBatch, Option<String>), IoError> {
+    let file = std::fs::File::open(path).map_err(|e| rerr(path, e))?;
+    let reader = arrow_ipc::reader::FileReader::try_new(std::io::BufReader::new(file), None).map_err(|e| rerr(path, e))?;
+    let schema = reader.schema();
+    let mut batches = Vec::new();
+    for b in reader {
+        batches.push(b.map_err(|e| rerr(path, e))?);
+    }
+    let mut metadata = schema.metadata().clone();
+    let extra = metadata.remove(KEY);
+    let clean = Arc::new(Schema::new_with_metadata(schema.fields().clone(), metadata));
+    let batch = match batches.as_slice() {
+        [] => RecordBatch::new_empty(clean),
+        [one] => RecordBatch::try_new(clean, one.columns().to_vec()).map_err(|e| rerr(path, e))?,
+        _ => return Err(rerr(path, "more than one batch")),
+    };
+    Ok((batch, extra))
+}
+
+impl SpillDir {
+    /// An empty spill directory at `path` (anything there before is removed).
+    pub fn create(path: PathBuf) -> Result<SpillDir, IoError> {
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).map_err(|e| werr(&path, e))?;
+        Ok(SpillDir { path })
+    }
+
+    fn stem(meta: &TaskMeta) -> String {
+        format!("{:08}-{:010}", meta.file_index, meta.seq)
+    }
+
+    /// Spill one finished task.
+    pub fn write(&self, task: &Task) -> Result<(), IoError> {
+        let stem = Self::stem(&task.meta);
+        for (k, (_, side)) in task.side.iter().enumerate() {
+            write_ipc(&self.path.join(format!("{stem}.b{k}.arrow")), side, None)?;
+        }
+        let desc = Spilled { meta: task.meta.clone(), dead: task.dead.clone(), side: task.side.iter().map(|(b, _)| *b).collect() };
+        let desc = serde_json::to_string(&desc).map_err(|e| werr(&self.path, e))?;
+        write_ipc(&self.path.join(format!("{stem}.arrow")), &task.batch, Some(desc))
+    }
+
+    /// The spilled tasks' files, in partition and sequence order.
+    pub fn list(&self) -> Result<Vec<PathBuf>, IoError> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&self.path)
+            .map_err(|e| rerr(&self.path, e))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".arrow") && !n.contains(".b")))
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    /// Read back a spilled task.
+    pub fn read(&self, path: &Path) -> Result<Task, IoError> {
+        let (batch, desc) = read_ipc(path)?;
+        let desc = desc.ok_or_else(|| rerr(path, "no task description"))?;
+        let d: Spilled = serde_json::from_str(&desc).map_err(|e| rerr(path, e))?;
+        let stem = Self::stem(&d.meta);
+        let mut side = Vec::with_capacity(d.side.len());
+        for (k, b) in d.side.iter().enumerate() {
+            side.push((*b, read_ipc(&self.path.join(format!("{stem}.b{k}.arrow")))?.0));
+        }
+        Ok(Task { meta: d.meta, batch, dead: d.dead, side })
+    }
+
+    pub fn remove(self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{ArrayRef, Int64Array, StringArray};
+
+    #[test]
+    fn round_trip_keeps_batch_schema_and_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = SpillDir::create(dir.path().join("s")).unwrap();
+        let schema = Arc::new(Schema::new_with_metadata(
+            vec![arrow_schema::Field::new("text", arrow_schema::DataType::Utf8, false)],
+            std::collections::HashMap::from([("k".to_string(), "v".to_string())]),
+        ));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef]).unwrap();
+        let side = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![arrow_schema::Field::new("_row", arrow_schema::DataType::Int64, false)])),
+            vec![Arc::new(Int64Array::from(vec![7])) as ArrayRef],
+        )
+        .unwrap();
+        let meta = TaskMeta { seq: 3, file_index: 12, source: "a.jsonl".into(), first_row: 40, num_rows: 3, last_of_file: true };
+        let dead = DeadLetter {
+            stage: "s".into(),
+            plugin: "p".into(),
+            source: "a.jsonl".into(),
+            rows: Some([41, 42]),
+            documents: 1,
+            error: "e".into(),
+            ids: vec!["x".into()],
+        };
+        let task = Task { meta: meta.clone(), batch: batch.clone(), dead: vec![dead], side: vec![(2, side.clone())] };
+        spill.write(&task).unwrap();
+        let files = spill.list().unwrap();
+        assert_eq!(files.len(), 1);
+        let back = spill.read(&files[0]).unwrap();
+        assert_eq!(back.meta, meta);
+        assert_eq!(back.batch, batch);
+        assert_eq!(back.dead.len(), 1);
+        assert_eq!(back.side, vec![(2, side)]);
+    }
+}

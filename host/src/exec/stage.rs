@@ -1,0 +1,396 @@
+//! A stage's worker pool: threads that each own one instance of the stage, take batches from
+//! the stage's input queue and pass results on. The autoscaler changes a pool's target; a
+//! worker above target retires between batches, a missing one is spawned.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, StringArray};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use crate::columns::{self, InvalidOutput};
+use crate::plan::{BranchKind, PlannedStage};
+use crate::wasm::{CompiledPlugin, InstanceLimits, StageInstance, WasmError};
+
+use super::{Ctx, DeadLetter, Outlet, RunError, StageFailure, Task, stage_error};
+
+/// Leak detection: an instance whose linear memory grew in `LEAK_GROWTHS` of the last
+/// `LEAK_WINDOW` batches is replaced (WASM memory never shrinks, so steady growth is a leak).
+const LEAK_WINDOW: usize = 10;
+const LEAK_GROWTHS: usize = 8;
+
+pub(crate) fn limits(stage: &PlannedStage) -> InstanceLimits {
+    InstanceLimits { memory_mb: stage.resources.memory_mb_or_default(), timeout: stage.timeout, grants: stage.grants.clone() }
+}
+
+/// The workers of one stage.
+pub(crate) struct Pool {
+    /// Index of the stage in the plan.
+    pub stage: usize,
+    /// A fixed worker count from the pipeline (`num_workers`).
+    pub fixed: Option<usize>,
+    target: AtomicUsize,
+    active: AtomicUsize,
+    /// What a new worker needs: the input queue and where results go. Dropped once the
+    /// input is exhausted, so that the next queue closes when the last worker leaves.
+    kit: Mutex<Option<(Receiver<Task>, Outlet)>>,
+    handles: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    spawned: AtomicUsize,
+}
+
+type Ready = mpsc::Sender<Result<(), RunError>>;
+
+impl Pool {
+    pub fn new(stage: usize, fixed: Option<usize>, input: Receiver<Task>, out: Outlet) -> Arc<Pool> {
+        Arc::new(Pool {
+            stage,
+            fixed,
+            target: AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
+            kit: Mutex::new(Some((input, out))),
+            handles: Mutex::new(Vec::new()),
+            spawned: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn target(&self) -> usize {
+        self.target.load(Ordering::Relaxed)
+    }
+
+    /// Set the worker count and start the missing workers (extra ones retire by themselves).
+    /// Returns how many were started.
+    pub fn scale_to(self: &Arc<Self>, ctx: &Arc<Ctx>, n: usize, ready: Option<&Ready>) -> usize {
+        self.target.store(n.max(1), Ordering::Relaxed);
+        let mut started = 0;
+        while self.active.load(Ordering::Relaxed) < self.target() {
+            if !self.spawn(ctx, ready.cloned()) {
+                break;
+            }
+            started += 1;
+        }
+        started
+    }
+
+    fn spawn(self: &Arc<Self>, ctx: &Arc<Ctx>, ready: Option<Ready>) -> bool {
+        let kit = match self.kit.lock() {
+            Ok(k) => k,
+            Err(_) => return false,
+        };
+        let Some((rx, out)) = kit.as_ref() else { return false };
+        let (rx, out) = (rx.clone(), out.clone());
+        self.active.fetch_add(1, Ordering::Relaxed);
+        ctx.metrics.stages[self.stage].workers.fetch_add(1, Ordering::Relaxed);
+        let n = self.spawned.fetch_add(1, Ordering::Relaxed);
+        let (pool, ctx2) = (self.clone(), ctx.clone());
+        let spawned =
+            std::thread::Builder::new().name(format!("curator-s{}-w{n}", self.stage)).spawn(move || worker(&ctx2, &pool, rx, out, ready));
+        match spawned {
+            Ok(h) => {
+                if let Ok(mut hs) = self.handles.lock() {
+                    hs.push(h);
+                }
+                true
+            }
+            Err(e) => {
+                self.active.fetch_sub(1, Ordering::Relaxed);
+                ctx.metrics.stages[self.stage].workers.fetch_sub(1, Ordering::Relaxed);
+                ctx.fail(RunError::Panic(format!("cannot start a worker: {e}")));
+                false
+            }
+        }
+    }
+
+    /// Whether a worker should leave now because the pool is above its target.
+    fn retire(&self) -> bool {
+        loop {
+            let a = self.active.load(Ordering::Relaxed);
+            if a <= self.target().max(1) {
+                return false;
+            }
+            if self.active.compare_exchange(a, a - 1, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                return true;
+            }
+        }
+    }
+
+    /// The input is exhausted: no more workers may start.
+    fn close(&self) {
+        if let Ok(mut k) = self.kit.lock() {
+            *k = None;
+        }
+    }
+
+    /// Wait for every worker (including those started while waiting).
+    pub fn join(&self) {
+        loop {
+            let next = self.handles.lock().ok().and_then(|mut h| h.pop());
+            let Some(h) = next else { break };
+            let _ = h.join();
+        }
+    }
+}
+
+/// One worker: set up an instance, then process batches until the input closes or the pool
+/// shrinks. Replaces its instance after `max_batches_per_worker` / `worker_max_lifetime_m`
+/// and when its memory keeps growing (leak detection).
+fn worker(ctx: &Ctx, pool: &Pool, rx: Receiver<Task>, out: Outlet, ready: Option<Ready>) {
+    let started = Instant::now();
+    let i = pool.stage;
+    let stage = &ctx.plan.stages[i];
+    let plugin = &ctx.compiled[i];
+    let counters = &ctx.metrics.stages[i];
+    let policy = &ctx.plan.spec.execution;
+    let start_error = |source| RunError::Start { label: stage.label.clone(), plugin: stage.plugin.path.clone(), source };
+    let mut inst = match plugin.instantiate(&stage.label, &stage.params, &limits(stage)) {
+        Ok(inst) => inst,
+        Err(source) => {
+            match ready {
+                Some(r) => {
+                    let _ = r.send(Err(start_error(source)));
+                }
+                None => ctx.fail(start_error(source)),
+            }
+            pool.active.fetch_sub(1, Ordering::Relaxed);
+            counters.workers.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+    };
+    if let Some(r) = ready {
+        let _ = r.send(Ok(()));
+    }
+    let mut born = Instant::now();
+    let mut batches = 0u64;
+    let mut grew: VecDeque<bool> = VecDeque::new();
+    let mut last_mem = inst.memory_bytes();
+    let retired = loop {
+        if pool.retire() {
+            break true;
+        }
+        let task = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(t) => t,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => {
+                pool.close();
+                break false;
+            }
+        };
+        counters.queued.fetch_sub(1, Ordering::Relaxed);
+        if ctx.cancelled() {
+            continue; // drain, so that nothing upstream stays blocked
+        }
+        match run_stage(ctx, i, &mut inst, task) {
+            Ok(t) => {
+                // Fails only when everything downstream has gone (after a failure).
+                let _ = out.send(t, &ctx.metrics);
+            }
+            Err(e) => ctx.fail(e),
+        }
+        batches += 1;
+        let lifetime_over = policy.worker_max_lifetime_m.is_some_and(|m| born.elapsed().as_secs_f64() > m * 60.0);
+        let batches_over = policy.max_batches_per_worker.is_some_and(|n| batches >= n);
+        let mut recycle = false;
+        if lifetime_over || batches_over {
+            tracing::info!(stage = %stage.label, "recycling a worker after {batches} batches and {:.0}s", born.elapsed().as_secs_f64());
+            recycle = true;
+        } else {
+            let mem = inst.memory_bytes();
+            grew.push_back(mem > last_mem);
+            last_mem = mem;
+            if grew.len() > LEAK_WINDOW {
+                grew.pop_front();
+            }
+            if grew.len() == LEAK_WINDOW && grew.iter().filter(|g| **g).count() >= LEAK_GROWTHS {
+                tracing::warn!(
+                    stage = %stage.label,
+                    "linear memory grew in {LEAK_GROWTHS}+ of the last {LEAK_WINDOW} batches (now {} MiB): recycling the instance (leak?)",
+                    mem >> 20
+                );
+                recycle = true;
+            }
+        }
+        if recycle {
+            match plugin.instantiate(&stage.label, &stage.params, &limits(stage)) {
+                Ok(fresh) => {
+                    std::mem::replace(&mut inst, fresh).teardown();
+                    grew.clear();
+                    last_mem = inst.memory_bytes();
+                    born = Instant::now();
+                    batches = 0;
+                }
+                Err(source) => {
+                    ctx.fail(start_error(source));
+                }
+            }
+        }
+    };
+    if !retired {
+        pool.active.fetch_sub(1, Ordering::Relaxed);
+    }
+    counters.workers.fetch_sub(1, Ordering::Relaxed);
+    counters.alive_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    inst.teardown();
+}
+
+/// One call of a stage on one batch.
+fn call_stage(inst: &mut StageInstance, stage: &PlannedStage, batch: &RecordBatch) -> Result<RecordBatch, StageFailure> {
+    let input = columns::to_wit(batch, &stage.plugin.manifest.input_columns);
+    let out = inst.process(&input)?;
+    Ok(columns::apply_output(batch, out)?)
+}
+
+/// Inputs and outputs of successful calls; inputs and errors of failed ones.
+#[derive(Default)]
+struct Calls {
+    ok: Vec<(RecordBatch, RecordBatch)>,
+    failed: Vec<(RecordBatch, StageFailure)>,
+}
+
+/// Run a stage on `batch` with retries; a batch that runs out of memory is split in half and
+/// retried, down to single documents.
+fn call_resilient(
+    slot: &mut StageInstance,
+    plugin: &CompiledPlugin,
+    stage: &PlannedStage,
+    batch: RecordBatch,
+    attempts: u32,
+    calls: &mut Calls,
+) -> Result<(), RunError> {
+    let mut tries = 0;
+    loop {
+        let err = match call_stage(slot, stage, &batch) {
+            Ok(b) => {
+                calls.ok.push((batch, b));
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        // After a trap the instance's state is unknown: replace it.
+        if matches!(err, StageFailure::Wasm(WasmError::Timeout(_) | WasmError::OutOfMemory { .. } | WasmError::Trap { .. })) {
+            *slot = plugin.instantiate(&stage.label, &stage.params, &limits(stage)).map_err(|source| RunError::Start {
+                label: stage.label.clone(),
+                plugin: stage.plugin.path.clone(),
+                source,
+            })?;
+        }
+        let n = batch.num_rows();
+        if matches!(err, StageFailure::Wasm(WasmError::OutOfMemory { .. })) && n > 1 {
+            tracing::warn!(stage = %stage.label, "a batch of {n} documents ran out of memory; retrying it as two halves");
+            let half = n / 2;
+            call_resilient(slot, plugin, stage, batch.slice(0, half), attempts, calls)?;
+            return call_resilient(slot, plugin, stage, batch.slice(half, n - half), attempts, calls);
+        }
+        tries += 1;
+        if tries < attempts {
+            tracing::warn!(stage = %stage.label, "attempt {tries} of {attempts} failed: {err}; retrying");
+            continue;
+        }
+        calls.failed.push((batch, err));
+        return Ok(());
+    }
+}
+
+/// Rows `[min, max + 1)` of the `_row` column, and the ids, of a failed part.
+fn failed_rows(batch: &RecordBatch) -> (Option<[u64; 2]>, Vec<String>) {
+    let rows = row_numbers(batch).and_then(|r| {
+        let (lo, hi) = (r.values().iter().min()?, r.values().iter().max()?);
+        Some([*lo as u64, *hi as u64 + 1])
+    });
+    let ids = batch
+        .column_by_name(crate::io::ID)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .map(|a| (0..a.len()).map(|i| a.value(i).to_string()).collect())
+        .unwrap_or_default();
+    (rows, ids)
+}
+
+fn row_numbers(batch: &RecordBatch) -> Option<&Int64Array> {
+    batch.column_by_name(crate::io::ROW).and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+}
+
+/// The documents of `input` that are not in `output` (matched by `_row`); `None` when the
+/// output lost the row numbers (a stage that built a new batch).
+fn dropped_rows(input: &RecordBatch, output: &RecordBatch) -> Option<RecordBatch> {
+    if output.num_rows() == input.num_rows() {
+        return Some(input.slice(0, 0));
+    }
+    let kept: std::collections::HashSet<i64> = row_numbers(output)?.values().iter().copied().collect();
+    let rows = row_numbers(input)?;
+    let mask = BooleanArray::from_iter(rows.values().iter().map(|r| Some(!kept.contains(r))));
+    arrow_select::filter::filter_record_batch(input, &mask).ok()
+}
+
+fn concat(batches: &[RecordBatch], empty: &RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    match batches {
+        [] => Ok(empty.slice(0, 0)),
+        [one] => Ok(one.clone()),
+        many => arrow_select::concat::concat_batches(&many[0].schema(), many),
+    }
+}
+
+/// Run stage `i` on a task: chunks of the stage's batch size, retries and OOM splits, failed
+/// parts dead-lettered (or the run failed), branch outputs attached.
+pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut StageInstance, mut task: Task) -> Result<Task, RunError> {
+    let stage = &ctx.plan.stages[i];
+    let c = &ctx.metrics.stages[i];
+    let empty = RecordBatch::new_empty(task.batch.schema());
+    let batch = std::mem::replace(&mut task.batch, empty);
+    let rows = batch.num_rows();
+    if rows == 0 {
+        task.batch = batch;
+        return Ok(task);
+    }
+    let started = Instant::now();
+    c.bytes_in.fetch_add(super::text_bytes(&batch), Ordering::Relaxed);
+    let chunk = stage.batch_size.unwrap_or(rows).max(1);
+    let mut calls = Calls::default();
+    for start in (0..rows).step_by(chunk) {
+        let part = batch.slice(start, chunk.min(rows - start));
+        call_resilient(inst, &ctx.compiled[i], stage, part, ctx.plan.spec.execution.num_run_attempts, &mut calls)?;
+    }
+    let mut failed_docs = 0u64;
+    for (part, err) in calls.failed {
+        let (range, ids) = failed_rows(&part);
+        if !ctx.plan.spec.execution.ignore_failures {
+            let mut meta = task.meta.clone();
+            if let Some([a, b]) = range {
+                meta.first_row = a;
+                meta.num_rows = b - a;
+            }
+            return Err(stage_error(stage, &meta, err));
+        }
+        failed_docs += part.num_rows() as u64;
+        task.dead.push(DeadLetter {
+            stage: stage.label.clone(),
+            plugin: stage.plugin.path.display().to_string(),
+            source: task.meta.source.clone(),
+            rows: range,
+            documents: part.num_rows() as u64,
+            error: err.to_string(),
+            ids,
+        });
+    }
+    let schema_error = |e: arrow_schema::ArrowError| {
+        stage_error(stage, &task.meta, StageFailure::Output(InvalidOutput(format!("chunks disagree on schema: {e}"))))
+    };
+    let outputs: Vec<RecordBatch> = calls.ok.iter().map(|(_, o)| o.clone()).collect();
+    let out = concat(&outputs, &batch).map_err(schema_error)?;
+    for &(b, kind) in &ctx.branches_of[i] {
+        let side = match kind {
+            BranchKind::Tee => out.clone(),
+            BranchKind::Rejected => {
+                let dropped: Vec<RecordBatch> = calls.ok.iter().filter_map(|(input, output)| dropped_rows(input, output)).collect();
+                concat(&dropped, &batch).map_err(schema_error)?
+            }
+        };
+        task.side.push((b, side));
+    }
+    c.docs_in.fetch_add(rows as u64, Ordering::Relaxed);
+    c.docs_out.fetch_add(out.num_rows() as u64, Ordering::Relaxed);
+    c.failed.fetch_add(failed_docs, Ordering::Relaxed);
+    c.batches.fetch_add(1, Ordering::Relaxed);
+    c.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    task.batch = out;
+    Ok(task)
+}

@@ -1,0 +1,169 @@
+//! Sinks: writer threads, each owning the partitions routed to it. A partition's batches are
+//! written in their order (several partitions may be open at once), its file committed when
+//! the last batch is written, then its branch files, its dead letters, then a journal line
+//! (so a killed run resumes after it).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+
+use crossbeam_channel::Receiver;
+
+use curator_core::SinkSpec;
+use curator_core::pipeline::Format;
+
+use crate::io::jsonl::JsonlWriter;
+use crate::io::parquet::ParquetWriter;
+use crate::io::writer::{OutputWriter, RecordWriter, WrittenFile};
+use crate::io::{IoError, Loc};
+use crate::plan::{Journal, JournalEntry};
+
+use super::spill::SpillDir;
+use super::{Ctx, DeadLetter, RunError, Task};
+
+/// What a writer thread committed: (partition index, entry) pairs and documents written.
+#[derive(Default)]
+pub(crate) struct Written {
+    pub entries: Vec<(usize, JournalEntry)>,
+    pub docs_out: u64,
+}
+
+fn open_writer(sink: &SinkSpec, loc: &Loc, text_field: &str) -> Result<Box<dyn OutputWriter>, IoError> {
+    Ok(match sink.format {
+        Format::Jsonl => Box::new(JsonlWriter::create(loc, sink.compression(), text_field)?),
+        Format::Parquet => Box::new(ParquetWriter::create(loc, sink.compression(), sink.row_group_size.unwrap_or(65536), text_field)?),
+    })
+}
+
+struct OpenOutput {
+    main: Box<dyn OutputWriter>,
+    branches: Vec<Box<dyn OutputWriter>>,
+    next_seq: u64,
+    early: BTreeMap<u64, Task>,
+    dead: Vec<DeadLetter>,
+}
+
+/// Count a task's documents and failures; stop the run when too many failed.
+fn account(ctx: &Ctx, task: &Task) -> Result<(), RunError> {
+    let seen = ctx.docs_seen.fetch_add(task.meta.num_rows, Ordering::Relaxed) + task.meta.num_rows;
+    let new_failed: u64 = task.dead.iter().map(|d| d.documents).sum();
+    let failed = ctx.docs_failed.fetch_add(new_failed, Ordering::Relaxed) + new_failed;
+    let max = ctx.plan.spec.execution.max_failed_fraction;
+    if failed > 0 && seen >= 1000 && failed as f64 > max * seen as f64 {
+        return Err(RunError::TooManyFailures { failed, seen, max });
+    }
+    Ok(())
+}
+
+/// Write the tasks of `rx` until it closes. After a failure elsewhere it goes on writing what
+/// arrives, so that partitions finished before the failure are committed (workers stop
+/// passing tasks on, so unfinished partitions stay uncommitted).
+pub(crate) fn write_loop(ctx: &Ctx, rx: Receiver<Task>, journal: &Mutex<Option<Journal>>) -> Written {
+    let mut open: BTreeMap<usize, OpenOutput> = BTreeMap::new();
+    let mut written = Written::default();
+    for task in rx.iter() {
+        ctx.metrics.sink_queued.fetch_sub(1, Ordering::Relaxed);
+        if let Err(e) = write_task(ctx, task, &mut open, &mut written, journal) {
+            ctx.fail(e);
+        }
+    }
+    written
+}
+
+fn write_task(
+    ctx: &Ctx,
+    task: Task,
+    open: &mut BTreeMap<usize, OpenOutput>,
+    written: &mut Written,
+    journal: &Mutex<Option<Journal>>,
+) -> Result<(), RunError> {
+    account(ctx, &task)?;
+    let plan = &ctx.plan;
+    let text_field = &plan.spec.source.text_field;
+    let pi = task.meta.file_index;
+    let partition = &plan.partitions[pi];
+    let out = match open.entry(pi) {
+        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::btree_map::Entry::Vacant(e) => {
+            let main = open_writer(&plan.spec.sink, &partition.output, text_field)?;
+            let mut branches = Vec::with_capacity(plan.branches.len());
+            for b in &plan.branches {
+                branches.push(open_writer(&b.sink, &b.outputs[pi].1, text_field)?);
+            }
+            e.insert(OpenOutput { main, branches, next_seq: 0, early: BTreeMap::new(), dead: Vec::new() })
+        }
+    };
+    out.early.insert(task.meta.seq, task);
+    let mut finished = false;
+    while let Some(t) = out.early.remove(&out.next_seq) {
+        out.next_seq += 1;
+        if t.batch.num_rows() > 0 {
+            out.main.write_batch(&t.batch)?;
+        }
+        for (b, side) in &t.side {
+            if side.num_rows() > 0 {
+                out.branches[*b].write_batch(side)?;
+            }
+        }
+        out.dead.extend(t.dead);
+        finished |= t.meta.last_of_file;
+    }
+    if !finished {
+        return Ok(());
+    }
+    let Some(o) = open.remove(&pi) else { return Ok(()) };
+    let sources = plan.sources(partition);
+    let c = o.main.finish()?;
+    let mut branch_files = Vec::with_capacity(o.branches.len());
+    for (w, b) in o.branches.into_iter().zip(&plan.branches) {
+        let bc = w.finish()?;
+        branch_files.push(WrittenFile {
+            path: b.outputs[pi].0.clone(),
+            documents: bc.documents,
+            bytes: bc.bytes,
+            sha256: bc.sha256,
+            sources: sources.clone(),
+        });
+    }
+    if !o.dead.is_empty() {
+        let target = plan.output_dir.join(&format!("_dead_letter/{}.jsonl", partition.output_rel));
+        let mut w = RecordWriter::create(&target)?;
+        for d in &o.dead {
+            w.write(d)?;
+        }
+        w.finish()?;
+        tracing::warn!(
+            "{} document(s) of partition {} dead-lettered in {}",
+            o.dead.iter().map(|d| d.documents).sum::<u64>(),
+            partition.index,
+            target.display()
+        );
+    }
+    written.docs_out += c.documents;
+    ctx.metrics.docs_written.fetch_add(c.documents, Ordering::Relaxed);
+    let entry = JournalEntry {
+        file: WrittenFile { path: partition.output_rel.clone(), documents: c.documents, bytes: c.bytes, sha256: c.sha256, sources },
+        branches: branch_files,
+    };
+    if let Ok(mut j) = journal.lock()
+        && let Some(j) = j.as_mut()
+    {
+        j.record(&entry)?;
+    }
+    written.entries.push((pi, entry));
+    Ok(())
+}
+
+/// Batch mode: spill the tasks of `rx` until it closes.
+pub(crate) fn spill_loop(ctx: &Ctx, rx: Receiver<Task>, dir: &SpillDir) -> Written {
+    for task in rx.iter() {
+        ctx.metrics.sink_queued.fetch_sub(1, Ordering::Relaxed);
+        if ctx.cancelled() {
+            continue;
+        }
+        if let Err(e) = dir.write(&task) {
+            ctx.fail(e.into());
+        }
+    }
+    Written::default()
+}
