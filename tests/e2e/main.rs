@@ -10,3 +10,4 @@ mod pipeline_errors;
 mod quickstart;
 mod s3;
 mod sandbox;
+mod scheduling;
