@@ -2,11 +2,15 @@
 //! what each stage cost over the last measurement window.
 //!
 //! With bounded queues between stages every stage moves at the pace of the slowest, so the
-//! busy time a stage's workers spent over a window is proportional to its cost per input
-//! document. Giving each new worker to the stage whose workers carry the most busy time each
-//! (`busy_s / workers`) minimises the largest per-worker load, i.e. it raises the
-//! bottleneck's throughput first. Fixed worker counts (`num_workers`) win; every stage keeps
-//! at least one worker, even when that oversubscribes a small machine.
+//! CPU time a stage's workers spent over a window (busy seconds × `cpus`) is proportional to
+//! its cost per input document. Throughput is highest when each stage gets the same share of
+//! the cores as of that CPU time, so that is the target: stage i gets `cores × share_i`, in
+//! whole workers rounded *up*. Rounding up matters on small machines: two stages on two cores
+//! with a 70/30 split get 2 + 1 workers rather than 1 + 1, which would leave the slow stage at
+//! one core. The sum of reservations may so exceed the capacity by less than one worker per
+//! stage, while the busy cores expected from the measured shares stay within it. Fixed worker
+//! counts (`num_workers`) win; every stage keeps at least one worker; a memory budget removes
+//! workers from the least loaded stages first.
 
 /// What the machine offers to workers.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,41 +35,39 @@ pub struct StageLoad {
     pub fixed: Option<usize>,
 }
 
-/// Workers per stage. The sum of `cpus × workers` stays within `capacity.cpus` (and of
-/// `memory_mb × workers` within `capacity.memory_mb`) except where fixed counts or the
-/// one-worker minimum ask for more. `max_per_stage` caps stages without a fixed count.
+/// Workers per stage: fixed counts as given; the others ⌈their share of the remaining cores
+/// / `cpus`⌉, at least one, at most `max_per_stage`, then trimmed to `capacity.memory_mb`.
 pub fn allocate(capacity: &Capacity, stages: &[StageLoad], max_per_stage: Option<usize>) -> Vec<usize> {
-    let mut workers: Vec<usize> = stages.iter().map(|s| s.fixed.unwrap_or(1).max(1)).collect();
-    let mut cpus_left = capacity.cpus - stages.iter().zip(&workers).map(|(s, n)| s.cpus * *n as f64).sum::<f64>();
-    let mut mem_left =
-        capacity.memory_mb.map(|m| m as i128 - stages.iter().zip(&workers).map(|(s, n)| (s.memory_mb * *n as u64) as i128).sum::<i128>());
-    let measured = stages.iter().any(|s| s.busy_s.is_some_and(|b| b > 0.0));
-    // Load that one more worker would share: measured busy seconds, or (before any
-    // measurement) the same for every stage.
-    let load = |s: &StageLoad| if measured { s.busy_s.unwrap_or(0.0).max(0.0) } else { 1.0 };
     const EPS: f64 = 1e-9;
-    loop {
-        let mut best: Option<(usize, f64)> = None;
-        for (i, s) in stages.iter().enumerate() {
-            if s.fixed.is_some() || max_per_stage.is_some_and(|m| workers[i] >= m) {
-                continue;
+    let fixed_cpus: f64 = stages.iter().filter_map(|s| s.fixed.map(|n| n as f64 * s.cpus)).sum();
+    let free_cores = (capacity.cpus - fixed_cpus).max(0.0);
+    let measured = stages.iter().any(|s| s.fixed.is_none() && s.busy_s.is_some_and(|b| b > 0.0));
+    // CPU time each free stage needs; before any measurement, the same for every stage.
+    let weight = |s: &StageLoad| if measured { s.busy_s.unwrap_or(0.0).max(0.0) * s.cpus } else { 1.0 };
+    let total: f64 = stages.iter().filter(|s| s.fixed.is_none()).map(weight).sum();
+    let mut workers: Vec<usize> = stages
+        .iter()
+        .map(|s| match s.fixed {
+            Some(n) => n.max(1),
+            None => {
+                let cores = if total > 0.0 { free_cores * weight(s) / total } else { 0.0 };
+                let n = ((cores / s.cpus) - EPS).ceil().max(1.0) as usize;
+                max_per_stage.map_or(n, |m| n.min(m.max(1)))
             }
-            if s.cpus > cpus_left + EPS || mem_left.is_some_and(|m| (s.memory_mb as i128) > m) {
-                continue;
-            }
-            let per_worker = load(s) / workers[i] as f64;
-            if per_worker <= 0.0 {
-                continue;
-            }
-            if best.is_none_or(|(_, b)| per_worker > b) {
-                best = Some((i, per_worker));
-            }
-        }
-        let Some((i, _)) = best else { break };
-        workers[i] += 1;
-        cpus_left -= stages[i].cpus;
-        if let Some(m) = mem_left.as_mut() {
-            *m -= stages[i].memory_mb as i128;
+        })
+        .collect();
+    if let Some(budget) = capacity.memory_mb {
+        let used = |w: &[usize]| stages.iter().zip(w).map(|(s, n)| s.memory_mb as u128 * *n as u128).sum::<u128>();
+        while used(&workers) > budget as u128 {
+            // Take a worker from the free stage whose workers carry the least load each.
+            let victim = stages
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| s.fixed.is_none() && workers[*i] > 1)
+                .min_by(|(i, a), (j, b)| (weight(a) / workers[*i] as f64).total_cmp(&(weight(b) / workers[*j] as f64)))
+                .map(|(i, _)| i);
+            let Some(i) = victim else { break };
+            workers[i] -= 1;
         }
     }
     workers
@@ -80,35 +82,48 @@ mod tests {
     }
     const CPU16: Capacity = Capacity { cpus: 16.0, memory_mb: None };
 
+    /// Expected busy cores: each stage's share of the CPU time, which the allocation must cover.
+    fn covers_shares(cap: f64, stages: &[StageLoad], w: &[usize]) -> bool {
+        let total: f64 = stages.iter().map(|s| s.busy_s.unwrap_or(0.0) * s.cpus).sum();
+        stages.iter().zip(w).all(|(s, n)| *n as f64 * s.cpus + 1e-9 >= cap * s.busy_s.unwrap_or(0.0) * s.cpus / total)
+    }
+
     #[test]
     fn unmeasured_stages_share_evenly() {
         assert_eq!(allocate(&CPU16, &[stage(1.0, None), stage(1.0, None)], None), vec![8, 8]);
-        assert_eq!(allocate(&CPU16, &[stage(1.0, None), stage(2.0, None)], None), vec![6, 5]);
+        // Same cores each: 8 one-core workers, 4 two-core workers.
+        assert_eq!(allocate(&CPU16, &[stage(1.0, None), stage(2.0, None)], None), vec![8, 4]);
+        // A single stage on 2 cores × 0.95 gets both.
+        assert_eq!(allocate(&Capacity { cpus: 1.9, memory_mb: None }, &[stage(1.0, None)], None), vec![2]);
     }
 
     #[test]
     fn bottleneck_gets_the_workers() {
-        // Stage 0 costs 9× stage 1 per document.
-        let w = allocate(&CPU16, &[stage(1.0, Some(9.0)), stage(1.0, Some(1.0))], None);
-        assert_eq!(w, vec![14, 2]);
-        let total: usize = w.iter().sum();
-        assert_eq!(total, 16);
-        // Unchanged capacity use when loads flip.
-        assert_eq!(allocate(&CPU16, &[stage(1.0, Some(1.0)), stage(1.0, Some(9.0))], None), vec![2, 14]);
+        // Stage 0 costs 9× stage 1 per document: 14.4 and 1.6 cores, rounded up.
+        let loads = [stage(1.0, Some(9.0)), stage(1.0, Some(1.0))];
+        let w = allocate(&CPU16, &loads, None);
+        assert_eq!(w, vec![15, 2]);
+        assert!(covers_shares(16.0, &loads, &w));
+        let flipped = [stage(1.0, Some(1.0)), stage(1.0, Some(9.0))];
+        assert_eq!(allocate(&CPU16, &flipped, None), vec![2, 15]);
     }
 
     #[test]
-    fn never_over_capacity_and_at_least_one_each() {
+    fn small_machines_round_up_and_keep_one_each() {
+        // Two cores, 70/30: the slow stage gets two workers, not one.
         let cap = Capacity { cpus: 1.9, memory_mb: None };
-        assert_eq!(allocate(&cap, &[stage(1.0, Some(5.0)), stage(1.0, Some(1.0)), stage(1.0, Some(1.0))], None), vec![1, 1, 1]);
+        assert_eq!(allocate(&cap, &[stage(1.0, Some(7.0)), stage(1.0, Some(3.0))], None), vec![2, 1]);
+        assert_eq!(allocate(&cap, &[stage(1.0, Some(5.0)), stage(1.0, Some(1.0)), stage(1.0, Some(1.0))], None), vec![2, 1, 1]);
+        // Multi-core workers: shares are in cores (busy × cpus).
         let cap = Capacity { cpus: 4.0, memory_mb: None };
-        let w = allocate(&cap, &[stage(0.5, Some(3.0)), stage(2.0, Some(3.0))], None);
-        assert!(w.iter().zip([0.5, 2.0]).map(|(n, c)| *n as f64 * c).sum::<f64>() <= 4.0, "{w:?}");
-        assert_eq!(w, vec![4, 1]);
+        let loads = [stage(0.5, Some(3.0)), stage(2.0, Some(3.0))];
+        let w = allocate(&cap, &loads, None);
+        assert_eq!(w, vec![2, 2]);
+        assert!(covers_shares(4.0, &loads, &w));
     }
 
     #[test]
-    fn fixed_counts_win_and_use_capacity() {
+    fn fixed_counts_win_and_the_rest_is_shared() {
         let mut fixed = stage(1.0, Some(100.0));
         fixed.fixed = Some(3);
         assert_eq!(allocate(&CPU16, &[fixed, stage(1.0, Some(1.0))], None), vec![3, 13]);
@@ -117,9 +132,11 @@ mod tests {
     #[test]
     fn memory_and_per_stage_caps() {
         let cap = Capacity { cpus: 16.0, memory_mb: Some(64 * 5) };
-        assert_eq!(allocate(&cap, &[stage(1.0, None), stage(1.0, None)], None).iter().sum::<usize>(), 5);
-        assert_eq!(allocate(&CPU16, &[stage(1.0, Some(9.0)), stage(1.0, Some(1.0))], Some(4)), vec![4, 4]);
-        // A stage with no measured work gets only its minimum.
-        assert_eq!(allocate(&CPU16, &[stage(1.0, Some(5.0)), stage(1.0, Some(0.0))], None), vec![15, 1]);
+        let w = allocate(&cap, &[stage(1.0, Some(4.0)), stage(1.0, Some(1.0))], None);
+        assert_eq!(w.iter().sum::<usize>(), 5);
+        assert!(w[0] > w[1], "{w:?}");
+        assert_eq!(allocate(&CPU16, &[stage(1.0, Some(9.0)), stage(1.0, Some(1.0))], Some(4)), vec![4, 2]);
+        // A stage with no measured work keeps only its minimum.
+        assert_eq!(allocate(&CPU16, &[stage(1.0, Some(5.0)), stage(1.0, Some(0.0))], None), vec![16, 1]);
     }
 }

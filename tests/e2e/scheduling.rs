@@ -118,12 +118,12 @@ fn slow_stage_gains_workers_under_autoscaling() {
     let p = write_pipeline(tmp.path(), yaml);
     let run = run_with_guests(&["run", p.to_str().unwrap(), "--workers", "4"]);
     run.ok();
-    assert!(run.stderr.contains("workers (autoscaler): hostile 3, word_count_filter 1"), "{}", run.stderr);
+    assert!(run.stderr.contains("workers (autoscaler): hostile 4, word_count_filter 1"), "{}", run.stderr);
     let sum = summary(&tmp.path().join("out"));
     let scaling = sum["scaling"].as_array().unwrap();
     assert_eq!(scaling[0]["workers"], serde_json::json!([2, 2]), "initial allocation is even");
     assert!(scaling.len() >= 2, "{scaling:?}");
-    assert_eq!(sum["stages"][0]["max_workers"], 3);
+    assert_eq!(sum["stages"][0]["max_workers"], 4);
     assert_eq!(sum["stages"][1]["workers"], 1);
     assert_eq!(sum["docs_out"], 400);
 }
