@@ -10,4 +10,13 @@ fi
 if ! command -v moto_server >/dev/null 2>&1; then
     python3 -m pip install --quiet 'moto[server]'
 fi
+# The native-ABI tests compile a plugin written in C against sdk/include/curator_stage.h.
+if ! command -v cc >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+        $(command -v sudo || true) apt-get install -y -qq gcc
+    else
+        echo "a C compiler (cc) is needed for the native plugin tests" >&2
+        exit 1
+    fi
+fi
 cargo test --release --locked --workspace "$@"

@@ -55,6 +55,17 @@ pub fn to_wit(batch: &RecordBatch, wanted: &[String]) -> wit::Batch {
     wit::Batch { num_rows: batch.num_rows() as u32, columns }
 }
 
+/// The columns of `batch` a manifest's `input_columns` name (`*`: all), as an Arrow batch
+/// (no copy: the arrays are shared).
+pub fn project(batch: &RecordBatch, wanted: &[String]) -> RecordBatch {
+    if wanted.iter().any(|w| w == "*") {
+        return batch.clone();
+    }
+    let schema = batch.schema();
+    let keep: Vec<usize> = (0..schema.fields().len()).filter(|i| wanted.iter().any(|w| w == schema.field(*i).name())).collect();
+    batch.project(&keep).unwrap_or_else(|_| batch.clone())
+}
+
 fn column_to_wit(name: &str, array: &ArrayRef) -> Option<wit::Column> {
     let validity = validity_bits(array.nulls());
     let (ty, offsets, data) = match array.data_type() {

@@ -5,6 +5,7 @@ pub mod exec;
 pub mod gpu;
 pub mod io;
 pub mod metrics;
+pub mod native;
 pub mod plan;
 pub mod registry;
 pub mod wasm;

@@ -69,6 +69,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve one native plugin to the host over stdin/stdout (started by `run`).
+    #[command(hide = true)]
+    Worker {
+        plugin: PathBuf,
+        #[arg(long, default_value = "{}")]
+        params: String,
+        /// WorkerContext JSON (GPU budget, visible devices).
+        #[arg(long, default_value = "{}")]
+        context: String,
+        /// CPUs to pin the worker to.
+        #[arg(long, value_delimiter = ',')]
+        cpus: Vec<usize>,
+        /// Print the plugin's manifest and exit.
+        #[arg(long)]
+        manifest: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -123,6 +139,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Plugin { command: PluginCommand::Inspect { name_or_file, plugins, json } } => {
             plugin_inspect(&name_or_file, &plugins, json)
+        }
+        Command::Worker { plugin, params, context, cpus, manifest } => {
+            let context = serde_json::from_str(&context).context("--context is not a worker context")?;
+            let code = curator_host::native::serve(&plugin, &params, &context, &cpus, manifest);
+            Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }
         Command::Gpus { json } => {
             let inv = curator_host::gpu::discover();

@@ -276,7 +276,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         };
         if let Err(e) = resources.validate() {
             errors.push(SpecError::new(label, at("resources"), e.to_string()));
-        } else if resources.needs_gpu() {
+        } else if resources.needs_gpu() && m.kind == curator_core::PluginKind::Wasm {
             errors.push(SpecError::new(
                 label,
                 at("resources"),

@@ -1,5 +1,7 @@
-//! The plugin registry: scans plugin directories and reads each manifest from the plugin
-//! file's `curator-manifest` custom section, without compiling or instantiating anything.
+//! The plugin registry: scans plugin directories and reads each manifest without running
+//! the plugin in the host: from a WASM component's `curator-manifest` custom section, or
+//! from a native library's vtable inside a throw-away `curator-host worker --manifest`
+//! process (loading a library runs its initialisers, which must not happen in the host).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +30,8 @@ pub enum RegistryError {
     BadManifest { path: PathBuf, source: ManifestError },
     #[error("{path}: manifest is {kind:?} but the file is a WASM component")]
     WrongKind { path: PathBuf, kind: curator_core::PluginKind },
+    #[error(transparent)]
+    Native(#[from] crate::native::NativeError),
     #[error("duplicate plugin {name:?}: {second} is ignored, {first} comes first in the search path")]
     Duplicate { name: String, first: PathBuf, second: PathBuf },
 }
@@ -43,8 +47,18 @@ pub fn search_path(cli_dirs: &[PathBuf]) -> Vec<PathBuf> {
     dirs
 }
 
-/// Read the manifest embedded in a WASM plugin file.
+/// File extensions of native plugins.
+pub const NATIVE_EXTENSIONS: [&str; 3] = ["so", "dylib", "dll"];
+
+fn is_native(path: &Path) -> bool {
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| NATIVE_EXTENSIONS.contains(&e))
+}
+
+/// Read the manifest of a plugin file (WASM component or native library).
 pub fn read_manifest(path: &Path) -> Result<Manifest, RegistryError> {
+    if is_native(path) {
+        return Ok(crate::native::read_manifest(path)?);
+    }
     let bytes = std::fs::read(path).map_err(|source| RegistryError::Io { path: path.into(), source })?;
     manifest_from_bytes(path, &bytes)
 }
@@ -91,7 +105,7 @@ impl Registry {
             };
             let mut files: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+                .filter(|p| (p.extension().is_some_and(|e| e == "wasm") || is_native(p)) && p.is_file())
                 .collect();
             files.sort();
             for path in files {

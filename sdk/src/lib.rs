@@ -43,6 +43,10 @@ mod guest;
 
 pub mod native;
 
+/// The native (C ABI) stage contract; see `sdk/include/curator_stage.h`.
+#[cfg(not(target_arch = "wasm32"))]
+pub mod abi;
+
 pub use batch::{Batch, BatchError, Column, ColumnType, Output};
 pub use curator_sdk_macros::stage;
 pub use doc::Doc;

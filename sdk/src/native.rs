@@ -4,6 +4,9 @@
 use crate::batch::{Batch, Output};
 use crate::runner::{Runner, StageDef, StageError};
 
+#[cfg(not(target_arch = "wasm32"))]
+pub use crate::abi::context;
+
 /// A stage instance running natively.
 pub struct NativeStage {
     runner: Box<dyn Runner>,

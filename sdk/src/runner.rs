@@ -13,6 +13,9 @@ pub enum StageError {
     InvalidParams(String),
     /// Processing failed.
     Failed(String),
+    /// The batch did not fit in memory (e.g. CUDA out of memory): the host retries it in
+    /// halves, down to one document.
+    OutOfMemory(String),
 }
 
 impl std::fmt::Display for StageError {
@@ -20,6 +23,7 @@ impl std::fmt::Display for StageError {
         match self {
             StageError::InvalidParams(m) => write!(f, "invalid params: {m}"),
             StageError::Failed(m) => f.write_str(m),
+            StageError::OutOfMemory(m) => write!(f, "out of memory: {m}"),
         }
     }
 }

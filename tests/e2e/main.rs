@@ -6,6 +6,7 @@ mod support;
 mod cli;
 mod executor;
 mod io;
+mod native;
 mod pipeline_errors;
 mod quickstart;
 mod s3;

@@ -33,8 +33,11 @@ use crate::columns::InvalidOutput;
 use crate::io::IoError;
 use crate::io::writer::{OutputManifest, WrittenFile};
 use crate::metrics::RunMetrics;
+use crate::native::NativeError;
 use crate::plan::{BranchKind, Journal, Plan, PlannedStage, merged_manifest};
 use crate::wasm::{CompiledPlugin, WasmError, WasmRuntime};
+use curator_core::PluginKind;
+use curator_core::placement::{Assignment, GpuRequest, StageGpuRequest};
 
 use spill::SpillDir;
 use stage::Pool;
@@ -56,7 +59,9 @@ pub struct RunOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("stage {label:?} (plugin {plugin}) failed to start: {source}")]
-    Start { label: String, plugin: PathBuf, source: WasmError },
+    Start { label: String, plugin: PathBuf, source: Box<StartFailure> },
+    #[error(transparent)]
+    Placement(#[from] curator_core::placement::PlacementError),
     #[error(transparent)]
     Stage(Box<StageFailed>),
     #[error(transparent)]
@@ -77,11 +82,22 @@ pub struct StageFailed {
     pub source: StageFailure,
 }
 
+/// Why a stage instance could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartFailure {
+    #[error(transparent)]
+    Wasm(#[from] WasmError),
+    #[error(transparent)]
+    Native(#[from] NativeError),
+}
+
 /// What went wrong inside a stage call.
 #[derive(Debug, thiserror::Error)]
 pub enum StageFailure {
     #[error(transparent)]
     Wasm(#[from] WasmError),
+    #[error(transparent)]
+    Native(#[from] NativeError),
     #[error(transparent)]
     Output(#[from] InvalidOutput),
 }
@@ -206,13 +222,18 @@ pub fn capacity(plan: &Plan, opts: &RunOptions) -> Capacity {
     Capacity { cpus, memory_mb: available_memory_mb().map(|m| (m as f64 * WORKER_MEMORY_SHARE) as u64) }
 }
 
-fn load(stage: &PlannedStage, spec: &curator_core::StageSpec, busy_s: Option<f64>) -> StageLoad {
-    StageLoad { cpus: stage.resources.cpus, memory_mb: stage.resources.memory_mb_or_default(), busy_s, fixed: spec.num_workers }
+fn load(stage: &PlannedStage, spec: &curator_core::StageSpec, gpu_fixed: Option<usize>, busy_s: Option<f64>) -> StageLoad {
+    StageLoad {
+        cpus: stage.resources.cpus,
+        memory_mb: stage.resources.memory_mb_or_default(),
+        busy_s,
+        fixed: spec.num_workers.or(gpu_fixed),
+    }
 }
 
 /// Workers per stage before anything is measured (streaming mode).
 pub fn initial_workers(plan: &Plan, opts: &RunOptions) -> Vec<usize> {
-    let loads: Vec<StageLoad> = plan.stages.iter().zip(&plan.spec.stages).map(|(s, spec)| load(s, spec, None)).collect();
+    let loads: Vec<StageLoad> = plan.stages.iter().zip(&plan.spec.stages).map(|(s, spec)| load(s, spec, None, None)).collect();
     allocate(&capacity(plan, opts), &loads, plan.spec.execution.max_workers_per_stage)
 }
 
@@ -259,7 +280,13 @@ impl Outlet {
 /// What every thread of a run shares.
 pub(crate) struct Ctx {
     pub plan: Plan,
-    pub compiled: Vec<CompiledPlugin>,
+    pub compiled: Vec<Loaded>,
+    /// Worker counts of GPU stages, fixed by placement.
+    pub gpu_fixed: Vec<Option<usize>>,
+    /// Free GPU assignments per stage: a worker takes one for its life.
+    pub gpu_slots: Vec<Mutex<Vec<Assignment>>>,
+    /// CPUs this process may use (native workers are pinned to a share of them).
+    pub allowed_cpus: Vec<usize>,
     pub metrics: Arc<RunMetrics>,
     pub strict: bool,
     /// Branches fed by each stage: (branch index, kind).
@@ -309,6 +336,66 @@ impl Ctx {
     }
 }
 
+/// A stage ready to instantiate: a compiled WASM component, or a native library (loaded
+/// only by its worker processes).
+pub(crate) enum Loaded {
+    Wasm(Box<CompiledPlugin>),
+    Native,
+}
+
+/// Per stage: the worker count placement fixed (GPU stages only), and the assignments.
+type GpuPlan = (Vec<Option<usize>>, Vec<Vec<Assignment>>);
+
+/// Place the GPU stages' workers on this machine's GPUs: as many as fit (or `num_workers`).
+/// Fails before any data is read when a stage needs a GPU that is not there.
+fn place_gpu_stages(plan: &Plan) -> Result<GpuPlan, RunError> {
+    let n = plan.stages.len();
+    let requests: Vec<(usize, GpuRequest)> =
+        plan.stages.iter().enumerate().filter_map(|(i, s)| GpuRequest::from_resources(&s.resources).map(|r| (i, r))).collect();
+    if requests.is_empty() {
+        return Ok((vec![None; n], vec![Vec::new(); n]));
+    }
+    let inventory = crate::gpu::discover();
+    let gpus = inventory.gpus;
+    let mut counts: Vec<usize> = requests
+        .iter()
+        .map(|(i, r)| plan.spec.stages[*i].num_workers.unwrap_or_else(|| curator_core::placement::max_workers(&gpus, *r).max(1)))
+        .collect();
+    loop {
+        let reqs: Vec<StageGpuRequest> = requests
+            .iter()
+            .zip(&counts)
+            .map(|((i, r), c)| StageGpuRequest { stage: plan.stages[*i].label.clone(), request: *r, workers: *c })
+            .collect();
+        match curator_core::placement::place(&gpus, &reqs) {
+            Ok(assignments) => {
+                let mut fixed = vec![None; n];
+                let mut slots = vec![Vec::new(); n];
+                for (((i, _), c), a) in requests.iter().zip(&counts).zip(assignments) {
+                    fixed[*i] = Some(*c);
+                    slots[*i] = a;
+                }
+                return Ok((fixed, slots));
+            }
+            Err(curator_core::placement::PlacementError::Full { .. })
+                if counts.iter().zip(&requests).any(|(c, (i, _))| *c > 1 && plan.spec.stages[*i].num_workers.is_none()) =>
+            {
+                // Shrink the largest autoscaled GPU pool and try again.
+                let k = (0..counts.len())
+                    .filter(|k| counts[*k] > 1 && plan.spec.stages[requests[*k].0].num_workers.is_none())
+                    .max_by_key(|k| counts[*k])
+                    .unwrap_or(0);
+                counts[k] -= 1;
+            }
+            Err(curator_core::placement::PlacementError::NoGpus { stage, needs, .. }) => {
+                let detail = inventory.note.unwrap_or_default();
+                return Err(curator_core::placement::PlacementError::NoGpus { stage, needs, detail }.into());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Where the tasks of one scheduling step come from and go to.
 enum Source<'a> {
     Read,
@@ -329,14 +416,20 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     }
     let mut compiled = Vec::new();
     for s in &plan.stages {
+        if s.plugin.manifest.kind == PluginKind::Native {
+            compiled.push(Loaded::Native);
+            continue;
+        }
         let c = runtime.load(&s.plugin.path, s.plugin.manifest.clone()).map_err(|source| RunError::Start {
             label: s.label.clone(),
             plugin: s.plugin.path.clone(),
-            source,
+            source: Box::new(source.into()),
         })?;
-        compiled.push(c);
+        compiled.push(Loaded::Wasm(Box::new(c)));
     }
-    let cached_plugins = compiled.iter().filter(|c| c.from_cache).count();
+    let cached_plugins = compiled.iter().filter(|c| matches!(c, Loaded::Wasm(c) if c.from_cache)).count();
+    // GPU stages: placed before anything is read; their worker counts are fixed by placement.
+    let (gpu_fixed, gpu_slots) = place_gpu_stages(plan)?;
     let capacity = capacity(plan, opts);
     let cores = capacity.cpus.ceil().max(1.0) as usize;
     let gpus = opts.metrics_addr.is_some() && !crate::gpu::discover().gpus.is_empty();
@@ -357,6 +450,9 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let ctx = Arc::new(Ctx {
         plan: plan.clone(),
         compiled,
+        gpu_fixed,
+        gpu_slots: gpu_slots.into_iter().map(Mutex::new).collect(),
+        allowed_cpus: crate::native::allowed_cpus(),
         metrics: metrics.clone(),
         strict: opts.strict,
         branches_of,
@@ -479,7 +575,8 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         resumed_partitions: plan.resumed.len(),
         execution_mode: policy.execution_mode,
         capacity_cpus: capacity.cpus,
-        workers: metrics.max_workers.load(Ordering::Relaxed) as usize,
+        workers: (metrics.max_workers.load(Ordering::Relaxed) as usize)
+            .max(scaling.iter().map(|e| e.workers.iter().sum()).max().unwrap_or(0)),
         elapsed_s: started.elapsed().as_secs_f64(),
         peak_rss_mb: peak_rss_mb(),
         stages: stage_stats,
@@ -530,14 +627,14 @@ fn run_graph(
     let mut pools: Vec<Arc<Pool>> = Vec::with_capacity(stages.len());
     for &i in stages.iter().rev() {
         let (tx, rx) = bounded::<Task>(ctx.queue_capacity);
-        pools.push(Pool::new(i, plan.spec.stages[i].num_workers, rx, next));
+        pools.push(Pool::new(i, plan.spec.stages[i].num_workers.or(ctx.gpu_fixed[i]), rx, next));
         next = Outlet::Stage(i, tx);
     }
     pools.reverse();
     let first = next;
 
     // Every worker sets up its instance before any data is read.
-    let loads: Vec<StageLoad> = stages.iter().map(|&i| load(&plan.stages[i], &plan.spec.stages[i], None)).collect();
+    let loads: Vec<StageLoad> = stages.iter().map(|&i| load(&plan.stages[i], &plan.spec.stages[i], ctx.gpu_fixed[i], None)).collect();
     let counts = allocate(capacity, &loads, plan.spec.execution.max_workers_per_stage);
     record_scaling(ctx, scaling, t0, &pools, &counts, "initial allocation");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -717,7 +814,9 @@ fn autoscaler(ctx: &Arc<Ctx>, pools: &[Arc<Pool>], capacity: &Capacity, t0: Inst
         let loads: Vec<StageLoad> = pools
             .iter()
             .zip(now.iter().zip(&last_busy))
-            .map(|(p, (n, l))| load(&plan.stages[p.stage], &plan.spec.stages[p.stage], Some(n.saturating_sub(*l) as f64 / 1e9)))
+            .map(|(p, (n, l))| {
+                load(&plan.stages[p.stage], &plan.spec.stages[p.stage], ctx.gpu_fixed[p.stage], Some(n.saturating_sub(*l) as f64 / 1e9))
+            })
             .collect();
         last_busy = now;
         last = Instant::now();

@@ -11,10 +11,71 @@ use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, StringArray};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::columns::{self, InvalidOutput};
+use crate::native::{NativeError, NativeWorker, WorkerLimits};
 use crate::plan::{BranchKind, PlannedStage};
-use crate::wasm::{CompiledPlugin, InstanceLimits, StageInstance, WasmError};
+use crate::wasm::{InstanceLimits, StageInstance, WasmError};
+use curator_core::placement::Assignment;
+use curator_sdk::abi::WorkerContext;
 
-use super::{Ctx, DeadLetter, Outlet, RunError, StageFailure, Task, stage_error};
+use super::{Ctx, DeadLetter, Loaded, Outlet, RunError, StageFailure, StartFailure, Task, stage_error};
+
+/// Default RAM budget of a native worker process, MiB (when the manifest sets no `memory_mb`).
+pub const NATIVE_DEFAULT_MEMORY_MB: u64 = 4096;
+
+/// One instance of a stage: in this process (WASM) or in a worker process (native).
+pub(crate) enum Instance {
+    Wasm(StageInstance),
+    Native(NativeWorker),
+}
+
+impl Instance {
+    fn memory_bytes(&self) -> usize {
+        match self {
+            Instance::Wasm(i) => i.memory_bytes(),
+            Instance::Native(w) => w.memory_bytes(),
+        }
+    }
+
+    fn teardown(self) {
+        match self {
+            Instance::Wasm(i) => i.teardown(),
+            Instance::Native(w) => drop(w),
+        }
+    }
+}
+
+/// Where worker `k` of a stage runs: its GPU assignment, if the stage needs one.
+pub(crate) struct Placement {
+    pub k: usize,
+    pub gpu: Option<Assignment>,
+}
+
+/// Start an instance of stage `i` for a worker.
+pub(crate) fn instantiate(ctx: &Ctx, i: usize, at: &Placement) -> Result<Instance, RunError> {
+    let stage = &ctx.plan.stages[i];
+    let start_error =
+        |source: StartFailure| RunError::Start { label: stage.label.clone(), plugin: stage.plugin.path.clone(), source: Box::new(source) };
+    match &ctx.compiled[i] {
+        Loaded::Wasm(plugin) => {
+            plugin.instantiate(&stage.label, &stage.params, &limits(stage)).map(Instance::Wasm).map_err(|e| start_error(e.into()))
+        }
+        Loaded::Native => {
+            let devices = at.gpu.as_ref().map(|a| a.devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","));
+            let budget = at.gpu.as_ref().map(|a| a.memory_budget_mb << 20);
+            let context = WorkerContext { worker: at.k, gpu_memory_budget_bytes: budget, cuda_visible_devices: devices.clone() };
+            let limits = WorkerLimits {
+                memory_mb: stage.resources.memory_mb.unwrap_or(NATIVE_DEFAULT_MEMORY_MB),
+                timeout: stage.timeout,
+                cpus: crate::native::cpu_share(&ctx.allowed_cpus, at.k, stage.resources.cpus),
+                cuda_visible_devices: devices,
+                gpu_memory_budget_bytes: budget,
+            };
+            NativeWorker::spawn(&stage.label, &stage.plugin.path, &stage.params, &context, &limits)
+                .map(Instance::Native)
+                .map_err(|e| start_error(e.into()))
+        }
+    }
+}
 
 /// Leak detection: an instance whose linear memory grew in `LEAK_GROWTHS` of the last
 /// `LEAK_WINDOW` batches is replaced (WASM memory never shrinks, so steady growth is a leak).
@@ -84,8 +145,9 @@ impl Pool {
         ctx.metrics.stages[self.stage].workers.fetch_add(1, Ordering::Relaxed);
         let n = self.spawned.fetch_add(1, Ordering::Relaxed);
         let (pool, ctx2) = (self.clone(), ctx.clone());
-        let spawned =
-            std::thread::Builder::new().name(format!("curator-s{}-w{n}", self.stage)).spawn(move || worker(&ctx2, &pool, rx, out, ready));
+        let spawned = std::thread::Builder::new()
+            .name(format!("curator-s{}-w{n}", self.stage))
+            .spawn(move || worker(&ctx2, &pool, n, rx, out, ready));
         match spawned {
             Ok(h) => {
                 if let Ok(mut hs) = self.handles.lock() {
@@ -135,25 +197,31 @@ impl Pool {
 /// One worker: set up an instance, then process batches until the input closes or the pool
 /// shrinks. Replaces its instance after `max_batches_per_worker` / `worker_max_lifetime_m`
 /// and when its memory keeps growing (leak detection).
-fn worker(ctx: &Ctx, pool: &Pool, rx: Receiver<Task>, out: Outlet, ready: Option<Ready>) {
+fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, ready: Option<Ready>) {
     let started = Instant::now();
     let i = pool.stage;
     let stage = &ctx.plan.stages[i];
-    let plugin = &ctx.compiled[i];
     let counters = &ctx.metrics.stages[i];
     let policy = &ctx.plan.spec.execution;
-    let start_error = |source| RunError::Start { label: stage.label.clone(), plugin: stage.plugin.path.clone(), source };
-    let mut inst = match plugin.instantiate(&stage.label, &stage.params, &limits(stage)) {
+    let gpu = ctx.gpu_slots[i].lock().ok().and_then(|mut s| s.pop());
+    let at = Placement { k, gpu };
+    let give_back = |at: Placement| {
+        if let (Some(a), Ok(mut slots)) = (at.gpu, ctx.gpu_slots[i].lock()) {
+            slots.push(a);
+        }
+    };
+    let mut inst = match instantiate(ctx, i, &at) {
         Ok(inst) => inst,
-        Err(source) => {
+        Err(e) => {
             match ready {
                 Some(r) => {
-                    let _ = r.send(Err(start_error(source)));
+                    let _ = r.send(Err(e));
                 }
-                None => ctx.fail(start_error(source)),
+                None => ctx.fail(e),
             }
             pool.active.fetch_sub(1, Ordering::Relaxed);
             counters.workers.fetch_sub(1, Ordering::Relaxed);
+            give_back(at);
             return;
         }
     };
@@ -180,7 +248,7 @@ fn worker(ctx: &Ctx, pool: &Pool, rx: Receiver<Task>, out: Outlet, ready: Option
         if ctx.cancelled() {
             continue; // drain, so that nothing upstream stays blocked
         }
-        match run_stage(ctx, i, &mut inst, task) {
+        match run_stage(ctx, i, &mut inst, &at, task) {
             Ok(t) => {
                 // Fails only when everything downstream has gone (after a failure).
                 let _ = out.send(t, &ctx.metrics);
@@ -211,16 +279,22 @@ fn worker(ctx: &Ctx, pool: &Pool, rx: Receiver<Task>, out: Outlet, ready: Option
             }
         }
         if recycle {
-            match plugin.instantiate(&stage.label, &stage.params, &limits(stage)) {
+            // The old instance goes first: a native worker may hold the GPU share.
+            inst.teardown();
+            match instantiate(ctx, i, &at) {
                 Ok(fresh) => {
-                    std::mem::replace(&mut inst, fresh).teardown();
+                    inst = fresh;
                     grew.clear();
                     last_mem = inst.memory_bytes();
                     born = Instant::now();
                     batches = 0;
                 }
-                Err(source) => {
-                    ctx.fail(start_error(source));
+                Err(e) => {
+                    ctx.fail(e);
+                    pool.active.fetch_sub(1, Ordering::Relaxed);
+                    counters.workers.fetch_sub(1, Ordering::Relaxed);
+                    give_back(at);
+                    return;
                 }
             }
         }
@@ -231,13 +305,22 @@ fn worker(ctx: &Ctx, pool: &Pool, rx: Receiver<Task>, out: Outlet, ready: Option
     counters.workers.fetch_sub(1, Ordering::Relaxed);
     counters.alive_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
     inst.teardown();
+    give_back(at);
 }
 
 /// One call of a stage on one batch.
-fn call_stage(inst: &mut StageInstance, stage: &PlannedStage, batch: &RecordBatch) -> Result<RecordBatch, StageFailure> {
-    let input = columns::to_wit(batch, &stage.plugin.manifest.input_columns);
-    let out = inst.process(&input)?;
-    Ok(columns::apply_output(batch, out)?)
+fn call_stage(inst: &mut Instance, stage: &PlannedStage, batch: &RecordBatch) -> Result<RecordBatch, StageFailure> {
+    match inst {
+        Instance::Wasm(inst) => {
+            let input = columns::to_wit(batch, &stage.plugin.manifest.input_columns);
+            let out = inst.process(&input)?;
+            Ok(columns::apply_output(batch, out)?)
+        }
+        Instance::Native(w) => {
+            let (kind, out) = w.process(&columns::project(batch, &stage.plugin.manifest.input_columns))?;
+            Ok(crate::native::apply_output(batch, kind, out)?)
+        }
+    }
 }
 
 /// Inputs and outputs of successful calls; inputs and errors of failed ones.
@@ -247,16 +330,35 @@ struct Calls {
     failed: Vec<(RecordBatch, StageFailure)>,
 }
 
+/// After this failure the instance is gone or in an unknown state: replace it.
+fn lost_instance(err: &StageFailure) -> bool {
+    match err {
+        StageFailure::Wasm(e) => matches!(e, WasmError::Timeout(_) | WasmError::OutOfMemory { .. } | WasmError::Trap { .. }),
+        StageFailure::Native(e) => e.lost_worker(),
+        StageFailure::Output(_) => false,
+    }
+}
+
+/// The batch did not fit: retry it in halves.
+fn out_of_memory(err: &StageFailure) -> bool {
+    matches!(
+        err,
+        StageFailure::Wasm(WasmError::OutOfMemory { .. }) | StageFailure::Native(NativeError::OutOfMemory(_) | NativeError::Watchdog(_))
+    )
+}
+
 /// Run a stage on `batch` with retries; a batch that runs out of memory is split in half and
 /// retried, down to single documents.
 fn call_resilient(
-    slot: &mut StageInstance,
-    plugin: &CompiledPlugin,
-    stage: &PlannedStage,
+    ctx: &Ctx,
+    i: usize,
+    slot: &mut Instance,
+    at: &Placement,
     batch: RecordBatch,
     attempts: u32,
     calls: &mut Calls,
 ) -> Result<(), RunError> {
+    let stage = &ctx.plan.stages[i];
     let mut tries = 0;
     loop {
         let err = match call_stage(slot, stage, &batch) {
@@ -266,20 +368,19 @@ fn call_resilient(
             }
             Err(e) => e,
         };
-        // After a trap the instance's state is unknown: replace it.
-        if matches!(err, StageFailure::Wasm(WasmError::Timeout(_) | WasmError::OutOfMemory { .. } | WasmError::Trap { .. })) {
-            *slot = plugin.instantiate(&stage.label, &stage.params, &limits(stage)).map_err(|source| RunError::Start {
-                label: stage.label.clone(),
-                plugin: stage.plugin.path.clone(),
-                source,
-            })?;
+        if lost_instance(&err) {
+            if let StageFailure::Native(e) = &err {
+                tracing::warn!(stage = %stage.label, "a worker process was lost: {e}; starting a new one");
+            }
+            let old = std::mem::replace(slot, instantiate(ctx, i, at)?);
+            old.teardown();
         }
         let n = batch.num_rows();
-        if matches!(err, StageFailure::Wasm(WasmError::OutOfMemory { .. })) && n > 1 {
+        if out_of_memory(&err) && n > 1 {
             tracing::warn!(stage = %stage.label, "a batch of {n} documents ran out of memory; retrying it as two halves");
             let half = n / 2;
-            call_resilient(slot, plugin, stage, batch.slice(0, half), attempts, calls)?;
-            return call_resilient(slot, plugin, stage, batch.slice(half, n - half), attempts, calls);
+            call_resilient(ctx, i, slot, at, batch.slice(0, half), attempts, calls)?;
+            return call_resilient(ctx, i, slot, at, batch.slice(half, n - half), attempts, calls);
         }
         tries += 1;
         if tries < attempts {
@@ -331,7 +432,7 @@ fn concat(batches: &[RecordBatch], empty: &RecordBatch) -> Result<RecordBatch, a
 
 /// Run stage `i` on a task: chunks of the stage's batch size, retries and OOM splits, failed
 /// parts dead-lettered (or the run failed), branch outputs attached.
-pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut StageInstance, mut task: Task) -> Result<Task, RunError> {
+pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement, mut task: Task) -> Result<Task, RunError> {
     let stage = &ctx.plan.stages[i];
     let c = &ctx.metrics.stages[i];
     let empty = RecordBatch::new_empty(task.batch.schema());
@@ -347,7 +448,7 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut StageInstance, mut task:
     let mut calls = Calls::default();
     for start in (0..rows).step_by(chunk) {
         let part = batch.slice(start, chunk.min(rows - start));
-        call_resilient(inst, &ctx.compiled[i], stage, part, ctx.plan.spec.execution.num_run_attempts, &mut calls)?;
+        call_resilient(ctx, i, inst, at, part, ctx.plan.spec.execution.num_run_attempts, &mut calls)?;
     }
     let mut failed_docs = 0u64;
     for (part, err) in calls.failed {

@@ -31,6 +31,8 @@ struct Args {
     inputs: Option<Vec<String>>,
     outputs: Vec<String>,
     dirs: Vec<DirectoryRequest>,
+    /// A native (C ABI) plugin rather than a WASM component.
+    native: bool,
 }
 
 fn lit_f64(expr: &Expr) -> syn::Result<f64> {
@@ -54,6 +56,10 @@ fn parse_args(tokens: TokenStream2) -> syn::Result<Args> {
     let mut args = Args::default();
     let parser = syn::meta::parser(|meta| {
         let key = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+        if key == "native" {
+            args.native = true;
+            return Ok(());
+        }
         let expr: Expr = meta.value()?.parse()?;
         let string = || match &expr {
             Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Ok(s.value()),
@@ -269,7 +275,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         description: docs(&item.attrs),
         license: std::env::var("CARGO_PKG_LICENSE").unwrap_or_default(),
         abi: Abi::default(),
-        kind: PluginKind::Wasm,
+        kind: if args.native { PluginKind::Native } else { PluginKind::Wasm },
         resources: args.resources,
         batch_size: args.batch_size,
         input_columns: args.inputs.unwrap_or_else(|| vec!["text".into()]),
@@ -286,7 +292,28 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let manifest_len = manifest_json.len();
 
     let types = quote!(::curator_sdk::__private::bindings::curator::stage::types);
+    // Native plugins export the C ABI entry point; the manifest travels in the vtable.
+    let native_export = if args.native {
+        let manifest_c = proc_macro2::Literal::byte_string(format!("{manifest_json}\0").as_bytes());
+        quote! {
+            #[cfg(not(target_arch = "wasm32"))]
+            const _: () = {
+                static __CURATOR_MANIFEST_C: &[u8] = #manifest_c;
+                static __CURATOR_VTABLE: ::curator_sdk::abi::StageVTable =
+                    ::curator_sdk::abi::vtable::<#ident>(__CURATOR_MANIFEST_C.as_ptr() as *const ::std::ffi::c_char);
+                /// The native stage entry point (`curator_stage.h`).
+                #[unsafe(no_mangle)]
+                pub extern "C" fn curator_stage_entry() -> *const ::curator_sdk::abi::StageVTable {
+                    &__CURATOR_VTABLE
+                }
+            };
+        }
+    } else {
+        quote! {}
+    };
     Ok(quote! {
+        #native_export
+
         #[derive(::curator_sdk::serde::Deserialize)]
         #[serde(crate = "::curator_sdk::serde", deny_unknown_fields)]
         #item

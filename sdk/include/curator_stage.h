@@ -1,0 +1,121 @@
+/*
+ * curator_stage.h: the native stage contract, ABI 0.1.
+ *
+ * A native stage is a shared library (.so / .dylib) exporting one symbol,
+ *
+ *     const CuratorStageVTable *curator_stage_entry(void);
+ *
+ * that returns a pointer to a static vtable. The host loads the library in a worker
+ * process (`curator-host worker`), never in its own process, and never unloads it.
+ *
+ * Batches cross the boundary through the Arrow C Data Interface
+ * (https://arrow.apache.org/docs/format/CDataInterface.html): a batch is a struct array,
+ * one child per column, with its schema. Nothing is copied: the plugin reads the host's
+ * buffers, and the host reads the plugin's output buffers, until each side calls the
+ * `release` callback of what it received.
+ *
+ * Rust authors get all of this from `curator_sdk` (`#[stage(name = "...", native)]`).
+ */
+#ifndef CURATOR_STAGE_H
+#define CURATOR_STAGE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CURATOR_ABI_MAJOR 0
+#define CURATOR_ABI_MINOR 1
+#define CURATOR_STAGE_ENTRY "curator_stage_entry"
+
+/* Arrow C Data Interface (verbatim from the Arrow specification). */
+#ifndef ARROW_C_DATA_INTERFACE
+#define ARROW_C_DATA_INTERFACE
+
+#define ARROW_FLAG_DICTIONARY_ORDERED 1
+#define ARROW_FLAG_NULLABLE 2
+#define ARROW_FLAG_MAP_KEYS_SORTED 4
+
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+#endif /* ARROW_C_DATA_INTERFACE */
+
+/* Return codes of `create` and `process`. */
+#define CURATOR_OK 0
+#define CURATOR_ERR_INVALID_PARAMS 1
+#define CURATOR_ERR_FAILED 2
+/* The batch did not fit (e.g. CUDA out of memory): the host retries it in halves. */
+#define CURATOR_ERR_OUT_OF_MEMORY 3
+
+/*
+ * What the output of `process` means, from the top-level schema's name:
+ *   "selection": one uint32 ("I") column, the ascending indices of the rows to keep;
+ *   "columns":   columns to replace (same name) or add, one value per input row;
+ *   "batch":     a whole new batch.
+ * A NULL or empty name means "columns".
+ */
+
+typedef struct CuratorStageVTable {
+    /* The ABI the plugin was built for. The host refuses a different major. */
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    /* The plugin's manifest (JSON, NUL-terminated, static). Its "kind" is "native". */
+    const char *manifest_json;
+
+    /*
+     * Build an instance. `params_json`: the pipeline's params (checked against the
+     * manifest's schema). `context_json`: what the host decided for this worker, e.g.
+     * {"worker": 0, "gpu_memory_budget_bytes": 21474836480, "cuda_visible_devices": "0"};
+     * a GPU framework should cap its allocator at the budget. On success store the
+     * instance in *state and return CURATOR_OK; on failure return an error code and store a
+     * message in *error (owned by the plugin, freed with `free_error`).
+     */
+    int32_t (*create)(const char *params_json, const char *context_json, void **state, char **error);
+
+    /*
+     * Process one batch. The plugin takes ownership of `input` and `input_schema` (it must
+     * call their `release` callbacks, now or later). On success it fills `output` and
+     * `output_schema`, which the host owns from then on; on failure it returns an error code
+     * and a message in *error.
+     */
+    int32_t (*process)(void *state, struct ArrowArray *input, struct ArrowSchema *input_schema,
+                       struct ArrowArray *output, struct ArrowSchema *output_schema, char **error);
+
+    /* Free an instance. */
+    void (*destroy)(void *state);
+
+    /* Free an error message returned by `create` or `process`. */
+    void (*free_error)(char *error);
+} CuratorStageVTable;
+
+typedef const CuratorStageVTable *(*CuratorStageEntry)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CURATOR_STAGE_H */

@@ -1,0 +1,494 @@
+//! The native stage contract (`sdk/include/curator_stage.h`) in Rust: the Arrow C Data
+//! Interface structs, the vtable, and the glue that `#[stage(name = "...", native)]` exports.
+//!
+//! The glue never lets a panic cross the boundary (every entry runs under `catch_unwind`),
+//! takes ownership of the input arrays before anything can fail (so `release` runs exactly
+//! once), and hands out output arrays whose `release` frees what the plugin allocated.
+//! Plugins must be built with `panic = "unwind"`.
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr;
+
+use crate::batch::{Batch, Column, ColumnType, Output};
+use crate::runner::{Runner, StageDef, StageError};
+
+pub const ABI_MAJOR: u32 = 0;
+pub const ABI_MINOR: u32 = 1;
+/// The symbol a native plugin exports.
+pub const ENTRY_SYMBOL: &str = "curator_stage_entry";
+
+pub const OK: i32 = 0;
+pub const ERR_INVALID_PARAMS: i32 = 1;
+pub const ERR_FAILED: i32 = 2;
+/// The batch did not fit (e.g. a CUDA out-of-memory): the host retries it in halves.
+pub const ERR_OUT_OF_MEMORY: i32 = 3;
+
+/// `struct ArrowSchema` of the Arrow C Data Interface.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ArrowSchema {
+    pub format: *const c_char,
+    pub name: *const c_char,
+    pub metadata: *const c_char,
+    pub flags: i64,
+    pub n_children: i64,
+    pub children: *mut *mut ArrowSchema,
+    pub dictionary: *mut ArrowSchema,
+    pub release: Option<unsafe extern "C" fn(*mut ArrowSchema)>,
+    pub private_data: *mut c_void,
+}
+
+/// `struct ArrowArray` of the Arrow C Data Interface.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ArrowArray {
+    pub length: i64,
+    pub null_count: i64,
+    pub offset: i64,
+    pub n_buffers: i64,
+    pub n_children: i64,
+    pub buffers: *mut *const c_void,
+    pub children: *mut *mut ArrowArray,
+    pub dictionary: *mut ArrowArray,
+    pub release: Option<unsafe extern "C" fn(*mut ArrowArray)>,
+    pub private_data: *mut c_void,
+}
+
+impl ArrowSchema {
+    /// A released (empty) schema, for the callee to fill.
+    pub const fn empty() -> ArrowSchema {
+        ArrowSchema {
+            format: ptr::null(),
+            name: ptr::null(),
+            metadata: ptr::null(),
+            flags: 0,
+            n_children: 0,
+            children: ptr::null_mut(),
+            dictionary: ptr::null_mut(),
+            release: None,
+            private_data: ptr::null_mut(),
+        }
+    }
+}
+
+impl ArrowArray {
+    /// A released (empty) array, for the callee to fill.
+    pub const fn empty() -> ArrowArray {
+        ArrowArray {
+            length: 0,
+            null_count: 0,
+            offset: 0,
+            n_buffers: 0,
+            n_children: 0,
+            buffers: ptr::null_mut(),
+            children: ptr::null_mut(),
+            dictionary: ptr::null_mut(),
+            release: None,
+            private_data: ptr::null_mut(),
+        }
+    }
+}
+
+pub type CreateFn = unsafe extern "C" fn(*const c_char, *const c_char, *mut *mut c_void, *mut *mut c_char) -> i32;
+pub type ProcessFn =
+    unsafe extern "C" fn(*mut c_void, *mut ArrowArray, *mut ArrowSchema, *mut ArrowArray, *mut ArrowSchema, *mut *mut c_char) -> i32;
+
+/// `CuratorStageVTable`.
+#[repr(C)]
+pub struct StageVTable {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub manifest_json: *const c_char,
+    pub create: CreateFn,
+    pub process: ProcessFn,
+    pub destroy: unsafe extern "C" fn(*mut c_void),
+    pub free_error: unsafe extern "C" fn(*mut c_char),
+}
+
+// The vtable is immutable static data; the manifest pointer points at a static string.
+unsafe impl Sync for StageVTable {}
+
+pub type EntryFn = unsafe extern "C" fn() -> *const StageVTable;
+
+/// What a plugin's `create` gets from the host besides params.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WorkerContext {
+    /// Index of the worker within its stage.
+    #[serde(default)]
+    pub worker: usize,
+    /// GPU memory this worker may use, in bytes (its `gpu_memory_gb`, or the devices' memory
+    /// for `gpus`); a framework should cap its allocator here. The host's watchdog stops a
+    /// worker that goes over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_budget_bytes: Option<u64>,
+    /// `CUDA_VISIBLE_DEVICES` as set for the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_visible_devices: Option<String>,
+}
+
+static CONTEXT: std::sync::Mutex<Option<WorkerContext>> = std::sync::Mutex::new(None);
+
+/// What the host decided for this worker process: its GPU memory budget and visible devices.
+/// Default (empty) outside a worker.
+pub fn context() -> WorkerContext {
+    CONTEXT.lock().ok().and_then(|c| c.clone()).unwrap_or_default()
+}
+
+fn set_context(c: WorkerContext) {
+    if let Ok(mut slot) = CONTEXT.lock() {
+        *slot = Some(c);
+    }
+}
+
+fn error_out(error: *mut *mut c_char, message: &str) {
+    if error.is_null() {
+        return;
+    }
+    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    // SAFETY: the caller passes a valid out-pointer (or null, checked above).
+    unsafe { *error = c.into_raw() };
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".into())
+}
+
+/// `create` for stage `T`.
+///
+/// # Safety
+/// Called by the host through the vtable with valid NUL-terminated strings and out-pointers.
+pub unsafe extern "C" fn create<T: StageDef>(
+    params_json: *const c_char,
+    context_json: *const c_char,
+    state: *mut *mut c_void,
+    error: *mut *mut c_char,
+) -> i32 {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: valid C strings from the host (null treated as "{}").
+        let params = if params_json.is_null() { "{}" } else { unsafe { CStr::from_ptr(params_json) }.to_str().unwrap_or("{}") };
+        let context: WorkerContext = if context_json.is_null() {
+            WorkerContext::default()
+        } else {
+            unsafe { CStr::from_ptr(context_json) }.to_str().ok().and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default()
+        };
+        set_context(context);
+        T::build(params)
+    }));
+    match r {
+        Ok(Ok(runner)) => {
+            let boxed: Box<Box<dyn Runner>> = Box::new(runner);
+            // SAFETY: valid out-pointer from the host.
+            unsafe { *state = Box::into_raw(boxed) as *mut c_void };
+            OK
+        }
+        Ok(Err(e)) => {
+            error_out(error, &e.to_string());
+            if matches!(e, StageError::InvalidParams(_)) { ERR_INVALID_PARAMS } else { ERR_FAILED }
+        }
+        Err(p) => {
+            error_out(error, &format!("panicked in create: {}", panic_message(p.as_ref())));
+            ERR_FAILED
+        }
+    }
+}
+
+/// `process`: import the batch, run the stage, export its output.
+///
+/// # Safety
+/// `state` comes from `create`; the arrays follow the C Data Interface.
+pub unsafe extern "C" fn process(
+    state: *mut c_void,
+    input: *mut ArrowArray,
+    input_schema: *mut ArrowSchema,
+    output: *mut ArrowArray,
+    output_schema: *mut ArrowSchema,
+    error: *mut *mut c_char,
+) -> i32 {
+    // Take ownership first, so the inputs are released whatever happens next.
+    // SAFETY: the host passes valid arrays it no longer uses.
+    let input = unsafe { Imported::take(input, input_schema) };
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let batch = input.to_batch().map_err(StageError::Failed)?;
+        drop(input);
+        let rows = batch.num_rows as usize;
+        // SAFETY: `state` is the Box<Box<dyn Runner>> made by `create`.
+        let runner = unsafe { &mut *(state as *mut Box<dyn Runner>) };
+        runner.process(batch).map(|out| (out, rows))
+    }));
+    match r {
+        Ok(Ok((out, rows))) => {
+            let (array, schema) = export_output(out, rows);
+            // SAFETY: valid out-pointers from the host.
+            unsafe {
+                ptr::write(output, array);
+                ptr::write(output_schema, schema);
+            }
+            OK
+        }
+        Ok(Err(e)) => {
+            error_out(error, &e.to_string());
+            if matches!(e, StageError::OutOfMemory(_)) { ERR_OUT_OF_MEMORY } else { ERR_FAILED }
+        }
+        Err(p) => {
+            error_out(error, &format!("panicked: {}", panic_message(p.as_ref())));
+            ERR_FAILED
+        }
+    }
+}
+
+/// `destroy`.
+///
+/// # Safety
+/// `state` comes from `create` and is not used afterwards.
+pub unsafe extern "C" fn destroy(state: *mut c_void) {
+    if state.is_null() {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: made by `create`.
+        drop(unsafe { Box::from_raw(state as *mut Box<dyn Runner>) });
+    }));
+}
+
+/// `free_error`.
+///
+/// # Safety
+/// `error` was returned by this plugin's `create` or `process`.
+pub unsafe extern "C" fn free_error(error: *mut c_char) {
+    if !error.is_null() {
+        // SAFETY: made by `CString::into_raw` in `error_out`.
+        drop(unsafe { CString::from_raw(error) });
+    }
+}
+
+/// The vtable of stage `T` (the `#[stage(native)]` attribute puts this in a static).
+pub const fn vtable<T: StageDef>(manifest_json: *const c_char) -> StageVTable {
+    StageVTable { abi_major: ABI_MAJOR, abi_minor: ABI_MINOR, manifest_json, create: create::<T>, process, destroy, free_error }
+}
+
+/// An input batch owned by the plugin until dropped (which calls `release`).
+struct Imported {
+    array: ArrowArray,
+    schema: ArrowSchema,
+}
+
+impl Imported {
+    /// # Safety
+    /// Valid, unreleased C Data Interface structs; they are moved out (the originals are
+    /// marked released).
+    unsafe fn take(array: *mut ArrowArray, schema: *mut ArrowSchema) -> Imported {
+        // SAFETY: per the contract above.
+        unsafe {
+            let a = ptr::replace(array, ArrowArray::empty());
+            let s = ptr::replace(schema, ArrowSchema::empty());
+            Imported { array: a, schema: s }
+        }
+    }
+
+    /// Copy the columns into a [`Batch`] (stages own their batches).
+    fn to_batch(&self) -> Result<Batch, String> {
+        let (a, s) = (&self.array, &self.schema);
+        if a.release.is_none() || s.release.is_none() {
+            return Err("input batch was already released".into());
+        }
+        let rows = usize::try_from(a.length).map_err(|_| "negative length")?;
+        let n = a.n_children.max(0) as usize;
+        if s.n_children.max(0) as usize != n {
+            return Err("schema and array disagree on the number of columns".into());
+        }
+        let mut columns = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: n_children valid child pointers on both sides.
+            let (ca, cs) = unsafe { (&**a.children.add(i), &**s.children.add(i)) };
+            columns.push(import_column(ca, cs, a.offset.max(0) as usize, rows)?);
+        }
+        Ok(Batch { num_rows: rows as u32, columns })
+    }
+}
+
+impl Drop for Imported {
+    fn drop(&mut self) {
+        if let Some(r) = self.array.release {
+            // SAFETY: releasing what we own, once.
+            unsafe { r(&mut self.array) };
+        }
+        if let Some(r) = self.schema.release {
+            unsafe { r(&mut self.schema) };
+        }
+    }
+}
+
+/// Bits `[start, start + len)` of a bitmap, re-based to 0.
+fn bits(src: *const u8, start: usize, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len.div_ceil(8)];
+    for i in 0..len {
+        let j = start + i;
+        // SAFETY: the bitmap covers offset + length bits.
+        if unsafe { *src.add(j / 8) } & (1 << (j % 8)) != 0 {
+            out[i / 8] |= 1 << (i % 8);
+        }
+    }
+    out
+}
+
+fn import_column(a: &ArrowArray, s: &ArrowSchema, parent_offset: usize, rows: usize) -> Result<Column, String> {
+    // SAFETY: C strings of a valid schema.
+    let format = unsafe { CStr::from_ptr(s.format) }.to_str().map_err(|_| "bad format string")?;
+    let name = if s.name.is_null() { String::new() } else { unsafe { CStr::from_ptr(s.name) }.to_string_lossy().into_owned() };
+    let off = parent_offset + a.offset.max(0) as usize;
+    // SAFETY: buffers has n_buffers entries as the format requires.
+    let buf = |k: usize| -> *const u8 { if (k as i64) < a.n_buffers { unsafe { *a.buffers.add(k) as *const u8 } } else { ptr::null() } };
+    let validity = if a.null_count != 0 && !buf(0).is_null() { bits(buf(0), off, rows) } else { Vec::new() };
+    let ty = match format {
+        "u" => ColumnType::Utf8,
+        "l" => ColumnType::Int64,
+        "g" => ColumnType::Float64,
+        "b" => ColumnType::Boolean,
+        other => return Err(format!("column {name:?}: unsupported Arrow format {other:?}")),
+    };
+    let (offsets, data) = match ty {
+        ColumnType::Utf8 => {
+            // SAFETY: rows + 1 i32 offsets from `off`, data covering them.
+            let o = unsafe { std::slice::from_raw_parts((buf(1) as *const i32).add(off), rows + 1) };
+            let (first, last) = (o[0] as usize, o[rows] as usize);
+            let data =
+                if last > first { unsafe { std::slice::from_raw_parts(buf(2).add(first), last - first) }.to_vec() } else { Vec::new() };
+            (o.iter().map(|x| (*x as usize - first) as u32).collect(), data)
+        }
+        ColumnType::Int64 | ColumnType::Float64 => {
+            // SAFETY: 8 bytes per row from `off`.
+            (Vec::new(), unsafe { std::slice::from_raw_parts(buf(1).add(off * 8), rows * 8) }.to_vec())
+        }
+        ColumnType::Boolean => (Vec::new(), bits(buf(1), off, rows)),
+    };
+    Ok(Column { name, ty, validity, offsets, data })
+}
+
+/// Memory behind an exported array: its buffers and children.
+struct ArrayPrivate {
+    _owned: Vec<Vec<u8>>,
+    buffers: Vec<*const c_void>,
+    children: Vec<*mut ArrowArray>,
+}
+
+unsafe extern "C" fn release_array(a: *mut ArrowArray) {
+    // SAFETY: called once by the consumer on an array we exported.
+    unsafe {
+        let a = &mut *a;
+        if a.private_data.is_null() {
+            a.release = None;
+            return;
+        }
+        let p = Box::from_raw(a.private_data as *mut ArrayPrivate);
+        for &c in &p.children {
+            let mut child = Box::from_raw(c);
+            if let Some(r) = child.release {
+                r(&mut *child);
+            }
+        }
+        drop(p);
+        a.private_data = ptr::null_mut();
+        a.release = None;
+    }
+}
+
+struct SchemaPrivate {
+    _format: CString,
+    _name: CString,
+    children: Vec<*mut ArrowSchema>,
+}
+
+unsafe extern "C" fn release_schema(s: *mut ArrowSchema) {
+    // SAFETY: called once by the consumer on a schema we exported.
+    unsafe {
+        let s = &mut *s;
+        if !s.private_data.is_null() {
+            let p = Box::from_raw(s.private_data as *mut SchemaPrivate);
+            for &c in &p.children {
+                let mut child = Box::from_raw(c);
+                if let Some(r) = child.release {
+                    r(&mut *child);
+                }
+            }
+            drop(p);
+        }
+        s.private_data = ptr::null_mut();
+        s.release = None;
+    }
+}
+
+fn export_array(length: usize, null_count: i64, owned: Vec<Vec<u8>>, buffers: Vec<*const c_void>, children: Vec<ArrowArray>) -> ArrowArray {
+    let children: Vec<*mut ArrowArray> = children.into_iter().map(|c| Box::into_raw(Box::new(c))).collect();
+    let mut p = Box::new(ArrayPrivate { _owned: owned, buffers, children });
+    ArrowArray {
+        length: length as i64,
+        null_count,
+        offset: 0,
+        n_buffers: p.buffers.len() as i64,
+        n_children: p.children.len() as i64,
+        buffers: p.buffers.as_mut_ptr(),
+        children: p.children.as_mut_ptr(),
+        dictionary: ptr::null_mut(),
+        release: Some(release_array),
+        private_data: Box::into_raw(p) as *mut c_void,
+    }
+}
+
+fn export_schema(format: &str, name: &str, children: Vec<ArrowSchema>) -> ArrowSchema {
+    let children: Vec<*mut ArrowSchema> = children.into_iter().map(|c| Box::into_raw(Box::new(c))).collect();
+    let format = CString::new(format).unwrap_or_default();
+    let name = CString::new(name.replace('\0', " ")).unwrap_or_default();
+    let mut p = Box::new(SchemaPrivate { _format: format, _name: name, children });
+    ArrowSchema {
+        format: p._format.as_ptr(),
+        name: p._name.as_ptr(),
+        metadata: ptr::null(),
+        flags: 2, // nullable
+        n_children: p.children.len() as i64,
+        children: p.children.as_mut_ptr(),
+        dictionary: ptr::null_mut(),
+        release: Some(release_schema),
+        private_data: Box::into_raw(p) as *mut c_void,
+    }
+}
+
+fn export_column(c: Column, rows: usize) -> (ArrowArray, ArrowSchema) {
+    let schema = export_schema(
+        match c.ty {
+            ColumnType::Utf8 => "u",
+            ColumnType::Int64 => "l",
+            ColumnType::Float64 => "g",
+            ColumnType::Boolean => "b",
+        },
+        &c.name,
+        Vec::new(),
+    );
+    let null_count = if c.validity.is_empty() { 0 } else { -1 };
+    let mut owned = vec![c.validity];
+    if c.ty == ColumnType::Utf8 {
+        owned.push(c.offsets.iter().flat_map(|o| o.to_le_bytes()).collect());
+    }
+    owned.push(c.data);
+    let buffers =
+        owned.iter().enumerate().map(|(k, b)| if k == 0 && b.is_empty() { ptr::null() } else { b.as_ptr() as *const c_void }).collect();
+    (export_array(rows, null_count, owned, buffers, Vec::new()), schema)
+}
+
+/// Export a stage's output as a struct array named "selection", "columns" or "batch".
+fn export_output(out: Output, input_rows: usize) -> (ArrowArray, ArrowSchema) {
+    let (kind, rows, columns) = match out {
+        Output::Selection(keep) => {
+            let n = keep.len();
+            let owned = vec![keep.iter().flat_map(|k| k.to_le_bytes()).collect::<Vec<u8>>()];
+            let buffers = vec![ptr::null(), owned[0].as_ptr() as *const c_void];
+            let child = export_array(n, 0, owned, buffers, Vec::new());
+            let parent = export_array(n, 0, Vec::new(), vec![ptr::null()], vec![child]);
+            return (parent, export_schema("+s", "selection", vec![export_schema("I", "selection", Vec::new())]));
+        }
+        Output::Columns(cols) => ("columns", input_rows, cols),
+        Output::Batch(b) => ("batch", b.num_rows as usize, b.columns),
+    };
+    let (arrays, schemas): (Vec<ArrowArray>, Vec<ArrowSchema>) = columns.into_iter().map(|c| export_column(c, rows)).unzip();
+    (export_array(rows, 0, Vec::new(), vec![ptr::null()], arrays), export_schema("+s", kind, schemas))
+}

@@ -1,0 +1,203 @@
+//! Native (C ABI) stages: worker processes, crash containment, the C header, zero copy.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+
+use crate::support::*;
+
+/// Native test plugins built from source: the Rust `native_probe` (cargo, its own target
+/// dir) and the C `c_passthrough` (cc against sdk/include). Returns (plugins dir, a plugin
+/// built for ABI 99).
+fn native_plugins() -> &'static (PathBuf, PathBuf) {
+    static DIRS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    DIRS.get_or_init(|| {
+        let root = root();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let target = root.join("target/native");
+        let status = Command::new(cargo)
+            .current_dir(&root)
+            .args(["build", "--locked", "--release", "-p", "native_probe", "--target-dir"])
+            .arg(&target)
+            .status()
+            .expect("cannot run cargo");
+        assert!(status.success(), "building native_probe failed");
+        let plugins = target.join("plugins");
+        let future = target.join("future");
+        std::fs::create_dir_all(&plugins).unwrap();
+        std::fs::create_dir_all(&future).unwrap();
+        std::fs::copy(target.join("release/libnative_probe.so"), plugins.join("libnative_probe.so")).unwrap();
+        let cc = |out: &Path, extra: &[&str]| {
+            let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+                .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-I"])
+                .arg(root.join("sdk/include"))
+                .args(extra)
+                .arg(root.join("tests/native/c/passthrough.c"))
+                .arg("-o")
+                .arg(out)
+                .status()
+                .expect("cannot run cc (a C compiler is needed for the C plugin test)");
+            assert!(status.success(), "compiling the C plugin failed");
+        };
+        cc(&plugins.join("libc_passthrough.so"), &[]);
+        cc(&future.join("libc_future.so"), &["-DPROBE_ABI_MAJOR=99"]);
+        (plugins, future)
+    })
+}
+
+fn run_native(args: &[&str]) -> Run {
+    host().args(args).arg("--plugins").arg(&native_plugins().0).output().expect("cannot start curator-host").into()
+}
+
+/// 50 documents in `in/a.jsonl`; document 15 says TRIGGER.
+fn setup(tmp: &Path) {
+    std::fs::create_dir_all(tmp.join("in")).unwrap();
+    let texts: Vec<String> = (0..50).map(|i| if i == 15 { "TRIGGER here".into() } else { format!("doc {i} é") }).collect();
+    write_docs(&tmp.join("in/a.jsonl"), &texts);
+}
+
+fn probe(tmp: &Path, mode: &str, execution: &str) -> Run {
+    let execution = if execution.is_empty() { "  num_run_attempts: 1\n" } else { execution };
+    let yaml = format!(
+        "source:\n  path: in\nsink:\n  path: out\n  mode: overwrite\nbatch_size: 10\ntimeout_s: 10\nexecution:\n{execution}stages:\n  - plugin: native_probe\n    params: {{mode: {mode}}}\n"
+    );
+    let p = write_pipeline(tmp, &yaml);
+    run_native(&["run", p.to_str().unwrap()])
+}
+
+#[test]
+fn native_rust_and_c_stages_run_in_worker_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let list = run_native(&["plugin", "list", "--json"]);
+    list.ok();
+    let plugins: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    let kinds: Vec<(String, String)> =
+        plugins.as_array().unwrap().iter().map(|p| (p["name"].as_str().unwrap().into(), p["kind"].as_str().unwrap().into())).collect();
+    assert!(
+        kinds.contains(&("native_probe".into(), "native".into())) && kinds.contains(&("c_passthrough".into(), "native".into())),
+        "{kinds:?}"
+    );
+
+    probe(tmp.path(), "none", "").ok();
+    let docs = read_jsonl(&tmp.path().join("out/a.jsonl"));
+    assert_eq!(docs.len(), 50);
+    assert_eq!(docs[0]["text"], "DOC 0 É");
+    assert_eq!(docs[0]["text_len"], 8);
+
+    let yaml = "source:\n  path: in\nsink:\n  path: out-c\nstages:\n  - plugin: c_passthrough\n  - plugin: native_probe\n    params: {mode: none}\n";
+    let p = write_pipeline(tmp.path(), yaml);
+    run_native(&["run", p.to_str().unwrap()]).ok();
+    let docs = read_jsonl(&tmp.path().join("out-c/a.jsonl"));
+    assert_eq!(docs.len(), 50);
+    assert_eq!(docs[1]["text"], "DOC 1 É");
+    assert!(docs[1]["seen_ptr"].as_i64().unwrap() != 0);
+}
+
+#[test]
+fn crashing_native_stages_cost_a_worker_not_the_run() {
+    for (mode, error, dead) in [
+        ("segfault", "worker process died (killed by SIGSEGV (11))", 10),
+        ("abort", "killed by SIGABRT (6); stderr: native probe aborting on purpose", 10),
+        ("panic", "panicked: native probe panicked on purpose", 10),
+        // Over its 256 MiB budget: stopped by the watchdog, split down to the one document.
+        ("leak", "worker stopped by the watchdog: resident memory", 1),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        setup(tmp.path());
+        let run = probe(tmp.path(), mode, "  ignore_failures: true\n  num_run_attempts: 2\n");
+        run.ok();
+        let kept = read_jsonl(&tmp.path().join("out/a.jsonl"));
+        assert_eq!(kept.len(), 50 - dead, "{mode}: {}", run.stderr);
+        let letters = read_jsonl(&tmp.path().join("out/_dead_letter/a.jsonl.jsonl"));
+        assert_eq!(letters.len(), 1, "{mode}");
+        let d = &letters[0];
+        assert!(d["error"].as_str().unwrap().contains(error), "{mode}: {d}");
+        assert_eq!(d["documents"], dead as u64);
+        assert!(d["ids"].as_array().unwrap().contains(&serde_json::json!("d15")), "{mode}: {d}");
+        if mode != "panic" {
+            assert!(run.stderr.contains("a worker process was lost"), "{mode}: {}", run.stderr);
+        }
+    }
+}
+
+#[test]
+fn native_failure_without_ignore_fails_naming_the_batch() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let run = probe(tmp.path(), "segfault", "");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("a.jsonl rows 10..20") && run.stderr.contains("SIGSEGV"), "{}", run.stderr);
+}
+
+#[test]
+fn native_out_of_memory_batches_are_split() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let run = probe(tmp.path(), "oom", "");
+    run.ok();
+    assert!(run.stderr.contains("a batch of 10 documents ran out of memory; retrying it as two halves"), "{}", run.stderr);
+    assert_eq!(read_jsonl(&tmp.path().join("out/a.jsonl")).len(), 50);
+}
+
+#[test]
+fn native_timeouts_stop_the_worker() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let yaml = "source:\n  path: in\nsink:\n  path: out\nbatch_size: 10\nexecution:\n  ignore_failures: true\nstages:\n  - plugin: native_probe\n    params: {mode: slow}\n    timeout_s: 0.5\n";
+    let p = write_pipeline(tmp.path(), yaml);
+    run_native(&["run", p.to_str().unwrap()]).ok();
+    let letters = read_jsonl(&tmp.path().join("out/_dead_letter/a.jsonl.jsonl"));
+    assert!(letters[0]["error"].as_str().unwrap().contains("exceeded its time limit of 500ms per call"), "{letters:?}");
+}
+
+#[test]
+fn abi_major_mismatch_is_refused() {
+    let future = native_plugins().1.join("libc_future.so");
+    let run: Run = host().args(["plugin", "inspect"]).arg(&future).output().unwrap().into();
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("built for ABI 99.1, host supports 0.1"), "{}", run.stderr);
+    let err = curator_host::native::Library::load(&future).err().unwrap();
+    assert!(err.to_string().contains("built for ABI 99.1, host supports 0.1"), "{err}");
+}
+
+#[test]
+fn c_abi_round_trip_is_zero_copy() {
+    let lib = curator_host::native::Library::load(&native_plugins().0.join("libc_passthrough.so")).unwrap();
+    assert_eq!(lib.manifest.name, "c_passthrough");
+    let mut inst = lib.create("{}", &Default::default()).unwrap();
+    let text = StringArray::from(vec!["alpha", "beta", "gamma"]);
+    let host_ptr = text.values().as_ptr() as i64;
+    let batch = RecordBatch::try_from_iter([("text", Arc::new(text) as ArrayRef)]).unwrap();
+    let (kind, out) = inst.process(&batch).unwrap();
+    assert_eq!(kind, curator_host::native::OutputKind::Columns);
+    let seen = out.column_by_name("seen_ptr").unwrap().as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+    assert_eq!(seen, host_ptr, "the plugin saw a copy of the host's text");
+    let back = out.column_by_name("text").unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
+    assert_eq!(back.values().as_ptr() as i64, host_ptr, "the host got a copy of the plugin's output");
+    assert_eq!(back.value(2), "gamma");
+    drop(out);
+    drop(batch);
+    // The input's buffers are still valid after the plugin released its references.
+    assert_eq!(back.len(), 3);
+}
+
+#[test]
+fn gpu_stage_without_a_gpu_stops_before_reading() {
+    let gpus = host().args(["gpus", "--json"]).output().unwrap();
+    let inv: serde_json::Value = serde_json::from_slice(&gpus.stdout).unwrap();
+    if !inv["gpus"].as_array().unwrap().is_empty() {
+        eprintln!("skipped: this machine has GPUs");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let yaml = "source:\n  path: in\nsink:\n  path: out\nstages:\n  - plugin: native_probe\n    params: {mode: none}\n    resources: {gpu_memory_gb: 8}\n";
+    let p = write_pipeline(tmp.path(), yaml);
+    let run = run_native(&["run", p.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("stage \"native_probe\" needs a GPU (gpu_memory_gb: 8) but none was found"), "{}", run.stderr);
+    assert!(!tmp.path().join("out/a.jsonl").exists());
+}

@@ -1,0 +1,57 @@
+//! A native stage for the tests: upper-cases text, or misbehaves on documents containing
+//! `trigger` according to `mode`, inside its worker process.
+
+use curator_sdk::prelude::*;
+
+/// Upper-cases text and adds a `text_len` column; misbehaves on documents containing `trigger`.
+#[stage(name = "native_probe", native, cpus = 1.0, memory_mb = 256)]
+pub struct NativeProbe {
+    /// none | fail | panic | segfault | abort | leak (grows past the RAM budget) | oom | slow
+    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow"])]
+    pub mode: String,
+    /// Misbehave only on documents containing this.
+    #[param(default = "TRIGGER")]
+    pub trigger: String,
+}
+
+impl Stage for NativeProbe {
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        let text = batch.column("text")?.strings()?;
+        let mut triggered = false;
+        let mut upper = Vec::with_capacity(text.len());
+        let mut lens = Vec::with_capacity(text.len());
+        for i in 0..text.len() {
+            let t = text.get(i).unwrap_or_default();
+            triggered |= t.contains(self.trigger.as_str());
+            upper.push(t.to_uppercase());
+            lens.push(t.len() as i64);
+        }
+        if triggered {
+            match self.mode.as_str() {
+                "fail" => return Err(StageError::Failed("refusing this batch on purpose".into())),
+                "panic" => panic!("native probe panicked on purpose"),
+                "segfault" => {
+                    // SAFETY: none; this is the point.
+                    unsafe { std::ptr::write_volatile(std::ptr::null_mut::<u64>(), 1) };
+                }
+                "abort" => {
+                    eprintln!("native probe aborting on purpose");
+                    std::process::abort()
+                }
+                "leak" => {
+                    // Touch 1 GiB so that it is resident, and keep it.
+                    let mut v = vec![0u8; 1 << 30];
+                    for i in (0..v.len()).step_by(4096) {
+                        v[i] = 1;
+                    }
+                    std::mem::forget(v);
+                    std::thread::sleep(std::time::Duration::from_secs(2));
+                }
+                "oom" if batch.num_rows > 1 => return Err(StageError::OutOfMemory("CUDA out of memory (pretend)".into())),
+                "slow" => std::thread::sleep(std::time::Duration::from_secs(30)),
+                _ => {}
+            }
+        }
+        Ok(Output::Columns(vec![Column::utf8("text", upper.iter().map(String::as_str)), Column::int64("text_len", &lens)]))
+    }
+}
