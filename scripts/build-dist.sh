@@ -11,17 +11,31 @@ fi
 
 cargo build --release --locked -p curator-host
 
-# Every crate under plugins/ is a first-party plugin; build them as a third party would.
-packages=()
+# Every crate under plugins/ is a first-party plugin; build them as a third party would:
+# WASM components for wasm32-wasip2, and native (C ABI) libraries for the crates whose
+# Cargo.toml says `[package.metadata.curator] kind = "native"`.
+wasm=()
+native=()
 for dir in plugins/*/; do
-    packages+=(-p "$(basename "$dir")")
+    name="$(basename "$dir")"
+    if grep -q '^kind = "native"' "$dir/Cargo.toml"; then
+        native+=("$name")
+    else
+        wasm+=("$name")
+    fi
 done
-cargo build --locked --profile guest --target wasm32-wasip2 --target-dir target/wasm "${packages[@]}"
+cargo build --locked --profile guest --target wasm32-wasip2 --target-dir target/wasm "${wasm[@]/#/-p=}"
+if [ ${#native[@]} -gt 0 ]; then
+    cargo build --release --locked "${native[@]/#/-p=}"
+fi
 
 rm -rf target/dist
 mkdir -p target/dist/plugins
 cp target/release/curator-host target/dist/
-for dir in plugins/*/; do
-    cp "target/wasm/wasm32-wasip2/guest/$(basename "$dir").wasm" target/dist/plugins/
+for name in "${wasm[@]}"; do
+    cp "target/wasm/wasm32-wasip2/guest/$name.wasm" target/dist/plugins/
+done
+for name in "${native[@]}"; do
+    cp "target/release/lib$name.so" target/dist/plugins/
 done
 echo "built target/dist/curator-host and $(ls target/dist/plugins | wc -l) plugin(s) in target/dist/plugins/"

@@ -6,9 +6,13 @@ use curator_sdk::prelude::*;
 /// Upper-cases text and adds a `text_len` column; misbehaves on documents containing `trigger`.
 #[stage(name = "native_probe", native, cpus = 1.0, memory_mb = 256)]
 pub struct NativeProbe {
-    /// none | fail | panic | segfault | abort | leak (grows past the RAM budget) | oom | slow
-    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow"])]
+    /// none | fail | panic | segfault | abort | leak (grows past the RAM budget) | oom | slow |
+    /// gpu_hog (allocates `gpu_gb` GiB on the GPU and holds it)
+    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog"])]
     pub mode: String,
+    /// GiB to allocate in `gpu_hog` mode.
+    #[param(default = 8)]
+    pub gpu_gb: usize,
     /// Misbehave only on documents containing this.
     #[param(default = "TRIGGER")]
     pub trigger: String,
@@ -49,6 +53,22 @@ impl Stage for NativeProbe {
                 }
                 "oom" if batch.num_rows > 1 => return Err(StageError::OutOfMemory("CUDA out of memory (pretend)".into())),
                 "slow" => std::thread::sleep(std::time::Duration::from_secs(30)),
+                "gpu_hog" => {
+                    // SAFETY: only probes for the driver library.
+                    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+                        return Err(StageError::Failed("no CUDA driver".into()));
+                    }
+                    let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| StageError::Failed(format!("{e:?}")))?;
+                    let stream = ctx.default_stream();
+                    let held = stream.alloc_zeros::<u8>(self.gpu_gb << 30).map_err(|e| StageError::Failed(format!("{e:?}")))?;
+                    eprintln!(
+                        "native probe holds {} GiB of GPU memory (budget {:?} bytes)",
+                        self.gpu_gb,
+                        curator_sdk::native::context().gpu_memory_budget_bytes
+                    );
+                    std::thread::sleep(std::time::Duration::from_secs(20));
+                    drop(held);
+                }
                 _ => {}
             }
         }

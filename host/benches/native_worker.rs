@@ -1,0 +1,107 @@
+//! What running a native stage in a worker process costs over calling it in-process.
+//!
+//!     cargo bench -p curator-host --bench native_worker
+//!
+//! Plugins: `c_passthrough` (C, zero copy, no work: the pure boundary) and `native_probe`
+//! (Rust SDK, upper-cases text: a stage doing real work). Each gets a 10 MB batch and a
+//! 1-row batch, in-process (C Data Interface only) and through a `curator-host worker`
+//! process (Arrow IPC over pipes, both ways). Prints a Markdown table; best of several runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use curator_host::native::{Library, NativeWorker, WorkerLimits};
+
+fn build_plugins(root: &Path) -> PathBuf {
+    let target = root.join("target/native");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let ok = Command::new(cargo)
+        .current_dir(root)
+        .args(["build", "--locked", "--release", "-p", "native_probe", "--target-dir"])
+        .arg(&target)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "building native_probe failed");
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-I"])
+        .arg(root.join("sdk/include"))
+        .arg(root.join("tests/native/c/passthrough.c"))
+        .arg("-o")
+        .arg(target.join("libc_passthrough.so"))
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "compiling the C plugin failed");
+    target
+}
+
+fn batch(rows: usize, doc_bytes: usize) -> RecordBatch {
+    let doc: String = "lorem ipsum dolor sit amet é ".chars().cycle().take(doc_bytes).collect();
+    let texts: Vec<&str> = (0..rows).map(|_| doc.as_str()).collect();
+    let ids: Vec<String> = (0..rows).map(|i| format!("d{i}")).collect();
+    RecordBatch::try_from_iter([
+        ("id", Arc::new(StringArray::from(ids)) as ArrayRef),
+        ("text", Arc::new(StringArray::from(texts)) as ArrayRef),
+    ])
+    .unwrap()
+}
+
+fn best(reps: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+}
+
+fn fmt(d: Duration) -> String {
+    if d.as_secs_f64() >= 1e-3 { format!("{:.2} ms", d.as_secs_f64() * 1e3) } else { format!("{:.1} µs", d.as_secs_f64() * 1e6) }
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let dir = build_plugins(&root);
+    // SAFETY: set before any thread starts.
+    unsafe { std::env::set_var("CURATOR_WORKER_EXE", env!("CARGO_BIN_EXE_curator-host")) };
+    let big = batch(2500, 4000);
+    let one = batch(1, 4000);
+    let limits = WorkerLimits {
+        memory_mb: 4096,
+        timeout: Duration::from_secs(60),
+        cpus: Vec::new(),
+        cuda_visible_devices: None,
+        gpu_memory_budget_bytes: None,
+    };
+    println!("| plugin | batch | in-process | worker process | overhead | overhead / in-process |\n|---|---|---|---|---|---|");
+    for (file, params) in
+        [("libc_passthrough.so", serde_json::json!({})), ("release/libnative_probe.so", serde_json::json!({"mode": "none"}))]
+    {
+        let path = dir.join(file);
+        let lib = Library::load(&path).unwrap();
+        let mut inst = lib.create(&params.to_string(), &Default::default()).unwrap();
+        let mut worker = NativeWorker::spawn(&lib.manifest.name, &path, &params, &Default::default(), &limits).unwrap();
+        for (label, b, reps) in [("10 MB (2,500 docs)", &big, 15), ("1 row", &one, 2000)] {
+            let inproc = best(reps, || {
+                inst.process(b).unwrap();
+            });
+            let remote = best(reps, || {
+                worker.process(b).unwrap();
+            });
+            let over = remote.saturating_sub(inproc);
+            println!(
+                "| {} | {label} | {} | {} | {} | {:.2}x |",
+                lib.manifest.name,
+                fmt(inproc),
+                fmt(remote),
+                fmt(over),
+                over.as_secs_f64() / inproc.as_secs_f64().max(1e-9)
+            );
+        }
+    }
+}

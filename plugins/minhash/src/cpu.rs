@@ -1,0 +1,156 @@
+//! The CPU path: the reference the GPU kernel must match bit for bit.
+
+/// splitmix64's finaliser.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Base hash of one shingle's bytes (never 0).
+#[inline]
+pub fn shingle_hash(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &c in bytes {
+        h ^= c as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    mix64(h) | 1
+}
+
+#[inline]
+fn is_char_start(b: u8) -> bool {
+    b & 0xC0 != 0x80
+}
+
+/// Base hashes of a text's shingles: every character n-gram, or the whole text when it is
+/// shorter than `n` characters (none for an empty text).
+pub fn shingle_hashes(text: &[u8], n: usize, out: &mut Vec<u64>) {
+    out.clear();
+    if text.is_empty() {
+        return;
+    }
+    // Character starts, then each window of n characters.
+    let starts: Vec<usize> = (0..text.len()).filter(|&i| is_char_start(text[i])).collect();
+    if starts.len() <= n {
+        out.push(shingle_hash(text));
+        return;
+    }
+    for w in 0..=starts.len() - n {
+        let end = if w + n < starts.len() { starts[w + n] } else { text.len() };
+        out.push(shingle_hash(&text[starts[w]..end]));
+    }
+}
+
+/// Signatures of every document of a UTF-8 column (`offsets`: rows + 1), `a.len()` values
+/// each, row after row. An empty text gets `u32::MAX` everywhere.
+pub fn signatures(data: &[u8], offsets: &[u32], n: usize, a: &[u64], b: &[u64]) -> Vec<u32> {
+    let k = a.len();
+    let rows = offsets.len().saturating_sub(1);
+    let mut out = vec![u32::MAX; rows * k];
+    let mut hashes = Vec::new();
+    for r in 0..rows {
+        let text = &data[offsets[r] as usize..offsets[r + 1] as usize];
+        shingle_hashes(text, n, &mut hashes);
+        let sig = &mut out[r * k..(r + 1) * k];
+        for &h in &hashes {
+            for i in 0..k {
+                let v = (a[i].wrapping_mul(h).wrapping_add(b[i]) >> 32) as u32;
+                if v < sig[i] {
+                    sig[i] = v;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DEFAULT_HASHES, coefficients};
+    use std::collections::HashSet;
+
+    /// A deliberately naive MinHash: the set of character n-gram strings, each hashed, min
+    /// per function. Written from the definition, sharing only the hash primitives.
+    fn reference(text: &str, n: usize, a: &[u64], b: &[u64]) -> Vec<u32> {
+        let chars: Vec<char> = text.chars().collect();
+        let mut shingles: HashSet<String> = HashSet::new();
+        if chars.is_empty() {
+        } else if chars.len() <= n {
+            shingles.insert(text.to_string());
+        } else {
+            for w in chars.windows(n) {
+                shingles.insert(w.iter().collect());
+            }
+        }
+        (0..a.len())
+            .map(|i| {
+                shingles
+                    .iter()
+                    .map(|s| {
+                        let h = shingle_hash(s.as_bytes());
+                        (a[i].wrapping_mul(h).wrapping_add(b[i]) >> 32) as u32
+                    })
+                    .min()
+                    .unwrap_or(u32::MAX)
+            })
+            .collect()
+    }
+
+    fn column(texts: &[&str]) -> (Vec<u8>, Vec<u32>) {
+        let mut data = Vec::new();
+        let mut offsets = vec![0u32];
+        for t in texts {
+            data.extend_from_slice(t.as_bytes());
+            offsets.push(data.len() as u32);
+        }
+        (data, offsets)
+    }
+
+    const FIXTURES: &[&str] = &[
+        "",
+        "short",
+        "exactly twenty-four char",
+        "The quick brown fox jumps over the lazy dog, again and again and again.",
+        "Größenmaßstäbe: ünïcödé façade — ドキュメントの重複を検出する 🚀🚀🚀 with emoji and CJK text mixed in.",
+        "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore.",
+        "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore!",
+    ];
+
+    #[test]
+    fn cpu_path_matches_the_reference_on_fixtures() {
+        let (a, b) = coefficients(42, DEFAULT_HASHES);
+        let (data, offsets) = column(FIXTURES);
+        let sigs = signatures(&data, &offsets, 24, &a, &b);
+        for (r, t) in FIXTURES.iter().enumerate() {
+            assert_eq!(&sigs[r * DEFAULT_HASHES..(r + 1) * DEFAULT_HASHES], reference(t, 24, &a, &b).as_slice(), "{t:?}");
+        }
+        for n in [1, 3, 5, 100] {
+            let s = signatures(&data, &offsets, n, &a, &b);
+            assert_eq!(&s[3 * DEFAULT_HASHES..4 * DEFAULT_HASHES], reference(FIXTURES[3], n, &a, &b).as_slice(), "n={n}");
+        }
+    }
+
+    #[test]
+    fn signatures_estimate_jaccard_similarity() {
+        let (a, b) = coefficients(7, DEFAULT_HASHES);
+        let (data, offsets) = column(&[FIXTURES[5], FIXTURES[6], FIXTURES[3]]);
+        let s = signatures(&data, &offsets, 5, &a, &b);
+        let agree = |x: usize, y: usize| (0..DEFAULT_HASHES).filter(|i| s[x * DEFAULT_HASHES + i] == s[y * DEFAULT_HASHES + i]).count();
+        assert!(agree(0, 1) > 200, "near duplicates agree on most hashes: {}", agree(0, 1));
+        assert!(agree(0, 2) < 20, "unrelated texts rarely agree: {}", agree(0, 2));
+        assert!(s[..DEFAULT_HASHES].iter().all(|v| *v != u32::MAX));
+    }
+
+    #[test]
+    fn golden_values_stay_put() {
+        // Pins the hash family: signatures persisted by a dedup run must stay comparable.
+        let (a, b) = coefficients(42, 4);
+        let (data, offsets) = column(&["The quick brown fox jumps over the lazy dog"]);
+        let s = signatures(&data, &offsets, 24, &a, &b);
+        assert_eq!(crate::to_hex(&s), GOLDEN);
+    }
+    const GOLDEN: &str = "2a9dead3054a754708d6e2f406966849";
+}
