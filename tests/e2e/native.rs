@@ -201,3 +201,33 @@ fn gpu_stage_without_a_gpu_stops_before_reading() {
     assert!(run.stderr.contains("stage \"native_probe\" needs a GPU (gpu_memory_gb: 8) but none was found"), "{}", run.stderr);
     assert!(!tmp.path().join("out/a.jsonl").exists());
 }
+
+#[test]
+fn a_native_stage_that_cannot_start_fails_the_run_before_reading() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let yaml = "source:\n  path: in\nsink:\n  path: out\nstages:\n  - plugin: c_passthrough\n  - plugin: native_probe\n    params: {mode: fail_init}\n";
+    let p = write_pipeline(tmp.path(), yaml);
+    let mut child = host()
+        .args(["run", p.to_str().unwrap(), "--plugins"])
+        .arg(&native_plugins().0)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("the run hung after a stage failed to start");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("stage \"native_probe\"") && stderr.contains("refusing to start on purpose"), "{stderr}");
+    assert!(!tmp.path().join("out/a.jsonl").exists());
+}

@@ -656,7 +656,18 @@ fn run_graph(
         }
     }
     if let Some(e) = startup_error {
+        // Nothing has been read: close every pool (the workers that did start see their
+        // input close and leave) and report the first error.
         ctx.fail(e);
+        for p in &pools {
+            p.close();
+        }
+        drop(first);
+        drop(sink_rxs);
+        for p in &pools {
+            p.join();
+        }
+        return Err(ctx.take_failure().unwrap_or_else(|| RunError::Panic("a worker failed to start".into())));
     }
 
     let next_item = AtomicUsize::new(0);

@@ -177,8 +177,8 @@ impl Pool {
         }
     }
 
-    /// The input is exhausted: no more workers may start.
-    fn close(&self) {
+    /// The input is exhausted (or the run failed to start): no more workers may start.
+    pub fn close(&self) {
         if let Ok(mut k) = self.kit.lock() {
             *k = None;
         }

@@ -7,8 +7,8 @@ use curator_sdk::prelude::*;
 #[stage(name = "native_probe", native, cpus = 1.0, memory_mb = 256)]
 pub struct NativeProbe {
     /// none | fail | panic | segfault | abort | leak (grows past the RAM budget) | oom | slow |
-    /// gpu_hog (allocates `gpu_gb` GiB on the GPU and holds it)
-    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog"])]
+    /// gpu_hog (allocates `gpu_gb` GiB on the GPU and holds it) | fail_init (refuses to start)
+    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog", "fail_init"])]
     pub mode: String,
     /// GiB to allocate in `gpu_hog` mode.
     #[param(default = 8)]
@@ -19,6 +19,13 @@ pub struct NativeProbe {
 }
 
 impl Stage for NativeProbe {
+    fn init(&mut self) -> Result<(), StageError> {
+        if self.mode == "fail_init" {
+            return Err(StageError::Failed("refusing to start on purpose".into()));
+        }
+        Ok(())
+    }
+
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let text = batch.column("text")?.strings()?;
         let mut triggered = false;
