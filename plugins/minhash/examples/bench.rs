@@ -109,7 +109,7 @@ fn main() {
                     cpu_sigs[r * DEFAULT_HASHES..(r + 1) * DEFAULT_HASHES] == gpu_sigs[r * DEFAULT_HASHES..(r + 1) * DEFAULT_HASHES]
                 })
                 .count();
-            println!("\nGPU set-up (context + NVRTC compile + first batch): {warm_s:.3} s");
+            println!("\nfirst GPU batch (64 documents, after context set-up and NVRTC compile): {warm_s:.3} s");
             println!("bit-identical signatures: {same} of {n} documents");
             if same != n {
                 std::process::exit(1);
