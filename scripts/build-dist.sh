@@ -18,7 +18,9 @@ wasm=()
 native=()
 for dir in plugins/*/; do
     name="$(basename "$dir")"
-    if grep -q '^kind = "native"' "$dir/Cargo.toml"; then
+    if grep -q '^kind = "library"' "$dir/Cargo.toml"; then
+        continue # shared code for plugins, not a plugin
+    elif grep -q '^kind = "native"' "$dir/Cargo.toml"; then
         native+=("$name")
     else
         wasm+=("$name")

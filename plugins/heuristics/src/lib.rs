@@ -1,0 +1,15 @@
+//! Document scores with the exact semantics of the tools users compare against.
+//!
+//! [`nemo`] mirrors NeMo Curator's heuristic filters (`nemo_curator.stages.text.filters.heuristic`,
+//! version 1.4.0): same names, parameters, defaults, scores and keep decisions, checked
+//! document by document against scores NeMo Curator itself produced
+//! (`tests/parity/nemo_reference.jsonl`, made by `scripts/parity/make_reference.py`).
+//! Python semantics are reproduced where they matter: lengths count code points, words come
+//! from `str.split()` (Python's whitespace), `strip()` and `lower()` as Python's.
+//!
+//! Where NeMo Curator raises (a ratio over zero sentences or words, the longest word of an
+//! empty text) we return a defined score instead (ratios: the one that drops the document,
+//! as NeMo's other filters do for empty texts); `tests/parity/DISAGREEMENTS.md` lists them.
+
+pub mod nemo;
+pub mod py;

@@ -1,0 +1,429 @@
+//! NeMo Curator's heuristic string filters (`heuristic/string.py`, 1.4.0), one struct each,
+//! with its parameter names and defaults.
+
+use crate::py;
+
+/// A document filter: a score, and whether a score keeps the document (NeMo's
+/// `score_document` / `keep_document`).
+pub trait Heuristic {
+    /// NeMo Curator's class name.
+    const NAME: &'static str;
+    fn score(&self, text: &str) -> f64;
+    fn keep(&self, score: f64) -> bool;
+}
+
+pub const END_MARKS: [&str; 5] = [".", "?", "!", "\"", "'"];
+pub const ELLIPSIS_MARKS: [&str; 8] = ["...", "[...]", "…", "(...)", "[…]", "-»", "read more..", "read more"];
+pub const WHITE_SPACE: [char; 5] = ['\t', '\n', '\r', '\u{8}', ' '];
+pub const COMMON_ENGLISH_WORDS: [&str; 8] = ["the", "be", "to", "of", "and", "that", "have", "with"];
+pub const BULLETS: [char; 12] = ['•', '‣', '⁃', '⁌', '⁍', '∙', '○', '●', '◘', '◦', '⦾', '⦿'];
+pub const POLICY_SUBSTRINGS: [&str; 14] = [
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "privacy overview",
+    "use of cookies",
+    "use cookies",
+    "privacy & cookies policy",
+    "privacy and cookies policy",
+    "this website uses cookies to improve your experience while you navigate through the website. out of these cookies, the cookies that are categorized as necessary are stored on your browser as they are essential for the working of basic functionalities of the website. we also use third-party cookies that help us analyze and understand how you use this website. these cookies will be stored in your browser only with your consent. you also have the option to opt-out of these cookies. but opting out of some of these cookies may have an effect on your browsing experience.",
+    "necessary cookies are absolutely essential for the website to function properly. this category only includes cookies that ensures basic functionalities and security features of the website. these cookies do not store any personal information.",
+    "any cookies that may not be particularly necessary for the website to function and is used specifically to collect user personal data via analytics, ads, other embedded contents are termed as non-necessary cookies. it is mandatory to procure user consent prior to running these cookies on your website.",
+    "this site uses cookies, including for analytics, personalization, and advertising purposes. for more information or to change your cookie settings, click here.",
+    "if you continue to browse this site without changing your cookie settings, you agree to this use. acceptread more",
+];
+
+fn ratio(n: usize, d: usize, empty: f64) -> f64 {
+    if d == 0 { empty } else { n as f64 / d as f64 }
+}
+
+/// Characters of NeMo's `regex_alphanum`: `[a-zA-Z0-9\n?!,.]`.
+fn is_alphanum_mark(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '\n' | '?' | '!' | ',' | '.')
+}
+
+/// Matches of NeMo's `regex_url`
+/// (`https?://(?:[A-Za-z0-9$\-_@.&+/:=?#~]|[!*\(\),]|(?:%[0-9A-Fa-f]{2}))+`), left to right,
+/// as byte ranges.
+pub fn urls(text: &str) -> Vec<&str> {
+    let b = text.as_bytes();
+    let allowed = |c: u8| c.is_ascii_alphanumeric() || b"$-_@.&+/:=?#~!*(),".contains(&c);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &b[i..];
+        let scheme = if rest.starts_with(b"https://") {
+            8
+        } else if rest.starts_with(b"http://") {
+            7
+        } else {
+            i += 1;
+            continue;
+        };
+        let mut j = i + scheme;
+        loop {
+            if j < b.len() && allowed(b[j]) {
+                j += 1;
+            } else if j + 2 < b.len() && b[j] == b'%' && b[j + 1].is_ascii_hexdigit() && b[j + 2].is_ascii_hexdigit() {
+                j += 3;
+            } else {
+                break;
+            }
+        }
+        if j > i + scheme {
+            out.push(&text[i..j]);
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+macro_rules! heuristic {
+    ($(#[$doc:meta])* $name:ident { $($field:ident : $ty:ty = $default:expr),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name { $(pub $field: $ty),* }
+        impl Default for $name {
+            fn default() -> Self { $name { $($field: $default),* } }
+        }
+    };
+}
+
+heuristic!(
+    /// Share of characters outside `[a-zA-Z0-9\n?!,.]`; keep ≤ 0.25.
+    NonAlphaNumericFilter { max_non_alpha_numeric_to_text_ratio: f64 = 0.25 }
+);
+impl Heuristic for NonAlphaNumericFilter {
+    const NAME: &'static str = "NonAlphaNumericFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut n, mut other) = (0usize, 0usize);
+        for c in text.chars() {
+            n += 1;
+            other += usize::from(!is_alphanum_mark(c));
+        }
+        ratio(other, n, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_non_alpha_numeric_to_text_ratio
+    }
+}
+
+heuristic!(
+    /// Share of words that are an ellipsis or mostly `#`; keep ≤ 0.1.
+    SymbolsToWordsFilter { max_symbol_to_word_ratio: f64 = 0.1 }
+);
+impl Heuristic for SymbolsToWordsFilter {
+    const NAME: &'static str = "SymbolsToWordsFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut words, mut symbols) = (0usize, 0usize);
+        for w in py::split(py::strip(text)) {
+            words += 1;
+            let runs = w.as_bytes().iter().enumerate().filter(|(i, c)| **c == b'#' && (*i == 0 || w.as_bytes()[i - 1] != b'#')).count();
+            if ELLIPSIS_MARKS.contains(&w) || runs as f64 / py::len(w) as f64 > 0.5 {
+                symbols += 1;
+            }
+        }
+        ratio(symbols, words, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_symbol_to_word_ratio
+    }
+}
+
+heuristic!(
+    /// Share of characters that are digits; keep ≤ 0.15.
+    NumbersFilter { max_number_to_text_ratio: f64 = 0.15 }
+);
+impl Heuristic for NumbersFilter {
+    const NAME: &'static str = "NumbersFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut n, mut digits) = (0usize, 0usize);
+        for c in text.chars() {
+            n += 1;
+            digits += usize::from(c.is_ascii_digit());
+        }
+        ratio(digits, n, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_number_to_text_ratio
+    }
+}
+
+heuristic!(
+    /// Share of characters inside URLs; keep ≤ 0.2.
+    UrlsFilter { max_url_to_text_ratio: f64 = 0.2 }
+);
+impl Heuristic for UrlsFilter {
+    const NAME: &'static str = "UrlsFilter";
+    fn score(&self, text: &str) -> f64 {
+        let url_chars: usize = urls(text).iter().map(|u| u.len()).sum();
+        ratio(url_chars, py::len(text), 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_url_to_text_ratio
+    }
+}
+
+heuristic!(
+    /// Share of non-blank lines starting with a bullet; keep ≤ 0.9.
+    BulletsFilter { max_bullet_lines_ratio: f64 = 0.9 }
+);
+impl Heuristic for BulletsFilter {
+    const NAME: &'static str = "BulletsFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut lines, mut bullets) = (0usize, 0usize);
+        for s in py::sentences(text) {
+            lines += 1;
+            bullets += usize::from(py::strip(s).starts_with(BULLETS));
+        }
+        ratio(bullets, lines, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_bullet_lines_ratio
+    }
+}
+
+heuristic!(
+    /// Share of characters in `\t \n \r \b` and space; keep ≤ 0.25.
+    WhiteSpaceFilter { max_white_space_ratio: f64 = 0.25 }
+);
+impl Heuristic for WhiteSpaceFilter {
+    const NAME: &'static str = "WhiteSpaceFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut n, mut ws) = (0usize, 0usize);
+        for c in text.chars() {
+            n += 1;
+            ws += usize::from(WHITE_SPACE.contains(&c));
+        }
+        ratio(ws, n, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_white_space_ratio
+    }
+}
+
+heuristic!(
+    /// Share of characters that are brackets `{}⟨⟩[]()`; keep ≤ 0.1.
+    ParenthesesFilter { max_parentheses_ratio: f64 = 0.1 }
+);
+impl Heuristic for ParenthesesFilter {
+    const NAME: &'static str = "ParenthesesFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut n, mut p) = (0usize, 0usize);
+        for c in text.chars() {
+            n += 1;
+            p += usize::from(matches!(c, '{' | '}' | '⟨' | '⟩' | '[' | ']' | '(' | ')'));
+        }
+        ratio(p, n, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_parentheses_ratio
+    }
+}
+
+heuristic!(
+    /// Length of the longest word; keep ≤ 1000.
+    LongWordFilter { max_word_length: f64 = 1000.0 }
+);
+impl Heuristic for LongWordFilter {
+    const NAME: &'static str = "LongWordFilter";
+    fn score(&self, text: &str) -> f64 {
+        py::split(py::strip(text)).map(py::len).max().unwrap_or(0) as f64
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_word_length
+    }
+}
+
+heuristic!(
+    /// Number of words; keep within [50, 100000].
+    WordCountFilter { min_words: f64 = 50.0, max_words: f64 = 100000.0 }
+);
+impl Heuristic for WordCountFilter {
+    const NAME: &'static str = "WordCountFilter";
+    fn score(&self, text: &str) -> f64 {
+        curator_sdk::text::count_words(text) as f64
+    }
+    fn keep(&self, s: f64) -> bool {
+        self.min_words <= s && s <= self.max_words
+    }
+}
+
+heuristic!(
+    /// Share of paragraphs with boilerplate ("privacy policy", …; "lorem ipsum" anywhere
+    /// scores 1); keep ≤ 0.4.
+    BoilerPlateStringFilter { max_boilerplate_string_ratio: f64 = 0.4, remove_if_at_top_or_bottom: bool = true }
+);
+impl Heuristic for BoilerPlateStringFilter {
+    const NAME: &'static str = "BoilerPlateStringFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut n, mut boiler) = (0usize, 0usize);
+        for p in py::paragraphs(text) {
+            n += 1;
+            let p = py::strip(p).to_lowercase();
+            if p.contains("lorem ipsum") {
+                return 1.0;
+            }
+            boiler += usize::from(POLICY_SUBSTRINGS.iter().any(|s| p.contains(s)));
+        }
+        ratio(boiler, n, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_boilerplate_string_ratio
+    }
+}
+
+heuristic!(
+    /// Mean word length; keep within [3, 10].
+    MeanWordLengthFilter { min_mean_word_length: f64 = 3.0, max_mean_word_length: f64 = 10.0 }
+);
+impl Heuristic for MeanWordLengthFilter {
+    const NAME: &'static str = "MeanWordLengthFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut words, mut chars) = (0usize, 0usize);
+        for w in py::split(py::strip(text)) {
+            words += 1;
+            chars += py::len(w);
+        }
+        ratio(chars, words, 0.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        self.min_mean_word_length <= s && s <= self.max_mean_word_length
+    }
+}
+
+heuristic!(
+    /// Share of non-blank lines not ending in `. ? ! " '`; keep ≤ 0.85.
+    PunctuationFilter { max_num_sentences_without_endmark_ratio: f64 = 0.85 }
+);
+impl Heuristic for PunctuationFilter {
+    const NAME: &'static str = "PunctuationFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut n, mut without) = (0usize, 0usize);
+        for s in py::sentences(text) {
+            n += 1;
+            let s = py::strip(s);
+            without += usize::from(!END_MARKS.iter().any(|m| s.ends_with(m)));
+        }
+        ratio(without, n, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_num_sentences_without_endmark_ratio
+    }
+}
+
+heuristic!(
+    /// Share of non-blank lines ending in an ellipsis ("...", "…", "read more", …); keep ≤ 0.3.
+    EllipsisFilter { max_num_lines_ending_with_ellipsis_ratio: f64 = 0.3 }
+);
+impl Heuristic for EllipsisFilter {
+    const NAME: &'static str = "EllipsisFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut n, mut ell) = (0usize, 0usize);
+        for s in py::sentences(text) {
+            n += 1;
+            let s = py::strip(s).to_lowercase();
+            ell += usize::from(ELLIPSIS_MARKS.iter().any(|m| s.ends_with(m)));
+        }
+        ratio(ell, n, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_num_lines_ending_with_ellipsis_ratio
+    }
+}
+
+heuristic!(
+    /// Count of common English words (lower case), stopping at the cutoff; keep ≥ 2.
+    CommonEnglishWordsFilter { min_num_common_words: f64 = 2.0, stop_at_false: bool = true }
+);
+impl Heuristic for CommonEnglishWordsFilter {
+    const NAME: &'static str = "CommonEnglishWordsFilter";
+    fn score(&self, text: &str) -> f64 {
+        let mut n = 0usize;
+        for w in py::split(py::strip(text)) {
+            n += usize::from(COMMON_ENGLISH_WORDS.contains(&w));
+            if self.stop_at_false && n as f64 >= self.min_num_common_words {
+                break;
+            }
+        }
+        n as f64
+    }
+    fn keep(&self, s: f64) -> bool {
+        s >= self.min_num_common_words
+    }
+}
+
+heuristic!(
+    /// Share of words with at least one alphabetic character; keep ≥ 0.8.
+    WordsWithoutAlphabetsFilter { min_words_with_alphabets: f64 = 0.8 }
+);
+impl Heuristic for WordsWithoutAlphabetsFilter {
+    const NAME: &'static str = "WordsWithoutAlphabetsFilter";
+    fn score(&self, text: &str) -> f64 {
+        let (mut words, mut alpha) = (0usize, 0usize);
+        for w in py::split(py::strip(text)) {
+            words += 1;
+            alpha += usize::from(w.chars().any(char::is_alphabetic));
+        }
+        ratio(alpha, words, 0.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s >= self.min_words_with_alphabets
+    }
+}
+
+heuristic!(
+    /// 1 when a URL contains "porn", else 0; keep 0.
+    PornographicUrlsFilter {}
+);
+impl Heuristic for PornographicUrlsFilter {
+    const NAME: &'static str = "PornographicUrlsFilter";
+    fn score(&self, text: &str) -> f64 {
+        f64::from(u8::from(urls(text).iter().any(|u| u.contains("porn"))))
+    }
+    fn keep(&self, s: f64) -> bool {
+        s != 1.0
+    }
+}
+
+/// Score and keep decision of every filter above at its defaults, by NeMo class name.
+pub fn score_all(text: &str) -> Vec<(&'static str, f64, bool)> {
+    fn one<H: Heuristic + Default>(text: &str) -> (&'static str, f64, bool) {
+        let h = H::default();
+        let s = h.score(text);
+        (H::NAME, s, h.keep(s))
+    }
+    vec![
+        one::<BoilerPlateStringFilter>(text),
+        one::<BulletsFilter>(text),
+        one::<CommonEnglishWordsFilter>(text),
+        one::<EllipsisFilter>(text),
+        one::<LongWordFilter>(text),
+        one::<MeanWordLengthFilter>(text),
+        one::<NonAlphaNumericFilter>(text),
+        one::<NumbersFilter>(text),
+        one::<ParenthesesFilter>(text),
+        one::<PornographicUrlsFilter>(text),
+        one::<PunctuationFilter>(text),
+        one::<SymbolsToWordsFilter>(text),
+        one::<UrlsFilter>(text),
+        one::<WhiteSpaceFilter>(text),
+        one::<WordCountFilter>(text),
+        one::<WordsWithoutAlphabetsFilter>(text),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_scanner_follows_the_regex() {
+        assert_eq!(urls("see https://a.b/c?d=e, and http://x.y/%20z%2 end"), ["https://a.b/c?d=e,", "http://x.y/%20z"]);
+        assert!(urls("http:// nothing").is_empty());
+        assert_eq!(urls("xhttp://a"), ["http://a"]);
+    }
+}

@@ -1,0 +1,69 @@
+//! Parity with NeMo Curator: every heuristic's score and decision on every fixture document
+//! against what NeMo Curator 1.4.0 itself computed (tests/parity/nemo_reference.jsonl).
+
+use std::collections::BTreeMap;
+
+use curator_heuristics::nemo::score_all;
+
+fn lines(path: &str) -> Vec<serde_json::Value> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+    std::fs::read_to_string(format!("{root}{path}"))
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Per filter: documents compared, score mismatches, decision mismatches, documents NeMo raised on.
+#[derive(Default)]
+struct Tally {
+    compared: usize,
+    scores: Vec<String>,
+    keeps: Vec<String>,
+    raised: Vec<String>,
+}
+
+#[test]
+fn scores_and_decisions_match_nemo_curator() {
+    let fixture = lines("tests/parity/fixture.jsonl");
+    let reference = lines("tests/parity/nemo_reference.jsonl");
+    assert!(fixture.len() >= 300, "the fixture has {} documents", fixture.len());
+    assert_eq!(fixture.len(), reference.len());
+    let mut stats: BTreeMap<&str, Tally> = BTreeMap::new();
+    for (doc, want) in fixture.iter().zip(&reference) {
+        assert_eq!(doc["id"], want["id"]);
+        let text = doc["text"].as_str().unwrap();
+        for (name, score, keep) in score_all(text) {
+            let st = stats.entry(name).or_default();
+            if let Some(err) = want["errors"].get(name) {
+                st.raised.push(format!("{} ({err}; we score {score})", doc["id"]));
+                continue;
+            }
+            st.compared += 1;
+            let ws = want["scores"][name].as_f64().unwrap_or_else(|| panic!("{name} has no score for {}", doc["id"]));
+            if (ws - score).abs() > 1e-6 {
+                st.scores.push(format!("{}: NeMo {ws}, ours {score}", doc["id"]));
+            }
+            if want["keep"][name].as_bool() != Some(keep) {
+                st.keeps.push(format!("{}: NeMo keep={}, ours {keep}", doc["id"], want["keep"][name]));
+            }
+        }
+    }
+    let mut report = String::new();
+    for (name, Tally { compared: n, scores, keeps, raised }) in &stats {
+        report += &format!(
+            "{name}: {n} compared, {} score and {} decision mismatches, NeMo raised on {}\n  {}\n  {}\n",
+            scores.len(),
+            keeps.len(),
+            raised.len(),
+            scores.iter().take(5).cloned().collect::<Vec<_>>().join("\n  "),
+            keeps.iter().take(5).cloned().collect::<Vec<_>>().join("\n  ")
+        );
+    }
+    eprintln!("{report}");
+    for (name, Tally { compared: n, scores, keeps, .. }) in &stats {
+        assert!(scores.is_empty(), "{name}: scores differ\n{report}");
+        let agree = 1.0 - keeps.len() as f64 / *n as f64;
+        assert!(agree >= 0.995, "{name}: decisions agree on {:.1} %\n{report}", agree * 100.0);
+    }
+}
