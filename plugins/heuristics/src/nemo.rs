@@ -427,3 +427,171 @@ mod tests {
         assert_eq!(urls("xhttp://a"), ["http://a"]);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Repetition filters (`heuristic/repetition/repetition.py`).
+
+fn unique_share(items: &[&str], by_chars: bool) -> f64 {
+    let mut seen = std::collections::HashSet::new();
+    let (mut total, mut unique) = (0usize, 0usize);
+    for s in items {
+        let w = if by_chars { py::len(s) } else { 1 };
+        total += w;
+        if seen.insert(*s) {
+            unique += w;
+        }
+    }
+    ratio(unique, total, 0.0)
+}
+
+heuristic!(
+    /// Share of non-blank lines that are distinct; keep ≥ 0.7.
+    RepeatedLinesFilter { max_repeated_line_fraction: f64 = 0.7 }
+);
+impl Heuristic for RepeatedLinesFilter {
+    const NAME: &'static str = "RepeatedLinesFilter";
+    fn score(&self, text: &str) -> f64 {
+        unique_share(&py::sentences(text).collect::<Vec<_>>(), false)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s >= self.max_repeated_line_fraction
+    }
+}
+
+heuristic!(
+    /// Share of paragraphs that are distinct; keep ≥ 0.7.
+    RepeatedParagraphsFilter { max_repeated_paragraphs_ratio: f64 = 0.7 }
+);
+impl Heuristic for RepeatedParagraphsFilter {
+    const NAME: &'static str = "RepeatedParagraphsFilter";
+    fn score(&self, text: &str) -> f64 {
+        unique_share(&py::paragraphs(text).collect::<Vec<_>>(), false)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s >= self.max_repeated_paragraphs_ratio
+    }
+}
+
+heuristic!(
+    /// Share of line characters in distinct lines; keep ≥ 0.8.
+    RepeatedLinesByCharFilter { max_repeated_lines_char_ratio: f64 = 0.8 }
+);
+impl Heuristic for RepeatedLinesByCharFilter {
+    const NAME: &'static str = "RepeatedLinesByCharFilter";
+    fn score(&self, text: &str) -> f64 {
+        unique_share(&py::sentences(text).collect::<Vec<_>>(), true)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s >= self.max_repeated_lines_char_ratio
+    }
+}
+
+heuristic!(
+    /// Share of paragraph characters in distinct paragraphs; keep ≥ 0.8.
+    RepeatedParagraphsByCharFilter { max_repeated_paragraphs_char_ratio: f64 = 0.8 }
+);
+impl Heuristic for RepeatedParagraphsByCharFilter {
+    const NAME: &'static str = "RepeatedParagraphsByCharFilter";
+    fn score(&self, text: &str) -> f64 {
+        unique_share(&py::paragraphs(text).collect::<Vec<_>>(), true)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s >= self.max_repeated_paragraphs_char_ratio
+    }
+}
+
+/// Non-overlapping occurrences of `needle` in `hay` (Python's `str.replace` count).
+fn occurrences(hay: &str, needle: &str) -> usize {
+    if needle.is_empty() { 0 } else { hay.matches(needle).count() }
+}
+
+heuristic!(
+    /// Share of characters taken by the most frequent word n-gram (as `text.replace` would
+    /// remove it); keep ≤ 0.2. Among equally frequent n-grams the first to occur is taken
+    /// (NeMo Curator takes whichever its hash set yields first; see DISAGREEMENTS.md).
+    RepeatingTopNGramsFilter { n: usize = 2, max_repeating_ngram_ratio: f64 = 0.2 }
+);
+impl Heuristic for RepeatingTopNGramsFilter {
+    const NAME: &'static str = "RepeatingTopNGramsFilter";
+    fn score(&self, text: &str) -> f64 {
+        let words: Vec<&str> = py::split(py::strip(text)).collect();
+        let n = self.n.max(1);
+        if words.len() < n {
+            return 1.0;
+        }
+        let mut counts: std::collections::HashMap<&[&str], usize> = std::collections::HashMap::new();
+        let mut best: Option<(&[&str], usize)> = None;
+        for g in words.windows(n) {
+            let c = counts.entry(g).or_insert(0);
+            *c += 1;
+        }
+        for g in words.windows(n) {
+            let c = counts[g];
+            if best.is_none_or(|(_, b)| c > b) {
+                best = Some((g, c));
+            }
+        }
+        let Some((g, _)) = best else { return 1.0 };
+        let joined = g.join(" ");
+        let nchar = py::len(text);
+        ratio(occurrences(text, &joined) * py::len(&joined), nchar, 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_repeating_ngram_ratio
+    }
+}
+
+heuristic!(
+    /// Share of characters in word n-grams seen before (overlaps counted once); keep ≤ 0.2.
+    RepeatingDuplicateNGramsFilter { n: usize = 2, max_repeating_duplicate_ngram_ratio: f64 = 0.2 }
+);
+impl Heuristic for RepeatingDuplicateNGramsFilter {
+    const NAME: &'static str = "RepeatingDuplicateNGramsFilter";
+    fn score(&self, text: &str) -> f64 {
+        let words: Vec<&str> = py::split(py::strip(text)).collect();
+        let n = self.n.max(1);
+        if words.len() < n {
+            return 1.0;
+        }
+        let mut counts: std::collections::HashMap<&[&str], usize> = std::collections::HashMap::new();
+        let (mut duplicated, mut overlapping) = (0usize, 0usize);
+        for g in words.windows(n) {
+            let c = counts.entry(g).or_insert(0);
+            *c += 1;
+            if *c > 1 {
+                duplicated += g[overlapping.min(n)..].iter().map(|w| py::len(w)).sum::<usize>();
+                duplicated += (n - overlapping).min(n - 1);
+                overlapping = n;
+            }
+            overlapping = overlapping.saturating_sub(1);
+        }
+        ratio(duplicated, py::len(text), 1.0)
+    }
+    fn keep(&self, s: f64) -> bool {
+        s <= self.max_repeating_duplicate_ngram_ratio
+    }
+}
+
+/// The repetition filters as NeMo Curator's English pipeline configures them, with the
+/// names the parity reference uses (`RepeatingTopNGramsFilter(n=2)`, …).
+pub fn repetition_all(text: &str) -> Vec<(String, f64, bool)> {
+    fn one<H: Heuristic>(name: String, h: H, text: &str) -> (String, f64, bool) {
+        let s = h.score(text);
+        (name, s, h.keep(s))
+    }
+    let mut out = vec![
+        one(RepeatedLinesFilter::NAME.into(), RepeatedLinesFilter::default(), text),
+        one(RepeatedParagraphsFilter::NAME.into(), RepeatedParagraphsFilter::default(), text),
+        one(RepeatedLinesByCharFilter::NAME.into(), RepeatedLinesByCharFilter::default(), text),
+        one(RepeatedParagraphsByCharFilter::NAME.into(), RepeatedParagraphsByCharFilter::default(), text),
+    ];
+    for (n, r) in [(2, 0.2), (3, 0.18), (4, 0.16)] {
+        let h = RepeatingTopNGramsFilter { n, max_repeating_ngram_ratio: r };
+        out.push(one(format!("RepeatingTopNGramsFilter(n={n})"), h, text));
+    }
+    for (n, r) in [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)] {
+        let h = RepeatingDuplicateNGramsFilter { n, max_repeating_duplicate_ngram_ratio: r };
+        out.push(one(format!("RepeatingDuplicateNGramsFilter(n={n})"), h, text));
+    }
+    out
+}
