@@ -186,6 +186,11 @@ pub fn apply_output(input: &RecordBatch, out: wit::Output) -> Result<RecordBatch
             }
             RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| bad(e.to_string()))
         }
+        wit::Output::Scored(scored) => {
+            // Columns first (they have one value per input row), then the selection.
+            let with = apply_output(input, wit::Output::Columns(scored.columns))?;
+            apply_output(&with, wit::Output::Selection(scored.keep))
+        }
         wit::Output::Batch(b) => {
             let n = b.num_rows as usize;
             let mut fields = Vec::new();

@@ -152,6 +152,8 @@ pub enum OutputKind {
     Selection,
     Columns,
     Batch,
+    /// Columns plus a boolean `_keep` column: add the columns, keep the marked rows.
+    Scored,
 }
 
 impl OutputKind {
@@ -160,6 +162,7 @@ impl OutputKind {
             OutputKind::Selection => "selection",
             OutputKind::Columns => "columns",
             OutputKind::Batch => "batch",
+            OutputKind::Scored => "scored",
         }
     }
     pub fn parse(name: &str) -> Result<OutputKind, NativeError> {
@@ -167,6 +170,7 @@ impl OutputKind {
             "selection" => Ok(OutputKind::Selection),
             "" | "columns" => Ok(OutputKind::Columns),
             "batch" => Ok(OutputKind::Batch),
+            "scored" => Ok(OutputKind::Scored),
             other => Err(NativeError::Output(format!("unknown output kind {other:?}"))),
         }
     }
@@ -254,6 +258,21 @@ pub fn apply_output(input: &RecordBatch, kind: OutputKind, out: RecordBatch) -> 
             RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), arrays).map_err(|e| bad(e.to_string()))
         }
         OutputKind::Batch => Ok(out),
+        OutputKind::Scored => {
+            let keep = out
+                .column_by_name(abi::SCORED_KEEP)
+                .and_then(|c| c.as_any().downcast_ref::<arrow_array::BooleanArray>())
+                .cloned()
+                .ok_or_else(|| bad(format!("a scored output needs a boolean column {:?}", abi::SCORED_KEEP)))?;
+            let idx = out.schema().index_of(abi::SCORED_KEEP).map_err(|e| bad(e.to_string()))?;
+            let mut columns = out.clone();
+            columns.remove_column(idx);
+            let with = apply_output(input, OutputKind::Columns, columns)?;
+            if keep.len() != rows {
+                return Err(bad(format!("{} keep flags for a batch of {rows}", keep.len())));
+            }
+            arrow_select::filter::filter_record_batch(&with, &keep).map_err(|e| bad(e.to_string()))
+        }
     }
 }
 

@@ -75,7 +75,9 @@ struct ArrowArray {
  * What the output of `process` means, from the top-level schema's name:
  *   "selection": one uint32 ("I") column, the ascending indices of the rows to keep;
  *   "columns":   columns to replace (same name) or add, one value per input row;
- *   "batch":     a whole new batch.
+ *   "batch":     a whole new batch;
+ *   "scored":    columns as for "columns", plus a boolean column "_keep": the columns are
+ *                added to every row, then only the rows where _keep is true are kept.
  * A NULL or empty name means "columns".
  */
 

@@ -18,6 +18,9 @@ pub const ABI_MINOR: u32 = 1;
 /// The symbol a native plugin exports.
 pub const ENTRY_SYMBOL: &str = "curator_stage_entry";
 
+/// In a "scored" output, the boolean column saying which rows are kept.
+pub const SCORED_KEEP: &str = "_keep";
+
 pub const OK: i32 = 0;
 pub const ERR_INVALID_PARAMS: i32 = 1;
 pub const ERR_FAILED: i32 = 2;
@@ -487,6 +490,17 @@ fn export_output(out: Output, input_rows: usize) -> (ArrowArray, ArrowSchema) {
             return (parent, export_schema("+s", "selection", vec![export_schema("I", "selection", Vec::new())]));
         }
         Output::Columns(cols) => ("columns", input_rows, cols),
+        Output::Scored { mut columns, keep } => {
+            // The kept rows travel as a boolean column `_keep` beside the added columns.
+            let mut mask = vec![false; input_rows];
+            for k in keep {
+                if let Some(m) = mask.get_mut(k as usize) {
+                    *m = true;
+                }
+            }
+            columns.push(Column::boolean(SCORED_KEEP, &mask));
+            ("scored", input_rows, columns)
+        }
         Output::Batch(b) => ("batch", b.num_rows as usize, b.columns),
     };
     let (arrays, schemas): (Vec<ArrowArray>, Vec<ArrowSchema>) = columns.into_iter().map(|c| export_column(c, rows)).unzip();

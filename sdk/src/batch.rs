@@ -38,6 +38,8 @@ pub enum Output {
     Columns(Vec<Column>),
     /// A whole new batch.
     Batch(Batch),
+    /// Columns added to every row (e.g. a score), then only the rows in `keep` kept.
+    Scored { columns: Vec<Column>, keep: Vec<u32> },
 }
 
 /// A batch that does not have the shape a stage needs.

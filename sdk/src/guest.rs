@@ -84,6 +84,9 @@ pub fn process(input: wit::Batch) -> Result<wit::Output, wit::StageError> {
         Output::Selection(rows) => Ok(wit::Output::Selection(rows)),
         Output::Columns(cols) => Ok(wit::Output::Columns(cols.into_iter().map(to_wit_column).collect())),
         Output::Batch(b) => Ok(wit::Output::Batch(to_wit_batch(b))),
+        Output::Scored { columns, keep } => {
+            Ok(wit::Output::Scored(wit::Scored { columns: columns.into_iter().map(to_wit_column).collect(), keep }))
+        }
     }
 }
 

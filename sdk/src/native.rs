@@ -28,7 +28,7 @@ impl NativeStage {
     pub fn run_texts(&mut self, texts: &[&str]) -> Result<Vec<String>, StageError> {
         let batch = Batch { num_rows: texts.len() as u32, columns: vec![crate::Column::utf8("text", texts.iter().copied())] };
         match self.process(batch)? {
-            Output::Selection(keep) => Ok(keep.iter().map(|&i| texts[i as usize].to_string()).collect()),
+            Output::Selection(keep) | Output::Scored { keep, .. } => Ok(keep.iter().map(|&i| texts[i as usize].to_string()).collect()),
             Output::Columns(cols) => {
                 let text = cols.iter().find(|c| c.name == "text").ok_or_else(|| StageError::Failed("no text column in output".into()))?;
                 let s = text.strings()?;

@@ -55,6 +55,32 @@ pub trait Map {
     fn map<'a>(&self, doc: &Doc<'a>) -> Cow<'a, str>;
 }
 
+/// Scores each document and keeps or drops it by its score, with NeMo Curator's ScoreFilter
+/// semantics: a stage can write the score to a column (`score_field`), filter by it, or both.
+/// Implement `score` and `keep`; expose the three choices as params (conventionally
+/// `score_field: Option<String>`, `invert: bool`, `filter: bool` defaulting to true).
+pub trait Score {
+    fn init(&mut self) -> Result<(), StageError> {
+        Ok(())
+    }
+    /// The document's score.
+    fn score(&self, doc: &Doc<'_>) -> f64;
+    /// Whether a score keeps the document (before `invert`).
+    fn keep(&self, score: f64) -> bool;
+    /// Column to write the score to (float64), if any.
+    fn score_field(&self) -> Option<&str> {
+        None
+    }
+    /// Keep what `keep` would drop and drop what it would keep.
+    fn invert(&self) -> bool {
+        false
+    }
+    /// Whether to drop documents at all (false: only write the score).
+    fn filter(&self) -> bool {
+        true
+    }
+}
+
 /// A general batch transformation.
 pub trait Stage {
     fn init(&mut self) -> Result<(), StageError> {
@@ -77,9 +103,36 @@ pub trait StageDef: Sized {
     fn build(params_json: &str) -> Result<Box<dyn Runner>, StageError>;
 }
 
+struct ScoreRunner<T>(T);
 struct FilterRunner<T>(T);
 struct MapRunner<T>(T);
 struct StageRunner<T>(T);
+
+impl<T: Score> Runner for ScoreRunner<T> {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.0.init()
+    }
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        let (field, invert, filter) = (self.0.score_field().map(str::to_string), self.0.invert(), self.0.filter());
+        let mut keep = Vec::with_capacity(batch.len());
+        let mut scores = Vec::with_capacity(if field.is_some() { batch.len() } else { 0 });
+        batch.for_each_doc(|doc| {
+            let s = self.0.score(doc);
+            if field.is_some() {
+                scores.push(s);
+            }
+            if !filter || self.0.keep(s) != invert {
+                keep.push(doc.index() as u32);
+            }
+            Ok::<_, StageError>(())
+        })?;
+        Ok(match field {
+            None => Output::Selection(keep),
+            Some(name) if !filter => Output::Columns(vec![Column::float64(&name, &scores)]),
+            Some(name) => Output::Scored { columns: vec![Column::float64(&name, &scores)], keep },
+        })
+    }
+}
 
 impl<T: Filter> Runner for FilterRunner<T> {
     fn init(&mut self) -> Result<(), StageError> {
@@ -131,8 +184,8 @@ impl<T: Stage> Runner for StageRunner<T> {
 }
 
 /// Picks the adapter for a concrete stage type at compile time ("autoref specialisation"):
-/// `(&&Probe::<T>::new()).runner(t)` resolves to [`ViaFilter`] if `T: Filter`, else
-/// [`ViaMap`] if `T: Map`, else [`ViaStage`].
+/// `(&&&Probe::<T>::new()).runner(t)` resolves to [`ViaScore`] if `T: Score`, else
+/// [`ViaFilter`] if `T: Filter`, else [`ViaMap`] if `T: Map`, else [`ViaStage`].
 pub struct Probe<T>(PhantomData<fn() -> T>);
 
 impl<T> Probe<T> {
@@ -154,6 +207,9 @@ impl<T> Clone for Probe<T> {
 }
 impl<T> Copy for Probe<T> {}
 
+pub trait ViaScore<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner>;
+}
 pub trait ViaFilter<T> {
     fn runner(self, stage: T) -> Box<dyn Runner>;
 }
@@ -164,6 +220,11 @@ pub trait ViaStage<T> {
     fn runner(self, stage: T) -> Box<dyn Runner>;
 }
 
+impl<T: Score + 'static> ViaScore<T> for &&&Probe<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner> {
+        Box::new(ScoreRunner(stage))
+    }
+}
 impl<T: Filter + 'static> ViaFilter<T> for &&Probe<T> {
     fn runner(self, stage: T) -> Box<dyn Runner> {
         Box::new(FilterRunner(stage))

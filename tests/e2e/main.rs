@@ -3,6 +3,7 @@
 
 mod support;
 
+mod catalogue;
 mod cli;
 mod executor;
 mod io;

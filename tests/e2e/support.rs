@@ -21,6 +21,7 @@ pub fn guests_dir() -> &'static Path {
             .args(["build", "--locked", "--profile", "guest", "--target", "wasm32-wasip2", "--target-dir"])
             .arg(root.join("target/wasm"))
             .args(["-p", "word_count_filter", "-p", "unicode_normalize", "-p", "hostile", "-p", "dir_reader"])
+            .args(nemo_plugins(&root).iter().flat_map(|p| ["-p".to_string(), p.clone()]))
             .status()
             .expect("cannot run cargo to build guest stages");
         assert!(
@@ -29,6 +30,18 @@ pub fn guests_dir() -> &'static Path {
         );
         root.join("target/wasm/wasm32-wasip2/guest")
     })
+}
+
+/// The generated NeMo Curator filter plugins (`plugins/nemo_*`).
+pub fn nemo_plugins(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root.join("plugins"))
+        .expect("plugins/")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("nemo_"))
+        .collect();
+    names.sort();
+    names
 }
 
 /// The result of one run of the binary.

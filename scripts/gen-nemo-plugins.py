@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Generate the stage plugins for NeMo Curator's heuristic filters: one crate per filter under
+plugins/nemo_*/, each a thin `#[stage]` over `curator-heuristics` with NeMo's parameter
+names and defaults plus ScoreFilter's `score_field` / `invert` / `filter`.
+
+The generated crates are committed; rerun after changing this list:
+    python3 scripts/gen-nemo-plugins.py && cargo fmt
+"""
+import os
+import re
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+# (class, description, [(param, rust type, default, description)])
+FILTERS = [
+    ("NonAlphaNumericFilter", "Drops documents where more than 25 % of characters are outside [a-zA-Z0-9\\n?!,.] (Gopher).",
+     [("max_non_alpha_numeric_to_text_ratio", "f64", "0.25", "Largest share of other characters kept.")]),
+    ("SymbolsToWordsFilter", "Drops documents where more than 10 % of words are an ellipsis or mostly '#' (Gopher).",
+     [("max_symbol_to_word_ratio", "f64", "0.1", "Largest share of symbol words kept.")]),
+    ("NumbersFilter", "Drops documents where more than 15 % of characters are digits.",
+     [("max_number_to_text_ratio", "f64", "0.15", "Largest share of digits kept.")]),
+    ("UrlsFilter", "Drops documents where more than 20 % of characters are in URLs.",
+     [("max_url_to_text_ratio", "f64", "0.2", "Largest share of URL characters kept.")]),
+    ("BulletsFilter", "Drops documents where more than 90 % of lines start with a bullet (Gopher).",
+     [("max_bullet_lines_ratio", "f64", "0.9", "Largest share of bullet lines kept.")]),
+    ("WhiteSpaceFilter", "Drops documents where more than 25 % of characters are whitespace (\\t \\n \\r \\b space).",
+     [("max_white_space_ratio", "f64", "0.25", "Largest share of whitespace kept.")]),
+    ("ParenthesesFilter", "Drops documents where more than 10 % of characters are brackets.",
+     [("max_parentheses_ratio", "f64", "0.1", "Largest share of brackets kept.")]),
+    ("LongWordFilter", "Drops documents with a word longer than 1000 characters (C4).",
+     [("max_word_length", "f64", "1000", "Longest word kept.")]),
+    ("BoilerPlateStringFilter", "Drops documents where more than 40 % of paragraphs contain boilerplate (C4), or any 'lorem ipsum'.",
+     [("max_boilerplate_string_ratio", "f64", "0.4", "Largest share of boilerplate paragraphs kept."),
+      ("remove_if_at_top_or_bottom", "bool", "true", "Accepted for compatibility; NeMo Curator 1.4 does not use it either.")]),
+    ("MeanWordLengthFilter", "Drops documents whose mean word length is outside [3, 10].",
+     [("min_mean_word_length", "f64", "3", "Shortest mean word length kept."),
+      ("max_mean_word_length", "f64", "10", "Longest mean word length kept.")]),
+    ("PunctuationFilter", "Drops documents where more than 85 % of lines do not end in . ? ! \" ' (C4).",
+     [("max_num_sentences_without_endmark_ratio", "f64", "0.85", "Largest share of lines without an end mark kept.")]),
+    ("EllipsisFilter", "Drops documents where more than 30 % of lines end in an ellipsis (C4).",
+     [("max_num_lines_ending_with_ellipsis_ratio", "f64", "0.3", "Largest share of ellipsis lines kept.")]),
+    ("CommonEnglishWordsFilter", "Keeps documents with at least 2 common English words (the, be, to, of, and, that, have, with).",
+     [("min_num_common_words", "f64", "2", "Fewest common words kept."),
+      ("stop_at_false", "bool", "true", "Stop counting at the cutoff (the score is then at most the cutoff).")]),
+    ("WordsWithoutAlphabetsFilter", "Drops documents where fewer than 80 % of words contain a letter (Gopher).",
+     [("min_words_with_alphabets", "f64", "0.8", "Smallest share of words with a letter kept.")]),
+    ("PornographicUrlsFilter", "Drops documents with a URL containing 'porn'.", []),
+    ("RepeatedLinesFilter", "Drops documents where fewer than 70 % of non-blank lines are distinct (Gopher).",
+     [("max_repeated_line_fraction", "f64", "0.7", "Smallest share of distinct lines kept.")]),
+    ("RepeatedParagraphsFilter", "Drops documents where fewer than 70 % of paragraphs are distinct (Gopher).",
+     [("max_repeated_paragraphs_ratio", "f64", "0.7", "Smallest share of distinct paragraphs kept.")]),
+    ("RepeatedLinesByCharFilter", "Drops documents where distinct lines hold less than 80 % of line characters (Gopher).",
+     [("max_repeated_lines_char_ratio", "f64", "0.8", "Smallest share kept.")]),
+    ("RepeatedParagraphsByCharFilter", "Drops documents where distinct paragraphs hold less than 80 % of paragraph characters (Gopher).",
+     [("max_repeated_paragraphs_char_ratio", "f64", "0.8", "Smallest share kept.")]),
+    ("RepeatingTopNGramsFilter", "Drops documents where the most frequent word n-gram covers more than 20 % of characters (Gopher).",
+     [("n", "usize", "2", "Words per n-gram."),
+      ("max_repeating_ngram_ratio", "f64", "0.2", "Largest share kept.")]),
+    ("RepeatingDuplicateNGramsFilter", "Drops documents where repeated word n-grams cover more than 20 % of characters (Gopher).",
+     [("n", "usize", "2", "Words per n-gram."),
+      ("max_repeating_duplicate_ngram_ratio", "f64", "0.2", "Largest share kept.")]),
+]
+
+
+def snake(name):
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+CARGO = """[package]
+name = "{crate}"
+description = "NeMo Curator's {cls} as a curator stage"
+version.workspace = true
+edition.workspace = true
+rust-version.workspace = true
+license.workspace = true
+
+[lib]
+crate-type = ["cdylib", "rlib"]
+
+[dependencies]
+curator-sdk.workspace = true
+curator-heuristics.workspace = true
+"""
+
+LIB = """//! NeMo Curator's `{cls}` as a stage. Generated by `scripts/gen-nemo-plugins.py`; the
+//! scoring lives in `curator-heuristics` (parity-tested against NeMo Curator).
+
+use curator_heuristics::nemo::{{{cls}, Heuristic}};
+use curator_sdk::prelude::*;
+
+/// {desc}
+#[stage(name = "{name}", cpus = 1.0, memory_mb = 128)]
+pub struct {cls}Stage {{
+{fields}    /// Write the score to this column (float64), as NeMo Curator's ScoreFilter `score_field`.
+    pub score_field: Option<String>,
+    /// Keep the documents the filter would drop, and drop the others.
+    #[param(default = false)]
+    pub invert: bool,
+    /// Drop documents; false: only write the score.
+    #[param(default = true)]
+    pub filter: bool,
+}}
+
+impl {cls}Stage {{
+    fn heuristic(&self) -> {cls} {{
+        {cls} {{ {inits} }}
+    }}
+}}
+
+impl Score for {cls}Stage {{
+    fn score(&self, doc: &Doc<'_>) -> f64 {{
+        self.heuristic().score(doc.text())
+    }}
+    fn keep(&self, score: f64) -> bool {{
+        self.heuristic().keep(score)
+    }}
+    fn score_field(&self) -> Option<&str> {{
+        self.score_field.as_deref()
+    }}
+    fn invert(&self) -> bool {{
+        self.invert
+    }}
+    fn filter(&self) -> bool {{
+        self.filter
+    }}
+}}
+"""
+
+
+def main():
+    members = []
+    for cls, desc, params in FILTERS:
+        name = snake(cls)
+        crate = "nemo_" + name.removesuffix("_filter")
+        d = os.path.join(ROOT, "plugins", crate)
+        os.makedirs(os.path.join(d, "src"), exist_ok=True)
+        fields = "".join(
+            f"    /// {pdesc}\n    #[param(default = {default})]\n    pub {p}: {ty},\n" for p, ty, default, pdesc in params
+        )
+        inits = ", ".join(f"{p}: self.{p}" for p, _, _, _ in params)
+        with open(os.path.join(d, "Cargo.toml"), "w") as f:
+            f.write(CARGO.format(crate=crate, cls=cls))
+        with open(os.path.join(d, "src", "lib.rs"), "w") as f:
+            f.write(LIB.format(cls=cls, desc=desc, name=name, fields=fields, inits=inits))
+        members.append(f'    "plugins/{crate}",')
+    print("\n".join(members))
+
+
+if __name__ == "__main__":
+    main()

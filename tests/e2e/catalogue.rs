@@ -1,0 +1,96 @@
+//! The stage catalogue through the real binary: NeMo Curator's English chain as a preset gives
+//! NeMo Curator's decisions; ScoreFilter semantics (score_field, invert, filter).
+
+use std::collections::BTreeSet;
+
+use crate::support::*;
+
+fn reference() -> Vec<serde_json::Value> {
+    std::fs::read_to_string(root().join("tests/parity/nemo_reference.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The preset, reading `input` and writing `out`.
+fn preset_on(tmp: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(root().join("examples/presets/nemo-english-heuristics.yaml")).unwrap();
+    let text = text
+        .replace("path: ../quickstart/data", &format!("path: {}", root().join("tests/parity/fixture.jsonl").display()))
+        .replace("path: ../../target/presets/nemo-english", "path: out");
+    let p = tmp.join("preset.yaml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn nemo_english_preset_keeps_what_nemo_curator_keeps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = run_with_guests(&["run", preset_on(tmp.path()).to_str().unwrap()]);
+    run.ok();
+    let kept: BTreeSet<String> =
+        read_jsonl(&tmp.path().join("out/fixture.jsonl")).iter().map(|d| d["id"].as_str().unwrap().into()).collect();
+    // NeMo's chain keeps a document when every filter keeps it. Left out: documents NeMo raises
+    // on, and those where its RepeatingTopNGrams decision depends on the hash seed.
+    let chain = ["(n=2)", "(n=3)", "(n=4)"];
+    let thresholds = [0.2, 0.18, 0.16];
+    let (mut compared, mut differ) = (0, Vec::new());
+    for r in reference() {
+        if r["errors"].as_object().is_some_and(|e| !e.is_empty()) {
+            continue;
+        }
+        let seed_dependent = chain.iter().zip(thresholds).any(|(n, t)| {
+            let c: Vec<f64> =
+                r["candidates"][format!("RepeatingTopNGramsFilter{n}")].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            c.len() > 1 && c.iter().any(|s| *s <= t) && c.iter().any(|s| *s > t)
+        });
+        if seed_dependent {
+            continue;
+        }
+        compared += 1;
+        // The reference has every filter of the English chain with the chain's settings, plus
+        // PornographicUrlsFilter, which the chain does not use.
+        let nemo_keeps = r["keep"].as_object().unwrap().iter().all(|(k, v)| k == "PornographicUrlsFilter" || v.as_bool().unwrap());
+        let id = r["id"].as_str().unwrap().to_string();
+        if nemo_keeps != kept.contains(&id) {
+            differ.push(id);
+        }
+    }
+    assert!(compared >= 150, "only {compared} documents comparable");
+    assert!(differ.is_empty(), "decisions differ from NeMo Curator's chain on {differ:?}");
+}
+
+#[test]
+fn score_field_invert_and_filter_behave_as_nemo_score_filter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = root().join("tests/parity/fixture.jsonl");
+    let stage = |out: &str, extra: &str| {
+        let yaml = format!(
+            "source:\n  path: {}\nsink:\n  path: {out}\nstages:\n  - plugin: numbers_filter\n    params: {{{extra}}}\n",
+            fixture.display()
+        );
+        let p = tmp.path().join(format!("{out}.yaml"));
+        std::fs::write(&p, yaml).unwrap();
+        run_with_guests(&["run", p.to_str().unwrap()]).ok();
+        read_jsonl(&tmp.path().join(format!("{out}/fixture.jsonl")))
+    };
+    let reference = reference();
+    let nemo_kept: BTreeSet<&str> =
+        reference.iter().filter(|r| r["keep"]["NumbersFilter"].as_bool() == Some(true)).map(|r| r["id"].as_str().unwrap()).collect();
+    let ids = |docs: &[serde_json::Value]| docs.iter().map(|d| d["id"].as_str().unwrap().to_string()).collect::<BTreeSet<String>>();
+    // Filter only.
+    let kept = stage("filter", "");
+    assert_eq!(ids(&kept), nemo_kept.iter().map(|s| s.to_string()).collect());
+    // Score only: every document, with NeMo's score.
+    let scored = stage("score", "score_field: numbers_ratio, filter: false");
+    assert_eq!(scored.len(), reference.len());
+    for (d, r) in scored.iter().zip(&reference) {
+        let want = r["scores"]["NumbersFilter"].as_f64().unwrap();
+        assert!((d["numbers_ratio"].as_f64().unwrap() - want).abs() < 1e-9, "{d}");
+    }
+    // Both, inverted: the complement, with scores.
+    let inverted = stage("both", "score_field: numbers_ratio, invert: true");
+    assert_eq!(inverted.len() + kept.len(), reference.len());
+    assert!(inverted.iter().all(|d| !nemo_kept.contains(d["id"].as_str().unwrap()) && d["numbers_ratio"].as_f64().unwrap() > 0.15));
+}
