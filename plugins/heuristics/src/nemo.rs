@@ -500,6 +500,81 @@ impl Heuristic for RepeatedParagraphsByCharFilter {
     }
 }
 
+/// A fast, non-cryptographic hasher for in-memory maps keyed by word ids (FxHash's mix).
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+        }
+        for &b in chunks.remainder() {
+            self.add(b as u64);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Fx {
+    #[inline]
+    fn add(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+
+/// Each word as a small integer (equal words, equal ids), so n-grams compare and hash as
+/// `[u32]` instead of n strings.
+fn word_ids(words: &[&str]) -> Vec<u32> {
+    let mut ids: FxMap<&str, u32> = FxMap::default();
+    words
+        .iter()
+        .map(|w| {
+            let next = ids.len() as u32;
+            *ids.entry(w).or_insert(next)
+        })
+        .collect()
+}
+
+/// For each n-gram window of `ids`, the index of the first window equal to it (exactly:
+/// windows are looked up by a 64-bit hash and compared on a hit).
+fn ngram_classes(ids: &[u32], n: usize) -> Vec<u32> {
+    let windows = ids.len() + 1 - n;
+    let mut first: FxMap<u64, u32> = FxMap::with_capacity_and_hasher(windows, Default::default());
+    let mut classes = Vec::with_capacity(windows);
+    for i in 0..windows {
+        let g = &ids[i..i + n];
+        let mut h = Fx::default();
+        for &x in g {
+            h.add(x as u64);
+        }
+        let mut key = h.0;
+        let class = loop {
+            match first.get(&key) {
+                None => {
+                    first.insert(key, i as u32);
+                    break i as u32;
+                }
+                Some(&j) if &ids[j as usize..j as usize + n] == g => break j,
+                Some(_) => key = key.wrapping_add(1), // a hash collision: probe on
+            }
+        };
+        classes.push(class);
+    }
+    classes
+}
+
 /// Non-overlapping occurrences of `needle` in `hay` (Python's `str.replace` count).
 fn occurrences(hay: &str, needle: &str) -> usize {
     if needle.is_empty() { 0 } else { hay.matches(needle).count() }
@@ -519,20 +594,20 @@ impl Heuristic for RepeatingTopNGramsFilter {
         if words.len() < n {
             return 1.0;
         }
-        let mut counts: std::collections::HashMap<&[&str], usize> = std::collections::HashMap::new();
-        let mut best: Option<(&[&str], usize)> = None;
-        for g in words.windows(n) {
-            let c = counts.entry(g).or_insert(0);
-            *c += 1;
+        let classes = ngram_classes(&word_ids(&words), n);
+        let mut counts = vec![0u32; classes.len()];
+        for &c in &classes {
+            counts[c as usize] += 1;
         }
-        for g in words.windows(n) {
-            let c = counts[g];
-            if best.is_none_or(|(_, b)| c > b) {
-                best = Some((g, c));
+        let mut best: Option<(usize, u32)> = None; // (position, count)
+        for (i, &c) in classes.iter().enumerate() {
+            let k = counts[c as usize];
+            if best.is_none_or(|(_, b)| k > b) {
+                best = Some((i, k));
             }
         }
-        let Some((g, _)) = best else { return 1.0 };
-        let joined = g.join(" ");
+        let Some((i, _)) = best else { return 1.0 };
+        let joined = words[i..i + n].join(" ");
         let nchar = py::len(text);
         ratio(occurrences(text, &joined) * py::len(&joined), nchar, 1.0)
     }
@@ -553,13 +628,14 @@ impl Heuristic for RepeatingDuplicateNGramsFilter {
         if words.len() < n {
             return 1.0;
         }
-        let mut counts: std::collections::HashMap<&[&str], usize> = std::collections::HashMap::new();
+        let classes = ngram_classes(&word_ids(&words), n);
+        let mut counts = vec![0u32; classes.len()];
         let (mut duplicated, mut overlapping) = (0usize, 0usize);
-        for g in words.windows(n) {
-            let c = counts.entry(g).or_insert(0);
+        for (i, &class) in classes.iter().enumerate() {
+            let c = &mut counts[class as usize];
             *c += 1;
             if *c > 1 {
-                duplicated += g[overlapping.min(n)..].iter().map(|w| py::len(w)).sum::<usize>();
+                duplicated += words[i + overlapping.min(n)..i + n].iter().map(|w| py::len(w)).sum::<usize>();
                 duplicated += (n - overlapping).min(n - 1);
                 overlapping = n;
             }

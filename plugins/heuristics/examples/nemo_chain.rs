@@ -1,0 +1,65 @@
+//! NeMo Curator's English heuristic chain, compiled natively, over a JSONL file: the baseline
+//! for the same stages running as WASM plugins (scripts/bench-catalogue.py).
+//!
+//!     cargo run --release -p curator-heuristics --example nemo_chain -- FILE.jsonl
+//!
+//! Prints `documents kept seconds` (scoring time only: the file is parsed first).
+
+use std::time::Instant;
+
+use curator_heuristics::nemo::*;
+
+fn chain() -> Vec<Box<dyn Fn(&str) -> bool>> {
+    fn f<H: Heuristic + 'static>(h: H) -> Box<dyn Fn(&str) -> bool> {
+        Box::new(move |t| h.keep(h.score(t)))
+    }
+    let mut c = vec![
+        f(NonAlphaNumericFilter::default()),
+        f(SymbolsToWordsFilter::default()),
+        f(NumbersFilter::default()),
+        f(UrlsFilter::default()),
+        f(WhiteSpaceFilter::default()),
+        f(ParenthesesFilter::default()),
+        f(BoilerPlateStringFilter::default()),
+        f(RepeatedLinesFilter::default()),
+        f(RepeatedParagraphsFilter::default()),
+        f(RepeatedLinesByCharFilter::default()),
+        f(RepeatedParagraphsByCharFilter::default()),
+        f(WordCountFilter::default()),
+        f(PunctuationFilter::default()),
+        f(WordsWithoutAlphabetsFilter::default()),
+        f(CommonEnglishWordsFilter::default()),
+        f(MeanWordLengthFilter::default()),
+        f(LongWordFilter::default()),
+        f(EllipsisFilter::default()),
+    ];
+    for (n, r) in [(2, 0.2), (3, 0.18), (4, 0.16)] {
+        c.push(f(RepeatingTopNGramsFilter { n, max_repeating_ngram_ratio: r }));
+    }
+    for (n, r) in [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)] {
+        c.push(f(RepeatingDuplicateNGramsFilter { n, max_repeating_duplicate_ngram_ratio: r }));
+    }
+    c.push(f(BulletsFilter::default()));
+    c
+}
+
+fn main() {
+    let path = std::env::args().nth(1).expect("usage: nemo_chain FILE.jsonl");
+    let text = std::fs::read_to_string(&path).expect("cannot read the file");
+    let docs: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("bad JSON")["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let filters = chain();
+    if std::env::var_os("PER_FILTER").is_some() {
+        for (i, f) in filters.iter().enumerate() {
+            let t = Instant::now();
+            let k = docs.iter().filter(|d| f(d)).count();
+            eprintln!("filter {i}: {:.3}s ({k} kept)", t.elapsed().as_secs_f64());
+        }
+    }
+    let t = Instant::now();
+    let kept = docs.iter().filter(|d| filters.iter().all(|f| f(d))).count();
+    println!("{} {kept} {:.3}", docs.len(), t.elapsed().as_secs_f64());
+}
