@@ -9,8 +9,11 @@ use std::time::Instant;
 
 use curator_heuristics::nemo::*;
 
-fn chain() -> Vec<Box<dyn Fn(&str) -> bool>> {
-    fn f<H: Heuristic + 'static>(h: H) -> Box<dyn Fn(&str) -> bool> {
+/// One filter of the chain: does it keep this text?
+type Check = Box<dyn Fn(&str) -> bool>;
+
+fn chain() -> Vec<Check> {
+    fn f<H: Heuristic + 'static>(h: H) -> Check {
         Box::new(move |t| h.keep(h.score(t)))
     }
     let mut c = vec![
