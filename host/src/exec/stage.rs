@@ -205,7 +205,14 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
     let policy = &ctx.plan.spec.execution;
     let gpu = ctx.gpu_slots[i].lock().ok().and_then(|mut s| s.pop());
     let at = Placement { k, gpu };
-    let give_back = |at: Placement| {
+    // Every way out: the pool's count (unless `retire` already took it), the gauge, the
+    // worker's lifetime, and its GPU share back to the stage.
+    let leave = |at: Placement, retired: bool| {
+        if !retired {
+            pool.active.fetch_sub(1, Ordering::Relaxed);
+        }
+        counters.workers.fetch_sub(1, Ordering::Relaxed);
+        counters.alive_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         if let (Some(a), Ok(mut slots)) = (at.gpu, ctx.gpu_slots[i].lock()) {
             slots.push(a);
         }
@@ -219,9 +226,7 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
                 }
                 None => ctx.fail(e),
             }
-            pool.active.fetch_sub(1, Ordering::Relaxed);
-            counters.workers.fetch_sub(1, Ordering::Relaxed);
-            give_back(at);
+            leave(at, false);
             return;
         }
     };
@@ -291,21 +296,14 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
                 }
                 Err(e) => {
                     ctx.fail(e);
-                    pool.active.fetch_sub(1, Ordering::Relaxed);
-                    counters.workers.fetch_sub(1, Ordering::Relaxed);
-                    give_back(at);
+                    leave(at, false);
                     return;
                 }
             }
         }
     };
-    if !retired {
-        pool.active.fetch_sub(1, Ordering::Relaxed);
-    }
-    counters.workers.fetch_sub(1, Ordering::Relaxed);
-    counters.alive_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
     inst.teardown();
-    give_back(at);
+    leave(at, retired);
 }
 
 /// One call of a stage on one batch.

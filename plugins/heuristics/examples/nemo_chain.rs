@@ -36,10 +36,10 @@ fn chain() -> Vec<Check> {
         f(LongWordFilter::default()),
         f(EllipsisFilter::default()),
     ];
-    for (n, r) in [(2, 0.2), (3, 0.18), (4, 0.16)] {
+    for (n, r) in ENGLISH_TOP_NGRAMS {
         c.push(f(RepeatingTopNGramsFilter { n, max_repeating_ngram_ratio: r }));
     }
-    for (n, r) in [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)] {
+    for (n, r) in ENGLISH_DUPLICATE_NGRAMS {
         c.push(f(RepeatingDuplicateNGramsFilter { n, max_repeating_duplicate_ngram_ratio: r }));
     }
     c.push(f(BulletsFilter::default()));

@@ -13,3 +13,33 @@
 
 pub mod nemo;
 pub mod py;
+
+/// Implements [`curator_sdk::Score`] for a `#[stage(..., score_filter)]` struct whose params
+/// are those of a [`nemo`] heuristic: `nemo_score_stage!(MyStage => LongWordFilter { max_word_length })`.
+#[macro_export]
+macro_rules! nemo_score_stage {
+    ($stage:ty => $h:ident { $($f:ident),* $(,)? }) => {
+        impl $stage {
+            fn heuristic(&self) -> $crate::nemo::$h {
+                $crate::nemo::$h { $($f: self.$f),* }
+            }
+        }
+        impl ::curator_sdk::Score for $stage {
+            fn score(&self, doc: &::curator_sdk::Doc<'_>) -> f64 {
+                $crate::nemo::Heuristic::score(&self.heuristic(), doc.text())
+            }
+            fn keep(&self, score: f64) -> bool {
+                $crate::nemo::Heuristic::keep(&self.heuristic(), score)
+            }
+            fn score_field(&self) -> Option<&str> {
+                self.score_field.as_deref()
+            }
+            fn invert(&self) -> bool {
+                self.invert
+            }
+            fn filter(&self) -> bool {
+                self.filter
+            }
+        }
+    };
+}

@@ -38,6 +38,26 @@ fn ratio(n: usize, d: usize, empty: f64) -> f64 {
     if d == 0 { empty } else { n as f64 / d as f64 }
 }
 
+/// Share of a text's characters (code points) for which `pred` holds; `1.0` for an empty text.
+fn char_share(text: &str, pred: impl Fn(char) -> bool) -> f64 {
+    let (mut n, mut hits) = (0usize, 0usize);
+    for c in text.chars() {
+        n += 1;
+        hits += usize::from(pred(c));
+    }
+    ratio(hits, n, 1.0)
+}
+
+/// Share of non-blank lines for which `pred` holds (given the stripped line); `1.0` without lines.
+fn line_share(text: &str, pred: impl Fn(&str) -> bool) -> f64 {
+    let (mut n, mut hits) = (0usize, 0usize);
+    for s in py::sentences(text) {
+        n += 1;
+        hits += usize::from(pred(py::strip(s)));
+    }
+    ratio(hits, n, 1.0)
+}
+
 /// Characters of NeMo's `regex_alphanum`: `[a-zA-Z0-9\n?!,.]`.
 fn is_alphanum_mark(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '\n' | '?' | '!' | ',' | '.')
@@ -99,12 +119,7 @@ heuristic!(
 impl Heuristic for NonAlphaNumericFilter {
     const NAME: &'static str = "NonAlphaNumericFilter";
     fn score(&self, text: &str) -> f64 {
-        let (mut n, mut other) = (0usize, 0usize);
-        for c in text.chars() {
-            n += 1;
-            other += usize::from(!is_alphanum_mark(c));
-        }
-        ratio(other, n, 1.0)
+        char_share(text, |c| !is_alphanum_mark(c))
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_non_alpha_numeric_to_text_ratio
@@ -140,12 +155,7 @@ heuristic!(
 impl Heuristic for NumbersFilter {
     const NAME: &'static str = "NumbersFilter";
     fn score(&self, text: &str) -> f64 {
-        let (mut n, mut digits) = (0usize, 0usize);
-        for c in text.chars() {
-            n += 1;
-            digits += usize::from(c.is_ascii_digit());
-        }
-        ratio(digits, n, 1.0)
+        char_share(text, |c| c.is_ascii_digit())
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_number_to_text_ratio
@@ -174,12 +184,7 @@ heuristic!(
 impl Heuristic for BulletsFilter {
     const NAME: &'static str = "BulletsFilter";
     fn score(&self, text: &str) -> f64 {
-        let (mut lines, mut bullets) = (0usize, 0usize);
-        for s in py::sentences(text) {
-            lines += 1;
-            bullets += usize::from(py::strip(s).starts_with(BULLETS));
-        }
-        ratio(bullets, lines, 1.0)
+        line_share(text, |l| l.starts_with(BULLETS))
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_bullet_lines_ratio
@@ -193,12 +198,7 @@ heuristic!(
 impl Heuristic for WhiteSpaceFilter {
     const NAME: &'static str = "WhiteSpaceFilter";
     fn score(&self, text: &str) -> f64 {
-        let (mut n, mut ws) = (0usize, 0usize);
-        for c in text.chars() {
-            n += 1;
-            ws += usize::from(WHITE_SPACE.contains(&c));
-        }
-        ratio(ws, n, 1.0)
+        char_share(text, |c| WHITE_SPACE.contains(&c))
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_white_space_ratio
@@ -212,12 +212,7 @@ heuristic!(
 impl Heuristic for ParenthesesFilter {
     const NAME: &'static str = "ParenthesesFilter";
     fn score(&self, text: &str) -> f64 {
-        let (mut n, mut p) = (0usize, 0usize);
-        for c in text.chars() {
-            n += 1;
-            p += usize::from(matches!(c, '{' | '}' | '⟨' | '⟩' | '[' | ']' | '(' | ')'));
-        }
-        ratio(p, n, 1.0)
+        char_share(text, |c| matches!(c, '{' | '}' | '⟨' | '⟩' | '[' | ']' | '(' | ')'))
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_parentheses_ratio
@@ -302,13 +297,7 @@ heuristic!(
 impl Heuristic for PunctuationFilter {
     const NAME: &'static str = "PunctuationFilter";
     fn score(&self, text: &str) -> f64 {
-        let (mut n, mut without) = (0usize, 0usize);
-        for s in py::sentences(text) {
-            n += 1;
-            let s = py::strip(s);
-            without += usize::from(!END_MARKS.iter().any(|m| s.ends_with(m)));
-        }
-        ratio(without, n, 1.0)
+        line_share(text, |l| !END_MARKS.iter().any(|m| l.ends_with(m)))
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_num_sentences_without_endmark_ratio
@@ -322,13 +311,10 @@ heuristic!(
 impl Heuristic for EllipsisFilter {
     const NAME: &'static str = "EllipsisFilter";
     fn score(&self, text: &str) -> f64 {
-        let (mut n, mut ell) = (0usize, 0usize);
-        for s in py::sentences(text) {
-            n += 1;
-            let s = py::strip(s).to_lowercase();
-            ell += usize::from(ELLIPSIS_MARKS.iter().any(|m| s.ends_with(m)));
-        }
-        ratio(ell, n, 1.0)
+        line_share(text, |l| {
+            let l = l.to_lowercase();
+            ELLIPSIS_MARKS.iter().any(|m| l.ends_with(m))
+        })
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_num_lines_ending_with_ellipsis_ratio
@@ -648,6 +634,12 @@ impl Heuristic for RepeatingDuplicateNGramsFilter {
     }
 }
 
+/// `(n, max_repeating_ngram_ratio)` of the RepeatingTopNGramsFilters in NeMo Curator's
+/// English pipeline, in order.
+pub const ENGLISH_TOP_NGRAMS: [(usize, f64); 3] = [(2, 0.2), (3, 0.18), (4, 0.16)];
+/// `(n, max_repeating_duplicate_ngram_ratio)` of its RepeatingDuplicateNGramsFilters.
+pub const ENGLISH_DUPLICATE_NGRAMS: [(usize, f64); 6] = [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)];
+
 /// The repetition filters as NeMo Curator's English pipeline configures them, with the
 /// names the parity reference uses (`RepeatingTopNGramsFilter(n=2)`, …).
 pub fn repetition_all(text: &str) -> Vec<(String, f64, bool)> {
@@ -661,11 +653,11 @@ pub fn repetition_all(text: &str) -> Vec<(String, f64, bool)> {
         one(RepeatedLinesByCharFilter::NAME.into(), RepeatedLinesByCharFilter::default(), text),
         one(RepeatedParagraphsByCharFilter::NAME.into(), RepeatedParagraphsByCharFilter::default(), text),
     ];
-    for (n, r) in [(2, 0.2), (3, 0.18), (4, 0.16)] {
+    for (n, r) in ENGLISH_TOP_NGRAMS {
         let h = RepeatingTopNGramsFilter { n, max_repeating_ngram_ratio: r };
         out.push(one(format!("RepeatingTopNGramsFilter(n={n})"), h, text));
     }
-    for (n, r) in [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)] {
+    for (n, r) in ENGLISH_DUPLICATE_NGRAMS {
         let h = RepeatingDuplicateNGramsFilter { n, max_repeating_duplicate_ngram_ratio: r };
         out.push(one(format!("RepeatingDuplicateNGramsFilter(n={n})"), h, text));
     }

@@ -33,6 +33,8 @@ struct Args {
     dirs: Vec<DirectoryRequest>,
     /// A native (C ABI) plugin rather than a WASM component.
     native: bool,
+    /// Add NeMo Curator ScoreFilter's params: `score_field`, `invert`, `filter`.
+    score_filter: bool,
 }
 
 fn lit_f64(expr: &Expr) -> syn::Result<f64> {
@@ -58,6 +60,10 @@ fn parse_args(tokens: TokenStream2) -> syn::Result<Args> {
         let key = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
         if key == "native" {
             args.native = true;
+            return Ok(());
+        }
+        if key == "score_filter" {
+            args.score_filter = true;
             return Ok(());
         }
         let expr: Expr = meta.value()?.parse()?;
@@ -206,6 +212,23 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         return Err(syn::Error::new_spanned(&item.generics, "#[stage] structs cannot be generic"));
     }
     let name = args.name.clone().ok_or_else(|| syn::Error::new(Span::call_site(), "#[stage] needs `name = \"...\"`"))?;
+
+    if args.score_filter {
+        let Fields::Named(fields) = &mut item.fields else {
+            return Err(syn::Error::new_spanned(&item, "score_filter needs a struct with named fields"));
+        };
+        let extra: syn::FieldsNamed = syn::parse_quote!({
+            /// Write the score to this column (float64), as NeMo Curator's ScoreFilter `score_field`.
+            pub score_field: ::core::option::Option<::std::string::String>,
+            /// Keep the documents the filter would drop, and drop the others.
+            #[param(default = false)]
+            pub invert: bool,
+            /// Drop documents; false: only write the score.
+            #[param(default = true)]
+            pub filter: bool,
+        });
+        fields.named.extend(extra.named);
+    }
 
     // Params schema and serde defaults.
     let mut properties = Map::new();
