@@ -50,7 +50,7 @@ pub mod abi;
 pub use batch::{Batch, BatchError, Column, ColumnType, Output};
 pub use curator_sdk_macros::stage;
 pub use doc::Doc;
-pub use runner::{Filter, Map, Runner, Score, Stage, StageDef, StageError};
+pub use runner::{Filter, Map, Rewrite, Runner, Score, Stage, StageDef, StageError};
 
 /// Re-exported for the code the [`stage`] attribute generates.
 pub use serde;
@@ -58,7 +58,7 @@ pub use serde_json;
 
 /// Everything a stage author needs: `use curator_sdk::prelude::*;`
 pub mod prelude {
-    pub use crate::{Batch, Column, ColumnType, Doc, Filter, Map, Output, Score, Stage, StageError, stage};
+    pub use crate::{Batch, Column, ColumnType, Doc, Filter, Map, Output, Rewrite, Score, Stage, StageError, stage};
     pub use crate::{Level, log};
     pub use std::borrow::Cow;
 }
@@ -86,5 +86,5 @@ pub fn log(level: Level, message: &str) {
 pub mod __private {
     #[cfg(target_arch = "wasm32")]
     pub use crate::guest::{bindings, process, setup, teardown};
-    pub use crate::runner::{Probe, ViaFilter, ViaMap, ViaScore, ViaStage};
+    pub use crate::runner::{Probe, ViaFilter, ViaMap, ViaRewrite, ViaScore, ViaStage};
 }

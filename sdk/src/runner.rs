@@ -81,6 +81,16 @@ pub trait Score {
     }
 }
 
+/// Rewrites each document's text or drops the document, in one pass (datatrove's
+/// C4QualityFilter keeps a document's good lines and drops documents with too few). Return
+/// `None` to drop, `Some(Cow::Borrowed(doc.text()))` to keep as is.
+pub trait Rewrite {
+    fn init(&mut self) -> Result<(), StageError> {
+        Ok(())
+    }
+    fn rewrite<'a>(&self, doc: &Doc<'a>) -> Option<Cow<'a, str>>;
+}
+
 /// A general batch transformation.
 pub trait Stage {
     fn init(&mut self) -> Result<(), StageError> {
@@ -107,6 +117,7 @@ struct ScoreRunner<T>(T);
 struct FilterRunner<T>(T);
 struct MapRunner<T>(T);
 struct StageRunner<T>(T);
+struct RewriteRunner<T>(T);
 
 impl<T: Score> Runner for ScoreRunner<T> {
     fn init(&mut self) -> Result<(), StageError> {
@@ -131,6 +142,27 @@ impl<T: Score> Runner for ScoreRunner<T> {
             Some(name) if !filter => Output::Columns(vec![Column::float64(&name, &scores)]),
             Some(name) => Output::Scored { columns: vec![Column::float64(&name, &scores)], keep },
         })
+    }
+}
+
+impl<T: Rewrite> Runner for RewriteRunner<T> {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.0.init()
+    }
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        let mut keep = Vec::with_capacity(batch.len());
+        let mut text = Column::utf8("text", std::iter::empty());
+        text.data.reserve(batch.column("text")?.data.len());
+        batch.for_each_doc(|doc| {
+            if let Some(t) = self.0.rewrite(doc) {
+                text.data.extend_from_slice(t.as_bytes());
+                keep.push(doc.index() as u32);
+            }
+            let end = u32::try_from(text.data.len()).map_err(|_| StageError::Failed("rewritten text column exceeds 4 GiB".into()))?;
+            text.offsets.push(end);
+            Ok::<_, StageError>(())
+        })?;
+        Ok(Output::Scored { columns: vec![text], keep })
     }
 }
 
@@ -184,8 +216,9 @@ impl<T: Stage> Runner for StageRunner<T> {
 }
 
 /// Picks the adapter for a concrete stage type at compile time ("autoref specialisation"):
-/// `(&&&Probe::<T>::new()).runner(t)` resolves to [`ViaScore`] if `T: Score`, else
-/// [`ViaFilter`] if `T: Filter`, else [`ViaMap`] if `T: Map`, else [`ViaStage`].
+/// `(&&&&Probe::<T>::new()).runner(t)` resolves to [`ViaScore`] if `T: Score`, else
+/// [`ViaRewrite`] if `T: Rewrite`, else [`ViaFilter`] if `T: Filter`, else [`ViaMap`] if
+/// `T: Map`, else [`ViaStage`].
 pub struct Probe<T>(PhantomData<fn() -> T>);
 
 impl<T> Probe<T> {
@@ -210,6 +243,9 @@ impl<T> Copy for Probe<T> {}
 pub trait ViaScore<T> {
     fn runner(self, stage: T) -> Box<dyn Runner>;
 }
+pub trait ViaRewrite<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner>;
+}
 pub trait ViaFilter<T> {
     fn runner(self, stage: T) -> Box<dyn Runner>;
 }
@@ -220,9 +256,14 @@ pub trait ViaStage<T> {
     fn runner(self, stage: T) -> Box<dyn Runner>;
 }
 
-impl<T: Score + 'static> ViaScore<T> for &&&Probe<T> {
+impl<T: Score + 'static> ViaScore<T> for &&&&Probe<T> {
     fn runner(self, stage: T) -> Box<dyn Runner> {
         Box::new(ScoreRunner(stage))
+    }
+}
+impl<T: Rewrite + 'static> ViaRewrite<T> for &&&Probe<T> {
+    fn runner(self, stage: T) -> Box<dyn Runner> {
+        Box::new(RewriteRunner(stage))
     }
 }
 impl<T: Filter + 'static> ViaFilter<T> for &&Probe<T> {

@@ -94,3 +94,97 @@ fn score_field_invert_and_filter_behave_as_nemo_score_filter() {
     assert_eq!(inverted.len() + kept.len(), reference.len());
     assert!(inverted.iter().all(|d| !nemo_kept.contains(d["id"].as_str().unwrap()) && d["numbers_ratio"].as_f64().unwrap() > 0.15));
 }
+
+/// The FineWeb preset reading the parity fixture into `out`, its language stage annotating
+/// only (`languages` emptied) when `annotate_only`.
+fn fineweb_preset_on(tmp: &std::path::Path, annotate_only: bool) -> std::path::PathBuf {
+    let mut text = std::fs::read_to_string(root().join("examples/presets/fineweb.yaml")).unwrap();
+    text = text
+        .replace("path: ../quickstart/data", &format!("path: {}", root().join("tests/parity/fixture.jsonl").display()))
+        .replace("path: ../../target/presets/fineweb", "path: out");
+    if annotate_only {
+        assert!(text.contains("params: {languages: [en], min_score: 0.65}"));
+        text = text.replace("params: {languages: [en], min_score: 0.65}", "params: {}");
+    }
+    let p = tmp.join("fineweb.yaml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn fineweb_preset_keeps_and_rewrites_what_datatrove_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    run_with_guests(&["run", fineweb_preset_on(tmp.path(), true).to_str().unwrap()]).ok();
+    let out = read_jsonl(&tmp.path().join("out/fixture.jsonl"));
+    let ours: std::collections::BTreeMap<String, serde_json::Value> =
+        out.iter().map(|d| (d["id"].as_str().unwrap().to_string(), d.clone())).collect();
+    let reference: Vec<serde_json::Value> = std::fs::read_to_string(root().join("tests/parity/datatrove_reference.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut kept = 0;
+    for r in &reference {
+        let id = r["id"].as_str().unwrap();
+        let chain = &r["fineweb_chain"];
+        match ours.get(id) {
+            Some(d) => {
+                assert_eq!(chain["keep"], true, "{id}: datatrove's chain drops it ({}), ours keeps it", chain["reason"]);
+                assert_eq!(d["text"], chain["text"], "{id}: C4QualityFilter's rewritten text differs");
+                assert!(d["language"].is_string() && d["language_score"].is_number(), "{d}");
+                kept += 1;
+            }
+            None => assert_ne!(chain["keep"], true, "{id}: datatrove's chain keeps it, ours drops it"),
+        }
+    }
+    assert!(kept >= 20, "only {kept} documents kept");
+
+    // As shipped, the preset keeps English only.
+    let tmp = tempfile::tempdir().unwrap();
+    run_with_guests(&["run", fineweb_preset_on(tmp.path(), false).to_str().unwrap()]).ok();
+    let english = read_jsonl(&tmp.path().join("out/fixture.jsonl"));
+    assert!(!english.is_empty() && english.len() <= kept);
+    assert!(english.iter().all(|d| d["language"] == "en" && d["language_score"].as_f64().unwrap() >= 0.65));
+}
+
+#[test]
+fn language_id_runs_in_the_sandbox_and_keeps_chosen_languages() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Two real documents per language from the test set.
+    let mut texts = Vec::new();
+    let mut want = Vec::new();
+    let set = std::fs::read_to_string(root().join("tests/langid/testset.jsonl")).unwrap();
+    for lang in ["en", "de", "ja", "ar", "uk"] {
+        for d in set.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).filter(|d| d["lang"] == lang).take(2) {
+            texts.push(d["text"].as_str().unwrap().to_string());
+            want.push(lang);
+        }
+    }
+    write_docs(&tmp.path().join("in.jsonl"), &texts);
+    let pipeline = |out: &str, params: &str| {
+        let yaml = format!("source:\n  path: in.jsonl\nsink:\n  path: {out}\nstages:\n  - plugin: language_id\n    params: {params}\n");
+        let p = tmp.path().join(format!("{out}.yaml"));
+        std::fs::write(&p, yaml).unwrap();
+        run_with_guests(&["run", p.to_str().unwrap()]).ok();
+        read_jsonl(&tmp.path().join(format!("{out}/in.jsonl")))
+    };
+    let all = pipeline("all", "{}");
+    assert_eq!(all.len(), texts.len());
+    for (d, lang) in all.iter().zip(&want) {
+        assert_eq!(d["language"], *lang, "{d}");
+        assert!(d["language_score"].as_f64().unwrap() > 0.0);
+    }
+    let some = pipeline("some", "{languages: [de, jpn], language_field: lang}");
+    let langs: Vec<&str> = some.iter().map(|d| d["lang"].as_str().unwrap()).collect();
+    assert_eq!(langs, ["de", "de", "ja", "ja"]);
+    // An unknown code is refused before any document is read.
+    let tmp2 = tmp.path().join("bad.yaml");
+    std::fs::write(
+        &tmp2,
+        "source:\n  path: in.jsonl\nsink:\n  path: bad\nstages:\n  - plugin: language_id\n    params: {languages: [english]}\n",
+    )
+    .unwrap();
+    let run = run_with_guests(&["run", tmp2.to_str().unwrap()]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("unknown language code \"english\""), "{}", run.stderr);
+}

@@ -20,8 +20,8 @@ pub fn guests_dir() -> &'static Path {
             .current_dir(&root)
             .args(["build", "--locked", "--profile", "guest", "--target", "wasm32-wasip2", "--target-dir"])
             .arg(root.join("target/wasm"))
-            .args(["-p", "word_count_filter", "-p", "unicode_normalize", "-p", "hostile", "-p", "dir_reader"])
-            .args(nemo_plugins(&root).iter().flat_map(|p| ["-p".to_string(), p.clone()]))
+            .args(["-p", "hostile", "-p", "dir_reader"])
+            .args(wasm_plugins(&root).iter().flat_map(|p| ["-p".to_string(), p.clone()]))
             .status()
             .expect("cannot run cargo to build guest stages");
         assert!(
@@ -32,13 +32,17 @@ pub fn guests_dir() -> &'static Path {
     })
 }
 
-/// The generated NeMo Curator filter plugins (`plugins/nemo_*`).
-pub fn nemo_plugins(root: &Path) -> Vec<String> {
+/// The first-party WASM plugins (`plugins/*` but the shared library and native plugins), as
+/// `scripts/build-dist.sh` picks them.
+pub fn wasm_plugins(root: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(root.join("plugins"))
         .expect("plugins/")
         .flatten()
+        .filter(|e| {
+            let manifest = std::fs::read_to_string(e.path().join("Cargo.toml")).unwrap_or_default();
+            !manifest.contains("kind = \"library\"") && !manifest.contains("kind = \"native\"")
+        })
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("nemo_"))
         .collect();
     names.sort();
     names

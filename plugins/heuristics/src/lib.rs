@@ -11,6 +11,8 @@
 //! empty text) we return a defined score instead (ratios: the one that drops the document,
 //! as NeMo's other filters do for empty texts); `tests/parity/DISAGREEMENTS.md` lists them.
 
+pub mod datatrove;
+pub mod en_words;
 pub mod nemo;
 pub mod py;
 

@@ -350,9 +350,9 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
 
             fn build(params_json: &str) -> ::core::result::Result<::std::boxed::Box<dyn ::curator_sdk::Runner>, ::curator_sdk::StageError> {
                 #[allow(unused_imports)]
-                use ::curator_sdk::__private::{ViaFilter as _, ViaMap as _, ViaScore as _, ViaStage as _};
+                use ::curator_sdk::__private::{ViaFilter as _, ViaMap as _, ViaRewrite as _, ViaScore as _, ViaStage as _};
                 let stage: #ident = ::curator_sdk::native::parse_params(params_json)?;
-                let mut runner = (&&&::curator_sdk::__private::Probe::<#ident>::new()).runner(stage);
+                let mut runner = (&&&&::curator_sdk::__private::Probe::<#ident>::new()).runner(stage);
                 runner.init()?;
                 ::core::result::Result::Ok(runner)
             }

@@ -1,0 +1,918 @@
+//! datatrove's quality filters (`datatrove.pipeline.filters`, version 0.10.1) with the same
+//! parameters, defaults, order of checks and drop reasons: GopherQualityFilter,
+//! GopherRepetitionFilter, C4QualityFilter (which also rewrites the text: it keeps only the
+//! lines that pass) and FineWebQualityFilter. English words and sentences come from
+//! [`crate::en_words`] (datatrove uses spaCy's English tokenizer). Checked document by document
+//! against decisions datatrove itself made (`tests/parity/datatrove_reference.jsonl`, made by
+//! `scripts/parity/make_datatrove_reference.py`).
+//!
+//! A threshold of `None` (or 0, as in Python where 0 is false) turns its check off.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::en_words;
+use crate::py::{self, is_py_space};
+
+/// datatrove's `TERMINAL_PUNCTUATION`: sentence-final marks of many scripts.
+const TERMINAL: &[char] = &[
+    '\u{21}',
+    '\u{2e}',
+    '\u{3f}',
+    '\u{589}',
+    '\u{61d}',
+    '\u{61e}',
+    '\u{61f}',
+    '\u{6d4}',
+    '\u{700}',
+    '\u{701}',
+    '\u{702}',
+    '\u{7f9}',
+    '\u{837}',
+    '\u{839}',
+    '\u{83d}',
+    '\u{83e}',
+    '\u{964}',
+    '\u{965}',
+    '\u{104a}',
+    '\u{104b}',
+    '\u{1362}',
+    '\u{1367}',
+    '\u{1368}',
+    '\u{166e}',
+    '\u{1735}',
+    '\u{1736}',
+    '\u{17d4}',
+    '\u{17d5}',
+    '\u{17d6}',
+    '\u{17d9}',
+    '\u{17da}',
+    '\u{1803}',
+    '\u{1809}',
+    '\u{1944}',
+    '\u{1945}',
+    '\u{1aa8}',
+    '\u{1aa9}',
+    '\u{1aaa}',
+    '\u{1aab}',
+    '\u{1b5a}',
+    '\u{1b5b}',
+    '\u{1b5e}',
+    '\u{1b5f}',
+    '\u{1b7d}',
+    '\u{1b7e}',
+    '\u{1c3b}',
+    '\u{1c3c}',
+    '\u{1c7e}',
+    '\u{1c7f}',
+    '\u{203c}',
+    '\u{203d}',
+    '\u{2047}',
+    '\u{2048}',
+    '\u{2049}',
+    '\u{2e2e}',
+    '\u{2e3c}',
+    '\u{2e53}',
+    '\u{2e54}',
+    '\u{3002}',
+    '\u{a4ff}',
+    '\u{a60e}',
+    '\u{a60f}',
+    '\u{a6f3}',
+    '\u{a6f7}',
+    '\u{a876}',
+    '\u{a877}',
+    '\u{a8ce}',
+    '\u{a8cf}',
+    '\u{a92f}',
+    '\u{a9c8}',
+    '\u{a9c9}',
+    '\u{aa5d}',
+    '\u{aa5e}',
+    '\u{aa5f}',
+    '\u{aaf0}',
+    '\u{aaf1}',
+    '\u{abeb}',
+    '\u{fe52}',
+    '\u{fe56}',
+    '\u{fe57}',
+    '\u{ff01}',
+    '\u{ff0e}',
+    '\u{ff1f}',
+    '\u{ff61}',
+    '\u{10a56}',
+    '\u{10a57}',
+    '\u{10f55}',
+    '\u{10f56}',
+    '\u{10f57}',
+    '\u{10f58}',
+    '\u{10f59}',
+    '\u{10f86}',
+    '\u{10f87}',
+    '\u{10f88}',
+    '\u{10f89}',
+    '\u{11047}',
+    '\u{11048}',
+    '\u{110be}',
+    '\u{110bf}',
+    '\u{110c0}',
+    '\u{110c1}',
+    '\u{11141}',
+    '\u{11142}',
+    '\u{11143}',
+    '\u{111c5}',
+    '\u{111c6}',
+    '\u{111cd}',
+    '\u{111de}',
+    '\u{111df}',
+    '\u{11238}',
+    '\u{11239}',
+    '\u{1123b}',
+    '\u{1123c}',
+    '\u{112a9}',
+    '\u{1144b}',
+    '\u{1144c}',
+    '\u{115c2}',
+    '\u{115c3}',
+    '\u{115c9}',
+    '\u{115ca}',
+    '\u{115cb}',
+    '\u{115cc}',
+    '\u{115cd}',
+    '\u{115ce}',
+    '\u{115cf}',
+    '\u{115d0}',
+    '\u{115d1}',
+    '\u{115d2}',
+    '\u{115d3}',
+    '\u{115d4}',
+    '\u{115d5}',
+    '\u{115d6}',
+    '\u{115d7}',
+    '\u{11641}',
+    '\u{11642}',
+    '\u{1173c}',
+    '\u{1173d}',
+    '\u{1173e}',
+    '\u{11944}',
+    '\u{11946}',
+    '\u{11a42}',
+    '\u{11a43}',
+    '\u{11a9b}',
+    '\u{11a9c}',
+    '\u{11c41}',
+    '\u{11c42}',
+    '\u{11ef7}',
+    '\u{11ef8}',
+    '\u{11f43}',
+    '\u{11f44}',
+    '\u{16a6e}',
+    '\u{16a6f}',
+    '\u{16af5}',
+    '\u{16b37}',
+    '\u{16b38}',
+    '\u{16b44}',
+    '\u{16e98}',
+    '\u{1bc9f}',
+    '\u{1da88}',
+];
+
+/// datatrove's `PUNCTUATION_SET`: ASCII and CJK punctuation, control characters and
+/// [`TERMINAL`]; a word made only of these is a "symbol".
+const PUNCTUATION: &[char] = &[
+    '\u{0}',
+    '\u{1}',
+    '\u{2}',
+    '\u{3}',
+    '\u{4}',
+    '\u{5}',
+    '\u{6}',
+    '\u{7}',
+    '\u{8}',
+    '\u{b}',
+    '\u{c}',
+    '\u{d}',
+    '\u{e}',
+    '\u{f}',
+    '\u{10}',
+    '\u{11}',
+    '\u{12}',
+    '\u{13}',
+    '\u{14}',
+    '\u{15}',
+    '\u{16}',
+    '\u{17}',
+    '\u{18}',
+    '\u{19}',
+    '\u{1a}',
+    '\u{1b}',
+    '\u{1c}',
+    '\u{1d}',
+    '\u{1e}',
+    '\u{1f}',
+    '\u{21}',
+    '\u{22}',
+    '\u{23}',
+    '\u{24}',
+    '\u{25}',
+    '\u{26}',
+    '\u{27}',
+    '\u{28}',
+    '\u{29}',
+    '\u{2a}',
+    '\u{2b}',
+    '\u{2c}',
+    '\u{2d}',
+    '\u{2e}',
+    '\u{2f}',
+    '\u{3a}',
+    '\u{3b}',
+    '\u{3c}',
+    '\u{3d}',
+    '\u{3e}',
+    '\u{3f}',
+    '\u{40}',
+    '\u{5b}',
+    '\u{5c}',
+    '\u{5d}',
+    '\u{5e}',
+    '\u{5f}',
+    '\u{60}',
+    '\u{7b}',
+    '\u{7c}',
+    '\u{7d}',
+    '\u{7e}',
+    '\u{7f}',
+    '\u{80}',
+    '\u{81}',
+    '\u{82}',
+    '\u{83}',
+    '\u{84}',
+    '\u{85}',
+    '\u{86}',
+    '\u{87}',
+    '\u{88}',
+    '\u{89}',
+    '\u{8a}',
+    '\u{8b}',
+    '\u{8c}',
+    '\u{8d}',
+    '\u{8e}',
+    '\u{8f}',
+    '\u{90}',
+    '\u{91}',
+    '\u{92}',
+    '\u{93}',
+    '\u{94}',
+    '\u{95}',
+    '\u{96}',
+    '\u{97}',
+    '\u{98}',
+    '\u{99}',
+    '\u{9a}',
+    '\u{9b}',
+    '\u{9c}',
+    '\u{9d}',
+    '\u{9e}',
+    '\u{9f}',
+    '\u{ab}',
+    '\u{b4}',
+    '\u{bb}',
+    '\u{589}',
+    '\u{61d}',
+    '\u{61e}',
+    '\u{61f}',
+    '\u{6d4}',
+    '\u{700}',
+    '\u{701}',
+    '\u{702}',
+    '\u{7f9}',
+    '\u{837}',
+    '\u{839}',
+    '\u{83d}',
+    '\u{83e}',
+    '\u{964}',
+    '\u{965}',
+    '\u{104a}',
+    '\u{104b}',
+    '\u{1362}',
+    '\u{1367}',
+    '\u{1368}',
+    '\u{166e}',
+    '\u{1735}',
+    '\u{1736}',
+    '\u{17d4}',
+    '\u{17d5}',
+    '\u{17d6}',
+    '\u{17d9}',
+    '\u{17da}',
+    '\u{1803}',
+    '\u{1809}',
+    '\u{1944}',
+    '\u{1945}',
+    '\u{1aa8}',
+    '\u{1aa9}',
+    '\u{1aaa}',
+    '\u{1aab}',
+    '\u{1b5a}',
+    '\u{1b5b}',
+    '\u{1b5e}',
+    '\u{1b5f}',
+    '\u{1b7d}',
+    '\u{1b7e}',
+    '\u{1c3b}',
+    '\u{1c3c}',
+    '\u{1c7e}',
+    '\u{1c7f}',
+    '\u{2013}',
+    '\u{2014}',
+    '\u{2019}',
+    '\u{201c}',
+    '\u{201d}',
+    '\u{201e}',
+    '\u{2026}',
+    '\u{203c}',
+    '\u{203d}',
+    '\u{2047}',
+    '\u{2048}',
+    '\u{2049}',
+    '\u{2236}',
+    '\u{2501}',
+    '\u{25ba}',
+    '\u{2e2e}',
+    '\u{2e3c}',
+    '\u{2e53}',
+    '\u{2e54}',
+    '\u{3001}',
+    '\u{3002}',
+    '\u{3008}',
+    '\u{3009}',
+    '\u{300a}',
+    '\u{300b}',
+    '\u{300c}',
+    '\u{300d}',
+    '\u{3010}',
+    '\u{3011}',
+    '\u{a4ff}',
+    '\u{a60e}',
+    '\u{a60f}',
+    '\u{a6f3}',
+    '\u{a6f7}',
+    '\u{a876}',
+    '\u{a877}',
+    '\u{a8ce}',
+    '\u{a8cf}',
+    '\u{a92f}',
+    '\u{a9c8}',
+    '\u{a9c9}',
+    '\u{aa5d}',
+    '\u{aa5e}',
+    '\u{aa5f}',
+    '\u{aaf0}',
+    '\u{aaf1}',
+    '\u{abeb}',
+    '\u{fe52}',
+    '\u{fe56}',
+    '\u{fe57}',
+    '\u{ff01}',
+    '\u{ff05}',
+    '\u{ff08}',
+    '\u{ff09}',
+    '\u{ff0c}',
+    '\u{ff0e}',
+    '\u{ff11}',
+    '\u{ff1a}',
+    '\u{ff1b}',
+    '\u{ff1f}',
+    '\u{ff5e}',
+    '\u{ff61}',
+    '\u{10a56}',
+    '\u{10a57}',
+    '\u{10f55}',
+    '\u{10f56}',
+    '\u{10f57}',
+    '\u{10f58}',
+    '\u{10f59}',
+    '\u{10f86}',
+    '\u{10f87}',
+    '\u{10f88}',
+    '\u{10f89}',
+    '\u{11047}',
+    '\u{11048}',
+    '\u{110be}',
+    '\u{110bf}',
+    '\u{110c0}',
+    '\u{110c1}',
+    '\u{11141}',
+    '\u{11142}',
+    '\u{11143}',
+    '\u{111c5}',
+    '\u{111c6}',
+    '\u{111cd}',
+    '\u{111de}',
+    '\u{111df}',
+    '\u{11238}',
+    '\u{11239}',
+    '\u{1123b}',
+    '\u{1123c}',
+    '\u{112a9}',
+    '\u{1144b}',
+    '\u{1144c}',
+    '\u{115c2}',
+    '\u{115c3}',
+    '\u{115c9}',
+    '\u{115ca}',
+    '\u{115cb}',
+    '\u{115cc}',
+    '\u{115cd}',
+    '\u{115ce}',
+    '\u{115cf}',
+    '\u{115d0}',
+    '\u{115d1}',
+    '\u{115d2}',
+    '\u{115d3}',
+    '\u{115d4}',
+    '\u{115d5}',
+    '\u{115d6}',
+    '\u{115d7}',
+    '\u{11641}',
+    '\u{11642}',
+    '\u{1173c}',
+    '\u{1173d}',
+    '\u{1173e}',
+    '\u{11944}',
+    '\u{11946}',
+    '\u{11a42}',
+    '\u{11a43}',
+    '\u{11a9b}',
+    '\u{11a9c}',
+    '\u{11c41}',
+    '\u{11c42}',
+    '\u{11ef7}',
+    '\u{11ef8}',
+    '\u{11f43}',
+    '\u{11f44}',
+    '\u{16a6e}',
+    '\u{16a6f}',
+    '\u{16af5}',
+    '\u{16b37}',
+    '\u{16b38}',
+    '\u{16b44}',
+    '\u{16e98}',
+    '\u{1bc9f}',
+    '\u{1da88}',
+];
+
+/// Whether `c` is one of datatrove's sentence-final marks.
+pub fn is_terminal_punctuation(c: char) -> bool {
+    TERMINAL.binary_search(&c).is_ok()
+}
+
+fn is_punctuation(c: char) -> bool {
+    PUNCTUATION.binary_search(&c).is_ok()
+}
+
+fn on(t: Option<f64>) -> Option<f64> {
+    t.filter(|&v| v != 0.0)
+}
+
+/// Python's `str.splitlines()`.
+pub fn splitlines(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut it = text.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        if matches!(c, '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}' | '\u{2029}') {
+            out.push(&text[start..i]);
+            let mut end = i + c.len_utf8();
+            if c == '\r' && it.peek().is_some_and(|&(_, n)| n == '\n') {
+                it.next();
+                end += 1;
+            }
+            start = end;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// datatrove's `find_duplicates`: (elements seen before, their total length in characters).
+fn find_duplicates<'a>(items: impl IntoIterator<Item = &'a str>) -> (usize, usize) {
+    let mut seen = HashSet::new();
+    let (mut n, mut chars) = (0, 0);
+    for x in items {
+        if !seen.insert(x) {
+            n += 1;
+            chars += py::len(x);
+        }
+    }
+    (n, chars)
+}
+
+/// Python's `str.count` (non-overlapping).
+fn count(text: &str, pat: &str) -> usize {
+    text.matches(pat).count()
+}
+
+/// datatrove's GopherQualityFilter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GopherQuality {
+    pub min_doc_words: Option<f64>,
+    pub max_doc_words: Option<f64>,
+    pub min_avg_word_length: Option<f64>,
+    pub max_avg_word_length: Option<f64>,
+    pub max_symbol_word_ratio: Option<f64>,
+    pub max_bullet_lines_ratio: Option<f64>,
+    pub max_ellipsis_lines_ratio: Option<f64>,
+    pub max_non_alpha_words_ratio: Option<f64>,
+    pub min_stop_words: Option<f64>,
+    pub stop_words: Vec<String>,
+}
+
+/// Gopher's stop words, as datatrove's default.
+pub const GOPHER_STOP_WORDS: [&str; 8] = ["the", "be", "to", "of", "and", "that", "have", "with"];
+
+impl Default for GopherQuality {
+    fn default() -> Self {
+        GopherQuality {
+            min_doc_words: Some(50.0),
+            max_doc_words: Some(100_000.0),
+            min_avg_word_length: Some(3.0),
+            max_avg_word_length: Some(10.0),
+            max_symbol_word_ratio: Some(0.1),
+            max_bullet_lines_ratio: Some(0.9),
+            max_ellipsis_lines_ratio: Some(0.3),
+            max_non_alpha_words_ratio: Some(0.8),
+            min_stop_words: Some(2.0),
+            stop_words: GOPHER_STOP_WORDS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+impl GopherQuality {
+    /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.
+    pub fn check(&self, text: &str) -> Result<(), &'static str> {
+        let words = en_words::words(text);
+        let n_words = words.len() as f64;
+        let non_symbol: Vec<&str> = words.iter().copied().filter(|w| w.chars().any(|c| !is_punctuation(c))).collect();
+        let n = non_symbol.len() as f64;
+        if on(self.min_doc_words).is_some_and(|t| n < t) {
+            return Err("gopher_short_doc");
+        }
+        if on(self.max_doc_words).is_some_and(|t| n > t) {
+            return Err("gopher_long_doc");
+        }
+        // numpy's mean of nothing is NaN, which compares false
+        let avg = non_symbol.iter().map(|w| py::len(w)).sum::<usize>() as f64 / n;
+        if on(self.min_avg_word_length).is_some_and(|t| avg < t) {
+            return Err("gopher_below_avg_threshold");
+        }
+        if on(self.max_avg_word_length).is_some_and(|t| avg > t) {
+            return Err("gopher_above_avg_threshold");
+        }
+        if let Some(t) = on(self.max_symbol_word_ratio) {
+            if count(text, "#") as f64 / n_words > t {
+                return Err("gopher_too_many_hashes");
+            }
+            if (count(text, "...") + count(text, "…")) as f64 / n_words > t {
+                return Err("gopher_too_many_ellipsis");
+            }
+        }
+        let lines = splitlines(text);
+        let n_lines = lines.len() as f64;
+        if let Some(t) = on(self.max_bullet_lines_ratio) {
+            let bullets = lines.iter().filter(|l| l.trim_start_matches(is_py_space).starts_with(['•', '-'])).count();
+            if bullets as f64 / n_lines > t {
+                return Err("gopher_too_many_bullets");
+            }
+        }
+        if let Some(t) = on(self.max_ellipsis_lines_ratio) {
+            let ends = lines
+                .iter()
+                .filter(|l| {
+                    let l = l.trim_end_matches(is_py_space);
+                    l.ends_with("...") || l.ends_with('…')
+                })
+                .count();
+            if ends as f64 / n_lines > t {
+                return Err("gopher_too_many_end_ellipsis");
+            }
+        }
+        if let Some(t) = on(self.max_non_alpha_words_ratio) {
+            let alpha = words.iter().filter(|w| w.chars().any(char::is_alphabetic)).count();
+            if (alpha as f64 / n_words) < t {
+                return Err("gopher_below_alpha_threshold");
+            }
+        }
+        if let Some(t) = on(self.min_stop_words) {
+            let present: HashSet<&str> = words.iter().copied().filter(|w| self.stop_words.iter().any(|s| s == w)).collect();
+            if (present.len() as f64) < t {
+                return Err("gopher_enough_stop_words");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// datatrove's GopherRepetitionFilter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GopherRepetition {
+    pub dup_line_frac: Option<f64>,
+    pub dup_para_frac: Option<f64>,
+    pub dup_line_char_frac: Option<f64>,
+    pub dup_para_char_frac: Option<f64>,
+    /// (n, largest share of characters in the most frequent n-gram)
+    pub top_n_grams: Vec<(usize, f64)>,
+    /// (n, largest share of characters in repeated n-grams)
+    pub dup_n_grams: Vec<(usize, f64)>,
+}
+
+impl Default for GopherRepetition {
+    fn default() -> Self {
+        GopherRepetition {
+            dup_line_frac: Some(0.3),
+            dup_para_frac: Some(0.3),
+            dup_line_char_frac: Some(0.2),
+            dup_para_char_frac: Some(0.2),
+            top_n_grams: vec![(2, 0.2), (3, 0.18), (4, 0.16)],
+            dup_n_grams: vec![(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)],
+        }
+    }
+}
+
+/// Splits on runs of at least `min` newlines (`re.split(r"\n{min,}")`).
+fn split_newline_runs(text: &str, min: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (bytes, mut start, mut i) = (text.as_bytes(), 0, 0);
+    while i < bytes.len() {
+        if bytes[i] == b'\n' {
+            let run = bytes[i..].iter().take_while(|&&b| b == b'\n').count();
+            if run >= min {
+                out.push(&text[start..i]);
+                start = i + run;
+            }
+            i += run;
+        } else {
+            i += 1;
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
+impl GopherRepetition {
+    /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.
+    pub fn check(&self, text: &str) -> Result<(), String> {
+        if text.is_empty() {
+            return Err("empty".into());
+        }
+        let n_chars = py::len(text) as f64;
+        let paragraphs = split_newline_runs(py::strip(text), 2);
+        let (dups, chars) = find_duplicates(paragraphs.iter().copied());
+        if on(self.dup_para_frac).is_some_and(|t| dups as f64 / paragraphs.len() as f64 > t) {
+            return Err("dup_para_frac".into());
+        }
+        if on(self.dup_para_char_frac).is_some_and(|t| chars as f64 / n_chars > t) {
+            return Err("dup_para_char_frac".into());
+        }
+        let lines = split_newline_runs(text, 1);
+        let (dups, chars) = find_duplicates(lines.iter().copied());
+        if on(self.dup_line_frac).is_some_and(|t| dups as f64 / lines.len() as f64 > t) {
+            return Err("dup_line_frac".into());
+        }
+        if on(self.dup_line_char_frac).is_some_and(|t| chars as f64 / n_chars > t) {
+            return Err("dup_line_char_frac".into());
+        }
+        let words = en_words::words(text);
+        let lens: Vec<usize> = words.iter().map(|w| py::len(w)).collect();
+        for &(n, frac) in &self.top_n_grams {
+            if n == 0 || words.len() < n {
+                continue;
+            }
+            // Counter.most_common(1): the most frequent n-gram, the first seen among ties.
+            let mut counts: HashMap<&[&str], (usize, usize)> = HashMap::new();
+            for (i, g) in words.windows(n).enumerate() {
+                counts.entry(g).or_insert((0, i)).0 += 1;
+            }
+            let (&gram, &(c, _)) = counts.iter().max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.1.1.cmp(&a.1.1))).expect("at least one n-gram");
+            let gram_len: usize = gram.iter().map(|w| py::len(w)).sum::<usize>() + n - 1;
+            if (gram_len * c) as f64 / n_chars > frac {
+                return Err(format!("top_{n}_gram"));
+            }
+        }
+        for &(n, frac) in &self.dup_n_grams {
+            // find_all_duplicate: n-grams joined without spaces; a repeat skips past itself.
+            let mut seen: HashSet<String> = HashSet::new();
+            let (mut repeated, mut i) = (0usize, 0usize);
+            while n > 0 && i + n <= words.len() {
+                let gram = words[i..i + n].concat();
+                if seen.contains(&gram) {
+                    repeated += lens[i..i + n].iter().sum::<usize>();
+                    i += n;
+                } else {
+                    seen.insert(gram);
+                    i += 1;
+                }
+            }
+            if repeated as f64 / n_chars > frac {
+                return Err(format!("duplicated_{n}_n_grams"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// datatrove's C4QualityFilter (with `split_paragraph=True`, its default: lines are split on
+/// newlines and sentences counted per line).
+#[derive(Debug, Clone, PartialEq)]
+pub struct C4Quality {
+    pub remove_citations: bool,
+    pub filter_no_terminal_punct: bool,
+    /// -1 turns the check off.
+    pub min_num_sentences: i64,
+    pub min_words_per_line: i64,
+    /// -1 turns the check off.
+    pub max_word_length: i64,
+    pub filter_lorem_ipsum: bool,
+    pub filter_javascript: bool,
+    pub filter_curly_bracket: bool,
+    pub filter_policy: bool,
+}
+
+impl Default for C4Quality {
+    fn default() -> Self {
+        C4Quality {
+            remove_citations: true,
+            filter_no_terminal_punct: true,
+            min_num_sentences: 5,
+            min_words_per_line: 3,
+            max_word_length: 1000,
+            filter_lorem_ipsum: true,
+            filter_javascript: true,
+            filter_curly_bracket: true,
+            filter_policy: true,
+        }
+    }
+}
+
+const POLICY_SUBSTRINGS: [&str; 6] = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"];
+
+/// Removes Wikipedia-style citations: `[12]`, `[]`, `[edit]`, `[citation needed]`.
+fn remove_citations(line: &str) -> std::borrow::Cow<'_, str> {
+    if !line.contains('[') {
+        return line.into();
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(i) = rest.find('[') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let digits = tail[1..].bytes().take_while(u8::is_ascii_digit).count();
+        let skip = if tail[1 + digits..].starts_with(']') {
+            digits + 2
+        } else if tail.starts_with("[edit]") {
+            6
+        } else if tail.starts_with("[citation needed]") {
+            17
+        } else {
+            out.push('[');
+            1
+        };
+        rest = &tail[skip..];
+    }
+    out.push_str(rest);
+    out.into()
+}
+
+impl C4Quality {
+    /// The kept lines joined by newlines, or the reason the whole document is dropped.
+    pub fn apply(&self, text: &str) -> Result<String, &'static str> {
+        let mut sentences = 0i64;
+        let mut kept: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+        for line in splitlines(text) {
+            let line = py::strip(line);
+            let n_words = py::split(line).count() as i64;
+            if self.max_word_length != -1 && py::split(line).any(|w| py::len(w) as i64 > self.max_word_length) {
+                continue;
+            }
+            let line = if self.remove_citations { remove_citations(line) } else { line.into() };
+            if self.filter_no_terminal_punct && (!line.ends_with(['.', '?', '!', '"', '\'']) || line.ends_with("...")) {
+                continue;
+            }
+            if n_words < self.min_words_per_line {
+                continue;
+            }
+            let lower = line.to_lowercase();
+            if self.filter_lorem_ipsum && lower.contains("lorem ipsum") {
+                return Err("lorem_ipsum");
+            }
+            if self.filter_javascript && lower.contains("javascript") {
+                continue;
+            }
+            if self.filter_curly_bracket && line.contains('{') {
+                return Err("curly_bracket");
+            }
+            if self.filter_policy && POLICY_SUBSTRINGS.iter().any(|p| lower.contains(p)) {
+                continue;
+            }
+            if self.min_num_sentences != -1 {
+                sentences += en_words::sentence_count(&line) as i64;
+            }
+            kept.push(line);
+        }
+        if sentences < self.min_num_sentences {
+            return Err("too_few_sentences");
+        }
+        Ok(py::strip(&kept.join("\n")).to_string())
+    }
+}
+
+/// datatrove's FineWebQualityFilter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FineWebQuality {
+    pub line_punct_thr: f64,
+    pub line_punct_exclude_zero: bool,
+    /// Characters that end a "punctuated" line; `None`: datatrove's terminal punctuation.
+    pub stop_chars: Option<Vec<String>>,
+    pub short_line_thr: f64,
+    pub short_line_length: usize,
+    pub char_duplicates_ratio: f64,
+    pub new_line_ratio: f64,
+}
+
+impl Default for FineWebQuality {
+    fn default() -> Self {
+        FineWebQuality {
+            line_punct_thr: 0.12,
+            line_punct_exclude_zero: false,
+            stop_chars: None,
+            short_line_thr: 0.67,
+            short_line_length: 30,
+            char_duplicates_ratio: 0.01,
+            new_line_ratio: 0.3,
+        }
+    }
+}
+
+impl FineWebQuality {
+    /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.
+    pub fn check(&self, text: &str) -> Result<(), &'static str> {
+        let lines: Vec<&str> = text.split('\n').filter(|l| !py::strip(l).is_empty()).collect();
+        if lines.is_empty() {
+            return Err("empty");
+        }
+        let n = lines.len() as f64;
+        let ends_with_stop = |l: &str| match &self.stop_chars {
+            None => l.chars().next_back().is_some_and(is_terminal_punctuation),
+            Some(stops) => stops.iter().any(|s| l.ends_with(s.as_str())),
+        };
+        let ratio = lines.iter().filter(|l| ends_with_stop(l)).count() as f64 / n;
+        if ratio < self.line_punct_thr && !(ratio == 0.0 && self.line_punct_exclude_zero) {
+            return Err("line_punct_ratio");
+        }
+        let ratio = lines.iter().filter(|l| py::len(l) <= self.short_line_length).count() as f64 / n;
+        if ratio > self.short_line_thr {
+            return Err("short_line_ratio");
+        }
+        let non_newline = py::len(text) - count(text, "\n");
+        let ratio = find_duplicates(lines.iter().copied()).1 as f64 / non_newline as f64;
+        if ratio > self.char_duplicates_ratio {
+            return Err("char_dup_ratio");
+        }
+        let words = en_words::words(text).len();
+        if count(text, "\n") as f64 / words as f64 > self.new_line_ratio {
+            return Err("list_ratio");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_splitlines() {
+        assert_eq!(splitlines("a\r\nb\rc\n\nd\u{2028}e\n"), ["a", "b", "c", "", "d", "e"]);
+        assert!(splitlines("").is_empty());
+    }
+
+    #[test]
+    fn citations_are_removed() {
+        assert_eq!(remove_citations("Fact.[12] More[edit] [citation needed]x [a] []."), "Fact. More x [a] .");
+    }
+
+    #[test]
+    fn newline_runs() {
+        assert_eq!(split_newline_runs("a\n\nb\n\n\nc\nd", 2), ["a", "b", "c\nd"]);
+        assert_eq!(split_newline_runs("\na\n", 1), ["", "a", ""]);
+    }
+
+    #[test]
+    fn tables_are_sorted_for_binary_search() {
+        assert!(TERMINAL.windows(2).all(|w| w[0] < w[1]));
+        assert!(PUNCTUATION.windows(2).all(|w| w[0] < w[1]));
+        assert!(is_terminal_punctuation('.') && is_terminal_punctuation('。') && !is_terminal_punctuation(','));
+    }
+}

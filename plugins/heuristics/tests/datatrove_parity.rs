@@ -1,0 +1,78 @@
+//! Parity with datatrove: every quality filter's decision (and reason, and C4's rewritten
+//! text) on every fixture document against what datatrove 0.10.1 itself decided
+//! (tests/parity/datatrove_reference.jsonl), plus the English word counts of spaCy's
+//! tokenizer that datatrove's filters are built on.
+
+use std::collections::BTreeMap;
+
+use curator_heuristics::datatrove::{C4Quality, FineWebQuality, GopherQuality, GopherRepetition};
+use curator_heuristics::en_words;
+
+fn lines(path: &str) -> Vec<serde_json::Value> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+    std::fs::read_to_string(format!("{root}{path}"))
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Ours for one filter configuration: Ok(rewritten text or None) or Err(reason).
+fn run(name: &str, text: &str) -> Result<Option<String>, String> {
+    match name {
+        "GopherQualityFilter" => GopherQuality::default().check(text).map(|_| None).map_err(str::to_string),
+        "GopherRepetitionFilter" => GopherRepetition::default().check(text).map(|_| None),
+        "C4QualityFilter" => C4Quality::default().apply(text).map(Some).map_err(str::to_string),
+        "C4QualityFilter(filter_no_terminal_punct=False)" => {
+            C4Quality { filter_no_terminal_punct: false, ..C4Quality::default() }.apply(text).map(Some).map_err(str::to_string)
+        }
+        "FineWebQualityFilter" => FineWebQuality::default().check(text).map(|_| None).map_err(str::to_string),
+        other => panic!("no such filter in the reference: {other}"),
+    }
+}
+
+#[test]
+fn decisions_match_datatrove() {
+    let fixture = lines("tests/parity/fixture.jsonl");
+    let reference = lines("tests/parity/datatrove_reference.jsonl");
+    assert!(fixture.len() >= 300);
+    assert_eq!(fixture.len(), reference.len());
+    let mut word_diffs = Vec::new();
+    let mut per_filter: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
+    for (doc, want) in fixture.iter().zip(&reference) {
+        assert_eq!(doc["id"], want["id"]);
+        let (id, text) = (doc["id"].as_str().unwrap(), doc["text"].as_str().unwrap());
+        let ours = en_words::words(text).len() as u64;
+        if want["words"].as_u64() != Some(ours) {
+            word_diffs.push(format!("{id}: spaCy {} words, ours {ours}", want["words"]));
+        }
+        for (name, res) in want["results"].as_object().unwrap() {
+            let entry = per_filter.entry(name.clone()).or_default();
+            entry.0 += 1;
+            let got = run(name, text);
+            let same = match (&got, res["keep"].as_bool().unwrap()) {
+                (Ok(rewritten), true) => rewritten.as_deref() == res["text"].as_str(),
+                (Err(reason), false) => res["reason"].as_str() == Some(reason.as_str()),
+                _ => false,
+            };
+            if !same {
+                entry.1.push(format!("{id}: datatrove {} {:?}, ours {got:?}", res["keep"], res["reason"]));
+            }
+        }
+    }
+    let mut failed = false;
+    for (name, (n, diffs)) in &per_filter {
+        let agree = 1.0 - diffs.len() as f64 / *n as f64;
+        eprintln!("{name}: {}/{n} decisions agree ({:.2} %)", n - diffs.len(), agree * 100.0);
+        for d in diffs {
+            eprintln!("    {d}");
+        }
+        failed |= !diffs.is_empty();
+    }
+    eprintln!("word counts: {} of {} documents differ from spaCy's", word_diffs.len(), fixture.len());
+    for d in &word_diffs {
+        eprintln!("    {d}");
+    }
+    assert!(!failed, "decisions differ from datatrove's (listed above)");
+    assert!(word_diffs.is_empty(), "word counts differ from spaCy's (listed above)");
+}
