@@ -188,3 +188,50 @@ fn language_id_runs_in_the_sandbox_and_keeps_chosen_languages() {
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("unknown language code \"english\""), "{}", run.stderr);
 }
+
+#[test]
+fn modifiers_through_the_binary_match_nemo_curator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = root().join("tests/parity/modifier_cases.jsonl");
+    let inputs = read_jsonl(&cases);
+    let reference: Vec<serde_json::Value> = std::fs::read_to_string(root().join("tests/parity/modifier_reference.jsonl"))
+        .unwrap()
+        .split('\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &serde_json::Value| r["id"].as_str().unwrap().starts_with('m'))
+        .collect();
+    assert_eq!(reference.len(), inputs.len());
+    let configs = [
+        ("boiler_plate_string_modifier", "{}", "BoilerPlateStringModifier"),
+        (
+            "line_remover",
+            "{patterns: [Advertisement, Read more, Share this article, '']}",
+            "LineRemover(patterns=['Advertisement', 'Read more', 'Share this article', ''])",
+        ),
+        ("markdown_remover", "{}", "MarkdownRemover"),
+        ("newline_normalizer", "{}", "NewlineNormalizer"),
+        ("quotation_remover", "{}", "QuotationRemover"),
+        (
+            "slicer",
+            "{left: 'Introduction:', right: 'References:', include_left: false, include_right: false}",
+            "Slicer(left='Introduction:', right='References:', include_left=False, include_right=False)",
+        ),
+        ("slicer", "{left: 10, right: -10}", "Slicer(left=10, right=-10)"),
+        ("url_remover", "{}", "UrlRemover"),
+        ("unicode_reformatter", "{}", "UnicodeReformatter"),
+    ];
+    for (i, (plugin, params, name)) in configs.iter().enumerate() {
+        let yaml =
+            format!("source:\n  path: {}\nsink:\n  path: out{i}\nstages:\n  - plugin: {plugin}\n    params: {params}\n", cases.display());
+        let p = tmp.path().join(format!("m{i}.yaml"));
+        std::fs::write(&p, yaml).unwrap();
+        run_with_guests(&["run", p.to_str().unwrap()]).ok();
+        let out = read_jsonl(&tmp.path().join(format!("out{i}/modifier_cases.jsonl")));
+        assert_eq!(out.len(), inputs.len(), "{name}");
+        for ((got, input), want) in out.iter().zip(&inputs).zip(&reference) {
+            let expected = want["changed"][*name].as_str().unwrap_or_else(|| input["text"].as_str().unwrap());
+            assert_eq!(got["text"].as_str().unwrap(), expected, "{name} on {}", input["id"]);
+        }
+    }
+}

@@ -13,6 +13,8 @@
 
 pub mod datatrove;
 pub mod en_words;
+pub mod ftfy;
+pub mod modifiers;
 pub mod nemo;
 pub mod py;
 
