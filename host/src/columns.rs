@@ -39,6 +39,38 @@ fn bitmap_from(bits: &BooleanBuffer) -> Vec<u8> {
     out
 }
 
+/// `batch` with the input columns a stage names that the batch lacks, taken from the
+/// passthrough `_meta` JSON of each row (JSONL fields other than id and text): strings as
+/// they are, other values as JSON text, absent fields as nulls. Borrowed when nothing is
+/// missing.
+pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> std::borrow::Cow<'a, RecordBatch> {
+    let schema = batch.schema();
+    let missing: Vec<&String> = wanted.iter().filter(|w| *w != "*" && schema.index_of(w).is_err()).collect();
+    let meta = batch.column_by_name(crate::io::META).and_then(|c| c.as_any().downcast_ref::<StringArray>());
+    let (false, Some(meta)) = (missing.is_empty(), meta) else { return std::borrow::Cow::Borrowed(batch) };
+    let rows: Vec<serde_json::Map<String, serde_json::Value>> = (0..batch.num_rows())
+        .map(|r| if meta.is_null(r) { Default::default() } else { serde_json::from_str(meta.value(r)).unwrap_or_default() })
+        .collect();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut arrays: Vec<ArrayRef> = batch.columns().to_vec();
+    for name in missing {
+        let values: StringArray = rows
+            .iter()
+            .map(|m| match m.get(name.as_str()) {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(v) => Some(v.to_string()),
+            })
+            .collect();
+        fields.push(Field::new(name.as_str(), DataType::Utf8, true));
+        arrays.push(Arc::new(values));
+    }
+    match RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays) {
+        Ok(b) => std::borrow::Cow::Owned(b),
+        Err(_) => std::borrow::Cow::Borrowed(batch),
+    }
+}
+
 /// Encode the named columns of `batch` for a guest. Columns of other types are skipped.
 pub fn to_wit(batch: &RecordBatch, wanted: &[String]) -> wit::Batch {
     let schema = batch.schema();
@@ -218,6 +250,29 @@ mod tests {
         let ids: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
         let texts: ArrayRef = Arc::new(StringArray::from(vec!["héllo", "", "wörld"]));
         RecordBatch::try_new(Arc::new(schema), vec![ids, texts]).unwrap()
+    }
+
+    #[test]
+    fn stage_inputs_come_from_meta_fields() {
+        let schema = Schema::new(vec![Field::new("text", DataType::Utf8, false), Field::new(crate::io::META, DataType::Utf8, true)]);
+        let texts: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
+        let metas: ArrayRef = Arc::new(StringArray::from(vec![Some(r#"{"ext":"py","n":3}"#), Some("{}"), None]));
+        let b = RecordBatch::try_new(Arc::new(schema), vec![texts, metas]).unwrap();
+        let wanted = ["text".to_string(), "ext".to_string(), "n".to_string()];
+        let with = with_meta_fields(&b, &wanted);
+        let col = |n: &str| {
+            with.column_by_name(n)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap()
+                .iter()
+                .map(|v| v.map(str::to_string))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(col("ext"), [Some("py".into()), None, None]);
+        assert_eq!(col("n"), [Some("3".into()), None, None]);
+        assert!(matches!(with_meta_fields(&b, &["text".to_string()]), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

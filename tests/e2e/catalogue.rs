@@ -235,3 +235,49 @@ fn modifiers_through_the_binary_match_nemo_curator() {
         }
     }
 }
+
+/// Scores one stage writes (`score_field: s, filter: false`) on the code fixture, by id.
+fn code_scores(tmp: &std::path::Path, plugin: &str, params: &str, extra: &str) -> std::collections::BTreeMap<String, f64> {
+    let yaml = format!(
+        "source:\n  path: {}\nsink:\n  path: out-{plugin}\nstages:\n  - plugin: {plugin}\n    params: {{score_field: s, filter: false{params}}}\n{extra}",
+        root().join("tests/parity/code_fixture.jsonl").display()
+    );
+    let p = tmp.join(format!("{plugin}.yaml"));
+    std::fs::write(&p, yaml).unwrap();
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    read_jsonl(&tmp.join(format!("out-{plugin}/code_fixture.jsonl")))
+        .iter()
+        .map(|d| (d["id"].as_str().unwrap().to_string(), d["s"].as_f64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn code_filters_through_the_binary_score_as_nemo_curator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = read_jsonl(&root().join("tests/parity/code_fixture.jsonl"));
+    let reference = read_jsonl(&root().join("tests/parity/code_reference.jsonl"));
+    let python = code_scores(tmp.path(), "python_comment_to_code_filter", "", "");
+    let c = code_scores(tmp.path(), "general_comment_to_code_filter", ", language: text/x-c", "");
+    let grant = format!("    grants:\n      meta: {}\n", root().join("tests/parity").display());
+    let ext = code_scores(tmp.path(), "per_extension_filter", ", lang: python, metadata_file: /meta/nemo_code_meta.csv", &grant);
+    let html = code_scores(tmp.path(), "html_boilerplate_filter", "", "");
+    let mut compared = 0;
+    for (doc, want) in fixture.iter().zip(&reference) {
+        let id = doc["id"].as_str().unwrap();
+        let close = |ours: f64, name: &str| {
+            let theirs = want["scores"][name].as_f64().unwrap();
+            assert!((ours - theirs).abs() < 1e-9, "{name} on {id}: ours {ours}, NeMo {theirs}");
+        };
+        close(html[id], "HTMLBoilerplateFilter");
+        match doc["language"].as_str().unwrap() {
+            "Python" => {
+                close(python[id], "PythonCommentToCodeFilter");
+                close(ext[id], "PerExtensionFilter");
+                compared += 1;
+            }
+            "C" => close(c[id], "GeneralCommentToCodeFilter"),
+            _ => {}
+        }
+    }
+    assert!(compared >= 40);
+}

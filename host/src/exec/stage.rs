@@ -310,12 +310,16 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
 fn call_stage(inst: &mut Instance, stage: &PlannedStage, batch: &RecordBatch) -> Result<RecordBatch, StageFailure> {
     match inst {
         Instance::Wasm(inst) => {
-            let input = columns::to_wit(batch, &stage.plugin.manifest.input_columns);
+            let input = columns::to_wit(
+                &columns::with_meta_fields(batch, &stage.plugin.manifest.input_columns),
+                &stage.plugin.manifest.input_columns,
+            );
             let out = inst.process(&input)?;
             Ok(columns::apply_output(batch, out)?)
         }
         Instance::Native(w) => {
-            let (kind, out) = w.process(&columns::project(batch, &stage.plugin.manifest.input_columns))?;
+            let wanted = &stage.plugin.manifest.input_columns;
+            let (kind, out) = w.process(&columns::project(&columns::with_meta_fields(batch, wanted), wanted))?;
             Ok(crate::native::apply_output(batch, kind, out)?)
         }
     }

@@ -118,7 +118,7 @@ impl FixerConfig {
                 v => v == "true",
             };
             if unescape && s.contains('&') {
-                s = Cow::Owned(unescape_html(&s).into_owned());
+                s = Cow::Owned(unescape_html_entities(&s).into_owned());
             }
             if self.remove_terminal_escapes && s.contains('\x1b') {
                 s = Cow::Owned(remove_terminal_escapes(&s));
@@ -377,8 +377,8 @@ fn entity(name: &str) -> Option<char> {
     ENTITIES.iter().find(|(n, _)| *n == name).map(|&(_, c)| c).or_else(|| accented(name))
 }
 
-/// Replaces `&name;`, `&#123;` and `&#x1F600;`.
-fn unescape_html(s: &str) -> Cow<'_, str> {
+/// Replaces `&name;`, `&#123;` and `&#x1F600;` (the entities of [`ENTITIES`], Latin-1 letters, numeric references).
+pub fn unescape_html_entities(s: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     let mut changed = false;

@@ -11,6 +11,7 @@
 //! empty text) we return a defined score instead (ratios: the one that drops the document,
 //! as NeMo's other filters do for empty texts); `tests/parity/DISAGREEMENTS.md` lists them.
 
+pub mod code;
 pub mod datatrove;
 pub mod en_words;
 pub mod ftfy;
@@ -28,12 +29,25 @@ macro_rules! nemo_score_stage {
                 $crate::nemo::$h { $($f: self.$f),* }
             }
         }
+        $crate::score_stage!($stage,
+            score(s, text) { $crate::nemo::Heuristic::score(&s.heuristic(), text) },
+            keep(s, v) { $crate::nemo::Heuristic::keep(&s.heuristic(), v) });
+    };
+}
+
+/// Implements [`curator_sdk::Score`] for a `#[stage(..., score_filter)]` struct from a score
+/// and a keep rule: `score_stage!(MyStage, score(s, text) { … }, keep(s, v) { v >= s.min })`.
+#[macro_export]
+macro_rules! score_stage {
+    ($stage:ty, score($s:ident, $text:ident) $score:block, keep($k:ident, $v:ident) $keep:block) => {
         impl ::curator_sdk::Score for $stage {
             fn score(&self, doc: &::curator_sdk::Doc<'_>) -> f64 {
-                $crate::nemo::Heuristic::score(&self.heuristic(), doc.text())
+                let ($s, $text) = (self, doc.text());
+                $score
             }
-            fn keep(&self, score: f64) -> bool {
-                $crate::nemo::Heuristic::keep(&self.heuristic(), score)
+            fn keep(&self, $v: f64) -> bool {
+                let $k = self;
+                $keep
             }
             fn score_field(&self) -> Option<&str> {
                 self.score_field.as_deref()

@@ -13,7 +13,8 @@ use curator_core::{Abi, DirectoryRequest, Manifest, Permissions, PluginKind, Res
 /// `name = "..."` (required), `cpus`, `gpus`, `gpu_memory_gb`, `memory_mb`, `batch_size`,
 /// `inputs = [..]`, `outputs = [..]`, `dir = "name"` / `writable_dir = "name"` (repeatable),
 /// `version` (default: the crate's). Field attribute: `#[param(default = EXPR, min = N,
-/// max = N, one_of = [..])]`. The struct's and fields' doc comments become descriptions.
+/// max = N, one_of = [..])]`; `#[state]` marks a field that is not a param (built in `init`,
+/// `Default` until then). The struct's and fields' doc comments become descriptions.
 #[proc_macro_attribute]
 pub fn stage(args: TokenStream, item: TokenStream) -> TokenStream {
     match expand(args.into(), item.into()) {
@@ -237,6 +238,11 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     if let Fields::Named(fields) = &mut item.fields {
         for field in fields.named.iter_mut() {
             let fname = field.ident.clone().ok_or_else(|| syn::Error::new_spanned(&*field, "unnamed field"))?;
+            if field.attrs.iter().any(|a| a.path().is_ident("state")) {
+                field.attrs.retain(|a| !a.path().is_ident("state"));
+                field.attrs.push(syn::parse_quote!(#[serde(skip)]));
+                continue;
+            }
             let attr = param_attr(field)?;
             field.attrs.retain(|a| !a.path().is_ident("param"));
             let (mut schema, optional) = type_schema(&field.ty);
