@@ -57,6 +57,22 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
     },
+    /// Time each stage of a pipeline on its input, in process: as WASM and, with
+    /// --native-plugins, as native builds of the same stages. Prints a table; writes nothing.
+    Bench {
+        pipeline: PathBuf,
+        #[command(flatten)]
+        plugins: PluginDirs,
+        /// Directory of native builds of the pipeline's stages (same names).
+        #[arg(long, value_name = "DIR")]
+        native_plugins: Option<PathBuf>,
+        /// Passes per stage; the best is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect installed plugins.
     Plugin {
         #[command(subcommand)]
@@ -132,6 +148,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Run { pipeline, plugins, workers, no_cache, dry_run, strict, restart, metrics } => {
             run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, no_cache, dry_run, restart)
         }
+        Command::Bench { pipeline, plugins, native_plugins, repeat, json } => bench(&pipeline, &plugins, native_plugins, repeat, json),
         Command::Plugin { command: PluginCommand::List { plugins, json } } => {
             let reg = scan(&plugins);
             plugin_list(&reg, json)?;
@@ -279,6 +296,70 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
             }
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat: usize, json: bool) -> Result<ExitCode> {
+    let plan = match plan::plan_file(pipeline, &scan(dirs), false) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    let native = match native_dir {
+        Some(d) => match plan::plan_file(pipeline, &scan(&PluginDirs { dirs: vec![d] }), false) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("error: with --native-plugins: {e}");
+                return Ok(ExitCode::from(EXIT_INVALID));
+            }
+        },
+        None => None,
+    };
+    let runtime = WasmRuntime::new(default_cache_dir()).context("cannot start the WASM runtime")?;
+    let rows = match exec::bench::bench(&plan, native.as_ref(), &runtime, repeat) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let secs = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{s:.3}"));
+    println!("| stage | docs in | MB in | WASM s | native s | WASM / native | WASM MB/s |");
+    println!("|---|---|---|---|---|---|---|");
+    let (mut w, mut n) = (0.0, 0.0);
+    for r in &rows {
+        let ratio = match (r.wasm_s, r.native_s) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+            _ => "-".into(),
+        };
+        let mbs = r.wasm_s.filter(|s| *s > 0.0).map_or("-".into(), |s| format!("{:.0}", r.bytes_in as f64 / 1e6 / s));
+        let differ = if r.outputs_differ { " (outputs differ!)" } else { "" };
+        println!(
+            "| {}{differ} | {} | {:.1} | {} | {} | {ratio} | {mbs} |",
+            r.label,
+            r.docs_in,
+            r.bytes_in as f64 / 1e6,
+            secs(r.wasm_s),
+            secs(r.native_s)
+        );
+        w += r.wasm_s.unwrap_or(0.0);
+        n += r.native_s.unwrap_or(0.0);
+    }
+    let docs = rows.first().map_or(0, |r| r.docs_in) as f64;
+    let total_ratio = if n > 0.0 { format!("{:.2}x", w / n) } else { "-".into() };
+    println!("| all stages | {docs} | | {w:.3} | {} | {total_ratio} | |", if n > 0.0 { format!("{n:.3}") } else { "-".into() });
+    println!();
+    println!(
+        "{:.0} docs/s through all stages as WASM{}",
+        docs / w.max(1e-9),
+        if n > 0.0 { format!(", {:.0} as native", docs / n) } else { String::new() }
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -19,7 +19,7 @@ fn native_plugins() -> &'static (PathBuf, PathBuf) {
         let target = root.join("target/native");
         let status = Command::new(cargo)
             .current_dir(&root)
-            .args(["build", "--locked", "--release", "-p", "native_probe", "--target-dir"])
+            .args(["build", "--locked", "--release", "-p", "native_probe", "-p", "word_count_filter", "--target-dir"])
             .arg(&target)
             .status()
             .expect("cannot run cargo");
@@ -29,6 +29,10 @@ fn native_plugins() -> &'static (PathBuf, PathBuf) {
         std::fs::create_dir_all(&plugins).unwrap();
         std::fs::create_dir_all(&future).unwrap();
         std::fs::copy(target.join("release/libnative_probe.so"), plugins.join("libnative_probe.so")).unwrap();
+        // A WASM stage built natively (for `curator-host bench`), kept apart from the probes.
+        let catalogue = target.join("catalogue");
+        std::fs::create_dir_all(&catalogue).unwrap();
+        std::fs::copy(target.join("release/libword_count_filter.so"), catalogue.join("libword_count_filter.so")).unwrap();
         let cc = |out: &Path, extra: &[&str]| {
             let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
                 .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-I"])
@@ -230,4 +234,31 @@ fn a_native_stage_that_cannot_start_fails_the_run_before_reading() {
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("stage \"native_probe\"") && stderr.contains("refusing to start on purpose"), "{stderr}");
     assert!(!tmp.path().join("out/a.jsonl").exists());
+}
+
+#[test]
+fn bench_times_a_stage_as_wasm_and_as_its_native_build() {
+    let (plugins, _) = native_plugins();
+    let catalogue = plugins.parent().unwrap().join("catalogue");
+    let tmp = tempfile::tempdir().unwrap();
+    let texts: Vec<String> = (0..300).map(|i| "word ".repeat(i % 10)).collect();
+    write_docs(&tmp.path().join("in.jsonl"), &texts);
+    let p = write_pipeline(
+        tmp.path(),
+        "source:\n  path: in.jsonl\nsink:\n  path: out\nstages:\n  - plugin: word_count_filter\n    params: {min_words: 5}\n",
+    );
+    let run = run_with_guests(&["bench", p.to_str().unwrap(), "--native-plugins", catalogue.to_str().unwrap(), "--json", "--repeat", "1"]);
+    run.ok();
+    let rows: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["label"], "word_count_filter");
+    assert_eq!(row["docs_in"], 300);
+    assert_eq!(row["docs_out"], 150, "{row}");
+    assert!(row["wasm_s"].as_f64().unwrap() > 0.0 && row["native_s"].as_f64().unwrap() > 0.0, "{row}");
+    assert_eq!(row["outputs_differ"], false);
+    // Nothing is written.
+    assert!(!tmp.path().join("out").exists());
+    // The table form.
+    let run = run_with_guests(&["bench", p.to_str().unwrap(), "--native-plugins", catalogue.to_str().unwrap(), "--repeat", "1"]);
+    assert!(run.ok().stdout.contains("| word_count_filter | 300 |"), "{}", run.stdout);
 }

@@ -12,6 +12,7 @@
 //! Writers own partitions (partition index mod W), so each file is written in batch order.
 //! `execution_mode: batch` runs the same graph one stage at a time through a spill directory.
 
+pub mod bench;
 mod read;
 mod spill;
 mod stage;
@@ -70,6 +71,8 @@ pub enum RunError {
     Panic(String),
     #[error("stopping: {failed} of {seen} documents failed, more than max_failed_fraction ({max})")]
     TooManyFailures { failed: u64, seen: u64, max: f64 },
+    #[error("bench: stage {label:?} failed: {message}")]
+    Bench { label: String, message: String },
 }
 
 /// A stage call failed: which stage, plugin and batch, and why.

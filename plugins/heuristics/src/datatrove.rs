@@ -8,7 +8,7 @@
 //!
 //! A threshold of `None` (or 0, as in Python where 0 is false) turns its check off.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use crate::en_words;
 use crate::py::{self, is_py_space};
@@ -499,7 +499,7 @@ pub fn splitlines(text: &str) -> Vec<&str> {
 
 /// datatrove's `find_duplicates`: (elements seen before, their total length in characters).
 fn find_duplicates<'a>(items: impl IntoIterator<Item = &'a str>) -> (usize, usize) {
-    let mut seen = HashSet::new();
+    let mut seen: HashSet<&str, std::hash::BuildHasherDefault<crate::nemo::Fx>> = HashSet::default();
     let (mut n, mut chars) = (0, 0);
     for x in items {
         if !seen.insert(x) {
@@ -685,33 +685,50 @@ impl GopherRepetition {
             return Err("dup_line_char_frac".into());
         }
         let words = en_words::words(text);
+        if words.is_empty() {
+            return Ok(());
+        }
         let lens: Vec<usize> = words.iter().map(|w| py::len(w)).collect();
+        let ids = crate::nemo::word_ids(&words);
         for &(n, frac) in &self.top_n_grams {
             if n == 0 || words.len() < n {
                 continue;
             }
             // Counter.most_common(1): the most frequent n-gram, the first seen among ties.
-            let mut counts: HashMap<&[&str], (usize, usize)> = HashMap::new();
-            for (i, g) in words.windows(n).enumerate() {
-                counts.entry(g).or_insert((0, i)).0 += 1;
+            let classes = crate::nemo::ngram_classes(&ids, n);
+            let mut counts = vec![0u32; classes.len()];
+            for &c in &classes {
+                counts[c as usize] += 1;
             }
-            let (&gram, &(c, _)) = counts.iter().max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.1.1.cmp(&a.1.1))).expect("at least one n-gram");
-            let gram_len: usize = gram.iter().map(|w| py::len(w)).sum::<usize>() + n - 1;
-            if (gram_len * c) as f64 / n_chars > frac {
+            let mut best = (0usize, 0u32);
+            for (i, &c) in classes.iter().enumerate() {
+                if counts[c as usize] > best.1 {
+                    best = (i, counts[c as usize]);
+                }
+            }
+            let gram_len: usize = lens[best.0..best.0 + n].iter().sum::<usize>() + n - 1;
+            if (gram_len * best.1 as usize) as f64 / n_chars > frac {
                 return Err(format!("top_{n}_gram"));
             }
         }
+        if self.dup_n_grams.is_empty() {
+            return Ok(());
+        }
+        // find_all_duplicate compares n-grams joined without spaces: windows of one buffer
+        // of all words back to back, hashed in O(1) each from prefix hashes, compared exactly
+        // on a hash match.
+        let concat = Concat::new(&words);
         for &(n, frac) in &self.dup_n_grams {
-            // find_all_duplicate: n-grams joined without spaces; a repeat skips past itself.
-            let mut seen: HashSet<String> = HashSet::new();
+            if n == 0 || words.len() < n {
+                continue;
+            }
+            let mut seen: crate::nemo::FxMap<u64, u32> = crate::nemo::FxMap::with_capacity_and_hasher(words.len(), Default::default());
             let (mut repeated, mut i) = (0usize, 0usize);
-            while n > 0 && i + n <= words.len() {
-                let gram = words[i..i + n].concat();
-                if seen.contains(&gram) {
+            while i + n <= words.len() {
+                if concat.visit(&mut seen, i, n) {
                     repeated += lens[i..i + n].iter().sum::<usize>();
                     i += n;
                 } else {
-                    seen.insert(gram);
                     i += 1;
                 }
             }
@@ -720,6 +737,62 @@ impl GopherRepetition {
             }
         }
         Ok(())
+    }
+}
+
+/// Words back to back in one buffer, with prefix hashes: the n-gram of words `i..i+n` joined
+/// without separators is `bytes[off[i]..off[i+n]]`.
+struct Concat {
+    bytes: Vec<u8>,
+    off: Vec<usize>,
+    prefix: Vec<u64>,
+    pow: Vec<u64>,
+}
+
+const HASH_BASE: u64 = 0x100_0000_01b3;
+
+impl Concat {
+    fn new(words: &[&str]) -> Concat {
+        let total: usize = words.iter().map(|w| w.len()).sum();
+        let (mut bytes, mut off) = (Vec::with_capacity(total), Vec::with_capacity(words.len() + 1));
+        for w in words {
+            off.push(bytes.len());
+            bytes.extend_from_slice(w.as_bytes());
+        }
+        off.push(bytes.len());
+        let (mut prefix, mut pow) = (Vec::with_capacity(total + 1), Vec::with_capacity(total + 1));
+        prefix.push(0u64);
+        pow.push(1u64);
+        for &b in &bytes {
+            prefix.push(prefix[prefix.len() - 1].wrapping_mul(HASH_BASE).wrapping_add(u64::from(b) + 1));
+            pow.push(pow[pow.len() - 1].wrapping_mul(HASH_BASE));
+        }
+        Concat { bytes, off, prefix, pow }
+    }
+
+    fn span(&self, i: usize, n: usize) -> (usize, usize) {
+        (self.off[i], self.off[i + n])
+    }
+
+    /// Whether the n-gram at `i` was seen before (as bytes); records it if not.
+    fn visit(&self, seen: &mut crate::nemo::FxMap<u64, u32>, i: usize, n: usize) -> bool {
+        let (a, b) = self.span(i, n);
+        let mut key = self.prefix[b].wrapping_sub(self.prefix[a].wrapping_mul(self.pow[b - a])) ^ ((b - a) as u64).rotate_left(48);
+        loop {
+            match seen.get(&key) {
+                None => {
+                    seen.insert(key, i as u32);
+                    return false;
+                }
+                Some(&j) => {
+                    let (c, d) = self.span(j as usize, n);
+                    if self.bytes[a..b] == self.bytes[c..d] {
+                        return true;
+                    }
+                    key = key.wrapping_add(1); // a hash collision: probe on
+                }
+            }
+        }
     }
 }
 

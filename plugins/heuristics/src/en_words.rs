@@ -13,15 +13,23 @@
 //! Tokens are slices of the input (spaCy's special cases split a chunk, never rewrite it).
 //! Whitespace-only tokens are dropped, as datatrove's `strip_strings` does.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::py::is_py_space;
 
 /// Calls `f` with every word of `text`, in order.
 pub fn for_each_word<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
-    for chunk in text.split(is_py_space).filter(|c| !c.is_empty()) {
-        chunk_tokens(chunk, &mut f);
+    let mut buf = Vec::new();
+    for chunk in crate::py::split(text) {
+        // Letters only (most words): no affix or infix applies; only a special case splits it.
+        if chunk.bytes().all(|b| b.is_ascii_alphabetic()) {
+            match special(chunk) {
+                Some(pieces) => push_special(chunk, pieces, &mut f),
+                None => f(chunk),
+            }
+            continue;
+        }
+        chunk_tokens(chunk, &mut buf, &mut f);
     }
 }
 
@@ -98,11 +106,85 @@ fn is_unicode_punctuation(c: char) -> bool {
 // Character classes
 
 /// Quotes and brackets (spaCy's `CONCAT_QUOTES` plus brackets): prefixes and suffixes.
-const QUOTES: &str = "'\"”“`‘´’‚,„»«「」『』（）〔〕【】《》〈〉〈〉⟦⟧";
+fn is_quote(c: char) -> bool {
+    matches!(
+        c,
+        '\'' | '"'
+            | '”'
+            | '“'
+            | '`'
+            | '‘'
+            | '´'
+            | '’'
+            | '‚'
+            | ','
+            | '„'
+            | '»'
+            | '«'
+            | '「'
+            | '」'
+            | '『'
+            | '』'
+            | '（'
+            | '）'
+            | '〔'
+            | '〕'
+            | '【'
+            | '】'
+            | '《'
+            | '》'
+            | '〈'
+            | '〉'
+            | '\u{2329}'
+            | '\u{232a}'
+            | '⟦'
+            | '⟧'
+    )
+}
 /// Punctuation split off either end of a chunk.
-const PUNCT: &str = "…,:;!?¿؟¡()[]{}<>_#*&。？！，、；：～·।،۔؛٪";
+fn is_punct_affix(c: char) -> bool {
+    matches!(
+        c,
+        '…' | ','
+            | ':'
+            | ';'
+            | '!'
+            | '?'
+            | '¿'
+            | '؟'
+            | '¡'
+            | '('
+            | ')'
+            | '['
+            | ']'
+            | '{'
+            | '}'
+            | '<'
+            | '>'
+            | '_'
+            | '#'
+            | '*'
+            | '&'
+            | '。'
+            | '？'
+            | '！'
+            | '，'
+            | '、'
+            | '；'
+            | '：'
+            | '～'
+            | '·'
+            | '।'
+            | '،'
+            | '۔'
+            | '؛'
+            | '٪'
+    )
+}
 /// Currency signs: prefixes, and suffixes after a digit.
-const CURRENCY: &str = "$£€¥฿₽﷼₴₠₡₢₣₤₥₦₧₨₩₪₫₭₮₯₰₱₲₳₵₶₷₸₹₺₻₼₾₿";
+fn is_currency(c: char) -> bool {
+    matches!(c, '$' | '£' | '€' | '¥' | '฿' | '₽' | '﷼' | '₴' | '₠'..='₳' | '₵'..='₼' | '₾' | '₿')
+}
 /// Units split off after a number (`10km` → `10` `km`), longest first where one is a prefix
 /// of another.
 const UNITS: &[&str] = &[
@@ -153,7 +235,7 @@ fn prefix_len(s: &str) -> usize {
     let single = match c {
         '+' => !s[1..].starts_with(|d: char| d.is_ascii_digit()),
         '§' | '%' | '=' | '—' | '–' => true,
-        _ => PUNCT.contains(c) || QUOTES.contains(c) || CURRENCY.contains(c) || is_icon(c),
+        _ => is_punct_affix(c) || is_quote(c) || is_currency(c) || is_icon(c),
     };
     if single { c.len_utf8() } else { 0 }
 }
@@ -177,7 +259,7 @@ fn is_suffix(before: &str, suffix: &str) -> bool {
     match c {
         '.' => {
             let Some(p) = prev else { return false };
-            if p.is_ascii_digit() || is_alpha_lower(p) || "%²-+|".contains(p) || PUNCT.contains(p) || QUOTES.contains(p) {
+            if p.is_ascii_digit() || is_alpha_lower(p) || matches!(p, '%' | '²' | '-' | '+' | '|') || is_punct_affix(p) || is_quote(p) {
                 return true;
             }
             let mut back = before.chars().rev();
@@ -189,8 +271,8 @@ fn is_suffix(before: &str, suffix: &str) -> bool {
         }
         '+' => prev_digit,
         '—' | '–' => true,
-        _ if CURRENCY.contains(c) => prev_digit,
-        _ => PUNCT.contains(c) || QUOTES.contains(c) || is_icon(c),
+        _ if is_currency(c) => prev_digit,
+        _ => is_punct_affix(c) || is_quote(c) || is_icon(c),
     }
 }
 
@@ -201,8 +283,13 @@ fn suffix_len(s: &str) -> usize {
     if dots >= 2 && dots < s.len() {
         return dots;
     }
-    let starts: Vec<usize> = s.char_indices().rev().take(4).map(|(i, _)| i).collect();
-    for &i in starts.iter().rev() {
+    let mut starts = [0usize; 4];
+    let mut n = 0;
+    for (i, _) in s.char_indices().rev().take(4) {
+        starts[n] = i;
+        n += 1;
+    }
+    for &i in starts[..n].iter().rev() {
         if is_suffix(&s[..i], &s[i..]) {
             return s.len() - i;
         }
@@ -213,6 +300,9 @@ fn suffix_len(s: &str) -> usize {
 /// spaCy's infix matches in `s`, as byte ranges, leftmost first and not overlapping.
 fn infixes(s: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
+    if s.is_ascii() && !s.bytes().any(|b| b".,-~:<>=/+*^".contains(&b)) {
+        return out;
+    }
     let chars: Vec<(usize, char)> = s.char_indices().collect();
     let end_of = |k: usize| chars.get(k).map_or(s.len(), |&(i, _)| i);
     let mut k = 0;
@@ -225,10 +315,12 @@ fn infixes(s: &str) -> Vec<(usize, usize)> {
             width = chars[k..].iter().take_while(|&&(_, d)| d == '.').count();
         } else if c == '…'
             || is_icon(c)
-            || (prev.is_some_and(|p| p.is_ascii_digit()) && "+-*^".contains(c) && next.is_some_and(|n| n.is_ascii_digit() || n == '-'))
+            || (prev.is_some_and(|p| p.is_ascii_digit())
+                && matches!(c, '+' | '-' | '*' | '^')
+                && next.is_some_and(|n| n.is_ascii_digit() || n == '-'))
             || (c == '.'
-                && prev.is_some_and(|p| is_alpha_lower(p) || QUOTES.contains(p))
-                && next.is_some_and(|n| is_alpha_upper(n) || QUOTES.contains(n)))
+                && prev.is_some_and(|p| is_alpha_lower(p) || is_quote(p))
+                && next.is_some_and(|n| is_alpha_upper(n) || is_quote(n)))
             || (c == ',' && prev.is_some_and(is_alpha) && next.is_some_and(is_alpha))
         {
             width = 1;
@@ -243,7 +335,7 @@ fn infixes(s: &str) -> Vec<(usize, usize)> {
                     break;
                 }
             }
-            if width == 0 && ":<>=/".contains(c) && after(1) {
+            if width == 0 && matches!(c, ':' | '<' | '>' | '=' | '/') && after(1) {
                 width = 1;
             }
         }
@@ -263,6 +355,9 @@ fn infixes(s: &str) -> Vec<(usize, usize)> {
 /// spaCy's `url_match` (host names with a lower-case top-level domain, optional scheme, user,
 /// port and path; bare IP addresses are not URLs to it, nor to us).
 fn is_url(s: &str) -> bool {
+    if !s.contains('.') {
+        return false; // every host name has a dot
+    }
     let mut rest = s;
     if let Some(i) = rest.find("://") {
         let scheme = &rest[..i];
@@ -310,12 +405,38 @@ fn host_port_path(s: &str) -> bool {
 // Special cases
 
 /// Special cases: a chunk → the byte lengths of its pieces (one piece: kept whole).
-fn specials() -> &'static HashMap<String, Vec<usize>> {
-    static TABLE: OnceLock<HashMap<String, Vec<usize>>> = OnceLock::new();
-    TABLE.get_or_init(build_specials)
+/// Special cases by [`pack`]ed text: their pieces' byte lengths; and a quick filter: bit
+/// `last byte % 64` of `quick[first byte][length]` is set for every special case.
+struct Specials {
+    table: crate::nemo::FxMap<(u128, u8), Vec<usize>>,
+    quick: Vec<[u64; LONGEST_SPECIAL + 1]>,
 }
 
-fn build_specials() -> HashMap<String, Vec<usize>> {
+fn specials() -> &'static Specials {
+    static TABLE: OnceLock<Specials> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let table = build_specials();
+        let mut quick = vec![[0u64; LONGEST_SPECIAL + 1]; 256];
+        for (k, pieces) in &table {
+            let len = pieces.iter().sum::<usize>();
+            let b = k.0.to_le_bytes();
+            quick[b[0] as usize][len] |= 1 << (b[len - 1] % 64);
+        }
+        Specials { table, quick }
+    })
+}
+
+/// The longest special case, in bytes: longer chunks need no lookup.
+const LONGEST_SPECIAL: usize = 16;
+
+/// A text of at most [`LONGEST_SPECIAL`] bytes as a map key: its bytes and length.
+fn pack(s: &str) -> (u128, u8) {
+    let mut b = [0u8; 16];
+    b[..s.len()].copy_from_slice(s.as_bytes());
+    (u128::from_le_bytes(b), s.len() as u8)
+}
+
+fn build_specials() -> crate::nemo::FxMap<(u128, u8), Vec<usize>> {
     let mut entries: Vec<Vec<String>> = Vec::new();
     let mut add = |pieces: &[&str]| entries.push(pieces.iter().map(|p| p.to_string()).collect());
 
@@ -397,7 +518,7 @@ fn build_specials() -> HashMap<String, Vec<usize>> {
         add(&[&format!("{c}.")]);
     }
 
-    let mut table = HashMap::new();
+    let mut table = crate::nemo::FxMap::default();
     for pieces in entries {
         let mut variants = vec![pieces.clone()];
         // Title case ("Don't", "I'm"), for entries that start with a lower-case letter.
@@ -415,14 +536,24 @@ fn build_specials() -> HashMap<String, Vec<usize>> {
             .collect();
         variants.extend(curly);
         for v in variants {
-            table.entry(v.concat()).or_insert_with(|| v.iter().map(String::len).collect());
+            let key = v.concat();
+            assert!(key.len() <= LONGEST_SPECIAL, "special case {key:?} is longer than {LONGEST_SPECIAL} bytes");
+            table.entry(pack(&key)).or_insert_with(|| v.iter().map(String::len).collect());
         }
     }
     table
 }
 
 fn special(s: &str) -> Option<&'static [usize]> {
-    specials().get(s).map(Vec::as_slice)
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > LONGEST_SPECIAL {
+        return None;
+    }
+    let sp = specials();
+    if sp.quick[b[0] as usize][b.len()] & (1 << (b[b.len() - 1] % 64)) == 0 {
+        return None;
+    }
+    sp.table.get(&pack(s)).map(Vec::as_slice)
 }
 
 fn push_special<'a>(s: &'a str, pieces: &[usize], f: &mut impl FnMut(&'a str)) {
@@ -436,13 +567,35 @@ fn push_special<'a>(s: &'a str, pieces: &[usize], f: &mut impl FnMut(&'a str)) {
 // ---------------------------------------------------------------------------------------------
 // The rule loop
 
+/// A few affixes without a heap allocation (more spill to a `Vec`).
+#[derive(Default)]
+struct Stack<'a> {
+    inline: [&'a str; 4],
+    n: usize,
+    spill: Vec<&'a str>,
+}
+
+impl<'a> Stack<'a> {
+    fn push(&mut self, s: &'a str) {
+        if self.n < self.inline.len() {
+            self.inline[self.n] = s;
+            self.n += 1;
+        } else {
+            self.spill.push(s);
+        }
+    }
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &'a str> + '_ {
+        self.inline[..self.n].iter().copied().chain(self.spill.iter().copied())
+    }
+}
+
 /// One whitespace-free chunk: the rule loop, then spaCy's special-case pass, which merges
 /// tokens that together spell a special case containing punctuation (`(see):` gives `):`).
-fn chunk_tokens<'a>(chunk: &'a str, f: &mut impl FnMut(&'a str)) {
-    let mut tokens: Vec<&'a str> = Vec::new();
+fn chunk_tokens<'a>(chunk: &'a str, tokens: &mut Vec<&'a str>, f: &mut impl FnMut(&'a str)) {
+    tokens.clear();
     split_chunk(chunk, &mut |t| tokens.push(t));
     if tokens.len() < 2 {
-        tokens.into_iter().for_each(f);
+        tokens.iter().for_each(|t| f(t));
         return;
     }
     let base = chunk.as_ptr() as usize;
@@ -463,17 +616,12 @@ fn chunk_tokens<'a>(chunk: &'a str, f: &mut impl FnMut(&'a str)) {
 }
 
 fn split_chunk<'a>(chunk: &'a str, f: &mut impl FnMut(&'a str)) {
-    // Letters only: no affix or infix applies; only a special case can split it.
     if let Some(pieces) = special(chunk) {
         push_special(chunk, pieces, f);
         return;
     }
-    if chunk.bytes().all(|b| b.is_ascii_alphabetic()) {
-        f(chunk);
-        return;
-    }
-    let mut prefixes: Vec<&'a str> = Vec::new();
-    let mut suffixes: Vec<&'a str> = Vec::new();
+    let mut prefixes = Stack::default();
+    let mut suffixes = Stack::default();
     let mut s = chunk;
     let mut last_size = usize::MAX;
     while !s.is_empty() && s.len() != last_size {
@@ -514,7 +662,7 @@ fn split_chunk<'a>(chunk: &'a str, f: &mut impl FnMut(&'a str)) {
             break;
         }
     }
-    for p in prefixes {
+    for p in prefixes.iter() {
         f(p);
     }
     if !s.is_empty() {
@@ -539,7 +687,7 @@ fn split_chunk<'a>(chunk: &'a str, f: &mut impl FnMut(&'a str)) {
             }
         }
     }
-    for x in suffixes.into_iter().rev() {
+    for x in suffixes.iter().rev() {
         f(x);
     }
 }
@@ -606,6 +754,14 @@ mod tests {
         check("We’re here.Then A. B.", &["We", "’re", "here", ".", "Then", "A.", "B."]);
         check("a\n\n  b\tc", &["a", "b", "c"]);
         check("example.com. user@mail.org!", &["example.com", ".", "user@mail.org", "!"]);
+    }
+
+    #[test]
+    fn special_cases_are_found_by_their_text() {
+        assert!(specials().table.len() > 900);
+        assert_eq!(special("don't"), Some(&[2, 3][..]));
+        assert_eq!(special("Mr."), Some(&[3][..]));
+        assert_eq!(special("Mr"), None);
     }
 
     #[test]

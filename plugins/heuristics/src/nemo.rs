@@ -418,7 +418,8 @@ mod tests {
 // Repetition filters (`heuristic/repetition/repetition.py`).
 
 fn unique_share(items: &[&str], by_chars: bool) -> f64 {
-    let mut seen = std::collections::HashSet::new();
+    let mut seen: std::collections::HashSet<&str, std::hash::BuildHasherDefault<Fx>> =
+        std::collections::HashSet::with_capacity_and_hasher(items.len(), Default::default());
     let (mut total, mut unique) = (0usize, 0usize);
     for s in items {
         let w = if by_chars { py::len(s) } else { 1 };
@@ -488,7 +489,7 @@ impl Heuristic for RepeatedParagraphsByCharFilter {
 
 /// A fast, non-cryptographic hasher for in-memory maps keyed by word ids (FxHash's mix).
 #[derive(Default, Clone, Copy)]
-struct Fx(u64);
+pub(crate) struct Fx(u64);
 
 impl std::hash::Hasher for Fx {
     fn write(&mut self, bytes: &[u8]) {
@@ -513,17 +514,17 @@ impl std::hash::Hasher for Fx {
 
 impl Fx {
     #[inline]
-    fn add(&mut self, v: u64) {
+    pub(crate) fn add(&mut self, v: u64) {
         self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }
 
-type FxMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+pub(crate) type FxMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
 
 /// Each word as a small integer (equal words, equal ids), so n-grams compare and hash as
 /// `[u32]` instead of n strings.
-fn word_ids(words: &[&str]) -> Vec<u32> {
-    let mut ids: FxMap<&str, u32> = FxMap::default();
+pub(crate) fn word_ids(words: &[&str]) -> Vec<u32> {
+    let mut ids: FxMap<&str, u32> = FxMap::with_capacity_and_hasher(words.len() / 2 + 8, Default::default());
     words
         .iter()
         .map(|w| {
@@ -535,7 +536,7 @@ fn word_ids(words: &[&str]) -> Vec<u32> {
 
 /// For each n-gram window of `ids`, the index of the first window equal to it (exactly:
 /// windows are looked up by a 64-bit hash and compared on a hit).
-fn ngram_classes(ids: &[u32], n: usize) -> Vec<u32> {
+pub(crate) fn ngram_classes(ids: &[u32], n: usize) -> Vec<u32> {
     let windows = ids.len() + 1 - n;
     let mut first: FxMap<u64, u32> = FxMap::with_capacity_and_hasher(windows, Default::default());
     let mut classes = Vec::with_capacity(windows);

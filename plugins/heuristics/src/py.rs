@@ -2,9 +2,49 @@
 
 pub use curator_sdk::text::is_py_space;
 
-/// `str.split()`: runs of Python whitespace separate words; no empty words.
+/// `str.split()`: runs of Python whitespace separate words; no empty words (ASCII bytes
+/// checked by a match, other characters decoded).
 pub fn split(text: &str) -> impl Iterator<Item = &str> {
-    text.split(is_py_space).filter(|w| !w.is_empty())
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        // skip whitespace
+        loop {
+            let b = *bytes.get(i)?;
+            if b < 0x80 {
+                if !is_ascii_py_space(b) {
+                    break;
+                }
+                i += 1;
+            } else {
+                let c = text[i..].chars().next()?;
+                if !is_py_space(c) {
+                    break;
+                }
+                i += c.len_utf8();
+            }
+        }
+        let start = i;
+        while let Some(&b) = bytes.get(i) {
+            if b < 0x80 {
+                if is_ascii_py_space(b) {
+                    break;
+                }
+                i += 1;
+            } else {
+                let c = text[i..].chars().next()?;
+                if is_py_space(c) {
+                    break;
+                }
+                i += c.len_utf8();
+            }
+        }
+        Some(&text[start..i])
+    })
+}
+
+fn is_ascii_py_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r' | 0x1c..=0x1f)
 }
 
 /// `str.strip()`.
@@ -34,6 +74,9 @@ mod tests {
     #[test]
     fn python_whitespace_and_lengths() {
         assert_eq!(split(" a\tb\x1cc\u{3000}d  ").collect::<Vec<_>>(), ["a", "b", "c", "d"]);
+        let t = " a\tb\u{3000}c\u{85}d\x1ce  é\u{a0}f \u{2028}";
+        assert_eq!(split(t).collect::<Vec<_>>(), t.split(is_py_space).filter(|c| !c.is_empty()).collect::<Vec<_>>());
+        assert_eq!(split("   ").count(), 0);
         assert_eq!(strip("\x1f x \u{85}"), "x");
         assert_eq!(len("héllo 🚀"), 7);
         assert_eq!(sentences("a\n\n  \nb\n").collect::<Vec<_>>(), ["a", "b"]);

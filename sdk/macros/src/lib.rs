@@ -321,9 +321,13 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let manifest_len = manifest_json.len();
 
     let types = quote!(::curator_sdk::__private::bindings::curator::stage::types);
-    // Native plugins export the C ABI entry point; the manifest travels in the vtable.
-    let native_export = if args.native {
-        let manifest_c = proc_macro2::Literal::byte_string(format!("{manifest_json}\0").as_bytes());
+    // Built natively, every stage exports the C ABI entry point (the manifest, saying
+    // `native`, travels in the vtable): a native plugin is built only that way, a WASM one can
+    // be built that way too (`curator-host bench` compares the two builds).
+    let native_export = {
+        let native_manifest = Manifest { kind: PluginKind::Native, ..manifest.clone() };
+        let native_json = serde_json::to_string(&native_manifest).map_err(|e| syn::Error::new(Span::call_site(), e.to_string()))?;
+        let manifest_c = proc_macro2::Literal::byte_string(format!("{native_json}\0").as_bytes());
         quote! {
             #[cfg(not(target_arch = "wasm32"))]
             const _: () = {
@@ -337,8 +341,6 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                 }
             };
         }
-    } else {
-        quote! {}
     };
     Ok(quote! {
         #native_export

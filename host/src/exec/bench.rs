@@ -1,0 +1,174 @@
+//! `curator-host bench`: each stage of a pipeline timed on the pipeline's own input, in this
+//! process, as the WASM component and (when a native build of the same stage is given) as a
+//! native library, on identical batches. Stage k's input is what stages 0..k kept, so every
+//! stage sees the documents it would see in a run. Timed: the call and the conversion of its
+//! input and output (what a worker pays per batch); not timed: reading, writing, scheduling.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use curator_core::PluginKind;
+use curator_core::pipeline::Format;
+
+use super::RunError;
+use super::stage::limits;
+use crate::columns;
+use crate::io::jsonl::{JsonlReader, ReadOptions};
+use crate::io::parquet::ParquetReader;
+use crate::native::{Library, NativeError};
+use crate::plan::{Plan, PlannedStage};
+use crate::wasm::WasmRuntime;
+
+/// One stage's timings.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StageBench {
+    pub label: String,
+    pub docs_in: u64,
+    pub docs_out: u64,
+    pub bytes_in: u64,
+    /// Best of the repeats, seconds, WASM component.
+    pub wasm_s: Option<f64>,
+    /// Best of the repeats, seconds, native library (in process: no worker transport).
+    pub native_s: Option<f64>,
+    /// The native build kept a different number of documents (a bug in one of the builds).
+    pub outputs_differ: bool,
+}
+
+/// Read the plan's whole input (all partitions) in batches of the plan's batch size.
+fn read_all(plan: &Plan) -> Result<Vec<RecordBatch>, RunError> {
+    let src = &plan.spec.source;
+    let opts = ReadOptions {
+        text_field: src.text_field.clone(),
+        id_field: src.id_field.clone(),
+        fields: src.fields.clone(),
+        max_line_bytes: plan.max_line_bytes(),
+        strict: false,
+    };
+    let batch_size = plan.spec.batch_size();
+    let mut out = Vec::new();
+    for partition in &plan.partitions {
+        for part in &partition.parts {
+            let input = &plan.inputs[part.file];
+            match input.format {
+                Format::Jsonl => {
+                    let mut r = JsonlReader::open(input, part.extent, opts.clone())?;
+                    while let Some(b) = r.next_batch(batch_size)? {
+                        out.push(b);
+                    }
+                }
+                Format::Parquet => {
+                    let mut r = ParquetReader::open(input, part.extent, opts.clone(), batch_size)?;
+                    while let Some(b) = r.next_batch()? {
+                        out.push(b);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn start_error(stage: &PlannedStage, e: impl Into<crate::exec::StartFailure>) -> RunError {
+    RunError::Start { label: stage.label.clone(), plugin: stage.plugin.path.clone(), source: Box::new(e.into()) }
+}
+
+fn stage_error(stage: &PlannedStage, message: String) -> RunError {
+    RunError::Bench { label: stage.label.clone(), message }
+}
+
+/// Time `stage` as WASM over `batches`; the best of `repeat` passes and the outputs.
+fn time_wasm(
+    stage: &PlannedStage,
+    runtime: &WasmRuntime,
+    batches: &[RecordBatch],
+    repeat: usize,
+) -> Result<(Duration, Vec<RecordBatch>), RunError> {
+    let compiled = runtime.load(&stage.plugin.path, stage.plugin.manifest.clone()).map_err(|e| start_error(stage, e))?;
+    let mut inst = compiled.instantiate(&stage.label, &stage.params, &limits(stage)).map_err(|e| start_error(stage, e))?;
+    let wanted = &stage.plugin.manifest.input_columns;
+    let mut best = Duration::MAX;
+    let mut outputs = Vec::new();
+    for _ in 0..repeat.max(1) {
+        outputs.clear();
+        let t = Instant::now();
+        for b in batches {
+            let input = columns::to_wit(&columns::with_meta_fields(b, wanted), wanted);
+            let out = inst.process(&input).map_err(|e| stage_error(stage, e.to_string()))?;
+            outputs.push(columns::apply_output(b, out).map_err(|e| stage_error(stage, e.to_string()))?);
+        }
+        best = best.min(t.elapsed());
+    }
+    inst.teardown();
+    Ok((best, outputs))
+}
+
+/// Time the native build of the stage (`library`) in this process over `batches`.
+fn time_native(
+    stage: &PlannedStage,
+    library: &Path,
+    batches: &[RecordBatch],
+    repeat: usize,
+) -> Result<(Duration, Vec<RecordBatch>), RunError> {
+    let lib = Library::load(library).map_err(|e| start_error(stage, e))?;
+    let params = serde_json::to_string(&stage.params).unwrap_or_else(|_| "{}".into());
+    let mut inst = lib.create(&params, &curator_sdk::abi::WorkerContext::default()).map_err(|e| start_error(stage, e))?;
+    let wanted = &stage.plugin.manifest.input_columns;
+    let mut best = Duration::MAX;
+    let mut outputs = Vec::new();
+    for _ in 0..repeat.max(1) {
+        outputs.clear();
+        let t = Instant::now();
+        for b in batches {
+            let (kind, out) = inst
+                .process(&columns::project(&columns::with_meta_fields(b, wanted), wanted))
+                .map_err(|e: NativeError| stage_error(stage, e.to_string()))?;
+            outputs.push(crate::native::apply_output(b, kind, out).map_err(|e| stage_error(stage, e.to_string()))?);
+        }
+        best = best.min(t.elapsed());
+    }
+    drop(inst);
+    Ok((best, outputs))
+}
+
+fn rows(batches: &[RecordBatch]) -> u64 {
+    batches.iter().map(|b| b.num_rows() as u64).sum()
+}
+
+fn text_bytes(batches: &[RecordBatch]) -> u64 {
+    batches
+        .iter()
+        .filter_map(|b| b.column_by_name("text").and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>()))
+        .map(|a| a.values().len() as u64)
+        .sum()
+}
+
+/// Bench every stage of `plan` (WASM) and, where `native` has a plan whose stage of the same
+/// index is a native library, that build too.
+pub fn bench(plan: &Plan, native: Option<&Plan>, runtime: &WasmRuntime, repeat: usize) -> Result<Vec<StageBench>, RunError> {
+    let mut batches = read_all(plan)?;
+    let mut out = Vec::with_capacity(plan.stages.len());
+    for (i, stage) in plan.stages.iter().enumerate() {
+        let docs_in = rows(&batches);
+        let bytes_in = text_bytes(&batches);
+        let (wasm_s, outputs) = if stage.plugin.manifest.kind == PluginKind::Wasm {
+            let (d, o) = time_wasm(stage, runtime, &batches, repeat)?;
+            (Some(d.as_secs_f64()), Some(o))
+        } else {
+            (None, None)
+        };
+        let native_stage = native.and_then(|n| n.stages.get(i)).filter(|s| s.plugin.manifest.kind == PluginKind::Native);
+        let (native_s, native_out) = match native_stage {
+            Some(ns) => {
+                let (d, o) = time_native(stage, &ns.plugin.path, &batches, repeat)?;
+                (Some(d.as_secs_f64()), Some(o))
+            }
+            None => (None, None),
+        };
+        let outputs_differ = matches!((&outputs, &native_out), (Some(a), Some(b)) if rows(a) != rows(b));
+        let next = outputs.or(native_out).unwrap_or_default();
+        out.push(StageBench { label: stage.label.clone(), docs_in, docs_out: rows(&next), bytes_in, wasm_s, native_s, outputs_differ });
+        batches = next.into_iter().filter(|b| b.num_rows() > 0).collect();
+    }
+    Ok(out)
+}
