@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
-"""NeMo English heuristic chain: docs/s per core as WASM plugins, natively, and in NeMo Curator.
+"""The catalogue's presets: docs/s per core as WASM, as native builds of the same stages, and
+beside NeMo Curator and datatrove running the same chains, on one corpus, back to back.
 
-    scripts/bench-catalogue.py [--docs 100000]
+    scripts/bench-catalogue.py [--docs 100000] [--nemo-docs 5000] [--dt-docs 5000]
 
 Builds a corpus of DOCS documents of ~3 KB (paragraphs of the quickstart's real text, shuffled),
-then measures on one core (taskset -c 0), back to back:
-  1. curator, WASM: the preset through curator-host (docs/s over the run's wall time, reading
-     and writing included);
-  2. curator, native: the same filters compiled natively (curator-heuristics' nemo_chain
-     example; scoring time only);
-  3. NeMo Curator 1.4.0: its own filter classes in the same order, in one Python process
-     (scoring time only, no Ray: a lower bound on its real cost), from the parity venv.
-Prints a Markdown table.
+then, on one core (taskset -c 0), for the NeMo English preset and the FineWeb preset:
+  1. the preset run through curator-host as WASM plugins (docs/s over the run's wall time,
+     reading and writing included);
+  2. `curator-host bench`: each stage timed in process on its own input, as WASM and as the
+     same stage crate built natively (target/bench-catalogue/native/), summed over stages;
+  3. the reference implementation's own classes in one Python process (scoring only, no Ray
+     or executor: a lower bound on its real cost): NeMo Curator 1.4.0 for the NeMo chain (the
+     parity venv), datatrove 0.10.1 for FineWeb's four quality filters (its venv; the fastText
+     language filter is left out on both sides of that comparison).
+Prints Markdown tables.
 """
 import argparse
 import gzip
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -70,56 +74,129 @@ print(len(docs), kept, round(time.time() - t, 3))
 """
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--docs", type=int, default=100_000)
-    ap.add_argument("--nemo-docs", type=int, default=10_000, help="documents NeMo scores (its rate is per document)")
-    a = ap.parse_args()
-    os.makedirs(WORK, exist_ok=True)
-    data = os.path.join(WORK, "corpus.jsonl")
-    if not os.path.exists(data) or sum(1 for _ in open(data)) != a.docs:
-        corpus(a.docs, data)
-    mb = os.path.getsize(data) / 1e6
-    rows = []
+DT_CHAIN = """
+import json, sys, time
+from datatrove.data import Document
+from datatrove.pipeline.filters import C4QualityFilter, FineWebQualityFilter, GopherQualityFilter, GopherRepetitionFilter
+chain = [GopherRepetitionFilter(), GopherQualityFilter(), C4QualityFilter(filter_no_terminal_punct=False), FineWebQualityFilter()]
+docs = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")][: int(sys.argv[2])]
+t = time.time(); kept = 0
+for i, d in enumerate(docs):
+    doc = Document(text=d, id=str(i))
+    ok = True
+    for f in chain:
+        r = f.filter(doc)
+        if r is not True and not (isinstance(r, tuple) and r[0]):
+            ok = False
+            break
+    kept += ok
+print(len(docs), kept, round(time.time() - t, 3))
+"""
 
-    # 1. WASM through the binary.
-    preset = open(os.path.join(ROOT, "examples/presets/nemo-english-heuristics.yaml")).read()
-    preset = preset.replace("path: ../quickstart/data", f"path: {data}").replace("path: ../../target/presets/nemo-english", f"path: {WORK}/out")
-    pfile = os.path.join(WORK, "preset.yaml")
-    open(pfile, "w").write(preset)
-    cmd = ["taskset", "-c", "0", os.path.join(ROOT, "target/dist/curator-host"), "run", pfile, "--plugins", os.path.join(ROOT, "target/dist/plugins")]
+PLUGINS = {
+    "nemo-english-heuristics": None,  # every plugin the preset names
+    "fineweb": None,
+}
+
+
+def preset_file(name, data, out):
+    text = open(os.path.join(ROOT, f"examples/presets/{name}.yaml")).read()
+    text = text.replace("path: ../quickstart/data", f"path: {data}")
+    text = text.replace("path: ../../target/presets/nemo-english", f"path: {out}").replace("path: ../../target/presets/fineweb", f"path: {out}")
+    p = os.path.join(WORK, f"{name}.yaml")
+    open(p, "w").write(text)
+    return p
+
+
+def native_builds():
+    """Every WASM plugin crate built natively (each also exports the C ABI)."""
+    crates = []
+    for d in sorted(os.listdir(os.path.join(ROOT, "plugins"))):
+        manifest = open(os.path.join(ROOT, "plugins", d, "Cargo.toml")).read()
+        if 'kind = "library"' not in manifest and 'kind = "native"' not in manifest:
+            crates.append(d)
+    subprocess.run(["cargo", "build", "--release", "--quiet", *sum((["-p", c] for c in crates), [])], cwd=ROOT, check=True)
+    out = os.path.join(WORK, "native")
+    os.makedirs(out, exist_ok=True)
+    for c in crates:
+        shutil.copy(os.path.join(ROOT, "target/release", f"lib{c}.so"), out)
+    return out
+
+
+def whole_run(pfile, out):
+    host = os.path.join(ROOT, "target/dist/curator-host")
+    cmd = ["taskset", "-c", "0", host, "run", pfile, "--plugins", os.path.join(ROOT, "target/dist/plugins")]
     subprocess.run(cmd, capture_output=True, check=True)  # warm the compile cache
     best = None
     for _ in range(2):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(r.stderr[-2000:])
-        s = json.load(open(os.path.join(WORK, "out/_summary.json")))
+        s = json.load(open(os.path.join(out, "_summary.json")))
         if best is None or s["elapsed_s"] < best["elapsed_s"]:
             best = s
-    # (Per-stage busy time is not a compute measure here: on one core the 28 stage threads
-    # share it, and a call's wall time includes waiting for the others.)
-    wasm_wall = best["docs_in"] / best["elapsed_s"]
-    # 2. Native.
-    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "curator-heuristics", "--example", "nemo_chain"], cwd=ROOT, check=True)
-    native = None
-    for _ in range(2):
-        out = subprocess.run(["taskset", "-c", "0", os.path.join(ROOT, "target/release/examples/nemo_chain"), data], capture_output=True, text=True, check=True).stdout.split()
-        n, kept, secs = int(out[0]), int(out[1]), float(out[2])
-        native = min(native or 1e9, secs)
-    native_rate = n / native
-    # 3. NeMo Curator.
-    py = os.path.join(ROOT, "target", "parity-venv", "bin", "python")
-    if not os.path.exists(py):
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts/parity/make_reference.py")], check=True)
-    out = subprocess.run(["taskset", "-c", "0", py, "-c", NEMO_CHAIN, data, str(a.nemo_docs)], capture_output=True, text=True, check=True).stdout.split()
-    nemo_rate = int(out[0]) / float(out[2])
+    return best
 
-    print(f"{a.docs:,} documents, {mb:.0f} MB (~{mb * 1e6 / a.docs / 1000:.1f} KB each), one core; kept by the chain: {best['docs_out']:,} (native: {kept:,})\n")
-    print("| run | docs/s | vs native |\n|---|---|---|")
-    print(f"| curator native (same filters compiled natively; scoring only) | {native_rate:,.0f} | 1.00x |")
-    print(f"| curator WASM, whole run (read + 28 stages + write) | {wasm_wall:,.0f} | {native_rate / wasm_wall:.2f}x slower |")
-    print(f"| NeMo Curator 1.4.0 filter classes, one process, no Ray ({a.nemo_docs:,} docs) | {nemo_rate:,.0f} | curator WASM run is {wasm_wall / nemo_rate:.0f}x faster |")
+
+def per_stage(pfile, native):
+    host = os.path.join(ROOT, "target/dist/curator-host")
+    cmd = ["taskset", "-c", "0", host, "bench", pfile, "--plugins", os.path.join(ROOT, "target/dist/plugins"), "--native-plugins", native, "--json", "--repeat", "1"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(r.stderr[-2000:])
+    return json.loads(r.stdout)
+
+
+def python_rate(py, script, data, n):
+    out = subprocess.run(["taskset", "-c", "0", py, "-c", script, data, str(n)], capture_output=True, text=True, check=True).stdout.split()
+    return int(out[0]) / float(out[2])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--docs", type=int, default=100_000)
+    ap.add_argument("--nemo-docs", type=int, default=5_000, help="documents NeMo Curator scores (its rate is per document)")
+    ap.add_argument("--dt-docs", type=int, default=5_000, help="documents datatrove filters")
+    a = ap.parse_args()
+    os.makedirs(WORK, exist_ok=True)
+    data = os.path.join(WORK, "corpus.jsonl")
+    if not os.path.exists(data) or sum(1 for _ in open(data)) != a.docs:
+        corpus(a.docs, data)
+    mb = os.path.getsize(data) / 1e6
+    native = native_builds()
+    nemo_py = os.path.join(ROOT, "target", "parity-venv", "bin", "python")
+    if not os.path.exists(nemo_py):
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts/parity/make_reference.py")], check=True)
+    dt_py = os.path.join(ROOT, "target", "dt-venv", "bin", "python")
+    if not os.path.exists(dt_py):
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts/parity/make_datatrove_reference.py")], check=True)
+    print(f"{a.docs:,} documents, {mb:.0f} MB (~{mb * 1e6 / a.docs / 1000:.1f} KB each), one core (taskset -c 0)\n")
+    for name in PLUGINS:
+        out = os.path.join(WORK, f"out-{name}")
+        pfile = preset_file(name, data, out)
+        run = whole_run(pfile, out)
+        stages = per_stage(pfile, native)
+        wasm_s = sum(s["wasm_s"] or 0 for s in stages)
+        native_s = sum(s["native_s"] or 0 for s in stages)
+        wall = run["docs_in"] / run["elapsed_s"]
+        print(f"### {name} ({len(stages)} stages; kept {run['docs_out']:,} of {run['docs_in']:,})\n")
+        print("| stage | docs in | WASM s | native s | WASM / native |\n|---|---|---|---|---|")
+        for s in stages:
+            ratio = f"{s['wasm_s'] / s['native_s']:.2f}x" if s["wasm_s"] and s["native_s"] else "-"
+            print(f"| {s['label']} | {s['docs_in']:,} | {s['wasm_s'] or 0:.2f} | {s['native_s'] or 0:.2f} | {ratio} |")
+        print(f"| **all stages** | {a.docs:,} | {wasm_s:.2f} | {native_s:.2f} | **{wasm_s / native_s:.2f}x** |\n")
+        print("| run | docs/s per core | ratio |\n|---|---|---|")
+        print(f"| curator, whole run as WASM (read, {len(stages)} stages, write) | {wall:,.0f} | |")
+        print(f"| curator, stages only, WASM (`curator-host bench`) | {a.docs / wasm_s:,.0f} | |")
+        print(f"| curator, stages only, native builds | {a.docs / native_s:,.0f} | WASM {wasm_s / native_s:.2f}x slower |")
+        if name == "nemo-english-heuristics":
+            ref = python_rate(nemo_py, NEMO_CHAIN, data, a.nemo_docs)
+            print(f"| NeMo Curator 1.4.0 classes, one process, no Ray ({a.nemo_docs:,} docs) | {ref:,.0f} | curator whole run {wall / ref:.1f}x faster |\n")
+        else:
+            ref = python_rate(dt_py, DT_CHAIN, data, a.dt_docs)
+            quality = [s for s in stages if s["label"] != "language_id"]
+            q_wasm = sum(s["wasm_s"] or 0 for s in quality)
+            print(f"| datatrove 0.10.1, its 4 quality filters, one process ({a.dt_docs:,} docs) | {ref:,.0f} | curator's same 4 stages as WASM {quality[0]['docs_in'] / q_wasm / ref:.1f}x faster |\n")
 
 
 if __name__ == "__main__":
