@@ -281,3 +281,54 @@ fn code_filters_through_the_binary_score_as_nemo_curator() {
     }
     assert!(compared >= 40);
 }
+
+#[test]
+fn fasttext_stages_run_lid176_in_the_sandbox() {
+    let tmp = tempfile::tempdir().unwrap();
+    let models = root().join("target/fasttext");
+    assert!(
+        models.join("lid.176.ftz").exists(),
+        "run `python3 scripts/langid/make_fasttext_reference.py --model-only` (scripts/test.sh does)"
+    );
+    let set: Vec<serde_json::Value> = read_jsonl(&root().join("tests/langid/testset.jsonl"));
+    let reference: Vec<serde_json::Value> = read_jsonl(&root().join("tests/langid/fasttext_reference.jsonl"));
+    // Every 30th document: all 15 languages, two each.
+    let picked: Vec<usize> = (0..set.len()).step_by(30).collect();
+    let texts: Vec<String> = picked.iter().map(|&i| set[i]["text"].as_str().unwrap().to_string()).collect();
+    write_docs(&tmp.path().join("in.jsonl"), &texts);
+    let run = |out: &str, plugin: &str, params: &str| {
+        let yaml = format!(
+            "source:\n  path: in.jsonl\nsink:\n  path: {out}\nstages:\n  - plugin: {plugin}\n    params: {params}\n    grants:\n      models: {}\n",
+            models.display()
+        );
+        let p = tmp.path().join(format!("{out}.yaml"));
+        std::fs::write(&p, yaml).unwrap();
+        run_with_guests(&["run", p.to_str().unwrap()]).ok();
+        read_jsonl(&tmp.path().join(format!("{out}/in.jsonl")))
+    };
+    // Language ID: fastText's own label and probability for each document.
+    let all = run("all", "fasttext_lang_id", "{}");
+    assert_eq!(all.len(), picked.len());
+    for (d, &i) in all.iter().zip(&picked) {
+        assert_eq!(d["language"], reference[i]["labels"][0], "{}", set[i]["id"]);
+        let want = reference[i]["probs"][0].as_f64().unwrap();
+        assert!((d["language_score"].as_f64().unwrap() - want).abs() < 1e-6, "{d}");
+    }
+    let german = run("de", "fasttext_lang_id", "{lang: DE, min_langid_score: 0.5}");
+    assert!(!german.is_empty() && german.iter().all(|d| d["language"] == "de"));
+    // Quality filter, with lid.176 standing in for a quality model: the score is P(en), or
+    // 1 - P(top label) for other languages.
+    let scored =
+        run("q", "fasttext_quality_filter", "{model_path: /models/lid.176.ftz, label: __label__en, score_field: q, filter: false}");
+    for (d, &i) in scored.iter().zip(&picked) {
+        let p = reference[i]["probs"][0].as_f64().unwrap();
+        let want = if reference[i]["labels"][0] == "en" { p } else { 1.0 - p };
+        assert!((d["q"].as_f64().unwrap() - want).abs() < 1e-6, "{d}");
+    }
+    // A missing model is refused before any document is read.
+    let yaml = "source:\n  path: in.jsonl\nsink:\n  path: bad\nstages:\n  - plugin: fasttext_lang_id\n    params: {model_path: /models/nope.ftz}\n    grants:\n      models: .\n";
+    std::fs::write(tmp.path().join("bad.yaml"), yaml).unwrap();
+    let bad = run_with_guests(&["run", tmp.path().join("bad.yaml").to_str().unwrap()]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("/models/nope.ftz"), "{}", bad.stderr);
+}
