@@ -512,7 +512,7 @@ fn find_duplicates<'a>(items: impl IntoIterator<Item = &'a str>) -> (usize, usiz
 
 /// Python's `str.count` (non-overlapping).
 fn count(text: &str, pat: &str) -> usize {
-    text.matches(pat).count()
+    py::count(text, pat)
 }
 
 /// datatrove's GopherQualityFilter.
@@ -831,6 +831,11 @@ impl Default for C4Quality {
 
 const POLICY_SUBSTRINGS: [&str; 6] = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"];
 
+fn c4_policy_needles() -> &'static py::Needles {
+    static N: std::sync::OnceLock<py::Needles> = std::sync::OnceLock::new();
+    N.get_or_init(|| py::Needles::new(&POLICY_SUBSTRINGS))
+}
+
 /// Removes Wikipedia-style citations: `[12]`, `[]`, `[edit]`, `[citation needed]`.
 fn remove_citations(line: &str) -> std::borrow::Cow<'_, str> {
     if !line.contains('[') {
@@ -877,16 +882,16 @@ impl C4Quality {
                 continue;
             }
             let lower = line.to_lowercase();
-            if self.filter_lorem_ipsum && lower.contains("lorem ipsum") {
+            if self.filter_lorem_ipsum && py::contains(&lower, "lorem ipsum") {
                 return Err("lorem_ipsum");
             }
-            if self.filter_javascript && lower.contains("javascript") {
+            if self.filter_javascript && py::contains(&lower, "javascript") {
                 continue;
             }
             if self.filter_curly_bracket && line.contains('{') {
                 return Err("curly_bracket");
             }
-            if self.filter_policy && POLICY_SUBSTRINGS.iter().any(|p| lower.contains(p)) {
+            if self.filter_policy && c4_policy_needles().any_in(&lower) {
                 continue;
             }
             if self.min_num_sentences != -1 {

@@ -10,7 +10,6 @@ use std::sync::OnceLock;
 
 use regex_lite::Regex;
 
-use crate::nemo::POLICY_SUBSTRINGS;
 use crate::py;
 
 /// BoilerPlateStringModifier: drops the paragraphs (split on `\n\n`) that mention privacy
@@ -25,7 +24,7 @@ pub fn boiler_plate_string(text: &str, remove_if_at_top_or_bottom: bool) -> Cow<
         if p.contains("lorem ipsum") {
             return Cow::Borrowed("");
         }
-        if POLICY_SUBSTRINGS.iter().any(|s| p.contains(s)) {
+        if crate::nemo::policy_needles().any_in(&p) {
             if !remove_if_at_top_or_bottom {
                 return Cow::Borrowed("");
             }

@@ -58,6 +58,12 @@ fn line_share(text: &str, pred: impl Fn(&str) -> bool) -> f64 {
     ratio(hits, n, 1.0)
 }
 
+/// [`POLICY_SUBSTRINGS`], prepared for repeated searches.
+pub fn policy_needles() -> &'static py::Needles {
+    static N: std::sync::OnceLock<py::Needles> = std::sync::OnceLock::new();
+    N.get_or_init(|| py::Needles::new(&POLICY_SUBSTRINGS))
+}
+
 /// Characters of NeMo's `regex_alphanum`: `[a-zA-Z0-9\n?!,.]`.
 fn is_alphanum_mark(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '\n' | '?' | '!' | ',' | '.')
@@ -71,7 +77,12 @@ pub fn urls(text: &str) -> Vec<&str> {
     let allowed = |c: u8| c.is_ascii_alphanumeric() || b"$-_@.&+/:=?#~!*(),".contains(&c);
     let mut out = Vec::new();
     let mut i = 0;
+    let finder = memchr::memmem::Finder::new(b"http");
     while i < b.len() {
+        match finder.find(&b[i..]) {
+            Some(k) => i += k,
+            None => break,
+        }
         let rest = &b[i..];
         let scheme = if rest.starts_with(b"https://") {
             8
@@ -259,10 +270,10 @@ impl Heuristic for BoilerPlateStringFilter {
         for p in py::paragraphs(text) {
             n += 1;
             let p = py::strip(p).to_lowercase();
-            if p.contains("lorem ipsum") {
+            if py::contains(&p, "lorem ipsum") {
                 return 1.0;
             }
-            boiler += usize::from(POLICY_SUBSTRINGS.iter().any(|s| p.contains(s)));
+            boiler += usize::from(policy_needles().any_in(&p));
         }
         ratio(boiler, n, 1.0)
     }
@@ -564,7 +575,7 @@ pub(crate) fn ngram_classes(ids: &[u32], n: usize) -> Vec<u32> {
 
 /// Non-overlapping occurrences of `needle` in `hay` (Python's `str.replace` count).
 fn occurrences(hay: &str, needle: &str) -> usize {
-    if needle.is_empty() { 0 } else { hay.matches(needle).count() }
+    py::count(hay, needle)
 }
 
 heuristic!(
