@@ -332,3 +332,23 @@ fn fasttext_stages_run_lid176_in_the_sandbox() {
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("/models/nope.ftz"), "{}", bad.stderr);
 }
+
+#[test]
+fn histogram_filter_reads_the_granted_histograms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hists = tmp.path().join("hists/checkpoint/edunov/cc60_multilingual/clean_hists");
+    std::fs::create_dir_all(&hists).unwrap();
+    let latin: String = "abcdefghijklmnopqrstuvwxyz ,.".chars().map(|c| format!("{c}\n")).collect();
+    std::fs::write(hists.join("en"), format!("{latin}]\nж\n")).unwrap();
+    write_docs(&tmp.path().join("in.jsonl"), &["plain english text, mostly.".into(), "жжжж жжжж жжжж".into(), "ok then".into()]);
+    let yaml = format!(
+        "source:\n  path: in.jsonl\nsink:\n  path: out\nstages:\n  - plugin: histogram_filter\n    params: {{score_field: h}}\n    grants:\n      histograms: {}\n",
+        tmp.path().join("hists").display()
+    );
+    std::fs::write(tmp.path().join("p.yaml"), yaml).unwrap();
+    run_with_guests(&["run", tmp.path().join("p.yaml").to_str().unwrap()]).ok();
+    let out = read_jsonl(&tmp.path().join("out/in.jsonl"));
+    let texts: Vec<&str> = out.iter().map(|d| d["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["plain english text, mostly.", "ok then"]);
+    assert!(out.iter().all(|d| d["h"] == 1.0));
+}
