@@ -352,3 +352,25 @@ fn histogram_filter_reads_the_granted_histograms() {
     assert_eq!(texts, ["plain english text, mostly.", "ok then"]);
     assert!(out.iter().all(|d| d["h"] == 1.0));
 }
+
+#[test]
+fn token_count_filter_counts_like_hugging_face_tokenizers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = read_jsonl(&root().join("tests/parity/tokenizer_reference.jsonl"));
+    let yaml = format!(
+        "source:\n  path: {}\nsink:\n  path: out\nstages:\n  - plugin: token_count_filter\n    params: {{tokenizer_file: /tokenizer/bpe.json, score_field: tokens, min_tokens: 100}}\n    grants:\n      tokenizer: {}\n",
+        root().join("tests/parity/fixture.jsonl").display(),
+        root().join("tests/parity/tokenizers").display()
+    );
+    std::fs::write(tmp.path().join("p.yaml"), yaml).unwrap();
+    run_with_guests(&["run", tmp.path().join("p.yaml").to_str().unwrap()]).ok();
+    let out = read_jsonl(&tmp.path().join("out/fixture.jsonl"));
+    let want: Vec<(String, f64)> = reference
+        .iter()
+        .filter(|r| r["bpe"].as_u64().unwrap() >= 100)
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r["bpe"].as_f64().unwrap()))
+        .collect();
+    let got: Vec<(String, f64)> = out.iter().map(|d| (d["id"].as_str().unwrap().to_string(), d["tokens"].as_f64().unwrap())).collect();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+}

@@ -73,7 +73,7 @@ fn is_punct(w: &str) -> bool {
     w.chars().all(is_unicode_punctuation)
 }
 
-fn is_unicode_punctuation(c: char) -> bool {
+pub(crate) fn is_unicode_punctuation(c: char) -> bool {
     match c {
         '!'..='#' | '%'..='*' | ','..='/' | ':' | ';' | '?' | '@' | '['..=']' | '_' | '{' | '}' => true,
         '\0'..='\u{7f}' => false,

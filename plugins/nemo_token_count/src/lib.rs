@@ -1,0 +1,51 @@
+//! NeMo Curator's `TokenCountFilter` as a stage: counts tokens with a Hugging Face
+//! `tokenizer.json` (WordPiece or byte-level BPE; special tokens included, as
+//! `AutoTokenizer.encode` counts them) read from the directory the pipeline grants as
+//! `tokenizer`, and keeps documents with `min_tokens ≤ count ≤ max_tokens`.
+
+use curator_heuristics::tokenizer::Tokenizer;
+use curator_sdk::prelude::*;
+
+/// Keeps documents within a token-count range.
+#[stage(name = "token_count_filter", score_filter, cpus = 1.0, memory_mb = 256, dir = "tokenizer")]
+pub struct TokenCountFilter {
+    /// The tokenizer file as the stage sees it (inside the granted `tokenizer` directory).
+    #[param(default = "/tokenizer/tokenizer.json")]
+    pub tokenizer_file: String,
+    /// Fewest tokens kept (0: no minimum).
+    #[param(default = 0)]
+    pub min_tokens: u64,
+    /// Most tokens kept (none: no maximum).
+    pub max_tokens: Option<u64>,
+    #[state]
+    tokenizer: Option<Tokenizer>,
+}
+
+impl Stage for TokenCountFilter {
+    fn init(&mut self) -> Result<(), StageError> {
+        let json = std::fs::read_to_string(&self.tokenizer_file).map_err(|e| {
+            StageError::InvalidParams(format!("tokenizer_file {}: {e} (grant its directory as `tokenizer`)", self.tokenizer_file))
+        })?;
+        self.tokenizer = Some(Tokenizer::from_json(&json).map_err(|e| StageError::InvalidParams(format!("{}: {e}", self.tokenizer_file)))?);
+        Ok(())
+    }
+
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        let t = self.tokenizer.as_ref().ok_or_else(|| StageError::Failed("the tokenizer is not loaded".into()))?;
+        let (mut scores, mut keep) = (Vec::with_capacity(batch.len()), Vec::new());
+        batch.for_each_doc(|doc| {
+            let n = t.count(doc.text()) as u64;
+            let kept = n >= self.min_tokens && self.max_tokens.is_none_or(|m| n <= m);
+            if !self.filter || kept != self.invert {
+                keep.push(doc.index() as u32);
+            }
+            scores.push(n as f64);
+            Ok::<_, StageError>(())
+        })?;
+        Ok(match &self.score_field {
+            None => Output::Selection(keep),
+            Some(name) if !self.filter => Output::Columns(vec![Column::float64(name, &scores)]),
+            Some(name) => Output::Scored { columns: vec![Column::float64(name, &scores)], keep },
+        })
+    }
+}
