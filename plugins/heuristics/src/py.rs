@@ -7,45 +7,51 @@ pub use curator_sdk::text::is_py_space;
 pub fn split(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
     let mut i = 0;
+    // Whether the character at `i` (a byte of class 2) is whitespace, and its length.
+    let wide = move |i: usize| text[i..].chars().next().map_or((false, 1), |c| (is_py_space(c), c.len_utf8()));
     std::iter::from_fn(move || {
         // skip whitespace
         loop {
-            let b = *bytes.get(i)?;
-            if b < 0x80 {
-                if !is_ascii_py_space(b) {
-                    break;
-                }
-                i += 1;
-            } else {
-                let c = text[i..].chars().next()?;
-                if !is_py_space(c) {
-                    break;
-                }
-                i += c.len_utf8();
+            match BYTE_CLASS[*bytes.get(i)? as usize] {
+                0 => break,
+                1 => i += 1,
+                _ => match wide(i) {
+                    (true, n) => i += n,
+                    (false, _) => break,
+                },
             }
         }
         let start = i;
         while let Some(&b) = bytes.get(i) {
-            if b < 0x80 {
-                if is_ascii_py_space(b) {
-                    break;
-                }
-                i += 1;
-            } else {
-                let c = text[i..].chars().next()?;
-                if is_py_space(c) {
-                    break;
-                }
-                i += c.len_utf8();
+            match BYTE_CLASS[b as usize] {
+                0 => i += 1,
+                1 => break,
+                _ => match wide(i) {
+                    (true, _) => break,
+                    (false, n) => i += n,
+                },
             }
         }
         Some(&text[start..i])
     })
 }
 
-fn is_ascii_py_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r' | 0x1c..=0x1f)
-}
+/// Per byte: 0 part of a word, 1 ASCII whitespace, 2 the lead byte of a character that may be
+/// whitespace (U+0085, U+00A0, U+1680, U+2000–U+205F, U+3000).
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let spaces = [b' ', b'\t', b'\n', 0x0b, 0x0c, b'\r', 0x1c, 0x1d, 0x1e, 0x1f];
+    let mut k = 0;
+    while k < spaces.len() {
+        t[spaces[k] as usize] = 1;
+        k += 1;
+    }
+    t[0xC2] = 2;
+    t[0xE1] = 2;
+    t[0xE2] = 2;
+    t[0xE3] = 2;
+    t
+};
 
 /// `needle in hay` (the standard library's search; see [`Needles`] for fixed needles).
 pub fn contains(hay: &str, needle: &str) -> bool {
@@ -102,6 +108,21 @@ mod tests {
         let t = " a\tb\u{3000}c\u{85}d\x1ce  é\u{a0}f \u{2028}";
         assert_eq!(split(t).collect::<Vec<_>>(), t.split(is_py_space).filter(|c| !c.is_empty()).collect::<Vec<_>>());
         assert_eq!(split("   ").count(), 0);
+        // random strings over whitespace and look-alikes of every byte class
+        let alphabet = [
+            'a', ' ', '\t', '\n', '\x1c', '\u{85}', '\u{a0}', '\u{1680}', '\u{2000}', '\u{200b}', '\u{2028}', '\u{205f}', '\u{3000}', 'é',
+            '日', '€', '\u{2060}', '\u{e000}',
+        ];
+        let mut x = 12345u64;
+        for _ in 0..3000 {
+            let mut t = String::new();
+            for _ in 0..(x % 12) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                t.push(alphabet[(x >> 33) as usize % alphabet.len()]);
+            }
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            assert_eq!(split(&t).collect::<Vec<_>>(), t.split(is_py_space).filter(|c| !c.is_empty()).collect::<Vec<_>>(), "{t:?}");
+        }
         assert_eq!(count("aaaa", "aa"), 2);
         assert_eq!(count("a...b....", "..."), 2);
         assert!(contains("privacy policy here", "policy") && !contains("x", "xy"));
