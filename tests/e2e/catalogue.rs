@@ -374,3 +374,24 @@ fn token_count_filter_counts_like_hugging_face_tokenizers() {
     assert!(!want.is_empty());
     assert_eq!(got, want);
 }
+
+#[test]
+fn tokenizer_fertility_filter_uses_a_sentencepiece_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = read_jsonl(&root().join("tests/parity/fixture.jsonl"));
+    let reference = read_jsonl(&root().join("tests/parity/sentencepiece_reference.jsonl"));
+    let yaml = format!(
+        "source:\n  path: {}\nsink:\n  path: out\nstages:\n  - plugin: tokenizer_fertility_filter\n    params: {{path_to_tokenizer: /tokenizer/sp_unigram.model, score_field: f, filter: false}}\n    grants:\n      tokenizer: {}\n",
+        root().join("tests/parity/fixture.jsonl").display(),
+        root().join("tests/parity/tokenizers").display()
+    );
+    std::fs::write(tmp.path().join("p.yaml"), yaml).unwrap();
+    run_with_guests(&["run", tmp.path().join("p.yaml").to_str().unwrap()]).ok();
+    let out = read_jsonl(&tmp.path().join("out/fixture.jsonl"));
+    assert_eq!(out.len(), fixture.len());
+    for ((d, doc), want) in out.iter().zip(&fixture).zip(&reference) {
+        let pieces = want["unigram"].as_f64().unwrap();
+        let expected = if pieces == 0.0 { -1.0 } else { doc["text"].as_str().unwrap().chars().count() as f64 / pieces };
+        assert!((d["f"].as_f64().unwrap() - expected).abs() < 1e-9, "{}", doc["id"]);
+    }
+}

@@ -18,6 +18,7 @@ pub mod ftfy;
 pub mod modifiers;
 pub mod nemo;
 pub mod py;
+pub mod sentencepiece;
 pub mod tokenizer;
 
 /// Implements [`curator_sdk::Score`] for a `#[stage(..., score_filter)]` struct whose params

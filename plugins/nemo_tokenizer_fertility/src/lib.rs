@@ -1,0 +1,54 @@
+//! NeMo Curator's `TokenizerFertilityFilter` as a stage: characters per SentencePiece piece
+//! (`len(text) / len(encode_as_pieces(text))`, -1 for no pieces), with the model read from
+//! the directory the pipeline grants as `tokenizer`; keeps documents at or above
+//! `min_char_to_token_ratio` (code that tokenizes into many short pieces is often data).
+
+use curator_heuristics::sentencepiece::SentencePiece;
+use curator_sdk::prelude::*;
+
+/// Keeps documents whose text compresses to few SentencePiece pieces per character.
+#[stage(name = "tokenizer_fertility_filter", score_filter, cpus = 1.0, memory_mb = 256, dir = "tokenizer")]
+pub struct TokenizerFertilityFilter {
+    /// The SentencePiece `.model` file as the stage sees it (inside the granted `tokenizer` directory).
+    pub path_to_tokenizer: String,
+    /// Fewest characters per piece kept.
+    #[param(default = 2.5)]
+    pub min_char_to_token_ratio: f64,
+    #[state]
+    model: Option<SentencePiece>,
+}
+
+impl TokenizerFertilityFilter {
+    fn model(&self) -> Result<&SentencePiece, StageError> {
+        self.model.as_ref().ok_or_else(|| StageError::Failed("the tokenizer is not loaded".into()))
+    }
+}
+
+impl Stage for TokenizerFertilityFilter {
+    fn init(&mut self) -> Result<(), StageError> {
+        let bytes = std::fs::read(&self.path_to_tokenizer).map_err(|e| {
+            StageError::InvalidParams(format!("path_to_tokenizer {}: {e} (grant its directory as `tokenizer`)", self.path_to_tokenizer))
+        })?;
+        self.model = Some(SentencePiece::load(&bytes).map_err(|e| StageError::InvalidParams(format!("{}: {e}", self.path_to_tokenizer)))?);
+        Ok(())
+    }
+
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        let model = self.model()?;
+        let (mut scores, mut keep) = (Vec::with_capacity(batch.len()), Vec::new());
+        batch.for_each_doc(|doc| {
+            let pieces = model.count_pieces(doc.text());
+            let s = if pieces == 0 { -1.0 } else { doc.text().chars().count() as f64 / pieces as f64 };
+            if !self.filter || (s >= self.min_char_to_token_ratio) != self.invert {
+                keep.push(doc.index() as u32);
+            }
+            scores.push(s);
+            Ok::<_, StageError>(())
+        })?;
+        Ok(match &self.score_field {
+            None => Output::Selection(keep),
+            Some(name) if !self.filter => Output::Columns(vec![Column::float64(name, &scores)]),
+            Some(name) => Output::Scored { columns: vec![Column::float64(name, &scores)], keep },
+        })
+    }
+}
