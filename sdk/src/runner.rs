@@ -132,16 +132,12 @@ impl<T: Score> Runner for ScoreRunner<T> {
             if field.is_some() {
                 scores.push(s);
             }
-            if !filter || self.0.keep(s) != invert {
+            if Output::score_filter_keeps(filter, invert, self.0.keep(s)) {
                 keep.push(doc.index() as u32);
             }
             Ok::<_, StageError>(())
         })?;
-        Ok(match field {
-            None => Output::Selection(keep),
-            Some(name) if !filter => Output::Columns(vec![Column::float64(&name, &scores)]),
-            Some(name) => Output::Scored { columns: vec![Column::float64(&name, &scores)], keep },
-        })
+        Ok(Output::score_filter(field.as_deref(), filter, &scores, keep))
     }
 }
 

@@ -80,17 +80,13 @@ impl Stage for FastTextQualityFilter {
         batch.for_each_doc(|doc| {
             let s = Self::score(model, &self.label, doc.text());
             let kept = pareto_draw(self.seed, doc.text(), self.alpha) > 1.0 - s;
-            if !self.filter || kept != self.invert {
+            if Output::score_filter_keeps(self.filter, self.invert, kept) {
                 keep.push(doc.index() as u32);
             }
             scores.push(s);
             Ok::<_, StageError>(())
         })?;
-        Ok(match &self.score_field {
-            None => Output::Selection(keep),
-            Some(name) if !self.filter => Output::Columns(vec![Column::float64(name, &scores)]),
-            Some(name) => Output::Scored { columns: vec![Column::float64(name, &scores)], keep },
-        })
+        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
     }
 }
 

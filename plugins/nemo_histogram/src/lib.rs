@@ -58,17 +58,13 @@ impl Stage for HistogramFilter {
         let (mut scores, mut keep) = (Vec::with_capacity(batch.len()), Vec::new());
         batch.for_each_doc(|doc| {
             let s = histogram_score(doc.text(), &self.chars, self.threshold);
-            if !self.filter || (s == 1.0) != self.invert {
+            if Output::score_filter_keeps(self.filter, self.invert, s == 1.0) {
                 keep.push(doc.index() as u32);
             }
             scores.push(s);
             Ok::<_, StageError>(())
         })?;
-        Ok(match &self.score_field {
-            None => Output::Selection(keep),
-            Some(name) if !self.filter => Output::Columns(vec![Column::float64(name, &scores)]),
-            Some(name) => Output::Scored { columns: vec![Column::float64(name, &scores)], keep },
-        })
+        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
     }
 }
 

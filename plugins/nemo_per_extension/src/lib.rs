@@ -38,16 +38,12 @@ impl Stage for PerExtensionFilter {
         batch.for_each_doc(|doc| {
             let ext = extensions.get(doc.index()).unwrap_or("");
             let s = code::per_extension_score(doc.text(), self.rules.get(&(lang.clone(), ext.to_string())));
-            if !self.filter || (s != 0.0) != self.invert {
+            if Output::score_filter_keeps(self.filter, self.invert, s != 0.0) {
                 keep.push(doc.index() as u32);
             }
             scores.push(s);
             Ok::<_, StageError>(())
         })?;
-        Ok(match &self.score_field {
-            None => Output::Selection(keep),
-            Some(name) if !self.filter => Output::Columns(vec![Column::float64(name, &scores)]),
-            Some(name) => Output::Scored { columns: vec![Column::float64(name, &scores)], keep },
-        })
+        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
     }
 }

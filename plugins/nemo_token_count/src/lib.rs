@@ -36,16 +36,12 @@ impl Stage for TokenCountFilter {
         batch.for_each_doc(|doc| {
             let n = t.count(doc.text()) as u64;
             let kept = n >= self.min_tokens && self.max_tokens.is_none_or(|m| n <= m);
-            if !self.filter || kept != self.invert {
+            if Output::score_filter_keeps(self.filter, self.invert, kept) {
                 keep.push(doc.index() as u32);
             }
             scores.push(n as f64);
             Ok::<_, StageError>(())
         })?;
-        Ok(match &self.score_field {
-            None => Output::Selection(keep),
-            Some(name) if !self.filter => Output::Columns(vec![Column::float64(name, &scores)]),
-            Some(name) => Output::Scored { columns: vec![Column::float64(name, &scores)], keep },
-        })
+        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
     }
 }

@@ -39,16 +39,12 @@ impl Stage for TokenizerFertilityFilter {
         batch.for_each_doc(|doc| {
             let pieces = model.count_pieces(doc.text());
             let s = if pieces == 0 { -1.0 } else { doc.text().chars().count() as f64 / pieces as f64 };
-            if !self.filter || (s >= self.min_char_to_token_ratio) != self.invert {
+            if Output::score_filter_keeps(self.filter, self.invert, s >= self.min_char_to_token_ratio) {
                 keep.push(doc.index() as u32);
             }
             scores.push(s);
             Ok::<_, StageError>(())
         })?;
-        Ok(match &self.score_field {
-            None => Output::Selection(keep),
-            Some(name) if !self.filter => Output::Columns(vec![Column::float64(name, &scores)]),
-            Some(name) => Output::Scored { columns: vec![Column::float64(name, &scores)], keep },
-        })
+        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
     }
 }
