@@ -93,11 +93,6 @@ for i, d in enumerate(docs):
 print(len(docs), kept, round(time.time() - t, 3))
 """
 
-PLUGINS = {
-    "nemo-english-heuristics": None,  # every plugin the preset names
-    "fineweb": None,
-}
-
 
 def preset_file(name, data, out):
     text = open(os.path.join(ROOT, f"examples/presets/{name}.yaml")).read()
@@ -157,6 +152,7 @@ def main():
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--nemo-docs", type=int, default=5_000, help="documents NeMo Curator scores (its rate is per document)")
     ap.add_argument("--dt-docs", type=int, default=5_000, help="documents datatrove filters")
+    ap.add_argument("--presets", default="nemo-english-heuristics,fineweb", help="comma-separated presets to measure")
     a = ap.parse_args()
     os.makedirs(WORK, exist_ok=True)
     data = os.path.join(WORK, "corpus.jsonl")
@@ -171,7 +167,7 @@ def main():
     if not os.path.exists(dt_py):
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts/parity/make_datatrove_reference.py")], check=True)
     print(f"{a.docs:,} documents, {mb:.0f} MB (~{mb * 1e6 / a.docs / 1000:.1f} KB each), one core (taskset -c 0)\n")
-    for name in PLUGINS:
+    for name in a.presets.split(","):
         out = os.path.join(WORK, f"out-{name}")
         pfile = preset_file(name, data, out)
         run = whole_run(pfile, out)

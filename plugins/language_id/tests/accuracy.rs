@@ -10,7 +10,7 @@ use language_id::Identifier;
 fn at_least_95_percent_per_language_on_real_text() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
     let text = std::fs::read_to_string(format!("{root}tests/langid/testset.jsonl")).unwrap();
-    let id = Identifier::new(&[], 2000).unwrap();
+    let id = Identifier::new(&[], 1000).unwrap();
     let mut per: BTreeMap<String, (usize, usize, Vec<String>)> = BTreeMap::new();
     for line in text.lines() {
         let d: serde_json::Value = serde_json::from_str(line).unwrap();
