@@ -178,6 +178,18 @@ impl Plan {
     pub fn max_line_bytes(&self) -> u64 {
         self.spec.source.max_line_bytes.as_ref().and_then(|s| s.bytes()).unwrap_or(DEFAULT_MAX_LINE_BYTES)
     }
+
+    /// How the source's records are read (`strict`: stop at the first bad line).
+    pub fn read_options(&self, strict: bool) -> crate::io::jsonl::ReadOptions {
+        let src = &self.spec.source;
+        crate::io::jsonl::ReadOptions {
+            text_field: src.text_field.clone(),
+            id_field: src.id_field.clone(),
+            fields: src.fields.clone(),
+            max_line_bytes: self.max_line_bytes(),
+            strict,
+        }
+    }
 }
 
 fn describe(inputs: &[InputFile], part: &Part) -> String {

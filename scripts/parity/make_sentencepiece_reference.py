@@ -9,13 +9,12 @@ tests/parity/sentencepiece_reference.jsonl.
 
     python3 scripts/parity/make_sentencepiece_reference.py
 """
-import json
 import os
-import subprocess
-import venv
+import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-VENV = os.path.join(ROOT, "target", "sentencepiece-venv")
+sys.path.insert(0, os.path.dirname(__file__))
+from pyenv import ROOT, run_to_file, venv_python  # noqa: E402
+
 PIN = "sentencepiece==0.2.1"
 
 CODE = r"""
@@ -41,15 +40,9 @@ for d in docs:
 
 
 def main():
-    py = os.path.join(VENV, "bin", "python")
-    if not os.path.exists(py):
-        venv.create(VENV, with_pip=True)
-        subprocess.check_call([py, "-m", "pip", "install", "--quiet", PIN])
-    out = subprocess.check_output([py, "-c", CODE, ROOT])
-    path = os.path.join(ROOT, "tests/parity/sentencepiece_reference.jsonl")
-    with open(path, "wb") as f:
-        f.write(out)
-    print(f"{PIN}: {len(out.splitlines())} documents -> {os.path.relpath(path, ROOT)}; models in tests/parity/tokenizers/")
+    py = venv_python("sentencepiece-venv", [PIN])
+    out = run_to_file(py, CODE, "tests/parity/sentencepiece_reference.jsonl", ROOT)
+    print(f"{PIN}: {len(out.splitlines())} documents -> tests/parity/sentencepiece_reference.jsonl; models in tests/parity/tokenizers/")
 
 
 if __name__ == "__main__":

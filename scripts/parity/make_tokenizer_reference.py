@@ -10,14 +10,12 @@ tests/parity/tokenizer_reference.jsonl.
 
     python3 scripts/parity/make_tokenizer_reference.py
 """
-import json
 import os
-import subprocess
 import sys
-import venv
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-VENV = os.path.join(ROOT, "target", "tokenizers-venv")
+sys.path.insert(0, os.path.dirname(__file__))
+from pyenv import ROOT, run_to_file, venv_python  # noqa: E402
+
 PIN = "tokenizers==0.22.1"
 
 CODE = r"""
@@ -48,15 +46,9 @@ for d in docs:
 
 
 def main():
-    py = os.path.join(VENV, "bin", "python")
-    if not os.path.exists(py):
-        venv.create(VENV, with_pip=True)
-        subprocess.check_call([py, "-m", "pip", "install", "--quiet", PIN])
-    out = subprocess.check_output([py, "-c", CODE, ROOT])
-    path = os.path.join(ROOT, "tests/parity/tokenizer_reference.jsonl")
-    with open(path, "wb") as f:
-        f.write(out)
-    print(f"{PIN}: {len(out.splitlines())} documents -> {os.path.relpath(path, ROOT)}; tokenizers in tests/parity/tokenizers/")
+    py = venv_python("tokenizers-venv", [PIN])
+    out = run_to_file(py, CODE, "tests/parity/tokenizer_reference.jsonl", ROOT)
+    print(f"{PIN}: {len(out.splitlines())} documents -> tests/parity/tokenizer_reference.jsonl; tokenizers in tests/parity/tokenizers/")
 
 
 if __name__ == "__main__":

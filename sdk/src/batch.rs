@@ -42,25 +42,6 @@ pub enum Output {
     Scored { columns: Vec<Column>, keep: Vec<u32> },
 }
 
-impl Output {
-    /// NeMo Curator's ScoreFilter output for a batch: one score per document, written to
-    /// `score_field` when given, and the documents `keep` (ascending) kept — all of them when
-    /// `filter` is false. Pair with [`Output::score_filter_keeps`] per document.
-    pub fn score_filter(score_field: Option<&str>, filter: bool, scores: &[f64], keep: Vec<u32>) -> Output {
-        match score_field {
-            None => Output::Selection(keep),
-            Some(name) if !filter => Output::Columns(vec![Column::float64(name, scores)]),
-            Some(name) => Output::Scored { columns: vec![Column::float64(name, scores)], keep },
-        }
-    }
-
-    /// Whether ScoreFilter keeps a document its filter `passes` (`invert` flips it; with
-    /// `filter` false every document stays).
-    pub fn score_filter_keeps(filter: bool, invert: bool, passes: bool) -> bool {
-        !filter || passes != invert
-    }
-}
-
 /// A batch that does not have the shape a stage needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchError {

@@ -125,20 +125,48 @@ impl<T: Score> Runner for ScoreRunner<T> {
     }
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let (field, invert, filter) = (self.0.score_field().map(str::to_string), self.0.invert(), self.0.filter());
-        let mut keep = Vec::with_capacity(batch.len());
-        let mut scores = Vec::with_capacity(if field.is_some() { batch.len() } else { 0 });
-        batch.for_each_doc(|doc| {
-            let s = self.0.score(doc);
-            if field.is_some() {
-                scores.push(s);
-            }
-            if Output::score_filter_keeps(filter, invert, self.0.keep(s)) {
-                keep.push(doc.index() as u32);
-            }
-            Ok::<_, StageError>(())
-        })?;
-        Ok(Output::score_filter(field.as_deref(), filter, &scores, keep))
+        let stage = &self.0;
+        score_filter(&batch, field.as_deref(), filter, invert, |doc| {
+            let s = stage.score(doc);
+            Ok((s, stage.keep(s)))
+        })
     }
+}
+
+/// NeMo Curator's ScoreFilter over a batch, for stages that score each document themselves
+/// (a model, a per-document draw, another column): `score` gives a document's score and
+/// whether the filter passes it; the scores go to `score_field` when given; `invert` flips
+/// the decisions; with `filter` false every document is kept.
+pub fn score_filter(
+    batch: &Batch,
+    score_field: Option<&str>,
+    filter: bool,
+    invert: bool,
+    mut score: impl FnMut(&Doc<'_>) -> Result<(f64, bool), StageError>,
+) -> Result<Output, StageError> {
+    let mut keep = Vec::with_capacity(batch.len());
+    let mut scores = Vec::with_capacity(if score_field.is_some() { batch.len() } else { 0 });
+    batch.for_each_doc(|doc| {
+        let (s, passes) = score(doc)?;
+        if score_field.is_some() {
+            scores.push(s);
+        }
+        if !filter || passes != invert {
+            keep.push(doc.index() as u32);
+        }
+        Ok::<_, StageError>(())
+    })?;
+    Ok(match score_field {
+        None => Output::Selection(keep),
+        Some(name) if !filter => Output::Columns(vec![Column::float64(name, &scores)]),
+        Some(name) => Output::Scored { columns: vec![Column::float64(name, &scores)], keep },
+    })
+}
+
+/// Read a file from a directory the pipeline granted (the stage's manifest requests it as
+/// `grant`); the error names the param, the path and the grant.
+pub fn read_granted(param: &str, path: &str, grant: &str) -> Result<Vec<u8>, StageError> {
+    std::fs::read(path).map_err(|e| StageError::InvalidParams(format!("{param} {path}: {e} (grant its directory as `{grant}`)")))
 }
 
 impl<T: Rewrite> Runner for RewriteRunner<T> {

@@ -14,9 +14,9 @@ use curator_core::pipeline::Format;
 use super::RunError;
 use super::stage::limits;
 use crate::columns;
-use crate::io::jsonl::{JsonlReader, ReadOptions};
+use crate::io::jsonl::JsonlReader;
 use crate::io::parquet::ParquetReader;
-use crate::native::{Library, NativeError};
+use crate::native::Library;
 use crate::plan::{Plan, PlannedStage};
 use crate::wasm::WasmRuntime;
 
@@ -37,14 +37,7 @@ pub struct StageBench {
 
 /// Read the plan's whole input (all partitions) in batches of the plan's batch size.
 fn read_all(plan: &Plan) -> Result<Vec<RecordBatch>, RunError> {
-    let src = &plan.spec.source;
-    let opts = ReadOptions {
-        text_field: src.text_field.clone(),
-        id_field: src.id_field.clone(),
-        fields: src.fields.clone(),
-        max_line_bytes: plan.max_line_bytes(),
-        strict: false,
-    };
+    let opts = plan.read_options(false);
     let batch_size = plan.spec.batch_size();
     let mut out = Vec::new();
     for partition in &plan.partitions {
@@ -77,7 +70,27 @@ fn stage_error(stage: &PlannedStage, message: String) -> RunError {
     RunError::Bench { label: stage.label.clone(), message }
 }
 
-/// Time `stage` as WASM over `batches`; the best of `repeat` passes and the outputs.
+/// The best of `repeat` passes of `call` over `batches`, and the last pass's outputs.
+fn best_of(
+    stage: &PlannedStage,
+    batches: &[RecordBatch],
+    repeat: usize,
+    mut call: impl FnMut(&RecordBatch) -> Result<RecordBatch, String>,
+) -> Result<(Duration, Vec<RecordBatch>), RunError> {
+    let mut best = Duration::MAX;
+    let mut outputs = Vec::new();
+    for _ in 0..repeat.max(1) {
+        outputs.clear();
+        let t = Instant::now();
+        for b in batches {
+            outputs.push(call(b).map_err(|message| stage_error(stage, message))?);
+        }
+        best = best.min(t.elapsed());
+    }
+    Ok((best, outputs))
+}
+
+/// Time `stage` as WASM over `batches`.
 fn time_wasm(
     stage: &PlannedStage,
     runtime: &WasmRuntime,
@@ -87,20 +100,12 @@ fn time_wasm(
     let compiled = runtime.load(&stage.plugin.path, stage.plugin.manifest.clone()).map_err(|e| start_error(stage, e))?;
     let mut inst = compiled.instantiate(&stage.label, &stage.params, &limits(stage)).map_err(|e| start_error(stage, e))?;
     let wanted = &stage.plugin.manifest.input_columns;
-    let mut best = Duration::MAX;
-    let mut outputs = Vec::new();
-    for _ in 0..repeat.max(1) {
-        outputs.clear();
-        let t = Instant::now();
-        for b in batches {
-            let input = columns::to_wit(&columns::with_meta_fields(b, wanted), wanted);
-            let out = inst.process(&input).map_err(|e| stage_error(stage, e.to_string()))?;
-            outputs.push(columns::apply_output(b, out).map_err(|e| stage_error(stage, e.to_string()))?);
-        }
-        best = best.min(t.elapsed());
-    }
+    let timed = best_of(stage, batches, repeat, |b| {
+        let out = inst.process(&columns::to_wit(&columns::with_meta_fields(b, wanted), wanted)).map_err(|e| e.to_string())?;
+        columns::apply_output(b, out).map_err(|e| e.to_string())
+    });
     inst.teardown();
-    Ok((best, outputs))
+    timed
 }
 
 /// Time the native build of the stage (`library`) in this process over `batches`.
@@ -114,21 +119,10 @@ fn time_native(
     let params = serde_json::to_string(&stage.params).unwrap_or_else(|_| "{}".into());
     let mut inst = lib.create(&params, &curator_sdk::abi::WorkerContext::default()).map_err(|e| start_error(stage, e))?;
     let wanted = &stage.plugin.manifest.input_columns;
-    let mut best = Duration::MAX;
-    let mut outputs = Vec::new();
-    for _ in 0..repeat.max(1) {
-        outputs.clear();
-        let t = Instant::now();
-        for b in batches {
-            let (kind, out) = inst
-                .process(&columns::project(&columns::with_meta_fields(b, wanted), wanted))
-                .map_err(|e: NativeError| stage_error(stage, e.to_string()))?;
-            outputs.push(crate::native::apply_output(b, kind, out).map_err(|e| stage_error(stage, e.to_string()))?);
-        }
-        best = best.min(t.elapsed());
-    }
-    drop(inst);
-    Ok((best, outputs))
+    best_of(stage, batches, repeat, |b| {
+        let (kind, out) = inst.process(&columns::project(&columns::with_meta_fields(b, wanted), wanted)).map_err(|e| e.to_string())?;
+        crate::native::apply_output(b, kind, out).map_err(|e| e.to_string())
+    })
 }
 
 fn rows(batches: &[RecordBatch]) -> u64 {

@@ -9,7 +9,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use curator_core::TaskMeta;
 use curator_core::pipeline::Format;
 
-use crate::io::jsonl::{JsonlReader, ReadOptions, reader_schema};
+use crate::io::jsonl::{JsonlReader, reader_schema};
 use crate::io::parquet::ParquetReader;
 use crate::io::writer::RecordWriter;
 use crate::io::{IoError, Reject};
@@ -58,13 +58,7 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
         out.send(t, metrics)
     };
     let src = &plan.spec.source;
-    let opts = ReadOptions {
-        text_field: src.text_field.clone(),
-        id_field: src.id_field.clone(),
-        fields: src.fields.clone(),
-        max_line_bytes: plan.max_line_bytes(),
-        strict: ctx.strict,
-    };
+    let opts = plan.read_options(ctx.strict);
     let batch_size = plan.spec.batch_size();
     let mut total = 0u64;
     let mut rejected = 0u64;

@@ -37,11 +37,14 @@ pub struct C4QualityFilter {
     /// Drop lines about cookies, privacy policies and terms of use.
     #[param(default = true)]
     pub filter_policy: bool,
+    /// The rules, built from the params once.
+    #[state]
+    rules: C4Quality,
 }
 
 impl Rewrite for C4QualityFilter {
-    fn rewrite<'a>(&self, doc: &Doc<'a>) -> Option<Cow<'a, str>> {
-        let rules = C4Quality {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.rules = C4Quality {
             remove_citations: self.remove_citations,
             filter_no_terminal_punct: self.filter_no_terminal_punct,
             min_num_sentences: self.min_num_sentences,
@@ -52,8 +55,12 @@ impl Rewrite for C4QualityFilter {
             filter_curly_bracket: self.filter_curly_bracket,
             filter_policy: self.filter_policy,
         };
+        Ok(())
+    }
+
+    fn rewrite<'a>(&self, doc: &Doc<'a>) -> Option<Cow<'a, str>> {
         let text = doc.text();
-        match rules.apply(text) {
+        match self.rules.apply(text) {
             Ok(kept) if kept == text => Some(Cow::Borrowed(text)),
             Ok(kept) => Some(Cow::Owned(kept)),
             Err(_) => None,

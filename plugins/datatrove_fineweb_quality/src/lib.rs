@@ -28,11 +28,14 @@ pub struct FineWebQualityFilter {
     /// Largest ratio of newlines to words.
     #[param(default = 0.3)]
     pub new_line_ratio: f64,
+    /// The rules, built from the params once.
+    #[state]
+    rules: FineWebQuality,
 }
 
 impl Filter for FineWebQualityFilter {
-    fn keep(&self, doc: &Doc<'_>) -> bool {
-        let rules = FineWebQuality {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.rules = FineWebQuality {
             line_punct_thr: self.line_punct_thr,
             line_punct_exclude_zero: self.line_punct_exclude_zero,
             stop_chars: self.stop_chars.clone(),
@@ -41,6 +44,10 @@ impl Filter for FineWebQualityFilter {
             char_duplicates_ratio: self.char_duplicates_ratio,
             new_line_ratio: self.new_line_ratio,
         };
-        rules.check(doc.text()).is_ok()
+        Ok(())
+    }
+
+    fn keep(&self, doc: &Doc<'_>) -> bool {
+        self.rules.check(doc.text()).is_ok()
     }
 }

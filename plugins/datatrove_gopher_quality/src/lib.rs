@@ -39,11 +39,14 @@ pub struct GopherQualityFilter {
     /// The stop words (default: Gopher's eight).
     #[param(default = ["the", "be", "to", "of", "and", "that", "have", "with"])]
     pub stop_words: Vec<String>,
+    /// The rules, built from the params once.
+    #[state]
+    rules: GopherQuality,
 }
 
-impl GopherQualityFilter {
-    fn rules(&self) -> GopherQuality {
-        GopherQuality {
+impl Filter for GopherQualityFilter {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.rules = GopherQuality {
             min_doc_words: Some(self.min_doc_words),
             max_doc_words: Some(self.max_doc_words),
             min_avg_word_length: Some(self.min_avg_word_length),
@@ -54,12 +57,11 @@ impl GopherQualityFilter {
             max_non_alpha_words_ratio: Some(self.max_non_alpha_words_ratio),
             min_stop_words: Some(self.min_stop_words),
             stop_words: self.stop_words.clone(),
-        }
+        };
+        Ok(())
     }
-}
 
-impl Filter for GopherQualityFilter {
     fn keep(&self, doc: &Doc<'_>) -> bool {
-        self.rules().check(doc.text()).is_ok()
+        self.rules.check(doc.text()).is_ok()
     }
 }

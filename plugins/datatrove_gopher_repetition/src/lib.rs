@@ -26,11 +26,14 @@ pub struct GopherRepetitionFilter {
     /// `[n, fraction]` pairs: the largest share of characters in repeated n-grams.
     #[param(default = [[5, 0.15], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.10]])]
     pub dup_n_grams: Vec<(usize, f64)>,
+    /// The rules, built from the params once.
+    #[state]
+    rules: GopherRepetition,
 }
 
 impl Filter for GopherRepetitionFilter {
-    fn keep(&self, doc: &Doc<'_>) -> bool {
-        let rules = GopherRepetition {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.rules = GopherRepetition {
             dup_line_frac: Some(self.dup_line_frac),
             dup_para_frac: Some(self.dup_para_frac),
             dup_line_char_frac: Some(self.dup_line_char_frac),
@@ -38,6 +41,10 @@ impl Filter for GopherRepetitionFilter {
             top_n_grams: self.top_n_grams.clone(),
             dup_n_grams: self.dup_n_grams.clone(),
         };
-        rules.check(doc.text()).is_ok()
+        Ok(())
+    }
+
+    fn keep(&self, doc: &Doc<'_>) -> bool {
+        self.rules.check(doc.text()).is_ok()
     }
 }

@@ -76,17 +76,10 @@ impl Stage for FastTextQualityFilter {
 
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let model = self.model.as_ref().ok_or_else(|| StageError::Failed("the model is not loaded".into()))?;
-        let (mut scores, mut keep) = (Vec::with_capacity(batch.len()), Vec::new());
-        batch.for_each_doc(|doc| {
+        score_filter(&batch, self.score_field.as_deref(), self.filter, self.invert, |doc| {
             let s = Self::score(model, &self.label, doc.text());
-            let kept = pareto_draw(self.seed, doc.text(), self.alpha) > 1.0 - s;
-            if Output::score_filter_keeps(self.filter, self.invert, kept) {
-                keep.push(doc.index() as u32);
-            }
-            scores.push(s);
-            Ok::<_, StageError>(())
-        })?;
-        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
+            Ok((s, pareto_draw(self.seed, doc.text(), self.alpha) > 1.0 - s))
+        })
     }
 }
 

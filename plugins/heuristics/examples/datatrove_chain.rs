@@ -8,16 +8,12 @@
 
 use std::time::Instant;
 
+mod support;
+
 use curator_heuristics::datatrove::{C4Quality, FineWebQuality, GopherQuality, GopherRepetition};
 
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: datatrove_chain FILE.jsonl");
-    let text = std::fs::read_to_string(&path).expect("cannot read the file");
-    let docs: Vec<String> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("bad JSON")["text"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let docs = support::texts_from_arg("usage: datatrove_chain FILE.jsonl");
     let (rep, qual, fw) = (GopherRepetition::default(), GopherQuality::default(), FineWebQuality::default());
     let c4 = C4Quality { filter_no_terminal_punct: false, ..C4Quality::default() };
     let t = Instant::now();

@@ -7,6 +7,8 @@
 
 use std::time::Instant;
 
+mod support;
+
 use curator_heuristics::nemo::*;
 
 /// One filter of the chain: does it keep this text?
@@ -47,13 +49,7 @@ fn chain() -> Vec<Check> {
 }
 
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: nemo_chain FILE.jsonl");
-    let text = std::fs::read_to_string(&path).expect("cannot read the file");
-    let docs: Vec<String> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("bad JSON")["text"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let docs = support::texts_from_arg("usage: nemo_chain FILE.jsonl");
     let filters = chain();
     if std::env::var_os("PER_FILTER").is_some() {
         for (i, f) in filters.iter().enumerate() {

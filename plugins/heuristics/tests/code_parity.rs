@@ -1,29 +1,21 @@
 //! Parity with NeMo Curator's code filters on real source files installed on the machine that
 //! made the fixture (tests/parity/code_fixture.jsonl, code_reference.jsonl).
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use curator_heuristics::code;
 
-fn lines(path: &str) -> Vec<serde_json::Value> {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-    std::fs::read_to_string(format!("{root}{path}"))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// NeMo Curator's code_meta.csv (its data, copied by scripts/parity/make_code_reference.py).
 fn nemo_code_meta() -> String {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-    std::fs::read_to_string(format!("{root}tests/parity/nemo_code_meta.csv")).expect("tests/parity/nemo_code_meta.csv")
+    common::repo_file("tests/parity/nemo_code_meta.csv")
 }
 
 #[test]
 fn scores_and_decisions_match_nemo_curator_code_filters() {
-    let fixture = lines("tests/parity/code_fixture.jsonl");
-    let reference = lines("tests/parity/code_reference.jsonl");
+    let fixture = common::jsonl("tests/parity/code_fixture.jsonl");
+    let reference = common::jsonl("tests/parity/code_reference.jsonl");
     assert!(fixture.len() >= 100);
     assert_eq!(fixture.len(), reference.len());
     let meta = nemo_code_meta();

@@ -3,19 +3,12 @@
 //! (tests/parity/datatrove_reference.jsonl), plus the English word counts of spaCy's
 //! tokenizer that datatrove's filters are built on.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use curator_heuristics::datatrove::{C4Quality, FineWebQuality, GopherQuality, GopherRepetition};
 use curator_heuristics::en_words;
-
-fn lines(path: &str) -> Vec<serde_json::Value> {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-    std::fs::read_to_string(format!("{root}{path}"))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 /// Ours for one filter configuration: Ok(rewritten text or None) or Err(reason).
 fn run(name: &str, text: &str) -> Result<Option<String>, String> {
@@ -33,8 +26,8 @@ fn run(name: &str, text: &str) -> Result<Option<String>, String> {
 
 #[test]
 fn decisions_match_datatrove() {
-    let fixture = lines("tests/parity/fixture.jsonl");
-    let reference = lines("tests/parity/datatrove_reference.jsonl");
+    let fixture = common::jsonl("tests/parity/fixture.jsonl");
+    let reference = common::jsonl("tests/parity/datatrove_reference.jsonl");
     assert!(fixture.len() >= 300);
     assert_eq!(fixture.len(), reference.len());
     let mut word_diffs = Vec::new();

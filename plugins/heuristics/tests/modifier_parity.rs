@@ -2,21 +2,13 @@
 //! configuration's output on the parity fixture and the crafted cases against what NeMo
 //! Curator 1.4.0 / ftfy 6.3.1 produced (tests/parity/modifier_reference.jsonl).
 
+mod common;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use curator_heuristics::ftfy::FixerConfig;
 use curator_heuristics::modifiers::{self, Bound, Slicer};
-
-fn lines(path: &str) -> Vec<serde_json::Value> {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-    std::fs::read_to_string(format!("{root}{path}"))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .split('\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 fn run<'a>(name: &str, text: &'a str) -> Cow<'a, str> {
     let slicer = |left, right, include_left, include_right, strip| Slicer { left, right, include_left, include_right, strip };
@@ -53,9 +45,9 @@ fn run<'a>(name: &str, text: &'a str) -> Cow<'a, str> {
 
 #[test]
 fn outputs_match_nemo_curator_modifiers() {
-    let mut docs = lines("tests/parity/fixture.jsonl");
-    docs.extend(lines("tests/parity/modifier_cases.jsonl"));
-    let reference = lines("tests/parity/modifier_reference.jsonl");
+    let mut docs = common::jsonl("tests/parity/fixture.jsonl");
+    docs.extend(common::jsonl("tests/parity/modifier_cases.jsonl"));
+    let reference = common::jsonl("tests/parity/modifier_reference.jsonl");
     assert_eq!(docs.len(), reference.len());
     let names: Vec<String> = reference
         .iter()

@@ -1,18 +1,11 @@
 //! Parity with NeMo Curator: every heuristic's score and decision on every fixture document
 //! against what NeMo Curator 1.4.0 itself computed (tests/parity/nemo_reference.jsonl).
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use curator_heuristics::nemo::{repetition_all, score_all};
-
-fn lines(path: &str) -> Vec<serde_json::Value> {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
-    std::fs::read_to_string(format!("{root}{path}"))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 /// Per filter: documents compared, score mismatches, decision mismatches, documents NeMo raised on.
 #[derive(Default)]
@@ -27,8 +20,8 @@ struct Tally {
 
 #[test]
 fn scores_and_decisions_match_nemo_curator() {
-    let fixture = lines("tests/parity/fixture.jsonl");
-    let reference = lines("tests/parity/nemo_reference.jsonl");
+    let fixture = common::jsonl("tests/parity/fixture.jsonl");
+    let reference = common::jsonl("tests/parity/nemo_reference.jsonl");
     assert!(fixture.len() >= 300, "the fixture has {} documents", fixture.len());
     assert_eq!(fixture.len(), reference.len());
     let mut stats: BTreeMap<&str, Tally> = BTreeMap::new();

@@ -36,6 +36,9 @@ pub struct LanguageId {
     /// Column for the score.
     #[param(default = "language_score")]
     pub score_field: String,
+    /// The identifier and the kept languages' codes, built from the params once.
+    #[state]
+    ready: Option<(Identifier, Vec<&'static str>)>,
 }
 
 /// ISO 639-3 (whatlang) → ISO 639-1 where the language has one.
@@ -231,13 +234,14 @@ impl Stage for LanguageId {
         for c in &self.languages {
             lang_of(c).ok_or_else(|| StageError::InvalidParams(format!("languages: {}", unknown(c))))?;
         }
-        Identifier::new(&self.candidates, self.max_chars).map_err(|e| StageError::InvalidParams(format!("candidates: {e}")))?;
+        let id = Identifier::new(&self.candidates, self.max_chars).map_err(|e| StageError::InvalidParams(format!("candidates: {e}")))?;
+        let wanted = self.languages.iter().filter_map(|c| lang_of(c)).map(code).collect();
+        self.ready = Some((id, wanted));
         Ok(())
     }
 
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
-        let id = Identifier::new(&self.candidates, self.max_chars).map_err(StageError::InvalidParams)?;
-        let wanted: Vec<&'static str> = self.languages.iter().filter_map(|c| lang_of(c)).map(code).collect();
+        let (id, wanted) = self.ready.as_ref().ok_or_else(|| StageError::Failed("not initialised".into()))?;
         let (mut langs, mut scores, mut keep) = (Vec::with_capacity(batch.len()), Vec::with_capacity(batch.len()), Vec::new());
         batch.for_each_doc(|doc| {
             let (lang, score) = id.identify(doc.text());

@@ -47,24 +47,17 @@ pub fn histogram_score(text: &str, chars: &HashSet<char>, threshold: f64) -> f64
 impl Stage for HistogramFilter {
     fn init(&mut self) -> Result<(), StageError> {
         let path = format!("{}/{}", self.histogram_dir.trim_end_matches('/'), self.lang);
-        let file = std::fs::read_to_string(&path)
-            .map_err(|e| StageError::InvalidParams(format!("histogram {path}: {e} (grant the extracted histograms as `histograms`)")))?;
+        let file = read_granted("histogram", &path, "histograms")?;
         let end = self.threshold_char.chars().next().unwrap_or(']');
-        self.chars = read_histogram(&file, end);
+        self.chars = read_histogram(&String::from_utf8_lossy(&file), end);
         Ok(())
     }
 
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
-        let (mut scores, mut keep) = (Vec::with_capacity(batch.len()), Vec::new());
-        batch.for_each_doc(|doc| {
+        score_filter(&batch, self.score_field.as_deref(), self.filter, self.invert, |doc| {
             let s = histogram_score(doc.text(), &self.chars, self.threshold);
-            if Output::score_filter_keeps(self.filter, self.invert, s == 1.0) {
-                keep.push(doc.index() as u32);
-            }
-            scores.push(s);
-            Ok::<_, StageError>(())
-        })?;
-        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
+            Ok((s, s == 1.0))
+        })
     }
 }
 

@@ -23,9 +23,8 @@ pub struct PerExtensionFilter {
 
 impl Stage for PerExtensionFilter {
     fn init(&mut self) -> Result<(), StageError> {
-        let csv = std::fs::read_to_string(&self.metadata_file)
-            .map_err(|e| StageError::InvalidParams(format!("metadata_file {}: {e} (grant its directory as `meta`)", self.metadata_file)))?;
-        let rules = code::load_extension_rules(&csv, Some(&self.lang))
+        let csv = read_granted("metadata_file", &self.metadata_file, "meta")?;
+        let rules = code::load_extension_rules(&String::from_utf8_lossy(&csv), Some(&self.lang))
             .map_err(|e| StageError::InvalidParams(format!("{}: {e}", self.metadata_file)))?;
         self.rules = rules;
         Ok(())
@@ -34,16 +33,10 @@ impl Stage for PerExtensionFilter {
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let extensions = batch.column("extension")?.strings()?;
         let lang = code::csv_language(&self.lang);
-        let (mut scores, mut keep) = (Vec::with_capacity(batch.len()), Vec::new());
-        batch.for_each_doc(|doc| {
+        score_filter(&batch, self.score_field.as_deref(), self.filter, self.invert, |doc| {
             let ext = extensions.get(doc.index()).unwrap_or("");
             let s = code::per_extension_score(doc.text(), self.rules.get(&(lang.clone(), ext.to_string())));
-            if Output::score_filter_keeps(self.filter, self.invert, s != 0.0) {
-                keep.push(doc.index() as u32);
-            }
-            scores.push(s);
-            Ok::<_, StageError>(())
-        })?;
-        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
+            Ok((s, s != 0.0))
+        })
     }
 }

@@ -38,17 +38,27 @@ pub struct Slicer {
     /// Strip whitespace from the result.
     #[param(default = true)]
     pub strip: bool,
+    /// The slicer, built from the params once.
+    #[state]
+    slicer: Option<modifiers::Slicer>,
 }
 
 impl Map for Slicer {
-    fn map<'a>(&self, doc: &Doc<'a>) -> Cow<'a, str> {
-        let s = modifiers::Slicer {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.slicer = Some(modifiers::Slicer {
             left: bound(&self.left),
             right: bound(&self.right),
             include_left: self.include_left,
             include_right: self.include_right,
             strip: self.strip,
-        };
-        s.apply(doc.text())
+        });
+        Ok(())
+    }
+
+    fn map<'a>(&self, doc: &Doc<'a>) -> Cow<'a, str> {
+        match &self.slicer {
+            Some(s) => s.apply(doc.text()),
+            None => Cow::Borrowed(doc.text()),
+        }
     }
 }

@@ -32,16 +32,9 @@ impl Stage for TokenCountFilter {
 
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let t = self.tokenizer.as_ref().ok_or_else(|| StageError::Failed("the tokenizer is not loaded".into()))?;
-        let (mut scores, mut keep) = (Vec::with_capacity(batch.len()), Vec::new());
-        batch.for_each_doc(|doc| {
+        score_filter(&batch, self.score_field.as_deref(), self.filter, self.invert, |doc| {
             let n = t.count(doc.text()) as u64;
-            let kept = n >= self.min_tokens && self.max_tokens.is_none_or(|m| n <= m);
-            if Output::score_filter_keeps(self.filter, self.invert, kept) {
-                keep.push(doc.index() as u32);
-            }
-            scores.push(n as f64);
-            Ok::<_, StageError>(())
-        })?;
-        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
+            Ok((n as f64, n >= self.min_tokens && self.max_tokens.is_none_or(|m| n <= m)))
+        })
     }
 }

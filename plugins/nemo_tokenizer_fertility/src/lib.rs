@@ -35,16 +35,10 @@ impl Stage for TokenizerFertilityFilter {
 
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let model = self.model()?;
-        let (mut scores, mut keep) = (Vec::with_capacity(batch.len()), Vec::new());
-        batch.for_each_doc(|doc| {
+        score_filter(&batch, self.score_field.as_deref(), self.filter, self.invert, |doc| {
             let pieces = model.count_pieces(doc.text());
             let s = if pieces == 0 { -1.0 } else { doc.text().chars().count() as f64 / pieces as f64 };
-            if Output::score_filter_keeps(self.filter, self.invert, s >= self.min_char_to_token_ratio) {
-                keep.push(doc.index() as u32);
-            }
-            scores.push(s);
-            Ok::<_, StageError>(())
-        })?;
-        Ok(Output::score_filter(self.score_field.as_deref(), self.filter, &scores, keep))
+            Ok((s, s >= self.min_char_to_token_ratio))
+        })
     }
 }

@@ -40,11 +40,14 @@ pub struct UnicodeReformatter {
     /// Unicode normalization form: NFC, NFD, NFKC or NFKD (none by default).
     #[param(one_of = ["NFC", "NFD", "NFKC", "NFKD"])]
     pub normalization: Option<String>,
+    /// The fixes, built from the params once.
+    #[state]
+    config: FixerConfig,
 }
 
 impl Map for UnicodeReformatter {
-    fn map<'a>(&self, doc: &Doc<'a>) -> Cow<'a, str> {
-        let config = FixerConfig {
+    fn init(&mut self) -> Result<(), StageError> {
+        self.config = FixerConfig {
             unescape_html: self.unescape_html.clone(),
             remove_terminal_escapes: self.remove_terminal_escapes,
             fix_encoding: self.fix_encoding,
@@ -57,6 +60,10 @@ impl Map for UnicodeReformatter {
             remove_control_chars: self.remove_control_chars,
             normalization: self.normalization.clone(),
         };
-        config.fix(doc.text())
+        Ok(())
+    }
+
+    fn map<'a>(&self, doc: &Doc<'a>) -> Cow<'a, str> {
+        self.config.fix(doc.text())
     }
 }
