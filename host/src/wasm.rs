@@ -98,6 +98,10 @@ impl WasmRuntime {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
+        if std::env::var_os("CURATOR_WASM_PERFMAP").is_some() {
+            // /tmp/perf-PID.map names the compiled guest functions for `perf report`.
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(|e| WasmError::Compile { path: PathBuf::new(), message: e.to_string() })?;
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| WasmError::Instantiate(e.to_string()))?;

@@ -23,6 +23,14 @@ fn is_ascii_py_space(b: u8) -> bool {
     (0x09..=0x0d).contains(&b) || (0x1c..=0x20).contains(&b)
 }
 
+/// Per byte of eight ASCII bytes (little-endian): the high bit set where the byte is Python
+/// whitespace (`\t \n \x0b \x0c \r`, `\x1c`–`\x1f`, space). Bytes above a non-ASCII byte
+/// may be wrong (carries); those below it are exact.
+#[inline(always)]
+pub fn ascii_space_mask(w: u64) -> u64 {
+    (ge(w, 0x09) & !ge(w, 0x0e)) | (ge(w, 0x1c) & !ge(w, 0x21))
+}
+
 /// `len(text.split())` in Python.
 ///
 /// Eight bytes at a time while the text is ASCII (SWAR: no SIMD instructions needed, so the
@@ -37,7 +45,7 @@ pub fn count_words(text: &str) -> usize {
             let w = u64::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]]);
             if w & HI == 0 {
                 // High bit of each byte: is it whitespace? (0x09..=0x0d or 0x1c..=0x20)
-                let space = (ge(w, 0x09) & !ge(w, 0x0e)) | (ge(w, 0x1c) & !ge(w, 0x21));
+                let space = ascii_space_mask(w);
                 // A word starts at a non-space byte whose predecessor is a space.
                 let prev = (space << 8) | if prev_space { 0x80 } else { 0 };
                 count += (!space & HI & prev).count_ones() as usize;

@@ -13,24 +13,32 @@ fn reference() -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The preset, reading `input` and writing `out`.
-fn preset_on(tmp: &std::path::Path) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(root().join("examples/presets/nemo-english-heuristics.yaml")).unwrap();
+/// A NeMo English preset (`nemo-english-heuristics` or its `-stages` form) reading the parity
+/// fixture into `out`.
+fn preset_on(tmp: &std::path::Path, preset: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(root().join(format!("examples/presets/{preset}.yaml"))).unwrap();
     let text = text
         .replace("path: ../quickstart/data", &format!("path: {}", root().join("tests/parity/fixture.jsonl").display()))
+        .replace("path: ../../target/presets/nemo-english-stages", "path: out")
         .replace("path: ../../target/presets/nemo-english", "path: out");
     let p = tmp.join("preset.yaml");
     std::fs::write(&p, text).unwrap();
     p
 }
 
+/// The documents a NeMo English preset keeps from the parity fixture, in order.
+fn preset_output(preset: &str) -> Vec<serde_json::Value> {
+    let tmp = tempfile::tempdir().unwrap();
+    run_with_guests(&["run", preset_on(tmp.path(), preset).to_str().unwrap()]).ok();
+    read_jsonl(&tmp.path().join("out/fixture.jsonl"))
+}
+
 #[test]
 fn nemo_english_preset_keeps_what_nemo_curator_keeps() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = run_with_guests(&["run", preset_on(tmp.path()).to_str().unwrap()]);
-    run.ok();
-    let kept: BTreeSet<String> =
-        read_jsonl(&tmp.path().join("out/fixture.jsonl")).iter().map(|d| d["id"].as_str().unwrap().into()).collect();
+    let out = preset_output("nemo-english-heuristics");
+    // The same chain as 28 stages writes the same documents.
+    assert_eq!(out, preset_output("nemo-english-heuristics-stages"), "heuristic_chain and the 28 stages differ");
+    let kept: BTreeSet<String> = out.iter().map(|d| d["id"].as_str().unwrap().into()).collect();
     // NeMo's chain keeps a document when every filter keeps it. Left out: documents NeMo raises
     // on, and those where its RepeatingTopNGrams decision depends on the hash seed.
     let chain = ["(n=2)", "(n=3)", "(n=4)"];
@@ -93,6 +101,48 @@ fn score_field_invert_and_filter_behave_as_nemo_score_filter() {
     let inverted = stage("both", "score_field: numbers_ratio, invert: true");
     assert_eq!(inverted.len() + kept.len(), reference.len());
     assert!(inverted.iter().all(|d| !nemo_kept.contains(d["id"].as_str().unwrap()) && d["numbers_ratio"].as_f64().unwrap() > 0.15));
+}
+
+#[test]
+fn heuristic_chain_writes_nemo_scores_and_names_a_bad_filter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = root().join("tests/parity/fixture.jsonl");
+    let run = |name: &str, filters: &str| {
+        let yaml = format!(
+            "source:\n  path: {}\nsink:\n  path: {name}\nstages:\n  - plugin: heuristic_chain\n    params:\n      filters:\n{filters}",
+            fixture.display()
+        );
+        let p = tmp.path().join(format!("{name}.yaml"));
+        std::fs::write(&p, yaml).unwrap();
+        run_with_guests(&["run", p.to_str().unwrap()])
+    };
+    // Scores of kept documents are NeMo's; a filter that drops nothing (invert of an
+    // impossible threshold) still scores every document.
+    run(
+        "scored",
+        "      - {filter: repeating_top_n_grams_filter, n: 3, max_repeating_ngram_ratio: 2.0, score_field: top3}\n\
+         \x20     - {filter: numbers_filter, score_field: numbers}\n\
+         \x20     - {filter: word_count_filter, min_words: 1, max_words: 0, invert: true, score_field: words}\n",
+    )
+    .ok();
+    let scored = read_jsonl(&tmp.path().join("scored/fixture.jsonl"));
+    let reference: std::collections::BTreeMap<String, serde_json::Value> =
+        reference().into_iter().map(|r| (r["id"].as_str().unwrap().to_string(), r)).collect();
+    let nemo_kept = reference.values().filter(|r| r["keep"]["NumbersFilter"].as_bool() == Some(true)).count();
+    assert_eq!(scored.len(), nemo_kept);
+    for d in &scored {
+        let r = &reference[d["id"].as_str().unwrap()];
+        assert!((d["numbers"].as_f64().unwrap() - r["scores"]["NumbersFilter"].as_f64().unwrap()).abs() < 1e-9, "{d}");
+        assert_eq!(d["words"].as_f64(), r["scores"]["WordCountFilter"].as_f64(), "{d}");
+        if r["candidates"]["RepeatingTopNGramsFilter(n=3)"].as_array().is_some_and(|c| c.len() == 1) {
+            let want = r["scores"]["RepeatingTopNGramsFilter(n=3)"].as_f64().unwrap();
+            assert!((d["top3"].as_f64().unwrap() - want).abs() < 1e-6, "{d}");
+        }
+    }
+    let bad = run("bad", "      - {filter: numbers_filter}\n      - {filter: word_count_filter, min_wrds: 5}\n");
+    assert_ne!(bad.code, 0);
+    let err = &bad.stderr;
+    assert!(err.contains("filters[1]") && err.contains("word_count_filter") && err.contains("min_wrds"), "{err}");
 }
 
 /// The FineWeb preset reading the parity fixture into `out`, its language stage annotating

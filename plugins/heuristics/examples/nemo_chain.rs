@@ -11,12 +11,12 @@ mod support;
 
 use curator_heuristics::nemo::*;
 
-/// One filter of the chain: does it keep this text?
-type Check = Box<dyn Fn(&str) -> bool>;
+/// One filter of the chain: does it keep this document?
+type Check = Box<dyn Fn(&mut View<'_>) -> bool>;
 
 fn chain() -> Vec<Check> {
     fn f<H: Heuristic + 'static>(h: H) -> Check {
-        Box::new(move |t| h.keep(h.score(t)))
+        Box::new(move |v| h.keep(h.score_view(v)))
     }
     let mut c = vec![
         f(NonAlphaNumericFilter::default()),
@@ -54,11 +54,18 @@ fn main() {
     if std::env::var_os("PER_FILTER").is_some() {
         for (i, f) in filters.iter().enumerate() {
             let t = Instant::now();
-            let k = docs.iter().filter(|d| f(d)).count();
+            let k = docs.iter().filter(|d| f(&mut View::new(d))).count();
             eprintln!("filter {i}: {:.3}s ({k} kept)", t.elapsed().as_secs_f64());
         }
     }
     let t = Instant::now();
-    let kept = docs.iter().filter(|d| filters.iter().all(|f| f(d))).count();
+    // one view per document, shared by the chain's filters (as the heuristic_chain stage does)
+    let kept = docs
+        .iter()
+        .filter(|d| {
+            let mut v = View::new(d);
+            filters.iter().all(|f| f(&mut v))
+        })
+        .count();
     println!("{} {kept} {:.3}", docs.len(), t.elapsed().as_secs_f64());
 }

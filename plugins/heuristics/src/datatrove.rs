@@ -418,23 +418,15 @@ impl GopherRepetition {
             return Ok(());
         }
         let lens: Vec<usize> = words.iter().map(|w| py::len(w)).collect();
-        let ids = crate::nemo::word_ids(&words);
+        let mut ngrams = crate::nemo::NGrams::new(&words);
         for &(n, frac) in &self.top_n_grams {
             if n == 0 || words.len() < n {
                 continue;
             }
             // Counter.most_common(1): the most frequent n-gram, the first seen among ties.
-            let classes = crate::nemo::ngram_classes(&ids, n);
-            let mut counts = vec![0u32; classes.len()];
-            for &c in &classes {
-                counts[c as usize] += 1;
-            }
-            let mut best = (0usize, 0u32);
-            for (i, &c) in classes.iter().enumerate() {
-                if counts[c as usize] > best.1 {
-                    best = (i, counts[c as usize]);
-                }
-            }
+            let level = ngrams.level(n);
+            let Some(i) = level.most_frequent() else { continue };
+            let best = (i, level.counts[level.classes[i] as usize]);
             let gram_len: usize = lens[best.0..best.0 + n].iter().sum::<usize>() + n - 1;
             if (gram_len * best.1 as usize) as f64 / n_chars > frac {
                 return Err(format!("top_{n}_gram"));

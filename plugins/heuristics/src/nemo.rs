@@ -8,8 +8,14 @@ use crate::py;
 pub trait Heuristic {
     /// NeMo Curator's class name.
     const NAME: &'static str;
-    fn score(&self, text: &str) -> f64;
+    /// The score of a document whose shared pieces (words, lines, n-gram classes) `doc`
+    /// computes once for every filter that asks.
+    fn score_view(&self, doc: &mut View<'_>) -> f64;
     fn keep(&self, score: f64) -> bool;
+    /// The score of one text.
+    fn score(&self, text: &str) -> f64 {
+        self.score_view(&mut View::new(text))
+    }
 }
 
 pub const END_MARKS: [&str; 5] = [".", "?", "!", "\"", "'"];
@@ -38,24 +44,24 @@ fn ratio(n: usize, d: usize, empty: f64) -> f64 {
     if d == 0 { empty } else { n as f64 / d as f64 }
 }
 
-/// Share of a text's characters (code points) for which `pred` holds; `1.0` for an empty text.
-fn char_share(text: &str, pred: impl Fn(char) -> bool) -> f64 {
-    let (mut n, mut hits) = (0usize, 0usize);
-    for c in text.chars() {
-        n += 1;
-        hits += usize::from(pred(c));
-    }
-    ratio(hits, n, 1.0)
+/// Share of non-blank lines for which `pred` holds (given the stripped line); `1.0` without lines.
+fn line_share(doc: &mut View<'_>, pred: impl Fn(&str) -> bool) -> f64 {
+    let lines = doc.lines();
+    ratio(lines.iter().filter(|l| pred(py::strip(l))).count(), lines.len(), 1.0)
 }
 
-/// Share of non-blank lines for which `pred` holds (given the stripped line); `1.0` without lines.
-fn line_share(text: &str, pred: impl Fn(&str) -> bool) -> f64 {
-    let (mut n, mut hits) = (0usize, 0usize);
-    for s in py::sentences(text) {
-        n += 1;
-        hits += usize::from(pred(py::strip(s)));
+/// Whether a stripped line, lower-cased, ends with one of [`ELLIPSIS_MARKS`]. Only its last
+/// characters can decide that (lower-casing maps each character on its own and never shortens
+/// one), and only lines ending in `. ] ) e E … »` can: the others are answered without
+/// lower-casing anything.
+fn ends_with_ellipsis(line: &str) -> bool {
+    const LONGEST: usize = 11; // "read more.." in characters
+    if !line.ends_with(['.', ']', ')', 'e', 'E', '…', '»']) {
+        return false;
     }
-    ratio(hits, n, 1.0)
+    let tail = line.char_indices().rev().nth(LONGEST - 1).map_or(line, |(i, _)| &line[i..]);
+    let lower = tail.to_lowercase();
+    ELLIPSIS_MARKS.iter().any(|m| lower.ends_with(m))
 }
 
 /// [`POLICY_SUBSTRINGS`], prepared for repeated searches.
@@ -64,7 +70,9 @@ pub fn policy_needles() -> &'static py::Needles {
     N.get_or_init(|| py::Needles::new(&POLICY_SUBSTRINGS))
 }
 
-/// Characters of NeMo's `regex_alphanum`: `[a-zA-Z0-9\n?!,.]`.
+/// Characters of NeMo's `regex_alphanum`: `[a-zA-Z0-9\n?!,.]` (the test oracle of
+/// [`CHAR_CLASS`]).
+#[cfg(test)]
 fn is_alphanum_mark(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '\n' | '?' | '!' | ',' | '.')
 }
@@ -115,7 +123,8 @@ pub fn urls(text: &str) -> Vec<&str> {
 macro_rules! heuristic {
     ($(#[$doc:meta])* $name:ident { $($field:ident : $ty:ty = $default:expr),* $(,)? }) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq)]
+        #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+        #[serde(default, deny_unknown_fields)]
         pub struct $name { $(pub $field: $ty),* }
         impl Default for $name {
             fn default() -> Self { $name { $($field: $default),* } }
@@ -129,8 +138,9 @@ heuristic!(
 );
 impl Heuristic for NonAlphaNumericFilter {
     const NAME: &'static str = "NonAlphaNumericFilter";
-    fn score(&self, text: &str) -> f64 {
-        char_share(text, |c| !is_alphanum_mark(c))
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let c = doc.chars();
+        ratio(c.non_alnum, c.chars, 1.0)
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_non_alpha_numeric_to_text_ratio
@@ -143,16 +153,23 @@ heuristic!(
 );
 impl Heuristic for SymbolsToWordsFilter {
     const NAME: &'static str = "SymbolsToWordsFilter";
-    fn score(&self, text: &str) -> f64 {
-        let (mut words, mut symbols) = (0usize, 0usize);
-        for w in py::split(py::strip(text)) {
-            words += 1;
-            let runs = w.as_bytes().iter().enumerate().filter(|(i, c)| **c == b'#' && (*i == 0 || w.as_bytes()[i - 1] != b'#')).count();
-            if ELLIPSIS_MARKS.contains(&w) || runs as f64 / py::len(w) as f64 > 0.5 {
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let w = doc.words();
+        let mut symbols = 0usize;
+        for (word, &len) in w.words.iter().zip(&w.lens) {
+            let b = word.as_bytes();
+            let runs = if memchr::memchr(b'#', b).is_none() {
+                0
+            } else {
+                b.iter().enumerate().filter(|&(i, &c)| c == b'#' && (i == 0 || b[i - 1] != b'#')).count()
+            };
+            // every mark starts with one of `. [ ( - r` or `…` (0xe2) and has at most 11 bytes
+            let maybe_mark = b.len() <= 11 && matches!(b[0], b'.' | b'[' | b'(' | b'-' | b'r' | 0xe2);
+            if runs as f64 / len as f64 > 0.5 || (maybe_mark && ELLIPSIS_MARKS.contains(word)) {
                 symbols += 1;
             }
         }
-        ratio(symbols, words, 1.0)
+        ratio(symbols, w.words.len(), 1.0)
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_symbol_to_word_ratio
@@ -165,8 +182,9 @@ heuristic!(
 );
 impl Heuristic for NumbersFilter {
     const NAME: &'static str = "NumbersFilter";
-    fn score(&self, text: &str) -> f64 {
-        char_share(text, |c| c.is_ascii_digit())
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let c = doc.chars();
+        ratio(c.digits, c.chars, 1.0)
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_number_to_text_ratio
@@ -179,9 +197,9 @@ heuristic!(
 );
 impl Heuristic for UrlsFilter {
     const NAME: &'static str = "UrlsFilter";
-    fn score(&self, text: &str) -> f64 {
-        let url_chars: usize = urls(text).iter().map(|u| u.len()).sum();
-        ratio(url_chars, py::len(text), 1.0)
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let url_chars: usize = urls(doc.text()).iter().map(|u| u.len()).sum();
+        ratio(url_chars, doc.chars().chars, 1.0)
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_url_to_text_ratio
@@ -194,8 +212,8 @@ heuristic!(
 );
 impl Heuristic for BulletsFilter {
     const NAME: &'static str = "BulletsFilter";
-    fn score(&self, text: &str) -> f64 {
-        line_share(text, |l| l.starts_with(BULLETS))
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        line_share(doc, |l| l.starts_with(BULLETS))
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_bullet_lines_ratio
@@ -208,8 +226,9 @@ heuristic!(
 );
 impl Heuristic for WhiteSpaceFilter {
     const NAME: &'static str = "WhiteSpaceFilter";
-    fn score(&self, text: &str) -> f64 {
-        char_share(text, |c| WHITE_SPACE.contains(&c))
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let c = doc.chars();
+        ratio(c.white, c.chars, 1.0)
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_white_space_ratio
@@ -222,8 +241,9 @@ heuristic!(
 );
 impl Heuristic for ParenthesesFilter {
     const NAME: &'static str = "ParenthesesFilter";
-    fn score(&self, text: &str) -> f64 {
-        char_share(text, |c| matches!(c, '{' | '}' | '⟨' | '⟩' | '[' | ']' | '(' | ')'))
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let c = doc.chars();
+        ratio(c.parens, c.chars, 1.0)
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_parentheses_ratio
@@ -236,8 +256,8 @@ heuristic!(
 );
 impl Heuristic for LongWordFilter {
     const NAME: &'static str = "LongWordFilter";
-    fn score(&self, text: &str) -> f64 {
-        py::split(py::strip(text)).map(py::len).max().unwrap_or(0) as f64
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        doc.words().lens.iter().copied().max().unwrap_or(0) as f64
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_word_length
@@ -250,8 +270,8 @@ heuristic!(
 );
 impl Heuristic for WordCountFilter {
     const NAME: &'static str = "WordCountFilter";
-    fn score(&self, text: &str) -> f64 {
-        curator_sdk::text::count_words(text) as f64
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        doc.word_count() as f64
     }
     fn keep(&self, s: f64) -> bool {
         self.min_words <= s && s <= self.max_words
@@ -265,9 +285,12 @@ heuristic!(
 );
 impl Heuristic for BoilerPlateStringFilter {
     const NAME: &'static str = "BoilerPlateStringFilter";
-    fn score(&self, text: &str) -> f64 {
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        if !doc.may_hold_boilerplate() {
+            return 0.0; // no paragraph can match (and there is at least one)
+        }
         let (mut n, mut boiler) = (0usize, 0usize);
-        for p in py::paragraphs(text) {
+        for p in py::paragraphs(doc.text()) {
             n += 1;
             let p = py::strip(p).to_lowercase();
             if py::contains(&p, "lorem ipsum") {
@@ -288,13 +311,9 @@ heuristic!(
 );
 impl Heuristic for MeanWordLengthFilter {
     const NAME: &'static str = "MeanWordLengthFilter";
-    fn score(&self, text: &str) -> f64 {
-        let (mut words, mut chars) = (0usize, 0usize);
-        for w in py::split(py::strip(text)) {
-            words += 1;
-            chars += py::len(w);
-        }
-        ratio(chars, words, 0.0)
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let w = doc.words();
+        ratio(w.lens.iter().map(|&l| l as usize).sum(), w.words.len(), 0.0)
     }
     fn keep(&self, s: f64) -> bool {
         self.min_mean_word_length <= s && s <= self.max_mean_word_length
@@ -307,8 +326,8 @@ heuristic!(
 );
 impl Heuristic for PunctuationFilter {
     const NAME: &'static str = "PunctuationFilter";
-    fn score(&self, text: &str) -> f64 {
-        line_share(text, |l| !END_MARKS.iter().any(|m| l.ends_with(m)))
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        line_share(doc, |l| !END_MARKS.iter().any(|m| l.ends_with(m)))
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_num_sentences_without_endmark_ratio
@@ -321,11 +340,8 @@ heuristic!(
 );
 impl Heuristic for EllipsisFilter {
     const NAME: &'static str = "EllipsisFilter";
-    fn score(&self, text: &str) -> f64 {
-        line_share(text, |l| {
-            let l = l.to_lowercase();
-            ELLIPSIS_MARKS.iter().any(|m| l.ends_with(m))
-        })
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        line_share(doc, ends_with_ellipsis)
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_num_lines_ending_with_ellipsis_ratio
@@ -338,10 +354,10 @@ heuristic!(
 );
 impl Heuristic for CommonEnglishWordsFilter {
     const NAME: &'static str = "CommonEnglishWordsFilter";
-    fn score(&self, text: &str) -> f64 {
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
         let mut n = 0usize;
-        for w in py::split(py::strip(text)) {
-            n += usize::from(COMMON_ENGLISH_WORDS.contains(&w));
+        for w in &doc.words().words {
+            n += usize::from(COMMON_ENGLISH_WORDS.contains(w));
             if self.stop_at_false && n as f64 >= self.min_num_common_words {
                 break;
             }
@@ -359,13 +375,14 @@ heuristic!(
 );
 impl Heuristic for WordsWithoutAlphabetsFilter {
     const NAME: &'static str = "WordsWithoutAlphabetsFilter";
-    fn score(&self, text: &str) -> f64 {
-        let (mut words, mut alpha) = (0usize, 0usize);
-        for w in py::split(py::strip(text)) {
-            words += 1;
-            alpha += usize::from(w.chars().any(char::is_alphabetic));
-        }
-        ratio(alpha, words, 0.0)
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let w = doc.words();
+        let alpha = w
+            .words
+            .iter()
+            .filter(|w| w.bytes().any(|b| b.is_ascii_alphabetic()) || (!w.is_ascii() && w.chars().any(char::is_alphabetic)))
+            .count();
+        ratio(alpha, w.words.len(), 0.0)
     }
     fn keep(&self, s: f64) -> bool {
         s >= self.min_words_with_alphabets
@@ -378,8 +395,8 @@ heuristic!(
 );
 impl Heuristic for PornographicUrlsFilter {
     const NAME: &'static str = "PornographicUrlsFilter";
-    fn score(&self, text: &str) -> f64 {
-        f64::from(u8::from(urls(text).iter().any(|u| u.contains("porn"))))
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        f64::from(u8::from(urls(doc.text()).iter().any(|u| u.contains("porn"))))
     }
     fn keep(&self, s: f64) -> bool {
         s != 1.0
@@ -428,28 +445,15 @@ mod tests {
 // ---------------------------------------------------------------------------------------
 // Repetition filters (`heuristic/repetition/repetition.py`).
 
-fn unique_share(items: &[&str], by_chars: bool) -> f64 {
-    let mut seen: std::collections::HashSet<&str, std::hash::BuildHasherDefault<Fx>> =
-        std::collections::HashSet::with_capacity_and_hasher(items.len(), Default::default());
-    let (mut total, mut unique) = (0usize, 0usize);
-    for s in items {
-        let w = if by_chars { py::len(s) } else { 1 };
-        total += w;
-        if seen.insert(*s) {
-            unique += w;
-        }
-    }
-    ratio(unique, total, 0.0)
-}
-
 heuristic!(
     /// Share of non-blank lines that are distinct; keep ≥ 0.7.
     RepeatedLinesFilter { max_repeated_line_fraction: f64 = 0.7 }
 );
 impl Heuristic for RepeatedLinesFilter {
     const NAME: &'static str = "RepeatedLinesFilter";
-    fn score(&self, text: &str) -> f64 {
-        unique_share(&py::sentences(text).collect::<Vec<_>>(), false)
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let u = doc.line_uniques();
+        ratio(u.unique, u.total, 0.0)
     }
     fn keep(&self, s: f64) -> bool {
         s >= self.max_repeated_line_fraction
@@ -462,8 +466,9 @@ heuristic!(
 );
 impl Heuristic for RepeatedParagraphsFilter {
     const NAME: &'static str = "RepeatedParagraphsFilter";
-    fn score(&self, text: &str) -> f64 {
-        unique_share(&py::paragraphs(text).collect::<Vec<_>>(), false)
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let u = doc.paragraph_uniques();
+        ratio(u.unique, u.total, 0.0)
     }
     fn keep(&self, s: f64) -> bool {
         s >= self.max_repeated_paragraphs_ratio
@@ -476,8 +481,9 @@ heuristic!(
 );
 impl Heuristic for RepeatedLinesByCharFilter {
     const NAME: &'static str = "RepeatedLinesByCharFilter";
-    fn score(&self, text: &str) -> f64 {
-        unique_share(&py::sentences(text).collect::<Vec<_>>(), true)
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let u = doc.line_uniques();
+        ratio(u.unique_chars, u.total_chars, 0.0)
     }
     fn keep(&self, s: f64) -> bool {
         s >= self.max_repeated_lines_char_ratio
@@ -490,8 +496,9 @@ heuristic!(
 );
 impl Heuristic for RepeatedParagraphsByCharFilter {
     const NAME: &'static str = "RepeatedParagraphsByCharFilter";
-    fn score(&self, text: &str) -> f64 {
-        unique_share(&py::paragraphs(text).collect::<Vec<_>>(), true)
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let u = doc.paragraph_uniques();
+        ratio(u.unique_chars, u.total_chars, 0.0)
     }
     fn keep(&self, s: f64) -> bool {
         s >= self.max_repeated_paragraphs_char_ratio
@@ -532,52 +539,6 @@ impl Fx {
 
 pub(crate) type FxMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
 
-/// Each word as a small integer (equal words, equal ids), so n-grams compare and hash as
-/// `[u32]` instead of n strings.
-pub(crate) fn word_ids(words: &[&str]) -> Vec<u32> {
-    let mut ids: FxMap<&str, u32> = FxMap::with_capacity_and_hasher(words.len() / 2 + 8, Default::default());
-    words
-        .iter()
-        .map(|w| {
-            let next = ids.len() as u32;
-            *ids.entry(w).or_insert(next)
-        })
-        .collect()
-}
-
-/// For each n-gram window of `ids`, the index of the first window equal to it (exactly:
-/// windows are looked up by a 64-bit hash and compared on a hit).
-pub(crate) fn ngram_classes(ids: &[u32], n: usize) -> Vec<u32> {
-    let windows = ids.len() + 1 - n;
-    let mut first: FxMap<u64, u32> = FxMap::with_capacity_and_hasher(windows, Default::default());
-    let mut classes = Vec::with_capacity(windows);
-    for i in 0..windows {
-        let g = &ids[i..i + n];
-        let mut h = Fx::default();
-        for &x in g {
-            h.add(x as u64);
-        }
-        let mut key = h.0;
-        let class = loop {
-            match first.get(&key) {
-                None => {
-                    first.insert(key, i as u32);
-                    break i as u32;
-                }
-                Some(&j) if &ids[j as usize..j as usize + n] == g => break j,
-                Some(_) => key = key.wrapping_add(1), // a hash collision: probe on
-            }
-        };
-        classes.push(class);
-    }
-    classes
-}
-
-/// Non-overlapping occurrences of `needle` in `hay` (Python's `str.replace` count).
-fn occurrences(hay: &str, needle: &str) -> usize {
-    py::count(hay, needle)
-}
-
 heuristic!(
     /// Share of characters taken by the most frequent word n-gram (as `text.replace` would
     /// remove it); keep ≤ 0.2. Among equally frequent n-grams the first to occur is taken
@@ -586,28 +547,14 @@ heuristic!(
 );
 impl Heuristic for RepeatingTopNGramsFilter {
     const NAME: &'static str = "RepeatingTopNGramsFilter";
-    fn score(&self, text: &str) -> f64 {
-        let words: Vec<&str> = py::split(py::strip(text)).collect();
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
         let n = self.n.max(1);
-        if words.len() < n {
+        if doc.words().words.len() < n {
             return 1.0;
         }
-        let classes = ngram_classes(&word_ids(&words), n);
-        let mut counts = vec![0u32; classes.len()];
-        for &c in &classes {
-            counts[c as usize] += 1;
-        }
-        let mut best: Option<(usize, u32)> = None; // (position, count)
-        for (i, &c) in classes.iter().enumerate() {
-            let k = counts[c as usize];
-            if best.is_none_or(|(_, b)| k > b) {
-                best = Some((i, k));
-            }
-        }
-        let Some((i, _)) = best else { return 1.0 };
-        let joined = words[i..i + n].join(" ");
-        let nchar = py::len(text);
-        ratio(occurrences(text, &joined) * py::len(&joined), nchar, 1.0)
+        let Some(i) = doc.ngrams().level(n).most_frequent() else { return 1.0 };
+        let joined = doc.words().words[i..i + n].join(" ");
+        ratio(py::count(doc.text(), &joined) * py::len(&joined), doc.chars().chars, 1.0)
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_repeating_ngram_ratio
@@ -620,26 +567,24 @@ heuristic!(
 );
 impl Heuristic for RepeatingDuplicateNGramsFilter {
     const NAME: &'static str = "RepeatingDuplicateNGramsFilter";
-    fn score(&self, text: &str) -> f64 {
-        let words: Vec<&str> = py::split(py::strip(text)).collect();
+    fn score_view(&self, doc: &mut View<'_>) -> f64 {
         let n = self.n.max(1);
-        if words.len() < n {
+        if doc.words().words.len() < n {
             return 1.0;
         }
-        let classes = ngram_classes(&word_ids(&words), n);
-        let mut counts = vec![0u32; classes.len()];
+        let nchars = doc.chars().chars;
+        let (ngrams, lens) = doc.ngrams_and_lens();
         let (mut duplicated, mut overlapping) = (0usize, 0usize);
-        for (i, &class) in classes.iter().enumerate() {
-            let c = &mut counts[class as usize];
-            *c += 1;
-            if *c > 1 {
-                duplicated += words[i + overlapping.min(n)..i + n].iter().map(|w| py::len(w)).sum::<usize>();
+        for (i, &class) in ngrams.level(n).classes.iter().enumerate() {
+            if class as usize != i {
+                // seen before
+                duplicated += lens[i + overlapping.min(n)..i + n].iter().map(|&l| l as usize).sum::<usize>();
                 duplicated += (n - overlapping).min(n - 1);
                 overlapping = n;
             }
             overlapping = overlapping.saturating_sub(1);
         }
-        ratio(duplicated, py::len(text), 1.0)
+        ratio(duplicated, nchars, 1.0)
     }
     fn keep(&self, s: f64) -> bool {
         s <= self.max_repeating_duplicate_ngram_ratio
@@ -674,4 +619,450 @@ pub fn repetition_all(text: &str) -> Vec<(String, f64, bool)> {
         out.push(one(format!("RepeatingDuplicateNGramsFilter(n={n})"), h, text));
     }
     out
+}
+
+// ---------------------------------------------------------------------------------------
+// One document, examined once.
+
+/// A document as NeMo's filters see it: each piece (character counts, words, lines,
+/// paragraphs, n-gram classes) is computed the first time a filter asks and shared with every
+/// later one, so a chain of filters splits, counts and hashes a document once.
+pub struct View<'a> {
+    text: &'a str,
+    chars: Option<CharCounts>,
+    words: Option<Words<'a>>,
+    lines: Option<Vec<&'a str>>,
+    line_uniques: Option<Uniques>,
+    paragraph_uniques: Option<Uniques>,
+    ngrams: Option<NGrams>,
+    boilerplate: Option<bool>,
+}
+
+/// Counts over a text's characters (code points).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CharCounts {
+    pub chars: usize,
+    /// Outside NeMo's `[a-zA-Z0-9\n?!,.]`.
+    pub non_alnum: usize,
+    /// `0-9`.
+    pub digits: usize,
+    /// [`WHITE_SPACE`].
+    pub white: usize,
+    /// `{}⟨⟩[]()`.
+    pub parens: usize,
+}
+
+/// `text.strip().split()`, with each word's length in code points.
+pub struct Words<'a> {
+    pub words: Vec<&'a str>,
+    pub lens: Vec<u32>,
+}
+
+/// Distinct items of a list (lines or paragraphs), by count and by characters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Uniques {
+    pub total: usize,
+    pub unique: usize,
+    pub total_chars: usize,
+    pub unique_chars: usize,
+}
+
+impl<'a> View<'a> {
+    pub fn new(text: &'a str) -> View<'a> {
+        View { text, chars: None, words: None, lines: None, line_uniques: None, paragraph_uniques: None, ngrams: None, boilerplate: None }
+    }
+
+    pub fn text(&self) -> &'a str {
+        self.text
+    }
+
+    pub fn chars(&mut self) -> CharCounts {
+        *self.chars.get_or_insert_with(|| char_counts(self.text))
+    }
+
+    pub fn words(&mut self) -> &Words<'a> {
+        let text = self.text;
+        self.words.get_or_insert_with(|| {
+            let (mut words, mut lens) = (Vec::with_capacity(text.len() / 5), Vec::with_capacity(text.len() / 5));
+            py::split_with_lens(text, &mut words, &mut lens);
+            Words { words, lens }
+        })
+    }
+
+    /// `len(text.split())`, without splitting when no filter needed the words.
+    pub fn word_count(&self) -> usize {
+        match &self.words {
+            Some(w) => w.words.len(),
+            None => curator_sdk::text::count_words(self.text),
+        }
+    }
+
+    /// NeMo's `get_sentences`: the non-blank lines.
+    pub fn lines(&mut self) -> &[&'a str] {
+        let text = self.text;
+        self.lines.get_or_insert_with(|| py::sentences(text).collect())
+    }
+
+    pub fn line_uniques(&mut self) -> Uniques {
+        if let Some(u) = self.line_uniques {
+            return u;
+        }
+        let u = uniques(self.lines());
+        *self.line_uniques.insert(u)
+    }
+
+    pub fn paragraph_uniques(&mut self) -> Uniques {
+        let text = self.text;
+        *self.paragraph_uniques.get_or_insert_with(|| uniques(&py::paragraphs(text).collect::<Vec<_>>()))
+    }
+
+    /// Word n-gram classes of [`View::words`].
+    pub fn ngrams(&mut self) -> &mut NGrams {
+        self.ngrams_and_lens().0
+    }
+
+    /// Word n-gram classes and the words' lengths.
+    pub fn ngrams_and_lens(&mut self) -> (&mut NGrams, &[u32]) {
+        self.words();
+        let Some(words) = &self.words else { unreachable!("words were just computed") };
+        let ngrams = self.ngrams.get_or_insert_with(|| NGrams::new(&words.words));
+        (ngrams, &words.lens)
+    }
+
+    /// False when no paragraph can hold a [`POLICY_SUBSTRINGS`] needle or "lorem ipsum": none
+    /// of "cookie", "privacy", "terms of use", "lorem ipsum" occurs in the ASCII-lower-cased
+    /// text (every needle holds one of them) and no character that lower-cases to ASCII
+    /// letters (`İ` U+0130, `K` U+212A) does.
+    pub fn may_hold_boilerplate(&mut self) -> bool {
+        let text = self.text;
+        *self.boilerplate.get_or_insert_with(|| {
+            let lower = text.to_ascii_lowercase();
+            boilerplate_keys().any_in(&lower) || text.contains(['\u{130}', '\u{212a}'])
+        })
+    }
+}
+
+/// The words every [`POLICY_SUBSTRINGS`] needle (and "lorem ipsum") contains one of.
+const BOILERPLATE_KEYS: [&str; 4] = ["cookie", "privacy", "terms of use", "lorem ipsum"];
+
+fn boilerplate_keys() -> &'static py::Needles {
+    static N: std::sync::OnceLock<py::Needles> = std::sync::OnceLock::new();
+    N.get_or_init(|| py::Needles::new(&BOILERPLATE_KEYS))
+}
+
+fn uniques(items: &[&str]) -> Uniques {
+    let mut seen: std::collections::HashSet<&str, std::hash::BuildHasherDefault<Fx>> =
+        std::collections::HashSet::with_capacity_and_hasher(items.len(), Default::default());
+    let mut u = Uniques::default();
+    for s in items {
+        let chars = py::len(s);
+        u.total += 1;
+        u.total_chars += chars;
+        if seen.insert(s) {
+            u.unique += 1;
+            u.unique_chars += chars;
+        }
+    }
+    u
+}
+
+/// Per byte, counts packed in 12-bit fields (character start, non-alphanumeric, digit, white
+/// space, bracket): one table load and one add per byte, the fields flushed before they can
+/// overflow.
+static CHAR_CLASS: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if c < 0x80 {
+            let alnum = c.is_ascii_alphanumeric() || matches!(c, b'\n' | b'?' | b'!' | b',' | b'.');
+            let white = matches!(c, b'\t' | b'\n' | b'\r' | 0x08 | b' ');
+            let paren = matches!(c, b'{' | b'}' | b'[' | b']' | b'(' | b')');
+            1 | ((!alnum as u64) << 12) | ((c.is_ascii_digit() as u64) << 24) | ((white as u64) << 36) | ((paren as u64) << 48)
+        } else if c >= 0xc0 {
+            1 | (1 << 12) // the first byte of a non-ASCII character
+        } else {
+            0 // a continuation byte
+        };
+        b += 1;
+    }
+    t
+};
+
+fn char_counts(text: &str) -> CharCounts {
+    let mut f = [0usize; 5];
+    for chunk in text.as_bytes().chunks(4095) {
+        let acc: u64 = chunk.iter().map(|&b| CHAR_CLASS[b as usize]).sum();
+        for (k, v) in f.iter_mut().enumerate() {
+            *v += ((acc >> (12 * k)) & 0xfff) as usize;
+        }
+    }
+    if f[0] != text.len() {
+        // non-ASCII text: the two non-ASCII brackets ⟨ ⟩
+        f[4] += py::count(text, "\u{27e8}") + py::count(text, "\u{27e9}");
+    }
+    CharCounts { chars: f[0], non_alnum: f[1], digits: f[2], white: f[3], parens: f[4] }
+}
+
+/// Word n-grams as classes: for each n, each window of n words is labelled with the position
+/// of the first window equal to it, so equal n-grams share a label and "seen before" is
+/// `label != position`. Exact: words are interned (compared as strings), and the label of an
+/// (n+1)-gram is looked up by the pair (label of its first n words, id of its last word).
+/// A window whose n-gram occurs once keeps a unique label at every larger n, so only the
+/// windows of repeated n-grams are looked up again: on prose, few beyond n = 3.
+pub struct NGrams {
+    /// `levels[k]`: the classes of (k+1)-grams.
+    levels: Vec<Level>,
+    table: Vec<(u64, u32)>,
+}
+
+/// The classes of one n.
+pub struct Level {
+    /// Per window, the position of the first equal window.
+    pub classes: Vec<u32>,
+    /// Per position, how many windows have it as their class.
+    pub counts: Vec<u32>,
+}
+
+impl Level {
+    /// The position of the first window among the most frequent n-grams (`Counter.most_common`
+    /// order), `None` without windows.
+    pub fn most_frequent(&self) -> Option<usize> {
+        let mut best: Option<(usize, u32)> = None;
+        for (i, &c) in self.classes.iter().enumerate() {
+            let k = self.counts[c as usize];
+            if best.is_none_or(|(_, b)| k > b) {
+                best = Some((i, k));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    fn from_classes(classes: Vec<u32>) -> Level {
+        let mut counts = vec![0u32; classes.len()];
+        for &c in &classes {
+            counts[c as usize] += 1;
+        }
+        Level { classes, counts }
+    }
+}
+
+const EMPTY: u64 = u64::MAX;
+
+/// A word's 64-bit hash (never [`EMPTY`]): words of up to 8 bytes in one multiply.
+fn word_hash(w: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = (w.len() as u64).wrapping_mul(K);
+    let mut chunks = w.chunks(8);
+    for c in &mut chunks {
+        let mut buf = [0u8; 8];
+        buf[..c.len()].copy_from_slice(c);
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(buf)).wrapping_mul(K);
+    }
+    let h = h ^ (h >> 29);
+    if h == EMPTY { 0 } else { h }
+}
+
+impl NGrams {
+    pub fn new(words: &[&str]) -> NGrams {
+        // words interned by position: an open-addressing table of (hash, first position)
+        let bits = (2 * words.len()).max(16).next_power_of_two().trailing_zeros();
+        let mask = (1usize << bits) - 1;
+        let mut table = vec![(EMPTY, 0u32); 1 << bits];
+        let mut classes = Vec::with_capacity(words.len());
+        for (i, w) in words.iter().enumerate() {
+            let key = word_hash(w.as_bytes());
+            let mut h = (key >> (64 - bits)) as usize;
+            let class = loop {
+                let slot = &mut table[h];
+                if slot.0 == EMPTY {
+                    *slot = (key, i as u32);
+                    break i as u32;
+                }
+                if slot.0 == key && words[slot.1 as usize] == *w {
+                    break slot.1;
+                }
+                h = (h + 1) & mask;
+            };
+            classes.push(class);
+        }
+        NGrams { levels: vec![Level::from_classes(classes)], table }
+    }
+
+    /// The classes of n-grams (`1 ≤ n ≤` the number of words).
+    pub fn level(&mut self, n: usize) -> &Level {
+        assert!(n >= 1 && n <= self.levels[0].classes.len(), "n-gram size {n} out of range");
+        while self.levels.len() < n {
+            let next = self.extend();
+            self.levels.push(next);
+        }
+        &self.levels[n - 1]
+    }
+
+    /// The classes of (n+1)-grams from those of n-grams, n = `levels.len()`.
+    fn extend(&mut self) -> Level {
+        let n = self.levels.len();
+        let (words, prev) = (&self.levels[0].classes, &self.levels[n - 1]);
+        let windows = prev.classes.len() - 1;
+        // windows whose n-gram occurs more than once: only they can share an (n+1)-gram
+        let active: Vec<u32> = (0..windows as u32).filter(|&i| prev.counts[prev.classes[i as usize] as usize] > 1).collect();
+        let mut classes: Vec<u32> = (0..windows as u32).collect();
+        if !active.is_empty() {
+            let bits = (2 * active.len()).max(16).next_power_of_two().trailing_zeros();
+            let mask = (1usize << bits) - 1;
+            self.table.clear();
+            self.table.resize(1 << bits, (EMPTY, 0));
+            for &i in &active {
+                let key = (u64::from(prev.classes[i as usize]) << 32) | u64::from(words[i as usize + n]);
+                let mut h = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize;
+                classes[i as usize] = loop {
+                    let slot = &mut self.table[h];
+                    if slot.0 == EMPTY {
+                        *slot = (key, i);
+                        break i;
+                    }
+                    if slot.0 == key {
+                        break slot.1;
+                    }
+                    h = (h + 1) & mask;
+                };
+            }
+        }
+        Level::from_classes(classes)
+    }
+}
+
+#[cfg(test)]
+mod view_tests {
+    use super::*;
+
+    /// Labels by brute force: the first window with the same words.
+    fn naive(words: &[&str], n: usize) -> Vec<u32> {
+        (0..=words.len() - n).map(|i| (0..=i).find(|&j| words[j..j + n] == words[i..i + n]).unwrap_or(i) as u32).collect()
+    }
+
+    #[test]
+    fn ngram_classes_equal_brute_force() {
+        let mut x = 7u64;
+        for round in 0..300 {
+            let vocab = 1 + round % 6;
+            let len = 1 + (round * 7) % 60;
+            let words: Vec<String> = (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    format!("w{}", (x >> 33) as usize % vocab)
+                })
+                .collect();
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            let mut g = NGrams::new(&words);
+            for n in 1..=len.min(12) {
+                assert_eq!(g.level(n).classes, naive(&words, n), "{words:?} n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn char_counts_equal_per_character_predicates() {
+        for text in ["", "abc 123 (x) [y] {z}\n\t\r\u{8}", "é⟨⟩ ü,.?! 日本語 🚀 ⟨", &"x(1) ".repeat(2000)] {
+            let count = |p: fn(char) -> bool| text.chars().filter(|&c| p(c)).count();
+            let want = CharCounts {
+                chars: text.chars().count(),
+                non_alnum: count(|c| !is_alphanum_mark(c)),
+                digits: count(|c| c.is_ascii_digit()),
+                white: count(|c| WHITE_SPACE.contains(&c)),
+                parens: count(|c| matches!(c, '{' | '}' | '⟨' | '⟩' | '[' | ']' | '(' | ')')),
+            };
+            assert_eq!(char_counts(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn boilerplate_prefilter_covers_every_needle() {
+        for n in POLICY_SUBSTRINGS.iter().chain(&["lorem ipsum"]) {
+            assert!(BOILERPLATE_KEYS.iter().any(|k| n.contains(k)), "{n}");
+        }
+        assert!(!View::new("plain words only").may_hold_boilerplate());
+        assert!(View::new("Our PRIVACY notice").may_hold_boilerplate());
+        assert!(View::new("coo\u{212a}ie").may_hold_boilerplate());
+    }
+
+    #[test]
+    fn symbol_words_prefilter_admits_every_mark() {
+        for m in ELLIPSIS_MARKS {
+            assert!(m.len() <= 11 && matches!(m.as_bytes()[0], b'.' | b'[' | b'(' | b'-' | b'r' | 0xe2), "{m}");
+        }
+    }
+
+    #[test]
+    fn ellipsis_endings_equal_lower_casing_the_whole_line() {
+        for line in ["Read More", "READ MORE..", "x [...]", "a…", "b -»", "plain.", "no", "İİİİİİİİİİİİ read more", "ends (...)", "e"]
+        {
+            let lower = line.to_lowercase();
+            assert_eq!(ends_with_ellipsis(line), ELLIPSIS_MARKS.iter().any(|m| lower.ends_with(m)), "{line}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Filters chosen by name, for a chain run as one stage.
+
+macro_rules! by_name {
+    ($($stage:literal => $ty:ident),* $(,)?) => {
+        /// One of the heuristics above, chosen by the name of the stage that runs it alone
+        /// (`repeating_top_n_grams_filter`), with that stage's params.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum AnyHeuristic { $($ty($ty)),* }
+
+        impl AnyHeuristic {
+            /// The stage names, in the order above.
+            pub const NAMES: &'static [&'static str] = &[$($stage),*];
+
+            /// The heuristic a stage name stands for, from that stage's params (a JSON object;
+            /// missing params take their defaults, unknown ones are an error).
+            pub fn from_params(stage: &str, params: serde_json::Value) -> Result<AnyHeuristic, String> {
+                match stage {
+                    $($stage => serde_json::from_value(params).map(AnyHeuristic::$ty).map_err(|e| e.to_string()),)*
+                    other => Err(format!("unknown filter `{other}` (one of: {})", Self::NAMES.join(", "))),
+                }
+            }
+
+            /// The stage name.
+            pub fn name(&self) -> &'static str {
+                match self { $(AnyHeuristic::$ty(_) => $stage),* }
+            }
+
+            pub fn score_view(&self, doc: &mut View<'_>) -> f64 {
+                match self { $(AnyHeuristic::$ty(h) => h.score_view(doc)),* }
+            }
+
+            pub fn keep(&self, score: f64) -> bool {
+                match self { $(AnyHeuristic::$ty(h) => h.keep(score)),* }
+            }
+        }
+    };
+}
+
+by_name! {
+    "non_alpha_numeric_filter" => NonAlphaNumericFilter,
+    "symbols_to_words_filter" => SymbolsToWordsFilter,
+    "numbers_filter" => NumbersFilter,
+    "urls_filter" => UrlsFilter,
+    "bullets_filter" => BulletsFilter,
+    "white_space_filter" => WhiteSpaceFilter,
+    "parentheses_filter" => ParenthesesFilter,
+    "long_word_filter" => LongWordFilter,
+    "word_count_filter" => WordCountFilter,
+    "boiler_plate_string_filter" => BoilerPlateStringFilter,
+    "mean_word_length_filter" => MeanWordLengthFilter,
+    "punctuation_filter" => PunctuationFilter,
+    "ellipsis_filter" => EllipsisFilter,
+    "common_english_words_filter" => CommonEnglishWordsFilter,
+    "words_without_alphabets_filter" => WordsWithoutAlphabetsFilter,
+    "pornographic_urls_filter" => PornographicUrlsFilter,
+    "repeated_lines_filter" => RepeatedLinesFilter,
+    "repeated_paragraphs_filter" => RepeatedParagraphsFilter,
+    "repeated_lines_by_char_filter" => RepeatedLinesByCharFilter,
+    "repeated_paragraphs_by_char_filter" => RepeatedParagraphsByCharFilter,
+    "repeating_top_n_grams_filter" => RepeatingTopNGramsFilter,
+    "repeating_duplicate_n_grams_filter" => RepeatingDuplicateNGramsFilter,
 }

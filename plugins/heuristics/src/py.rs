@@ -36,6 +36,60 @@ pub fn split(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// [`split`] into `words`, each word's length in code points into `lens`: one pass over the
+/// bytes, for callers that need all the words.
+pub fn split_with_lens<'a>(text: &'a str, words: &mut Vec<&'a str>, lens: &mut Vec<u32>) {
+    let (b, n) = (text.as_bytes(), text.len());
+    let wide = |i: usize| text[i..].chars().next().map_or((false, 1), |c| (is_py_space(c), c.len_utf8()));
+    let mut i = 0;
+    'words: loop {
+        let start = loop {
+            if i >= n {
+                break 'words;
+            }
+            match BYTE_CLASS[b[i] as usize] {
+                0 => break i,
+                1 => i += 1,
+                _ => match wide(i) {
+                    (true, w) => i += w,
+                    (false, _) => break i,
+                },
+            }
+        };
+        let mut continuation = 0usize;
+        while i < n {
+            // eight ASCII word bytes at a time, up to the first space or non-ASCII byte
+            if let Some(chunk) = b.get(i..i + 8) {
+                let w = u64::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]]);
+                // exact for the bytes below the first non-ASCII one (whose own high bit stops us)
+                let stop = curator_sdk::text::ascii_space_mask(w) | (w & 0x8080_8080_8080_8080);
+                if stop == 0 {
+                    i += 8;
+                    continue;
+                }
+                i += (stop.trailing_zeros() / 8) as usize;
+            }
+            let c = b[i];
+            match BYTE_CLASS[c as usize] {
+                0 => {
+                    continuation += usize::from(c & 0xc0 == 0x80);
+                    i += 1;
+                }
+                1 => break,
+                _ => match wide(i) {
+                    (true, _) => break,
+                    (false, w) => {
+                        continuation += w - 1;
+                        i += w;
+                    }
+                },
+            }
+        }
+        words.push(&text[start..i]);
+        lens.push((i - start - continuation) as u32);
+    }
+}
+
 /// Per byte: 0 part of a word, 1 ASCII whitespace, 2 the lead byte of a character that may be
 /// whitespace (U+0085, U+00A0, U+1680, U+2000–U+205F, U+3000).
 static BYTE_CLASS: [u8; 256] = {
@@ -93,9 +147,27 @@ pub fn sentences(text: &str) -> impl Iterator<Item = &str> {
     text.split('\n').filter(|l| !strip(l).is_empty())
 }
 
-/// NeMo's `get_paragraphs`: split on a blank line (`\n\n`).
-pub fn paragraphs(text: &str) -> std::str::Split<'_, &'static str> {
-    text.split("\n\n")
+/// NeMo's `get_paragraphs`: split on a blank line (`\n\n`, non-overlapping, left to right).
+pub fn paragraphs(text: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    let mut cuts = memchr::memmem::find_iter(text.as_bytes(), b"\n\n");
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        Some(match cuts.next() {
+            Some(k) => {
+                let p = &text[start..k];
+                start = k + 2;
+                p
+            }
+            None => {
+                done = true;
+                &text[start..]
+            }
+        })
+    })
 }
 
 #[cfg(test)]
@@ -108,20 +180,27 @@ mod tests {
         let t = " a\tb\u{3000}c\u{85}d\x1ce  é\u{a0}f \u{2028}";
         assert_eq!(split(t).collect::<Vec<_>>(), t.split(is_py_space).filter(|c| !c.is_empty()).collect::<Vec<_>>());
         assert_eq!(split("   ").count(), 0);
+        let check = |t: &str| {
+            let (mut w, mut l) = (Vec::new(), Vec::new());
+            split_with_lens(t, &mut w, &mut l);
+            assert_eq!(w, split(t).collect::<Vec<_>>(), "{t:?}");
+            assert_eq!(l, w.iter().map(|w| len(w) as u32).collect::<Vec<_>>(), "{t:?}");
+        };
         // random strings over whitespace and look-alikes of every byte class
         let alphabet = [
-            'a', ' ', '\t', '\n', '\x1c', '\u{85}', '\u{a0}', '\u{1680}', '\u{2000}', '\u{200b}', '\u{2028}', '\u{205f}', '\u{3000}', 'é',
-            '日', '€', '\u{2060}', '\u{e000}',
+            'a', 'b', 'c', 'd', ' ', '\t', '\n', '\x1c', '\u{85}', '\u{a0}', '\u{1680}', '\u{2000}', '\u{200b}', '\u{2028}', '\u{205f}',
+            '\u{3000}', 'é', '日', '€', '\u{2060}', '\u{e000}',
         ];
         let mut x = 12345u64;
         for _ in 0..3000 {
             let mut t = String::new();
-            for _ in 0..(x % 12) {
+            for _ in 0..(x % 40) {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 t.push(alphabet[(x >> 33) as usize % alphabet.len()]);
             }
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             assert_eq!(split(&t).collect::<Vec<_>>(), t.split(is_py_space).filter(|c| !c.is_empty()).collect::<Vec<_>>(), "{t:?}");
+            check(&t);
         }
         assert_eq!(count("aaaa", "aa"), 2);
         assert_eq!(count("a...b....", "..."), 2);
@@ -131,6 +210,8 @@ mod tests {
         assert_eq!(strip("\x1f x \u{85}"), "x");
         assert_eq!(len("héllo 🚀"), 7);
         assert_eq!(sentences("a\n\n  \nb\n").collect::<Vec<_>>(), ["a", "b"]);
-        assert_eq!(paragraphs("a\n\nb\n\n\nc").collect::<Vec<_>>(), ["a", "b", "\nc"]);
+        for t in ["a\n\nb\n\n\nc", "", "\n\n", "\n\n\n\n", "x\n", "é\n\n\n\n\nü"] {
+            assert_eq!(paragraphs(t).collect::<Vec<_>>(), t.split("\n\n").collect::<Vec<_>>(), "{t:?}");
+        }
     }
 }
