@@ -17,6 +17,6 @@ pub use manifest::{
     ABI_MAJOR, ABI_MINOR, Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, WIT_PACKAGE,
 };
 pub use params::{ParamError, validate_params};
-pub use pipeline::{PipelineSpec, SinkSpec, SourceSpec, SpecError, StageSpec};
+pub use pipeline::{Isolation, PipelineSpec, SinkSpec, SourceSpec, SpecError, StageSpec};
 pub use resources::{ResourceError, ResourceOverride, Resources};
 pub use task::TaskMeta;

@@ -301,6 +301,16 @@ impl Grant {
     }
 }
 
+/// Where a stage's instances run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// In the host process (WASM only): the sandbox checks the time limit in the guest's code.
+    InProcess,
+    /// In a worker process the host stops when a call runs over its time limit.
+    Process,
+}
+
 /// One stage of the pipeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -322,6 +332,13 @@ pub struct StageSpec {
     /// Wall-clock limit per call, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<f64>,
+    /// Where a WASM stage runs: `in_process` (the default: in the host, its time limit checked
+    /// by the compiled code at every loop and call) or `process` (in a worker process that is
+    /// stopped when a call runs over: the code runs without those checks, ~20 % faster on
+    /// heavy stages, for one copy of each batch to and from the worker). Native stages always
+    /// run in worker processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
     /// Directories granted to the stage, by the name its manifest requests them under.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub grants: BTreeMap<String, Grant>,

@@ -241,6 +241,57 @@ pub fn apply_output(input: &RecordBatch, out: wit::Output) -> Result<RecordBatch
     }
 }
 
+/// A guest's output in the native worker protocol's form ([`crate::native::OutputKind`] and
+/// its batch), for a WASM stage served by a worker process: the host applies it to the whole
+/// batch as it does a native stage's. `rows`: the input's row count.
+pub fn to_native_output(out: wit::Output, rows: usize) -> Result<(crate::native::OutputKind, RecordBatch), InvalidOutput> {
+    use crate::native::OutputKind;
+    let batch = |fields: Vec<Field>, arrays: Vec<ArrayRef>, n: usize| {
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(n));
+        RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options).map_err(|e| bad(e.to_string()))
+    };
+    let columns = |cols: Vec<wit::Column>| -> Result<(Vec<Field>, Vec<ArrayRef>), InvalidOutput> {
+        let (mut fields, mut arrays) = (Vec::new(), Vec::new());
+        for c in cols {
+            let (f, a) = column_from_wit(c, rows)?;
+            fields.push(f);
+            arrays.push(a);
+        }
+        Ok((fields, arrays))
+    };
+    let selection = |keep: Vec<u32>| -> ArrayRef { Arc::new(arrow_array::UInt32Array::from(keep)) };
+    Ok(match out {
+        wit::Output::Selection(keep) => {
+            let n = keep.len();
+            (OutputKind::Selection, batch(vec![Field::new("keep", DataType::UInt32, false)], vec![selection(keep)], n)?)
+        }
+        wit::Output::Columns(cols) => {
+            let (fields, arrays) = columns(cols)?;
+            (OutputKind::Columns, batch(fields, arrays, rows)?)
+        }
+        wit::Output::Scored(scored) => {
+            let (mut fields, mut arrays) = columns(scored.columns)?;
+            let mut mask = vec![false; rows];
+            for k in scored.keep {
+                *mask.get_mut(k as usize).ok_or_else(|| bad(format!("selection index {k} is out of range ({rows} rows)")))? = true;
+            }
+            fields.push(Field::new(curator_sdk::abi::SCORED_KEEP, DataType::Boolean, false));
+            arrays.push(Arc::new(BooleanArray::from(mask)));
+            (OutputKind::Scored, batch(fields, arrays, rows)?)
+        }
+        wit::Output::Batch(b) => {
+            let n = b.num_rows as usize;
+            let (mut fields, mut arrays) = (Vec::new(), Vec::new());
+            for c in b.columns {
+                let (f, a) = column_from_wit(c, n)?;
+                fields.push(f);
+                arrays.push(a);
+            }
+            (OutputKind::Batch, batch(fields, arrays, n)?)
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

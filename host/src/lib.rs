@@ -9,3 +9,4 @@ pub mod native;
 pub mod plan;
 pub mod registry;
 pub mod wasm;
+pub mod wasm_worker;

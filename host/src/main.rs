@@ -100,6 +100,9 @@ enum Command {
         /// Print the plugin's manifest and exit.
         #[arg(long)]
         manifest: bool,
+        /// Serve a WASM plugin (`isolation: process`): the instance's limits as JSON.
+        #[arg(long)]
+        wasm: Option<String>,
     },
 }
 
@@ -157,7 +160,13 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Plugin { command: PluginCommand::Inspect { name_or_file, plugins, json } } => {
             plugin_inspect(&name_or_file, &plugins, json)
         }
-        Command::Worker { plugin, params, context, cpus, manifest } => {
+        Command::Worker { plugin, params, context, cpus, manifest, wasm: Some(spec) } if !manifest => {
+            let spec = serde_json::from_str(&spec).context("--wasm is not a WASM worker spec")?;
+            let _ = context;
+            let code = curator_host::wasm_worker::serve(&plugin, &params, &spec, &cpus);
+            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+        }
+        Command::Worker { plugin, params, context, cpus, manifest, .. } => {
             let context = serde_json::from_str(&context).context("--context is not a worker context")?;
             let code = curator_host::native::serve(&plugin, &params, &context, &cpus, manifest);
             Ok(ExitCode::from(code.clamp(0, 255) as u8))
@@ -340,6 +349,7 @@ fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat
         };
         let mbs = r.wasm_s.filter(|s| *s > 0.0).map_or("-".into(), |s| format!("{:.0}", r.bytes_in as f64 / 1e6 / s));
         let differ = if r.outputs_differ { " (outputs differ!)" } else { "" };
+        let differ = if r.worker_process && r.wasm_s.is_some() { format!(" [isolation: process]{differ}") } else { differ.to_string() };
         println!(
             "| {}{differ} | {} | {:.1} | {} | {} | {ratio} | {mbs} |",
             r.label,

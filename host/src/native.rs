@@ -279,13 +279,13 @@ pub fn apply_output(input: &RecordBatch, kind: OutputKind, out: RecordBatch) -> 
 // ---------------------------------------------------------------------------------------
 // The worker process and its protocol.
 
-const TAG_BATCH: u8 = 1;
-const TAG_SHUTDOWN: u8 = 2;
-const TAG_READY: u8 = 0x10;
-const TAG_OUTPUT: u8 = 0x11;
-const TAG_ERROR: u8 = 0x12;
-const TAG_OOM: u8 = 0x13;
-const TAG_FATAL: u8 = 0x14;
+pub(crate) const TAG_BATCH: u8 = 1;
+pub(crate) const TAG_SHUTDOWN: u8 = 2;
+pub(crate) const TAG_READY: u8 = 0x10;
+pub(crate) const TAG_OUTPUT: u8 = 0x11;
+pub(crate) const TAG_ERROR: u8 = 0x12;
+pub(crate) const TAG_OOM: u8 = 0x13;
+pub(crate) const TAG_FATAL: u8 = 0x14;
 const TAG_MANIFEST: u8 = 0x15;
 /// Pipe buffer size between host and worker.
 #[cfg(target_os = "linux")]
@@ -293,7 +293,7 @@ const PIPE_BYTES: libc::c_int = 1 << 20;
 /// Schema-metadata key carrying the output kind over IPC.
 const KIND_KEY: &str = "curator.output";
 
-fn write_frame(w: &mut impl Write, tag: u8, payload: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_frame(w: &mut impl Write, tag: u8, payload: &[u8]) -> std::io::Result<()> {
     let mut head = [0u8; 9];
     head[0] = tag;
     head[1..].copy_from_slice(&(payload.len() as u64).to_le_bytes());
@@ -302,7 +302,7 @@ fn write_frame(w: &mut impl Write, tag: u8, payload: &[u8]) -> std::io::Result<(
     w.flush()
 }
 
-fn read_frame(r: &mut impl Read) -> std::io::Result<(u8, Vec<u8>)> {
+pub(crate) fn read_frame(r: &mut impl Read) -> std::io::Result<(u8, Vec<u8>)> {
     let mut head = [0u8; 9];
     r.read_exact(&mut head)?;
     let len = u64::from_le_bytes(head[1..].try_into().unwrap_or([0; 8])) as usize;
@@ -317,7 +317,7 @@ fn read_frame(r: &mut impl Read) -> std::io::Result<(u8, Vec<u8>)> {
 
 /// Encode into `buf` (cleared first; its capacity is reused, so steady state does not
 /// fault fresh pages in for every batch).
-fn to_ipc_into(batch: &RecordBatch, kind: Option<OutputKind>, buf: &mut Vec<u8>) -> Result<(), NativeError> {
+pub(crate) fn to_ipc_into(batch: &RecordBatch, kind: Option<OutputKind>, buf: &mut Vec<u8>) -> Result<(), NativeError> {
     buf.clear();
     let mut metadata = batch.schema().metadata().clone();
     if let Some(k) = kind {
@@ -339,7 +339,7 @@ fn from_ipc(bytes: Vec<u8>) -> Result<(RecordBatch, Option<String>), NativeError
 
 /// `trusted`: skip Arrow's validation (UTF-8, offsets). Only for what the host sends its own
 /// worker (the host built and validated it); never for what comes back from a plugin.
-fn decode_ipc(bytes: Vec<u8>, trusted: bool) -> Result<(RecordBatch, Option<String>), NativeError> {
+pub(crate) fn decode_ipc(bytes: Vec<u8>, trusted: bool) -> Result<(RecordBatch, Option<String>), NativeError> {
     let perr = |e: arrow_schema::ArrowError| NativeError::Protocol(e.to_string());
     let mut buffer = arrow_buffer::Buffer::from_vec(bytes);
     let mut decoder = arrow_ipc::reader::StreamDecoder::new();
@@ -378,7 +378,7 @@ pub fn keep_large_allocations() {
 }
 
 /// Pin this process to `cpus` (Linux).
-fn set_affinity(cpus: &[usize]) {
+pub(crate) fn set_affinity(cpus: &[usize]) {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: a zeroed cpu_set_t filled with CPU_SET, applied to this process.
@@ -581,8 +581,21 @@ impl NativeWorker {
         context: &WorkerContext,
         limits: &WorkerLimits,
     ) -> Result<NativeWorker, NativeError> {
+        NativeWorker::spawn_with(label, plugin, params, context, limits, &[])
+    }
+
+    /// [`NativeWorker::spawn`] with more worker arguments (`--wasm SPEC` for a WASM stage).
+    pub fn spawn_with(
+        label: &str,
+        plugin: &Path,
+        params: &serde_json::Value,
+        context: &WorkerContext,
+        limits: &WorkerLimits,
+        extra: &[String],
+    ) -> Result<NativeWorker, NativeError> {
         let mut cmd = Command::new(worker_exe());
         cmd.arg("worker")
+            .args(extra)
             .arg(plugin)
             .arg("--params")
             .arg(params.to_string())

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use curator_core::partition::{Extent, FileInfo, Part, PartitionBy, Splittable, partition};
 use curator_core::pipeline::{DEFAULT_MAX_LINE_BYTES, DEFAULT_TIMEOUT_S, Format, WriteMode};
-use curator_core::{PipelineSpec, Resources, SinkSpec, SpecError, validate_params};
+use curator_core::{Isolation, PipelineSpec, Resources, SinkSpec, SpecError, validate_params};
 
 use crate::io::writer::{OutputManifest, WrittenFile};
 use crate::io::{self, InputFile, IoError, Loc};
@@ -25,6 +25,8 @@ pub struct PlannedStage {
     pub batch_size: Option<usize>,
     pub timeout: Duration,
     pub grants: Vec<DirGrant>,
+    /// Where its instances run (native stages: always [`Isolation::Process`]).
+    pub isolation: Isolation,
 }
 
 /// A partition and where its kept documents go.
@@ -339,6 +341,14 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
                 ));
             }
         }
+        let isolation = match (m.kind, s.isolation) {
+            (curator_core::PluginKind::Wasm, i) => i.unwrap_or(Isolation::InProcess),
+            (_, Some(Isolation::InProcess)) => {
+                errors.push(SpecError::new(label, at("isolation"), "a native stage always runs in a worker process (isolation: process)"));
+                Isolation::Process
+            }
+            (_, _) => Isolation::Process,
+        };
         let timeout_s = s.timeout_s.or(spec.timeout_s).unwrap_or(DEFAULT_TIMEOUT_S);
         stages.push(PlannedStage {
             index: i,
@@ -349,6 +359,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
             batch_size: s.batch_size.or(m.batch_size),
             timeout: Duration::from_secs_f64(timeout_s),
             grants,
+            isolation,
         });
     }
     if !errors.is_empty() {

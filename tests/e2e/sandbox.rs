@@ -18,9 +18,14 @@ fn pipeline(tmp: &Path, stage_yaml: &str) -> String {
 }
 
 fn run_hostile(mode: &str, extra: &str) -> (Run, tempfile::TempDir) {
+    run_hostile_in(mode, extra, "in_process")
+}
+
+/// The hostile stage with `isolation` (`in_process` or `process`).
+fn run_hostile_in(mode: &str, extra: &str, isolation: &str) -> (Run, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     setup(tmp.path());
-    let stage = format!("  - plugin: hostile\n    params: {{mode: {mode}, trigger: TRIGGER{extra}}}\n");
+    let stage = format!("  - plugin: hostile\n    isolation: {isolation}\n    params: {{mode: {mode}, trigger: TRIGGER{extra}}}\n");
     let p = pipeline(tmp.path(), &stage);
     (run_with_guests(&["run", &p]), tmp)
 }
@@ -114,6 +119,44 @@ fn completed_files_survive_a_later_failure() {
     assert_eq!(read_jsonl(&tmp.path().join("out/a.jsonl")).len(), 2, "finished output lost");
     assert!(!tmp.path().join("out/b.jsonl").exists());
     assert!(temp_leftovers(&tmp.path().join("out")).is_empty());
+}
+
+/// `isolation: process`: the same guests in worker processes, compiled without deadline
+/// checks. The host's watchdog stops an endless loop; the memory cap, the grants and the
+/// output checks hold as in the host; each failure is reported the same way.
+#[test]
+fn process_isolation_contains_the_same_guests() {
+    let cases = [
+        ("loop", "", "exceeded its time limit of 1s per call (worker stopped)", "10..20"),
+        ("bomb", "", "ran out of memory: exceeded its memory cap of 64 MiB", "15..16"),
+        ("panic", "", "returned an error: trapped: wasm trap", "10..20"),
+        ("fail", "", "returned an error: refusing this batch on purpose", "10..20"),
+        ("bad_output", "", "selection index 4294967295 is out of range", "10..20"),
+        ("open", ", path: /etc/passwd", "returned an error: cannot open /etc/passwd", "10..20"),
+    ];
+    for (mode, extra, reason, rows) in cases {
+        let (run, tmp) = run_hostile_in(mode, extra, "process");
+        assert_contained_rows(&run, tmp.path(), reason, rows);
+        assert!(!run.stderr.contains("root:"), "file content leaked");
+    }
+    let (run, tmp) = run_hostile_in("none", "", "process");
+    run.ok();
+    assert_eq!(read_jsonl(&tmp.path().join("out/data.jsonl")), {
+        let (run, tmp) = run_hostile_in("none", "", "in_process");
+        run.ok();
+        read_jsonl(&tmp.path().join("out/data.jsonl"))
+    });
+    // grants reach the worker: readable, and no way out of them
+    let tmp = tempfile::tempdir().unwrap();
+    grant_tree(tmp.path());
+    let isolated = format!("    isolation: process\n{GRANT}");
+    run_reader(tmp.path(), "/data/ok.txt", false, &isolated).ok();
+    assert_eq!(read_jsonl(&tmp.path().join("out/data.jsonl"))[0]["content"], "granted content");
+    let tmp = tempfile::tempdir().unwrap();
+    grant_tree(tmp.path());
+    let run = run_reader(tmp.path(), "/data/../secret.txt", false, &isolated);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("cannot open /data/../secret.txt"), "{}", run.stderr);
 }
 
 /// A tree with a granted directory `grant/` (holding ok.txt) and a secret beside it.

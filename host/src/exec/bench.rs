@@ -29,6 +29,8 @@ pub struct StageBench {
     pub bytes_in: u64,
     /// Best of the repeats, seconds, WASM component.
     pub wasm_s: Option<f64>,
+    /// Whether the WASM timing is of code without deadline checks (`isolation: process`).
+    pub worker_process: bool,
     /// Best of the repeats, seconds, native library (in process: no worker transport).
     pub native_s: Option<f64>,
     /// The native build kept a different number of documents (a bug in one of the builds).
@@ -97,7 +99,15 @@ fn time_wasm(
     batches: &[RecordBatch],
     repeat: usize,
 ) -> Result<(Duration, Vec<RecordBatch>), RunError> {
-    let compiled = runtime.load(&stage.plugin.path, stage.plugin.manifest.clone()).map_err(|e| start_error(stage, e))?;
+    // A stage run in worker processes is compiled as its workers compile it: without deadline
+    // checks (timed here in process, without the worker's copies; one that never returns
+    // hangs the bench, where a run would stop its worker).
+    let compiled = if stage.isolation == curator_core::Isolation::Process {
+        crate::wasm_worker::compile(&stage.plugin.path, stage.plugin.manifest.clone(), runtime.cache_dir().map(Into::into))
+    } else {
+        runtime.load(&stage.plugin.path, stage.plugin.manifest.clone())
+    }
+    .map_err(|e| start_error(stage, e))?;
     let mut inst = compiled.instantiate(&stage.label, &stage.params, &limits(stage)).map_err(|e| start_error(stage, e))?;
     let wanted = &stage.plugin.manifest.input_columns;
     let timed = best_of(stage, batches, repeat, |b| {
@@ -161,7 +171,17 @@ pub fn bench(plan: &Plan, native: Option<&Plan>, runtime: &WasmRuntime, repeat: 
         };
         let outputs_differ = matches!((&outputs, &native_out), (Some(a), Some(b)) if rows(a) != rows(b));
         let next = outputs.or(native_out).unwrap_or_default();
-        out.push(StageBench { label: stage.label.clone(), docs_in, docs_out: rows(&next), bytes_in, wasm_s, native_s, outputs_differ });
+        let worker_process = stage.isolation == curator_core::Isolation::Process;
+        out.push(StageBench {
+            label: stage.label.clone(),
+            docs_in,
+            docs_out: rows(&next),
+            bytes_in,
+            wasm_s,
+            worker_process,
+            native_s,
+            outputs_differ,
+        });
         batches = next.into_iter().filter(|b| b.num_rows() > 0).collect();
     }
     Ok(out)

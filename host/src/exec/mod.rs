@@ -290,6 +290,8 @@ pub(crate) struct Ctx {
     pub gpu_slots: Vec<Mutex<Vec<Assignment>>>,
     /// CPUs this process may use (native workers are pinned to a share of them).
     pub allowed_cpus: Vec<usize>,
+    /// The compiled-artifact cache WASM workers load from.
+    pub cache_dir: Option<std::path::PathBuf>,
     pub metrics: Arc<RunMetrics>,
     pub strict: bool,
     /// Branches fed by each stage: (branch index, kind).
@@ -343,6 +345,11 @@ impl Ctx {
 /// only by its worker processes).
 pub(crate) enum Loaded {
     Wasm(Box<CompiledPlugin>),
+    /// A WASM stage served by worker processes (`isolation: process`); compiled here once
+    /// (as the workers compile it) so each worker loads the cached artifact.
+    WasmWorker {
+        from_cache: bool,
+    },
     Native,
 }
 
@@ -423,14 +430,24 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
             compiled.push(Loaded::Native);
             continue;
         }
-        let c = runtime.load(&s.plugin.path, s.plugin.manifest.clone()).map_err(|source| RunError::Start {
+        let start_error = |source: crate::wasm::WasmError| RunError::Start {
             label: s.label.clone(),
             plugin: s.plugin.path.clone(),
             source: Box::new(source.into()),
-        })?;
+        };
+        if s.isolation == curator_core::Isolation::Process {
+            let c = crate::wasm_worker::compile(&s.plugin.path, s.plugin.manifest.clone(), runtime.cache_dir().map(Into::into))
+                .map_err(start_error)?;
+            compiled.push(Loaded::WasmWorker { from_cache: c.from_cache });
+            continue;
+        }
+        let c = runtime.load(&s.plugin.path, s.plugin.manifest.clone()).map_err(start_error)?;
         compiled.push(Loaded::Wasm(Box::new(c)));
     }
-    let cached_plugins = compiled.iter().filter(|c| matches!(c, Loaded::Wasm(c) if c.from_cache)).count();
+    let cached_plugins = compiled
+        .iter()
+        .filter(|c| matches!(c, Loaded::Wasm(c) if c.from_cache) || matches!(c, Loaded::WasmWorker { from_cache: true }))
+        .count();
     // GPU stages: placed before anything is read; their worker counts are fixed by placement.
     let (gpu_fixed, gpu_slots) = place_gpu_stages(plan)?;
     let capacity = capacity(plan, opts);
@@ -456,6 +473,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         gpu_fixed,
         gpu_slots: gpu_slots.into_iter().map(Mutex::new).collect(),
         allowed_cpus: crate::native::allowed_cpus(),
+        cache_dir: runtime.cache_dir().map(Into::into),
         metrics: metrics.clone(),
         strict: opts.strict,
         branches_of,

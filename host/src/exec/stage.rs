@@ -19,6 +19,9 @@ use curator_sdk::abi::WorkerContext;
 
 use super::{Ctx, DeadLetter, Loaded, Outlet, RunError, StageFailure, StartFailure, Task, stage_error};
 
+/// Resident memory a WASM worker process may use beyond its guest's memory cap, MiB.
+const WASM_WORKER_OVERHEAD_MB: u64 = 512;
+
 /// Default RAM budget of a native worker process, MiB (when the manifest sets no `memory_mb`).
 pub const NATIVE_DEFAULT_MEMORY_MB: u64 = 4096;
 
@@ -58,6 +61,29 @@ pub(crate) fn instantiate(ctx: &Ctx, i: usize, at: &Placement) -> Result<Instanc
     match &ctx.compiled[i] {
         Loaded::Wasm(plugin) => {
             plugin.instantiate(&stage.label, &stage.params, &limits(stage)).map(Instance::Wasm).map_err(|e| start_error(e.into()))
+        }
+        Loaded::WasmWorker { .. } => {
+            let limits = limits(stage);
+            let spec = crate::wasm_worker::WasmWorkerSpec {
+                label: stage.label.clone(),
+                memory_mb: limits.memory_mb,
+                grants: limits.grants.iter().map(|g| (g.name.clone(), g.host_path.clone(), g.writable)).collect(),
+                input_columns: stage.plugin.manifest.input_columns.clone(),
+                cache_dir: ctx.cache_dir.clone(),
+            };
+            let worker_limits = WorkerLimits {
+                // the worker's own code and the compiled stage, beyond the guest's memory cap
+                memory_mb: limits.memory_mb + WASM_WORKER_OVERHEAD_MB,
+                timeout: stage.timeout,
+                cpus: crate::native::cpu_share(&ctx.allowed_cpus, at.k, stage.resources.cpus),
+                cuda_visible_devices: None,
+                gpu_memory_budget_bytes: None,
+            };
+            let args = ["--wasm".to_string(), serde_json::to_string(&spec).unwrap_or_default()];
+            let context = WorkerContext { worker: at.k, gpu_memory_budget_bytes: None, cuda_visible_devices: None };
+            NativeWorker::spawn_with(&stage.label, &stage.plugin.path, &stage.params, &context, &worker_limits, &args)
+                .map(Instance::Native)
+                .map_err(|e| start_error(e.into()))
         }
         Loaded::Native => {
             let devices = at.gpu.as_ref().map(|a| a.devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","));

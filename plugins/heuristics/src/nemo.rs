@@ -46,8 +46,8 @@ fn ratio(n: usize, d: usize, empty: f64) -> f64 {
 
 /// Share of non-blank lines for which `pred` holds (given the stripped line); `1.0` without lines.
 fn line_share(doc: &mut View<'_>, pred: impl Fn(&str) -> bool) -> f64 {
-    let lines = doc.lines();
-    ratio(lines.iter().filter(|l| pred(py::strip(l))).count(), lines.len(), 1.0)
+    let lines = doc.stripped_lines();
+    ratio(lines.iter().filter(|l| pred(l)).count(), lines.len(), 1.0)
 }
 
 /// Whether a stripped line, lower-cased, ends with one of [`ELLIPSIS_MARKS`]. Only its last
@@ -85,7 +85,8 @@ pub fn urls(text: &str) -> Vec<&str> {
     let allowed = |c: u8| c.is_ascii_alphanumeric() || b"$-_@.&+/:=?#~!*(),".contains(&c);
     let mut out = Vec::new();
     let mut i = 0;
-    let finder = memchr::memmem::Finder::new(b"http");
+    static HTTP: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
+    let finder = HTTP.get_or_init(|| memchr::memmem::Finder::new(b"http"));
     while i < b.len() {
         match finder.find(&b[i..]) {
             Some(k) => i += k,
@@ -154,15 +155,12 @@ heuristic!(
 impl Heuristic for SymbolsToWordsFilter {
     const NAME: &'static str = "SymbolsToWordsFilter";
     fn score_view(&self, doc: &mut View<'_>) -> f64 {
+        let hashes = memchr::memchr(b'#', doc.text().as_bytes()).is_some();
         let w = doc.words();
         let mut symbols = 0usize;
         for (word, &len) in w.words.iter().zip(&w.lens) {
             let b = word.as_bytes();
-            let runs = if memchr::memchr(b'#', b).is_none() {
-                0
-            } else {
-                b.iter().enumerate().filter(|&(i, &c)| c == b'#' && (i == 0 || b[i - 1] != b'#')).count()
-            };
+            let runs = if hashes { b.iter().enumerate().filter(|&(i, &c)| c == b'#' && (i == 0 || b[i - 1] != b'#')).count() } else { 0 };
             // every mark starts with one of `. [ ( - r` or `…` (0xe2) and has at most 11 bytes
             let maybe_mark = b.len() <= 11 && matches!(b[0], b'.' | b'[' | b'(' | b'-' | b'r' | 0xe2);
             if runs as f64 / len as f64 > 0.5 || (maybe_mark && ELLIPSIS_MARKS.contains(word)) {
@@ -574,15 +572,15 @@ impl Heuristic for RepeatingDuplicateNGramsFilter {
         }
         let nchars = doc.chars().chars;
         let (ngrams, lens) = doc.ngrams_and_lens();
-        let (mut duplicated, mut overlapping) = (0usize, 0usize);
-        for (i, &class) in ngrams.level(n).classes.iter().enumerate() {
-            if class as usize != i {
-                // seen before
-                duplicated += lens[i + overlapping.min(n)..i + n].iter().map(|&l| l as usize).sum::<usize>();
-                duplicated += (n - overlapping).min(n - 1);
-                overlapping = n;
-            }
-            overlapping = overlapping.saturating_sub(1);
+        // NeMo walks every window, counting down an overlap after each repeated one; only the
+        // repeated windows add characters, so walk those and derive the overlap.
+        let (mut duplicated, mut last) = (0usize, None::<usize>);
+        for &i in &ngrams.level(n).seen_before {
+            let i = i as usize;
+            let overlapping = last.map_or(0, |l| n.saturating_sub(i - l));
+            duplicated += lens[i + overlapping.min(n)..i + n].iter().map(|&l| l as usize).sum::<usize>();
+            duplicated += (n - overlapping).min(n - 1);
+            last = Some(i);
         }
         ratio(duplicated, nchars, 1.0)
     }
@@ -632,6 +630,7 @@ pub struct View<'a> {
     chars: Option<CharCounts>,
     words: Option<Words<'a>>,
     lines: Option<Vec<&'a str>>,
+    stripped_lines: Option<Vec<&'a str>>,
     line_uniques: Option<Uniques>,
     paragraph_uniques: Option<Uniques>,
     ngrams: Option<NGrams>,
@@ -669,7 +668,17 @@ pub struct Uniques {
 
 impl<'a> View<'a> {
     pub fn new(text: &'a str) -> View<'a> {
-        View { text, chars: None, words: None, lines: None, line_uniques: None, paragraph_uniques: None, ngrams: None, boilerplate: None }
+        View {
+            text,
+            chars: None,
+            words: None,
+            lines: None,
+            stripped_lines: None,
+            line_uniques: None,
+            paragraph_uniques: None,
+            ngrams: None,
+            boilerplate: None,
+        }
     }
 
     pub fn text(&self) -> &'a str {
@@ -701,6 +710,15 @@ impl<'a> View<'a> {
     pub fn lines(&mut self) -> &[&'a str] {
         let text = self.text;
         self.lines.get_or_insert_with(|| py::sentences(text).collect())
+    }
+
+    /// [`View::lines`], stripped.
+    pub fn stripped_lines(&mut self) -> &[&'a str] {
+        if self.stripped_lines.is_none() {
+            let s = self.lines().iter().map(|l| py::strip(l)).collect();
+            self.stripped_lines = Some(s);
+        }
+        self.stripped_lines.as_deref().unwrap_or_default()
     }
 
     pub fn line_uniques(&mut self) -> Uniques {
@@ -751,14 +769,28 @@ fn boilerplate_keys() -> &'static py::Needles {
 }
 
 fn uniques(items: &[&str]) -> Uniques {
-    let mut seen: std::collections::HashSet<&str, std::hash::BuildHasherDefault<Fx>> =
-        std::collections::HashSet::with_capacity_and_hasher(items.len(), Default::default());
+    let bits = (2 * items.len()).max(16).next_power_of_two().trailing_zeros();
+    let mask = (1usize << bits) - 1;
+    let mut table = vec![(EMPTY, 0u32); 1 << bits];
     let mut u = Uniques::default();
-    for s in items {
-        let chars = py::len(s);
+    for (i, s) in items.iter().enumerate() {
+        let chars = if s.is_ascii() { s.len() } else { py::len(s) };
         u.total += 1;
         u.total_chars += chars;
-        if seen.insert(s) {
+        let key = word_hash(s.as_bytes());
+        let mut h = (key >> (64 - bits)) as usize;
+        let first = loop {
+            let slot = &mut table[h];
+            if slot.0 == EMPTY {
+                *slot = (key, i as u32);
+                break true;
+            }
+            if slot.0 == key && items[slot.1 as usize] == *s {
+                break false;
+            }
+            h = (h + 1) & mask;
+        };
+        if first {
             u.unique += 1;
             u.unique_chars += chars;
         }
@@ -792,7 +824,21 @@ static CHAR_CLASS: [u64; 256] = {
 fn char_counts(text: &str) -> CharCounts {
     let mut f = [0usize; 5];
     for chunk in text.as_bytes().chunks(4095) {
-        let acc: u64 = chunk.iter().map(|&b| CHAR_CLASS[b as usize]).sum();
+        // eight bytes per step (one loop check per eight table loads)
+        let mut eights = chunk.chunks_exact(8);
+        let mut acc: u64 = 0;
+        for e in &mut eights {
+            let w = u64::from_le_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]);
+            acc += CHAR_CLASS[(w & 0xff) as usize]
+                + CHAR_CLASS[((w >> 8) & 0xff) as usize]
+                + CHAR_CLASS[((w >> 16) & 0xff) as usize]
+                + CHAR_CLASS[((w >> 24) & 0xff) as usize]
+                + CHAR_CLASS[((w >> 32) & 0xff) as usize]
+                + CHAR_CLASS[((w >> 40) & 0xff) as usize]
+                + CHAR_CLASS[((w >> 48) & 0xff) as usize]
+                + CHAR_CLASS[(w >> 56) as usize];
+        }
+        acc += eights.remainder().iter().map(|&b| CHAR_CLASS[b as usize]).sum::<u64>();
         for (k, v) in f.iter_mut().enumerate() {
             *v += ((acc >> (12 * k)) & 0xfff) as usize;
         }
@@ -822,28 +868,44 @@ pub struct Level {
     pub classes: Vec<u32>,
     /// Per position, how many windows have it as their class.
     pub counts: Vec<u32>,
+    /// The windows equal to an earlier one (`classes[i] != i`), in order: few on prose, so
+    /// the scores walk them instead of every window.
+    pub seen_before: Vec<u32>,
 }
 
 impl Level {
     /// The position of the first window among the most frequent n-grams (`Counter.most_common`
     /// order), `None` without windows.
     pub fn most_frequent(&self) -> Option<usize> {
-        let mut best: Option<(usize, u32)> = None;
-        for (i, &c) in self.classes.iter().enumerate() {
-            let k = self.counts[c as usize];
-            if best.is_none_or(|(_, b)| k > b) {
-                best = Some((i, k));
+        if self.classes.is_empty() {
+            return None;
+        }
+        // A repeated n-gram's first window comes before its other windows: the answer is the
+        // smallest first window among the most counted, or window 0 when nothing repeats.
+        let mut best = (0usize, 1u32);
+        for &d in &self.seen_before {
+            let c = self.classes[d as usize] as usize;
+            let k = self.counts[c];
+            if k > best.1 || (k == best.1 && c < best.0) {
+                best = (c, k);
             }
         }
-        best.map(|(i, _)| i)
+        Some(best.0)
     }
 
-    fn from_classes(classes: Vec<u32>) -> Level {
-        let mut counts = vec![0u32; classes.len()];
-        for &c in &classes {
-            counts[c as usize] += 1;
+    /// From the classes, given the only windows that may be equal to an earlier one.
+    fn from_classes(classes: Vec<u32>, candidates: impl Iterator<Item = u32>) -> Level {
+        let mut counts = vec![1u32; classes.len()];
+        let mut seen_before = Vec::new();
+        for i in candidates {
+            let c = classes[i as usize];
+            if c != i {
+                counts[c as usize] += 1;
+                counts[i as usize] = 0;
+                seen_before.push(i);
+            }
         }
-        Level { classes, counts }
+        Level { classes, counts, seen_before }
     }
 }
 
@@ -853,11 +915,16 @@ const EMPTY: u64 = u64::MAX;
 fn word_hash(w: &[u8]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = (w.len() as u64).wrapping_mul(K);
-    let mut chunks = w.chunks(8);
-    for c in &mut chunks {
-        let mut buf = [0u8; 8];
-        buf[..c.len()].copy_from_slice(c);
-        h = (h.rotate_left(23) ^ u64::from_le_bytes(buf)).wrapping_mul(K);
+    let mut eights = w.chunks_exact(8);
+    for c in &mut eights {
+        let v = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        h = (h.rotate_left(23) ^ v).wrapping_mul(K);
+    }
+    let rest = eights.remainder();
+    if !rest.is_empty() {
+        // byte by byte: a copy into a buffer would be a `memory.copy` call inside WASM
+        let v = rest.iter().rev().fold(0u64, |v, &b| (v << 8) | u64::from(b));
+        h = (h.rotate_left(23) ^ v).wrapping_mul(K);
     }
     let h = h ^ (h >> 29);
     if h == EMPTY { 0 } else { h }
@@ -886,7 +953,8 @@ impl NGrams {
             };
             classes.push(class);
         }
-        NGrams { levels: vec![Level::from_classes(classes)], table }
+        let n = words.len() as u32;
+        NGrams { levels: vec![Level::from_classes(classes, 0..n)], table }
     }
 
     /// The classes of n-grams (`1 ≤ n ≤` the number of words).
@@ -900,19 +968,32 @@ impl NGrams {
     }
 
     /// The classes of (n+1)-grams from those of n-grams, n = `levels.len()`.
+    ///
+    /// Only windows whose n-gram repeats can share an (n+1)-gram: the repeated n-grams' first
+    /// windows and the windows seen before. Windows sharing an (n+1)-gram share their n-gram
+    /// class, whose first window is the smallest of them; so the first windows go into the
+    /// table first (in any order), then the windows seen before in order, and each key keeps
+    /// its smallest window without walking every window.
     fn extend(&mut self) -> Level {
         let n = self.levels.len();
         let (words, prev) = (&self.levels[0].classes, &self.levels[n - 1]);
         let windows = prev.classes.len() - 1;
-        // windows whose n-gram occurs more than once: only they can share an (n+1)-gram
-        let active: Vec<u32> = (0..windows as u32).filter(|&i| prev.counts[prev.classes[i as usize] as usize] > 1).collect();
         let mut classes: Vec<u32> = (0..windows as u32).collect();
-        if !active.is_empty() {
-            let bits = (2 * active.len()).max(16).next_power_of_two().trailing_zeros();
+        let repeated: Vec<u32> = prev.seen_before.iter().copied().filter(|&d| (d as usize) < windows).collect();
+        if !repeated.is_empty() {
+            let mut firsts = Vec::with_capacity(repeated.len());
+            let mut listed = vec![false; windows + 1];
+            for &d in &repeated {
+                let c = prev.classes[d as usize];
+                if !std::mem::replace(&mut listed[c as usize], true) && (c as usize) < windows {
+                    firsts.push(c);
+                }
+            }
+            let bits = (2 * (firsts.len() + repeated.len())).max(16).next_power_of_two().trailing_zeros();
             let mask = (1usize << bits) - 1;
             self.table.clear();
             self.table.resize(1 << bits, (EMPTY, 0));
-            for &i in &active {
+            for &i in firsts.iter().chain(&repeated) {
                 let key = (u64::from(prev.classes[i as usize]) << 32) | u64::from(words[i as usize + n]);
                 let mut h = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize;
                 classes[i as usize] = loop {
@@ -928,7 +1009,7 @@ impl NGrams {
                 };
             }
         }
-        Level::from_classes(classes)
+        Level::from_classes(classes, repeated.into_iter())
     }
 }
 
@@ -956,7 +1037,16 @@ mod view_tests {
             let words: Vec<&str> = words.iter().map(String::as_str).collect();
             let mut g = NGrams::new(&words);
             for n in 1..=len.min(12) {
-                assert_eq!(g.level(n).classes, naive(&words, n), "{words:?} n={n}");
+                let want = naive(&words, n);
+                let level = g.level(n);
+                assert_eq!(level.classes, want, "{words:?} n={n}");
+                let count = |c: u32| want.iter().filter(|&&x| x == c).count() as u32;
+                assert_eq!(level.counts, (0..want.len() as u32).map(count).collect::<Vec<_>>(), "{words:?} n={n}");
+                let seen: Vec<u32> = (0..want.len() as u32).filter(|&i| want[i as usize] != i).collect();
+                assert_eq!(level.seen_before, seen);
+                // Counter.most_common(1): the first window of the highest count
+                let best = (0..want.len()).max_by_key(|&i| (count(want[i]), std::cmp::Reverse(i)));
+                assert_eq!(level.most_frequent(), best, "{words:?} n={n}");
             }
         }
     }

@@ -149,24 +149,24 @@ pub fn sentences(text: &str) -> impl Iterator<Item = &str> {
 
 /// NeMo's `get_paragraphs`: split on a blank line (`\n\n`, non-overlapping, left to right).
 pub fn paragraphs(text: &str) -> impl Iterator<Item = &str> {
-    let mut start = 0;
-    let mut cuts = memchr::memmem::find_iter(text.as_bytes(), b"\n\n");
-    let mut done = false;
+    let b = text.as_bytes();
+    let (mut start, mut from, mut done) = (0, 0, false);
     std::iter::from_fn(move || {
         if done {
             return None;
         }
-        Some(match cuts.next() {
-            Some(k) => {
+        // the next "\n\n" at or after `from`: a newline followed by a newline
+        while let Some(k) = memchr::memchr(b'\n', &b[from..]).map(|k| from + k) {
+            if b.get(k + 1) == Some(&b'\n') {
                 let p = &text[start..k];
                 start = k + 2;
-                p
+                from = start;
+                return Some(p);
             }
-            None => {
-                done = true;
-                &text[start..]
-            }
-        })
+            from = k + 1;
+        }
+        done = true;
+        Some(&text[start..])
     })
 }
 
