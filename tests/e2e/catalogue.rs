@@ -148,9 +148,15 @@ fn heuristic_chain_writes_nemo_scores_and_names_a_bad_filter() {
 /// The FineWeb preset reading the parity fixture into `out`, its language stage annotating
 /// only (`languages` emptied) when `annotate_only`.
 fn fineweb_preset_on(tmp: &std::path::Path, annotate_only: bool) -> std::path::PathBuf {
-    let mut text = std::fs::read_to_string(root().join("examples/presets/fineweb.yaml")).unwrap();
+    fineweb_file_on(tmp, "fineweb", annotate_only)
+}
+
+/// [`fineweb_preset_on`] for `preset` (`fineweb` or `fineweb-stages`).
+fn fineweb_file_on(tmp: &std::path::Path, preset: &str, annotate_only: bool) -> std::path::PathBuf {
+    let mut text = std::fs::read_to_string(root().join(format!("examples/presets/{preset}.yaml"))).unwrap();
     text = text
         .replace("path: ../quickstart/data", &format!("path: {}", root().join("tests/parity/fixture.jsonl").display()))
+        .replace("path: ../../target/presets/fineweb-stages", "path: out")
         .replace("path: ../../target/presets/fineweb", "path: out");
     if annotate_only {
         assert!(text.contains("params: {languages: [en], min_score: 0.65}"));
@@ -188,6 +194,10 @@ fn fineweb_preset_keeps_and_rewrites_what_datatrove_does() {
         }
     }
     assert!(kept >= 20, "only {kept} documents kept");
+    // The same filters as five stages write the same documents.
+    let tmp = tempfile::tempdir().unwrap();
+    run_with_guests(&["run", fineweb_file_on(tmp.path(), "fineweb-stages", true).to_str().unwrap()]).ok();
+    assert_eq!(read_jsonl(&tmp.path().join("out/fixture.jsonl")), out, "datatrove_chain and the five stages differ");
 
     // As shipped, the preset keeps English only.
     let tmp = tempfile::tempdir().unwrap();

@@ -227,11 +227,12 @@ pub fn splitlines(text: &str) -> Vec<&str> {
 }
 
 /// datatrove's `find_duplicates`: (elements seen before, their total length in characters).
-fn find_duplicates<'a>(items: impl IntoIterator<Item = &'a str>) -> (usize, usize) {
-    let mut seen: HashSet<&str, std::hash::BuildHasherDefault<crate::nemo::Fx>> = HashSet::default();
+fn find_duplicates(items: &[&str]) -> (usize, usize) {
+    let mut seen = crate::nemo::FirstSeen::default();
+    seen.reset(items.len());
     let (mut n, mut chars) = (0, 0);
-    for x in items {
-        if !seen.insert(x) {
+    for (i, x) in items.iter().enumerate() {
+        if seen.first_or_insert(crate::nemo::word_hash(x.as_bytes()), i as u32, |p| items[p as usize] == *x) != i as u32 {
             n += 1;
             chars += py::len(x);
         }
@@ -245,7 +246,8 @@ fn count(text: &str, pat: &str) -> usize {
 }
 
 /// datatrove's GopherQualityFilter.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct GopherQuality {
     pub min_doc_words: Option<f64>,
     pub max_doc_words: Option<f64>,
@@ -282,7 +284,12 @@ impl Default for GopherQuality {
 impl GopherQuality {
     /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.
     pub fn check(&self, text: &str) -> Result<(), &'static str> {
-        let words = en_words::words(text);
+        self.check_with(text, &mut None)
+    }
+
+    /// [`GopherQuality::check`] with the text's words cached in `words` (filled if empty).
+    pub fn check_with<'a>(&self, text: &'a str, words: &mut Option<Vec<&'a str>>) -> Result<(), &'static str> {
+        let words: &[&str] = words.get_or_insert_with(|| en_words::words(text));
         let n_words = words.len() as f64;
         let non_symbol: Vec<&str> = words.iter().copied().filter(|w| w.chars().any(|c| !is_punctuation(c))).collect();
         let n = non_symbol.len() as f64;
@@ -345,7 +352,8 @@ impl GopherQuality {
 }
 
 /// datatrove's GopherRepetitionFilter.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct GopherRepetition {
     pub dup_line_frac: Option<f64>,
     pub dup_para_frac: Option<f64>,
@@ -374,17 +382,14 @@ impl Default for GopherRepetition {
 fn split_newline_runs(text: &str, min: usize) -> Vec<&str> {
     let mut out = Vec::new();
     let (bytes, mut start, mut i) = (text.as_bytes(), 0, 0);
-    while i < bytes.len() {
-        if bytes[i] == b'\n' {
-            let run = bytes[i..].iter().take_while(|&&b| b == b'\n').count();
-            if run >= min {
-                out.push(&text[start..i]);
-                start = i + run;
-            }
-            i += run;
-        } else {
-            i += 1;
+    while let Some(k) = memchr::memchr(b'\n', &bytes[i..]) {
+        let at = i + k;
+        let run = bytes[at..].iter().take_while(|&&b| b == b'\n').count();
+        if run >= min {
+            out.push(&text[start..at]);
+            start = at + run;
         }
+        i = at + run;
     }
     out.push(&text[start..]);
     out
@@ -393,12 +398,18 @@ fn split_newline_runs(text: &str, min: usize) -> Vec<&str> {
 impl GopherRepetition {
     /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.
     pub fn check(&self, text: &str) -> Result<(), String> {
+        self.check_with(text, &mut None)
+    }
+
+    /// [`GopherRepetition::check`] with the text's words cached in `words` (filled if empty
+    /// and needed).
+    pub fn check_with<'a>(&self, text: &'a str, words: &mut Option<Vec<&'a str>>) -> Result<(), String> {
         if text.is_empty() {
             return Err("empty".into());
         }
         let n_chars = py::len(text) as f64;
         let paragraphs = split_newline_runs(py::strip(text), 2);
-        let (dups, chars) = find_duplicates(paragraphs.iter().copied());
+        let (dups, chars) = find_duplicates(&paragraphs);
         if on(self.dup_para_frac).is_some_and(|t| dups as f64 / paragraphs.len() as f64 > t) {
             return Err("dup_para_frac".into());
         }
@@ -406,19 +417,19 @@ impl GopherRepetition {
             return Err("dup_para_char_frac".into());
         }
         let lines = split_newline_runs(text, 1);
-        let (dups, chars) = find_duplicates(lines.iter().copied());
+        let (dups, chars) = find_duplicates(&lines);
         if on(self.dup_line_frac).is_some_and(|t| dups as f64 / lines.len() as f64 > t) {
             return Err("dup_line_frac".into());
         }
         if on(self.dup_line_char_frac).is_some_and(|t| chars as f64 / n_chars > t) {
             return Err("dup_line_char_frac".into());
         }
-        let words = en_words::words(text);
+        let words: &[&str] = words.get_or_insert_with(|| en_words::words(text));
         if words.is_empty() {
             return Ok(());
         }
-        let lens: Vec<usize> = words.iter().map(|w| py::len(w)).collect();
-        let mut ngrams = crate::nemo::NGrams::new(&words);
+        let lens: Vec<usize> = words.iter().map(|w| py::len_fast(w)).collect();
+        let mut ngrams = crate::nemo::NGrams::new(words);
         for &(n, frac) in &self.top_n_grams {
             if n == 0 || words.len() < n {
                 continue;
@@ -438,12 +449,13 @@ impl GopherRepetition {
         // find_all_duplicate compares n-grams joined without spaces: windows of one buffer
         // of all words back to back, hashed in O(1) each from prefix hashes, compared exactly
         // on a hash match.
-        let concat = Concat::new(&words);
+        let concat = Concat::new(words);
+        let mut seen = crate::nemo::FirstSeen::default();
         for &(n, frac) in &self.dup_n_grams {
             if n == 0 || words.len() < n {
                 continue;
             }
-            let mut seen: crate::nemo::FxMap<u64, u32> = crate::nemo::FxMap::with_capacity_and_hasher(words.len(), Default::default());
+            seen.reset(words.len());
             let (mut repeated, mut i) = (0usize, 0usize);
             while i + n <= words.len() {
                 if concat.visit(&mut seen, i, n) {
@@ -496,30 +508,21 @@ impl Concat {
     }
 
     /// Whether the n-gram at `i` was seen before (as bytes); records it if not.
-    fn visit(&self, seen: &mut crate::nemo::FxMap<u64, u32>, i: usize, n: usize) -> bool {
+    fn visit(&self, seen: &mut crate::nemo::FirstSeen, i: usize, n: usize) -> bool {
         let (a, b) = self.span(i, n);
-        let mut key = self.prefix[b].wrapping_sub(self.prefix[a].wrapping_mul(self.pow[b - a])) ^ ((b - a) as u64).rotate_left(48);
-        loop {
-            match seen.get(&key) {
-                None => {
-                    seen.insert(key, i as u32);
-                    return false;
-                }
-                Some(&j) => {
-                    let (c, d) = self.span(j as usize, n);
-                    if self.bytes[a..b] == self.bytes[c..d] {
-                        return true;
-                    }
-                    key = key.wrapping_add(1); // a hash collision: probe on
-                }
-            }
-        }
+        let key = self.prefix[b].wrapping_sub(self.prefix[a].wrapping_mul(self.pow[b - a])) ^ ((b - a) as u64).rotate_left(48);
+        let same = |j: u32| {
+            let (c, d) = self.span(j as usize, n);
+            self.bytes[a..b] == self.bytes[c..d]
+        };
+        seen.first_or_insert(key, i as u32, same) != i as u32
     }
 }
 
 /// datatrove's C4QualityFilter (with `split_paragraph=True`, its default: lines are split on
 /// newlines and sentences counted per line).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct C4Quality {
     pub remove_citations: bool,
     pub filter_no_terminal_punct: bool,
@@ -628,7 +631,8 @@ impl C4Quality {
 }
 
 /// datatrove's FineWebQualityFilter.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct FineWebQuality {
     pub line_punct_thr: f64,
     pub line_punct_exclude_zero: bool,
@@ -657,6 +661,11 @@ impl Default for FineWebQuality {
 impl FineWebQuality {
     /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.
     pub fn check(&self, text: &str) -> Result<(), &'static str> {
+        self.check_with(text, &mut None)
+    }
+
+    /// [`FineWebQuality::check`] with the text's words cached in `words` (filled if empty).
+    pub fn check_with<'a>(&self, text: &'a str, words: &mut Option<Vec<&'a str>>) -> Result<(), &'static str> {
         let lines: Vec<&str> = text.split('\n').filter(|l| !py::strip(l).is_empty()).collect();
         if lines.is_empty() {
             return Err("empty");
@@ -675,11 +684,11 @@ impl FineWebQuality {
             return Err("short_line_ratio");
         }
         let non_newline = py::len(text) - count(text, "\n");
-        let ratio = find_duplicates(lines.iter().copied()).1 as f64 / non_newline as f64;
+        let ratio = find_duplicates(&lines).1 as f64 / non_newline as f64;
         if ratio > self.char_duplicates_ratio {
             return Err("char_dup_ratio");
         }
-        let words = en_words::words(text).len();
+        let words = words.get_or_insert_with(|| en_words::words(text)).len();
         if count(text, "\n") as f64 / words as f64 > self.new_line_ratio {
             return Err("list_ratio");
         }
@@ -714,4 +723,63 @@ mod tests {
         assert!(PUNCTUATION.windows(2).all(|w| w[0] < w[1]));
         assert!(is_terminal_punctuation('.') && is_terminal_punctuation('。') && !is_terminal_punctuation(','));
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// A chain of these filters over one document.
+
+/// One of datatrove's filters above, chosen by the name of the stage that runs it alone,
+/// with that stage's params.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnyFilter {
+    GopherRepetition(GopherRepetition),
+    GopherQuality(GopherQuality),
+    C4Quality(C4Quality),
+    FineWebQuality(FineWebQuality),
+}
+
+impl AnyFilter {
+    pub const NAMES: [&'static str; 4] =
+        ["gopher_repetition_filter", "gopher_quality_filter", "c4_quality_filter", "fineweb_quality_filter"];
+
+    /// The filter a stage name stands for, from that stage's params (missing ones take their
+    /// defaults; unknown ones are an error).
+    pub fn from_params(stage: &str, params: serde_json::Value) -> Result<AnyFilter, String> {
+        let e = |e: serde_json::Error| e.to_string();
+        match stage {
+            "gopher_repetition_filter" => serde_json::from_value(params).map(AnyFilter::GopherRepetition).map_err(e),
+            "gopher_quality_filter" => serde_json::from_value(params).map(AnyFilter::GopherQuality).map_err(e),
+            "c4_quality_filter" => serde_json::from_value(params).map(AnyFilter::C4Quality).map_err(e),
+            "fineweb_quality_filter" => serde_json::from_value(params).map(AnyFilter::FineWebQuality).map_err(e),
+            other => Err(format!("unknown filter `{other}` (one of: {})", Self::NAMES.join(", "))),
+        }
+    }
+}
+
+/// Run `filters` in order on one document, as the same stages one after another would: `None`
+/// when one drops it, else its text (rewritten by C4QualityFilter). The words are split once
+/// and shared by every filter that reads the same text.
+pub fn run_chain<'a>(filters: &[AnyFilter], text: &'a str) -> Option<std::borrow::Cow<'a, str>> {
+    let mut words: Option<Vec<&'a str>> = None;
+    let mut i = 0;
+    while i < filters.len() {
+        let ok = match &filters[i] {
+            AnyFilter::GopherRepetition(f) => f.check_with(text, &mut words).is_ok(),
+            AnyFilter::GopherQuality(f) => f.check_with(text, &mut words).is_ok(),
+            AnyFilter::FineWebQuality(f) => f.check_with(text, &mut words).is_ok(),
+            AnyFilter::C4Quality(f) => match f.apply(text) {
+                Err(_) => false,
+                Ok(new) if new == text => true,
+                // a new text: the rest of the chain runs on it (with its own words)
+                Ok(new) => {
+                    return run_chain(&filters[i + 1..], &new).map(|t| std::borrow::Cow::Owned(t.into_owned()));
+                }
+            },
+        };
+        if !ok {
+            return None;
+        }
+        i += 1;
+    }
+    Some(std::borrow::Cow::Borrowed(text))
 }

@@ -769,28 +769,14 @@ fn boilerplate_keys() -> &'static py::Needles {
 }
 
 fn uniques(items: &[&str]) -> Uniques {
-    let bits = (2 * items.len()).max(16).next_power_of_two().trailing_zeros();
-    let mask = (1usize << bits) - 1;
-    let mut table = vec![(EMPTY, 0u32); 1 << bits];
+    let mut seen = FirstSeen::default();
+    seen.reset(items.len());
     let mut u = Uniques::default();
     for (i, s) in items.iter().enumerate() {
-        let chars = if s.is_ascii() { s.len() } else { py::len(s) };
+        let chars = py::len_fast(s);
         u.total += 1;
         u.total_chars += chars;
-        let key = word_hash(s.as_bytes());
-        let mut h = (key >> (64 - bits)) as usize;
-        let first = loop {
-            let slot = &mut table[h];
-            if slot.0 == EMPTY {
-                *slot = (key, i as u32);
-                break true;
-            }
-            if slot.0 == key && items[slot.1 as usize] == *s {
-                break false;
-            }
-            h = (h + 1) & mask;
-        };
-        if first {
+        if seen.first_or_insert(word_hash(s.as_bytes()), i as u32, |p| items[p as usize] == *s) == i as u32 {
             u.unique += 1;
             u.unique_chars += chars;
         }
@@ -859,7 +845,7 @@ fn char_counts(text: &str) -> CharCounts {
 pub struct NGrams {
     /// `levels[k]`: the classes of (k+1)-grams.
     levels: Vec<Level>,
-    table: Vec<(u64, u32)>,
+    table: FirstSeen,
 }
 
 /// The classes of one n.
@@ -911,8 +897,46 @@ impl Level {
 
 const EMPTY: u64 = u64::MAX;
 
-/// A word's 64-bit hash (never [`EMPTY`]): words of up to 8 bytes in one multiply.
-fn word_hash(w: &[u8]) -> u64 {
+/// An open-addressing map from 64-bit keys to the first position inserted under each (the
+/// interning and "seen before" tables of the filters: no per-entry allocation, a reusable
+/// buffer, one multiply per probe).
+#[derive(Default)]
+pub(crate) struct FirstSeen {
+    slots: Vec<(u64, u32)>,
+    bits: u32,
+}
+
+impl FirstSeen {
+    /// Empty, sized for `n` keys.
+    pub(crate) fn reset(&mut self, n: usize) {
+        self.bits = (2 * n).max(16).next_power_of_two().trailing_zeros();
+        self.slots.clear();
+        self.slots.resize(1 << self.bits, (EMPTY, 0));
+    }
+
+    /// The position first inserted under `key` for which `same` holds (equal keys may hide
+    /// different items: `same` compares them), or `pos`, inserted.
+    #[inline]
+    pub(crate) fn first_or_insert(&mut self, key: u64, pos: u32, same: impl Fn(u32) -> bool) -> u32 {
+        let key = if key == EMPTY { 0 } else { key };
+        let mask = self.slots.len() - 1;
+        let mut h = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - self.bits)) as usize;
+        loop {
+            let slot = &mut self.slots[h & mask];
+            if slot.0 == EMPTY {
+                *slot = (key, pos);
+                return pos;
+            }
+            if slot.0 == key && same(slot.1) {
+                return slot.1;
+            }
+            h += 1;
+        }
+    }
+}
+
+/// A word's 64-bit hash: words of up to 8 bytes in one multiply.
+pub(crate) fn word_hash(w: &[u8]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = (w.len() as u64).wrapping_mul(K);
     let mut eights = w.chunks_exact(8);
@@ -926,30 +950,24 @@ fn word_hash(w: &[u8]) -> u64 {
         let v = rest.iter().rev().fold(0u64, |v, &b| (v << 8) | u64::from(b));
         h = (h.rotate_left(23) ^ v).wrapping_mul(K);
     }
-    let h = h ^ (h >> 29);
-    if h == EMPTY { 0 } else { h }
+    h ^ (h >> 29)
 }
 
 impl NGrams {
     pub fn new(words: &[&str]) -> NGrams {
-        // words interned by position: an open-addressing table of (hash, first position)
-        let bits = (2 * words.len()).max(16).next_power_of_two().trailing_zeros();
-        let mask = (1usize << bits) - 1;
-        let mut table = vec![(EMPTY, 0u32); 1 << bits];
+        // words interned by position; a word of up to 7 bytes is its own key (bytes and
+        // length packed: equal keys, equal words), a longer one is hashed and compared
+        let mut table = FirstSeen::default();
+        table.reset(words.len());
         let mut classes = Vec::with_capacity(words.len());
         for (i, w) in words.iter().enumerate() {
-            let key = word_hash(w.as_bytes());
-            let mut h = (key >> (64 - bits)) as usize;
-            let class = loop {
-                let slot = &mut table[h];
-                if slot.0 == EMPTY {
-                    *slot = (key, i as u32);
-                    break i as u32;
-                }
-                if slot.0 == key && words[slot.1 as usize] == *w {
-                    break slot.1;
-                }
-                h = (h + 1) & mask;
+            let b = w.as_bytes();
+            let class = if b.len() <= 7 {
+                let packed = b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x)) | ((b.len() as u64) << 56);
+                table.first_or_insert(packed, i as u32, |_| true)
+            } else {
+                let key = (word_hash(b) | (1 << 63)) & !1; // top bit set: never a packed key, nor empty
+                table.first_or_insert(key, i as u32, |p| words[p as usize] == *w)
             };
             classes.push(class);
         }
@@ -989,24 +1007,11 @@ impl NGrams {
                     firsts.push(c);
                 }
             }
-            let bits = (2 * (firsts.len() + repeated.len())).max(16).next_power_of_two().trailing_zeros();
-            let mask = (1usize << bits) - 1;
-            self.table.clear();
-            self.table.resize(1 << bits, (EMPTY, 0));
+            self.table.reset(firsts.len() + repeated.len());
             for &i in firsts.iter().chain(&repeated) {
+                // (class of the first n words, id of the last): exact, no comparison needed
                 let key = (u64::from(prev.classes[i as usize]) << 32) | u64::from(words[i as usize + n]);
-                let mut h = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize;
-                classes[i as usize] = loop {
-                    let slot = &mut self.table[h];
-                    if slot.0 == EMPTY {
-                        *slot = (key, i);
-                        break i;
-                    }
-                    if slot.0 == key {
-                        break slot.1;
-                    }
-                    h = (h + 1) & mask;
-                };
+                classes[i as usize] = self.table.first_or_insert(key, i, |_| true);
             }
         }
         Level::from_classes(classes, repeated.into_iter())

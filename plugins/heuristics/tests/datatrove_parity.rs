@@ -69,3 +69,36 @@ fn decisions_match_datatrove() {
     assert!(!failed, "decisions differ from datatrove's (listed above)");
     assert!(word_diffs.is_empty(), "word counts differ from spaCy's (listed above)");
 }
+
+/// The filters as one chain (words split once and shared) decide and rewrite exactly as the
+/// same filters one after another, on every fixture document.
+#[test]
+fn chain_equals_the_filters_in_sequence() {
+    use curator_heuristics::datatrove::{AnyFilter, run_chain};
+    let (rep, qual, fw) = (GopherRepetition::default(), GopherQuality::default(), FineWebQuality::default());
+    let c4 = C4Quality { filter_no_terminal_punct: false, ..C4Quality::default() };
+    let chain = [
+        AnyFilter::from_params("gopher_repetition_filter", serde_json::json!({})).unwrap(),
+        AnyFilter::from_params("gopher_quality_filter", serde_json::json!({})).unwrap(),
+        AnyFilter::from_params("c4_quality_filter", serde_json::json!({"filter_no_terminal_punct": false})).unwrap(),
+        AnyFilter::from_params("fineweb_quality_filter", serde_json::json!({})).unwrap(),
+    ];
+    assert_eq!(chain[2], AnyFilter::C4Quality(c4.clone()));
+    let mut kept = 0;
+    for doc in common::jsonl("tests/parity/fixture.jsonl") {
+        let text = doc["text"].as_str().unwrap();
+        let sequential = (|| {
+            rep.check(text).ok()?;
+            qual.check(text).ok()?;
+            let t = c4.apply(text).ok()?;
+            fw.check(&t).ok()?;
+            Some(t)
+        })();
+        let chained = run_chain(&chain, text).map(|t| t.into_owned());
+        assert_eq!(chained, sequential, "{}", doc["id"]);
+        kept += usize::from(chained.is_some());
+    }
+    assert!(kept > 20, "only {kept} documents kept: the test would not see rewrites");
+    let e = AnyFilter::from_params("gopher_quality_filter", serde_json::json!({"min_doc_wrds": 3})).unwrap_err();
+    assert!(e.contains("min_doc_wrds"), "{e}");
+}
