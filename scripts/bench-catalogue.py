@@ -23,6 +23,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -99,7 +100,7 @@ print(len(docs), kept, round(time.time() - t, 3))
 def preset_file(name, data, out):
     text = open(os.path.join(ROOT, f"examples/presets/{name}.yaml")).read()
     text = text.replace("path: ../quickstart/data", f"path: {data}")
-    text = text.replace("path: ../../target/presets/nemo-english", f"path: {out}").replace("path: ../../target/presets/fineweb", f"path: {out}")
+    text = re.sub(r"path: \.\./\.\./target/presets/\S+", f"path: {out}", text)
     p = os.path.join(WORK, f"{name}.yaml")
     open(p, "w").write(text)
     return p

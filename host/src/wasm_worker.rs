@@ -65,6 +65,7 @@ pub fn serve(plugin: &Path, params: &str, spec: &WasmWorkerSpec, cpus: &[usize])
     if !cpus.is_empty() {
         native::set_affinity(cpus);
     }
+    native::keep_large_allocations();
     let manifest = match crate::registry::read_manifest(plugin) {
         Ok(m) => m,
         Err(e) => return fatal(&mut out, e.to_string()),

@@ -150,6 +150,10 @@ fn text_bytes(batches: &[RecordBatch]) -> u64 {
 /// Bench every stage of `plan` (WASM) and, where `native` has a plan whose stage of the same
 /// index is a native library, that build too.
 pub fn bench(plan: &Plan, native: Option<&Plan>, runtime: &WasmRuntime, repeat: usize) -> Result<Vec<StageBench>, RunError> {
+    // As in a worker process: large freed blocks are reused, not handed back to the OS (else
+    // the native build pays a page fault per page of every batch copy, which its worker
+    // process would not).
+    crate::native::keep_large_allocations();
     let mut batches = read_all(plan)?;
     let mut out = Vec::with_capacity(plan.stages.len());
     for (i, stage) in plan.stages.iter().enumerate() {

@@ -197,8 +197,31 @@ pub fn is_terminal_punctuation(c: char) -> bool {
 }
 
 fn is_punctuation(c: char) -> bool {
+    if c.is_ascii() {
+        return ASCII_PUNCTUATION & (1u128 << c as u32) != 0;
+    }
     PUNCTUATION.binary_search(&c).is_ok() || is_terminal_punctuation(c)
 }
+
+/// [`PUNCTUATION`] and [`TERMINAL`] below U+0080, as a bit set.
+const ASCII_PUNCTUATION: u128 = {
+    let mut set = 0u128;
+    let mut i = 0;
+    while i < PUNCTUATION.len() {
+        if (PUNCTUATION[i] as u32) < 128 {
+            set |= 1 << PUNCTUATION[i] as u32;
+        }
+        i += 1;
+    }
+    let mut i = 0;
+    while i < TERMINAL.len() {
+        if (TERMINAL[i] as u32) < 128 {
+            set |= 1 << TERMINAL[i] as u32;
+        }
+        i += 1;
+    }
+    set
+};
 
 fn on(t: Option<f64>) -> Option<f64> {
     t.filter(|&v| v != 0.0)
@@ -715,6 +738,13 @@ mod tests {
     fn newline_runs() {
         assert_eq!(split_newline_runs("a\n\nb\n\n\nc\nd", 2), ["a", "b", "c\nd"]);
         assert_eq!(split_newline_runs("\na\n", 1), ["", "a", ""]);
+    }
+
+    #[test]
+    fn ascii_punctuation_set_equals_the_tables() {
+        for c in (0u8..128).map(char::from) {
+            assert_eq!(is_punctuation(c), PUNCTUATION.binary_search(&c).is_ok() || is_terminal_punctuation(c), "{c:?}");
+        }
     }
 
     #[test]

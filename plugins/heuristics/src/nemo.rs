@@ -895,36 +895,41 @@ impl Level {
     }
 }
 
-const EMPTY: u64 = u64::MAX;
-
 /// An open-addressing map from 64-bit keys to the first position inserted under each (the
 /// interning and "seen before" tables of the filters: no per-entry allocation, a reusable
 /// buffer, one multiply per probe).
 #[derive(Default)]
 pub(crate) struct FirstSeen {
-    slots: Vec<(u64, u32)>,
+    /// (key, position, generation): a slot of an older generation is empty, so emptying the
+    /// table is one increment, not a pass over it.
+    slots: Vec<(u64, u32, u32)>,
     bits: u32,
+    generation: u32,
 }
 
 impl FirstSeen {
     /// Empty, sized for `n` keys.
     pub(crate) fn reset(&mut self, n: usize) {
-        self.bits = (2 * n).max(16).next_power_of_two().trailing_zeros();
-        self.slots.clear();
-        self.slots.resize(1 << self.bits, (EMPTY, 0));
+        let bits = (2 * n).max(16).next_power_of_two().trailing_zeros();
+        self.generation = self.generation.wrapping_add(1);
+        if bits > self.bits || self.generation == 0 {
+            self.bits = self.bits.max(bits);
+            self.slots.clear();
+            self.slots.resize(1 << self.bits, (0, 0, 0));
+            self.generation = 1;
+        }
     }
 
     /// The position first inserted under `key` for which `same` holds (equal keys may hide
     /// different items: `same` compares them), or `pos`, inserted.
     #[inline]
     pub(crate) fn first_or_insert(&mut self, key: u64, pos: u32, same: impl Fn(u32) -> bool) -> u32 {
-        let key = if key == EMPTY { 0 } else { key };
         let mask = self.slots.len() - 1;
         let mut h = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - self.bits)) as usize;
         loop {
             let slot = &mut self.slots[h & mask];
-            if slot.0 == EMPTY {
-                *slot = (key, pos);
+            if slot.2 != self.generation {
+                *slot = (key, pos, self.generation);
                 return pos;
             }
             if slot.0 == key && same(slot.1) {
@@ -966,7 +971,7 @@ impl NGrams {
                 let packed = b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x)) | ((b.len() as u64) << 56);
                 table.first_or_insert(packed, i as u32, |_| true)
             } else {
-                let key = (word_hash(b) | (1 << 63)) & !1; // top bit set: never a packed key, nor empty
+                let key = word_hash(b) | (1 << 63); // top bit set: never a packed key
                 table.first_or_insert(key, i as u32, |p| words[p as usize] == *w)
             };
             classes.push(class);

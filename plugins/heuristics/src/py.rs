@@ -23,6 +23,20 @@ pub fn split(text: &str) -> impl Iterator<Item = &str> {
         }
         let start = i;
         while let Some(&b) = bytes.get(i) {
+            // eight ASCII word bytes at a time, up to the first space or non-ASCII byte
+            if let Some(chunk) = bytes.get(i..i + 8) {
+                let w = u64::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]]);
+                let stop = curator_sdk::text::ascii_space_mask(w) | (w & 0x8080_8080_8080_8080);
+                if stop == 0 {
+                    i += 8;
+                    continue;
+                }
+                let skip = (stop.trailing_zeros() / 8) as usize;
+                if skip > 0 {
+                    i += skip;
+                    continue;
+                }
+            }
             match BYTE_CLASS[b as usize] {
                 0 => i += 1,
                 1 => break,
