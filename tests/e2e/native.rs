@@ -189,6 +189,19 @@ fn c_abi_round_trip_is_zero_copy() {
 }
 
 #[test]
+fn a_native_stage_cannot_run_in_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let yaml =
+        "source:\n  path: in\nsink:\n  path: out\nstages:\n  - plugin: native_probe\n    isolation: in_process\n    params: {mode: none}\n";
+    let p = write_pipeline(tmp.path(), yaml);
+    let run = run_native(&["run", p.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("isolation") && run.stderr.contains("always runs in a worker process"), "{}", run.stderr);
+    assert!(!tmp.path().join("out").exists());
+}
+
+#[test]
 fn gpu_stage_without_a_gpu_stops_before_reading() {
     let gpus = host().args(["gpus", "--json"]).output().unwrap();
     let inv: serde_json::Value = serde_json::from_slice(&gpus.stdout).unwrap();
