@@ -423,7 +423,24 @@ pub fn serve(plugin: &Path, params: &str, context: &WorkerContext, cpus: &[usize
             return 3;
         }
     };
-    if write_frame(&mut out, TAG_READY, &[]).is_err() {
+    serve_batches(&mut out, |payload, encoded| {
+        let reply = decode_ipc(payload, true)
+            .and_then(|(batch, _)| inst.process(&batch))
+            .and_then(|(kind, b)| to_ipc_into(&b, Some(kind), encoded));
+        match reply {
+            Ok(()) => Ok(()),
+            Err(NativeError::OutOfMemory(m)) => Err((TAG_OOM, m)),
+            Err(NativeError::Failed(m)) => Err((TAG_ERROR, m)),
+            Err(e) => Err((TAG_ERROR, e.to_string())),
+        }
+    })
+}
+
+/// The worker's side of the protocol once its stage is ready: say so, then answer each batch
+/// frame with `process` (`Ok`: the output it encoded; `Err`: a frame tag and message, where
+/// [`TAG_FATAL`] also ends the worker) until the host says stop or goes away. The exit code.
+pub(crate) fn serve_batches(out: &mut impl Write, mut process: impl FnMut(Vec<u8>, &mut Vec<u8>) -> Result<(), (u8, String)>) -> i32 {
+    if write_frame(out, TAG_READY, &[]).is_err() {
         return 1;
     }
     let stdin = std::io::stdin();
@@ -436,14 +453,13 @@ pub fn serve(plugin: &Path, params: &str, context: &WorkerContext, cpus: &[usize
             TAG_SHUTDOWN => return 0,
             _ => return 4,
         }
-        let reply = decode_ipc(payload, true)
-            .and_then(|(batch, _)| inst.process(&batch))
-            .and_then(|(kind, b)| to_ipc_into(&b, Some(kind), &mut encoded));
-        let sent = match reply {
-            Ok(()) => write_frame(&mut out, TAG_OUTPUT, &encoded),
-            Err(NativeError::OutOfMemory(m)) => write_frame(&mut out, TAG_OOM, m.as_bytes()),
-            Err(NativeError::Failed(m)) => write_frame(&mut out, TAG_ERROR, m.as_bytes()),
-            Err(e) => write_frame(&mut out, TAG_ERROR, e.to_string().as_bytes()),
+        let sent = match process(payload, &mut encoded) {
+            Ok(()) => write_frame(out, TAG_OUTPUT, &encoded),
+            Err((TAG_FATAL, m)) => {
+                let _ = write_frame(out, TAG_FATAL, m.as_bytes());
+                return 3;
+            }
+            Err((tag, m)) => write_frame(out, tag, m.as_bytes()),
         };
         if sent.is_err() {
             return 1;

@@ -9,13 +9,12 @@
 //! limit. That is what makes heavy guest code faster here (those checks cost ~20 %); the
 //! price is one copy of each batch to the worker and of the (small) answer back.
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::native::{self, TAG_BATCH, TAG_ERROR, TAG_FATAL, TAG_OOM, TAG_OUTPUT, TAG_READY, TAG_SHUTDOWN, read_frame, write_frame};
+use crate::native::{self, TAG_ERROR, TAG_FATAL, TAG_OOM, write_frame};
 use crate::wasm::{CompiledPlugin, DirGrant, InstanceLimits, StageInstance, WasmError, WasmRuntime};
 
 /// What the host tells a WASM worker about its instance (`--wasm` JSON).
@@ -84,52 +83,33 @@ pub fn serve(plugin: &Path, params: &str, spec: &WasmWorkerSpec, cpus: &[usize])
         Err(WasmError::InvalidParams(m)) => return fatal(&mut out, format!("rejected its params: {m}")),
         Err(e) => return fatal(&mut out, e.to_string()),
     };
-    if write_frame(&mut out, TAG_READY, &[]).is_err() {
-        return 1;
-    }
-    let stdin = std::io::stdin();
-    let mut input = BufReader::with_capacity(1 << 20, stdin.lock());
-    let mut encoded = Vec::new();
-    loop {
-        let Ok((tag, payload)) = read_frame(&mut input) else { return 0 };
-        match tag {
-            TAG_BATCH => {}
-            TAG_SHUTDOWN => {
-                inst.teardown();
-                return 0;
-            }
-            _ => return 4,
-        }
-        let sent = match call(&mut inst, payload, &spec.input_columns, &mut encoded) {
-            Ok(()) => write_frame(&mut out, TAG_OUTPUT, &encoded),
-            Err(e) => {
-                let (tag, lost) = match &e {
-                    WorkerFailure::Wasm(WasmError::OutOfMemory { .. }) => (TAG_OOM, true),
-                    WorkerFailure::Wasm(WasmError::Trap { .. } | WasmError::Timeout(_)) => (TAG_ERROR, true),
-                    _ => (TAG_ERROR, false),
-                };
-                if lost {
-                    // the instance is in an unknown state: a fresh one for the next batch
-                    inst = match start() {
-                        Ok(i) => i,
-                        Err(e2) => {
-                            let _ = write_frame(&mut out, TAG_ERROR, e.to_string().as_bytes());
-                            return fatal(&mut out, format!("cannot restart the stage: {e2}"));
-                        }
-                    };
-                }
-                // the host adds "returned an error: " to what a stage says itself
-                let message = match e {
-                    WorkerFailure::Wasm(WasmError::Failed(m)) => m,
-                    e => e.to_string(),
-                };
-                write_frame(&mut out, tag, message.as_bytes())
-            }
+    let code = native::serve_batches(&mut out, |payload, encoded| {
+        let Err(e) = call(&mut inst, payload, &spec.input_columns, encoded) else { return Ok(()) };
+        let (tag, lost) = match &e {
+            WorkerFailure::Wasm(WasmError::OutOfMemory { .. }) => (TAG_OOM, true),
+            WorkerFailure::Wasm(WasmError::Trap { .. } | WasmError::Timeout(_)) => (TAG_ERROR, true),
+            _ => (TAG_ERROR, false),
         };
-        if sent.is_err() {
-            return 1;
+        if lost {
+            // the instance is in an unknown state: a fresh one for the next batch
+            inst = match start() {
+                Ok(i) => i,
+                Err(e2) => return Err((TAG_FATAL, format!("{e}; cannot restart the stage: {e2}"))),
+            };
         }
+        // the host adds "returned an error: " to what a stage says itself
+        Err((
+            tag,
+            match e {
+                WorkerFailure::Wasm(WasmError::Failed(m)) => m,
+                e => e.to_string(),
+            },
+        ))
+    });
+    if code == 0 {
+        inst.teardown();
     }
+    code
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -23,19 +23,10 @@ pub fn split(text: &str) -> impl Iterator<Item = &str> {
         }
         let start = i;
         while let Some(&b) = bytes.get(i) {
-            // eight ASCII word bytes at a time, up to the first space or non-ASCII byte
-            if let Some(chunk) = bytes.get(i..i + 8) {
-                let w = u64::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]]);
-                let stop = curator_sdk::text::ascii_space_mask(w) | (w & 0x8080_8080_8080_8080);
-                if stop == 0 {
-                    i += 8;
-                    continue;
-                }
-                let skip = (stop.trailing_zeros() / 8) as usize;
-                if skip > 0 {
-                    i += skip;
-                    continue;
-                }
+            let run = ascii_word_run(bytes, i);
+            if run > 0 {
+                i += run;
+                continue;
             }
             match BYTE_CLASS[b as usize] {
                 0 => i += 1,
@@ -72,18 +63,13 @@ pub fn split_with_lens<'a>(text: &'a str, words: &mut Vec<&'a str>, lens: &mut V
         };
         let mut continuation = 0usize;
         while i < n {
-            // eight ASCII word bytes at a time, up to the first space or non-ASCII byte
-            if let Some(chunk) = b.get(i..i + 8) {
-                let w = u64::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]]);
-                // exact for the bytes below the first non-ASCII one (whose own high bit stops us)
-                let stop = curator_sdk::text::ascii_space_mask(w) | (w & 0x8080_8080_8080_8080);
-                if stop == 0 {
-                    i += 8;
-                    continue;
-                }
-                i += (stop.trailing_zeros() / 8) as usize;
+            let run = ascii_word_run(b, i);
+            i += run;
+            if run == 8 {
+                continue;
             }
-            let c = b[i];
+            // `i` is at a space or non-ASCII byte (a shorter run stops at one), or near the end
+            let Some(&c) = b.get(i) else { break };
             match BYTE_CLASS[c as usize] {
                 0 => {
                     continuation += usize::from(c & 0xc0 == 0x80);
@@ -102,6 +88,17 @@ pub fn split_with_lens<'a>(text: &'a str, words: &mut Vec<&'a str>, lens: &mut V
         words.push(&text[start..i]);
         lens.push((i - start - continuation) as u32);
     }
+}
+
+/// How many of the (up to) eight bytes from `i` are ASCII and not whitespace: word bytes
+/// skipped in one step (0 near the end of the text, where the byte loop takes over).
+#[inline]
+fn ascii_word_run(b: &[u8], i: usize) -> usize {
+    let Some(c) = b.get(i..i + 8) else { return 0 };
+    let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+    // exact for the bytes below the first non-ASCII one (whose own high bit stops the run)
+    let stop = curator_sdk::text::ascii_space_mask(w) | (w & 0x8080_8080_8080_8080);
+    if stop == 0 { 8 } else { (stop.trailing_zeros() / 8) as usize }
 }
 
 /// Per byte: 0 part of a word, 1 ASCII whitespace, 2 the lead byte of a character that may be
