@@ -50,7 +50,7 @@ pub mod abi;
 pub use batch::{Batch, BatchError, Column, ColumnType, Output};
 pub use curator_sdk_macros::stage;
 pub use doc::Doc;
-pub use runner::{Filter, Map, Rewrite, Runner, Score, Stage, StageDef, StageError, read_granted, score_filter};
+pub use runner::{Filter, Map, Rewrite, Runner, Score, Stage, StageDef, StageError, load_granted, read_granted, score_filter};
 
 /// Re-exported for the code the [`stage`] attribute generates.
 pub use serde;
@@ -59,7 +59,8 @@ pub use serde_json;
 /// Everything a stage author needs: `use curator_sdk::prelude::*;`
 pub mod prelude {
     pub use crate::{
-        Batch, Column, ColumnType, Doc, Filter, Map, Output, Rewrite, Score, Stage, StageError, read_granted, score_filter, stage,
+        Batch, Column, ColumnType, Doc, Filter, Map, Output, Rewrite, Score, Stage, StageError, load_granted, read_granted, score_filter,
+        stage,
     };
     pub use crate::{Level, log};
     pub use std::borrow::Cow;

@@ -169,6 +169,16 @@ pub fn read_granted(param: &str, path: &str, grant: &str) -> Result<Vec<u8>, Sta
     std::fs::read(path).map_err(|e| StageError::InvalidParams(format!("{param} {path}: {e} (grant its directory as `{grant}`)")))
 }
 
+/// [`read_granted`], then `parse` the bytes (a model, a tokenizer); a parse error names the file.
+pub fn load_granted<T, E: std::fmt::Display>(
+    param: &str,
+    path: &str,
+    grant: &str,
+    parse: impl FnOnce(&[u8]) -> Result<T, E>,
+) -> Result<T, StageError> {
+    parse(&read_granted(param, path, grant)?).map_err(|e| StageError::InvalidParams(format!("{path}: {e}")))
+}
+
 impl<T: Rewrite> Runner for RewriteRunner<T> {
     fn init(&mut self) -> Result<(), StageError> {
         self.0.init()

@@ -30,15 +30,7 @@ pub struct DatatroveChain {
 /// A chain step from its params object (`filters[index]`); errors name the step.
 pub fn parse_step(index: usize, value: &Value) -> Result<AnyFilter, StageError> {
     let err = |m: String| StageError::InvalidParams(format!("filters[{index}]: {m}"));
-    let Value::Object(map) = value else {
-        return Err(err(format!("expected an object like {{filter: gopher_quality_filter}}, got {value}")));
-    };
-    let mut params = map.clone();
-    let name = match params.remove("filter") {
-        Some(Value::String(s)) => s,
-        Some(other) => return Err(err(format!("`filter` must be a stage name, got {other}"))),
-        None => return Err(err("missing `filter` (the stage name, e.g. gopher_quality_filter)".into())),
-    };
+    let (name, params) = curator_heuristics::chain_step(value, "gopher_quality_filter").map_err(err)?;
     AnyFilter::from_params(&name, Value::Object(params)).map_err(|e| err(format!("{name}: {e}")))
 }
 

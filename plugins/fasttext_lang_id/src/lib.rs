@@ -31,10 +31,7 @@ pub struct FastTextLangId {
 
 impl Stage for FastTextLangId {
     fn init(&mut self) -> Result<(), StageError> {
-        let bytes = std::fs::read(&self.model_path).map_err(|e| {
-            StageError::InvalidParams(format!("model_path {}: {e} (grant the model's directory as `models`)", self.model_path))
-        })?;
-        self.model = Some(Model::load(&bytes).map_err(|e| StageError::InvalidParams(format!("{}: {e}", self.model_path)))?);
+        self.model = Some(load_granted("model_path", &self.model_path, "models", Model::load)?);
         Ok(())
     }
 

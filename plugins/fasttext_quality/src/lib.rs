@@ -67,10 +67,7 @@ impl Stage for FastTextQualityFilter {
         if self.alpha <= 0.0 {
             return Err(StageError::InvalidParams(format!("alpha must be positive, not {}", self.alpha)));
         }
-        let bytes = std::fs::read(&self.model_path).map_err(|e| {
-            StageError::InvalidParams(format!("model_path {}: {e} (grant the model's directory as `models`)", self.model_path))
-        })?;
-        self.model = Some(Model::load(&bytes).map_err(|e| StageError::InvalidParams(format!("{}: {e}", self.model_path)))?);
+        self.model = Some(load_granted("model_path", &self.model_path, "models", Model::load)?);
         Ok(())
     }
 

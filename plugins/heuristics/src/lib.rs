@@ -21,6 +21,19 @@ pub mod py;
 pub mod sentencepiece;
 pub mod tokenizer;
 
+/// One step of a fused chain's `filters` list, `{filter: <stage name>, <params>…}`: the stage
+/// name and the remaining fields (the params, plus whatever the chain itself reads, such as
+/// `score_field`). `example` names a stage for the error messages.
+pub fn chain_step(value: &serde_json::Value, example: &str) -> Result<(String, serde_json::Map<String, serde_json::Value>), String> {
+    let serde_json::Value::Object(map) = value else { return Err(format!("expected an object like {{filter: {example}}}, got {value}")) };
+    let mut params = map.clone();
+    match params.remove("filter") {
+        Some(serde_json::Value::String(name)) => Ok((name, params)),
+        Some(other) => Err(format!("`filter` must be a stage name, got {other}")),
+        None => Err(format!("missing `filter` (the stage name, e.g. {example})")),
+    }
+}
+
 /// Implements [`curator_sdk::Score`] for a `#[stage(..., score_filter)]` struct whose params
 /// are those of a [`nemo`] heuristic: `nemo_score_stage!(MyStage => LongWordFilter { max_word_length })`.
 #[macro_export]

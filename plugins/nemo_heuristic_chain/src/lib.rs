@@ -40,13 +40,7 @@ pub struct Step {
 /// A chain step from its params object (`filters[index]`); errors name the step.
 pub fn parse_step(index: usize, value: &Value) -> Result<Step, StageError> {
     let err = |m: String| StageError::InvalidParams(format!("filters[{index}]: {m}"));
-    let Value::Object(map) = value else { return Err(err(format!("expected an object like {{filter: word_count_filter}}, got {value}"))) };
-    let mut params = map.clone();
-    let name = match params.remove("filter") {
-        Some(Value::String(s)) => s,
-        Some(other) => return Err(err(format!("`filter` must be a stage name, got {other}"))),
-        None => return Err(err("missing `filter` (the stage name, e.g. word_count_filter)".into())),
-    };
+    let (name, mut params) = curator_heuristics::chain_step(value, "word_count_filter").map_err(err)?;
     let score_field = match params.remove("score_field") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if !s.is_empty() => Some(s),

@@ -23,10 +23,9 @@ pub struct TokenCountFilter {
 
 impl Stage for TokenCountFilter {
     fn init(&mut self) -> Result<(), StageError> {
-        let json = std::fs::read_to_string(&self.tokenizer_file).map_err(|e| {
-            StageError::InvalidParams(format!("tokenizer_file {}: {e} (grant its directory as `tokenizer`)", self.tokenizer_file))
-        })?;
-        self.tokenizer = Some(Tokenizer::from_json(&json).map_err(|e| StageError::InvalidParams(format!("{}: {e}", self.tokenizer_file)))?);
+        self.tokenizer = Some(load_granted("tokenizer_file", &self.tokenizer_file, "tokenizer", |bytes| {
+            std::str::from_utf8(bytes).map_err(|e| e.to_string()).and_then(|json| Tokenizer::from_json(json).map_err(|e| e.to_string()))
+        })?);
         Ok(())
     }
 

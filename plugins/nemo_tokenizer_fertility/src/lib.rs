@@ -26,10 +26,7 @@ impl TokenizerFertilityFilter {
 
 impl Stage for TokenizerFertilityFilter {
     fn init(&mut self) -> Result<(), StageError> {
-        let bytes = std::fs::read(&self.path_to_tokenizer).map_err(|e| {
-            StageError::InvalidParams(format!("path_to_tokenizer {}: {e} (grant its directory as `tokenizer`)", self.path_to_tokenizer))
-        })?;
-        self.model = Some(SentencePiece::load(&bytes).map_err(|e| StageError::InvalidParams(format!("{}: {e}", self.path_to_tokenizer)))?);
+        self.model = Some(load_granted("path_to_tokenizer", &self.path_to_tokenizer, "tokenizer", SentencePiece::load)?);
         Ok(())
     }
 
