@@ -198,25 +198,26 @@ pub fn is_terminal_punctuation(c: char) -> bool {
 
 fn is_punctuation(c: char) -> bool {
     if c.is_ascii() {
-        return ASCII_PUNCTUATION & (1u128 << c as u32) != 0;
+        return ASCII_PUNCTUATION[c as usize];
     }
     PUNCTUATION.binary_search(&c).is_ok() || is_terminal_punctuation(c)
 }
 
-/// [`PUNCTUATION`] and [`TERMINAL`] below U+0080, as a bit set.
-const ASCII_PUNCTUATION: u128 = {
-    let mut set = 0u128;
+/// [`PUNCTUATION`] and [`TERMINAL`] below U+0080, as a table (a table, not a 128-bit set: a
+/// variable `u128` shift is a library call on wasm32).
+const ASCII_PUNCTUATION: [bool; 128] = {
+    let mut set = [false; 128];
     let mut i = 0;
     while i < PUNCTUATION.len() {
         if (PUNCTUATION[i] as u32) < 128 {
-            set |= 1 << PUNCTUATION[i] as u32;
+            set[PUNCTUATION[i] as usize] = true;
         }
         i += 1;
     }
     let mut i = 0;
     while i < TERMINAL.len() {
         if (TERMINAL[i] as u32) < 128 {
-            set |= 1 << TERMINAL[i] as u32;
+            set[TERMINAL[i] as usize] = true;
         }
         i += 1;
     }
@@ -229,18 +230,24 @@ fn on(t: Option<f64>) -> Option<f64> {
 
 /// Python's `str.splitlines()`.
 pub fn splitlines(text: &str) -> Vec<&str> {
+    let b = text.as_bytes();
     let mut out = Vec::new();
-    let mut start = 0;
-    let mut it = text.char_indices().peekable();
-    while let Some((i, c)) = it.next() {
-        if matches!(c, '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}' | '\u{2029}') {
+    let (mut start, mut i) = (0, 0);
+    while i < b.len() {
+        // the separator at `i` and its length in bytes (0: none)
+        let sep = match b[i] {
+            b'\r' if b.get(i + 1) == Some(&b'\n') => 2,
+            b'\n' | b'\r' | 0x0b | 0x0c | 0x1c | 0x1d | 0x1e => 1,
+            0xC2 if b.get(i + 1) == Some(&0x85) => 2,
+            0xE2 if b.get(i + 1) == Some(&0x80) && matches!(b.get(i + 2), Some(0xA8 | 0xA9)) => 3,
+            _ => 0,
+        };
+        if sep > 0 {
             out.push(&text[start..i]);
-            let mut end = i + c.len_utf8();
-            if c == '\r' && it.peek().is_some_and(|&(_, n)| n == '\n') {
-                it.next();
-                end += 1;
-            }
-            start = end;
+            start = i + sep;
+            i = start;
+        } else {
+            i += 1;
         }
     }
     if start < text.len() {
@@ -365,13 +372,31 @@ impl GopherQuality {
             }
         }
         if let Some(t) = on(self.min_stop_words) {
-            let present: HashSet<&str> = words.iter().copied().filter(|w| self.stop_words.iter().any(|s| s == w)).collect();
-            if (present.len() as f64) < t {
+            if (distinct_stop_words(words, &self.stop_words, t) as f64) < t {
                 return Err("gopher_enough_stop_words");
             }
         }
         Ok(())
     }
+}
+
+/// How many distinct `stop_words` occur in `words`, counting stops once `enough` are found.
+fn distinct_stop_words(words: &[&str], stop_words: &[String], enough: f64) -> usize {
+    if stop_words.len() > 64 {
+        let present: HashSet<&str> = words.iter().copied().filter(|w| stop_words.iter().any(|s| s == w)).collect();
+        return present.len();
+    }
+    let longest = stop_words.iter().map(String::len).max().unwrap_or(0);
+    let mut present = 0u64;
+    for w in words.iter().filter(|w| w.len() <= longest) {
+        if let Some(k) = stop_words.iter().position(|s| s == w) {
+            present |= 1 << k;
+            if present.count_ones() as f64 >= enough {
+                break;
+            }
+        }
+    }
+    present.count_ones() as usize
 }
 
 /// datatrove's GopherRepetitionFilter.
@@ -689,7 +714,9 @@ impl FineWebQuality {
 
     /// [`FineWebQuality::check`] with the text's words cached in `words` (filled if empty).
     pub fn check_with<'a>(&self, text: &'a str, words: &mut Option<Vec<&'a str>>) -> Result<(), &'static str> {
-        let lines: Vec<&str> = text.split('\n').filter(|l| !py::strip(l).is_empty()).collect();
+        // `text.split('\n')` less blank lines: the empty lines between newlines are blank
+        let mut lines = split_newline_runs(text, 1);
+        lines.retain(|l| !py::strip(l).is_empty());
         if lines.is_empty() {
             return Err("empty");
         }
@@ -727,6 +754,48 @@ mod tests {
     fn python_splitlines() {
         assert_eq!(splitlines("a\r\nb\rc\n\nd\u{2028}e\n"), ["a", "b", "c", "", "d", "e"]);
         assert!(splitlines("").is_empty());
+        // against the definition, char by char, on random strings of separators and look-alikes
+        fn reference(text: &str) -> Vec<&str> {
+            let (mut out, mut start, mut it) = (Vec::new(), 0, text.char_indices().peekable());
+            while let Some((i, c)) = it.next() {
+                if matches!(c, '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}' | '\u{2029}') {
+                    out.push(&text[start..i]);
+                    start = i + c.len_utf8();
+                    if c == '\r' && it.peek().is_some_and(|&(_, n)| n == '\n') {
+                        it.next();
+                        start += 1;
+                    }
+                }
+            }
+            if start < text.len() {
+                out.push(&text[start..]);
+            }
+            out
+        }
+        let alphabet =
+            ['a', '\n', '\r', '\x0b', '\x0c', '\x1c', '\x1f', '\u{85}', '\u{84}', '\u{2028}', '\u{2029}', '\u{2027}', '\u{20ac}', 'é'];
+        let mut x = 7u64;
+        for _ in 0..3000 {
+            let mut t = String::new();
+            for _ in 0..(x % 24) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                t.push(alphabet[(x >> 33) as usize % alphabet.len()]);
+            }
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            assert_eq!(splitlines(&t), reference(&t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn stop_words_are_counted_once() {
+        let stop: Vec<String> = GOPHER_STOP_WORDS.iter().map(|s| s.to_string()).collect();
+        let words = ["the", "cat", "the", "of", "dog", "with", "The"];
+        assert_eq!(distinct_stop_words(&words, &stop, 10.0), 3);
+        assert_eq!(distinct_stop_words(&words, &stop, 2.0), 2); // stops once enough are found
+        let dup: Vec<String> = ["a", "a", "b"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(distinct_stop_words(&["b", "a", "a"], &dup, 10.0), 2);
+        let many: Vec<String> = (0..70).map(|i| format!("w{i}")).collect();
+        assert_eq!(distinct_stop_words(&["w1", "w69", "w1", "x"], &many, 10.0), 2);
     }
 
     #[test]

@@ -29,8 +29,35 @@ pub fn for_each_word<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
             }
             continue;
         }
+        if let Some((a, b)) = letters_and_mark(chunk) {
+            f(a);
+            f(b);
+            continue;
+        }
         chunk_tokens(chunk, &mut buf, &mut f);
     }
+}
+
+/// The commonest chunks after bare words, `word,` `word.` `(word` and the like (ASCII letters
+/// with one opening or closing mark), split as the rule loop splits them, without running it
+/// (the tests check the two agree): `None` for any other chunk.
+fn letters_and_mark(chunk: &str) -> Option<(&str, &str)> {
+    let b = chunk.as_bytes();
+    let n = b.len();
+    if n < 2 {
+        return None;
+    }
+    let (word, at) = match (b[0], b[n - 1]) {
+        (b'(' | b'"', _) => (&chunk[1..], 1),
+        (_, b',' | b';' | b':' | b'!' | b'?' | b')' | b'"') => (&chunk[..n - 1], n - 1),
+        // a period splits off after a lower-case letter (after an upper-case one, it depends)
+        (_, b'.') if b[n - 2].is_ascii_lowercase() => (&chunk[..n - 1], n - 1),
+        _ => return None,
+    };
+    if !word.bytes().all(|c| c.is_ascii_alphabetic()) || special(chunk).is_some() || special(word).is_some() {
+        return None;
+    }
+    Some((&chunk[..at], &chunk[at..]))
 }
 
 /// The words of `text` (datatrove's `split_into_words(text, "en")`).
@@ -754,6 +781,39 @@ mod tests {
         check("We’re here.Then A. B.", &["We", "’re", "here", ".", "Then", "A.", "B."]);
         check("a\n\n  b\tc", &["a", "b", "c"]);
         check("example.com. user@mail.org!", &["example.com", ".", "user@mail.org", "!"]);
+    }
+
+    #[test]
+    fn letters_with_a_mark_split_as_the_rule_loop_does() {
+        let stems = [
+            "word", "a", "I", "U", "US", "id", "im", "Im", "dont", "cannot", "gonna", "Mr", "Mrs", "vs", "co", "Co", "Inc", "e", "xD", "D",
+            "hell", "ill", "its", "lets", "am", "pm", "B", "x", "ABC", "aB", "em", "s", "cause", "nt", "ve", "ll",
+        ];
+        let marks = ['(', '"', ',', ';', ':', '!', '?', ')', '.', '\'', '[', '-', '/', '$', '%'];
+        let mut chunks = Vec::new();
+        for w in stems {
+            for m in marks {
+                chunks.push(format!("{m}{w}"));
+                chunks.push(format!("{w}{m}"));
+            }
+        }
+        for m in marks {
+            for n in marks {
+                chunks.push(format!("{m}{n}"));
+            }
+        }
+        let mut hits = 0;
+        for c in &chunks {
+            let Some((a, b)) = letters_and_mark(c) else { continue };
+            hits += 1;
+            let mut want = Vec::new();
+            chunk_tokens(c, &mut Vec::new(), &mut |t| want.push(t));
+            assert_eq!(vec![a, b], want, "{c:?}");
+        }
+        assert!(hits > 250, "{hits}");
+        assert_eq!(letters_and_mark("Mr."), None);
+        assert_eq!(letters_and_mark("dont,"), None);
+        assert_eq!(letters_and_mark("end."), Some(("end", ".")));
     }
 
     #[test]

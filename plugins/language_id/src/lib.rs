@@ -152,10 +152,7 @@ impl Identifier {
     /// identified on that script's letters only; Afrikaans is confirmed against Dutch by
     /// function words the two do not share.
     pub fn identify(&self, text: &str) -> (&'static str, f64) {
-        let text = match (self.max_chars, text.char_indices().nth(self.max_chars)) {
-            (0, _) | (_, None) => text,
-            (_, Some((end, _))) => &text[..end],
-        };
+        let text = truncate_chars(text, self.max_chars);
         let focused = focus_on_main_script(text);
         let text = focused.as_deref().unwrap_or(text);
         match self.detector.detect(text) {
@@ -164,6 +161,17 @@ impl Identifier {
             None => ("und", 0.0),
         }
     }
+}
+
+/// The first `max` characters of `text` (all of it when `max` is 0).
+fn truncate_chars(text: &str, max: usize) -> &str {
+    if max == 0 || text.len() <= max {
+        return text; // no more bytes than `max`, so no more characters
+    }
+    if text.as_bytes()[..max].is_ascii() {
+        return &text[..max];
+    }
+    text.char_indices().nth(max).map_or(text, |(end, _)| &text[..end])
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -196,10 +204,21 @@ fn script_class(c: char) -> Option<ScriptClass> {
 /// When the text mixes Latin with a script of its own and that script weighs more, the text
 /// with only that script's letters (others become spaces); `None` to use the text as is.
 fn focus_on_main_script(text: &str) -> Option<String> {
+    if text.is_ascii() {
+        return None; // only Latin letters
+    }
     let classes =
         [ScriptClass::Latin, ScriptClass::Cyrillic, ScriptClass::Arabic, ScriptClass::Devanagari, ScriptClass::Cjk, ScriptClass::Hangul];
     let mut weight = [0usize; 6];
-    for c in text.chars() {
+    let (b, mut i) = (text.as_bytes(), 0);
+    while i < b.len() {
+        if b[i] < 0x80 {
+            weight[0] += usize::from(b[i].is_ascii_alphabetic());
+            i += 1;
+            continue;
+        }
+        let Some(c) = text[i..].chars().next() else { break };
+        i += c.len_utf8();
         if let Some(k) = script_class(c).and_then(|s| classes.iter().position(|&x| x == s)) {
             weight[k] += if matches!(classes[k], ScriptClass::Cjk | ScriptClass::Hangul) { 3 } else { 1 };
         }
@@ -268,6 +287,25 @@ mod tests {
         }
         assert_eq!(lang_of("EN"), Some(Lang::Eng));
         assert_eq!(lang_of("zho"), None);
+    }
+
+    #[test]
+    fn truncation_counts_characters() {
+        for t in ["", "abc", "héllo wörld", "日本語のテキスト", "ascii then é", "é then ascii text"] {
+            for max in 0..16 {
+                let want: String = if max == 0 { t.to_string() } else { t.chars().take(max).collect() };
+                assert_eq!(truncate_chars(t, max), want, "{t:?} {max}");
+            }
+        }
+    }
+
+    #[test]
+    fn focus_weighs_scripts_as_before() {
+        assert_eq!(focus_on_main_script("plain ascii text"), None);
+        assert_eq!(focus_on_main_script("café crème au lait"), None);
+        // Chinese quoting CSS: the Latin letters become spaces
+        assert_eq!(focus_on_main_script("使用display属性").as_deref(), Some("使用       属性"));
+        assert_eq!(focus_on_main_script("ok Привет"), Some("   Привет".to_string()));
     }
 
     #[test]
