@@ -371,10 +371,10 @@ impl GopherQuality {
                 return Err("gopher_below_alpha_threshold");
             }
         }
-        if let Some(t) = on(self.min_stop_words) {
-            if (distinct_stop_words(words, &self.stop_words, t) as f64) < t {
-                return Err("gopher_enough_stop_words");
-            }
+        if let Some(t) = on(self.min_stop_words)
+            && (distinct_stop_words(words, &self.stop_words, t) as f64) < t
+        {
+            return Err("gopher_enough_stop_words");
         }
         Ok(())
     }
