@@ -321,8 +321,26 @@ impl GopherQuality {
     pub fn check_with<'a>(&self, text: &'a str, words: &mut Option<Vec<&'a str>>) -> Result<(), &'static str> {
         let words: &[&str] = words.get_or_insert_with(|| en_words::words(text));
         let n_words = words.len() as f64;
-        let non_symbol: Vec<&str> = words.iter().copied().filter(|w| w.chars().any(|c| !is_punctuation(c))).collect();
-        let n = non_symbol.len() as f64;
+        // one pass: the words that are not all punctuation, their length in characters, and
+        // the words with a letter
+        let (mut non_symbol, mut non_symbol_chars, mut alpha) = (0usize, 0usize, 0usize);
+        for w in words {
+            if w.is_ascii() {
+                let b = w.as_bytes();
+                if b.iter().any(|&c| !ASCII_PUNCTUATION[c as usize]) {
+                    non_symbol += 1;
+                    non_symbol_chars += b.len();
+                }
+                alpha += usize::from(b.iter().any(u8::is_ascii_alphabetic));
+            } else {
+                if w.chars().any(|c| !is_punctuation(c)) {
+                    non_symbol += 1;
+                    non_symbol_chars += py::len(w);
+                }
+                alpha += usize::from(w.chars().any(char::is_alphabetic));
+            }
+        }
+        let n = non_symbol as f64;
         if on(self.min_doc_words).is_some_and(|t| n < t) {
             return Err("gopher_short_doc");
         }
@@ -330,7 +348,7 @@ impl GopherQuality {
             return Err("gopher_long_doc");
         }
         // numpy's mean of nothing is NaN, which compares false
-        let avg = non_symbol.iter().map(|w| py::len(w)).sum::<usize>() as f64 / n;
+        let avg = non_symbol_chars as f64 / n;
         if on(self.min_avg_word_length).is_some_and(|t| avg < t) {
             return Err("gopher_below_avg_threshold");
         }
@@ -366,7 +384,6 @@ impl GopherQuality {
             }
         }
         if let Some(t) = on(self.max_non_alpha_words_ratio) {
-            let alpha = words.iter().filter(|w| w.chars().any(char::is_alphabetic)).count();
             if (alpha as f64 / n_words) < t {
                 return Err("gopher_below_alpha_threshold");
             }
