@@ -511,26 +511,14 @@ impl GopherRepetition {
         if self.dup_n_grams.is_empty() {
             return Ok(());
         }
-        // find_all_duplicate compares n-grams joined without spaces: windows of one buffer
-        // of all words back to back, hashed in O(1) each from prefix hashes, compared exactly
-        // on a hash match.
-        let concat = Concat::new(words);
+        let longest = self.dup_n_grams.iter().map(|&(n, _)| n).max().unwrap_or(0);
+        let concat = Concat::new(words, longest);
         let mut seen = crate::nemo::FirstSeen::default();
         for &(n, frac) in &self.dup_n_grams {
             if n == 0 || words.len() < n {
                 continue;
             }
-            seen.reset(words.len());
-            let (mut repeated, mut i) = (0usize, 0usize);
-            while i + n <= words.len() {
-                if concat.visit(&mut seen, i, n) {
-                    repeated += lens[i..i + n].iter().sum::<usize>();
-                    i += n;
-                } else {
-                    i += 1;
-                }
-            }
-            if repeated as f64 / n_chars > frac {
+            if concat.duplicated_chars(&mut seen, &lens, n) as f64 / n_chars > frac {
                 return Err(format!("duplicated_{n}_n_grams"));
             }
         }
@@ -538,49 +526,79 @@ impl GopherRepetition {
     }
 }
 
-/// Words back to back in one buffer, with prefix hashes: the n-gram of words `i..i+n` joined
-/// without separators is `bytes[off[i]..off[i+n]]`.
-struct Concat {
-    bytes: Vec<u8>,
+/// The words as if back to back (datatrove joins an n-gram's words without separators), with
+/// a polynomial hash of the bytes before each word: the n-gram of words `i..i+n` hashes in
+/// O(1) from the hashes at `i` and `i+n` and its length in bytes, and is compared exactly,
+/// byte stream against byte stream, on a hash match.
+struct Concat<'a> {
+    words: &'a [&'a str],
+    /// bytes before each word (and the total, last)
     off: Vec<usize>,
+    /// hash of the bytes before each word (and of all, last)
     prefix: Vec<u64>,
+    /// powers of the base, up to the longest n-gram in bytes
     pow: Vec<u64>,
 }
 
 const HASH_BASE: u64 = 0x100_0000_01b3;
 
-impl Concat {
-    fn new(words: &[&str]) -> Concat {
-        let total: usize = words.iter().map(|w| w.len()).sum();
-        let (mut bytes, mut off) = (Vec::with_capacity(total), Vec::with_capacity(words.len() + 1));
+impl<'a> Concat<'a> {
+    /// For n-grams of up to `longest` words.
+    fn new(words: &'a [&'a str], longest: usize) -> Concat<'a> {
+        let (mut off, mut prefix) = (Vec::with_capacity(words.len() + 1), Vec::with_capacity(words.len() + 1));
+        let (mut at, mut h) = (0usize, 0u64);
         for w in words {
-            off.push(bytes.len());
-            bytes.extend_from_slice(w.as_bytes());
+            off.push(at);
+            prefix.push(h);
+            for &b in w.as_bytes() {
+                h = h.wrapping_mul(HASH_BASE).wrapping_add(u64::from(b) + 1);
+            }
+            at += w.len();
         }
-        off.push(bytes.len());
-        let (mut prefix, mut pow) = (Vec::with_capacity(total + 1), Vec::with_capacity(total + 1));
-        prefix.push(0u64);
+        off.push(at);
+        prefix.push(h);
+        let k = longest.min(words.len());
+        let widest = (0..=words.len() - k).map(|i| off[i + k] - off[i]).max().unwrap_or(0);
+        let mut pow = Vec::with_capacity(widest + 1);
         pow.push(1u64);
-        for &b in &bytes {
-            prefix.push(prefix[prefix.len() - 1].wrapping_mul(HASH_BASE).wrapping_add(u64::from(b) + 1));
+        for _ in 0..widest {
             pow.push(pow[pow.len() - 1].wrapping_mul(HASH_BASE));
         }
-        Concat { bytes, off, prefix, pow }
+        Concat { words, off, prefix, pow }
     }
 
-    fn span(&self, i: usize, n: usize) -> (usize, usize) {
-        (self.off[i], self.off[i + n])
+    /// Whether the n-grams at `i` and `j` are the same bytes when joined.
+    fn same(&self, i: usize, j: usize, n: usize) -> bool {
+        let (x, y) = (&self.words[i..i + n], &self.words[j..j + n]);
+        if x == y {
+            return true;
+        }
+        self.off[i + n] - self.off[i] == self.off[j + n] - self.off[j]
+            && x.iter().flat_map(|w| w.bytes()).eq(y.iter().flat_map(|w| w.bytes()))
+    }
+
+    /// datatrove's `find_all_duplicate`: characters in n-grams (joined without spaces) seen
+    /// before, left to right, skipping past each repeat. `lens`: the words' lengths in
+    /// characters.
+    fn duplicated_chars(&self, seen: &mut crate::nemo::FirstSeen, lens: &[usize], n: usize) -> usize {
+        seen.reset(self.words.len());
+        let (mut repeated, mut i) = (0usize, 0usize);
+        while i + n <= self.words.len() {
+            if self.visit(seen, i, n) {
+                repeated += lens[i..i + n].iter().sum::<usize>();
+                i += n;
+            } else {
+                i += 1;
+            }
+        }
+        repeated
     }
 
     /// Whether the n-gram at `i` was seen before (as bytes); records it if not.
     fn visit(&self, seen: &mut crate::nemo::FirstSeen, i: usize, n: usize) -> bool {
-        let (a, b) = self.span(i, n);
-        let key = self.prefix[b].wrapping_sub(self.prefix[a].wrapping_mul(self.pow[b - a])) ^ ((b - a) as u64).rotate_left(48);
-        let same = |j: u32| {
-            let (c, d) = self.span(j as usize, n);
-            self.bytes[a..b] == self.bytes[c..d]
-        };
-        seen.first_or_insert(key, i as u32, same) != i as u32
+        let len = self.off[i + n] - self.off[i];
+        let key = self.prefix[i + n].wrapping_sub(self.prefix[i].wrapping_mul(self.pow[len])) ^ (len as u64).rotate_left(48);
+        seen.first_or_insert(key, i as u32, |j| self.same(i, j as usize, n)) != i as u32
     }
 }
 
@@ -801,6 +819,45 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             assert_eq!(splitlines(&t), reference(&t), "{t:?}");
         }
+    }
+
+    #[test]
+    fn duplicate_n_grams_compare_joined_bytes() {
+        // datatrove's find_all_duplicate, with strings
+        fn reference(words: &[&str], n: usize) -> usize {
+            let (mut unique, mut repeated, mut i) = (HashSet::new(), 0, 0);
+            while i + n <= words.len() {
+                let gram = words[i..i + n].concat();
+                if unique.contains(&gram) {
+                    repeated += gram.chars().count();
+                    i += n;
+                } else {
+                    unique.insert(gram);
+                    i += 1;
+                }
+            }
+            repeated
+        }
+        // few short words: many repeats, and many joins equal across different word boundaries
+        let vocab = ["a", "b", "ab", "ba", "aba", "é", "bé"];
+        let (mut x, mut seen) = (99u64, crate::nemo::FirstSeen::default());
+        for _ in 0..400 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let len = (x >> 40) as usize % 40;
+            let words: Vec<&str> = (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    vocab[(x >> 33) as usize % vocab.len()]
+                })
+                .collect();
+            let lens: Vec<usize> = words.iter().map(|w| w.chars().count()).collect();
+            let concat = Concat::new(&words, 6);
+            for n in 1..=6.min(words.len()) {
+                assert_eq!(concat.duplicated_chars(&mut seen, &lens, n), reference(&words, n), "{words:?} {n}");
+            }
+        }
+        let words = ["ab", "c", "a", "bc"];
+        assert_eq!(Concat::new(&words, 2).duplicated_chars(&mut seen, &[2, 1, 1, 2], 2), 3);
     }
 
     #[test]
