@@ -383,10 +383,10 @@ impl GopherQuality {
                 return Err("gopher_too_many_end_ellipsis");
             }
         }
-        if let Some(t) = on(self.max_non_alpha_words_ratio) {
-            if (alpha as f64 / n_words) < t {
-                return Err("gopher_below_alpha_threshold");
-            }
+        if let Some(t) = on(self.max_non_alpha_words_ratio)
+            && (alpha as f64 / n_words) < t
+        {
+            return Err("gopher_below_alpha_threshold");
         }
         if let Some(t) = on(self.min_stop_words)
             && (distinct_stop_words(words, &self.stop_words, t) as f64) < t
