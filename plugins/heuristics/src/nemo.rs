@@ -82,7 +82,13 @@ fn is_alphanum_mark(c: char) -> bool {
 /// as byte ranges.
 pub fn urls(text: &str) -> Vec<&str> {
     let b = text.as_bytes();
-    let allowed = |c: u8| c.is_ascii_alphanumeric() || b"$-_@.&+/:=?#~!*(),".contains(&c);
+    let allowed = |c: u8| {
+        c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'$' | b'-' | b'_' | b'@' | b'.' | b'&' | b'+' | b'/' | b':' | b'=' | b'?' | b'#' | b'~' | b'!' | b'*' | b'(' | b')' | b','
+            )
+    };
     let mut out = Vec::new();
     let mut i = 0;
     static HTTP: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
