@@ -862,6 +862,12 @@ mod tests {
     #[test]
     fn special_cases_are_found_by_their_text() {
         assert!(specials().table.len() > 900);
+        // every special case gets through the quick filter
+        for (key, pieces) in &specials().table {
+            let bytes = key.0.to_le_bytes();
+            let text = std::str::from_utf8(&bytes[..key.1 as usize]).unwrap();
+            assert_eq!(special(text), Some(pieces.as_slice()), "{text:?}");
+        }
         assert_eq!(special("don't"), Some(&[2, 3][..]));
         assert_eq!(special("Mr."), Some(&[3][..]));
         assert_eq!(special("Mr"), None);
