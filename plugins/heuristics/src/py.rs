@@ -22,12 +22,14 @@ pub fn split(text: &str) -> impl Iterator<Item = &str> {
             }
         }
         let start = i;
-        while let Some(&b) = bytes.get(i) {
+        loop {
             let run = ascii_word_run(bytes, i);
-            if run > 0 {
-                i += run;
+            i += run;
+            if run == 8 {
                 continue;
             }
+            // `i` is at a space or non-ASCII byte (a shorter run stops at one), or near the end
+            let Some(&b) = bytes.get(i) else { break };
             match BYTE_CLASS[b as usize] {
                 0 => i += 1,
                 1 => break,
