@@ -11,7 +11,8 @@ as shipped -- filters fused into one stage -- and in its one-stage-per-filter fo
      same stage crates as its plugins (docs/s over the run's wall time, reading and writing
      included; best of 3 runs each, interleaved);
   2. `curator-host bench`: each stage timed in process on its own input, as WASM and as the
-     same stage crate built natively (target/bench-catalogue/native/), summed over stages;
+     same stage crate built natively (target/bench-catalogue/native/), best of --stage-repeat
+     passes, summed over stages;
   3. the reference implementation's own classes in one Python process (scoring only, no Ray
      or executor: a lower bound on its real cost): NeMo Curator 1.4.0 for the NeMo chain (the
      parity venv), datatrove 0.10.1 for FineWeb's four quality filters (its venv; the fastText
@@ -139,9 +140,9 @@ def whole_runs(pfile, out, native):
     return best["wasm"], best["native"]
 
 
-def per_stage(pfile, native):
+def per_stage(pfile, native, repeat):
     host = os.path.join(ROOT, "target/dist/curator-host")
-    cmd = ["taskset", "-c", "0", host, "bench", pfile, "--plugins", os.path.join(ROOT, "target/dist/plugins"), "--native-plugins", native, "--json", "--repeat", "1"]
+    cmd = ["taskset", "-c", "0", host, "bench", pfile, "--plugins", os.path.join(ROOT, "target/dist/plugins"), "--native-plugins", native, "--json", "--repeat", str(repeat)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(r.stderr[-2000:])
@@ -158,6 +159,7 @@ def main():
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--nemo-docs", type=int, default=5_000, help="documents NeMo Curator scores (its rate is per document)")
     ap.add_argument("--dt-docs", type=int, default=5_000, help="documents datatrove filters")
+    ap.add_argument("--stage-repeat", type=int, default=3, help="passes per stage in the per-stage timing (best kept)")
     ap.add_argument(
         "--presets",
         default="nemo-english-heuristics,nemo-english-heuristics-stages,fineweb,fineweb-stages",
@@ -181,7 +183,7 @@ def main():
         out = os.path.join(WORK, f"out-{name}")
         pfile = preset_file(name, data, out)
         run, native_run = whole_runs(pfile, out, native)
-        stages = per_stage(pfile, native)
+        stages = per_stage(pfile, native, a.stage_repeat)
         wasm_s = sum(s["wasm_s"] or 0 for s in stages)
         native_s = sum(s["native_s"] or 0 for s in stages)
         wall = run["docs_in"] / run["elapsed_s"]
