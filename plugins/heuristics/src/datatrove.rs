@@ -809,14 +809,9 @@ mod tests {
         }
         let alphabet =
             ['a', '\n', '\r', '\x0b', '\x0c', '\x1c', '\x1f', '\u{85}', '\u{84}', '\u{2028}', '\u{2029}', '\u{2027}', '\u{20ac}', 'é'];
-        let mut x = 7u64;
+        let mut rng = crate::Lcg(7);
         for _ in 0..3000 {
-            let mut t = String::new();
-            for _ in 0..(x % 24) {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                t.push(alphabet[(x >> 33) as usize % alphabet.len()]);
-            }
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let t = rng.string(&alphabet, 24);
             assert_eq!(splitlines(&t), reference(&t), "{t:?}");
         }
     }
@@ -840,16 +835,10 @@ mod tests {
         }
         // few short words: many repeats, and many joins equal across different word boundaries
         let vocab = ["a", "b", "ab", "ba", "aba", "é", "bé"];
-        let (mut x, mut seen) = (99u64, crate::nemo::FirstSeen::default());
+        let (mut rng, mut seen) = (crate::Lcg(99), crate::nemo::FirstSeen::default());
         for _ in 0..400 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let len = (x >> 40) as usize % 40;
-            let words: Vec<&str> = (0..len)
-                .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    vocab[(x >> 33) as usize % vocab.len()]
-                })
-                .collect();
+            let len = rng.below(40);
+            let words: Vec<&str> = (0..len).map(|_| vocab[rng.below(vocab.len())]).collect();
             let lens: Vec<usize> = words.iter().map(|w| w.chars().count()).collect();
             let concat = Concat::new(&words, 6);
             for n in 1..=6.min(words.len()) {

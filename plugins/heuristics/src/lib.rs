@@ -76,3 +76,22 @@ macro_rules! score_stage {
         }
     };
 }
+
+/// A deterministic source of random test cases (a 64-bit linear congruential generator).
+#[cfg(test)]
+pub(crate) struct Lcg(pub u64);
+
+#[cfg(test)]
+impl Lcg {
+    /// A number below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) as usize % n
+    }
+
+    /// A string of fewer than `max` characters drawn from `alphabet`.
+    pub fn string(&mut self, alphabet: &[char], max: usize) -> String {
+        let len = self.below(max);
+        (0..len).map(|_| alphabet[self.below(alphabet.len())]).collect()
+    }
+}

@@ -1040,16 +1040,11 @@ mod view_tests {
 
     #[test]
     fn ngram_classes_equal_brute_force() {
-        let mut x = 7u64;
+        let mut rng = crate::Lcg(7);
         for round in 0..300 {
             let vocab = 1 + round % 6;
             let len = 1 + (round * 7) % 60;
-            let words: Vec<String> = (0..len)
-                .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    format!("w{}", (x >> 33) as usize % vocab)
-                })
-                .collect();
+            let words: Vec<String> = (0..len).map(|_| format!("w{}", rng.below(vocab))).collect();
             let words: Vec<&str> = words.iter().map(String::as_str).collect();
             let mut g = NGrams::new(&words);
             for n in 1..=len.min(12) {
