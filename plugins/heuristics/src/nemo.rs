@@ -761,7 +761,10 @@ impl<'a> View<'a> {
         let text = self.text;
         *self.boilerplate.get_or_insert_with(|| {
             let lower = text.to_ascii_lowercase();
-            boilerplate_keys().any_in(&lower) || text.contains(['\u{130}', '\u{212a}'])
+            // (the two characters searched as bytes: a `char` pattern decodes every character)
+            boilerplate_keys().any_in(&lower)
+                || (!text.is_ascii()
+                    && ["\u{130}", "\u{212a}"].iter().any(|c| memchr::memmem::find(text.as_bytes(), c.as_bytes()).is_some()))
         })
     }
 }
@@ -1085,6 +1088,8 @@ mod view_tests {
         assert!(!View::new("plain words only").may_hold_boilerplate());
         assert!(View::new("Our PRIVACY notice").may_hold_boilerplate());
         assert!(View::new("coo\u{212a}ie").may_hold_boilerplate());
+        assert!(View::new("T\u{130}RMS").may_hold_boilerplate());
+        assert!(!View::new("café crème, no policy words").may_hold_boilerplate());
     }
 
     #[test]
