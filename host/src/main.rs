@@ -131,6 +131,22 @@ enum SchemaKind {
     Pipeline,
 }
 
+/// `println!` for what a command prints: when stdout is closed early (`curator-host plugin
+/// list | head`) the command ends quietly instead of panicking; another write error ends it
+/// with the failure code. (SIGPIPE stays ignored: the host writes to its workers' pipes.)
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                eprintln!("error: cannot write to stdout: {e}");
+                std::process::exit(i32::from(EXIT_FAILED));
+            }
+            std::process::exit(0);
+        }
+    }};
+}
+
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CURATOR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,curator_host=info"));
@@ -174,19 +190,16 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Gpus { json } => {
             let inv = curator_host::gpu::discover();
             if json {
-                println!("{}", serde_json::to_string_pretty(&inv)?);
+                out!("{}", serde_json::to_string_pretty(&inv)?);
             } else {
                 if let Some(d) = &inv.driver {
-                    println!("driver {d}");
+                    out!("driver {d}");
                 }
                 if inv.gpus.is_empty() {
-                    println!("no GPUs{}", inv.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default());
+                    out!("no GPUs{}", inv.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default());
                 }
                 for g in &inv.gpus {
-                    println!(
-                        "{:>3}  {:<28} {:>8} MiB total {:>8} MiB free  {}",
-                        g.index, g.name, g.memory_total_mb, g.memory_free_mb, g.uuid
-                    );
+                    out!("{:>3}  {:<28} {:>8} MiB total {:>8} MiB free  {}", g.index, g.name, g.memory_total_mb, g.memory_free_mb, g.uuid);
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -196,7 +209,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 SchemaKind::Manifest => schemars::schema_for!(curator_core::Manifest),
                 SchemaKind::Pipeline => schemars::schema_for!(curator_core::PipelineSpec),
             };
-            println!("{}", serde_json::to_string_pretty(&schema)?);
+            out!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -245,17 +258,17 @@ fn fmt_resources(r: &curator_core::Resources) -> String {
 fn plugin_list(reg: &Registry, json: bool) -> Result<()> {
     if json {
         let list: Vec<_> = reg.plugins.values().map(entry_json).collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        out!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
     }
     if reg.plugins.is_empty() {
-        println!("no plugins found in: {}", reg.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
+        out!("no plugins found in: {}", reg.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
         return Ok(());
     }
-    println!("{:<24} {:<9} {:<5} {:<34} PATH", "NAME", "VERSION", "KIND", "RESOURCES");
+    out!("{:<24} {:<9} {:<5} {:<34} PATH", "NAME", "VERSION", "KIND", "RESOURCES");
     for e in reg.plugins.values() {
         let m = &e.manifest;
-        println!(
+        out!(
             "{:<24} {:<9} {:<5} {:<34} {}",
             m.name,
             m.version,
@@ -282,26 +295,26 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
     };
     let v = entry_json(&entry);
     if json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        out!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let m = &entry.manifest;
-        println!("{} {} ({:?}, ABI {}.{})", m.name, m.version, m.kind, m.abi.major, m.abi.minor);
+        out!("{} {} ({:?}, ABI {}.{})", m.name, m.version, m.kind, m.abi.major, m.abi.minor);
         if !m.description.is_empty() {
-            println!("  {}", m.description);
+            out!("  {}", m.description);
         }
-        println!("file:        {} ({} bytes)", entry.path.display(), entry.size);
-        println!("resources:   {}", fmt_resources(&m.resources));
-        println!("columns:     reads {:?}, writes {:?}", m.input_columns, m.output_columns);
+        out!("file:        {} ({} bytes)", entry.path.display(), entry.size);
+        out!("resources:   {}", fmt_resources(&m.resources));
+        out!("columns:     reads {:?}, writes {:?}", m.input_columns, m.output_columns);
         let dirs: Vec<String> =
             m.permissions.directories.iter().map(|d| format!("{} ({})", d.name, if d.writable { "rw" } else { "ro" })).collect();
-        println!("directories: {}", if dirs.is_empty() { "none".into() } else { dirs.join(", ") });
-        println!("params:");
+        out!("directories: {}", if dirs.is_empty() { "none".into() } else { dirs.join(", ") });
+        out!("params:");
         if let Some(props) = m.params_schema.get("properties").and_then(|p| p.as_object()) {
             for (k, s) in props {
                 let ty = s.get("type").map(|t| t.to_string()).unwrap_or_else(|| "any".into());
                 let default = s.get("default").map(|d| format!(" = {d}")).unwrap_or_default();
                 let desc = s.get("description").and_then(|d| d.as_str()).unwrap_or("");
-                println!("  {k}: {}{default}  {desc}", ty.trim_matches('"'));
+                out!("  {k}: {}{default}  {desc}", ty.trim_matches('"'));
             }
         }
     }
@@ -335,12 +348,12 @@ fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat
         }
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        out!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
     let secs = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{s:.3}"));
-    println!("| stage | docs in | MB in | WASM s | native s | WASM / native | WASM MB/s |");
-    println!("|---|---|---|---|---|---|---|");
+    out!("| stage | docs in | MB in | WASM s | native s | WASM / native | WASM MB/s |");
+    out!("|---|---|---|---|---|---|---|");
     let (mut w, mut n) = (0.0, 0.0);
     for r in &rows {
         let ratio = match (r.wasm_s, r.native_s) {
@@ -350,7 +363,7 @@ fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat
         let mbs = r.wasm_s.filter(|s| *s > 0.0).map_or("-".into(), |s| format!("{:.0}", r.bytes_in as f64 / 1e6 / s));
         let differ = if r.outputs_differ { " (outputs differ!)" } else { "" };
         let differ = if r.worker_process && r.wasm_s.is_some() { format!(" [isolation: process]{differ}") } else { differ.to_string() };
-        println!(
+        out!(
             "| {}{differ} | {} | {:.1} | {} | {} | {ratio} | {mbs} |",
             r.label,
             r.docs_in,
@@ -363,9 +376,9 @@ fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat
     }
     let docs = rows.first().map_or(0, |r| r.docs_in) as f64;
     let total_ratio = if n > 0.0 { format!("{:.2}x", w / n) } else { "-".into() };
-    println!("| all stages | {docs} | | {w:.3} | {} | {total_ratio} | |", if n > 0.0 { format!("{n:.3}") } else { "-".into() });
-    println!();
-    println!(
+    out!("| all stages | {docs} | | {w:.3} | {} | {total_ratio} | |", if n > 0.0 { format!("{n:.3}") } else { "-".into() });
+    out!();
+    out!(
         "{:.0} docs/s through all stages as WASM{}",
         docs / w.max(1e-9),
         if n > 0.0 { format!(", {:.0} as native", docs / n) } else { String::new() }
@@ -384,7 +397,7 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
     };
     if dry_run {
         let workers = exec::initial_workers(&plan, &opts);
-        println!(
+        out!(
             "pipeline {} is valid: {} input file(s) in {} partition(s), {} stage(s), {:.2} core(s) for workers",
             plan.file_label,
             plan.inputs.len(),
@@ -393,10 +406,10 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
             exec::capacity(&plan, &opts).cpus,
         );
         for (s, n) in plan.stages.iter().zip(workers) {
-            println!("  {:<24} {} [{}] {n} worker(s) to start", s.label, s.plugin.path.display(), fmt_resources(&s.resources));
+            out!("  {:<24} {} [{}] {n} worker(s) to start", s.label, s.plugin.path.display(), fmt_resources(&s.resources));
         }
         for b in &plan.branches {
-            println!("  branch: {:?} of {} -> {}", b.kind, plan.stages[b.stage].label, b.dir.display());
+            out!("  branch: {:?} of {} -> {}", b.kind, plan.stages[b.stage].label, b.dir.display());
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -408,12 +421,20 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
             return Ok(ExitCode::from(EXIT_FAILED));
         }
     };
-    println!(
+    out!(
         "{:<24} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>12} {:>8}",
-        "STAGE", "IN", "OUT", "DROPPED", "FAILED", "BUSY s", "IDLE s", "DOCS/s busy", "WORKERS"
+        "STAGE",
+        "IN",
+        "OUT",
+        "DROPPED",
+        "FAILED",
+        "BUSY s",
+        "IDLE s",
+        "DOCS/s busy",
+        "WORKERS"
     );
     for s in &summary.stages {
-        println!(
+        out!(
             "{:<24} {:>10} {:>10} {:>10} {:>8} {:>9.3} {:>9.3} {:>12.0} {:>8}",
             s.label,
             s.docs_in,
@@ -426,7 +447,7 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
             format!("{}/{}", s.workers, s.max_workers)
         );
     }
-    println!(
+    out!(
         "read {} documents in {} partition(s) ({} skipped, {} resumed), rejected {} line(s), dead-lettered {}, wrote {} to {} in {:.2}s with {} worker(s), peak RSS {:.0} MiB",
         summary.docs_in,
         summary.partitions,

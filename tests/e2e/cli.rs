@@ -22,6 +22,23 @@ fn plugin_list_json_shows_manifests() {
 }
 
 #[test]
+fn a_closed_stdout_ends_a_listing_quietly() {
+    // `curator-host plugin list | head -0`: the reader is gone before the first line
+    let mut child = host()
+        .args(["plugin", "list", "--json", "--plugins"])
+        .arg(guests_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
 fn plugin_list_reports_unreadable_files_by_name() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("broken.wasm"), b"garbage").unwrap();
