@@ -8,8 +8,6 @@
 //!
 //! A threshold of `None` (or 0, as in Python where 0 is false) turns its check off.
 
-use std::collections::HashSet;
-
 use crate::en_words;
 use crate::py::{self, is_py_space};
 
@@ -399,21 +397,20 @@ impl GopherQuality {
 
 /// How many distinct `stop_words` occur in `words`, counting stops once `enough` are found.
 fn distinct_stop_words(words: &[&str], stop_words: &[String], enough: f64) -> usize {
-    if stop_words.len() > 64 {
-        let present: HashSet<&str> = words.iter().copied().filter(|w| stop_words.iter().any(|s| s == w)).collect();
-        return present.len();
-    }
     let longest = stop_words.iter().map(String::len).max().unwrap_or(0);
-    let mut present = 0u64;
+    let (mut found, mut distinct) = (vec![false; stop_words.len()], 0);
     for w in words.iter().filter(|w| w.len() <= longest) {
-        if let Some(k) = stop_words.iter().position(|s| s == w) {
-            present |= 1 << k;
-            if present.count_ones() as f64 >= enough {
+        // the first equal entry stands for its duplicates in the list
+        if let Some(k) = stop_words.iter().position(|s| s == w)
+            && !std::mem::replace(&mut found[k], true)
+        {
+            distinct += 1;
+            if distinct as f64 >= enough {
                 break;
             }
         }
     }
-    present.count_ones() as usize
+    distinct
 }
 
 /// datatrove's GopherRepetitionFilter.
@@ -784,6 +781,7 @@ impl FineWebQuality {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     #[test]
     fn python_splitlines() {

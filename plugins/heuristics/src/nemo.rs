@@ -762,9 +762,7 @@ impl<'a> View<'a> {
         *self.boilerplate.get_or_insert_with(|| {
             let lower = text.to_ascii_lowercase();
             // (the two characters searched as bytes: a `char` pattern decodes every character)
-            boilerplate_keys().any_in(&lower)
-                || (!text.is_ascii()
-                    && ["\u{130}", "\u{212a}"].iter().any(|c| memchr::memmem::find(text.as_bytes(), c.as_bytes()).is_some()))
+            boilerplate_keys().any_in(&lower) || (!text.is_ascii() && ascii_lookalikes().any_in(text))
         })
     }
 }
@@ -775,6 +773,12 @@ const BOILERPLATE_KEYS: [&str; 4] = ["cookie", "privacy", "terms of use", "lorem
 fn boilerplate_keys() -> &'static py::Needles {
     static N: std::sync::OnceLock<py::Needles> = std::sync::OnceLock::new();
     N.get_or_init(|| py::Needles::new(&BOILERPLATE_KEYS))
+}
+
+/// The characters that lower-case to ASCII letters: `İ` (U+0130) and the Kelvin sign `K`.
+fn ascii_lookalikes() -> &'static py::Needles {
+    static N: std::sync::OnceLock<py::Needles> = std::sync::OnceLock::new();
+    N.get_or_init(|| py::Needles::new(&["\u{130}", "\u{212a}"]))
 }
 
 fn uniques(items: &[&str]) -> Uniques {
