@@ -14,9 +14,9 @@ pub mod scaling;
 pub mod task;
 
 pub use manifest::{
-    ABI_MAJOR, ABI_MINOR, Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, WIT_PACKAGE,
+    ABI_MAJOR, ABI_MINOR, Abi, DirectoryRequest, abi_compatible, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, WIT_PACKAGE,
 };
 pub use params::{ParamError, validate_params};
-pub use pipeline::{Isolation, PipelineSpec, SinkSpec, SourceSpec, SpecError, StageSpec};
-pub use resources::{ResourceError, ResourceOverride, Resources};
+pub use pipeline::{Isolation, PipelineSpec, SinkSpec, SourceSpec, SpecError, SpecErrors, StageSpec};
+pub use resources::{MemoryBudget, ResourceError, ResourceOverride, Resources, Runs, memory_budget};
 pub use task::TaskMeta;

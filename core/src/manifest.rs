@@ -9,11 +9,18 @@ use serde::{Deserialize, Serialize};
 use crate::resources::{ResourceError, Resources};
 
 /// The WIT package that WASM stages implement.
-pub const WIT_PACKAGE: &str = "curator:stage@0.1.0";
-/// Major version of the stage contract. A plugin built for another major is refused.
+pub const WIT_PACKAGE: &str = "curator:stage@0.2.0";
+/// Major version of the stage contract (`sdk/include/curator_stage.h` is the source; a test in
+/// the SDK checks that this agrees). A plugin built for another major is refused.
 pub const ABI_MAJOR: u32 = 0;
-/// Minor version of the stage contract. Plugins with a lower minor still load.
-pub const ABI_MINOR: u32 = 1;
+/// Minor version of the stage contract. From 1.0 on, plugins with a lower minor still load;
+/// while the major is 0 every minor breaks, so only this one does.
+pub const ABI_MINOR: u32 = 2;
+
+/// Whether a plugin built for `major.minor` runs on this host.
+pub fn abi_compatible(major: u32, minor: u32) -> bool {
+    major == ABI_MAJOR && if ABI_MAJOR == 0 { minor == ABI_MINOR } else { minor <= ABI_MINOR }
+}
 /// Name of the custom section holding the manifest JSON.
 pub const MANIFEST_SECTION: &str = "curator-manifest";
 
@@ -129,7 +136,7 @@ impl Manifest {
         if !is_valid_name(&self.name) {
             return Err(ManifestError::BadName(self.name.clone()));
         }
-        if self.abi.major != ABI_MAJOR || self.abi.minor > ABI_MINOR {
+        if !abi_compatible(self.abi.major, self.abi.minor) {
             return Err(ManifestError::AbiMismatch { found_major: self.abi.major, found_minor: self.abi.minor });
         }
         self.resources.validate()?;

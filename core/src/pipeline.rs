@@ -378,6 +378,25 @@ pub struct SpecError {
     pub message: String,
 }
 
+/// Every mistake found in a pipeline file, in file order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecErrors(pub Vec<SpecError>);
+
+impl fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(|e| e.to_string()).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl std::error::Error for SpecErrors {}
+
+impl From<SpecError> for SpecErrors {
+    fn from(e: SpecError) -> SpecErrors {
+        SpecErrors(vec![e])
+    }
+}
+
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.path.is_empty() || self.path == "." {
@@ -396,11 +415,11 @@ impl SpecError {
 
 impl PipelineSpec {
     /// Parse a pipeline from YAML text. `file` names the file in errors.
-    pub fn from_yaml(file: &str, text: &str) -> Result<PipelineSpec, SpecError> {
+    pub fn from_yaml(file: &str, text: &str) -> Result<PipelineSpec, SpecErrors> {
         let value: serde_json::Value =
             serde_saphyr::from_str(text).map_err(|e| SpecError::new(file, "", format!("not valid YAML: {e}")))?;
         if !value.is_object() {
-            return Err(SpecError::new(file, "", "expected a mapping with source, stages and sink"));
+            return Err(SpecError::new(file, "", "expected a mapping with source, stages and sink").into());
         }
         let spec: PipelineSpec =
             serde_path_to_error::deserialize(value).map_err(|e| SpecError::new(file, e.path().to_string(), e.inner().to_string()))?;
@@ -409,21 +428,22 @@ impl PipelineSpec {
     }
 
     /// Checks that need no plugin registry.
-    pub fn validate(&self, file: &str) -> Result<(), SpecError> {
+    pub fn validate(&self, file: &str) -> Result<(), SpecErrors> {
+        let mut errors = Vec::new();
         if self.batch_size == Some(0) {
-            return Err(SpecError::new(file, "batch_size", "must be > 0"));
+            errors.push(SpecError::new(file, "batch_size", "must be > 0"));
         }
         if let Some(t) = self.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
-            return Err(SpecError::new(file, "timeout_s", format!("must be a positive number of seconds, found {t}")));
+            errors.push(SpecError::new(file, "timeout_s", format!("must be a positive number of seconds, found {t}")));
         }
         if self.source.path.as_vec().is_empty() {
-            return Err(SpecError::new(file, "source.path", "names no file"));
+            errors.push(SpecError::new(file, "source.path", "names no file"));
         }
         if self.source.files_per_partition.is_some() && self.source.blocksize.is_some() {
-            return Err(SpecError::new(file, "source", "files_per_partition and blocksize are both set; set only one"));
+            errors.push(SpecError::new(file, "source", "files_per_partition and blocksize are both set; set only one"));
         }
         if self.source.files_per_partition == Some(0) {
-            return Err(SpecError::new(file, "source.files_per_partition", "must be > 0"));
+            errors.push(SpecError::new(file, "source.files_per_partition", "must be > 0"));
         }
         for (field, size) in [("blocksize", &self.source.blocksize), ("max_line_bytes", &self.source.max_line_bytes)] {
             if let Some(s) = size.as_ref().filter(|s| s.bytes().is_none()) {
@@ -431,7 +451,7 @@ impl PipelineSpec {
                     Size::Bytes(b) => b.to_string(),
                     Size::Text(t) => format!("{t:?}"),
                 };
-                return Err(SpecError::new(
+                errors.push(SpecError::new(
                     file,
                     format!("source.{field}"),
                     format!("expected a size such as 64MB or 1048576, found {shown}"),
@@ -439,33 +459,33 @@ impl PipelineSpec {
             }
         }
         if self.execution.num_run_attempts == 0 {
-            return Err(SpecError::new(file, "execution.num_run_attempts", "must be at least 1"));
+            errors.push(SpecError::new(file, "execution.num_run_attempts", "must be at least 1"));
         }
         let c = self.execution.cpu_allocation_percentage;
         if !(c > 0.0 && c <= 1.0) {
-            return Err(SpecError::new(file, "execution.cpu_allocation_percentage", format!("must be in (0, 1], found {c}")));
+            errors.push(SpecError::new(file, "execution.cpu_allocation_percentage", format!("must be in (0, 1], found {c}")));
         }
         let a = self.execution.autoscale_interval_s;
         if !(a.is_finite() && a > 0.0) {
-            return Err(SpecError::new(file, "execution.autoscale_interval_s", format!("must be a positive number of seconds, found {a}")));
+            errors.push(SpecError::new(file, "execution.autoscale_interval_s", format!("must be a positive number of seconds, found {a}")));
         }
         if self.execution.max_workers_per_stage == Some(0) {
-            return Err(SpecError::new(file, "execution.max_workers_per_stage", "must be > 0"));
+            errors.push(SpecError::new(file, "execution.max_workers_per_stage", "must be > 0"));
         }
         let f = self.execution.max_failed_fraction;
         if !(0.0..=1.0).contains(&f) {
-            return Err(SpecError::new(file, "execution.max_failed_fraction", format!("must be between 0 and 1, found {f}")));
+            errors.push(SpecError::new(file, "execution.max_failed_fraction", format!("must be between 0 and 1, found {f}")));
         }
         if self.sink.row_group_size == Some(0) {
-            return Err(SpecError::new(file, "sink.row_group_size", "must be > 0"));
+            errors.push(SpecError::new(file, "sink.row_group_size", "must be > 0"));
         }
         for (i, stage) in self.stages.iter().enumerate() {
             let at = |field: &str| format!("stages[{i}].{field}");
             if stage.batch_size == Some(0) {
-                return Err(SpecError::new(file, at("batch_size"), "must be > 0"));
+                errors.push(SpecError::new(file, at("batch_size"), "must be > 0"));
             }
             if stage.num_workers == Some(0) {
-                return Err(SpecError::new(file, at("num_workers"), "must be > 0"));
+                errors.push(SpecError::new(file, at("num_workers"), "must be > 0"));
             }
             for (field, branch) in [("rejected", &stage.rejected), ("tee", &stage.tee)] {
                 let Some(b) = branch else { continue };
@@ -480,21 +500,21 @@ impl PipelineSpec {
                         .count()
                         > 1;
                 if clash {
-                    return Err(SpecError::new(
+                    errors.push(SpecError::new(
                         file,
                         at(&format!("{field}.path")),
                         format!("{:?} is already another sink's directory", b.path),
                     ));
                 }
                 if b.row_group_size == Some(0) {
-                    return Err(SpecError::new(file, at(&format!("{field}.row_group_size")), "must be > 0"));
+                    errors.push(SpecError::new(file, at(&format!("{field}.row_group_size")), "must be > 0"));
                 }
             }
             if let Some(t) = stage.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
-                return Err(SpecError::new(file, at("timeout_s"), format!("must be a positive number of seconds, found {t}")));
+                errors.push(SpecError::new(file, at("timeout_s"), format!("must be a positive number of seconds, found {t}")));
             }
             if !stage.params.is_object() {
-                return Err(SpecError::new(
+                errors.push(SpecError::new(
                     file,
                     at("params"),
                     format!("expected a mapping, found {}", crate::params::describe(&stage.params)),
@@ -503,14 +523,14 @@ impl PipelineSpec {
             if let Some(o) = &stage.resources
                 && let (Some(g), Some(m)) = (o.gpus, o.gpu_memory_gb)
             {
-                return Err(SpecError::new(
+                errors.push(SpecError::new(
                     file,
                     at("resources"),
                     format!("gpus and gpu_memory_gb are both set ({g} and {m}); set only one"),
                 ));
             }
         }
-        Ok(())
+        if errors.is_empty() { Ok(()) } else { Err(SpecErrors(errors)) }
     }
 
     pub fn batch_size(&self) -> usize {

@@ -172,6 +172,44 @@ pub fn place(gpus: &[GpuDevice], requests: &[StageGpuRequest]) -> Result<Vec<Vec
     Ok(out)
 }
 
+/// One GPU stage of a pipeline: its request and, when the pipeline fixes it, its worker count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuStage {
+    pub stage: String,
+    pub request: GpuRequest,
+    /// `num_workers` from the pipeline; `None`: as many as fit.
+    pub fixed: Option<usize>,
+}
+
+/// Place every GPU stage of a pipeline at once: stages with a fixed count get it, the others
+/// as many workers as fit, shrinking the largest flexible pool until all fit together. Per
+/// stage (in order): the worker assignments. An error names the stage that cannot be placed.
+pub fn place_stages(gpus: &[GpuDevice], stages: &[GpuStage]) -> Result<Vec<Vec<Assignment>>, PlacementError> {
+    let mut counts: Vec<usize> = stages.iter().map(|s| s.fixed.unwrap_or_else(|| max_workers(gpus, s.request).max(1))).collect();
+    loop {
+        let reqs: Vec<StageGpuRequest> =
+            stages.iter().zip(&counts).map(|(s, c)| StageGpuRequest { stage: s.stage.clone(), request: s.request, workers: *c }).collect();
+        match place(gpus, &reqs) {
+            Ok(assignments) => return Ok(assignments),
+            Err(PlacementError::Full { .. }) if stages.iter().zip(&counts).any(|(s, c)| *c > 1 && s.fixed.is_none()) => {
+                let k = (0..counts.len()).filter(|k| counts[*k] > 1 && stages[*k].fixed.is_none()).max_by_key(|k| counts[*k]).unwrap_or(0);
+                counts[k] -= 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The CPUs of worker `k` of a stage whose workers need `cpus` cores each: consecutive
+/// shares of `allowed`, wrapping around when there are more workers than cores.
+pub fn cpu_share(allowed: &[usize], k: usize, cpus: f64) -> Vec<usize> {
+    if allowed.is_empty() {
+        return Vec::new();
+    }
+    let n = (cpus.ceil() as usize).clamp(1, allowed.len());
+    (0..n).map(|j| allowed[(k * n + j) % allowed.len()]).collect()
+}
+
 /// How many workers of one request fit on an empty inventory (for sizing a pool).
 pub fn max_workers(gpus: &[GpuDevice], req: GpuRequest) -> usize {
     match req {
@@ -184,6 +222,27 @@ pub fn max_workers(gpus: &[GpuDevice], req: GpuRequest) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_shares_are_consecutive_and_wrap() {
+        let cpus: Vec<usize> = (0..8).collect();
+        assert_eq!(cpu_share(&cpus, 0, 2.0), vec![0, 1]);
+        assert_eq!(cpu_share(&cpus, 3, 2.0), vec![6, 7]);
+        assert_eq!(cpu_share(&cpus, 4, 2.0), vec![0, 1]);
+        assert_eq!(cpu_share(&cpus, 1, 0.5), vec![1]);
+        assert_eq!(cpu_share(&cpus, 0, 64.0).len(), 8);
+        assert!(cpu_share(&[], 0, 1.0).is_empty());
+    }
+
+    #[test]
+    fn stages_share_the_cards_and_flexible_pools_shrink() {
+        let gpus = cards(&[80]);
+        let stage = |name: &str, gb: f64, fixed| GpuStage { stage: name.into(), request: GpuRequest::MemoryGb(gb), fixed };
+        let placed = place_stages(&gpus, &[stage("a", 20.0, None), stage("b", 20.0, Some(2))]).unwrap();
+        assert_eq!((placed[0].len(), placed[1].len()), (2, 2));
+        assert!(matches!(place_stages(&[], &[stage("a", 1.0, None)]), Err(PlacementError::NoGpus { .. })));
+        assert!(matches!(place_stages(&gpus, &[stage("a", 100.0, None)]), Err(PlacementError::TooLarge { .. })));
+    }
 
     fn cards(gb: &[u64]) -> Vec<GpuDevice> {
         gb.iter()

@@ -3,8 +3,57 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Default per-instance memory cap of a WASM stage, in MiB.
+/// Default per-instance memory cap of a WASM stage (its linear memory), in MiB.
 pub const DEFAULT_MEMORY_MB: u64 = 512;
+/// Default resident-memory budget of a native worker process, in MiB (a GPU framework's host
+/// side alone takes hundreds of MiB).
+pub const DEFAULT_NATIVE_MEMORY_MB: u64 = 4096;
+/// What a WASM worker process (`isolation: process`) may hold beyond its guest's linear
+/// memory: the worker's own code, the compiled stage, the batch arenas. MiB.
+pub const WASM_WORKER_OVERHEAD_MB: u64 = 512;
+
+/// Where a stage's instances run, as far as memory is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runs {
+    /// A WASM instance in the host process: only its linear memory is capped.
+    WasmInProcess,
+    /// A WASM instance in a worker process: linear memory capped, the process watched.
+    WasmWorker,
+    /// A native library in a worker process: the process watched.
+    NativeWorker,
+}
+
+/// A stage's memory, decided once: what the scheduler reserves per worker is what the worker
+/// is allowed (and stopped above).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryBudget {
+    /// Reserved per worker when counting how many workers fit, MiB.
+    pub reserved_mb: u64,
+    /// Linear-memory cap of a WASM instance, MiB.
+    pub guest_cap_mb: Option<u64>,
+    /// Resident-memory limit of a worker process (the watchdog's), MiB.
+    pub process_mb: Option<u64>,
+}
+
+/// The memory policy: `memory_mb` when the stage (or the pipeline) sets it, else the default
+/// for where it runs.
+pub fn memory_budget(r: &Resources, runs: Runs) -> MemoryBudget {
+    match runs {
+        Runs::WasmInProcess => {
+            let cap = r.memory_mb.unwrap_or(DEFAULT_MEMORY_MB);
+            MemoryBudget { reserved_mb: cap, guest_cap_mb: Some(cap), process_mb: None }
+        }
+        Runs::WasmWorker => {
+            let cap = r.memory_mb.unwrap_or(DEFAULT_MEMORY_MB);
+            let process = cap + WASM_WORKER_OVERHEAD_MB;
+            MemoryBudget { reserved_mb: process, guest_cap_mb: Some(cap), process_mb: Some(process) }
+        }
+        Runs::NativeWorker => {
+            let process = r.memory_mb.unwrap_or(DEFAULT_NATIVE_MEMORY_MB);
+            MemoryBudget { reserved_mb: process, guest_cap_mb: None, process_mb: Some(process) }
+        }
+    }
+}
 
 /// The resources one worker of a stage needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -88,11 +137,6 @@ impl Resources {
         self.gpus.is_some_and(|g| g > 0.0) || self.gpu_memory_gb.is_some_and(|g| g > 0.0)
     }
 
-    /// The memory cap in MiB, with the default applied.
-    pub fn memory_mb_or_default(&self) -> u64 {
-        self.memory_mb.unwrap_or(DEFAULT_MEMORY_MB)
-    }
-
     /// A pipeline override applied over the manifest's request: fields set in `over` win.
     pub fn overridden_by(&self, over: &ResourceOverride) -> Resources {
         let mut r = self.clone();
@@ -139,6 +183,19 @@ pub struct ResourceOverride {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_memory_is_what_the_worker_is_allowed() {
+        let none = Resources { memory_mb: None, ..Resources::default() };
+        for runs in [Runs::WasmInProcess, Runs::WasmWorker, Runs::NativeWorker] {
+            let b = memory_budget(&none, runs);
+            let enforced = b.process_mb.or(b.guest_cap_mb).unwrap();
+            assert_eq!(b.reserved_mb, enforced, "{runs:?}");
+        }
+        assert_eq!(memory_budget(&none, Runs::NativeWorker).process_mb, Some(DEFAULT_NATIVE_MEMORY_MB));
+        let set = Resources { memory_mb: Some(100), ..Resources::default() };
+        assert_eq!(memory_budget(&set, Runs::WasmWorker), MemoryBudget { reserved_mb: 612, guest_cap_mb: Some(100), process_mb: Some(612) });
+    }
 
     fn r(cpus: f64, gpus: Option<f64>, gpu_memory_gb: Option<f64>) -> Resources {
         Resources { cpus, gpus, gpu_memory_gb, memory_mb: None }

@@ -12,6 +12,10 @@
 //! counts (`num_workers`) win; every stage keeps at least one worker; a memory budget removes
 //! workers from the least loaded stages first.
 
+/// Share of the memory available to a run that stage workers may reserve; the rest is for
+/// queued batches, readers and writers.
+pub const WORKER_MEMORY_SHARE: f64 = 0.8;
+
 /// What the machine offers to workers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Capacity {

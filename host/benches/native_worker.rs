@@ -5,7 +5,8 @@
 //! Plugins: `c_passthrough` (C, zero copy, no work: the pure boundary) and `native_probe`
 //! (Rust SDK, upper-cases text: a stage doing real work). Each gets a 10 MB batch and a
 //! 1-row batch, in-process (C Data Interface only) and through a `curator-host worker`
-//! process (Arrow IPC over pipes, both ways). Prints a Markdown table; best of several runs.
+//! process (batches through the worker's shared-memory arenas, control frames over pipes).
+//! Prints a Markdown table; best of several runs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,7 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
-use curator_host::native::{Library, NativeWorker, WorkerLimits};
+use curator_host::stage::StageCall;
+use curator_host::worker::ffi::Library;
+use curator_host::worker::{WorkerLimits, WorkerPlugin, WorkerProcess};
 
 fn build_plugins(root: &Path) -> PathBuf {
     let target = root.join("target/native");
@@ -85,13 +88,14 @@ fn main() {
         let path = dir.join(file);
         let lib = Library::load(&path).unwrap();
         let mut inst = lib.create(&params.to_string(), &Default::default()).unwrap();
-        let mut worker = NativeWorker::spawn(&lib.manifest.name, &path, &params, &Default::default(), &limits).unwrap();
+        let mut worker = WorkerProcess::spawn(&lib.manifest.name, &path, WorkerPlugin::Native, &params, &Default::default(), &limits).unwrap();
         for (label, b, reps) in [("10 MB (2,500 docs)", &big, 15), ("1 row", &one, 2000)] {
+            // Both sides do the same: call, then apply the checked answer to the batch.
             let inproc = best(reps, || {
-                inst.process(b).unwrap();
+                inst.call(b).unwrap().apply(b).unwrap();
             });
             let remote = best(reps, || {
-                worker.process(b).unwrap();
+                worker.call(b).unwrap().apply(b).unwrap();
             });
             let over = remote.saturating_sub(inproc);
             println!(

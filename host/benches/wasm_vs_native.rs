@@ -17,7 +17,11 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use curator_host::columns;
+use curator_host::stage::wit as columns;
+
+fn apply(input: &RecordBatch, out: curator_host::wasm::bindings::curator::stage::types::Output) -> RecordBatch {
+    columns::output_from_wit(out, input.num_rows()).and_then(|o| o.apply(input)).expect("output")
+}
 use curator_host::registry::read_manifest;
 use curator_host::wasm::{InstanceLimits, WasmRuntime};
 use curator_sdk::native::NativeStage;
@@ -74,7 +78,7 @@ fn main() {
         let limits = InstanceLimits { memory_mb: 512, timeout: Duration::from_secs(60), grants: vec![] };
         let mut inst = compiled.instantiate("bench", &params, &limits).expect("instantiate");
         let out = inst.process(&columns::to_wit(&one, &["text".into()])).expect("process");
-        columns::apply_output(&one, out).expect("output");
+        apply(&one, out);
         (t.elapsed(), compiled.from_cache)
     };
     let (cold, c0) = start(cache.path());
@@ -89,7 +93,7 @@ fn main() {
 
     // Both sides must agree before we time anything.
     let wasm_kept =
-        columns::apply_output(&rb, inst.process(&columns::to_wit(&rb, &["text".into()])).expect("wasm")).expect("out").num_rows();
+        apply(&rb, inst.process(&columns::to_wit(&rb, &["text".into()])).expect("wasm")).num_rows();
     let native_kept = match native.process(sdk_batch(&docs)).expect("native") {
         curator_sdk::Output::Selection(s) => s.len(),
         _ => unreachable!("a filter returns a selection"),
@@ -113,7 +117,7 @@ fn main() {
     let wasm_e2e_10mb = time(iters, || {
         let w = columns::to_wit(&rb, &["text".into()]);
         let out = inst.process(&w).expect("wasm");
-        std::hint::black_box(columns::apply_output(&rb, out).expect("out"));
+        std::hint::black_box(apply(&rb, out));
     });
 
     let calls = 20_000;
@@ -133,7 +137,7 @@ fn main() {
     for _ in 0..calls {
         let w = columns::to_wit(&one, &["text".into()]);
         let out = inst.process(&w).expect("wasm");
-        std::hint::black_box(columns::apply_output(&one, out).expect("out"));
+        std::hint::black_box(apply(&one, out));
     }
     let wasm_one_e2e = t.elapsed() / calls;
 

@@ -1,12 +1,13 @@
-//! `curator-host`: the CLI's library. Registry, sandboxed WASM runtime, IO and executor.
+//! `curator-host`: the CLI's library. Registry, planner, the stage-call seam and its
+//! back-ends (sandboxed WASM in process, worker processes), IO and the executor.
 
-pub mod columns;
 pub mod exec;
 pub mod gpu;
 pub mod io;
 pub mod metrics;
-pub mod native;
+pub mod os;
 pub mod plan;
 pub mod registry;
+pub mod stage;
 pub mod wasm;
-pub mod wasm_worker;
+pub mod worker;

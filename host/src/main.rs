@@ -103,6 +103,9 @@ enum Command {
         /// Serve a WASM plugin (`isolation: process`): the instance's limits as JSON.
         #[arg(long)]
         wasm: Option<String>,
+        /// The batch arenas' descriptors (input, output), inherited from the host.
+        #[arg(long, value_delimiter = ',', num_args = 2)]
+        shm: Vec<i32>,
     },
 }
 
@@ -176,16 +179,23 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Plugin { command: PluginCommand::Inspect { name_or_file, plugins, json } } => {
             plugin_inspect(&name_or_file, &plugins, json)
         }
-        Command::Worker { plugin, params, context, cpus, manifest, wasm: Some(spec) } if !manifest => {
-            let spec = serde_json::from_str(&spec).context("--wasm is not a WASM worker spec")?;
-            let _ = context;
-            let code = curator_host::wasm_worker::serve(&plugin, &params, &spec, &cpus);
-            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+        Command::Worker { plugin, manifest: true, .. } => {
+            Ok(ExitCode::from(curator_host::worker::serve::serve_manifest(&plugin).clamp(0, 255) as u8))
         }
-        Command::Worker { plugin, params, context, cpus, manifest, .. } => {
+        Command::Worker { plugin, params, context, cpus, wasm, shm, .. } => {
             let context = serde_json::from_str(&context).context("--context is not a worker context")?;
-            let code = curator_host::native::serve(&plugin, &params, &context, &cpus, manifest);
-            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+            let spec: Option<curator_host::worker::WasmWorkerSpec> =
+                wasm.map(|w| serde_json::from_str(&w)).transpose().context("--wasm is not a WASM worker spec")?;
+            let [input, output] = shm[..] else { anyhow::bail!("--shm needs the input and output arena descriptors") };
+            let args = curator_host::worker::serve::WorkerArgs {
+                plugin: &plugin,
+                params: &params,
+                context: &context,
+                cpus: &cpus,
+                shm: (input, output),
+                wasm: spec.as_ref(),
+            };
+            Ok(ExitCode::from(curator_host::worker::serve::serve(&args).clamp(0, 255) as u8))
         }
         Command::Gpus { json } => {
             let inv = curator_host::gpu::discover();
@@ -251,7 +261,10 @@ fn fmt_resources(r: &curator_core::Resources) -> String {
     if let Some(g) = r.gpu_memory_gb {
         s.push_str(&format!(" gpu_memory_gb={g}"));
     }
-    s.push_str(&format!(" memory_mb={}", r.memory_mb_or_default()));
+    match r.memory_mb {
+        Some(m) => s.push_str(&format!(" memory_mb={m}")),
+        None => s.push_str(" memory_mb=default"),
+    }
     s
 }
 
@@ -322,7 +335,7 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
 }
 
 fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat: usize, json: bool) -> Result<ExitCode> {
-    let plan = match plan::plan_file(pipeline, &scan(dirs), false) {
+    let plan = match plan::plan_file(pipeline, &scan(dirs), plan::PlanOptions::default()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -330,7 +343,7 @@ fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat
         }
     };
     let native = match native_dir {
-        Some(d) => match plan::plan_file(pipeline, &scan(&PluginDirs { dirs: vec![d] }), false) {
+        Some(d) => match plan::plan_file(pipeline, &scan(&PluginDirs { dirs: vec![d] }), plan::PlanOptions::default()) {
             Ok(p) => Some(p),
             Err(e) => {
                 eprintln!("error: with --native-plugins: {e}");
@@ -388,7 +401,9 @@ fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat
 
 fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry_run: bool, restart: bool) -> Result<ExitCode> {
     let reg = scan(dirs);
-    let plan = match plan::plan_file(pipeline, &reg, restart && !dry_run) {
+    let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
+    let opts_plan = plan::PlanOptions { restart: restart && !dry_run, check_setup: Some(&runtime) };
+    let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,
         Err(e @ PlanError::Spec(_)) | Err(e @ PlanError::Io(_)) => {
             eprintln!("error: {e}");
@@ -406,14 +421,19 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
             exec::capacity(&plan, &opts).cpus,
         );
         for (s, n) in plan.stages.iter().zip(workers) {
-            out!("  {:<24} {} [{}] {n} worker(s) to start", s.label, s.plugin.path.display(), fmt_resources(&s.resources));
+            out!(
+                "  {:<24} {} [{}, {} MiB reserved per worker] {n} worker(s) to start",
+                s.label,
+                s.plugin.path.display(),
+                fmt_resources(&s.resources),
+                s.memory.reserved_mb
+            );
         }
         for b in &plan.branches {
             out!("  branch: {:?} of {} -> {}", b.kind, plan.stages[b.stage].label, b.dir.display());
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
     let summary = match exec::run(&plan, &runtime, &opts) {
         Ok(s) => s,
         Err(e) => {

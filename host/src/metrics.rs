@@ -20,6 +20,8 @@ pub struct StageCounters {
     pub failed: AtomicU64,
     pub batches: AtomicU64,
     pub busy_ns: AtomicU64,
+    /// CPU time of the stage's calls (this process's threads or its worker processes).
+    pub cpu_ns: AtomicU64,
     /// Bytes of text sent into the stage.
     pub bytes_in: AtomicU64,
     /// Batches waiting in the stage's input queue.

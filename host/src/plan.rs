@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use curator_core::partition::{Extent, FileInfo, Part, PartitionBy, Splittable, partition};
 use curator_core::pipeline::{DEFAULT_MAX_LINE_BYTES, DEFAULT_TIMEOUT_S, Format, WriteMode};
-use curator_core::{Isolation, PipelineSpec, Resources, SinkSpec, SpecError, validate_params};
+use curator_core::placement::{Assignment, GpuRequest, GpuStage};
+use curator_core::{Isolation, MemoryBudget, PipelineSpec, PluginKind, Resources, Runs, SinkSpec, SpecError, memory_budget, validate_params};
 
+use crate::io::journal::Journal;
 use crate::io::writer::{OutputManifest, WrittenFile};
 use crate::io::{self, InputFile, IoError, Loc};
 use crate::registry::{PluginEntry, Registry};
-use crate::wasm::DirGrant;
+use crate::wasm::{DirGrant, WasmRuntime};
 
 /// One stage, ready to compile and instantiate.
 #[derive(Debug, Clone)]
@@ -27,6 +29,28 @@ pub struct PlannedStage {
     pub grants: Vec<DirGrant>,
     /// Where its instances run (native stages: always [`Isolation::Process`]).
     pub isolation: Isolation,
+    /// Memory per worker: reserved by the scheduler, enforced on the worker (one number).
+    pub memory: MemoryBudget,
+    /// `num_workers` from the pipeline.
+    pub num_workers: Option<usize>,
+    /// GPU stages: one assignment per worker, placed at planning (the worker count).
+    pub gpu: Vec<Assignment>,
+}
+
+impl PlannedStage {
+    /// A worker count nobody may change: `num_workers`, or what GPU placement decided.
+    pub fn fixed_workers(&self) -> Option<usize> {
+        self.num_workers.or((!self.gpu.is_empty()).then_some(self.gpu.len()))
+    }
+
+    /// Where its instances run, for the memory policy.
+    pub fn runs(&self) -> Runs {
+        match (self.plugin.manifest.kind, self.isolation) {
+            (PluginKind::Native, _) => Runs::NativeWorker,
+            (PluginKind::Wasm, Isolation::Process) => Runs::WasmWorker,
+            (PluginKind::Wasm, Isolation::InProcess) => Runs::WasmInProcess,
+        }
+    }
 }
 
 /// A partition and where its kept documents go.
@@ -63,16 +87,6 @@ pub struct PlannedBranch {
     pub resumed: Vec<WrittenFile>,
 }
 
-/// One line of the journal: a partition's committed main output and its branch outputs
-/// (in the order of `Plan::branches`).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct JournalEntry {
-    #[serde(flatten)]
-    pub file: WrittenFile,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub branches: Vec<WrittenFile>,
-}
-
 /// A checked pipeline.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -91,79 +105,6 @@ pub struct Plan {
     pub resumed: Vec<WrittenFile>,
     /// Side sinks (`rejected:` and `tee:` of stages), in stage order.
     pub branches: Vec<PlannedBranch>,
-}
-
-/// The journal of finished partitions, `_journal.jsonl` in a local output directory: one
-/// line per committed output file, synced to disk before the next partition is reported
-/// done. A run that is killed resumes from it; a run that finishes replaces it with the
-/// output manifest.
-pub struct Journal {
-    file: std::fs::File,
-    path: PathBuf,
-}
-
-impl Journal {
-    pub const NAME: &'static str = "_journal.jsonl";
-
-    /// Entries of the journal in `dir`; `None` when there is no journal (no run was
-    /// interrupted there, or it is an object store). The journal is created when a run starts
-    /// writing, so an empty one still means "interrupted". A torn last line (a kill
-    /// mid-write) is ignored.
-    pub fn load(dir: &Loc) -> Option<Vec<JournalEntry>> {
-        let Loc::Local(d) = dir else { return None };
-        let text = std::fs::read_to_string(d.join(Self::NAME)).ok()?;
-        Some(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
-    }
-
-    /// Open for appending (local output directories only).
-    pub fn open_for_append(dir: &Loc) -> Result<Option<Journal>, IoError> {
-        let Loc::Local(d) = dir else { return Ok(None) };
-        std::fs::create_dir_all(d).map_err(|source| IoError::Write { path: d.display().to_string(), source })?;
-        let path = d.join(Self::NAME);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|source| IoError::Write { path: path.display().to_string(), source })?;
-        Ok(Some(Journal { file, path }))
-    }
-
-    /// Record a committed output file durably.
-    pub fn record(&mut self, f: &JournalEntry) -> Result<(), IoError> {
-        use std::io::Write;
-        let mut line = serde_json::to_vec(f).map_err(|e| IoError::Write { path: self.path.display().to_string(), source: e.into() })?;
-        line.push(b'\n');
-        self.file
-            .write_all(&line)
-            .and_then(|_| self.file.sync_data())
-            .map_err(|source| IoError::Write { path: self.path.display().to_string(), source })
-    }
-
-    pub fn remove(dir: &Loc) {
-        if let Loc::Local(d) = dir {
-            let _ = std::fs::remove_file(d.join(Self::NAME));
-        }
-    }
-}
-
-/// Remove temp files that killed runs left in a local output directory (`.<name>.tmp-<pid>-…`
-/// of processes other than this one).
-pub fn remove_stale_spools(dir: &Loc) {
-    fn walk(d: &Path, ours: &str) {
-        let Ok(entries) = std::fs::read_dir(d) else { return };
-        for e in entries.flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            if p.is_dir() {
-                walk(&p, ours);
-            } else if name.starts_with('.') && name.contains(".tmp-") && !name.contains(ours) {
-                let _ = std::fs::remove_file(&p);
-            }
-        }
-    }
-    if let Loc::Local(d) = dir {
-        walk(d, &format!(".tmp-{}-", std::process::id()));
-    }
 }
 
 impl Plan {
@@ -249,23 +190,41 @@ impl From<SpecError> for PlanError {
     }
 }
 
+impl From<curator_core::SpecErrors> for PlanError {
+    fn from(e: curator_core::SpecErrors) -> Self {
+        PlanError::Spec(e.0)
+    }
+}
+
+/// How far planning goes.
+#[derive(Clone, Copy, Default)]
+pub struct PlanOptions<'a> {
+    /// Ignore (and delete) the journal of an interrupted earlier run.
+    pub restart: bool,
+    /// Start each stage once in a throw-away instance (or worker) to check that its `setup`
+    /// accepts the params: a stage that would refuse them fails the plan, not the run.
+    pub check_setup: Option<&'a WasmRuntime>,
+}
+
 fn resolve(base: &Path, p: &str) -> PathBuf {
     let p = Path::new(p);
     if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
 }
 
 /// Read, parse and check a pipeline file against the registry.
-/// `restart`: ignore (and delete) the journal of an interrupted earlier run.
-pub fn plan_file(path: &Path, registry: &Registry, restart: bool) -> Result<Plan, PlanError> {
+pub fn plan_file(path: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Result<Plan, PlanError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| IoError::Open { path: label.clone(), source })?;
     let spec = PipelineSpec::from_yaml(&label, &text)?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    plan_spec(spec, &label, &base, registry, restart)
+    plan_spec(spec, &label, &base, registry, opts)
 }
 
-/// Check a parsed spec. Relative paths resolve against `base`.
-pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry, restart: bool) -> Result<Plan, PlanError> {
+/// Check a parsed spec. Relative paths resolve against `base`. Every mistake found is
+/// reported at once, each with its path in the file; nothing is created or read but the
+/// listing of the inputs (and, with `check_setup`, a throw-away instance per stage).
+pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Result<Plan, PlanError> {
+    let restart = opts.restart;
     let mut errors = Vec::new();
     let mut stages = Vec::new();
     for (i, s) in spec.stages.iter().enumerate() {
@@ -350,7 +309,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
             (_, _) => Isolation::Process,
         };
         let timeout_s = s.timeout_s.or(spec.timeout_s).unwrap_or(DEFAULT_TIMEOUT_S);
-        stages.push(PlannedStage {
+        let mut planned = PlannedStage {
             index: i,
             label: s.label().to_string(),
             plugin: entry.clone(),
@@ -360,15 +319,78 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
             timeout: Duration::from_secs_f64(timeout_s),
             grants,
             isolation,
-        });
+            memory: MemoryBudget { reserved_mb: 0, guest_cap_mb: None, process_mb: None },
+            num_workers: s.num_workers,
+            gpu: Vec::new(),
+        };
+        planned.memory = memory_budget(&planned.resources, planned.runs());
+        stages.push(planned);
     }
-    if !errors.is_empty() {
-        return Err(PlanError::Spec(errors));
+    // Only stages that resolved cleanly are placed and started; the others already failed.
+    let clean = errors.is_empty();
+    if clean {
+        errors.extend(place_gpu_stages(label, &mut stages));
+        errors.extend(check_memory(label, &stages));
+    }
+    if let Some(runtime) = opts.check_setup {
+        for st in &stages {
+            let gpu_needed_but_unplaced = st.resources.needs_gpu() && st.gpu.is_empty();
+            if gpu_needed_but_unplaced || errors.iter().any(|e| e.path.starts_with(&format!("stages[{}]", st.index))) {
+                continue;
+            }
+            if let Err(e) = crate::exec::check_setup(st, runtime) {
+                let (path, message) = match e {
+                    crate::stage::StageFailure::InvalidParams(m) => ("params", format!("plugin {:?} rejected its params: {m}", st.plugin.manifest.name)),
+                    e => ("plugin", format!("plugin {:?} cannot start: {e}", st.plugin.manifest.name)),
+                };
+                errors.push(SpecError::new(label, format!("stages[{}].{path}", st.index), message));
+            }
+        }
     }
 
-    let sources: Vec<Loc> = spec.source.path.as_vec().iter().map(|p| Loc::parse(p, base)).collect::<Result<_, _>>()?;
-    let inputs = io::discover(&sources, spec.source.file_extensions.as_deref(), spec.source.format)?;
-    let output_dir = Loc::parse(&spec.sink.path, base)?;
+    let mut sources = Vec::new();
+    for p in spec.source.path.as_vec() {
+        match Loc::parse(p, base) {
+            Ok(Loc::Local(path)) if !path.exists() => {
+                errors.push(SpecError::new(label, "source.path", format!("{} does not exist", path.display())));
+            }
+            Ok(l) => sources.push(l),
+            Err(e) => errors.push(SpecError::new(label, "source.path", e.to_string())),
+        }
+    }
+    let output_dir = match Loc::parse(&spec.sink.path, base) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            errors.push(SpecError::new(label, "sink.path", e.to_string()));
+            None
+        }
+    };
+    let inputs = if errors.iter().any(|e| e.path == "source.path") {
+        Vec::new()
+    } else {
+        match io::discover(&sources, spec.source.file_extensions.as_deref(), spec.source.format) {
+            Ok(i) => i,
+            Err(e) => {
+                errors.push(SpecError::new(label, "source.path", e.to_string()));
+                Vec::new()
+            }
+        }
+    };
+    let journal_present = !restart && output_dir.as_ref().is_some_and(|d| Journal::load(d).is_some());
+    if spec.sink.mode == WriteMode::Error
+        && !journal_present
+        && let Some(d) = &output_dir
+        && let Some(why) = holds_outputs(d)
+    {
+        errors.push(SpecError::new(
+            label,
+            "sink.path",
+            format!("{} already holds {why}; with sink.mode: error a run writes only into an empty directory (choose another, or set mode: overwrite, append or ignore)", d.display()),
+        ));
+    }
+    let Some(output_dir) = output_dir.filter(|_| errors.is_empty()) else {
+        return Err(PlanError::Spec(errors));
+    };
     let by = match (spec.source.files_per_partition, spec.source.blocksize.as_ref().and_then(|b| b.bytes())) {
         (_, Some(bytes)) => PartitionBy::Bytes(bytes),
         (Some(n), None) => PartitionBy::Files(n),
@@ -411,7 +433,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         }
         let mut output = output_dir.join(&output_rel);
         let sources: Vec<String> = p.parts.iter().map(|part| describe(&inputs, part)).collect();
-        if let Some(done) = journal.iter().find(|j| j.file.sources == sources && output_dir.join(&j.file.path).exists()) {
+        if let Some(done) = journal.iter().find(|j| j.file.sources == sources && (j.file.is_empty() || output_dir.join(&j.file.path).exists())) {
             resumed.push(done.file.clone());
             resumed_branches.push(done.branches.clone());
             taken.insert(done.file.path.clone());
@@ -454,6 +476,81 @@ fn sink_ext(sink: &SinkSpec) -> String {
     }
 }
 
+/// What a directory holds that a run with `mode: error` must not mix with: `None` when it is
+/// absent or empty (temp files of killed runs and an empty spill directory do not count).
+fn holds_outputs(dir: &Loc) -> Option<String> {
+    match dir {
+        Loc::Local(d) => {
+            let entries = std::fs::read_dir(d).ok()?;
+            let mut names: Vec<String> = entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !(n.starts_with('.') && n.contains(".tmp-")) && n != "_spill")
+                .collect();
+            names.sort();
+            let first = names.first()?;
+            Some(format!("{} entr{} (e.g. {first})", names.len(), if names.len() == 1 { "y" } else { "ies" }))
+        }
+        other => other.join(crate::io::writer::OutputManifest::NAME).exists().then(|| "a _manifest.json of another run".to_string()),
+    }
+}
+
+/// Place the GPU stages' workers on this machine's GPUs (`core::placement::place_stages`):
+/// as many as fit, or `num_workers`. One error per stage that cannot be placed.
+fn place_gpu_stages(label: &str, stages: &mut [PlannedStage]) -> Vec<SpecError> {
+    let wanted: Vec<(usize, GpuStage)> = stages
+        .iter()
+        .enumerate()
+        .filter_map(|(k, s)| {
+            let request = GpuRequest::from_resources(&s.resources)?;
+            Some((k, GpuStage { stage: s.label.clone(), request, fixed: s.num_workers }))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let inventory = crate::gpu::discover();
+    let requests: Vec<GpuStage> = wanted.iter().map(|(_, g)| g.clone()).collect();
+    match curator_core::placement::place_stages(&inventory.gpus, &requests) {
+        Ok(assignments) => {
+            for ((k, _), a) in wanted.iter().zip(assignments) {
+                stages[*k].gpu = a;
+            }
+            Vec::new()
+        }
+        Err(e) => {
+            let e = match e {
+                curator_core::placement::PlacementError::NoGpus { stage, needs, .. } => {
+                    curator_core::placement::PlacementError::NoGpus { stage, needs, detail: inventory.note.clone().unwrap_or_default() }
+                }
+                e => e,
+            };
+            let at = stages.iter().find(|s| e.to_string().contains(&format!("{:?}", s.label))).map(|s| s.index).unwrap_or(wanted[0].0);
+            vec![SpecError::new(label, format!("stages[{at}].resources"), e.to_string())]
+        }
+    }
+}
+
+/// One worker of every stage must fit in the memory this machine can give workers.
+fn check_memory(label: &str, stages: &[PlannedStage]) -> Vec<SpecError> {
+    let Some(available) = crate::os::available_memory_mb() else { return Vec::new() };
+    let share = curator_core::scaling::WORKER_MEMORY_SHARE;
+    let budget = (available as f64 * share) as u64;
+    let reserved: u64 = stages.iter().map(|s| s.memory.reserved_mb).sum();
+    if reserved <= budget {
+        return Vec::new();
+    }
+    let largest = stages.iter().max_by_key(|s| s.memory.reserved_mb).map(|s| s.index).unwrap_or(0);
+    vec![SpecError::new(
+        label,
+        format!("stages[{largest}].resources.memory_mb"),
+        format!(
+            "one worker per stage needs {reserved} MiB but this machine can give workers {budget} MiB ({:.0} % of {available} MiB available); lower memory_mb",
+            share * 100.0
+        ),
+    )]
+}
+
 /// Output places of the `rejected:` and `tee:` sinks of stages.
 fn plan_branches(
     spec: &PipelineSpec,
@@ -477,6 +574,17 @@ fn plan_branches(
                 .into());
             }
             let dir = Loc::parse(&sink.path, base)?;
+            if sink.mode == WriteMode::Error
+                && !resuming
+                && let Some(why) = holds_outputs(&dir)
+            {
+                return Err(SpecError::new(
+                    label,
+                    format!("stages[{i}].{field}.path"),
+                    format!("{} already holds {why}; with mode: error a branch writes only into an empty directory", dir.display()),
+                )
+                .into());
+            }
             let ext = sink_ext(sink);
             let mut outputs = Vec::with_capacity(partitions.len());
             for p in partitions {

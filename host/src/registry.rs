@@ -31,7 +31,7 @@ pub enum RegistryError {
     #[error("{path}: manifest is {kind:?} but the file is a WASM component")]
     WrongKind { path: PathBuf, kind: curator_core::PluginKind },
     #[error(transparent)]
-    Native(#[from] crate::native::NativeError),
+    Native(#[from] crate::stage::StageFailure),
     #[error("duplicate plugin {name:?}: {second} is ignored, {first} comes first in the search path")]
     Duplicate { name: String, first: PathBuf, second: PathBuf },
 }
@@ -57,7 +57,7 @@ fn is_native(path: &Path) -> bool {
 /// Read the manifest of a plugin file (WASM component or native library).
 pub fn read_manifest(path: &Path) -> Result<Manifest, RegistryError> {
     if is_native(path) {
-        return Ok(crate::native::read_manifest(path)?);
+        return Ok(crate::worker::read_manifest(path)?);
     }
     let bytes = std::fs::read(path).map_err(|source| RegistryError::Io { path: path.into(), source })?;
     manifest_from_bytes(path, &bytes)

@@ -18,6 +18,8 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use curator_core::Manifest;
 
+use crate::stage::{StageCall, StageFailure, StageOutput};
+
 /// Host bindings of the `curator:stage` world.
 pub mod bindings {
     wasmtime::component::bindgen!({
@@ -33,7 +35,8 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Bytes of guest stderr kept for error messages.
 const STDERR_CAPTURE: usize = 16 * 1024;
 
-/// Why a WASM stage could not be loaded or run.
+/// Why a WASM plugin could not be compiled or instantiated. (What a running instance does
+/// wrong is a [`StageFailure`].)
 #[derive(Debug, thiserror::Error)]
 pub enum WasmError {
     #[error("{path}: cannot read plugin: {source}")]
@@ -42,18 +45,14 @@ pub enum WasmError {
     Compile { path: PathBuf, message: String },
     #[error("cannot instantiate: {0}")]
     Instantiate(String),
-    #[error("exceeded its time limit of {0:?} per call")]
-    Timeout(Duration),
-    #[error("exceeded its memory cap of {cap_mb} MiB (tried to grow linear memory to {wanted_mb} MiB)")]
-    OutOfMemory { cap_mb: u64, wanted_mb: u64 },
-    #[error("trapped: {message}{stderr}")]
-    Trap { message: String, stderr: String },
-    #[error("rejected its params: {0}")]
-    InvalidParams(String),
-    #[error("returned an error: {0}")]
-    Failed(String),
     #[error("cannot grant directory {name:?} ({path}): {message}")]
     Grant { name: String, path: PathBuf, message: String },
+}
+
+impl From<WasmError> for StageFailure {
+    fn from(e: WasmError) -> StageFailure {
+        StageFailure::Load(e.to_string())
+    }
 }
 
 /// The engine and everything shared by all plugins of a run.
@@ -308,17 +307,17 @@ pub struct StageInstance {
 
 impl CompiledPlugin {
     /// Instantiate with `limits` and call `setup(params)`.
-    pub fn instantiate(&self, label: &str, params: &serde_json::Value, limits: &InstanceLimits) -> Result<StageInstance, WasmError> {
+    pub fn instantiate(&self, label: &str, params: &serde_json::Value, limits: &InstanceLimits) -> Result<StageInstance, StageFailure> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
         for g in &limits.grants {
             let perms = if g.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
-            wasi.preopened_dir(&g.host_path, format!("/{}", g.name), perms).map_err(|e| WasmError::Grant {
+            wasi.preopened_dir(&g.host_path, format!("/{}", g.name), perms).map_err(|e| StageFailure::from(WasmError::Grant {
                 name: g.name.clone(),
                 path: g.host_path.clone(),
                 message: e.to_string(),
-            })?;
+            }))?;
         }
         let cap_bytes = usize::try_from(limits.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         let state = HostState {
@@ -351,8 +350,7 @@ impl CompiledPlugin {
         let params_json = params.to_string();
         match inst.guarded(|stage, store| stage.call_setup(store, &params_json))? {
             Ok(()) => Ok(inst),
-            Err(wit::StageError::InvalidParams(m)) => Err(WasmError::InvalidParams(m)),
-            Err(wit::StageError::Failed(m)) => Err(WasmError::Failed(m)),
+            Err(e) => Err(stage_error(e)),
         }
     }
 }
@@ -372,23 +370,32 @@ fn stderr_tail(pipe: &MemoryOutputPipe) -> String {
     }
 }
 
-fn classify(err: wasmtime::Error, store: &Store<HostState>, timeout: Duration, cap_mb: u64, stderr: String) -> WasmError {
+/// A stage's own error (`stage-error`) as a failure.
+fn stage_error(e: wit::StageError) -> StageFailure {
+    match e {
+        wit::StageError::InvalidParams(m) => StageFailure::InvalidParams(m),
+        wit::StageError::Failed(m) => StageFailure::Failed(m),
+        wit::StageError::OutOfMemory(m) => StageFailure::OutOfMemory(m),
+    }
+}
+
+fn classify(err: wasmtime::Error, store: &Store<HostState>, timeout: Duration, cap_mb: u64, stderr: String) -> StageFailure {
     if let Some(wanted) = store.data().limiter.hit {
-        return WasmError::OutOfMemory { cap_mb, wanted_mb: (wanted as u64).div_ceil(1 << 20) };
+        return StageFailure::MemoryCap { cap_mb, wanted_mb: (wanted as u64).div_ceil(1 << 20) };
     }
     if err.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
-        return WasmError::Timeout(timeout);
+        return StageFailure::Timeout(timeout);
     }
     let message = match err.downcast_ref::<Trap>() {
         Some(trap) => trap.to_string(), // "wasm trap: …"
         None => format!("{err:#}").lines().next().unwrap_or_default().to_string(),
     };
-    WasmError::Trap { message, stderr }
+    StageFailure::Trap(format!("{message}{stderr}"))
 }
 
 impl StageInstance {
     /// Run one guest call under the deadline, classifying traps.
-    fn guarded<R>(&mut self, f: impl FnOnce(&bindings::Stage, &mut Store<HostState>) -> wasmtime::Result<R>) -> Result<R, WasmError> {
+    fn guarded<R>(&mut self, f: impl FnOnce(&bindings::Stage, &mut Store<HostState>) -> wasmtime::Result<R>) -> Result<R, StageFailure> {
         if self.deadline_checks {
             self.store.set_epoch_deadline(deadline_ticks(self.timeout));
         }
@@ -401,17 +408,13 @@ impl StageInstance {
         }
     }
 
-    /// Process one batch; the output is not yet validated (see [`crate::columns::apply_output`]).
-    pub fn process(&mut self, batch: &wit::Batch) -> Result<wit::Output, WasmError> {
-        match self.guarded(|stage, store| stage.call_process(store, batch))? {
-            Ok(out) => Ok(out),
-            Err(wit::StageError::InvalidParams(m)) => Err(WasmError::InvalidParams(m)),
-            Err(wit::StageError::Failed(m)) => Err(WasmError::Failed(m)),
-        }
+    /// Process one batch in the guest's own form; the output is not yet checked.
+    pub fn process(&mut self, batch: &wit::Batch) -> Result<wit::Output, StageFailure> {
+        self.guarded(|stage, store| stage.call_process(store, batch))?.map_err(stage_error)
     }
 
     /// The manifest the running guest reports (should equal its custom section).
-    pub fn manifest(&mut self) -> Result<String, WasmError> {
+    pub fn manifest(&mut self) -> Result<String, StageFailure> {
         self.guarded(|stage, store| stage.call_manifest(store))
     }
 
@@ -425,5 +428,20 @@ impl StageInstance {
         if let Err(e) = self.guarded(|stage, store| stage.call_teardown(store)) {
             tracing::debug!("teardown failed: {e}");
         }
+    }
+}
+
+impl StageCall for StageInstance {
+    fn call(&mut self, input: &arrow_array::RecordBatch) -> Result<StageOutput, StageFailure> {
+        let out = self.process(&crate::stage::wit::to_wit(input, &["*".to_string()]))?;
+        crate::stage::wit::output_from_wit(out, input.num_rows())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        StageInstance::memory_bytes(self)
+    }
+
+    fn teardown(self: Box<Self>) {
+        StageInstance::teardown(*self)
     }
 }

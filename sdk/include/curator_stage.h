@@ -1,5 +1,11 @@
 /*
- * curator_stage.h: the native stage contract, ABI 0.1.
+ * curator_stage.h: the native stage contract, ABI 0.2.
+ *
+ * This header is the source of the contract's constants: the SDK's `abi.rs`, `curator-core`
+ * and the WIT package `sdk/wit/stage.wit` mirror them, and a test (`sdk/tests/contract.rs`)
+ * fails when one of them differs. While the major is 0 every minor is a breaking change (the
+ * host accepts only its own minor); from 1.0 on, a minor only adds (fields at the end of the
+ * vtable, found through `struct_size`).
  *
  * A native stage is a shared library (.so / .dylib) exporting one symbol,
  *
@@ -10,9 +16,11 @@
  *
  * Batches cross the boundary through the Arrow C Data Interface
  * (https://arrow.apache.org/docs/format/CDataInterface.html): a batch is a struct array,
- * one child per column, with its schema. Nothing is copied: the plugin reads the host's
- * buffers, and the host reads the plugin's output buffers, until each side calls the
- * `release` callback of what it received.
+ * one child per column, with its schema. Nothing is copied on the way in: the input's
+ * buffers lie in memory the worker shares with the host (read-only to the plugin) and stay
+ * valid until `process` returns, whenever `release` is called; a plugin that keeps input data
+ * past the call copies it. The output may point into the input (a column passed through is
+ * not copied); the host reads it before the next call.
  *
  * Rust authors get all of this from `curator_sdk` (`#[stage(name = "...", native)]`).
  */
@@ -26,7 +34,7 @@ extern "C" {
 #endif
 
 #define CURATOR_ABI_MAJOR 0
-#define CURATOR_ABI_MINOR 1
+#define CURATOR_ABI_MINOR 2
 #define CURATOR_STAGE_ENTRY "curator_stage_entry"
 
 /* Arrow C Data Interface (verbatim from the Arrow specification). */
@@ -80,11 +88,21 @@ struct ArrowArray {
  *                added to every row, then only the rows where _keep is true are kept.
  * A NULL or empty name means "columns".
  */
+#define CURATOR_OUTPUT_SELECTION "selection"
+#define CURATOR_OUTPUT_COLUMNS "columns"
+#define CURATOR_OUTPUT_BATCH "batch"
+#define CURATOR_OUTPUT_SCORED "scored"
+#define CURATOR_SCORED_KEEP "_keep"
 
 typedef struct CuratorStageVTable {
-    /* The ABI the plugin was built for. The host refuses a different major. */
+    /* The ABI the plugin was built for. The host refuses a different major (and, while the
+     * major is 0, a different minor). */
     uint32_t abi_major;
     uint32_t abi_minor;
+    /* sizeof(CuratorStageVTable) as the plugin was compiled: later minors add fields at the
+     * end, and the host reads only those that a plugin's struct_size covers. */
+    uint32_t struct_size;
+    uint32_t reserved; /* 0 */
     /* The plugin's manifest (JSON, NUL-terminated, static). Its "kind" is "native". */
     const char *manifest_json;
 

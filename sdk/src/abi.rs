@@ -13,13 +13,19 @@ use std::ptr;
 use crate::batch::{Batch, Column, ColumnType, Output};
 use crate::runner::{Runner, StageDef, StageError};
 
+/// The contract's version; `include/curator_stage.h` is the source (`tests/contract.rs`).
 pub const ABI_MAJOR: u32 = 0;
-pub const ABI_MINOR: u32 = 1;
+pub const ABI_MINOR: u32 = 2;
 /// The symbol a native plugin exports.
 pub const ENTRY_SYMBOL: &str = "curator_stage_entry";
 
 /// In a "scored" output, the boolean column saying which rows are kept.
 pub const SCORED_KEEP: &str = "_keep";
+/// Names of the output kinds (the output schema's name).
+pub const OUTPUT_SELECTION: &str = "selection";
+pub const OUTPUT_COLUMNS: &str = "columns";
+pub const OUTPUT_BATCH: &str = "batch";
+pub const OUTPUT_SCORED: &str = "scored";
 
 pub const OK: i32 = 0;
 pub const ERR_INVALID_PARAMS: i32 = 1;
@@ -102,6 +108,9 @@ pub type ProcessFn =
 pub struct StageVTable {
     pub abi_major: u32,
     pub abi_minor: u32,
+    /// `size_of::<StageVTable>()` as the plugin was built (later minors append fields).
+    pub struct_size: u32,
+    pub reserved: u32,
     pub manifest_json: *const c_char,
     pub create: CreateFn,
     pub process: ProcessFn,
@@ -267,7 +276,17 @@ pub unsafe extern "C" fn free_error(error: *mut c_char) {
 
 /// The vtable of stage `T` (the `#[stage(native)]` attribute puts this in a static).
 pub const fn vtable<T: StageDef>(manifest_json: *const c_char) -> StageVTable {
-    StageVTable { abi_major: ABI_MAJOR, abi_minor: ABI_MINOR, manifest_json, create: create::<T>, process, destroy, free_error }
+    StageVTable {
+        abi_major: ABI_MAJOR,
+        abi_minor: ABI_MINOR,
+        struct_size: std::mem::size_of::<StageVTable>() as u32,
+        reserved: 0,
+        manifest_json,
+        create: create::<T>,
+        process,
+        destroy,
+        free_error,
+    }
 }
 
 /// An input batch owned by the plugin until dropped (which calls `release`).
@@ -487,9 +506,9 @@ fn export_output(out: Output, input_rows: usize) -> (ArrowArray, ArrowSchema) {
             let buffers = vec![ptr::null(), owned[0].as_ptr() as *const c_void];
             let child = export_array(n, 0, owned, buffers, Vec::new());
             let parent = export_array(n, 0, Vec::new(), vec![ptr::null()], vec![child]);
-            return (parent, export_schema("+s", "selection", vec![export_schema("I", "selection", Vec::new())]));
+            return (parent, export_schema("+s", OUTPUT_SELECTION, vec![export_schema("I", OUTPUT_SELECTION, Vec::new())]));
         }
-        Output::Columns(cols) => ("columns", input_rows, cols),
+        Output::Columns(cols) => (OUTPUT_COLUMNS, input_rows, cols),
         Output::Scored { mut columns, keep } => {
             // The kept rows travel as a boolean column `_keep` beside the added columns.
             let mut mask = vec![false; input_rows];
@@ -499,9 +518,9 @@ fn export_output(out: Output, input_rows: usize) -> (ArrowArray, ArrowSchema) {
                 }
             }
             columns.push(Column::boolean(SCORED_KEEP, &mask));
-            ("scored", input_rows, columns)
+            (OUTPUT_SCORED, input_rows, columns)
         }
-        Output::Batch(b) => ("batch", b.num_rows as usize, b.columns),
+        Output::Batch(b) => (OUTPUT_BATCH, b.num_rows as usize, b.columns),
     };
     let (arrays, schemas): (Vec<ArrowArray>, Vec<ArrowSchema>) = columns.into_iter().map(|c| export_column(c, rows)).unzip();
     (export_array(rows, 0, Vec::new(), vec![ptr::null()], arrays), export_schema("+s", kind, schemas))

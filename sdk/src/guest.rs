@@ -38,7 +38,7 @@ fn to_wit_error(e: StageError) -> wit::StageError {
     match e {
         StageError::InvalidParams(m) => wit::StageError::InvalidParams(m),
         StageError::Failed(m) => wit::StageError::Failed(m),
-        StageError::OutOfMemory(m) => wit::StageError::Failed(format!("out of memory: {m}")),
+        StageError::OutOfMemory(m) => wit::StageError::OutOfMemory(m),
     }
 }
 

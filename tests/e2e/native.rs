@@ -162,30 +162,54 @@ fn abi_major_mismatch_is_refused() {
     let future = native_plugins().1.join("libc_future.so");
     let run: Run = host().args(["plugin", "inspect"]).arg(&future).output().unwrap().into();
     assert_ne!(run.code, 0);
-    assert!(run.stderr.contains("built for ABI 99.1, host supports 0.1"), "{}", run.stderr);
-    let err = curator_host::native::Library::load(&future).err().unwrap();
-    assert!(err.to_string().contains("built for ABI 99.1, host supports 0.1"), "{err}");
+    let (major, minor) = (curator_core::ABI_MAJOR, curator_core::ABI_MINOR);
+    let expected = format!("built for ABI 99.{minor}, host supports {major}.{minor}");
+    assert!(run.stderr.contains(&expected), "{}", run.stderr);
+    let err = curator_host::worker::ffi::Library::load(&future).err().unwrap();
+    assert!(err.to_string().contains(&expected), "{err}");
 }
 
 #[test]
 fn c_abi_round_trip_is_zero_copy() {
-    let lib = curator_host::native::Library::load(&native_plugins().0.join("libc_passthrough.so")).unwrap();
+    let path = native_plugins().0.join("libc_passthrough.so");
+    let lib = curator_host::worker::ffi::Library::load(&path).unwrap();
     assert_eq!(lib.manifest.name, "c_passthrough");
     let mut inst = lib.create("{}", &Default::default()).unwrap();
     let text = StringArray::from(vec!["alpha", "beta", "gamma"]);
     let host_ptr = text.values().as_ptr() as i64;
     let batch = RecordBatch::try_from_iter([("text", Arc::new(text) as ArrayRef)]).unwrap();
     let (kind, out) = inst.process(&batch).unwrap();
-    assert_eq!(kind, curator_host::native::OutputKind::Columns);
+    assert_eq!(kind, curator_host::stage::OutputKind::Columns);
     let seen = out.column_by_name("seen_ptr").unwrap().as_any().downcast_ref::<Int64Array>().unwrap().value(0);
     assert_eq!(seen, host_ptr, "the plugin saw a copy of the host's text");
     let back = out.column_by_name("text").unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
     assert_eq!(back.values().as_ptr() as i64, host_ptr, "the host got a copy of the plugin's output");
     assert_eq!(back.value(2), "gamma");
     drop(out);
-    drop(batch);
     // The input's buffers are still valid after the plugin released its references.
     assert_eq!(back.len(), 3);
+
+    // Through a worker process: the plugin reads the text in the shared input arena (not the
+    // host's own buffer, but not a copy made for it either), and the column it passes back is
+    // resolved to the host's buffer, not copied.
+    use curator_host::stage::{StageCall, StageOutput};
+    let limits = curator_host::worker::WorkerLimits {
+        memory_mb: 1024,
+        timeout: std::time::Duration::from_secs(30),
+        cpus: Vec::new(),
+        cuda_visible_devices: None,
+        gpu_memory_budget_bytes: None,
+    };
+    let plugin = curator_host::worker::WorkerPlugin::Native;
+    let mut worker = curator_host::worker::WorkerProcess::spawn("c", &path, plugin, &serde_json::json!({}), &Default::default(), &limits).unwrap();
+    for _ in 0..3 {
+        let StageOutput::Columns(cols) = worker.call(&batch).unwrap() else { panic!("not columns") };
+        let text = cols.iter().find(|(f, _)| f.name() == "text").unwrap().1.as_any().downcast_ref::<StringArray>().unwrap().clone();
+        assert_eq!(text.values().as_ptr() as i64, host_ptr, "the pass-through text was copied on its way back");
+        assert_eq!(text.value(1), "beta");
+        let seen = cols.iter().find(|(f, _)| f.name() == "seen_ptr").unwrap().1.as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+        assert_ne!(seen, host_ptr);
+    }
 }
 
 #[test]

@@ -11,14 +11,23 @@ use arrow_array::RecordBatch;
 use curator_core::PluginKind;
 use curator_core::pipeline::Format;
 
-use super::RunError;
-use super::stage::limits;
-use crate::columns;
+use super::stage::instance_limits;
+use crate::io::IoError;
 use crate::io::jsonl::JsonlReader;
 use crate::io::parquet::ParquetReader;
-use crate::native::Library;
 use crate::plan::{Plan, PlannedStage};
+use crate::stage::{StageCall, StageFailure, call_and_apply};
 use crate::wasm::WasmRuntime;
+use crate::worker::ffi::Library;
+
+/// Why a bench could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Read(#[from] IoError),
+    #[error("stage {label:?} (plugin {plugin}): {source}")]
+    Stage { label: String, plugin: String, source: StageFailure },
+}
 
 /// One stage's timings.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -38,7 +47,7 @@ pub struct StageBench {
 }
 
 /// Read the plan's whole input (all partitions) in batches of the plan's batch size.
-fn read_all(plan: &Plan) -> Result<Vec<RecordBatch>, RunError> {
+fn read_all(plan: &Plan) -> Result<Vec<RecordBatch>, BenchError> {
     let opts = plan.read_options(false);
     let batch_size = plan.spec.batch_size();
     let mut out = Vec::new();
@@ -64,12 +73,8 @@ fn read_all(plan: &Plan) -> Result<Vec<RecordBatch>, RunError> {
     Ok(out)
 }
 
-fn start_error(stage: &PlannedStage, e: impl Into<crate::exec::StartFailure>) -> RunError {
-    RunError::Start { label: stage.label.clone(), plugin: stage.plugin.path.clone(), source: Box::new(e.into()) }
-}
-
-fn stage_error(stage: &PlannedStage, message: String) -> RunError {
-    RunError::Bench { label: stage.label.clone(), message }
+fn stage_error(stage: &PlannedStage, source: impl Into<StageFailure>) -> BenchError {
+    BenchError::Stage { label: stage.label.clone(), plugin: stage.plugin.path.display().to_string(), source: source.into() }
 }
 
 /// The best of `repeat` passes of `call` over `batches`, and the last pass's outputs.
@@ -77,15 +82,15 @@ fn best_of(
     stage: &PlannedStage,
     batches: &[RecordBatch],
     repeat: usize,
-    mut call: impl FnMut(&RecordBatch) -> Result<RecordBatch, String>,
-) -> Result<(Duration, Vec<RecordBatch>), RunError> {
+    mut call: impl FnMut(&RecordBatch) -> Result<RecordBatch, StageFailure>,
+) -> Result<(Duration, Vec<RecordBatch>), BenchError> {
     let mut best = Duration::MAX;
     let mut outputs = Vec::new();
     for _ in 0..repeat.max(1) {
         outputs.clear();
         let t = Instant::now();
         for b in batches {
-            outputs.push(call(b).map_err(|message| stage_error(stage, message))?);
+            outputs.push(call(b).map_err(|e| stage_error(stage, e))?);
         }
         best = best.min(t.elapsed());
     }
@@ -98,22 +103,19 @@ fn time_wasm(
     runtime: &WasmRuntime,
     batches: &[RecordBatch],
     repeat: usize,
-) -> Result<(Duration, Vec<RecordBatch>), RunError> {
+) -> Result<(Duration, Vec<RecordBatch>), BenchError> {
     // A stage run in worker processes is compiled as its workers compile it: without deadline
     // checks (timed here in process, without the worker's copies; one that never returns
     // hangs the bench, where a run would stop its worker).
     let compiled = if stage.isolation == curator_core::Isolation::Process {
-        crate::wasm_worker::compile(&stage.plugin.path, stage.plugin.manifest.clone(), runtime.cache_dir().map(Into::into))
+        crate::worker::compile_wasm(&stage.plugin.path, stage.plugin.manifest.clone(), runtime.cache_dir().map(Into::into))
     } else {
-        runtime.load(&stage.plugin.path, stage.plugin.manifest.clone())
+        runtime.load(&stage.plugin.path, stage.plugin.manifest.clone()).map_err(StageFailure::from)
     }
-    .map_err(|e| start_error(stage, e))?;
-    let mut inst = compiled.instantiate(&stage.label, &stage.params, &limits(stage)).map_err(|e| start_error(stage, e))?;
+    .map_err(|e| stage_error(stage, e))?;
+    let mut inst = compiled.instantiate(&stage.label, &stage.params, &instance_limits(stage)).map_err(|e| stage_error(stage, e))?;
     let wanted = &stage.plugin.manifest.input_columns;
-    let timed = best_of(stage, batches, repeat, |b| {
-        let out = inst.process(&columns::to_wit(&columns::with_meta_fields(b, wanted), wanted)).map_err(|e| e.to_string())?;
-        columns::apply_output(b, out).map_err(|e| e.to_string())
-    });
+    let timed = best_of(stage, batches, repeat, |b| call_and_apply(&mut inst, b, wanted));
     inst.teardown();
     timed
 }
@@ -124,15 +126,12 @@ fn time_native(
     library: &Path,
     batches: &[RecordBatch],
     repeat: usize,
-) -> Result<(Duration, Vec<RecordBatch>), RunError> {
-    let lib = Library::load(library).map_err(|e| start_error(stage, e))?;
+) -> Result<(Duration, Vec<RecordBatch>), BenchError> {
+    let lib = Library::load(library).map_err(|e| stage_error(stage, e))?;
     let params = serde_json::to_string(&stage.params).unwrap_or_else(|_| "{}".into());
-    let mut inst = lib.create(&params, &curator_sdk::abi::WorkerContext::default()).map_err(|e| start_error(stage, e))?;
+    let mut inst = lib.create(&params, &curator_sdk::abi::WorkerContext::default()).map_err(|e| stage_error(stage, e))?;
     let wanted = &stage.plugin.manifest.input_columns;
-    best_of(stage, batches, repeat, |b| {
-        let (kind, out) = inst.process(&columns::project(&columns::with_meta_fields(b, wanted), wanted)).map_err(|e| e.to_string())?;
-        crate::native::apply_output(b, kind, out).map_err(|e| e.to_string())
-    })
+    best_of(stage, batches, repeat, |b| call_and_apply(&mut inst as &mut dyn StageCall, b, wanted))
 }
 
 fn rows(batches: &[RecordBatch]) -> u64 {
@@ -149,11 +148,11 @@ fn text_bytes(batches: &[RecordBatch]) -> u64 {
 
 /// Bench every stage of `plan` (WASM) and, where `native` has a plan whose stage of the same
 /// index is a native library, that build too.
-pub fn bench(plan: &Plan, native: Option<&Plan>, runtime: &WasmRuntime, repeat: usize) -> Result<Vec<StageBench>, RunError> {
+pub fn bench(plan: &Plan, native: Option<&Plan>, runtime: &WasmRuntime, repeat: usize) -> Result<Vec<StageBench>, BenchError> {
     // As in a worker process: large freed blocks are reused, not handed back to the OS (else
     // the native build pays a page fault per page of every batch copy, which its worker
     // process would not).
-    crate::native::keep_large_allocations();
+    crate::os::keep_large_allocations();
     let mut batches = read_all(plan)?;
     let mut out = Vec::with_capacity(plan.stages.len());
     for (i, stage) in plan.stages.iter().enumerate() {

@@ -10,42 +10,17 @@ use std::time::{Duration, Instant};
 use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, StringArray};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use crate::columns::{self, InvalidOutput};
-use crate::native::{NativeError, NativeWorker, WorkerLimits};
 use crate::plan::{BranchKind, PlannedStage};
-use crate::wasm::{InstanceLimits, StageInstance, WasmError};
+use crate::stage::{FailureClass, StageCall, StageFailure};
+use crate::wasm::InstanceLimits;
+use crate::worker::{WasmWorkerSpec, WorkerLimits, WorkerPlugin, WorkerProcess};
 use curator_core::placement::Assignment;
 use curator_sdk::abi::WorkerContext;
 
-use super::{Ctx, DeadLetter, Loaded, Outlet, RunError, StageFailure, StartFailure, Task, stage_error};
+use super::{Ctx, DeadLetter, Loaded, Outlet, RunError, Task};
 
-/// Resident memory a WASM worker process may use beyond its guest's memory cap, MiB.
-const WASM_WORKER_OVERHEAD_MB: u64 = 512;
-
-/// Default RAM budget of a native worker process, MiB (when the manifest sets no `memory_mb`).
-pub const NATIVE_DEFAULT_MEMORY_MB: u64 = 4096;
-
-/// One instance of a stage: in this process (WASM) or in a worker process (native).
-pub(crate) enum Instance {
-    Wasm(StageInstance),
-    Native(NativeWorker),
-}
-
-impl Instance {
-    fn memory_bytes(&self) -> usize {
-        match self {
-            Instance::Wasm(i) => i.memory_bytes(),
-            Instance::Native(w) => w.memory_bytes(),
-        }
-    }
-
-    fn teardown(self) {
-        match self {
-            Instance::Wasm(i) => i.teardown(),
-            Instance::Native(w) => drop(w),
-        }
-    }
-}
+/// One instance of a stage, whatever runs it.
+pub(crate) type Instance = Box<dyn StageCall>;
 
 /// Where worker `k` of a stage runs: its GPU assignment, if the stage needs one.
 pub(crate) struct Placement {
@@ -53,54 +28,73 @@ pub(crate) struct Placement {
     pub gpu: Option<Assignment>,
 }
 
-/// Start an instance of stage `i` for a worker.
-pub(crate) fn instantiate(ctx: &Ctx, i: usize, at: &Placement) -> Result<Instance, RunError> {
-    let stage = &ctx.plan.stages[i];
-    let start_error =
-        |source: StartFailure| RunError::Start { label: stage.label.clone(), plugin: stage.plugin.path.clone(), source: Box::new(source) };
-    match &ctx.compiled[i] {
-        Loaded::Wasm(plugin) => {
-            plugin.instantiate(&stage.label, &stage.params, &limits(stage)).map(Instance::Wasm).map_err(|e| start_error(e.into()))
-        }
+/// The limits a worker process of `stage` runs under. Its memory budget is the stage's
+/// reservation (`PlannedStage::memory`): reserved = enforced.
+pub(crate) fn worker_limits(stage: &PlannedStage, allowed_cpus: &[usize], at: &Placement) -> WorkerLimits {
+    WorkerLimits {
+        memory_mb: stage.memory.process_mb.unwrap_or(stage.memory.reserved_mb),
+        timeout: stage.timeout,
+        cpus: curator_core::placement::cpu_share(allowed_cpus, at.k, stage.resources.cpus),
+        cuda_visible_devices: at.gpu.as_ref().map(|a| a.devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")),
+        gpu_memory_budget_bytes: at.gpu.as_ref().map(|a| a.memory_budget_mb << 20),
+    }
+}
+
+/// Start an instance of `stage` (compiled as `loaded`) for worker `at`.
+pub(crate) fn start_instance(
+    stage: &PlannedStage,
+    loaded: &Loaded,
+    allowed_cpus: &[usize],
+    cache_dir: Option<&std::path::Path>,
+    at: &Placement,
+) -> Result<Instance, StageFailure> {
+    let limits = worker_limits(stage, allowed_cpus, at);
+    let context = WorkerContext {
+        worker: at.k,
+        gpu_memory_budget_bytes: limits.gpu_memory_budget_bytes,
+        cuda_visible_devices: limits.cuda_visible_devices.clone(),
+    };
+    match loaded {
+        Loaded::Wasm(plugin) => Ok(Box::new(plugin.instantiate(&stage.label, &stage.params, &instance_limits(stage))?)),
         Loaded::WasmWorker { .. } => {
-            let limits = limits(stage);
-            let spec = crate::wasm_worker::WasmWorkerSpec {
+            let l = instance_limits(stage);
+            let spec = WasmWorkerSpec {
                 label: stage.label.clone(),
-                memory_mb: limits.memory_mb,
-                grants: limits.grants.iter().map(|g| (g.name.clone(), g.host_path.clone(), g.writable)).collect(),
-                input_columns: stage.plugin.manifest.input_columns.clone(),
-                cache_dir: ctx.cache_dir.clone(),
+                memory_mb: l.memory_mb,
+                grants: l.grants.iter().map(|g| (g.name.clone(), g.host_path.clone(), g.writable)).collect(),
+                cache_dir: cache_dir.map(Into::into),
             };
-            let worker_limits = WorkerLimits {
-                // the worker's own code and the compiled stage, beyond the guest's memory cap
-                memory_mb: limits.memory_mb + WASM_WORKER_OVERHEAD_MB,
-                timeout: stage.timeout,
-                cpus: crate::native::cpu_share(&ctx.allowed_cpus, at.k, stage.resources.cpus),
-                cuda_visible_devices: None,
-                gpu_memory_budget_bytes: None,
-            };
-            let args = ["--wasm".to_string(), serde_json::to_string(&spec).unwrap_or_default()];
-            let context = WorkerContext { worker: at.k, gpu_memory_budget_bytes: None, cuda_visible_devices: None };
-            NativeWorker::spawn_with(&stage.label, &stage.plugin.path, &stage.params, &context, &worker_limits, &args)
-                .map(Instance::Native)
-                .map_err(|e| start_error(e.into()))
+            let w = WorkerProcess::spawn(&stage.label, &stage.plugin.path, WorkerPlugin::Wasm(&spec), &stage.params, &context, &limits)?;
+            Ok(Box::new(w))
         }
         Loaded::Native => {
-            let devices = at.gpu.as_ref().map(|a| a.devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","));
-            let budget = at.gpu.as_ref().map(|a| a.memory_budget_mb << 20);
-            let context = WorkerContext { worker: at.k, gpu_memory_budget_bytes: budget, cuda_visible_devices: devices.clone() };
-            let limits = WorkerLimits {
-                memory_mb: stage.resources.memory_mb.unwrap_or(NATIVE_DEFAULT_MEMORY_MB),
-                timeout: stage.timeout,
-                cpus: crate::native::cpu_share(&ctx.allowed_cpus, at.k, stage.resources.cpus),
-                cuda_visible_devices: devices,
-                gpu_memory_budget_bytes: budget,
-            };
-            NativeWorker::spawn(&stage.label, &stage.plugin.path, &stage.params, &context, &limits)
-                .map(Instance::Native)
-                .map_err(|e| start_error(e.into()))
+            let w = WorkerProcess::spawn(&stage.label, &stage.plugin.path, WorkerPlugin::Native, &stage.params, &context, &limits)?;
+            Ok(Box::new(w))
         }
     }
+}
+
+/// Start `stage` once in a throw-away instance (or worker), as its first worker would, and
+/// stop it: whether its `setup` accepts the params and its plugin starts at all. Planning
+/// calls it so that such mistakes stop a pipeline before anything is read or written.
+pub fn check_setup(stage: &PlannedStage, runtime: &crate::wasm::WasmRuntime) -> Result<(), StageFailure> {
+    let loaded = match (stage.plugin.manifest.kind, stage.isolation) {
+        (curator_core::PluginKind::Native, _) => Loaded::Native,
+        (_, curator_core::Isolation::Process) => Loaded::WasmWorker {
+            from_cache: crate::worker::compile_wasm(&stage.plugin.path, stage.plugin.manifest.clone(), runtime.cache_dir().map(Into::into))?
+                .from_cache,
+        },
+        _ => Loaded::Wasm(Box::new(runtime.load(&stage.plugin.path, stage.plugin.manifest.clone())?)),
+    };
+    let at = Placement { k: 0, gpu: stage.gpu.first().cloned() };
+    start_instance(stage, &loaded, &crate::os::allowed_cpus(), runtime.cache_dir(), &at)?.teardown();
+    Ok(())
+}
+
+/// Start an instance of stage `i` for a worker of this run.
+pub(crate) fn instantiate(ctx: &Ctx, i: usize, at: &Placement) -> Result<Instance, RunError> {
+    let stage = &ctx.plan.stages[i];
+    start_instance(stage, &ctx.compiled[i], &ctx.allowed_cpus, ctx.cache_dir.as_deref(), at).map_err(|e| RunError::start(stage, e))
 }
 
 /// Leak detection: an instance whose linear memory grew in `LEAK_GROWTHS` of the last
@@ -108,8 +102,13 @@ pub(crate) fn instantiate(ctx: &Ctx, i: usize, at: &Placement) -> Result<Instanc
 const LEAK_WINDOW: usize = 10;
 const LEAK_GROWTHS: usize = 8;
 
-pub(crate) fn limits(stage: &PlannedStage) -> InstanceLimits {
-    InstanceLimits { memory_mb: stage.resources.memory_mb_or_default(), timeout: stage.timeout, grants: stage.grants.clone() }
+/// The sandbox limits of a WASM instance of `stage`.
+pub(crate) fn instance_limits(stage: &PlannedStage) -> InstanceLimits {
+    InstanceLimits {
+        memory_mb: stage.memory.guest_cap_mb.unwrap_or(stage.memory.reserved_mb),
+        timeout: stage.timeout,
+        grants: stage.grants.clone(),
+    }
 }
 
 /// The workers of one stage.
@@ -332,47 +331,11 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
     leave(at, retired);
 }
 
-/// One call of a stage on one batch.
-fn call_stage(inst: &mut Instance, stage: &PlannedStage, batch: &RecordBatch) -> Result<RecordBatch, StageFailure> {
-    match inst {
-        Instance::Wasm(inst) => {
-            let input = columns::to_wit(
-                &columns::with_meta_fields(batch, &stage.plugin.manifest.input_columns),
-                &stage.plugin.manifest.input_columns,
-            );
-            let out = inst.process(&input)?;
-            Ok(columns::apply_output(batch, out)?)
-        }
-        Instance::Native(w) => {
-            let wanted = &stage.plugin.manifest.input_columns;
-            let (kind, out) = w.process(&columns::project(&columns::with_meta_fields(batch, wanted), wanted))?;
-            Ok(crate::native::apply_output(batch, kind, out)?)
-        }
-    }
-}
-
 /// Inputs and outputs of successful calls; inputs and errors of failed ones.
 #[derive(Default)]
 struct Calls {
     ok: Vec<(RecordBatch, RecordBatch)>,
     failed: Vec<(RecordBatch, StageFailure)>,
-}
-
-/// After this failure the instance is gone or in an unknown state: replace it.
-fn lost_instance(err: &StageFailure) -> bool {
-    match err {
-        StageFailure::Wasm(e) => matches!(e, WasmError::Timeout(_) | WasmError::OutOfMemory { .. } | WasmError::Trap { .. }),
-        StageFailure::Native(e) => e.lost_worker(),
-        StageFailure::Output(_) => false,
-    }
-}
-
-/// The batch did not fit: retry it in halves.
-fn out_of_memory(err: &StageFailure) -> bool {
-    matches!(
-        err,
-        StageFailure::Wasm(WasmError::OutOfMemory { .. }) | StageFailure::Native(NativeError::OutOfMemory(_) | NativeError::Watchdog(_))
-    )
 }
 
 /// Run a stage on `batch` with retries; a batch that runs out of memory is split in half and
@@ -387,31 +350,34 @@ fn call_resilient(
     calls: &mut Calls,
 ) -> Result<(), RunError> {
     let stage = &ctx.plan.stages[i];
+    let wanted = &stage.plugin.manifest.input_columns;
     let mut tries = 0;
     loop {
-        let err = match call_stage(slot, stage, &batch) {
+        let cpu0 = crate::os::thread_cpu_time();
+        let result = crate::stage::call_and_apply(slot.as_mut(), &batch, wanted);
+        let cpu = slot.last_call_cpu().unwrap_or_else(|| crate::os::thread_cpu_time().saturating_sub(cpu0));
+        ctx.metrics.stages[i].cpu_ns.fetch_add(cpu.as_nanos() as u64, Ordering::Relaxed);
+        let err = match result {
             Ok(b) => {
                 calls.ok.push((batch, b));
                 return Ok(());
             }
             Err(e) => e,
         };
-        if lost_instance(&err) {
-            if let StageFailure::Native(e) = &err {
-                tracing::warn!(stage = %stage.label, "a worker process was lost: {e}; starting a new one");
-            }
+        if err.instance_lost() {
+            tracing::warn!(stage = %stage.label, "an instance was lost: {err}; starting a new one");
             let old = std::mem::replace(slot, instantiate(ctx, i, at)?);
             old.teardown();
         }
         let n = batch.num_rows();
-        if out_of_memory(&err) && n > 1 {
+        if err.class() == FailureClass::OutOfMemory && n > 1 {
             tracing::warn!(stage = %stage.label, "a batch of {n} documents ran out of memory; retrying it as two halves");
             let half = n / 2;
             call_resilient(ctx, i, slot, at, batch.slice(0, half), attempts, calls)?;
             return call_resilient(ctx, i, slot, at, batch.slice(half, n - half), attempts, calls);
         }
         tries += 1;
-        if tries < attempts {
+        if tries < attempts && err.class() != FailureClass::Fatal {
             tracing::warn!(stage = %stage.label, "attempt {tries} of {attempts} failed: {err}; retrying");
             continue;
         }
@@ -487,7 +453,7 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement
                 meta.first_row = a;
                 meta.num_rows = b - a;
             }
-            return Err(stage_error(stage, &meta, err));
+            return Err(RunError::stage(stage, &meta, err));
         }
         failed_docs += part.num_rows() as u64;
         task.dead.push(DeadLetter {
@@ -500,9 +466,8 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement
             ids,
         });
     }
-    let schema_error = |e: arrow_schema::ArrowError| {
-        stage_error(stage, &task.meta, StageFailure::Output(InvalidOutput(format!("chunks disagree on schema: {e}"))))
-    };
+    let schema_error =
+        |e: arrow_schema::ArrowError| RunError::stage(stage, &task.meta, StageFailure::InvalidOutput(format!("chunks disagree on schema: {e}")));
     let outputs: Vec<RecordBatch> = calls.ok.iter().map(|(_, o)| o.clone()).collect();
     let out = concat(&outputs, &batch).map_err(schema_error)?;
     for &(b, kind) in &ctx.branches_of[i] {

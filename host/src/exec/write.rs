@@ -1,7 +1,9 @@
 //! Sinks: writer threads, each owning the partitions routed to it. A partition's batches are
 //! written in their order (several partitions may be open at once), its file committed when
 //! the last batch is written, then its branch files, its dead letters, then a journal line
-//! (so a killed run resumes after it).
+//! (so a killed run resumes after it). A file is only created for a partition that has
+//! documents for it: a partition that produces nothing writes nothing, and its journal line
+//! says `documents: 0` (the output manifest lists only files that exist).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -16,7 +18,7 @@ use crate::io::jsonl::JsonlWriter;
 use crate::io::parquet::ParquetWriter;
 use crate::io::writer::{OutputWriter, RecordWriter, WrittenFile};
 use crate::io::{IoError, Loc};
-use crate::plan::{Journal, JournalEntry};
+use crate::io::journal::{Journal, JournalEntry};
 
 use super::spill::SpillDir;
 use super::{Ctx, DeadLetter, RunError, Task};
@@ -36,8 +38,9 @@ fn open_writer(sink: &SinkSpec, loc: &Loc, text_field: &str) -> Result<Box<dyn O
 }
 
 struct OpenOutput {
-    main: Box<dyn OutputWriter>,
-    branches: Vec<Box<dyn OutputWriter>>,
+    /// Opened at the partition's first document.
+    main: Option<Box<dyn OutputWriter>>,
+    branches: Vec<Option<Box<dyn OutputWriter>>>,
     next_seq: u64,
     early: BTreeMap<u64, Task>,
     dead: Vec<DeadLetter>,
@@ -84,25 +87,36 @@ fn write_task(
     let partition = &plan.partitions[pi];
     let out = match open.entry(pi) {
         std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-        std::collections::btree_map::Entry::Vacant(e) => {
-            let main = open_writer(&plan.spec.sink, &partition.output, text_field)?;
-            let mut branches = Vec::with_capacity(plan.branches.len());
-            for b in &plan.branches {
-                branches.push(open_writer(&b.sink, &b.outputs[pi].1, text_field)?);
-            }
-            e.insert(OpenOutput { main, branches, next_seq: 0, early: BTreeMap::new(), dead: Vec::new() })
-        }
+        std::collections::btree_map::Entry::Vacant(e) => e.insert(OpenOutput {
+            main: None,
+            branches: plan.branches.iter().map(|_| None).collect(),
+            next_seq: 0,
+            early: BTreeMap::new(),
+            dead: Vec::new(),
+        }),
     };
     out.early.insert(task.meta.seq, task);
     let mut finished = false;
     while let Some(t) = out.early.remove(&out.next_seq) {
         out.next_seq += 1;
         if t.batch.num_rows() > 0 {
-            out.main.write_batch(&t.batch)?;
+            if out.main.is_none() {
+                out.main = Some(open_writer(&plan.spec.sink, &partition.output, text_field)?);
+            }
+            if let Some(w) = out.main.as_mut() {
+                w.write_batch(&t.batch)?;
+            }
         }
         for (b, side) in &t.side {
             if side.num_rows() > 0 {
-                out.branches[*b].write_batch(side)?;
+                let slot = &mut out.branches[*b];
+                if slot.is_none() {
+                    let br = &plan.branches[*b];
+                    *slot = Some(open_writer(&br.sink, &br.outputs[pi].1, text_field)?);
+                }
+                if let Some(w) = slot.as_mut() {
+                    w.write_batch(side)?;
+                }
             }
         }
         out.dead.extend(t.dead);
@@ -113,17 +127,20 @@ fn write_task(
     }
     let Some(o) = open.remove(&pi) else { return Ok(()) };
     let sources = plan.sources(partition);
-    let c = o.main.finish()?;
+    let finish = |w: Option<Box<dyn OutputWriter>>, path: &str| -> Result<WrittenFile, RunError> {
+        let (documents, bytes, sha256) = match w {
+            Some(w) => {
+                let c = w.finish()?;
+                (c.documents, c.bytes, c.sha256)
+            }
+            None => (0, 0, String::new()),
+        };
+        Ok(WrittenFile { path: path.to_string(), documents, bytes, sha256, sources: sources.clone() })
+    };
+    let main = finish(o.main, &partition.output_rel)?;
     let mut branch_files = Vec::with_capacity(o.branches.len());
     for (w, b) in o.branches.into_iter().zip(&plan.branches) {
-        let bc = w.finish()?;
-        branch_files.push(WrittenFile {
-            path: b.outputs[pi].0.clone(),
-            documents: bc.documents,
-            bytes: bc.bytes,
-            sha256: bc.sha256,
-            sources: sources.clone(),
-        });
+        branch_files.push(finish(w, &b.outputs[pi].0)?);
     }
     if !o.dead.is_empty() {
         let target = plan.output_dir.join(&format!("_dead_letter/{}.jsonl", partition.output_rel));
@@ -139,12 +156,9 @@ fn write_task(
             target.display()
         );
     }
-    written.docs_out += c.documents;
-    ctx.metrics.docs_written.fetch_add(c.documents, Ordering::Relaxed);
-    let entry = JournalEntry {
-        file: WrittenFile { path: partition.output_rel.clone(), documents: c.documents, bytes: c.bytes, sha256: c.sha256, sources },
-        branches: branch_files,
-    };
+    written.docs_out += main.documents;
+    ctx.metrics.docs_written.fetch_add(main.documents, Ordering::Relaxed);
+    let entry = JournalEntry { file: main, branches: branch_files };
     if let Ok(mut j) = journal.lock()
         && let Some(j) = j.as_mut()
     {

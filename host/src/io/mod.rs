@@ -1,6 +1,7 @@
 //! Readers and writers: JSONL (plain, gzip, zstd) and Parquet, on local disk or in an
 //! object store ([`storage::Loc`]). Bad input is quarantined ([`Reject`]) unless strict.
 
+pub mod journal;
 pub mod jsonl;
 pub mod parquet;
 pub mod storage;

@@ -22,6 +22,13 @@ pub struct WrittenFile {
     pub sources: Vec<String>,
 }
 
+impl WrittenFile {
+    /// A partition that produced nothing: no file was written for it.
+    pub fn is_empty(&self) -> bool {
+        self.documents == 0 && self.bytes == 0
+    }
+}
+
 /// Writes one partition's documents.
 pub trait OutputWriter: Send {
     fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError>;

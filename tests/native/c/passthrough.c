@@ -13,9 +13,12 @@
 #define PROBE_ABI_MAJOR CURATOR_ABI_MAJOR
 #endif
 
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
 static const char MANIFEST[] =
     "{\"name\":\"c_passthrough\",\"version\":\"0.1.0\",\"kind\":\"native\","
-    "\"abi\":{\"major\":0,\"minor\":1},\"resources\":{\"cpus\":1.0},"
+    "\"abi\":{\"major\":" STR(CURATOR_ABI_MAJOR) ",\"minor\":" STR(CURATOR_ABI_MINOR) "},\"resources\":{\"cpus\":1.0},"
     "\"input_columns\":[\"text\"],\"output_columns\":[\"text\",\"seen_ptr\"],"
     "\"params_schema\":{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{}}}";
 
@@ -105,7 +108,7 @@ static int32_t process(void *state, struct ArrowArray *in, struct ArrowSchema *i
     sp->ptr = (struct ArrowSchema){"l", "seen_ptr", NULL, ARROW_FLAG_NULLABLE, 0, NULL, NULL, release_ptr_schema, NULL};
     sp->children[0] = &sp->text;
     sp->children[1] = &sp->ptr;
-    *out_schema = (struct ArrowSchema){"+s", "columns", NULL, 0, 2, sp->children, NULL, release_out_schema, sp};
+    *out_schema = (struct ArrowSchema){"+s", CURATOR_OUTPUT_COLUMNS, NULL, 0, 2, sp->children, NULL, release_out_schema, sp};
 
     in->release(in);
     in_schema->release(in_schema);
@@ -113,7 +116,7 @@ static int32_t process(void *state, struct ArrowArray *in, struct ArrowSchema *i
 }
 
 static const CuratorStageVTable VTABLE = {
-    PROBE_ABI_MAJOR, CURATOR_ABI_MINOR, MANIFEST, create, process, destroy, free_error,
+    PROBE_ABI_MAJOR, CURATOR_ABI_MINOR, sizeof(CuratorStageVTable), 0, MANIFEST, create, process, destroy, free_error,
 };
 
 const CuratorStageVTable *curator_stage_entry(void) { return &VTABLE; }

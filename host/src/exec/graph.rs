@@ -1,0 +1,221 @@
+//! One scheduling step: sources, one pool of workers per stage, sinks, bounded queues between
+//! them, and (streaming, several stages) the autoscaler. `run.rs` calls it once (streaming)
+//! or once per stage (batch mode, through spill directories).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crossbeam_channel::bounded;
+
+use curator_core::pipeline::ExecutionMode;
+use curator_core::scaling::{Capacity, StageLoad, allocate};
+
+use super::autoscale::{autoscaler, load, record_scaling};
+use super::spill::SpillDir;
+use super::stage::Pool;
+use super::summary::ScaleEvent;
+use super::write::{self, Written};
+use super::{Ctx, Outlet, RunError, Task, read};
+use crate::io::journal::Journal;
+
+/// Where the tasks of one scheduling step come from and go to.
+pub(crate) enum Source<'a> {
+    Read,
+    Spill(&'a SpillDir),
+}
+
+pub(crate) enum Sink<'a> {
+    Write(&'a Mutex<Option<Journal>>),
+    Spill(&'a SpillDir),
+}
+
+/// Run `stages` (indices into the plan) from `source` to `sink`: sources, one pool per
+/// stage, sinks, bounded queues between them, and (streaming, several stages) the autoscaler.
+pub(crate) fn run_graph(
+    ctx: &Arc<Ctx>,
+    source: Source,
+    stages: &[usize],
+    sink: Sink,
+    capacity: &Capacity,
+    t0: Instant,
+    scaling: &mut Vec<ScaleEvent>,
+) -> Result<((u64, u64), Written), RunError> {
+    let plan = &ctx.plan;
+    let cores = capacity.cpus.ceil().max(1.0) as usize;
+    let parallel_parts = plan.partitions.len().max(1);
+    let sinks = cores.min(parallel_parts).max(1);
+    let mut sink_txs = Vec::with_capacity(sinks);
+    let mut sink_rxs = Vec::with_capacity(sinks);
+    for _ in 0..sinks {
+        let (tx, rx) = bounded::<Task>(ctx.queue_capacity);
+        sink_txs.push(tx);
+        sink_rxs.push(rx);
+    }
+    // Pools from the last stage back, each sending to the next one's queue.
+    let mut next = Outlet::Sinks(sink_txs);
+    let mut pools: Vec<Arc<Pool>> = Vec::with_capacity(stages.len());
+    for &i in stages.iter().rev() {
+        let (tx, rx) = bounded::<Task>(ctx.queue_capacity);
+        pools.push(Pool::new(i, plan.stages[i].fixed_workers(), rx, next));
+        next = Outlet::Stage(i, tx);
+    }
+    pools.reverse();
+    let first = next;
+
+    // Every worker sets up its instance before any data is read.
+    let loads: Vec<StageLoad> = stages.iter().map(|&i| load(&plan.stages[i], None)).collect();
+    let counts = allocate(capacity, &loads, plan.spec.execution.max_workers_per_stage);
+    record_scaling(ctx, scaling, t0, &pools, &counts, "initial allocation");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let mut expected = 0;
+    for (pool, n) in pools.iter().zip(&counts) {
+        expected += pool.scale_to(ctx, *n, Some(&ready_tx));
+    }
+    drop(ready_tx);
+    let mut startup_error = None;
+    for _ in 0..expected {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                startup_error.get_or_insert(e);
+            }
+            Err(_) => {
+                startup_error.get_or_insert(RunError::Panic("a worker exited during setup".into()));
+            }
+        }
+    }
+    if let Some(e) = startup_error {
+        // Nothing has been read: close every pool (the workers that did start see their
+        // input close and leave) and report the first error.
+        ctx.fail(e);
+        for p in &pools {
+            p.close();
+        }
+        drop(first);
+        drop(sink_rxs);
+        for p in &pools {
+            p.join();
+        }
+        return Err(ctx.take_failure().unwrap_or_else(|| RunError::Panic("a worker failed to start".into())));
+    }
+
+    let next_item = AtomicUsize::new(0);
+    let spilled = match &source {
+        Source::Spill(dir) => match dir.list() {
+            Ok(files) => files,
+            Err(e) => {
+                ctx.fail(e.into());
+                Vec::new()
+            }
+        },
+        Source::Read => Vec::new(),
+    };
+    let stop_scaler = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let mut sink_handles = Vec::new();
+        for (k, rx) in sink_rxs.into_iter().enumerate() {
+            let ctx = &**ctx;
+            let h = match &sink {
+                Sink::Write(journal) => std::thread::Builder::new()
+                    .name(format!("curator-writer-{k}"))
+                    .spawn_scoped(scope, move || write::write_loop(ctx, rx, journal)),
+                Sink::Spill(dir) => std::thread::Builder::new()
+                    .name(format!("curator-spill-{k}"))
+                    .spawn_scoped(scope, move || write::spill_loop(ctx, rx, dir)),
+            };
+            match h {
+                Ok(h) => sink_handles.push(h),
+                Err(e) => ctx.fail(RunError::Panic(format!("cannot start a writer: {e}"))),
+            }
+        }
+        // Partitions are independent: several readers take them in turn. A `limit` needs the
+        // documents in input order, so it reads with one.
+        let readers = if plan.spec.source.limit.is_some() { 1 } else { cores.min(parallel_parts).max(1) };
+        let mut source_handles = Vec::new();
+        for r in 0..readers {
+            let (ctx, out, next_item, spilled) = (&**ctx, first.clone(), &next_item, &spilled);
+            let h = match &source {
+                Source::Read => std::thread::Builder::new().name(format!("curator-reader-{r}")).spawn_scoped(scope, move || {
+                    read::read_partitions(ctx, next_item, out).unwrap_or_else(|e| {
+                        ctx.fail_source(e);
+                        (0, 0)
+                    })
+                }),
+                Source::Spill(dir) => std::thread::Builder::new().name(format!("curator-unspill-{r}")).spawn_scoped(scope, move || {
+                    loop {
+                        let i = next_item.fetch_add(1, Ordering::Relaxed);
+                        let Some(path) = spilled.get(i) else { break };
+                        if ctx.sources_stopped() {
+                            break;
+                        }
+                        match dir.read(path) {
+                            Ok(task) => {
+                                if out.send(task, &ctx.metrics).is_err() {
+                                    break;
+                                }
+                            }
+                            Err(e) => {
+                                ctx.fail_source(e.into());
+                                break;
+                            }
+                        }
+                    }
+                    (0, 0)
+                }),
+            };
+            match h {
+                Ok(h) => source_handles.push(h),
+                Err(e) => ctx.fail(RunError::Panic(format!("cannot start a reader: {e}"))),
+            }
+        }
+        drop(first);
+
+        let autoscale =
+            plan.spec.execution.execution_mode == ExecutionMode::Streaming && pools.iter().filter(|p| p.fixed.is_none()).count() > 1;
+        let scaler = autoscale
+            .then(|| {
+                let (pools, stop) = (&pools, &stop_scaler);
+                std::thread::Builder::new()
+                    .name("curator-autoscaler".into())
+                    .spawn_scoped(scope, move || autoscaler(ctx, pools, capacity, t0, stop))
+                    .ok()
+            })
+            .flatten();
+
+        let mut read: (u64, u64) = (0, 0);
+        for h in source_handles {
+            match h.join() {
+                Ok((a, b)) => {
+                    read.0 += a;
+                    read.1 += b;
+                }
+                Err(_) => ctx.fail(RunError::Panic("a reader thread panicked".into())),
+            }
+        }
+        let mut written = Written::default();
+        for h in sink_handles {
+            match h.join() {
+                Ok(w) => {
+                    written.entries.extend(w.entries);
+                    written.docs_out += w.docs_out;
+                }
+                Err(_) => ctx.fail(RunError::Panic("a writer thread panicked".into())),
+            }
+        }
+        stop_scaler.store(true, Ordering::Relaxed);
+        if let Some(h) = scaler
+            && let Ok(events) = h.join()
+        {
+            scaling.extend(events);
+        }
+        for p in &pools {
+            p.join();
+        }
+        match ctx.take_failure() {
+            Some(e) => Err(e),
+            None => Ok((read, written)),
+        }
+    })
+}
+

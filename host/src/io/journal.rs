@@ -1,0 +1,90 @@
+//! The journal of a run: one line per committed partition, so that a killed run resumes
+//! without loss or duplication; and the removal of temp files that killed runs left.
+
+use std::path::{Path, PathBuf};
+
+use super::writer::WrittenFile;
+use super::{IoError, Loc};
+
+/// One line of the journal: a partition's committed main output and its branch outputs
+/// (in the order of `Plan::branches`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct JournalEntry {
+    #[serde(flatten)]
+    pub file: WrittenFile,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<WrittenFile>,
+}
+
+/// The journal of finished partitions, `_journal.jsonl` in a local output directory: one
+/// line per committed output file, synced to disk before the next partition is reported
+/// done. A run that is killed resumes from it; a run that finishes replaces it with the
+/// output manifest.
+pub struct Journal {
+    /// Opened (and created) at the first record: a run that commits nothing leaves none.
+    file: Option<std::fs::File>,
+    path: PathBuf,
+}
+
+impl Journal {
+    pub const NAME: &'static str = "_journal.jsonl";
+
+    /// Entries of the journal in `dir`; `None` when there is no journal (no run was
+    /// interrupted there after committing a partition, or it is an object store). A torn last
+    /// line (a kill mid-write) is ignored.
+    pub fn load(dir: &Loc) -> Option<Vec<JournalEntry>> {
+        let Loc::Local(d) = dir else { return None };
+        let text = std::fs::read_to_string(d.join(Self::NAME)).ok()?;
+        Some(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    }
+
+    /// The journal of a local output directory (`None` for object stores). Nothing is
+    /// created until the first entry is recorded.
+    pub fn open_for_append(dir: &Loc) -> Result<Option<Journal>, IoError> {
+        let Loc::Local(d) = dir else { return Ok(None) };
+        Ok(Some(Journal { file: None, path: d.join(Self::NAME) }))
+    }
+
+    /// Record a committed output file durably.
+    pub fn record(&mut self, f: &JournalEntry) -> Result<(), IoError> {
+        use std::io::Write;
+        let err = |source: std::io::Error| IoError::Write { path: self.path.display().to_string(), source };
+        let mut line = serde_json::to_vec(f).map_err(|e| err(e.into()))?;
+        line.push(b'\n');
+        if self.file.is_none() {
+            if let Some(d) = self.path.parent() {
+                std::fs::create_dir_all(d).map_err(err)?;
+            }
+            self.file = Some(std::fs::OpenOptions::new().create(true).append(true).open(&self.path).map_err(err)?);
+        }
+        let Some(file) = self.file.as_mut() else { return Ok(()) };
+        file.write_all(&line).and_then(|_| file.sync_data()).map_err(err)
+    }
+
+    pub fn remove(dir: &Loc) {
+        if let Loc::Local(d) = dir {
+            let _ = std::fs::remove_file(d.join(Self::NAME));
+        }
+    }
+}
+
+/// Remove temp files that killed runs left in a local output directory (`.<name>.tmp-<pid>-…`
+/// of processes other than this one).
+pub fn remove_stale_spools(dir: &Loc) {
+    fn walk(d: &Path, ours: &str) {
+        let Ok(entries) = std::fs::read_dir(d) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                walk(&p, ours);
+            } else if name.starts_with('.') && name.contains(".tmp-") && !name.contains(ours) {
+                let _ = std::fs::remove_file(&p);
+            }
+        }
+    }
+    if let Loc::Local(d) = dir {
+        walk(d, &format!(".tmp-{}-", std::process::id()));
+    }
+}
+

@@ -1,0 +1,180 @@
+//! What the operating system tells and does for the executor: usable cores and memory
+//! (affinity, cgroup v2), resident memory of this process and of its workers, CPU pinning,
+//! process exit statuses and signals. Linux first; elsewhere the probes answer what they can.
+
+use std::time::Duration;
+
+/// Usable cores: affinity and cgroup quota aware (std's `available_parallelism`).
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Memory the machine can give workers, MiB: `MemAvailable`, capped by a cgroup v2 limit.
+pub fn available_memory_mb() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let avail_kb: u64 = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    let mut mb = avail_kb / 1024;
+    if let Ok(limit) = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        && let Ok(bytes) = limit.trim().parse::<u64>()
+    {
+        let used = std::fs::read_to_string("/sys/fs/cgroup/memory.current").ok().and_then(|u| u.trim().parse::<u64>().ok()).unwrap_or(0);
+        mb = mb.min(bytes.saturating_sub(used) >> 20);
+    }
+    Some(mb)
+}
+
+/// A `VmXXX:` line of `/proc/<pid>/status`, in KiB.
+fn status_kb(pid: &str, key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines().find(|l| l.starts_with(key))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Resident memory of process `pid`, bytes (`None`: it is gone).
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    status_kb(&pid.to_string(), "VmRSS:").map(|kb| kb << 10)
+}
+
+/// Resident memory of this process, bytes.
+pub fn own_rss_bytes() -> u64 {
+    status_kb("self", "VmRSS:").map(|kb| kb << 10).unwrap_or(0)
+}
+
+/// Peak resident memory of this process alone (VmHWM), bytes.
+pub fn own_peak_rss_bytes() -> u64 {
+    status_kb("self", "VmHWM:").map(|kb| kb << 10).unwrap_or(0)
+}
+
+/// Resident memory of this process and every process it started (worker processes), bytes:
+/// the children listed by `/proc/self/task/*/children`, followed down. Shared pages (the
+/// workers' batch arenas) are counted once per process that maps them, as `ps` does.
+pub fn tree_rss_bytes() -> u64 {
+    let mut total = own_rss_bytes();
+    let mut stack = children_of("self");
+    let mut seen = std::collections::HashSet::new();
+    while let Some(pid) = stack.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        total += rss_bytes(pid).unwrap_or(0);
+        stack.extend(children_of(&pid.to_string()));
+    }
+    total
+}
+
+fn children_of(pid: &str) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    out
+}
+
+/// CPUs this process may run on (its affinity mask), in order.
+pub fn allowed_cpus() -> Vec<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t filled by sched_getaffinity for this process.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+                return (0..libc::CPU_SETSIZE as usize).filter(|c| libc::CPU_ISSET(*c, &set)).collect();
+            }
+        }
+    }
+    (0..available_cores()).collect()
+}
+
+/// Pin this process to `cpus` (Linux; elsewhere nothing).
+pub fn set_affinity(cpus: &[usize]) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t filled with CPU_SET, applied to this process.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in cpus {
+                libc::CPU_SET(c, &mut set);
+            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpus;
+}
+
+/// Let glibc reuse large freed blocks instead of returning them to the OS each time: every
+/// batch allocates buffers of about the batch's size, and faulting fresh pages in for each
+/// one costs more than copying the data (glibc's default hands blocks of 32 MB+ back).
+pub fn keep_large_allocations() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only tunes the allocator.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+    }
+}
+
+/// Stop process `pid` now (SIGKILL).
+pub fn kill(pid: u32) {
+    // SAFETY: sending a signal to a process id; at worst it is gone (ESRCH).
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+}
+
+/// How a process ended, in words: `exit code 3`, `killed by SIGSEGV (11)`.
+pub fn describe_status(status: std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            let name = match sig {
+                libc::SIGSEGV => "SIGSEGV",
+                libc::SIGABRT => "SIGABRT",
+                libc::SIGKILL => "SIGKILL",
+                libc::SIGBUS => "SIGBUS",
+                libc::SIGFPE => "SIGFPE",
+                libc::SIGILL => "SIGILL",
+                _ => "signal",
+            };
+            return format!("killed by {name} ({sig})");
+        }
+    }
+    match status.code() {
+        Some(c) => format!("exit code {c}"),
+        None => "unknown status".into(),
+    }
+}
+
+/// CPU time the calling thread has used, user + system.
+pub fn thread_cpu_time() -> Duration {
+    // SAFETY: clock_gettime into a zeroed timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_answer_on_this_machine() {
+        assert!(available_cores() >= 1);
+        assert!(!allowed_cpus().is_empty());
+        if cfg!(target_os = "linux") {
+            assert!(own_rss_bytes() > 0);
+            assert!(own_peak_rss_bytes() >= own_rss_bytes() / 2);
+            // A child's memory counts in the tree.
+            let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(tree_rss_bytes() > own_rss_bytes());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

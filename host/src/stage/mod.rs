@@ -1,0 +1,48 @@
+//! The stage-call seam: what the executor, `bench` and the tests see of a stage instance,
+//! whatever runs it.
+//!
+//! ```text
+//!             ┌─ wasm::StageInstance      a WASM component in this process (epoch deadline)
+//! StageCall ──┼─ worker::WorkerProcess    a `curator-host worker` process (native or WASM)
+//!             └─ worker::ffi::NativeInstance  a native library in this process (bench, tests)
+//! ```
+//!
+//! Every back-end answers a batch with a [`StageOutput`] and fails with a [`StageFailure`];
+//! [`StageOutput::apply`] is the one place where an answer is checked and applied, and
+//! [`StageFailure::class`] the one place that decides retry, split, replace or give up.
+
+mod failure;
+pub mod input;
+mod output;
+pub mod wit;
+
+use arrow_array::RecordBatch;
+
+pub use failure::{FailureClass, StageFailure};
+pub use input::stage_input;
+pub use output::{Keep, OutputKind, StageOutput, columns_of};
+
+/// One instance of a stage, ready for batches.
+pub trait StageCall: Send {
+    /// Process one batch: `input` holds exactly the columns the stage's manifest asks for
+    /// ([`stage_input`]). The output is not yet checked: see [`StageOutput::apply`].
+    fn call(&mut self, input: &RecordBatch) -> Result<StageOutput, StageFailure>;
+
+    /// Memory the instance holds, in bytes (linear memory, or a worker's resident memory):
+    /// what leak detection watches.
+    fn memory_bytes(&self) -> usize;
+
+    /// CPU time the last call used where this thread cannot see it (a worker process says
+    /// how long its call took on its CPU); `None`: measure this thread.
+    fn last_call_cpu(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// Let the stage clean up, then drop the instance.
+    fn teardown(self: Box<Self>);
+}
+
+/// Run `inst` on `batch` for a stage reading `wanted`, and apply its checked output.
+pub fn call_and_apply(inst: &mut dyn StageCall, batch: &RecordBatch, wanted: &[String]) -> Result<RecordBatch, StageFailure> {
+    inst.call(&stage_input(batch, wanted))?.apply(batch)
+}
