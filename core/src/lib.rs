@@ -14,7 +14,8 @@ pub mod scaling;
 pub mod task;
 
 pub use manifest::{
-    ABI_MAJOR, ABI_MINOR, Abi, DirectoryRequest, abi_compatible, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, WIT_PACKAGE,
+    ABI_MAJOR, ABI_MINOR, Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, WIT_PACKAGE,
+    abi_compatible,
 };
 pub use params::{ParamError, validate_params};
 pub use pipeline::{Isolation, PipelineSpec, SinkSpec, SourceSpec, SpecError, SpecErrors, StageSpec};

@@ -194,7 +194,10 @@ mod tests {
         }
         assert_eq!(memory_budget(&none, Runs::NativeWorker).process_mb, Some(DEFAULT_NATIVE_MEMORY_MB));
         let set = Resources { memory_mb: Some(100), ..Resources::default() };
-        assert_eq!(memory_budget(&set, Runs::WasmWorker), MemoryBudget { reserved_mb: 612, guest_cap_mb: Some(100), process_mb: Some(612) });
+        assert_eq!(
+            memory_budget(&set, Runs::WasmWorker),
+            MemoryBudget { reserved_mb: 612, guest_cap_mb: Some(100), process_mb: Some(612) }
+        );
     }
 
     fn r(cpus: f64, gpus: Option<f64>, gpu_memory_gb: Option<f64>) -> Resources {

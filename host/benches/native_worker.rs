@@ -88,7 +88,8 @@ fn main() {
         let path = dir.join(file);
         let lib = Library::load(&path).unwrap();
         let mut inst = lib.create(&params.to_string(), &Default::default()).unwrap();
-        let mut worker = WorkerProcess::spawn(&lib.manifest.name, &path, WorkerPlugin::Native, &params, &Default::default(), &limits).unwrap();
+        let mut worker =
+            WorkerProcess::spawn(&lib.manifest.name, &path, WorkerPlugin::Native, &params, &Default::default(), &limits).unwrap();
         for (label, b, reps) in [("10 MB (2,500 docs)", &big, 15), ("1 row", &one, 2000)] {
             // Both sides do the same: call, then apply the checked answer to the batch.
             let inproc = best(reps, || {

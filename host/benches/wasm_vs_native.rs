@@ -92,8 +92,7 @@ fn main() {
     let mut native = NativeStage::new::<word_count_filter::WordCountFilter>(&params.to_string()).expect("native");
 
     // Both sides must agree before we time anything.
-    let wasm_kept =
-        apply(&rb, inst.process(&columns::to_wit(&rb, &["text".into()])).expect("wasm")).num_rows();
+    let wasm_kept = apply(&rb, inst.process(&columns::to_wit(&rb, &["text".into()])).expect("wasm")).num_rows();
     let native_kept = match native.process(sdk_batch(&docs)).expect("native") {
         curator_sdk::Output::Selection(s) => s.len(),
         _ => unreachable!("a filter returns a selection"),

@@ -8,7 +8,9 @@ use std::time::Duration;
 use curator_core::partition::{Extent, FileInfo, Part, PartitionBy, Splittable, partition};
 use curator_core::pipeline::{DEFAULT_MAX_LINE_BYTES, DEFAULT_TIMEOUT_S, Format, WriteMode};
 use curator_core::placement::{Assignment, GpuRequest, GpuStage};
-use curator_core::{Isolation, MemoryBudget, PipelineSpec, PluginKind, Resources, Runs, SinkSpec, SpecError, memory_budget, validate_params};
+use curator_core::{
+    Isolation, MemoryBudget, PipelineSpec, PluginKind, Resources, Runs, SinkSpec, SpecError, memory_budget, validate_params,
+};
 
 use crate::io::journal::Journal;
 use crate::io::writer::{OutputManifest, WrittenFile};
@@ -340,7 +342,9 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
             }
             if let Err(e) = crate::exec::check_setup(st, runtime) {
                 let (path, message) = match e {
-                    crate::stage::StageFailure::InvalidParams(m) => ("params", format!("plugin {:?} rejected its params: {m}", st.plugin.manifest.name)),
+                    crate::stage::StageFailure::InvalidParams(m) => {
+                        ("params", format!("plugin {:?} rejected its params: {m}", st.plugin.manifest.name))
+                    }
                     e => ("plugin", format!("plugin {:?} cannot start: {e}", st.plugin.manifest.name)),
                 };
                 errors.push(SpecError::new(label, format!("stages[{}].{path}", st.index), message));
@@ -433,7 +437,9 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         }
         let mut output = output_dir.join(&output_rel);
         let sources: Vec<String> = p.parts.iter().map(|part| describe(&inputs, part)).collect();
-        if let Some(done) = journal.iter().find(|j| j.file.sources == sources && (j.file.is_empty() || output_dir.join(&j.file.path).exists())) {
+        if let Some(done) =
+            journal.iter().find(|j| j.file.sources == sources && (j.file.is_empty() || output_dir.join(&j.file.path).exists()))
+        {
             resumed.push(done.file.clone());
             resumed_branches.push(done.branches.clone());
             taken.insert(done.file.path.clone());

@@ -313,11 +313,9 @@ impl CompiledPlugin {
         wasi.stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
         for g in &limits.grants {
             let perms = if g.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
-            wasi.preopened_dir(&g.host_path, format!("/{}", g.name), perms).map_err(|e| StageFailure::from(WasmError::Grant {
-                name: g.name.clone(),
-                path: g.host_path.clone(),
-                message: e.to_string(),
-            }))?;
+            wasi.preopened_dir(&g.host_path, format!("/{}", g.name), perms).map_err(|e| {
+                StageFailure::from(WasmError::Grant { name: g.name.clone(), path: g.host_path.clone(), message: e.to_string() })
+            })?;
         }
         let cap_bytes = usize::try_from(limits.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         let state = HostState {

@@ -52,7 +52,8 @@ fn the_vtable_layout_matches_the_header() {
     // abi_major, abi_minor, struct_size, reserved, then five pointers.
     let expected = 4 * 4 + 5 * std::mem::size_of::<usize>();
     assert_eq!(std::mem::size_of::<curator_sdk::abi::StageVTable>(), expected);
-    let order: Vec<&str> = ["abi_major", "abi_minor", "struct_size", "reserved", "manifest_json", "create", "process", "destroy", "free_error"].to_vec();
+    let order: Vec<&str> =
+        ["abi_major", "abi_minor", "struct_size", "reserved", "manifest_json", "create", "process", "destroy", "free_error"].to_vec();
     let body = &HEADER[HEADER.find("typedef struct CuratorStageVTable").unwrap()..HEADER.find("} CuratorStageVTable;").unwrap()];
     let mut at = 0;
     for field in order {

@@ -201,7 +201,8 @@ fn c_abi_round_trip_is_zero_copy() {
         gpu_memory_budget_bytes: None,
     };
     let plugin = curator_host::worker::WorkerPlugin::Native;
-    let mut worker = curator_host::worker::WorkerProcess::spawn("c", &path, plugin, &serde_json::json!({}), &Default::default(), &limits).unwrap();
+    let mut worker =
+        curator_host::worker::WorkerProcess::spawn("c", &path, plugin, &serde_json::json!({}), &Default::default(), &limits).unwrap();
     for _ in 0..3 {
         let StageOutput::Columns(cols) = worker.call(&batch).unwrap() else { panic!("not columns") };
         let text = cols.iter().find(|(f, _)| f.name() == "text").unwrap().1.as_any().downcast_ref::<StringArray>().unwrap().clone();
@@ -238,9 +239,14 @@ fn gpu_stage_without_a_gpu_stops_before_reading() {
     let yaml = "source:\n  path: in\nsink:\n  path: out\nstages:\n  - plugin: native_probe\n    params: {mode: none}\n    resources: {gpu_memory_gb: 8}\n";
     let p = write_pipeline(tmp.path(), yaml);
     let run = run_native(&["run", p.to_str().unwrap()]);
-    assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(run.stderr.contains("stage \"native_probe\" needs a GPU (gpu_memory_gb: 8) but none was found"), "{}", run.stderr);
-    assert!(!tmp.path().join("out/a.jsonl").exists());
+    // Exit 2 (an impossible plan), at planning: nothing read, no output directory.
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("stages[0].resources: stage \"native_probe\" needs a GPU (gpu_memory_gb: 8) but none was found"),
+        "{}",
+        run.stderr
+    );
+    assert!(!tmp.path().join("out").exists());
 }
 
 #[test]
@@ -268,9 +274,10 @@ fn a_native_stage_that_cannot_start_fails_the_run_before_reading() {
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("stage \"native_probe\"") && stderr.contains("refusing to start on purpose"), "{stderr}");
-    assert!(!tmp.path().join("out/a.jsonl").exists());
+    // Found at planning, in a throw-away worker: exit 2, nothing read or created.
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("stages[1].plugin") && stderr.contains("refusing to start on purpose"), "{stderr}");
+    assert!(!tmp.path().join("out").exists());
 }
 
 #[test]

@@ -13,7 +13,6 @@ use super::summary::ScaleEvent;
 use super::{Ctx, RunOptions};
 use crate::plan::{Plan, PlannedStage};
 
-
 /// What the machine offers the stage workers of a run.
 pub fn capacity(plan: &Plan, opts: &RunOptions) -> Capacity {
     let cpus = match opts.workers {
@@ -71,9 +70,7 @@ pub(crate) fn autoscaler(ctx: &Arc<Ctx>, pools: &[Arc<Pool>], capacity: &Capacit
         let loads: Vec<StageLoad> = pools
             .iter()
             .zip(now.iter().zip(&last_busy))
-            .map(|(p, (n, l))| {
-                load(&plan.stages[p.stage], Some(n.saturating_sub(*l) as f64 / 1e9))
-            })
+            .map(|(p, (n, l))| load(&plan.stages[p.stage], Some(n.saturating_sub(*l) as f64 / 1e9)))
             .collect();
         last_busy = now;
         last = Instant::now();
@@ -89,4 +86,3 @@ pub(crate) fn autoscaler(ctx: &Arc<Ctx>, pools: &[Arc<Pool>], capacity: &Capacit
     }
     events
 }
-

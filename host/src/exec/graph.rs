@@ -218,4 +218,3 @@ pub(crate) fn run_graph(
         }
     })
 }
-

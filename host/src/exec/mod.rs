@@ -12,8 +12,8 @@
 //! Writers own partitions (partition index mod W), so each file is written in batch order.
 //! `execution_mode: batch` runs the same graph one stage at a time through a spill directory.
 
-pub mod bench;
 mod autoscale;
+pub mod bench;
 mod error;
 mod graph;
 mod progress;
@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 use arrow_array::{Array, RecordBatch, StringArray};
 use crossbeam_channel::Sender;
 
-use curator_core::{PluginKind, TaskMeta};
 use curator_core::placement::Assignment;
+use curator_core::{PluginKind, TaskMeta};
 
 use crate::metrics::RunMetrics;
 use crate::plan::{BranchKind, Plan};

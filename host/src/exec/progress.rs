@@ -8,7 +8,13 @@ use std::time::{Duration, Instant};
 use crate::metrics::RunMetrics;
 
 /// Progress: one line per stage on a terminal, status lines in the log otherwise.
-pub(crate) fn spawn_status(metrics: &Arc<RunMetrics>, stop: &Arc<AtomicBool>, interval_s: f64, queue_capacity: usize, peak: &Arc<AtomicU64>) {
+pub(crate) fn spawn_status(
+    metrics: &Arc<RunMetrics>,
+    stop: &Arc<AtomicBool>,
+    interval_s: f64,
+    queue_capacity: usize,
+    peak: &Arc<AtomicU64>,
+) {
     let (metrics, stop, peak) = (metrics.clone(), stop.clone(), peak.clone());
     let every = Duration::from_secs_f64(interval_s.max(0.1));
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -48,4 +54,3 @@ pub(crate) fn spawn_status(metrics: &Arc<RunMetrics>, stop: &Arc<AtomicBool>, in
         }
     });
 }
-

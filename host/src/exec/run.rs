@@ -182,4 +182,3 @@ fn finish_sink(dir: &crate::io::Loc, prior: &OutputManifest, mode: WriteMode, fi
     manifest.save(dir)?;
     Ok(())
 }
-

@@ -81,8 +81,12 @@ pub fn check_setup(stage: &PlannedStage, runtime: &crate::wasm::WasmRuntime) -> 
     let loaded = match (stage.plugin.manifest.kind, stage.isolation) {
         (curator_core::PluginKind::Native, _) => Loaded::Native,
         (_, curator_core::Isolation::Process) => Loaded::WasmWorker {
-            from_cache: crate::worker::compile_wasm(&stage.plugin.path, stage.plugin.manifest.clone(), runtime.cache_dir().map(Into::into))?
-                .from_cache,
+            from_cache: crate::worker::compile_wasm(
+                &stage.plugin.path,
+                stage.plugin.manifest.clone(),
+                runtime.cache_dir().map(Into::into),
+            )?
+            .from_cache,
         },
         _ => Loaded::Wasm(Box::new(runtime.load(&stage.plugin.path, stage.plugin.manifest.clone())?)),
     };
@@ -466,8 +470,9 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement
             ids,
         });
     }
-    let schema_error =
-        |e: arrow_schema::ArrowError| RunError::stage(stage, &task.meta, StageFailure::InvalidOutput(format!("chunks disagree on schema: {e}")));
+    let schema_error = |e: arrow_schema::ArrowError| {
+        RunError::stage(stage, &task.meta, StageFailure::InvalidOutput(format!("chunks disagree on schema: {e}")))
+    };
     let outputs: Vec<RecordBatch> = calls.ok.iter().map(|(_, o)| o.clone()).collect();
     let out = concat(&outputs, &batch).map_err(schema_error)?;
     for &(b, kind) in &ctx.branches_of[i] {
@@ -487,4 +492,55 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement
     c.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
     task.batch = out;
     Ok(task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::PluginEntry;
+    use curator_core::{Isolation, Manifest, PluginKind, memory_budget};
+
+    fn stage(kind: PluginKind, isolation: Isolation) -> PlannedStage {
+        let kind_name = if kind == PluginKind::Native { "native" } else { "wasm" };
+        let manifest = Manifest::from_json(
+            serde_json::json!({
+                "name": "s", "version": "1.0.0", "kind": kind_name,
+                "abi": {"major": curator_core::ABI_MAJOR, "minor": curator_core::ABI_MINOR},
+                "params_schema": {"type": "object"}
+            })
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut s = PlannedStage {
+            index: 0,
+            label: "s".into(),
+            resources: manifest.resources.clone(),
+            plugin: PluginEntry { manifest, path: "s".into(), size: 0 },
+            params: serde_json::json!({}),
+            batch_size: None,
+            timeout: std::time::Duration::from_secs(1),
+            grants: Vec::new(),
+            isolation,
+            memory: curator_core::MemoryBudget { reserved_mb: 0, guest_cap_mb: None, process_mb: None },
+            num_workers: None,
+            gpu: Vec::new(),
+        };
+        s.memory = memory_budget(&s.resources, s.runs());
+        s
+    }
+
+    #[test]
+    fn a_stage_without_memory_mb_is_reserved_exactly_what_its_worker_is_allowed() {
+        let at = Placement { k: 0, gpu: None };
+        for (kind, isolation) in [(PluginKind::Native, Isolation::Process), (PluginKind::Wasm, Isolation::Process)] {
+            let s = stage(kind, isolation);
+            assert_eq!(s.resources.memory_mb, None);
+            let reserved = super::super::autoscale::load(&s, None).memory_mb;
+            let allowed = worker_limits(&s, &[0], &at).memory_mb;
+            assert_eq!(reserved, allowed, "{kind:?} {isolation:?}");
+        }
+        let s = stage(PluginKind::Wasm, Isolation::InProcess);
+        assert_eq!(super::super::autoscale::load(&s, None).memory_mb, instance_limits(&s).memory_mb);
+    }
 }

@@ -93,7 +93,6 @@ pub struct DeadLetter {
     pub ids: Vec<String>,
 }
 
-
 /// Per-stage counters at the end of a run.
 pub(crate) fn stage_stats(plan: &Plan, metrics: &RunMetrics, scaling: &[ScaleEvent]) -> Vec<StageStats> {
     plan.stages

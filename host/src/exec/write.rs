@@ -14,11 +14,11 @@ use crossbeam_channel::Receiver;
 use curator_core::SinkSpec;
 use curator_core::pipeline::Format;
 
+use crate::io::journal::{Journal, JournalEntry};
 use crate::io::jsonl::JsonlWriter;
 use crate::io::parquet::ParquetWriter;
 use crate::io::writer::{OutputWriter, RecordWriter, WrittenFile};
 use crate::io::{IoError, Loc};
-use crate::io::journal::{Journal, JournalEntry};
 
 use super::spill::SpillDir;
 use super::{Ctx, DeadLetter, RunError, Task};

@@ -87,4 +87,3 @@ pub fn remove_stale_spools(dir: &Loc) {
         walk(d, &format!(".tmp-{}-", std::process::id()));
     }
 }
-

@@ -82,7 +82,6 @@ mod tests {
         assert!(matches!(with_meta_fields(&b, &["text".to_string()]), std::borrow::Cow::Borrowed(_)));
     }
 
-
     #[test]
     fn projection_keeps_what_the_stage_names() {
         let b = RecordBatch::try_from_iter([

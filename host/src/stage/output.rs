@@ -130,13 +130,11 @@ impl StageOutput {
                 }
                 arrow_select::filter::filter_record_batch(&with, &mask).map_err(|e| invalid(e.to_string()))
             }
-            StageOutput::Batch(b) => {
-                match b.schema().field_with_name(crate::io::TEXT).map(|f| f.data_type().clone()) {
-                    Ok(DataType::Utf8) => Ok(b),
-                    Ok(other) => Err(invalid(format!("the \"text\" column of a returned batch must be utf8, not {other}"))),
-                    Err(_) => Err(invalid("a returned batch must have a \"text\" column")),
-                }
-            }
+            StageOutput::Batch(b) => match b.schema().field_with_name(crate::io::TEXT).map(|f| f.data_type().clone()) {
+                Ok(DataType::Utf8) => Ok(b),
+                Ok(other) => Err(invalid(format!("the \"text\" column of a returned batch must be utf8, not {other}"))),
+                Err(_) => Err(invalid("a returned batch must have a \"text\" column")),
+            },
         }
     }
 }
@@ -231,12 +229,15 @@ mod tests {
 
     #[test]
     fn columns_need_one_value_per_row() {
-        let ok = StageOutput::Columns(vec![(Field::new("n", DataType::Int64, false), Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)]);
+        let ok =
+            StageOutput::Columns(vec![(Field::new("n", DataType::Int64, false), Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)]);
         let out = ok.apply(&batch()).unwrap();
         assert_eq!(out.num_columns(), 3);
-        let short = StageOutput::Columns(vec![(Field::new("n", DataType::Int64, false), Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef)]);
+        let short =
+            StageOutput::Columns(vec![(Field::new("n", DataType::Int64, false), Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef)]);
         assert!(short.apply(&batch()).unwrap_err().to_string().contains("2 rows of columns for a batch of 3"));
-        let bad_text = StageOutput::Columns(vec![(Field::new("text", DataType::Int64, false), Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)]);
+        let bad_text =
+            StageOutput::Columns(vec![(Field::new("text", DataType::Int64, false), Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)]);
         assert!(bad_text.apply(&batch()).unwrap_err().to_string().contains("utf8"));
     }
 

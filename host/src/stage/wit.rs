@@ -142,12 +142,15 @@ pub fn output_from_wit(out: wit::Output, rows: usize) -> Result<StageOutput, Sta
     Ok(match out {
         wit::Output::Selection(keep) => StageOutput::Selection(Keep::Indices(UInt32Array::from(keep))),
         wit::Output::Columns(cols) => StageOutput::Columns(columns(cols, rows)?),
-        wit::Output::Scored(s) => StageOutput::Scored { columns: columns(s.columns, rows)?, keep: Keep::Indices(UInt32Array::from(s.keep)) },
+        wit::Output::Scored(s) => {
+            StageOutput::Scored { columns: columns(s.columns, rows)?, keep: Keep::Indices(UInt32Array::from(s.keep)) }
+        }
         wit::Output::Batch(b) => {
             let n = b.num_rows as usize;
             let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns(b.columns, n)?.into_iter().unzip();
             let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(n));
-            let batch = RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options).map_err(|e| bad(e.to_string()))?;
+            let batch =
+                RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options).map_err(|e| bad(e.to_string()))?;
             StageOutput::Batch(batch)
         }
     })

@@ -48,7 +48,8 @@ impl Library {
     pub fn load(path: &Path) -> Result<Library, LibraryError> {
         // SAFETY: loading runs the library's initialisers; this only happens in worker
         // processes (and tests), whose crash cannot take the host down.
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| LibraryError::Load { path: path.into(), message: e.to_string() })?;
+        let lib =
+            unsafe { libloading::Library::new(path) }.map_err(|e| LibraryError::Load { path: path.into(), message: e.to_string() })?;
         let lib: &'static libloading::Library = Box::leak(Box::new(lib));
         // SAFETY: the symbol's type is fixed by curator_stage.h.
         let entry = unsafe { lib.get::<abi::EntryFn>(format!("{}\0", abi::ENTRY_SYMBOL).as_bytes()) }

@@ -162,11 +162,10 @@ impl WorkerProcess {
 
     fn exchange(&mut self, input: &RecordBatch) -> Result<StageOutput, StageFailure> {
         let shm = |e: super::shm::ShmError| StageFailure::Protocol(e.to_string());
-        let (descriptor, written) =
-            self.encoder.write_input(input, &mut self.input, protocol::KIND_INPUT).map_err(|e| match e {
-                super::shm::ShmError::Unsupported(_) => StageFailure::Failed(e.to_string()),
-                e => shm(e),
-            })?;
+        let (descriptor, written) = self.encoder.write_input(input, &mut self.input, protocol::KIND_INPUT).map_err(|e| match e {
+            super::shm::ShmError::Unsupported(_) => StageFailure::Failed(e.to_string()),
+            e => shm(e),
+        })?;
         self.written = written;
         self.watch.set_busy(true);
         let sent = protocol::write_frame(&mut self.stdin, TAG_BATCH, &descriptor);

@@ -98,7 +98,9 @@ pub fn output_to_wire(out: StageOutput, rows: usize) -> Result<(u8, RecordBatch)
             let n = sel.len();
             (KIND_SELECTION, batch(vec![Field::new("selection", DataType::UInt32, true)], vec![Arc::new(sel)], n)?)
         }
-        StageOutput::Selection(Keep::Mask(mask)) => (KIND_MASK, batch(vec![Field::new(KEEP, DataType::Boolean, true)], vec![Arc::new(mask)], rows)?),
+        StageOutput::Selection(Keep::Mask(mask)) => {
+            (KIND_MASK, batch(vec![Field::new(KEEP, DataType::Boolean, true)], vec![Arc::new(mask)], rows)?)
+        }
         StageOutput::Columns(cols) => {
             let (fields, arrays) = cols.into_iter().unzip();
             (KIND_COLUMNS, batch(fields, arrays, rows)?)
@@ -120,18 +122,30 @@ pub fn output_from_wire(kind: u8, b: RecordBatch) -> Result<StageOutput, StageFa
     let bad = |m: &str| StageFailure::InvalidOutput(m.to_string());
     Ok(match kind {
         KIND_SELECTION => {
-            let sel = b.columns().first().and_then(|c| c.as_any().downcast_ref::<UInt32Array>()).ok_or_else(|| bad("a selection must be one uint32 column"))?;
+            let sel = b
+                .columns()
+                .first()
+                .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
+                .ok_or_else(|| bad("a selection must be one uint32 column"))?;
             StageOutput::Selection(Keep::Indices(sel.clone()))
         }
         KIND_MASK => {
-            let m = b.columns().first().and_then(|c| c.as_any().downcast_ref::<BooleanArray>()).ok_or_else(|| bad("a mask must be one boolean column"))?;
+            let m = b
+                .columns()
+                .first()
+                .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
+                .ok_or_else(|| bad("a mask must be one boolean column"))?;
             StageOutput::Selection(Keep::Mask(m.clone()))
         }
         KIND_COLUMNS => StageOutput::Columns(columns_of(&b)),
         KIND_SCORED => {
             let mut cols = columns_of(&b);
             let (f, keep) = cols.pop().ok_or_else(|| bad("a scored answer without keep flags"))?;
-            let keep = keep.as_any().downcast_ref::<BooleanArray>().filter(|_| f.name() == KEEP).ok_or_else(|| bad("a scored answer must end with boolean keep flags"))?;
+            let keep = keep
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .filter(|_| f.name() == KEEP)
+                .ok_or_else(|| bad("a scored answer must end with boolean keep flags"))?;
             StageOutput::Scored { columns: cols, keep: Keep::Mask(keep.clone()) }
         }
         KIND_BATCH => StageOutput::Batch(b),

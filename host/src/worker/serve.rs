@@ -9,7 +9,9 @@ use std::path::Path;
 
 use curator_sdk::abi::WorkerContext;
 
-use super::protocol::{self, TAG_BATCH, TAG_ERROR, TAG_FATAL, TAG_INVALID_PARAMS, TAG_MANIFEST, TAG_OOM, TAG_OUTPUT, TAG_READY, TAG_SHUTDOWN};
+use super::protocol::{
+    self, TAG_BATCH, TAG_ERROR, TAG_FATAL, TAG_INVALID_PARAMS, TAG_MANIFEST, TAG_OOM, TAG_OUTPUT, TAG_READY, TAG_SHUTDOWN,
+};
 use super::shm::{Arena, Decoder, Encoder, Source};
 use super::{WasmWorkerSpec, ffi::Library};
 use crate::stage::{FailureClass, StageCall, StageFailure};

@@ -114,7 +114,11 @@ fn anonymous_file(name: &str) -> std::io::Result<OwnedFd> {
 #[cfg(not(target_os = "linux"))]
 fn anonymous_file(name: &str) -> std::io::Result<OwnedFd> {
     // An unlinked temporary file: the same sharing, without memfd's seals.
-    let path = std::env::temp_dir().join(format!(".{name}-{}-{:x}", std::process::id(), std::time::SystemTime::now().elapsed().map(|d| d.as_nanos()).unwrap_or(0)));
+    let path = std::env::temp_dir().join(format!(
+        ".{name}-{}-{:x}",
+        std::process::id(),
+        std::time::SystemTime::now().elapsed().map(|d| d.as_nanos()).unwrap_or(0)
+    ));
     let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
     let _ = std::fs::remove_file(&path);
     Ok(file.into())
@@ -643,8 +647,8 @@ fn check_utf8_offsets(data: &ArrayData) -> Result<(), ShmError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::{BooleanArray, Int64Array, StringArray, UInt64Array};
     use arrow_array::builder::{FixedSizeListBuilder, UInt64Builder};
+    use arrow_array::{BooleanArray, Int64Array, StringArray, UInt64Array};
 
     fn sample() -> RecordBatch {
         let mut sig = FixedSizeListBuilder::new(UInt64Builder::new(), 3);
@@ -681,7 +685,16 @@ mod tests {
             // new column (copied into the output arena).
             let mut answer = seen.batch.clone();
             let extra: ArrayRef = Arc::new(UInt64Array::from((0..batch.num_rows() as u64).collect::<Vec<_>>()));
-            answer = RecordBatch::try_from_iter(answer.schema().fields().iter().map(|f| f.name().clone()).zip(answer.columns().iter().cloned()).chain([("extra".to_string(), extra)])).unwrap();
+            answer = RecordBatch::try_from_iter(
+                answer
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .zip(answer.columns().iter().cloned())
+                    .chain([("extra".to_string(), extra)]),
+            )
+            .unwrap();
             let out_desc = Encoder::default().write_output(&answer, &mut output, &worker_in, 2).unwrap();
             let back = Decoder::default().read(&out_desc, &Source::Host { input: &input, output: &output, written: &written }).unwrap();
             assert_eq!(back.kind, 2);

@@ -36,7 +36,7 @@ pub fn parse_step(index: usize, value: &Value) -> Result<AnyFilter, StageError> 
 
 impl Rewrite for DatatroveChain {
     fn init(&mut self) -> Result<(), StageError> {
-        self.steps = self.filters.iter().enumerate().map(|(i, v)| parse_step(i, v)).collect::<Result<_, _>>()?;
+        self.steps = curator_heuristics::parse_steps(&self.filters, parse_step)?;
         Ok(())
     }
 

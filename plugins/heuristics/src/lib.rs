@@ -34,6 +34,25 @@ pub fn chain_step(value: &serde_json::Value, example: &str) -> Result<(String, s
     }
 }
 
+/// Parse every step of a chain, reporting every bad one at once (each message names its
+/// `filters[i]`), not only the first.
+pub fn parse_steps<T>(
+    filters: &[serde_json::Value],
+    parse: impl Fn(usize, &serde_json::Value) -> Result<T, curator_sdk::StageError>,
+) -> Result<Vec<T>, curator_sdk::StageError> {
+    let mut steps = Vec::with_capacity(filters.len());
+    let mut errors = Vec::new();
+    for (i, v) in filters.iter().enumerate() {
+        match parse(i, v) {
+            Ok(s) => steps.push(s),
+            Err(
+                curator_sdk::StageError::InvalidParams(m) | curator_sdk::StageError::Failed(m) | curator_sdk::StageError::OutOfMemory(m),
+            ) => errors.push(m),
+        }
+    }
+    if errors.is_empty() { Ok(steps) } else { Err(curator_sdk::StageError::InvalidParams(errors.join("; "))) }
+}
+
 /// Implements [`curator_sdk::Score`] for a `#[stage(..., score_filter)]` struct whose params
 /// are those of a [`nemo`] heuristic: `nemo_score_stage!(MyStage => LongWordFilter { max_word_length })`.
 #[macro_export]

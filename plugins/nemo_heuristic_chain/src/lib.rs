@@ -57,7 +57,7 @@ pub fn parse_step(index: usize, value: &Value) -> Result<Step, StageError> {
 
 impl Stage for HeuristicChain {
     fn init(&mut self) -> Result<(), StageError> {
-        self.steps = self.filters.iter().enumerate().map(|(i, v)| parse_step(i, v)).collect::<Result<_, _>>()?;
+        self.steps = curator_heuristics::parse_steps(&self.filters, parse_step)?;
         let mut fields: Vec<&str> = self.steps.iter().filter_map(|s| s.score_field.as_deref()).collect();
         fields.sort_unstable();
         if let Some(w) = fields.windows(2).find(|w| w[0] == w[1]) {
