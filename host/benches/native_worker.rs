@@ -70,8 +70,7 @@ fn fmt(d: Duration) -> String {
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let dir = build_plugins(&root);
-    // SAFETY: set before any thread starts.
-    unsafe { std::env::set_var("CURATOR_WORKER_EXE", env!("CARGO_BIN_EXE_curator-host")) };
+    curator_host::worker::set_worker_exe(env!("CARGO_BIN_EXE_curator-host").into());
     let big = batch(2500, 4000);
     let one = batch(1, 4000);
     let limits = WorkerLimits {

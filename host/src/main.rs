@@ -104,7 +104,7 @@ enum Command {
         #[arg(long)]
         wasm: Option<String>,
         /// The batch arenas' descriptors (input, output), inherited from the host.
-        #[arg(long, value_delimiter = ',', num_args = 2)]
+        #[arg(long, value_delimiter = ',')]
         shm: Vec<i32>,
     },
 }

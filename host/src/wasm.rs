@@ -63,6 +63,11 @@ pub struct WasmRuntime {
     stop_ticker: Arc<AtomicBool>,
     /// Whether compiled code checks the per-call deadline (epoch interruption).
     deadline_checks: bool,
+    /// Components compiled by this runtime, by plugin file (and whether each came from the
+    /// disk cache): planning's setup check and the run compile a plugin once between them.
+    compiled: std::sync::Mutex<std::collections::HashMap<PathBuf, (Component, bool)>>,
+    /// The runtime for code that worker processes run (no deadline checks), made on demand.
+    for_workers: std::sync::OnceLock<Box<WasmRuntime>>,
 }
 
 impl Drop for WasmRuntime {
@@ -124,7 +129,15 @@ impl WasmRuntime {
 
         let stop_ticker = Arc::new(AtomicBool::new(!deadline_checks));
         if !deadline_checks {
-            return Ok(WasmRuntime { engine, linker, cache_dir, stop_ticker, deadline_checks });
+            return Ok(WasmRuntime {
+                engine,
+                linker,
+                cache_dir,
+                stop_ticker,
+                deadline_checks,
+                compiled: Default::default(),
+                for_workers: Default::default(),
+            });
         }
         let (weak_engine, stop) = (engine.weak(), stop_ticker.clone());
         std::thread::Builder::new()
@@ -139,7 +152,25 @@ impl WasmRuntime {
                 }
             })
             .map_err(|e| WasmError::Instantiate(format!("cannot start epoch ticker: {e}")))?;
-        Ok(WasmRuntime { engine, linker, cache_dir, stop_ticker, deadline_checks })
+        Ok(WasmRuntime {
+            engine,
+            linker,
+            cache_dir,
+            stop_ticker,
+            deadline_checks,
+            compiled: Default::default(),
+            for_workers: Default::default(),
+        })
+    }
+
+    /// The runtime that compiles what worker processes run (`isolation: process`): same
+    /// cache, no deadline checks. Made once per runtime.
+    pub fn for_workers(&self) -> Result<&WasmRuntime, WasmError> {
+        if let Some(r) = self.for_workers.get() {
+            return Ok(r);
+        }
+        let r = WasmRuntime::without_deadline_checks(self.cache_dir.clone())?;
+        Ok(self.for_workers.get_or_init(|| Box::new(r)))
     }
 
     /// Where compiled artifacts are cached (`None`: not cached).
@@ -159,6 +190,33 @@ impl WasmRuntime {
 
     /// Compile (or load from the cache) the plugin at `path`.
     pub fn load(&self, path: &Path, manifest: Manifest) -> Result<CompiledPlugin, WasmError> {
+        let memo = self.compiled.lock().ok().and_then(|m| m.get(path).cloned());
+        let (component, from_cache) = match memo {
+            Some(c) => c,
+            None => {
+                let c = self.compile(path)?;
+                if let Ok(mut m) = self.compiled.lock() {
+                    m.insert(path.into(), c.clone());
+                }
+                c
+            }
+        };
+        let pre =
+            self.linker.instantiate_pre(&component).map_err(|e| WasmError::Compile { path: path.into(), message: format!("{e:#}") })?;
+        let pre = bindings::StagePre::new(pre)
+            .map_err(|e| WasmError::Compile { path: path.into(), message: format!("not a curator stage: {e:#}") })?;
+        Ok(CompiledPlugin {
+            engine: self.engine.clone(),
+            pre,
+            manifest,
+            path: path.into(),
+            from_cache,
+            deadline_checks: self.deadline_checks,
+        })
+    }
+
+    /// Compile the plugin at `path`, or load it from the disk cache (then `true`).
+    fn compile(&self, path: &Path) -> Result<(Component, bool), WasmError> {
         let bytes = std::fs::read(path).map_err(|source| WasmError::Read { path: path.into(), source })?;
         let cached = self.cache_path(&bytes);
         let mut from_cache = false;
@@ -189,18 +247,7 @@ impl WasmRuntime {
                 c
             }
         };
-        let pre =
-            self.linker.instantiate_pre(&component).map_err(|e| WasmError::Compile { path: path.into(), message: format!("{e:#}") })?;
-        let pre = bindings::StagePre::new(pre)
-            .map_err(|e| WasmError::Compile { path: path.into(), message: format!("not a curator stage: {e:#}") })?;
-        Ok(CompiledPlugin {
-            engine: self.engine.clone(),
-            pre,
-            manifest,
-            path: path.into(),
-            from_cache,
-            deadline_checks: self.deadline_checks,
-        })
+        Ok((component, from_cache))
     }
 }
 

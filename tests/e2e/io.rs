@@ -45,7 +45,7 @@ fn write_mode_error_refuses_existing_output() {
     run_with_guests(&["run", p.to_str().unwrap()]).ok();
     let again = run_with_guests(&["run", p.to_str().unwrap()]);
     assert_eq!(again.code, 2, "{}", again.stderr);
-    assert!(again.stderr.contains("a.jsonl already exists (sink.mode is \"error\""), "{}", again.stderr);
+    assert!(again.stderr.contains("sink.path: ") && again.stderr.contains("already holds"), "{}", again.stderr);
 }
 
 #[test]
@@ -67,15 +67,18 @@ fn strict_mode_names_file_line_and_field() {
 }
 
 #[test]
-fn empty_input_gives_empty_output_and_limit_applies() {
+fn empty_input_writes_nothing_and_limit_applies() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tmp.path().join("in")).unwrap();
     std::fs::write(tmp.path().join("in/empty.jsonl"), "").unwrap();
     std::fs::write(tmp.path().join("in/full.jsonl"), jsonl_bytes(&docs())).unwrap();
     let p = write_pipeline(tmp.path(), "source:\n  path: in\n  limit: 5\nsink:\n  path: out\nbatch_size: 2\n");
     run_with_guests(&["run", p.to_str().unwrap()]).ok();
-    assert!(read_jsonl(&tmp.path().join("out/empty.jsonl")).is_empty());
+    // A partition that produces nothing writes nothing (and the manifest lists no file for it).
+    assert!(!tmp.path().join("out/empty.jsonl").exists());
     assert_eq!(read_jsonl(&tmp.path().join("out/full.jsonl")).len(), 5);
+    let manifest = std::fs::read_to_string(tmp.path().join("out/_manifest.json")).unwrap();
+    assert!(!manifest.contains("empty.jsonl"), "{manifest}");
 }
 
 fn summary(out: &std::path::Path) -> serde_json::Value {

@@ -201,6 +201,7 @@ fn c_abi_round_trip_is_zero_copy() {
         gpu_memory_budget_bytes: None,
     };
     let plugin = curator_host::worker::WorkerPlugin::Native;
+    curator_host::worker::set_worker_exe(env!("CARGO_BIN_EXE_curator-host").into());
     let mut worker =
         curator_host::worker::WorkerProcess::spawn("c", &path, plugin, &serde_json::json!({}), &Default::default(), &limits).unwrap();
     for _ in 0..3 {

@@ -108,7 +108,7 @@ fn time_wasm(
     // checks (timed here in process, without the worker's copies; one that never returns
     // hangs the bench, where a run would stop its worker).
     let compiled = if stage.isolation == curator_core::Isolation::Process {
-        crate::worker::compile_wasm(&stage.plugin.path, stage.plugin.manifest.clone(), runtime.cache_dir().map(Into::into))
+        crate::worker::compile_wasm(&stage.plugin.path, stage.plugin.manifest.clone(), runtime)
     } else {
         runtime.load(&stage.plugin.path, stage.plugin.manifest.clone()).map_err(StageFailure::from)
     }

@@ -176,8 +176,7 @@ pub(crate) fn compile(plan: &Plan, runtime: &WasmRuntime) -> Result<Vec<Loaded>,
             continue;
         }
         if s.isolation == curator_core::Isolation::Process {
-            let c = crate::worker::compile_wasm(&s.plugin.path, s.plugin.manifest.clone(), runtime.cache_dir().map(Into::into))
-                .map_err(|e| RunError::start(s, e))?;
+            let c = crate::worker::compile_wasm(&s.plugin.path, s.plugin.manifest.clone(), runtime).map_err(|e| RunError::start(s, e))?;
             compiled.push(Loaded::WasmWorker { from_cache: c.from_cache });
             continue;
         }

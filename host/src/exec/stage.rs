@@ -81,12 +81,7 @@ pub fn check_setup(stage: &PlannedStage, runtime: &crate::wasm::WasmRuntime) -> 
     let loaded = match (stage.plugin.manifest.kind, stage.isolation) {
         (curator_core::PluginKind::Native, _) => Loaded::Native,
         (_, curator_core::Isolation::Process) => Loaded::WasmWorker {
-            from_cache: crate::worker::compile_wasm(
-                &stage.plugin.path,
-                stage.plugin.manifest.clone(),
-                runtime.cache_dir().map(Into::into),
-            )?
-            .from_cache,
+            from_cache: crate::worker::compile_wasm(&stage.plugin.path, stage.plugin.manifest.clone(), runtime)?.from_cache,
         },
         _ => Loaded::Wasm(Box::new(runtime.load(&stage.plugin.path, stage.plugin.manifest.clone())?)),
     };
@@ -369,7 +364,8 @@ fn call_resilient(
             Err(e) => e,
         };
         if err.instance_lost() {
-            tracing::warn!(stage = %stage.label, "an instance was lost: {err}; starting a new one");
+            let what = if slot.is_worker_process() { "a worker process" } else { "an instance" };
+            tracing::warn!(stage = %stage.label, "{what} was lost: {err}; starting a new one");
             let old = std::mem::replace(slot, instantiate(ctx, i, at)?);
             old.teardown();
         }

@@ -21,6 +21,9 @@ pub enum StageFailure {
     MemoryCap { cap_mb: u64, wanted_mb: u64 },
     #[error("exceeded its time limit of {0:?} per call")]
     Timeout(Duration),
+    /// The watchdog stopped a worker whose call ran past the time limit.
+    #[error("exceeded its time limit of {0:?} per call (worker stopped)")]
+    WorkerTimeout(Duration),
     /// A WASM instance trapped (its state is unknown).
     #[error("trapped: {0}")]
     Trap(String),
@@ -58,6 +61,7 @@ impl StageFailure {
                 FailureClass::OutOfMemory
             }
             StageFailure::Timeout(_)
+            | StageFailure::WorkerTimeout(_)
             | StageFailure::Trap(_)
             | StageFailure::WorkerDied(_)
             | StageFailure::Watchdog { memory: false, .. }

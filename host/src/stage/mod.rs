@@ -38,6 +38,11 @@ pub trait StageCall: Send {
         None
     }
 
+    /// Whether the instance is a worker process (for messages: "a worker process was lost").
+    fn is_worker_process(&self) -> bool {
+        false
+    }
+
     /// Let the stage clean up, then drop the instance.
     fn teardown(self: Box<Self>);
 }

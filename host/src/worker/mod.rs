@@ -28,8 +28,20 @@ pub use watchdog::{WorkerLimits, gpu_tolerance_bytes};
 use crate::stage::StageFailure;
 use crate::wasm::{CompiledPlugin, DirGrant, InstanceLimits, WasmRuntime};
 
-/// The binary that runs workers: `$CURATOR_WORKER_EXE`, else this executable.
+static WORKER_EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Run workers with `exe` (a library user whose own binary is not `curator-host`: tests,
+/// benches). Only the first call counts.
+pub fn set_worker_exe(exe: PathBuf) {
+    let _ = WORKER_EXE.set(exe);
+}
+
+/// The binary that runs workers: [`set_worker_exe`], else `$CURATOR_WORKER_EXE`, else this
+/// executable.
 pub fn worker_exe() -> PathBuf {
+    if let Some(p) = WORKER_EXE.get() {
+        return p.clone();
+    }
     std::env::var_os("CURATOR_WORKER_EXE")
         .map(PathBuf::from)
         .or_else(|| std::env::current_exe().ok())
@@ -87,6 +99,6 @@ impl WasmWorkerSpec {
 /// (the watchdog stops a worker whose call runs over; those checks cost ~20 % of heavy guest
 /// code). The host calls it once per stage before starting workers, so each worker only
 /// loads the cached artifact.
-pub fn compile_wasm(path: &Path, manifest: Manifest, cache_dir: Option<PathBuf>) -> Result<CompiledPlugin, StageFailure> {
-    Ok(WasmRuntime::without_deadline_checks(cache_dir)?.load(path, manifest)?)
+pub fn compile_wasm(path: &Path, manifest: Manifest, runtime: &WasmRuntime) -> Result<CompiledPlugin, StageFailure> {
+    Ok(runtime.for_workers()?.load(path, manifest)?)
 }

@@ -199,6 +199,10 @@ impl StageCall for WorkerProcess {
         out
     }
 
+    fn is_worker_process(&self) -> bool {
+        true
+    }
+
     fn last_call_cpu(&self) -> Option<Duration> {
         self.last_cpu
     }

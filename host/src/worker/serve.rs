@@ -15,6 +15,7 @@ use super::protocol::{
 use super::shm::{Arena, Decoder, Encoder, Source};
 use super::{WasmWorkerSpec, ffi::Library};
 use crate::stage::{FailureClass, StageCall, StageFailure};
+use crate::wasm::WasmRuntime;
 
 /// How the host started this worker.
 pub struct WorkerArgs<'a> {
@@ -58,7 +59,8 @@ fn start_wasm(args: &WorkerArgs<'_>, spec: &WasmWorkerSpec) -> Result<Start<'sta
     let manifest = crate::registry::read_manifest(args.plugin).map_err(|e| StageFailure::Load(e.to_string()))?;
     let params: serde_json::Value =
         serde_json::from_str(args.params).map_err(|e| StageFailure::Load(format!("--params is not JSON: {e}")))?;
-    let compiled = super::compile_wasm(args.plugin, manifest, spec.cache_dir.clone())?;
+    let runtime = WasmRuntime::without_deadline_checks(spec.cache_dir.clone())?;
+    let compiled = runtime.load(args.plugin, manifest)?;
     let (label, limits) = (spec.label.clone(), spec.limits());
     Ok(Box::new(move || Ok(Box::new(compiled.instantiate(&label, &params, &limits)?) as Box<dyn StageCall>)))
 }

@@ -363,7 +363,7 @@ impl Written {
     fn find(&self, off: usize, len: usize) -> Option<(Buffer, bool)> {
         self.segments.iter().find_map(|(start, buf, utf8)| {
             let rel = off.checked_sub(*start)?;
-            (rel + len <= buf.len()).then(|| (buf.slice_with_length(rel, len), *utf8 && rel == 0 && len == buf.len()))
+            (rel.checked_add(len)? <= buf.len()).then(|| (buf.slice_with_length(rel, len), *utf8 && rel == 0 && len == buf.len()))
         })
     }
 }
@@ -507,7 +507,8 @@ impl Decoder {
         {
             return Ok(s.clone());
         }
-        let schema: Schema = arrow_ipc::convert::try_schema_from_flatbuffer_bytes(bytes)?;
+        let fb = arrow_ipc::root_as_schema(bytes).map_err(|e| layout(format!("schema: {e}")))?;
+        let schema: Schema = arrow_ipc::convert::try_fb_to_schema(fb)?;
         let schema = Arc::new(schema);
         self.schema = Some((bytes.to_vec(), schema.clone()));
         Ok(schema)
@@ -549,6 +550,10 @@ fn read_array(r: &mut In<'_>, dt: &DataType, src: &Source<'_>, depth: usize) -> 
     }
     check_supported(dt)?;
     let len = r.usize()?;
+    // Arrow's own checks multiply lengths (and panic on overflow): keep them in i32 range.
+    if len > i32::MAX as usize {
+        return Err(layout(format!("array of {len} values")));
+    }
     // (buffer, whether it is the host's own valid UTF-8 run)
     let fetch = |r: &mut In<'_>| -> Result<(Buffer, bool), ShmError> {
         let (side, off, n) = r.region()?;
@@ -578,6 +583,9 @@ fn read_array(r: &mut In<'_>, dt: &DataType, src: &Source<'_>, depth: usize) -> 
         other => return Err(layout(format!("unknown validity flag {other}"))),
     };
     let offset = r.usize()?;
+    if offset > i32::MAX as usize {
+        return Err(layout(format!("array offset {offset}")));
+    }
     let nbuf = r.u32()? as usize;
     if nbuf > 3 {
         return Err(layout(format!("{nbuf} buffers in one array")));
@@ -605,7 +613,24 @@ fn read_array(r: &mut In<'_>, dt: &DataType, src: &Source<'_>, depth: usize) -> 
     for t in &child_types {
         children.push(read_array(r, t, src, depth + 1)?);
     }
+    if matches!(src, Source::Host { .. }) {
+        // Arrow's checks view fixed-width buffers whole as typed slices: a length that is not
+        // a whole number of elements must be refused before they run.
+        let spec = arrow_data::layout(dt);
+        if buffers.len() != spec.buffers.len() {
+            return Err(layout(format!("{} buffers for a {dt} array, expected {}", buffers.len(), spec.buffers.len())));
+        }
+        for (b, s) in buffers.iter().zip(&spec.buffers) {
+            if let arrow_data::BufferSpec::FixedWidth { byte_width, .. } = s
+                && b.len() % byte_width != 0
+            {
+                return Err(layout(format!("a {dt} buffer of {} bytes is not a whole number of {byte_width}-byte values", b.len())));
+            }
+        }
+    }
     let builder = ArrayDataBuilder::new(dt.clone()).len(len).offset(offset).nulls(nulls).buffers(buffers).child_data(children);
+    // A worker may point at any byte: buffers not aligned for their type are copied.
+    let builder = builder.align_buffers(matches!(src, Source::Host { .. }));
     match src {
         // SAFETY: the host's own encoding of arrays it validated; the buffers are in range.
         Source::Worker(_) => Ok(unsafe { builder.build_unchecked() }),

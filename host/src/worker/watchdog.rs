@@ -92,7 +92,7 @@ pub(super) fn watchdog(watch: &Watch, limits: &WorkerLimits) {
         }
         let busy = watch.busy_since.lock().ok().and_then(|b| *b);
         if verdict.is_none() && busy.is_some_and(|t| t.elapsed() > limits.timeout) {
-            verdict = Some(StageFailure::Timeout(limits.timeout));
+            verdict = Some(StageFailure::WorkerTimeout(limits.timeout));
         }
         if verdict.is_none()
             && tick.is_multiple_of(10)
