@@ -11,7 +11,7 @@ use arrow_array::RecordBatch;
 use curator_core::PluginKind;
 use curator_core::pipeline::Format;
 
-use super::stage::instance_limits;
+use super::instance::instance_limits;
 use crate::io::IoError;
 use crate::io::jsonl::JsonlReader;
 use crate::io::parquet::ParquetReader;

@@ -16,6 +16,7 @@ mod autoscale;
 pub mod bench;
 mod error;
 mod graph;
+mod instance;
 mod progress;
 mod read;
 mod run;
@@ -39,8 +40,8 @@ use crate::wasm::{CompiledPlugin, WasmRuntime};
 
 pub use autoscale::{capacity, initial_workers};
 pub use error::RunError;
+pub use instance::check_setup;
 pub use run::run;
-pub use stage::check_setup;
 pub use summary::{DeadLetter, RunSummary, ScaleEvent, StageStats};
 
 /// Knobs of one run that are not in the pipeline file.

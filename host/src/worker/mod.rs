@@ -4,15 +4,17 @@
 //! - `process.rs`: the host's handle ([`WorkerProcess`], a [`crate::stage::StageCall`]);
 //! - `watchdog.rs`: RAM, time and GPU budgets, enforced from outside the worker;
 //! - `protocol.rs`: control frames on the worker's stdin/stdout;
-//! - `shm.rs`: the two shared-memory arenas batches travel through, and their layout;
+//! - `arena.rs`: the two shared-memory arenas batches travel through;
+//! - `layout.rs`: how a batch is written into them and read back (checked);
 //! - `serve.rs`: the worker's side (`curator-host worker …`);
 //! - `ffi.rs`: the C ABI from the loading side (libraries and their instances).
 
+pub mod arena;
 pub mod ffi;
+pub mod layout;
 pub mod process;
 pub mod protocol;
 pub mod serve;
-pub mod shm;
 pub mod watchdog;
 
 use std::path::{Path, PathBuf};

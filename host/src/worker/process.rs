@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use arrow_array::RecordBatch;
 use curator_sdk::abi::WorkerContext;
 
+use super::layout::{Arena, Decoder, Encoder, INITIAL_ARENA_BYTES, Source, Written};
 use super::protocol::{self, TAG_BATCH, TAG_ERROR, TAG_FATAL, TAG_INVALID_PARAMS, TAG_OOM, TAG_OUTPUT, TAG_READY, TAG_SHUTDOWN};
-use super::shm::{Arena, Decoder, Encoder, INITIAL_ARENA_BYTES, Source, Written};
 use super::watchdog::{Watch, WorkerLimits, watchdog};
 use crate::stage::{StageCall, StageFailure, StageOutput};
 
@@ -161,9 +161,9 @@ impl WorkerProcess {
     }
 
     fn exchange(&mut self, input: &RecordBatch) -> Result<StageOutput, StageFailure> {
-        let shm = |e: super::shm::ShmError| StageFailure::Protocol(e.to_string());
+        let shm = |e: super::layout::ShmError| StageFailure::Protocol(e.to_string());
         let (descriptor, written) = self.encoder.write_input(input, &mut self.input, protocol::KIND_INPUT).map_err(|e| match e {
-            super::shm::ShmError::Unsupported(_) => StageFailure::Failed(e.to_string()),
+            super::layout::ShmError::Unsupported(_) => StageFailure::Failed(e.to_string()),
             e => shm(e),
         })?;
         self.written = written;

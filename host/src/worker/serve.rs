@@ -1,7 +1,7 @@
 //! The worker's side: `curator-host worker PLUGIN …` loads one stage (a native library, or a
 //! WASM component with `--wasm`), says READY, then answers batch frames until told to stop or
 //! until the host goes away. Batches are read from the input arena in place and answers
-//! written to the output arena (`shm.rs`).
+//! written to the output arena (`arena.rs`, `layout.rs`).
 
 use std::io::{BufReader, Write};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -9,10 +9,10 @@ use std::path::Path;
 
 use curator_sdk::abi::WorkerContext;
 
+use super::layout::{Arena, Decoder, Encoder, Source};
 use super::protocol::{
     self, TAG_BATCH, TAG_ERROR, TAG_FATAL, TAG_INVALID_PARAMS, TAG_MANIFEST, TAG_OOM, TAG_OUTPUT, TAG_READY, TAG_SHUTDOWN,
 };
-use super::shm::{Arena, Decoder, Encoder, Source};
 use super::{WasmWorkerSpec, ffi::Library};
 use crate::stage::{FailureClass, StageCall, StageFailure};
 use crate::wasm::WasmRuntime;
@@ -117,14 +117,14 @@ pub fn serve(args: &WorkerArgs<'_>) -> i32 {
         }
         let cpu0 = crate::os::thread_cpu_time();
         let answer = (|| -> Result<Vec<u8>, StageFailure> {
-            let proto = |e: super::shm::ShmError| StageFailure::Protocol(e.to_string());
+            let proto = |e: super::layout::ShmError| StageFailure::Protocol(e.to_string());
             input.follow().map_err(|e| StageFailure::Protocol(e.to_string()))?;
             let batch = decoder.read(&descriptor, &Source::Worker(&input)).map_err(proto)?.batch;
             let rows = batch.num_rows();
             let result = inst.call(&batch)?;
             let (kind, b) = protocol::output_to_wire(result, rows)?;
             encoder.write_output(&b, &mut output, &input, kind).map_err(|e| match e {
-                super::shm::ShmError::Unsupported(_) => StageFailure::InvalidOutput(e.to_string()),
+                super::layout::ShmError::Unsupported(_) => StageFailure::InvalidOutput(e.to_string()),
                 e => proto(e),
             })
         })();

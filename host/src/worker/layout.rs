@@ -1,5 +1,5 @@
-//! Shared-memory arenas between the host and one worker process, and the layout of a batch
-//! written into them.
+//! How a batch crosses between the host and a worker process through their shared-memory
+//! arenas (`arena.rs`), and the descriptor that says where its buffers lie.
 //!
 //! Each worker has two arenas (memfd files, mapped by both processes):
 //! - **input**: the host writes the batch's Arrow buffers here; the worker gets a read-only
@@ -19,13 +19,13 @@
 //! (length, offset, validity bitmap, buffers, children) with every buffer as a region of one
 //! of the two arenas.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions, make_array};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer};
 use arrow_data::{ArrayData, ArrayDataBuilder};
+
+pub use super::arena::Arena;
 use arrow_schema::{DataType, Schema, SchemaRef};
 
 /// Alignment of every buffer in an arena (Arrow's recommendation; enough for any type).
@@ -53,187 +53,8 @@ fn layout(msg: impl Into<String>) -> ShmError {
     ShmError::Layout(msg.into())
 }
 
-/// One mapping of an arena file. Arrow buffers that point into it hold it alive.
-struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain shared memory; who may write it is decided by the protections
-// it was mapped with, and Rust code only reads it through `&[u8]` or writes it through the
-// arena that owns it.
-unsafe impl Send for Mapping {}
-unsafe impl Sync for Mapping {}
-impl std::panic::RefUnwindSafe for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len came from a successful mmap and nothing refers to it any more.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
-}
-
-/// An arena file and this process's mapping of it.
-pub struct Arena {
-    fd: OwnedFd,
-    map: Arc<Mapping>,
-    writable: bool,
-}
-
-fn file_size(fd: RawFd) -> std::io::Result<usize> {
-    // SAFETY: fstat into a zeroed struct on a descriptor we own.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(st.st_size as usize)
-}
-
-fn map(fd: RawFd, len: usize, writable: bool) -> std::io::Result<Mapping> {
-    let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
-    // SAFETY: a fresh shared mapping of a file we hold; checked for failure below.
-    let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len.max(1), prot, libc::MAP_SHARED, fd, 0) };
-    if ptr == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(Mapping { ptr: NonNull::new(ptr.cast()).ok_or_else(|| std::io::Error::other("mmap returned null"))?, len: len.max(1) })
-}
-
-#[cfg(target_os = "linux")]
-fn anonymous_file(name: &str) -> std::io::Result<OwnedFd> {
-    let cname = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
-    // SAFETY: memfd_create with a valid name; the result is checked.
-    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-#[cfg(not(target_os = "linux"))]
-fn anonymous_file(name: &str) -> std::io::Result<OwnedFd> {
-    // An unlinked temporary file: the same sharing, without memfd's seals.
-    let path = std::env::temp_dir().join(format!(
-        ".{name}-{}-{:x}",
-        std::process::id(),
-        std::time::SystemTime::now().elapsed().map(|d| d.as_nanos()).unwrap_or(0)
-    ));
-    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-    let _ = std::fs::remove_file(&path);
-    Ok(file.into())
-}
-
-impl Arena {
-    /// A new arena file of `size` bytes, mapped read-write. `no_shrink`: seal it so that no
-    /// process can make it smaller (for a file another process writes and this one reads).
-    pub fn create(name: &str, size: usize, no_shrink: bool) -> std::io::Result<Arena> {
-        let fd = anonymous_file(name)?;
-        // SAFETY: ftruncate on our own descriptor.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        #[cfg(target_os = "linux")]
-        if no_shrink {
-            // SAFETY: fcntl on our own memfd.
-            if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = no_shrink;
-        let map = Arc::new(map(fd.as_raw_fd(), size, true)?);
-        Ok(Arena { fd, map, writable: true })
-    }
-
-    /// Map an arena file another process created (`fd` inherited from it).
-    pub fn open(fd: OwnedFd, writable: bool) -> std::io::Result<Arena> {
-        let size = file_size(fd.as_raw_fd())?;
-        let map = Arc::new(map(fd.as_raw_fd(), size, writable)?);
-        Ok(Arena { fd, map, writable })
-    }
-
-    /// A read-only descriptor of the same file, for the process that only reads it.
-    #[cfg(target_os = "linux")]
-    pub fn read_only_fd(&self) -> std::io::Result<OwnedFd> {
-        let path = std::ffi::CString::new(format!("/proc/self/fd/{}", self.fd.as_raw_fd())).map_err(std::io::Error::other)?;
-        // SAFETY: open with a valid path; the result is checked.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor we own.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
-
-    /// Elsewhere the worker gets the same descriptor (it maps it read-only).
-    #[cfg(not(target_os = "linux"))]
-    pub fn read_only_fd(&self) -> std::io::Result<OwnedFd> {
-        self.fd.try_clone()
-    }
-
-    pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.map.len == 0
-    }
-
-    /// Make the file (and this mapping) at least `size` bytes (the writer's side). Buffers
-    /// that point into the old mapping keep it alive.
-    pub fn grow_to(&mut self, size: usize) -> std::io::Result<()> {
-        if size <= self.map.len {
-            return Ok(());
-        }
-        let size = size.next_power_of_two();
-        // SAFETY: ftruncate on our own descriptor.
-        if unsafe { libc::ftruncate(self.fd.as_raw_fd(), size as libc::off_t) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        self.map = Arc::new(map(self.fd.as_raw_fd(), size, self.writable)?);
-        Ok(())
-    }
-
-    /// Follow a file the other process grew: map all of it (never less than now).
-    pub fn follow(&mut self) -> std::io::Result<()> {
-        let size = file_size(self.fd.as_raw_fd())?;
-        if size > self.map.len {
-            self.map = Arc::new(map(self.fd.as_raw_fd(), size, self.writable)?);
-        }
-        Ok(())
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the mapping is `len` readable bytes for as long as `self.map` lives.
-        unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr(), self.map.len) }
-    }
-
-    /// Bytes `[off, off + len)`, checked against the mapping.
-    fn region(&self, off: usize, len: usize) -> Result<&[u8], ShmError> {
-        let end = off.checked_add(len).ok_or_else(|| layout("region overflows"))?;
-        self.bytes().get(off..end).ok_or_else(|| layout(format!("region {off}..{end} is outside the arena ({} bytes)", self.map.len)))
-    }
-
-    /// Whether `[ptr, ptr + len)` lies inside this mapping; its offset if so.
-    fn offset_of(&self, ptr: *const u8, len: usize) -> Option<usize> {
-        let base = self.map.ptr.as_ptr() as usize;
-        let p = ptr as usize;
-        (p >= base && p.checked_add(len)? <= base + self.map.len).then(|| p - base)
-    }
-
-    /// Arrow buffer over `[off, off + len)` of this mapping, without copying. Only for an arena
-    /// the other side cannot write (the worker's view of the input).
-    fn buffer(&self, off: usize, len: usize) -> Result<Buffer, ShmError> {
-        self.region(off, len)?;
-        // SAFETY: in range (checked above); the Arc keeps the mapping alive while the buffer lives.
-        let ptr = unsafe { NonNull::new_unchecked(self.map.ptr.as_ptr().add(off)) };
-        Ok(unsafe { Buffer::from_custom_allocation(ptr, len, self.map.clone()) })
-    }
+fn outside(off: usize, len: usize) -> ShmError {
+    layout(format!("region of {len} bytes at {off} is outside its arena"))
 }
 
 /// Which arena a region is in.
@@ -256,7 +77,7 @@ impl Placer<'_> {
         self.arena.grow_to(end)?;
         // SAFETY: [off, end) is inside the writable mapping (grown above); `bytes` is not in it
         // (it is the caller's memory or the other arena).
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.arena.map.ptr.as_ptr().add(off), bytes.len()) };
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.arena.base_mut().add(off), bytes.len()) };
         self.used = end;
         Ok((off, bytes.len()))
     }
@@ -266,7 +87,7 @@ impl Placer<'_> {
         let off = self.used.next_multiple_of(ALIGN);
         self.arena.grow_to(off + len)?;
         // SAFETY: in range (grown above), 64-byte aligned, so aligned for i32.
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.arena.map.ptr.as_ptr().add(off).cast::<i32>(), offsets.len()) };
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.arena.base_mut().add(off).cast::<i32>(), offsets.len()) };
         for (d, o) in dst.iter_mut().zip(offsets) {
             *d = o - base;
         }
@@ -558,15 +379,15 @@ fn read_array(r: &mut In<'_>, dt: &DataType, src: &Source<'_>, depth: usize) -> 
     let fetch = |r: &mut In<'_>| -> Result<(Buffer, bool), ShmError> {
         let (side, off, n) = r.region()?;
         Ok(match (src, side) {
-            (Source::Worker(input), Side::Input) => (input.buffer(off, n)?, false),
+            (Source::Worker(input), Side::Input) => (input.buffer(off, n).ok_or_else(|| outside(off, n))?, false),
             (Source::Worker(_), Side::Output) => return Err(layout("an input batch refers to the output arena")),
             (Source::Host { written, input, .. }, Side::Input) => match written.find(off, n) {
                 Some(found) => found,
                 // Bytes the host computed (rebased offsets): the worker cannot write the input
                 // arena, so a copy from it is what the host wrote.
-                None => (owned(input.region(off, n)?), false),
+                None => (owned(input.region(off, n).ok_or_else(|| outside(off, n))?), false),
             },
-            (Source::Host { output, .. }, Side::Output) => (owned(output.region(off, n)?), false),
+            (Source::Host { output, .. }, Side::Output) => (owned(output.region(off, n).ok_or_else(|| outside(off, n))?), false),
         })
     };
     let nulls = match r.u8()? {
@@ -622,7 +443,7 @@ fn read_array(r: &mut In<'_>, dt: &DataType, src: &Source<'_>, depth: usize) -> 
         }
         for (b, s) in buffers.iter().zip(&spec.buffers) {
             if let arrow_data::BufferSpec::FixedWidth { byte_width, .. } = s
-                && b.len() % byte_width != 0
+                && !b.len().is_multiple_of(*byte_width)
             {
                 return Err(layout(format!("a {dt} buffer of {} bytes is not a whole number of {byte_width}-byte values", b.len())));
             }
@@ -651,7 +472,7 @@ fn read_array(r: &mut In<'_>, dt: &DataType, src: &Source<'_>, depth: usize) -> 
 fn check_utf8_offsets(data: &ArrayData) -> Result<(), ShmError> {
     let values = data.buffers()[1].as_slice();
     let raw = data.buffers()[0].as_slice();
-    if raw.len() % 4 != 0 || raw.len() / 4 < data.offset() + data.len() + 1 {
+    if !raw.len().is_multiple_of(4) || raw.len() / 4 < data.offset() + data.len() + 1 {
         return Err(layout("utf8 offsets buffer too short"));
     }
     let offsets = &data.buffers()[0].typed_data::<i32>()[data.offset()..data.offset() + data.len() + 1];
@@ -770,7 +591,7 @@ mod tests {
         let bytes = output.bytes().to_vec();
         let at = bytes.windows(2).position(|w| w == b"ab").unwrap();
         // SAFETY: test-only write into our own writable mapping.
-        unsafe { *output.map.ptr.as_ptr().add(at) = 0xff };
+        unsafe { *output.base_mut().add(at) = 0xff };
         let err = Decoder::default().read(&d, &Source::Host { input: &input, output: &output, written: &written }).err().unwrap();
         assert!(err.to_string().contains("utf") || err.to_string().contains("UTF"), "{err}");
     }

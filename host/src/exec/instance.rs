@@ -1,0 +1,149 @@
+//! Stage instances for the executor: what a worker of a stage is given (placement, limits)
+//! and how its instance starts, whichever back-end runs it. Planning uses the same path for
+//! its throw-away setup check.
+
+use crate::plan::PlannedStage;
+use crate::stage::{StageCall, StageFailure};
+use crate::wasm::InstanceLimits;
+use crate::worker::{WasmWorkerSpec, WorkerLimits, WorkerPlugin, WorkerProcess};
+use curator_core::placement::Assignment;
+use curator_sdk::abi::WorkerContext;
+
+use super::{Ctx, Loaded, RunError};
+
+/// One instance of a stage, whatever runs it.
+pub(crate) type Instance = Box<dyn StageCall>;
+
+/// Where worker `k` of a stage runs: its GPU assignment, if the stage needs one.
+pub(crate) struct Placement {
+    pub k: usize,
+    pub gpu: Option<Assignment>,
+}
+
+/// The limits a worker process of `stage` runs under. Its memory budget is the stage's
+/// reservation (`PlannedStage::memory`): reserved = enforced.
+pub(crate) fn worker_limits(stage: &PlannedStage, allowed_cpus: &[usize], at: &Placement) -> WorkerLimits {
+    WorkerLimits {
+        memory_mb: stage.memory.process_mb.unwrap_or(stage.memory.reserved_mb),
+        timeout: stage.timeout,
+        cpus: curator_core::placement::cpu_share(allowed_cpus, at.k, stage.resources.cpus),
+        cuda_visible_devices: at.gpu.as_ref().map(|a| a.devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")),
+        gpu_memory_budget_bytes: at.gpu.as_ref().map(|a| a.memory_budget_mb << 20),
+    }
+}
+
+/// Start an instance of `stage` (compiled as `loaded`) for worker `at`.
+pub(crate) fn start_instance(
+    stage: &PlannedStage,
+    loaded: &Loaded,
+    allowed_cpus: &[usize],
+    cache_dir: Option<&std::path::Path>,
+    at: &Placement,
+) -> Result<Instance, StageFailure> {
+    let limits = worker_limits(stage, allowed_cpus, at);
+    let context = WorkerContext {
+        worker: at.k,
+        gpu_memory_budget_bytes: limits.gpu_memory_budget_bytes,
+        cuda_visible_devices: limits.cuda_visible_devices.clone(),
+    };
+    match loaded {
+        Loaded::Wasm(plugin) => Ok(Box::new(plugin.instantiate(&stage.label, &stage.params, &instance_limits(stage))?)),
+        Loaded::WasmWorker { .. } => {
+            let l = instance_limits(stage);
+            let spec = WasmWorkerSpec {
+                label: stage.label.clone(),
+                memory_mb: l.memory_mb,
+                grants: l.grants.iter().map(|g| (g.name.clone(), g.host_path.clone(), g.writable)).collect(),
+                cache_dir: cache_dir.map(Into::into),
+            };
+            let w = WorkerProcess::spawn(&stage.label, &stage.plugin.path, WorkerPlugin::Wasm(&spec), &stage.params, &context, &limits)?;
+            Ok(Box::new(w))
+        }
+        Loaded::Native => {
+            let w = WorkerProcess::spawn(&stage.label, &stage.plugin.path, WorkerPlugin::Native, &stage.params, &context, &limits)?;
+            Ok(Box::new(w))
+        }
+    }
+}
+
+/// Start `stage` once in a throw-away instance (or worker), as its first worker would, and
+/// stop it: whether its `setup` accepts the params and its plugin starts at all. Planning
+/// calls it so that such mistakes stop a pipeline before anything is read or written.
+pub fn check_setup(stage: &PlannedStage, runtime: &crate::wasm::WasmRuntime) -> Result<(), StageFailure> {
+    let loaded = match (stage.plugin.manifest.kind, stage.isolation) {
+        (curator_core::PluginKind::Native, _) => Loaded::Native,
+        (_, curator_core::Isolation::Process) => Loaded::WasmWorker {
+            from_cache: crate::worker::compile_wasm(&stage.plugin.path, stage.plugin.manifest.clone(), runtime)?.from_cache,
+        },
+        _ => Loaded::Wasm(Box::new(runtime.load(&stage.plugin.path, stage.plugin.manifest.clone())?)),
+    };
+    let at = Placement { k: 0, gpu: stage.gpu.first().cloned() };
+    start_instance(stage, &loaded, &crate::os::allowed_cpus(), runtime.cache_dir(), &at)?.teardown();
+    Ok(())
+}
+
+/// Start an instance of stage `i` for a worker of this run.
+pub(crate) fn instantiate(ctx: &Ctx, i: usize, at: &Placement) -> Result<Instance, RunError> {
+    let stage = &ctx.plan.stages[i];
+    start_instance(stage, &ctx.compiled[i], &ctx.allowed_cpus, ctx.cache_dir.as_deref(), at).map_err(|e| RunError::start(stage, e))
+}
+
+/// The sandbox limits of a WASM instance of `stage`.
+pub(crate) fn instance_limits(stage: &PlannedStage) -> InstanceLimits {
+    InstanceLimits {
+        memory_mb: stage.memory.guest_cap_mb.unwrap_or(stage.memory.reserved_mb),
+        timeout: stage.timeout,
+        grants: stage.grants.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::PluginEntry;
+    use curator_core::{Isolation, Manifest, PluginKind, memory_budget};
+
+    fn stage(kind: PluginKind, isolation: Isolation) -> PlannedStage {
+        let kind_name = if kind == PluginKind::Native { "native" } else { "wasm" };
+        let manifest = Manifest::from_json(
+            serde_json::json!({
+                "name": "s", "version": "1.0.0", "kind": kind_name,
+                "abi": {"major": curator_core::ABI_MAJOR, "minor": curator_core::ABI_MINOR},
+                "params_schema": {"type": "object"}
+            })
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut s = PlannedStage {
+            index: 0,
+            label: "s".into(),
+            resources: manifest.resources.clone(),
+            plugin: PluginEntry { manifest, path: "s".into(), size: 0 },
+            params: serde_json::json!({}),
+            batch_size: None,
+            timeout: std::time::Duration::from_secs(1),
+            grants: Vec::new(),
+            isolation,
+            memory: curator_core::MemoryBudget { reserved_mb: 0, guest_cap_mb: None, process_mb: None },
+            num_workers: None,
+            gpu: Vec::new(),
+        };
+        s.memory = memory_budget(&s.resources, s.runs());
+        s
+    }
+
+    #[test]
+    fn a_stage_without_memory_mb_is_reserved_exactly_what_its_worker_is_allowed() {
+        let at = Placement { k: 0, gpu: None };
+        for (kind, isolation) in [(PluginKind::Native, Isolation::Process), (PluginKind::Wasm, Isolation::Process)] {
+            let s = stage(kind, isolation);
+            assert_eq!(s.resources.memory_mb, None);
+            let reserved = super::super::autoscale::load(&s, None).memory_mb;
+            let allowed = worker_limits(&s, &[0], &at).memory_mb;
+            assert_eq!(reserved, allowed, "{kind:?} {isolation:?}");
+        }
+        let s = stage(PluginKind::Wasm, Isolation::InProcess);
+        assert_eq!(super::super::autoscale::load(&s, None).memory_mb, instance_limits(&s).memory_mb);
+    }
+}

@@ -1,0 +1,106 @@
+//! The checks that make a plan impossible before anything is read: an output directory in
+//! use, GPUs that are not there, memory that is not there, a stage that refuses to start.
+
+use curator_core::SpecError;
+use curator_core::placement::{GpuRequest, GpuStage};
+
+use super::PlannedStage;
+use crate::io::Loc;
+use crate::wasm::WasmRuntime;
+
+/// What a directory holds that a run with `mode: error` must not mix with: `None` when it is
+/// absent or empty (temp files of killed runs and an empty spill directory do not count).
+pub(super) fn holds_outputs(dir: &Loc) -> Option<String> {
+    match dir {
+        Loc::Local(d) => {
+            let entries = std::fs::read_dir(d).ok()?;
+            let mut names: Vec<String> = entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !(n.starts_with('.') && n.contains(".tmp-")) && n != "_spill")
+                .collect();
+            names.sort();
+            let first = names.first()?;
+            Some(format!("{} entr{} (e.g. {first})", names.len(), if names.len() == 1 { "y" } else { "ies" }))
+        }
+        other => other.join(crate::io::writer::OutputManifest::NAME).exists().then(|| "a _manifest.json of another run".to_string()),
+    }
+}
+
+/// Place the GPU stages' workers on this machine's GPUs (`core::placement::place_stages`):
+/// as many as fit, or `num_workers`. One error per stage that cannot be placed.
+pub(super) fn place_gpu_stages(label: &str, stages: &mut [PlannedStage]) -> Vec<SpecError> {
+    let wanted: Vec<(usize, GpuStage)> = stages
+        .iter()
+        .enumerate()
+        .filter_map(|(k, s)| {
+            let request = GpuRequest::from_resources(&s.resources)?;
+            Some((k, GpuStage { stage: s.label.clone(), request, fixed: s.num_workers }))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let inventory = crate::gpu::discover();
+    let requests: Vec<GpuStage> = wanted.iter().map(|(_, g)| g.clone()).collect();
+    match curator_core::placement::place_stages(&inventory.gpus, &requests) {
+        Ok(assignments) => {
+            for ((k, _), a) in wanted.iter().zip(assignments) {
+                stages[*k].gpu = a;
+            }
+            Vec::new()
+        }
+        Err(e) => {
+            let e = match e {
+                curator_core::placement::PlacementError::NoGpus { stage, needs, .. } => {
+                    curator_core::placement::PlacementError::NoGpus { stage, needs, detail: inventory.note.clone().unwrap_or_default() }
+                }
+                e => e,
+            };
+            let at = stages.iter().find(|s| e.to_string().contains(&format!("{:?}", s.label))).map(|s| s.index).unwrap_or(wanted[0].0);
+            vec![SpecError::new(label, format!("stages[{at}].resources"), e.to_string())]
+        }
+    }
+}
+
+/// One worker of every stage must fit in the memory this machine can give workers.
+pub(super) fn check_memory(label: &str, stages: &[PlannedStage]) -> Vec<SpecError> {
+    let Some(available) = crate::os::available_memory_mb() else { return Vec::new() };
+    let share = curator_core::scaling::WORKER_MEMORY_SHARE;
+    let budget = (available as f64 * share) as u64;
+    let reserved: u64 = stages.iter().map(|s| s.memory.reserved_mb).sum();
+    if reserved <= budget {
+        return Vec::new();
+    }
+    let largest = stages.iter().max_by_key(|s| s.memory.reserved_mb).map(|s| s.index).unwrap_or(0);
+    vec![SpecError::new(
+        label,
+        format!("stages[{largest}].resources.memory_mb"),
+        format!(
+            "one worker per stage needs {reserved} MiB but this machine can give workers {budget} MiB ({:.0} % of {available} MiB available); lower memory_mb",
+            share * 100.0
+        ),
+    )]
+}
+
+/// Start each stage that planned cleanly once, in a throw-away instance or worker
+/// (`exec::check_setup`): its own setup's refusal becomes a plan error at `stages[i].params`.
+pub(super) fn check_setups(label: &str, stages: &[PlannedStage], failed: &[SpecError], runtime: &WasmRuntime) -> Vec<SpecError> {
+    let mut errors = Vec::new();
+    for st in stages {
+        let gpu_needed_but_unplaced = st.resources.needs_gpu() && st.gpu.is_empty();
+        if gpu_needed_but_unplaced || failed.iter().any(|e| e.path.starts_with(&format!("stages[{}]", st.index))) {
+            continue;
+        }
+        if let Err(e) = crate::exec::check_setup(st, runtime) {
+            let (path, message) = match e {
+                crate::stage::StageFailure::InvalidParams(m) => {
+                    ("params", format!("plugin {:?} rejected its params: {m}", st.plugin.manifest.name))
+                }
+                e => ("plugin", format!("plugin {:?} cannot start: {e}", st.plugin.manifest.name)),
+            };
+            errors.push(SpecError::new(label, format!("stages[{}].{path}", st.index), message));
+        }
+    }
+    errors
+}

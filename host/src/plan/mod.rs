@@ -1,0 +1,331 @@
+//! From a pipeline file to a checked plan: every stage resolved to a plugin, params checked
+//! against its schema, resources merged and validated, grants matched to requests, inputs
+//! listed and output names fixed. Nothing here reads documents.
+
+mod checks;
+mod outputs;
+mod stages;
+
+pub use outputs::{merged_manifest, partition_output_name};
+
+use checks::{check_memory, holds_outputs, place_gpu_stages};
+use outputs::{describe, plan_branches, sink_ext};
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use curator_core::partition::{FileInfo, Part, PartitionBy, Splittable, partition};
+use curator_core::pipeline::{DEFAULT_MAX_LINE_BYTES, Format, WriteMode};
+use curator_core::placement::Assignment;
+use curator_core::{Isolation, MemoryBudget, PipelineSpec, PluginKind, Resources, Runs, SinkSpec, SpecError};
+
+use crate::io::journal::Journal;
+use crate::io::writer::{OutputManifest, WrittenFile};
+use crate::io::{self, InputFile, IoError, Loc};
+use crate::registry::{PluginEntry, Registry};
+use crate::wasm::{DirGrant, WasmRuntime};
+
+/// One stage, ready to compile and instantiate.
+#[derive(Debug, Clone)]
+pub struct PlannedStage {
+    pub index: usize,
+    pub label: String,
+    pub plugin: PluginEntry,
+    pub params: serde_json::Value,
+    pub resources: Resources,
+    pub batch_size: Option<usize>,
+    pub timeout: Duration,
+    pub grants: Vec<DirGrant>,
+    /// Where its instances run (native stages: always [`Isolation::Process`]).
+    pub isolation: Isolation,
+    /// Memory per worker: reserved by the scheduler, enforced on the worker (one number).
+    pub memory: MemoryBudget,
+    /// `num_workers` from the pipeline.
+    pub num_workers: Option<usize>,
+    /// GPU stages: one assignment per worker, placed at planning (the worker count).
+    pub gpu: Vec<Assignment>,
+}
+
+impl PlannedStage {
+    /// A worker count nobody may change: `num_workers`, or what GPU placement decided.
+    pub fn fixed_workers(&self) -> Option<usize> {
+        self.num_workers.or((!self.gpu.is_empty()).then_some(self.gpu.len()))
+    }
+
+    /// Where its instances run, for the memory policy.
+    pub fn runs(&self) -> Runs {
+        match (self.plugin.manifest.kind, self.isolation) {
+            (PluginKind::Native, _) => Runs::NativeWorker,
+            (PluginKind::Wasm, Isolation::Process) => Runs::WasmWorker,
+            (PluginKind::Wasm, Isolation::InProcess) => Runs::WasmInProcess,
+        }
+    }
+}
+
+/// A partition and where its kept documents go.
+#[derive(Debug, Clone)]
+pub struct PlannedPartition {
+    pub index: usize,
+    pub parts: Vec<Part>,
+    /// Output file name, relative to the output directory.
+    pub output_rel: String,
+    pub output: Loc,
+}
+
+/// Which documents of a stage a branch takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BranchKind {
+    /// The documents the stage dropped (not those that failed: they are dead-lettered).
+    Rejected,
+    /// A copy of the documents the stage kept.
+    Tee,
+}
+
+/// A second sink fed by one stage: one output file per partition, named as the main sink's.
+#[derive(Debug, Clone)]
+pub struct PlannedBranch {
+    pub stage: usize,
+    pub kind: BranchKind,
+    pub sink: SinkSpec,
+    pub dir: Loc,
+    /// Per planned partition (same order as `Plan::partitions`): name relative to `dir`, and place.
+    pub outputs: Vec<(String, Loc)>,
+    pub prior_manifest: OutputManifest,
+    /// Files an interrupted earlier run finished for this branch.
+    pub resumed: Vec<WrittenFile>,
+}
+
+/// A checked pipeline.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub spec: PipelineSpec,
+    pub file_label: String,
+    pub stages: Vec<PlannedStage>,
+    pub inputs: Vec<InputFile>,
+    /// Partitions to process (in `ignore` mode, those whose output exists are left out).
+    pub partitions: Vec<PlannedPartition>,
+    /// Partitions skipped because their output exists (`ignore` mode).
+    pub skipped: usize,
+    pub output_dir: Loc,
+    /// The output manifest found in the output directory before the run.
+    pub prior_manifest: OutputManifest,
+    /// Partitions an interrupted earlier run finished (from its journal); not run again.
+    pub resumed: Vec<WrittenFile>,
+    /// Side sinks (`rejected:` and `tee:` of stages), in stage order.
+    pub branches: Vec<PlannedBranch>,
+}
+
+impl Plan {
+    /// `file`, `file bytes a..b` or `file row groups a..b`, for messages and manifests.
+    pub fn describe_part(&self, part: &Part) -> String {
+        describe(&self.inputs, part)
+    }
+
+    /// Where a partition's documents came from.
+    pub fn sources(&self, p: &PlannedPartition) -> Vec<String> {
+        p.parts.iter().map(|part| self.describe_part(part)).collect()
+    }
+
+    pub fn max_line_bytes(&self) -> u64 {
+        self.spec.source.max_line_bytes.as_ref().and_then(|s| s.bytes()).unwrap_or(DEFAULT_MAX_LINE_BYTES)
+    }
+
+    /// How the source's records are read (`strict`: stop at the first bad line).
+    pub fn read_options(&self, strict: bool) -> crate::io::jsonl::ReadOptions {
+        let src = &self.spec.source;
+        crate::io::jsonl::ReadOptions {
+            text_field: src.text_field.clone(),
+            id_field: src.id_field.clone(),
+            fields: src.fields.clone(),
+            max_line_bytes: self.max_line_bytes(),
+            strict,
+        }
+    }
+}
+
+/// Why a pipeline cannot run. Every line names the file and the path in it.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+    Spec(Vec<SpecError>),
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
+impl From<SpecError> for PlanError {
+    fn from(e: SpecError) -> Self {
+        PlanError::Spec(vec![e])
+    }
+}
+
+impl From<curator_core::SpecErrors> for PlanError {
+    fn from(e: curator_core::SpecErrors) -> Self {
+        PlanError::Spec(e.0)
+    }
+}
+
+/// How far planning goes.
+#[derive(Clone, Copy, Default)]
+pub struct PlanOptions<'a> {
+    /// Ignore (and delete) the journal of an interrupted earlier run.
+    pub restart: bool,
+    /// Start each stage once in a throw-away instance (or worker) to check that its `setup`
+    /// accepts the params: a stage that would refuse them fails the plan, not the run.
+    pub check_setup: Option<&'a WasmRuntime>,
+}
+
+fn resolve(base: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
+}
+
+/// Read, parse and check a pipeline file against the registry.
+pub fn plan_file(path: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Result<Plan, PlanError> {
+    let label = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| IoError::Open { path: label.clone(), source })?;
+    let spec = PipelineSpec::from_yaml(&label, &text)?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    plan_spec(spec, &label, &base, registry, opts)
+}
+
+/// Check a parsed spec. Relative paths resolve against `base`. Every mistake found is
+/// reported at once, each with its path in the file; nothing is created or read but the
+/// listing of the inputs (and, with `check_setup`, a throw-away instance per stage).
+pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Result<Plan, PlanError> {
+    let restart = opts.restart;
+    let mut errors = Vec::new();
+    let mut stages = stages::plan_stages(&spec, label, base, registry, &mut errors);
+    // Only stages that resolved cleanly are placed and started; the others already failed.
+    let clean = errors.is_empty();
+    if clean {
+        errors.extend(place_gpu_stages(label, &mut stages));
+        errors.extend(check_memory(label, &stages));
+    }
+    if let Some(runtime) = opts.check_setup {
+        let failed = errors.clone();
+        errors.extend(checks::check_setups(label, &stages, &failed, runtime));
+    }
+
+    let mut sources = Vec::new();
+    for p in spec.source.path.as_vec() {
+        match Loc::parse(p, base) {
+            Ok(Loc::Local(path)) if !path.exists() => {
+                errors.push(SpecError::new(label, "source.path", format!("{} does not exist", path.display())));
+            }
+            Ok(l) => sources.push(l),
+            Err(e) => errors.push(SpecError::new(label, "source.path", e.to_string())),
+        }
+    }
+    let output_dir = match Loc::parse(&spec.sink.path, base) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            errors.push(SpecError::new(label, "sink.path", e.to_string()));
+            None
+        }
+    };
+    let inputs = if errors.iter().any(|e| e.path == "source.path") {
+        Vec::new()
+    } else {
+        match io::discover(&sources, spec.source.file_extensions.as_deref(), spec.source.format) {
+            Ok(i) => i,
+            Err(e) => {
+                errors.push(SpecError::new(label, "source.path", e.to_string()));
+                Vec::new()
+            }
+        }
+    };
+    let journal_present = !restart && output_dir.as_ref().is_some_and(|d| Journal::load(d).is_some());
+    if spec.sink.mode == WriteMode::Error
+        && !journal_present
+        && let Some(d) = &output_dir
+        && let Some(why) = holds_outputs(d)
+    {
+        errors.push(SpecError::new(
+            label,
+            "sink.path",
+            format!("{} already holds {why}; with sink.mode: error a run writes only into an empty directory (choose another, or set mode: overwrite, append or ignore)", d.display()),
+        ));
+    }
+    let Some(output_dir) = output_dir.filter(|_| errors.is_empty()) else {
+        return Err(PlanError::Spec(errors));
+    };
+    let by = match (spec.source.files_per_partition, spec.source.blocksize.as_ref().and_then(|b| b.bytes())) {
+        (_, Some(bytes)) => PartitionBy::Bytes(bytes),
+        (Some(n), None) => PartitionBy::Files(n),
+        (None, None) => PartitionBy::Files(1),
+    };
+    let mut infos = Vec::with_capacity(inputs.len());
+    for f in &inputs {
+        let split = match (f.format, f.compressed, by) {
+            (_, _, PartitionBy::Files(_)) => Splittable::No,
+            (Format::Parquet, _, _) => Splittable::Units(io::parquet::row_group_sizes(f)?),
+            (Format::Jsonl, true, _) => Splittable::No,
+            (Format::Jsonl, false, _) => Splittable::Bytes,
+        };
+        infos.push(FileInfo { size: f.size, split });
+    }
+    let ext = sink_ext(&spec.sink);
+    let prior_manifest = OutputManifest::load(&output_dir);
+    let journal = if restart {
+        Journal::remove(&output_dir);
+        None
+    } else {
+        Journal::load(&output_dir)
+    };
+    let resuming = journal.is_some();
+    let journal = journal.unwrap_or_default();
+    let mut resumed = Vec::new();
+    let mut resumed_branches: Vec<Vec<WrittenFile>> = Vec::new();
+    let mut partitions: Vec<PlannedPartition> = Vec::new();
+    let mut skipped = 0;
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for p in partition(&infos, by) {
+        let mut output_rel = partition_output_name(&inputs, &p.parts, p.index, &ext);
+        if let Some(other) = partitions.iter().find(|q| q.output_rel == output_rel) {
+            return Err(IoError::Collision {
+                a: inputs[other.parts[0].file].display(),
+                b: inputs[p.parts[0].file].display(),
+                out: output_dir.join(&output_rel).display(),
+            }
+            .into());
+        }
+        let mut output = output_dir.join(&output_rel);
+        let sources: Vec<String> = p.parts.iter().map(|part| describe(&inputs, part)).collect();
+        if let Some(done) =
+            journal.iter().find(|j| j.file.sources == sources && (j.file.is_empty() || output_dir.join(&j.file.path).exists()))
+        {
+            resumed.push(done.file.clone());
+            resumed_branches.push(done.branches.clone());
+            taken.insert(done.file.path.clone());
+            continue;
+        }
+        // Resuming: an output not in the journal is from the interrupted run; redo it.
+        if output.exists() && !resuming {
+            match spec.sink.mode {
+                WriteMode::Error => return Err(IoError::Exists { path: output.display() }.into()),
+                WriteMode::Ignore => {
+                    skipped += 1;
+                    continue;
+                }
+                WriteMode::Append => {
+                    let stem = output_rel.strip_suffix(&ext).unwrap_or(&output_rel).to_string();
+                    for k in 1.. {
+                        let candidate = format!("{stem}.{k}{ext}");
+                        let loc = output_dir.join(&candidate);
+                        if !taken.contains(&candidate) && !loc.exists() {
+                            output_rel = candidate;
+                            output = loc;
+                            break;
+                        }
+                    }
+                }
+                WriteMode::Overwrite => {}
+            }
+        }
+        taken.insert(output_rel.clone());
+        partitions.push(PlannedPartition { index: p.index, parts: p.parts, output_rel, output });
+    }
+    let branches = plan_branches(&spec, label, base, &inputs, &partitions, &resumed_branches, resuming)?;
+    Ok(Plan { spec, file_label: label.to_string(), stages, inputs, partitions, skipped, output_dir, prior_manifest, resumed, branches })
+}

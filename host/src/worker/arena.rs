@@ -1,0 +1,198 @@
+//! Shared-memory arenas: one memfd file (an unlinked temp file off Linux) mapped by the host
+//! and one worker process. The host creates both arenas of a worker; the one the worker
+//! writes is sealed against shrinking first, so no process can take pages from under the
+//! other's mapping. Buffers wrapped in place hold their mapping alive.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use arrow_buffer::Buffer;
+
+/// One mapping of an arena file. Arrow buffers that point into it hold it alive.
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; who may write it is decided by the protections
+// it was mapped with, and Rust code only reads it through `&[u8]` or writes it through the
+// arena that owns it.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+impl std::panic::RefUnwindSafe for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len came from a successful mmap and nothing refers to it any more.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// An arena file and this process's mapping of it.
+pub struct Arena {
+    fd: OwnedFd,
+    map: Arc<Mapping>,
+    writable: bool,
+}
+
+fn file_size(fd: RawFd) -> std::io::Result<usize> {
+    // SAFETY: fstat into a zeroed struct on a descriptor we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.st_size as usize)
+}
+
+fn map(fd: RawFd, len: usize, writable: bool) -> std::io::Result<Mapping> {
+    let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+    // SAFETY: a fresh shared mapping of a file we hold; checked for failure below.
+    let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len.max(1), prot, libc::MAP_SHARED, fd, 0) };
+    if ptr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Mapping { ptr: NonNull::new(ptr.cast()).ok_or_else(|| std::io::Error::other("mmap returned null"))?, len: len.max(1) })
+}
+
+#[cfg(target_os = "linux")]
+fn anonymous_file(name: &str) -> std::io::Result<OwnedFd> {
+    let cname = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+    // SAFETY: memfd_create with a valid name; the result is checked.
+    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn anonymous_file(name: &str) -> std::io::Result<OwnedFd> {
+    // An unlinked temporary file: the same sharing, without memfd's seals.
+    let path = std::env::temp_dir().join(format!(
+        ".{name}-{}-{:x}",
+        std::process::id(),
+        std::time::SystemTime::now().elapsed().map(|d| d.as_nanos()).unwrap_or(0)
+    ));
+    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+    let _ = std::fs::remove_file(&path);
+    Ok(file.into())
+}
+
+impl Arena {
+    /// A new arena file of `size` bytes, mapped read-write. `no_shrink`: seal it so that no
+    /// process can make it smaller (for a file another process writes and this one reads).
+    pub fn create(name: &str, size: usize, no_shrink: bool) -> std::io::Result<Arena> {
+        let fd = anonymous_file(name)?;
+        // SAFETY: ftruncate on our own descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        #[cfg(target_os = "linux")]
+        if no_shrink {
+            // SAFETY: fcntl on our own memfd.
+            if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = no_shrink;
+        let map = Arc::new(map(fd.as_raw_fd(), size, true)?);
+        Ok(Arena { fd, map, writable: true })
+    }
+
+    /// Map an arena file another process created (`fd` inherited from it).
+    pub fn open(fd: OwnedFd, writable: bool) -> std::io::Result<Arena> {
+        let size = file_size(fd.as_raw_fd())?;
+        let map = Arc::new(map(fd.as_raw_fd(), size, writable)?);
+        Ok(Arena { fd, map, writable })
+    }
+
+    /// A read-only descriptor of the same file, for the process that only reads it.
+    #[cfg(target_os = "linux")]
+    pub fn read_only_fd(&self) -> std::io::Result<OwnedFd> {
+        let path = std::ffi::CString::new(format!("/proc/self/fd/{}", self.fd.as_raw_fd())).map_err(std::io::Error::other)?;
+        // SAFETY: open with a valid path; the result is checked.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor we own.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Elsewhere the worker gets the same descriptor (it maps it read-only).
+    #[cfg(not(target_os = "linux"))]
+    pub fn read_only_fd(&self) -> std::io::Result<OwnedFd> {
+        self.fd.try_clone()
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.len == 0
+    }
+
+    /// Make the file (and this mapping) at least `size` bytes (the writer's side). Buffers
+    /// that point into the old mapping keep it alive.
+    pub fn grow_to(&mut self, size: usize) -> std::io::Result<()> {
+        if size <= self.map.len {
+            return Ok(());
+        }
+        let size = size.next_power_of_two();
+        // SAFETY: ftruncate on our own descriptor.
+        if unsafe { libc::ftruncate(self.fd.as_raw_fd(), size as libc::off_t) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.map = Arc::new(map(self.fd.as_raw_fd(), size, self.writable)?);
+        Ok(())
+    }
+
+    /// Follow a file the other process grew: map all of it (never less than now).
+    pub fn follow(&mut self) -> std::io::Result<()> {
+        let size = file_size(self.fd.as_raw_fd())?;
+        if size > self.map.len {
+            self.map = Arc::new(map(self.fd.as_raw_fd(), size, self.writable)?);
+        }
+        Ok(())
+    }
+
+    pub(super) fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` readable bytes for as long as `self.map` lives.
+        unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr(), self.map.len) }
+    }
+
+    /// Bytes `[off, off + len)`, if the mapping holds them.
+    pub(super) fn region(&self, off: usize, len: usize) -> Option<&[u8]> {
+        self.bytes().get(off..off.checked_add(len)?)
+    }
+
+    /// Whether `[ptr, ptr + len)` lies inside this mapping; its offset if so.
+    pub(super) fn offset_of(&self, ptr: *const u8, len: usize) -> Option<usize> {
+        let base = self.map.ptr.as_ptr() as usize;
+        let p = ptr as usize;
+        (p >= base && p.checked_add(len)? <= base + self.map.len).then(|| p - base)
+    }
+
+    /// Arrow buffer over `[off, off + len)` of this mapping, without copying. Only for an arena
+    /// the other side cannot write (the worker's view of the input).
+    pub(super) fn buffer(&self, off: usize, len: usize) -> Option<Buffer> {
+        self.region(off, len)?;
+        // SAFETY: in range (checked above); the Arc keeps the mapping alive while the buffer lives.
+        let ptr = unsafe { NonNull::new_unchecked(self.map.ptr.as_ptr().add(off)) };
+        Some(unsafe { Buffer::from_custom_allocation(ptr, len, self.map.clone()) })
+    }
+
+    /// Where this process writes the arena (a writable mapping only).
+    pub(super) fn base_mut(&mut self) -> *mut u8 {
+        debug_assert!(self.writable);
+        self.map.ptr.as_ptr()
+    }
+}
