@@ -278,19 +278,34 @@ fn plugin_list(reg: &Registry, json: bool) -> Result<()> {
         out!("no plugins found in: {}", reg.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
         return Ok(());
     }
-    out!("{:<24} {:<9} {:<5} {:<34} PATH", "NAME", "VERSION", "KIND", "RESOURCES");
+    let mut table = plain_table(&["NAME", "VERSION", "KIND", "RESOURCES", "PATH"]);
     for e in reg.plugins.values() {
         let m = &e.manifest;
-        out!(
-            "{:<24} {:<9} {:<5} {:<34} {}",
-            m.name,
-            m.version,
+        table.add_row(vec![
+            m.name.clone(),
+            m.version.clone(),
             format!("{:?}", m.kind).to_lowercase(),
             fmt_resources(&m.resources),
-            e.path.display()
-        );
+            e.path.display().to_string(),
+        ]);
     }
+    out!("{}", render(table));
     Ok(())
+}
+
+/// A table for the terminal: columns as wide as their widest cell, no borders.
+fn plain_table(header: &[&str]) -> comfy_table::Table {
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING).set_header(header.to_vec());
+    table
+}
+
+/// The table as text: two spaces between columns, no trailing blanks.
+fn render(mut table: comfy_table::Table) -> String {
+    for c in table.column_iter_mut() {
+        c.set_padding((0, 2));
+    }
+    table.trim_fmt()
 }
 
 fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode> {
@@ -441,32 +456,26 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
             return Ok(ExitCode::from(EXIT_FAILED));
         }
     };
-    out!(
-        "{:<24} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>12} {:>8}",
-        "STAGE",
-        "IN",
-        "OUT",
-        "DROPPED",
-        "FAILED",
-        "BUSY s",
-        "IDLE s",
-        "DOCS/s busy",
-        "WORKERS"
-    );
+    let mut table = plain_table(&["STAGE", "IN", "OUT", "DROPPED", "FAILED", "BUSY s", "IDLE s", "DOCS/s busy", "WORKERS"]);
     for s in &summary.stages {
-        out!(
-            "{:<24} {:>10} {:>10} {:>10} {:>8} {:>9.3} {:>9.3} {:>12.0} {:>8}",
-            s.label,
-            s.docs_in,
-            s.docs_out,
-            s.dropped,
-            s.failed,
-            s.busy_s,
-            s.idle_s,
-            s.docs_per_s,
-            format!("{}/{}", s.workers, s.max_workers)
-        );
+        table.add_row(vec![
+            s.label.clone(),
+            s.docs_in.to_string(),
+            s.docs_out.to_string(),
+            s.dropped.to_string(),
+            s.failed.to_string(),
+            format!("{:.3}", s.busy_s),
+            format!("{:.3}", s.idle_s),
+            format!("{:.0}", s.docs_per_s),
+            format!("{}/{}", s.workers, s.max_workers),
+        ]);
     }
+    for k in 1..9 {
+        if let Some(c) = table.column_mut(k) {
+            c.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    out!("{}", render(table));
     out!(
         "read {} documents in {} partition(s) ({} skipped, {} resumed), rejected {} line(s), dead-lettered {}, wrote {} to {} in {:.2}s with {} worker(s), peak RSS {:.0} MiB",
         summary.docs_in,

@@ -82,6 +82,22 @@ fn plugins_found_through_env_var() {
 }
 
 #[test]
+fn plugin_list_columns_stay_aligned_with_long_names() {
+    let run = run_with_guests(&["plugin", "list"]);
+    run.ok();
+    let lines: Vec<&str> = run.stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    let path_col = lines[0].find("PATH").expect("header");
+    let long = lines.iter().find(|l| l.split_whitespace().next().is_some_and(|n| n.len() > 24)).expect("a plugin with a long name");
+    assert!(long.len() > path_col, "{long}");
+    for l in &lines[1..] {
+        // Every row's path starts under the PATH header, however long the names before it.
+        let chars: Vec<char> = l.chars().collect();
+        assert!(chars.get(path_col).is_some_and(|c| !c.is_whitespace()), "misaligned row: {l:?}\n{}", run.stdout);
+        assert!(path_col == 0 || chars[path_col - 1].is_whitespace(), "misaligned row: {l:?}");
+    }
+}
+
+#[test]
 fn schemas_are_json_schema() {
     for what in ["manifest", "pipeline"] {
         let run: Run = host().args(["schema", what]).output().unwrap().into();
