@@ -128,30 +128,21 @@ impl WasmRuntime {
             .map_err(|e| WasmError::Instantiate(e.to_string()))?;
 
         let stop_ticker = Arc::new(AtomicBool::new(!deadline_checks));
-        if !deadline_checks {
-            return Ok(WasmRuntime {
-                engine,
-                linker,
-                cache_dir,
-                stop_ticker,
-                deadline_checks,
-                compiled: Default::default(),
-                for_workers: Default::default(),
-            });
-        }
-        let (weak_engine, stop) = (engine.weak(), stop_ticker.clone());
-        std::thread::Builder::new()
-            .name("curator-epoch".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    match weak_engine.upgrade() {
-                        Some(e) => e.increment_epoch(),
-                        None => break,
+        if deadline_checks {
+            let (weak_engine, stop) = (engine.weak(), stop_ticker.clone());
+            std::thread::Builder::new()
+                .name("curator-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(EPOCH_TICK);
+                        match weak_engine.upgrade() {
+                            Some(e) => e.increment_epoch(),
+                            None => break,
+                        }
                     }
-                }
-            })
-            .map_err(|e| WasmError::Instantiate(format!("cannot start epoch ticker: {e}")))?;
+                })
+                .map_err(|e| WasmError::Instantiate(format!("cannot start epoch ticker: {e}")))?;
+        }
         Ok(WasmRuntime {
             engine,
             linker,

@@ -20,7 +20,7 @@ use arrow_array::RecordBatch;
 
 pub use failure::{FailureClass, StageFailure};
 pub use input::stage_input;
-pub use output::{Keep, OutputKind, StageOutput, columns_of};
+pub use output::{Keep, OutputKind, StageOutput, columns_of, first_column};
 
 /// One instance of a stage, ready for batches.
 pub trait StageCall: Send {

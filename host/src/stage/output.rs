@@ -66,6 +66,11 @@ fn invalid(msg: impl Into<String>) -> StageFailure {
     StageFailure::InvalidOutput(msg.into())
 }
 
+/// The first column of `batch` as a `T` array, or `what` as the complaint.
+pub fn first_column<T: Array + Clone + 'static>(batch: &RecordBatch, what: &str) -> Result<T, StageFailure> {
+    batch.columns().first().and_then(|c| c.as_any().downcast_ref::<T>()).cloned().ok_or_else(|| invalid(what))
+}
+
 /// The columns of a batch as (field, array) pairs.
 pub fn columns_of(batch: &RecordBatch) -> Vec<(Field, ArrayRef)> {
     batch.schema().fields().iter().map(|f| f.as_ref().clone()).zip(batch.columns().iter().cloned()).collect()
@@ -85,14 +90,7 @@ impl StageOutput {
     /// uint32 column; `scored`: columns plus a boolean `_keep`).
     pub fn from_abi(kind: OutputKind, out: RecordBatch) -> Result<StageOutput, StageFailure> {
         Ok(match kind {
-            OutputKind::Selection => {
-                let sel = out
-                    .columns()
-                    .first()
-                    .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
-                    .ok_or_else(|| invalid("a selection must be one uint32 column"))?;
-                StageOutput::Selection(Keep::Indices(sel.clone()))
-            }
+            OutputKind::Selection => StageOutput::Selection(Keep::Indices(first_column(&out, "a selection must be one uint32 column")?)),
             OutputKind::Columns => StageOutput::Columns(columns_of(&out)),
             OutputKind::Scored => {
                 let keep_name = curator_sdk::abi::SCORED_KEEP;

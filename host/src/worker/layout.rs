@@ -549,13 +549,20 @@ mod tests {
         drop(worker_in);
     }
 
-    #[test]
-    fn passed_through_text_comes_back_as_the_hosts_own_buffer() {
-        let (mut input, mut output) = arenas();
-        let batch = sample();
-        let (desc, written) = Encoder::default().write_input(&batch, &mut input, 0).unwrap();
+    /// `batch` written by the host and read by the worker: (host input arena, output arena,
+    /// what the host wrote, the worker's view of the input, the batch as the worker sees it).
+    fn sent(batch: &RecordBatch) -> (Arena, Arena, Written, Arena, RecordBatch) {
+        let (mut input, output) = arenas();
+        let (desc, written) = Encoder::default().write_input(batch, &mut input, 0).unwrap();
         let worker_in = Arena::open(input.read_only_fd().unwrap(), false).unwrap();
         let seen = Decoder::default().read(&desc, &Source::Worker(&worker_in)).unwrap().batch;
+        (input, output, written, worker_in, seen)
+    }
+
+    #[test]
+    fn passed_through_text_comes_back_as_the_hosts_own_buffer() {
+        let batch = sample();
+        let (input, mut output, written, worker_in, seen) = sent(&batch);
         let out_desc = Encoder::default().write_output(&seen.project(&[1]).unwrap(), &mut output, &worker_in, 0).unwrap();
         let back = Decoder::default().read(&out_desc, &Source::Host { input: &input, output: &output, written: &written }).unwrap().batch;
         let host_text = batch.column(1).to_data();
@@ -565,11 +572,7 @@ mod tests {
 
     #[test]
     fn hostile_descriptors_are_refused() {
-        let (mut input, mut output) = arenas();
-        let batch = sample();
-        let (desc, written) = Encoder::default().write_input(&batch, &mut input, 0).unwrap();
-        let worker_in = Arena::open(input.read_only_fd().unwrap(), false).unwrap();
-        let seen = Decoder::default().read(&desc, &Source::Worker(&worker_in)).unwrap().batch;
+        let (input, mut output, written, worker_in, seen) = sent(&sample());
         let good = Encoder::default().write_output(&seen, &mut output, &worker_in, 0).unwrap();
         let host = Source::Host { input: &input, output: &output, written: &written };
         // Every truncation and many single-byte changes fail cleanly (no panic, no fault).

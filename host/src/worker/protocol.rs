@@ -10,11 +10,11 @@
 
 use std::io::{Read, Write};
 
-use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array};
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema};
 use std::sync::Arc;
 
-use crate::stage::{Keep, StageFailure, StageOutput, columns_of};
+use crate::stage::{Keep, StageFailure, StageOutput, columns_of, first_column};
 
 pub const TAG_BATCH: u8 = 1;
 pub const TAG_SHUTDOWN: u8 = 2;
@@ -121,22 +121,8 @@ pub fn output_to_wire(out: StageOutput, rows: usize) -> Result<(u8, RecordBatch)
 pub fn output_from_wire(kind: u8, b: RecordBatch) -> Result<StageOutput, StageFailure> {
     let bad = |m: &str| StageFailure::InvalidOutput(m.to_string());
     Ok(match kind {
-        KIND_SELECTION => {
-            let sel = b
-                .columns()
-                .first()
-                .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
-                .ok_or_else(|| bad("a selection must be one uint32 column"))?;
-            StageOutput::Selection(Keep::Indices(sel.clone()))
-        }
-        KIND_MASK => {
-            let m = b
-                .columns()
-                .first()
-                .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
-                .ok_or_else(|| bad("a mask must be one boolean column"))?;
-            StageOutput::Selection(Keep::Mask(m.clone()))
-        }
+        KIND_SELECTION => StageOutput::Selection(Keep::Indices(first_column(&b, "a selection must be one uint32 column")?)),
+        KIND_MASK => StageOutput::Selection(Keep::Mask(first_column(&b, "a mask must be one boolean column")?)),
         KIND_COLUMNS => StageOutput::Columns(columns_of(&b)),
         KIND_SCORED => {
             let mut cols = columns_of(&b);
@@ -156,7 +142,7 @@ pub fn output_from_wire(kind: u8, b: RecordBatch) -> Result<StageOutput, StageFa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::Int64Array;
+    use arrow_array::{Int64Array, UInt32Array};
 
     #[test]
     fn frames_round_trip_and_huge_lengths_are_refused() {
