@@ -29,8 +29,8 @@ echo "input: $(du -sh "$work/in" | cut -f1) in $shards shards, $((per_shard * sh
 nvidia-smi -L | head -1
 total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 quarter=$((total_mib / 1024 / 4))
-echo "| kit | round | docs | seconds | docs/s | GPU busy % (mean of samples) | GPU busy % (max) |"
-echo "|---|---|---|---|---|---|---|"
+echo "| kit | round | docs | seconds | docs/s | GPU busy % (mean of samples) | GPU busy % (max) | minhash workers' wall time in calls, s (sum of 4) |"
+echo "|---|---|---|---|---|---|---|---|"
 for round in $(seq 1 "$rounds"); do
     for kit in "$@"; do
         name="$(basename "$kit")"
@@ -58,7 +58,9 @@ s = json.load(open(sys.argv[1]))
 t = float(sys.argv[3]) - float(sys.argv[2])
 u = [float(x) for x in open(sys.argv[4]).read().split() if x.strip().replace(".", "").isdigit()]
 mean = sum(u) / len(u) if u else 0.0
-print(f"| {sys.argv[5]} | {sys.argv[6]} | {s['docs_in']} | {t:.2f} | {s['docs_in'] / t:,.0f} | {mean:.1f} | {max(u) if u else 0:.0f} |")
+st = s["stages"][0]
+in_calls = st.get("wall_busy_s", st["busy_s"])  # older summaries had only wall time, as busy_s
+print(f"| {sys.argv[5]} | {sys.argv[6]} | {s['docs_in']} | {t:.2f} | {s['docs_in'] / t:,.0f} | {mean:.1f} | {max(u) if u else 0:.0f} | {in_calls:.2f} |")
 PY
     done
 done
