@@ -9,19 +9,30 @@ use crate::io::Loc;
 use crate::wasm::WasmRuntime;
 
 /// What a directory holds that a run with `mode: error` must not mix with: `None` when it is
-/// absent or empty (temp files of killed runs and an empty spill directory do not count).
+/// absent or holds no file (temp files of killed runs, empty folders and the spill directory
+/// do not count).
 pub(super) fn holds_outputs(dir: &Loc) -> Option<String> {
     match dir {
         Loc::Local(d) => {
-            let entries = std::fs::read_dir(d).ok()?;
-            let mut names: Vec<String> = entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| !(n.starts_with('.') && n.contains(".tmp-")) && n != "_spill")
-                .collect();
-            names.sort();
-            let first = names.first()?;
-            Some(format!("{} entr{} (e.g. {first})", names.len(), if names.len() == 1 { "y" } else { "ies" }))
+            let mut found = Vec::new();
+            let mut stack = vec![d.clone()];
+            while let Some(dir) = stack.pop() {
+                let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+                for e in entries.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let path = e.path();
+                    if path.is_dir() {
+                        if name != "_spill" {
+                            stack.push(path);
+                        }
+                    } else if !(name.starts_with('.') && name.contains(".tmp-")) {
+                        found.push(path.strip_prefix(d).unwrap_or(&path).display().to_string());
+                    }
+                }
+            }
+            found.sort();
+            let first = found.first()?;
+            Some(format!("{} file{} (e.g. {first})", found.len(), if found.len() == 1 { "" } else { "s" }))
         }
         other => other.join(crate::io::writer::OutputManifest::NAME).exists().then(|| "a _manifest.json of another run".to_string()),
     }
@@ -103,4 +114,23 @@ pub(super) fn check_setups(label: &str, stages: &[PlannedStage], failed: &[SpecE
         }
     }
     errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_real_files_make_a_directory_used() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Loc::Local(tmp.path().join("out"));
+        assert_eq!(holds_outputs(&dir), None, "absent");
+        std::fs::create_dir_all(tmp.path().join("out/_rejected")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("out/_spill/stage-000")).unwrap();
+        std::fs::write(tmp.path().join("out/_spill/stage-000/x.arrow"), b"x").unwrap();
+        std::fs::write(tmp.path().join("out/.a.jsonl.tmp-123-0"), b"partial").unwrap();
+        assert_eq!(holds_outputs(&dir), None, "a killed run's leftovers");
+        std::fs::write(tmp.path().join("out/_rejected/a.jsonl"), b"{}").unwrap();
+        assert_eq!(holds_outputs(&dir).unwrap(), "1 file (e.g. _rejected/a.jsonl)");
+    }
 }
