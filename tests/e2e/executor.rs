@@ -247,3 +247,18 @@ fn workers_are_recycled_after_max_batches() {
     assert!(run.stderr.contains("recycling a worker after 3 batches"), "{}", run.stderr);
     assert_eq!(ids(&tmp.path().join("out/data.jsonl")).len(), 100);
 }
+
+#[test]
+fn busy_time_is_cpu_time_not_time_spent_waiting() {
+    // Every call sleeps 20 ms: a worker waiting (for a core, or here for a timer) is not busy.
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path(), 80);
+    let run = hostile(tmp.path(), "slow", "doc", "  cpu_allocation_percentage: 1.0\n");
+    run.ok();
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(tmp.path().join("out/_summary.json")).unwrap()).unwrap();
+    let stage = &s["stages"][0];
+    let (busy, wall) = (stage["busy_s"].as_f64().unwrap(), stage["wall_busy_s"].as_f64().unwrap());
+    assert!(wall >= 0.15, "8 calls of 20 ms: {stage}");
+    assert!(busy < wall / 4.0, "busy time counted the sleeps: {stage}");
+    assert!(s["peak_rss_mb"].as_f64().unwrap() > 0.0);
+}
