@@ -155,6 +155,21 @@ impl Arena {
         Ok(())
     }
 
+    /// Give back memory after one large batch: make the file `size` bytes (the writer's side,
+    /// for an arena the other process only reads at places this one tells it, never past
+    /// `size` from now on).
+    pub fn shrink_to(&mut self, size: usize) -> std::io::Result<()> {
+        if size >= self.map.len {
+            return Ok(());
+        }
+        // SAFETY: ftruncate on our own descriptor; this mapping is replaced right after.
+        if unsafe { libc::ftruncate(self.fd.as_raw_fd(), size as libc::off_t) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.map = Arc::new(map(self.fd.as_raw_fd(), size, self.writable)?);
+        Ok(())
+    }
+
     /// Follow a file the other process grew: map all of it (never less than now).
     pub fn follow(&mut self) -> std::io::Result<()> {
         let size = file_size(self.fd.as_raw_fd())?;

@@ -178,6 +178,8 @@ fn check_supported(dt: &DataType) -> Result<(), ShmError> {
 pub struct Written {
     /// (offset in the input arena, the host's buffer, whether its bytes are one valid UTF-8 run)
     segments: Vec<(usize, Buffer, bool)>,
+    /// Bytes of the arena the batch used.
+    pub bytes: usize,
 }
 
 impl Written {
@@ -230,6 +232,20 @@ impl Encoder {
     }
 
     fn write(&mut self, batch: &RecordBatch, arena: &mut Arena, kind: u8, place: &mut Place<'_>) -> Result<Vec<u8>, ShmError> {
+        let (d, used) = self.write_counted(batch, arena, kind, place)?;
+        if let Place::Host(w) = place {
+            w.bytes = used;
+        }
+        Ok(d)
+    }
+
+    fn write_counted(
+        &mut self,
+        batch: &RecordBatch,
+        arena: &mut Arena,
+        kind: u8,
+        place: &mut Place<'_>,
+    ) -> Result<(Vec<u8>, usize), ShmError> {
         let mut d = Out::default();
         d.u32(MAGIC);
         d.u8(VERSION);
@@ -240,7 +256,7 @@ impl Encoder {
         for col in batch.columns() {
             write_array(&col.to_data(), &mut d, &mut placer, place)?;
         }
-        Ok(d.0)
+        Ok((d.0, placer.used))
     }
 }
 
@@ -597,6 +613,20 @@ mod tests {
         unsafe { *output.base_mut().add(at) = 0xff };
         let err = Decoder::default().read(&d, &Source::Host { input: &input, output: &output, written: &written }).err().unwrap();
         assert!(err.to_string().contains("utf") || err.to_string().contains("UTF"), "{err}");
+    }
+
+    #[test]
+    fn an_arena_shrinks_and_still_carries_batches() {
+        let (mut input, _) = arenas();
+        let reader = Arena::open(input.read_only_fd().unwrap(), false).unwrap();
+        let big: ArrayRef = Arc::new(StringArray::from(vec!["x".repeat(3 << 20)]));
+        Encoder::default().write_input(&RecordBatch::try_from_iter([("text", big)]).unwrap(), &mut input, 0).unwrap();
+        input.shrink_to(INITIAL_ARENA_BYTES).unwrap();
+        assert_eq!(input.len(), INITIAL_ARENA_BYTES);
+        let batch = sample();
+        let (desc, _) = Encoder::default().write_input(&batch, &mut input, 0).unwrap();
+        // The reader still maps the old size; it only touches what descriptors name.
+        assert_eq!(Decoder::default().read(&desc, &Source::Worker(&reader)).unwrap().batch, batch);
     }
 
     #[test]

@@ -38,6 +38,21 @@ pub struct WorkerProcess {
     written: Written,
     /// CPU time of the last call in the worker.
     last_cpu: Option<Duration>,
+    /// Most input-arena bytes a call used since the last look at the arena's size, and calls.
+    recent_peak: usize,
+    calls: u32,
+}
+
+/// Calls between looks at whether the input arena is far larger than batches need.
+const SHRINK_EVERY: u32 = 64;
+
+/// The size to shrink an input arena of `len` bytes to when the batches of the last
+/// [`SHRINK_EVERY`] calls used at most `peak` bytes: only for arenas over 64 MiB that are more
+/// than 4 times what was needed (one huge batch should not hold its memory for the worker's
+/// life; ordinary ones should not remap every time).
+pub fn shrink_target(len: usize, peak: usize) -> Option<usize> {
+    let want = peak.next_power_of_two().max(INITIAL_ARENA_BYTES);
+    (len > 64 << 20 && len > 4 * want).then_some(want)
 }
 
 impl WorkerProcess {
@@ -131,6 +146,8 @@ impl WorkerProcess {
             decoder: Decoder::default(),
             written: Written::default(),
             last_cpu: None,
+            recent_peak: 0,
+            calls: 0,
         };
         let text = |m: Vec<u8>| String::from_utf8_lossy(&m).into_owned();
         match protocol::read_frame(&mut w.stdout) {
@@ -166,6 +183,7 @@ impl WorkerProcess {
             super::layout::ShmError::Unsupported(_) => StageFailure::Failed(e.to_string()),
             e => shm(e),
         })?;
+        self.recent_peak = self.recent_peak.max(written.bytes);
         self.written = written;
         self.watch.set_busy(true);
         let sent = protocol::write_frame(&mut self.stdin, TAG_BATCH, &descriptor);
@@ -196,6 +214,15 @@ impl StageCall for WorkerProcess {
         // Nothing the answer refers to stays in the arenas (outputs are copied out or are
         // the host's own buffers), so both are free for the next batch.
         self.written = Written::default();
+        self.calls += 1;
+        if self.calls.is_multiple_of(SHRINK_EVERY) {
+            if let Some(size) = shrink_target(self.input.len(), self.recent_peak)
+                && let Err(e) = self.input.shrink_to(size)
+            {
+                tracing::debug!(stage = %self.label, "cannot shrink the input arena: {e}");
+            }
+            self.recent_peak = 0;
+        }
         out
     }
 
@@ -235,5 +262,18 @@ impl Drop for WorkerProcess {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_far_too_large_arenas_shrink() {
+        assert_eq!(shrink_target(1 << 30, 10 << 20), Some(16 << 20));
+        assert_eq!(shrink_target(32 << 20, 1 << 10), None, "small arenas stay");
+        assert_eq!(shrink_target(128 << 20, 40 << 20), None, "close to what batches need");
+        assert_eq!(shrink_target(1 << 30, 0), Some(INITIAL_ARENA_BYTES));
     }
 }
