@@ -11,6 +11,7 @@ pub mod pipeline;
 pub mod placement;
 pub mod resources;
 pub mod scaling;
+pub mod spec_error;
 pub mod task;
 
 pub use manifest::{

@@ -5,7 +5,7 @@
 //! - `watchdog.rs`: RAM, time and GPU budgets, enforced from outside the worker;
 //! - `protocol.rs`: control frames on the worker's stdin/stdout;
 //! - `arena.rs`: the two shared-memory arenas batches travel through;
-//! - `layout.rs`: how a batch is written into them and read back (checked);
+//! - `layout/`: how a batch is written into them and read back (checked);
 //! - `serve.rs`: the worker's side (`curator-host worker …`);
 //! - `ffi.rs`: the C ABI from the loading side (libraries and their instances).
 

@@ -1,6 +1,6 @@
 //! The control protocol between the host and a worker process: length-prefixed frames on the
 //! worker's stdin/stdout. Batches do not travel here: a frame carries the descriptor of a
-//! batch written into the shared-memory arenas (`arena.rs`, `layout.rs`).
+//! batch written into the shared-memory arenas (`arena.rs`, `layout/`).
 //!
 //! ```text
 //! host → worker   BATCH(descriptor of the input)            SHUTDOWN

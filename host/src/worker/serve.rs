@@ -1,7 +1,7 @@
 //! The worker's side: `curator-host worker PLUGIN …` loads one stage (a native library, or a
 //! WASM component with `--wasm`), says READY, then answers batch frames until told to stop or
 //! until the host goes away. Batches are read from the input arena in place and answers
-//! written to the output arena (`arena.rs`, `layout.rs`).
+//! written to the output arena (`arena.rs`, `layout/`).
 
 use std::io::{BufReader, Write};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
