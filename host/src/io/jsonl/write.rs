@@ -1,0 +1,144 @@
+//! Writing JSONL: the text, the input's other fields verbatim, then the columns stages added.
+
+use std::io::Write;
+
+use arrow_array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+
+use super::super::writer::{Committed, OutputWriter, Spool, SpoolWriter};
+use super::super::{IoError, Loc, META, TEXT};
+use curator_core::pipeline::Compression;
+
+enum Encoder {
+    Plain(SpoolWriter),
+    Gzip(flate2::write::GzEncoder<SpoolWriter>),
+    Zstd(zstd::stream::write::Encoder<'static, SpoolWriter>),
+}
+
+impl Encoder {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Encoder::Plain(w) => w,
+            Encoder::Gzip(w) => w,
+            Encoder::Zstd(w) => w,
+        }
+    }
+
+    fn finish(self) -> std::io::Result<SpoolWriter> {
+        match self {
+            Encoder::Plain(w) => Ok(w),
+            Encoder::Gzip(w) => w.finish(),
+            Encoder::Zstd(w) => w.finish(),
+        }
+    }
+}
+
+/// Writes one JSONL output file (spooled, committed by [`OutputWriter::finish`]).
+pub struct JsonlWriter {
+    spool: Spool,
+    encoder: Encoder,
+    text_field: String,
+    docs: u64,
+    line: Vec<u8>,
+}
+
+impl JsonlWriter {
+    pub fn create(target: &Loc, compression: Compression, text_field: &str) -> Result<JsonlWriter, IoError> {
+        let (spool, w) = Spool::create(target)?;
+        let encoder = match compression {
+            Compression::None => Encoder::Plain(w),
+            Compression::Gzip => Encoder::Gzip(flate2::write::GzEncoder::new(w, flate2::Compression::default())),
+            Compression::Zstd => Encoder::Zstd(zstd::stream::write::Encoder::new(w, 3).map_err(|e| spool.werr(e))?),
+        };
+        Ok(JsonlWriter { spool, encoder, text_field: text_field.into(), docs: 0, line: Vec::new() })
+    }
+}
+
+/// Append one document of `batch` as a JSON object line: the text field, the input's other
+/// fields verbatim, then columns added by stages (replacing input fields of the same name).
+pub fn encode_row(line: &mut Vec<u8>, text_field: &str, text: &str, meta_text: &str, extras: &[(&str, &ArrayRef)], row: usize) {
+    line.push(b'{');
+    push_json_str(line, text_field);
+    line.push(b':');
+    push_json_str(line, text);
+    if extras.is_empty() {
+        let inner = meta_text.trim().strip_prefix('{').and_then(|s| s.strip_suffix('}')).unwrap_or("").trim();
+        if !inner.is_empty() {
+            line.push(b',');
+            line.extend_from_slice(inner.as_bytes());
+        }
+    } else {
+        let mut fields: serde_json::Map<String, serde_json::Value> = serde_json::from_str(meta_text).unwrap_or_default();
+        for (name, array) in extras {
+            fields.insert(name.to_string(), cell_json(array, row));
+        }
+        for (k, v) in fields.iter().filter(|(k, _)| k.as_str() != text_field) {
+            line.push(b',');
+            push_json_str(line, k);
+            line.push(b':');
+            line.extend_from_slice(v.to_string().as_bytes());
+        }
+    }
+    line.extend_from_slice(b"}\n");
+}
+
+fn push_json_str(line: &mut Vec<u8>, s: &str) {
+    // Serialising a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *line, s);
+}
+
+/// Columns of `batch` other than id, text and _meta.
+pub fn extra_columns(batch: &RecordBatch) -> Vec<(&str, &ArrayRef)> {
+    batch
+        .schema_ref()
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .filter(|(f, _)| ![super::super::ID, TEXT, META, super::super::ROW].contains(&f.name().as_str()))
+        .map(|(f, a)| (f.name().as_str(), a))
+        .collect()
+}
+
+impl OutputWriter for JsonlWriter {
+    fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
+        let text = string_column(batch, TEXT).ok_or_else(|| self.spool.werr(std::io::Error::other("batch has no utf8 text column")))?;
+        let meta = string_column(batch, META);
+        let extras = extra_columns(batch);
+        for row in 0..batch.num_rows() {
+            self.line.clear();
+            encode_row(&mut self.line, &self.text_field, text.value(row), meta.map(|m| m.value(row)).unwrap_or("{}"), &extras, row);
+            self.encoder.writer().write_all(&self.line).map_err(|e| self.spool.werr(e))?;
+            self.docs += 1;
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<Committed, IoError> {
+        let this = *self;
+        let w = this.encoder.finish().map_err(|e| this.spool.werr(e))?;
+        let (bytes, sha256) = this.spool.commit(w)?;
+        Ok(Committed { documents: this.docs, bytes, sha256 })
+    }
+}
+
+pub fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a StringArray> {
+    batch.column_by_name(name)?.as_any().downcast_ref::<StringArray>()
+}
+
+pub fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
+    use serde_json::Value;
+    if array.is_null(row) {
+        return Value::Null;
+    }
+    let any = array.as_any();
+    if let Some(a) = any.downcast_ref::<StringArray>() {
+        Value::String(a.value(row).to_string())
+    } else if let Some(a) = any.downcast_ref::<Int64Array>() {
+        Value::from(a.value(row))
+    } else if let Some(a) = any.downcast_ref::<Float64Array>() {
+        serde_json::Number::from_f64(a.value(row)).map(Value::Number).unwrap_or(Value::Null)
+    } else if let Some(a) = any.downcast_ref::<BooleanArray>() {
+        Value::Bool(a.value(row))
+    } else {
+        Value::Null
+    }
+}
