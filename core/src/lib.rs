@@ -4,6 +4,7 @@
 //! tokio or Arrow execution. It is what a stage manifest, a pipeline file and a resource
 //! request *mean*; the host decides what to do with them.
 
+pub mod dedup;
 pub mod manifest;
 pub mod params;
 pub mod partition;
@@ -14,11 +15,12 @@ pub mod scaling;
 pub mod spec_error;
 pub mod task;
 
+pub use dedup::{DedupAction, DedupMethod, DedupSpec};
 pub use manifest::{
     ABI_MAJOR, ABI_MINOR, Abi, DirectoryRequest, MANIFEST_SECTION, Manifest, ManifestError, Permissions, PluginKind, WIT_PACKAGE,
     abi_compatible,
 };
 pub use params::{ParamError, validate_params};
-pub use pipeline::{Isolation, PipelineSpec, SinkSpec, SourceSpec, SpecError, SpecErrors, StageSpec};
+pub use pipeline::{Isolation, PipelineSpec, SinkSpec, SourceSpec, SpecError, SpecErrors, StageSpec, Step};
 pub use resources::{MemoryBudget, ResourceError, ResourceOverride, Resources, Runs, memory_budget};
 pub use task::TaskMeta;

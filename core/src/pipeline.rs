@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::dedup::DedupSpec;
 use crate::resources::ResourceOverride;
 pub use crate::spec_error::{SpecError, SpecErrors};
 
@@ -24,9 +25,10 @@ pub struct PipelineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub source: SourceSpec,
-    /// Stages in the order documents flow through them.
+    /// Stages in the order documents flow through them: plugin stages, at most one
+    /// `dedup:` step (a barrier) and `remove_ids:` filters.
     #[serde(default)]
-    pub stages: Vec<StageSpec>,
+    pub stages: Vec<Step>,
     pub sink: SinkSpec,
     /// Documents per batch, unless a stage overrides it (default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -353,6 +355,94 @@ pub struct StageSpec {
     pub tee: Option<SinkSpec>,
 }
 
+/// One entry of `stages:`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Step {
+    /// `- plugin: NAME`.
+    Plugin(StageSpec),
+    /// `- dedup: {method: exact | fuzzy, ...}`.
+    Dedup(DedupStep),
+    /// `- remove_ids: {path: ...}`.
+    RemoveIds(RemoveIdsStep),
+}
+
+/// `- dedup: {...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DedupStep {
+    pub dedup: DedupSpec,
+    /// Label in logs (default `dedup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Overrides of the `minhash` stage's resources (fuzzy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceOverride>,
+}
+
+/// `- remove_ids: {...}`: drop the documents whose id is listed (NeMo Curator's removal step).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveIdsStep {
+    pub remove_ids: RemoveIdsSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveIdsSpec {
+    /// Files or directories of ids: Parquet (a `_duplicates/` directory) or JSONL, read
+    /// whole before the first batch. Relative paths resolve against the pipeline file.
+    pub path: OneOrMany,
+    /// The column (Parquet) or field (JSONL) holding the ids (default `id`).
+    #[serde(default = "default_id_field")]
+    pub field: String,
+}
+
+impl Step {
+    /// Which kind of entry a mapping is: `dedup` and `remove_ids` keys mark the built-in
+    /// steps, anything else is a plugin stage. Errors: (path inside the entry, message).
+    pub fn from_value(v: serde_json::Value) -> Result<Step, (String, String)> {
+        fn de<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, (String, String)> {
+            serde_path_to_error::deserialize(v).map_err(|e| (e.path().to_string(), e.inner().to_string()))
+        }
+        let has = |k: &str| v.as_object().is_some_and(|m| m.contains_key(k));
+        if has("dedup") {
+            de(v).map(Step::Dedup)
+        } else if has("remove_ids") {
+            de(v).map(Step::RemoveIds)
+        } else {
+            de(v).map(Step::Plugin)
+        }
+    }
+
+    /// The plugin stage, if this is one.
+    pub fn plugin(&self) -> Option<&StageSpec> {
+        match self {
+            Step::Plugin(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The label used in logs and errors.
+    pub fn label(&self) -> &str {
+        match self {
+            Step::Plugin(s) => s.label(),
+            Step::Dedup(d) => d.name.as_deref().unwrap_or("dedup"),
+            Step::RemoveIds(r) => r.name.as_deref().unwrap_or("remove_ids"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Step {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        Step::from_value(v)
+            .map_err(|(path, msg)| serde::de::Error::custom(if path.is_empty() || path == "." { msg } else { format!("{path}: {msg}") }))
+    }
+}
+
 impl StageSpec {
     /// The label used in logs and errors.
     pub fn label(&self) -> &str {
@@ -373,13 +463,36 @@ fn empty_object() -> serde_json::Value {
 impl PipelineSpec {
     /// Parse a pipeline from YAML text. `file` names the file in errors.
     pub fn from_yaml(file: &str, text: &str) -> Result<PipelineSpec, SpecErrors> {
-        let value: serde_json::Value =
+        let mut value: serde_json::Value =
             serde_saphyr::from_str(text).map_err(|e| SpecError::new(file, "", format!("not valid YAML: {e}")))?;
-        if !value.is_object() {
+        let Some(map) = value.as_object_mut() else {
             return Err(SpecError::new(file, "", "expected a mapping with source, stages and sink").into());
-        }
-        let spec: PipelineSpec =
+        };
+        // Stages are read one by one so that an error names `stages[i]` and the path in it.
+        let stages = map.remove("stages");
+        let mut spec: PipelineSpec =
             serde_path_to_error::deserialize(value).map_err(|e| SpecError::new(file, e.path().to_string(), e.inner().to_string()))?;
+        match stages {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Array(items)) => {
+                let mut errors = Vec::new();
+                for (i, item) in items.into_iter().enumerate() {
+                    match Step::from_value(item) {
+                        Ok(s) => spec.stages.push(s),
+                        Err((path, msg)) => {
+                            let at = if path.is_empty() || path == "." { format!("stages[{i}]") } else { format!("stages[{i}].{path}") };
+                            errors.push(SpecError::new(file, at, msg));
+                        }
+                    }
+                }
+                if !errors.is_empty() {
+                    return Err(SpecErrors(errors));
+                }
+            }
+            Some(other) => {
+                return Err(SpecError::new(file, "stages", format!("expected a list, found {}", crate::params::describe(&other))).into());
+            }
+        }
         spec.validate(file)?;
         Ok(spec)
     }
@@ -436,7 +549,26 @@ impl PipelineSpec {
         if self.sink.row_group_size == Some(0) {
             errors.push(SpecError::new(file, "sink.row_group_size", "must be > 0"));
         }
-        for (i, stage) in self.stages.iter().enumerate() {
+        let dedups: Vec<usize> = self.stages.iter().enumerate().filter(|(_, s)| matches!(s, Step::Dedup(_))).map(|(i, _)| i).collect();
+        for &i in dedups.iter().skip(1) {
+            errors.push(SpecError::new(
+                file,
+                format!("stages[{i}].dedup"),
+                format!("a pipeline holds one dedup step (stages[{}] is the first); run a second pipeline on this one's output", dedups[0]),
+            ));
+        }
+        for (i, step) in self.stages.iter().enumerate() {
+            match step {
+                Step::Dedup(d) => errors.extend(d.dedup.validate(file, &format!("stages[{i}].dedup"))),
+                Step::RemoveIds(r) => {
+                    if r.remove_ids.path.as_vec().is_empty() {
+                        errors.push(SpecError::new(file, format!("stages[{i}].remove_ids.path"), "names no file"));
+                    }
+                }
+                Step::Plugin(_) => {}
+            }
+        }
+        for (i, stage) in self.plugin_stages() {
             let at = |field: &str| format!("stages[{i}].{field}");
             if stage.batch_size == Some(0) {
                 errors.push(SpecError::new(file, at("batch_size"), "must be > 0"));
@@ -449,9 +581,8 @@ impl PipelineSpec {
                 let normal = |p: &str| p.trim_end_matches('/').to_string();
                 let clash = normal(&b.path) == normal(&self.sink.path)
                     || self
-                        .stages
-                        .iter()
-                        .flat_map(|o| [&o.rejected, &o.tee])
+                        .plugin_stages()
+                        .flat_map(|(_, o)| [&o.rejected, &o.tee])
                         .flatten()
                         .filter(|o| normal(&o.path) == normal(&b.path))
                         .count()
@@ -493,6 +624,19 @@ impl PipelineSpec {
     pub fn batch_size(&self) -> usize {
         self.batch_size.unwrap_or(DEFAULT_BATCH_SIZE)
     }
+
+    /// The plugin stages with their index in `stages`.
+    pub fn plugin_stages(&self) -> impl Iterator<Item = (usize, &StageSpec)> {
+        self.stages.iter().enumerate().filter_map(|(i, s)| s.plugin().map(|p| (i, p)))
+    }
+
+    /// The dedup step and its index in `stages`, if there is one.
+    pub fn dedup(&self) -> Option<(usize, &DedupStep)> {
+        self.stages.iter().enumerate().find_map(|(i, s)| match s {
+            Step::Dedup(d) => Some((i, d)),
+            _ => None,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -525,9 +669,10 @@ stages:
         assert_eq!(p.source.text_field, "text");
         assert_eq!(p.sink.compression(), Compression::Zstd);
         assert_eq!(p.batch_size(), 500);
-        assert_eq!(p.stages[1].grants["models"].path(), "./models");
-        assert!(p.stages[1].grants["scratch"].writable());
-        assert!(!p.stages[1].grants["models"].writable());
+        let s1 = p.stages[1].plugin().unwrap();
+        assert_eq!(s1.grants["models"].path(), "./models");
+        assert!(s1.grants["scratch"].writable());
+        assert!(!s1.grants["models"].writable());
     }
 
     #[test]
@@ -584,5 +729,25 @@ stages:
     fn zero_batch_size_refused() {
         let bad = GOOD.replace("batch_size: 500", "batch_size: 0");
         assert_eq!(PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string(), "p.yaml: batch_size: must be > 0");
+    }
+
+    #[test]
+    fn dedup_and_remove_ids_steps() {
+        let y = GOOD.replace(
+            "  - plugin: unicode_normalize\n",
+            "  - dedup: {method: fuzzy, word_ngrams: 5, action: mark}\n  - remove_ids: {path: old/_duplicates}\n  - plugin: unicode_normalize\n",
+        );
+        let p = PipelineSpec::from_yaml("p.yaml", &y).unwrap();
+        assert_eq!(p.stages.len(), 4);
+        let (i, d) = p.dedup().unwrap();
+        assert_eq!((i, d.dedup.action), (1, crate::dedup::DedupAction::Mark));
+        assert!(matches!(&p.stages[2], Step::RemoveIds(r) if r.remove_ids.field == "id"));
+        assert_eq!(p.plugin_stages().map(|(i, _)| i).collect::<Vec<_>>(), [0, 3]);
+        let bad = y.replace("action: mark", "action: mark, bands: 3");
+        let e = PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: stages[1].dedup.bands: unknown field `bands`"), "{e}");
+        let two = y.replace("  - remove_ids: {path: old/_duplicates}\n", "  - dedup: {method: exact}\n");
+        let e = PipelineSpec::from_yaml("p.yaml", &two).unwrap_err().to_string();
+        assert!(e.contains("stages[2].dedup: a pipeline holds one dedup step"), "{e}");
     }
 }

@@ -1,6 +1,7 @@
 //! `curator-host`: the CLI's library. Registry, planner, the stage-call seam and its
 //! back-ends (sandboxed WASM in process, worker processes), IO and the executor.
 
+pub mod dedup;
 pub mod exec;
 pub mod gpu;
 pub mod io;

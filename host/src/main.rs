@@ -56,6 +56,25 @@ enum Command {
         /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464) during the run.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
+        /// Run a dedup step even when `plan` estimates it needs more memory than this machine has.
+        #[arg(long)]
+        ignore_memory_plan: bool,
+    },
+    /// Estimate a pipeline without running it: documents and bytes (from file sizes and a
+    /// sample), each stage's workers and GPUs, and each dedup phase's memory and spill disk,
+    /// with the bands per iteration that fit this machine (or --memory).
+    Plan {
+        pipeline: PathBuf,
+        #[command(flatten)]
+        plugins: PluginDirs,
+        /// Plan for this much memory (e.g. 64GB, 512GiB) instead of this machine's available memory.
+        #[arg(long, value_name = "SIZE")]
+        memory: Option<String>,
+        /// Cores for stage workers (default: usable cores × cpu_allocation_percentage).
+        #[arg(long)]
+        workers: Option<usize>,
+        #[arg(long)]
+        json: bool,
     },
     /// Time each stage of a pipeline on its input, in process: as WASM and, with
     /// --native-plugins, as native builds of the same stages. Prints a table; writes nothing.
@@ -167,9 +186,11 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run { pipeline, plugins, workers, no_cache, dry_run, strict, restart, metrics } => {
-            run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, no_cache, dry_run, restart)
+        Command::Run { pipeline, plugins, workers, no_cache, dry_run, strict, restart, metrics, ignore_memory_plan } => {
+            let flags = RunFlags { no_cache, dry_run, restart, ignore_memory_plan };
+            run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, flags)
         }
+        Command::Plan { pipeline, plugins, memory, workers, json } => plan_command(&pipeline, &plugins, memory.as_deref(), workers, json),
         Command::Bench { pipeline, plugins, native_plugins, repeat, json } => bench(&pipeline, &plugins, native_plugins, repeat, json),
         Command::Plugin { command: PluginCommand::List { plugins, json } } => {
             let reg = scan(&plugins);
@@ -414,10 +435,44 @@ fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat
     Ok(ExitCode::SUCCESS)
 }
 
-fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry_run: bool, restart: bool) -> Result<ExitCode> {
+/// Switches of `run` that are not run options.
+struct RunFlags {
+    no_cache: bool,
+    dry_run: bool,
+    restart: bool,
+    ignore_memory_plan: bool,
+}
+
+fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, workers: Option<usize>, json: bool) -> Result<ExitCode> {
+    let reg = scan(dirs);
+    let memory_bytes = match memory {
+        None => None,
+        Some(m) => Some(curator_core::partition::parse_size(m).with_context(|| format!("--memory {m:?} is not a size such as 64GB"))?),
+    };
+    let opts_plan = plan::PlanOptions { restart: false, check_setup: None, memory_bytes, ignore_memory_plan: true };
+    let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    let report = curator_host::dedup::report::report(&plan, &RunOptions { workers, ..Default::default() }, memory_bytes);
+    if json {
+        out!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for line in report.lines() {
+            out!("{line}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags) -> Result<ExitCode> {
+    let RunFlags { no_cache, dry_run, restart, ignore_memory_plan } = flags;
     let reg = scan(dirs);
     let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
-    let opts_plan = plan::PlanOptions { restart: restart && !dry_run, check_setup: Some(&runtime) };
+    let opts_plan = plan::PlanOptions { restart: restart && !dry_run, check_setup: Some(&runtime), memory_bytes: None, ignore_memory_plan };
     let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,
         Err(e @ PlanError::Spec(_)) | Err(e @ PlanError::Io(_)) => {
@@ -476,6 +531,26 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, no_cache: bool, dry
         }
     }
     out!("{}", render(table));
+    if let Some(d) = &summary.dedup {
+        out!(
+            "dedup ({}, {}): {} documents, {} duplicate(s) in {} group(s), largest {}{}; ids in {}",
+            d.method,
+            d.action,
+            d.documents,
+            d.duplicates,
+            d.groups,
+            d.largest_group,
+            if d.method == "fuzzy" {
+                format!(
+                    ", {} candidate pair(s), {} verified, {} pass(es) of {} band(s)",
+                    d.candidate_pairs, d.verified_pairs, d.iterations, d.bands_per_iteration
+                )
+            } else {
+                String::new()
+            },
+            plan.output_dir.join("_duplicates").display()
+        );
+    }
     out!(
         "read {} documents in {} partition(s) ({} skipped, {} resumed), rejected {} line(s), dead-lettered {}, wrote {} to {} in {:.2}s with {} worker(s), peak RSS {:.0} MiB",
         summary.docs_in,

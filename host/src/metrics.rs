@@ -32,10 +32,27 @@ pub struct StageCounters {
     pub alive_ns: AtomicU64,
 }
 
+/// Counters of a dedup step's phases.
+#[derive(Debug, Default)]
+pub struct DedupCounters {
+    /// Documents whose key (text hash or signature) was read into the step.
+    pub docs_hashed: AtomicU64,
+    /// Fuzzy: bucket passes done, and planned.
+    pub iterations_done: AtomicU64,
+    pub iterations_total: AtomicU64,
+    /// Fuzzy: distinct candidate pairs, and those that passed the Jaccard check.
+    pub candidate_pairs: AtomicU64,
+    pub verified_pairs: AtomicU64,
+    /// Duplicate groups (two or more documents), and documents `remove` drops.
+    pub groups: AtomicU64,
+    pub duplicates: AtomicU64,
+}
+
 /// Everything a run counts.
 #[derive(Debug, Default)]
 pub struct RunMetrics {
     pub stages: Vec<StageCounters>,
+    pub dedup: DedupCounters,
     /// Batches waiting for a writer.
     pub sink_queued: AtomicI64,
     /// Most stage workers seen alive at once (sampled).
@@ -113,6 +130,18 @@ impl RunMetrics {
         scalar(&mut s, "curator_documents_read_total", "Documents read from the source.", "counter", load(&self.docs_read));
         scalar(&mut s, "curator_documents_written_total", "Documents written to the sink.", "counter", load(&self.docs_written));
         scalar(&mut s, "curator_input_rejected_total", "Input lines quarantined as bad input.", "counter", load(&self.rejected));
+        let d = &self.dedup;
+        for (name, help, kind, v) in [
+            ("curator_dedup_documents_hashed_total", "Documents whose dedup key was read.", "counter", &d.docs_hashed),
+            ("curator_dedup_bucket_passes_done", "Fuzzy dedup: LSH bucket passes done.", "gauge", &d.iterations_done),
+            ("curator_dedup_bucket_passes", "Fuzzy dedup: LSH bucket passes planned.", "gauge", &d.iterations_total),
+            ("curator_dedup_candidate_pairs", "Fuzzy dedup: distinct candidate pairs from LSH buckets.", "gauge", &d.candidate_pairs),
+            ("curator_dedup_verified_pairs", "Fuzzy dedup: candidate pairs at or over the Jaccard threshold.", "gauge", &d.verified_pairs),
+            ("curator_dedup_groups", "Duplicate groups (connected components of two or more).", "gauge", &d.groups),
+            ("curator_dedup_duplicates", "Documents a dedup step removes.", "gauge", &d.duplicates),
+        ] {
+            scalar(&mut s, name, help, kind, load(v));
+        }
         scalar(&mut s, "curator_process_resident_memory_bytes", "Resident memory of the process.", "gauge", rss_bytes() as f64);
         if self.gpus {
             let _ =

@@ -23,6 +23,11 @@ pub fn available_memory_mb() -> Option<u64> {
     Some(mb)
 }
 
+/// Memory available to this process in bytes (`available_memory_mb`; 8 GiB when unknown).
+pub fn available_memory_bytes() -> u64 {
+    available_memory_mb().map(|mb| mb << 20).unwrap_or(8 << 30)
+}
+
 /// A `VmXXX:` line of `/proc/<pid>/status`, in KiB.
 fn status_kb(pid: &str, key: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -42,6 +47,12 @@ pub fn own_rss_bytes() -> u64 {
 /// Peak resident memory of this process alone (VmHWM), bytes.
 pub fn own_peak_rss_bytes() -> u64 {
     status_kb("self", "VmHWM:").map(|kb| kb << 10).unwrap_or(0)
+}
+
+/// Reset this process's peak resident memory (`VmHWM`) to its current RSS, so that the next
+/// reading of [`own_peak_rss_bytes`] is the peak since now (Linux ≥ 4.0; a no-op elsewhere).
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", b"5");
 }
 
 /// Resident memory of this process and every process it started (worker processes), bytes:

@@ -36,6 +36,7 @@
 mod batch;
 mod doc;
 mod runner;
+pub mod shingle;
 pub mod text;
 
 #[cfg(target_arch = "wasm32")]

@@ -5,6 +5,7 @@ mod support;
 
 mod catalogue;
 mod cli;
+mod dedup;
 mod executor;
 mod io;
 mod native;

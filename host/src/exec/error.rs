@@ -18,6 +18,8 @@ pub enum RunError {
     Stage { label: String, plugin: PathBuf, task: Box<TaskMeta>, source: StageFailure },
     #[error(transparent)]
     Io(#[from] IoError),
+    #[error(transparent)]
+    Dedup(#[from] crate::dedup::DedupError),
     #[error("a worker thread panicked: {0}")]
     Panic(String),
     #[error("stopping: {failed} of {seen} documents failed, more than max_failed_fraction ({max})")]

@@ -22,7 +22,32 @@ use crate::io::journal::Journal;
 /// Where the tasks of one scheduling step come from and go to.
 pub(crate) enum Source<'a> {
     Read,
-    Spill(&'a SpillDir),
+    /// Tasks kept on disk by an earlier step, replayed in order.
+    Replay(&'a dyn Replay),
+}
+
+/// Tasks an earlier step left on disk: a spill directory, or the documents behind a dedup
+/// step (with its verdict applied).
+pub(crate) trait Replay: Sync {
+    /// How many items there are.
+    fn len(&self) -> usize;
+    /// Item `i` as a task, or `None` when it is not replayed.
+    fn task(&self, i: usize) -> Result<Option<Task>, RunError>;
+}
+
+/// A spill directory's tasks, in partition and sequence order.
+pub(crate) struct SpillReplay<'a> {
+    pub dir: &'a SpillDir,
+    pub files: Vec<std::path::PathBuf>,
+}
+
+impl Replay for SpillReplay<'_> {
+    fn len(&self) -> usize {
+        self.files.len()
+    }
+    fn task(&self, i: usize) -> Result<Option<Task>, RunError> {
+        Ok(Some(self.dir.read(&self.files[i])?))
+    }
 }
 
 pub(crate) enum Sink<'a> {
@@ -101,16 +126,6 @@ pub(crate) fn run_graph(
     }
 
     let next_item = AtomicUsize::new(0);
-    let spilled = match &source {
-        Source::Spill(dir) => match dir.list() {
-            Ok(files) => files,
-            Err(e) => {
-                ctx.fail(e.into());
-                Vec::new()
-            }
-        },
-        Source::Read => Vec::new(),
-    };
     let stop_scaler = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let mut sink_handles = Vec::new();
@@ -134,7 +149,7 @@ pub(crate) fn run_graph(
         let readers = if plan.spec.source.limit.is_some() { 1 } else { cores.min(parallel_parts).max(1) };
         let mut source_handles = Vec::new();
         for r in 0..readers {
-            let (ctx, out, next_item, spilled) = (&**ctx, first.clone(), &next_item, &spilled);
+            let (ctx, out, next_item) = (&**ctx, first.clone(), &next_item);
             let h = match &source {
                 Source::Read => std::thread::Builder::new().name(format!("curator-reader-{r}")).spawn_scoped(scope, move || {
                     read::read_partitions(ctx, next_item, out).unwrap_or_else(|e| {
@@ -142,21 +157,21 @@ pub(crate) fn run_graph(
                         (0, 0)
                     })
                 }),
-                Source::Spill(dir) => std::thread::Builder::new().name(format!("curator-unspill-{r}")).spawn_scoped(scope, move || {
+                Source::Replay(items) => std::thread::Builder::new().name(format!("curator-unspill-{r}")).spawn_scoped(scope, move || {
                     loop {
                         let i = next_item.fetch_add(1, Ordering::Relaxed);
-                        let Some(path) = spilled.get(i) else { break };
-                        if ctx.sources_stopped() {
+                        if i >= items.len() || ctx.sources_stopped() {
                             break;
                         }
-                        match dir.read(path) {
-                            Ok(task) => {
+                        match items.task(i) {
+                            Ok(Some(task)) => {
                                 if out.send(task, &ctx.metrics).is_err() {
                                     break;
                                 }
                             }
+                            Ok(None) => {}
                             Err(e) => {
-                                ctx.fail_source(e.into());
+                                ctx.fail_source(e);
                                 break;
                             }
                         }

@@ -59,6 +59,7 @@ pub(crate) fn start_instance(
             let w = WorkerProcess::spawn(&stage.label, &stage.plugin.path, WorkerPlugin::Wasm(&spec), &stage.params, &context, &limits)?;
             Ok(Box::new(w))
         }
+        Loaded::RemoveIds(ids) => Ok(Box::new(crate::dedup::remove_ids::RemoveIds { ids: ids.clone() })),
         Loaded::Native => {
             let w = WorkerProcess::spawn(&stage.label, &stage.plugin.path, WorkerPlugin::Native, &stage.params, &context, &limits)?;
             Ok(Box::new(w))
@@ -70,6 +71,9 @@ pub(crate) fn start_instance(
 /// stop it: whether its `setup` accepts the params and its plugin starts at all. Planning
 /// calls it so that such mistakes stop a pipeline before anything is read or written.
 pub fn check_setup(stage: &PlannedStage, runtime: &crate::wasm::WasmRuntime) -> Result<(), StageFailure> {
+    if stage.builtin.is_some() {
+        return Ok(());
+    }
     let loaded = match (stage.plugin.manifest.kind, stage.isolation) {
         (curator_core::PluginKind::Native, _) => Loaded::Native,
         (_, curator_core::Isolation::Process) => Loaded::WasmWorker {
@@ -128,6 +132,7 @@ mod tests {
             memory: curator_core::MemoryBudget { reserved_mb: 0, guest_cap_mb: None, process_mb: None },
             num_workers: None,
             gpu: Vec::new(),
+            builtin: None,
         };
         s.memory = memory_budget(&s.resources, s.runs());
         s

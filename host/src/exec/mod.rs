@@ -13,6 +13,7 @@
 //! `execution_mode: batch` runs the same graph one stage at a time through a spill directory.
 
 mod autoscale;
+mod barrier;
 pub mod bench;
 mod error;
 mod graph;
@@ -40,8 +41,10 @@ use crate::wasm::{CompiledPlugin, WasmRuntime};
 
 pub use autoscale::{capacity, initial_workers};
 pub use error::RunError;
+pub(crate) use graph::Replay;
 pub use instance::check_setup;
 pub use run::run;
+pub(crate) use spill::SpillDir;
 pub use summary::{DeadLetter, RunSummary, ScaleEvent, StageStats};
 
 /// Knobs of one run that are not in the pipeline file.
@@ -99,7 +102,7 @@ impl Outlet {
 /// What every thread of a run shares.
 pub(crate) struct Ctx {
     pub plan: Plan,
-    pub compiled: Vec<Loaded>,
+    pub compiled: Arc<Vec<Loaded>>,
     /// Free GPU assignments per stage (placed by the planner): a worker takes one for its life.
     pub gpu_slots: Vec<Mutex<Vec<Assignment>>>,
     /// CPUs this process may use (native workers are pinned to a share of them).
@@ -165,6 +168,8 @@ pub(crate) enum Loaded {
         from_cache: bool,
     },
     Native,
+    /// A stage the host carries out; `remove_ids` holds its id set, shared by its workers.
+    RemoveIds(Arc<std::collections::HashSet<String>>),
 }
 
 /// Compile every stage once, before workers start: in-process WASM stages for this process,
@@ -172,6 +177,12 @@ pub(crate) enum Loaded {
 pub(crate) fn compile(plan: &Plan, runtime: &WasmRuntime) -> Result<Vec<Loaded>, RunError> {
     let mut compiled = Vec::new();
     for s in &plan.stages {
+        if let Some(crate::plan::Builtin::RemoveIds { paths, field }) = &s.builtin {
+            let ids = crate::dedup::remove_ids::load_ids(paths, field)?;
+            tracing::info!(stage = %s.label, "{} id(s) to remove", ids.len());
+            compiled.push(Loaded::RemoveIds(Arc::new(ids)));
+            continue;
+        }
         if s.plugin.manifest.kind == PluginKind::Native {
             compiled.push(Loaded::Native);
             continue;

@@ -10,7 +10,7 @@ use std::time::Instant;
 use curator_core::pipeline::{ExecutionMode, WriteMode};
 
 use super::autoscale::capacity;
-use super::graph::{Sink, Source, run_graph};
+use super::graph::{Sink, Source, SpillReplay, run_graph};
 use super::progress::spawn_status;
 use super::spill::SpillDir;
 use super::summary::RunSummary;
@@ -29,7 +29,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     for b in &plan.branches {
         remove_stale_spools(&b.dir);
     }
-    let compiled = super::compile(plan, runtime)?;
+    let compiled = Arc::new(super::compile(plan, runtime)?);
     let cached_plugins = compiled
         .iter()
         .filter(|c| matches!(c, Loaded::Wasm(c) if c.from_cache) || matches!(c, Loaded::WasmWorker { from_cache: true }))
@@ -52,22 +52,29 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     for (b, br) in plan.branches.iter().enumerate() {
         branches_of[br.stage].push((b, br.kind));
     }
-    let ctx = Arc::new(Ctx {
-        plan: plan.clone(),
-        compiled,
-        gpu_slots: plan.stages.iter().map(|s| Mutex::new(s.gpu.clone())).collect(),
-        allowed_cpus: crate::os::allowed_cpus(),
-        cache_dir: runtime.cache_dir().map(Into::into),
-        metrics: metrics.clone(),
-        strict: opts.strict,
-        branches_of,
-        cancel: AtomicBool::new(false),
-        stop_sources: AtomicBool::new(false),
-        failure: Mutex::new(None),
-        docs_seen: AtomicU64::new(0),
-        docs_failed: AtomicU64::new(0),
-        queue_capacity,
-    });
+    let allowed_cpus = crate::os::allowed_cpus();
+    let cache_dir: Option<PathBuf> = runtime.cache_dir().map(Into::into);
+    // One context per scheduling step (a dedup step runs several over different partitions);
+    // counters are shared by all of them.
+    let new_ctx = |plan: Plan| {
+        Arc::new(Ctx {
+            gpu_slots: plan.stages.iter().map(|s| Mutex::new(s.gpu.clone())).collect(),
+            plan,
+            compiled: compiled.clone(),
+            allowed_cpus: allowed_cpus.clone(),
+            cache_dir: cache_dir.clone(),
+            metrics: metrics.clone(),
+            strict: opts.strict,
+            branches_of: branches_of.clone(),
+            cancel: AtomicBool::new(false),
+            stop_sources: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            docs_seen: AtomicU64::new(0),
+            docs_failed: AtomicU64::new(0),
+            queue_capacity,
+        })
+    };
+    let ctx = new_ctx(plan.clone());
     let policy = &plan.spec.execution;
     tracing::info!(
         cores = capacity.cpus,
@@ -78,8 +85,14 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     );
     let mut scaling = Vec::new();
     let all: Vec<usize> = (0..plan.stages.len()).collect();
-    let (read, written) = match policy.execution_mode {
-        ExecutionMode::Batch if plan.stages.len() > 1 => {
+    let mut dedup = None;
+    let (read, written) = match (&plan.dedup, policy.execution_mode) {
+        (Some(d), _) => {
+            let b = super::barrier::run_with_dedup(plan, d, &new_ctx, &capacity, started, &mut scaling)?;
+            dedup = Some((b.stats, b.work));
+            (b.read, b.written)
+        }
+        (None, ExecutionMode::Batch) if plan.stages.len() > 1 => {
             let root = match (&policy.spill_dir, &plan.output_dir) {
                 (Some(d), _) => PathBuf::from(d),
                 (None, crate::io::Loc::Local(d)) => d.join("_spill"),
@@ -92,7 +105,11 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
                 let last = k + 1 == plan.stages.len();
                 let here = if last { None } else { Some(SpillDir::create(root.join(format!("stage-{k:03}")))?) };
                 let journal = if last { Mutex::new(Journal::open_for_append(&plan.output_dir)?) } else { Mutex::new(None) };
-                let source = previous.as_ref().map(Source::Spill).unwrap_or(Source::Read);
+                let replay = match &previous {
+                    Some(p) => Some(SpillReplay { dir: p, files: p.list()? }),
+                    None => None,
+                };
+                let source = replay.as_ref().map(|r| Source::Replay(r)).unwrap_or(Source::Read);
                 let sink = match &here {
                     Some(d) => Sink::Spill(d),
                     None => Sink::Write(&journal),
@@ -145,6 +162,10 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         branch_outputs.push(files);
     }
     Journal::remove(&plan.output_dir);
+    let dedup = dedup.map(|(stats, work)| {
+        work.remove();
+        stats
+    });
 
     let stage_stats = super::summary::stage_stats(plan, &metrics, &scaling);
     Ok(RunSummary {
@@ -167,6 +188,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         branch_outputs,
         cached_plugins,
         scaling,
+        dedup,
     })
 }
 

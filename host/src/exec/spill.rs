@@ -24,9 +24,12 @@ struct Spilled {
     side: Vec<usize>,
 }
 
-/// One stage's output in batch mode.
+/// One stage's output in batch mode, or the documents in front of a dedup step.
 pub(crate) struct SpillDir {
     path: PathBuf,
+    /// The run-wide index of each partition the writing graph knows by its position (a
+    /// graph over a subset of the partitions still spills under stable names).
+    global: Option<Vec<usize>>,
 }
 
 fn werr(path: &Path, e: impl std::fmt::Display) -> IoError {
@@ -77,21 +80,60 @@ impl SpillDir {
     /// An empty spill directory at `path` (anything there before is removed).
     pub fn create(path: PathBuf) -> Result<SpillDir, IoError> {
         let _ = std::fs::remove_dir_all(&path);
+        Self::open(path, None)
+    }
+
+    /// The spill directory at `path`, keeping what it holds (a resumed dedup step). Tasks are
+    /// written under `global[meta.file_index]` when given.
+    pub fn open(path: PathBuf, global: Option<Vec<usize>>) -> Result<SpillDir, IoError> {
         std::fs::create_dir_all(&path).map_err(|e| werr(&path, e))?;
-        Ok(SpillDir { path })
+        Ok(SpillDir { path, global })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     fn stem(meta: &TaskMeta) -> String {
         format!("{:08}-{:010}", meta.file_index, meta.seq)
     }
 
+    /// The marker of a partition whose every batch is spilled.
+    pub fn done_marker(&self, partition: usize) -> PathBuf {
+        self.path.join(format!("{partition:08}.done"))
+    }
+
+    /// Mark `partition` (the writing graph's index) complete: all its batches are on disk.
+    pub fn mark_done(&self, partition: usize) -> Result<(), IoError> {
+        let global = self.global.as_ref().and_then(|g| g.get(partition).copied()).unwrap_or(partition);
+        let marker = self.done_marker(global);
+        std::fs::write(&marker, b"").map_err(|e| werr(&marker, e))?;
+        crate::dedup::crash_point(&format!("spill-{global}"));
+        Ok(())
+    }
+
+    /// Remove the batches of a partition that was not completed (before it is redone).
+    pub fn clear_partition(&self, partition: usize) -> Result<(), IoError> {
+        let prefix = format!("{partition:08}-");
+        for e in std::fs::read_dir(&self.path).map_err(|e| rerr(&self.path, e))?.flatten() {
+            if e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)) {
+                std::fs::remove_file(e.path()).map_err(|err| werr(&e.path(), err))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Spill one finished task.
     pub fn write(&self, task: &Task) -> Result<(), IoError> {
-        let stem = Self::stem(&task.meta);
+        let mut meta = task.meta.clone();
+        if let Some(g) = &self.global {
+            meta.file_index = g.get(meta.file_index).copied().unwrap_or(meta.file_index);
+        }
+        let stem = Self::stem(&meta);
         for (k, (_, side)) in task.side.iter().enumerate() {
             write_ipc(&self.path.join(format!("{stem}.b{k}.arrow")), side, None)?;
         }
-        let desc = Spilled { meta: task.meta.clone(), dead: task.dead.clone(), side: task.side.iter().map(|(b, _)| *b).collect() };
+        let desc = Spilled { meta, dead: task.dead.clone(), side: task.side.iter().map(|(b, _)| *b).collect() };
         let desc = serde_json::to_string(&desc).map_err(|e| werr(&self.path, e))?;
         write_ipc(&self.path.join(format!("{stem}.arrow")), &task.batch, Some(desc))
     }

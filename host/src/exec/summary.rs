@@ -76,6 +76,9 @@ pub struct RunSummary {
     pub cached_plugins: usize,
     /// Worker re-allocations (the first entry is the initial allocation).
     pub scaling: Vec<ScaleEvent>,
+    /// The dedup step's statistics, when the pipeline has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<crate::dedup::DedupStats>,
 }
 
 /// Documents a stage could not process (with `ignore_failures: true`).
@@ -98,7 +101,8 @@ pub(crate) fn stage_stats(plan: &Plan, metrics: &RunMetrics, scaling: &[ScaleEve
     plan.stages
         .iter()
         .zip(metrics.stages.iter())
-        .map(|(s, c)| {
+        .enumerate()
+        .map(|(k, (s, c))| {
             let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
             let (docs_in, docs_out, failed) = (load(&c.docs_in), load(&c.docs_out), load(&c.failed));
             let wall_busy_s = load(&c.busy_ns) as f64 / 1e9;
@@ -115,8 +119,8 @@ pub(crate) fn stage_stats(plan: &Plan, metrics: &RunMetrics, scaling: &[ScaleEve
                 wall_busy_s,
                 idle_s: (load(&c.alive_ns) as f64 / 1e9 - wall_busy_s).max(0.0),
                 docs_per_s: if busy_s > 0.0 { docs_in as f64 / busy_s } else { 0.0 },
-                workers: scaling.last().and_then(|e| e.workers.get(s.index).copied()).unwrap_or(0),
-                max_workers: scaling.iter().filter_map(|e| e.workers.get(s.index).copied()).max().unwrap_or(0),
+                workers: scaling.last().and_then(|e| e.workers.get(k).copied()).unwrap_or(0),
+                max_workers: scaling.iter().filter_map(|e| e.workers.get(k).copied()).max().unwrap_or(0),
             }
         })
         .collect()

@@ -163,13 +163,19 @@ fn write_task(
         && let Some(j) = j.as_mut()
     {
         j.record(&entry)?;
+        crate::dedup::crash_point("output-partition");
     }
     written.entries.push((pi, entry));
     Ok(())
 }
 
-/// Batch mode: spill the tasks of `rx` until it closes.
+/// Spill the tasks of `rx` until it closes (batch mode, or the documents in front of a dedup
+/// step). A partition is marked done once all its batches are on disk, whatever order they
+/// came in.
 pub(crate) fn spill_loop(ctx: &Ctx, rx: Receiver<Task>, dir: &SpillDir) -> Written {
+    // Per partition: batches written, and how many there are once the last one was seen.
+    let mut progress: BTreeMap<usize, (u64, Option<u64>)> = BTreeMap::new();
+    let mut written = Written::default();
     for task in rx.iter() {
         ctx.metrics.sink_queued.fetch_sub(1, Ordering::Relaxed);
         if ctx.cancelled() {
@@ -177,7 +183,21 @@ pub(crate) fn spill_loop(ctx: &Ctx, rx: Receiver<Task>, dir: &SpillDir) -> Writt
         }
         if let Err(e) = dir.write(&task) {
             ctx.fail(e.into());
+            continue;
+        }
+        written.docs_out += task.batch.num_rows() as u64;
+        let pi = task.meta.file_index;
+        let p = progress.entry(pi).or_insert((0, None));
+        p.0 += 1;
+        if task.meta.last_of_file {
+            p.1 = Some(task.meta.seq + 1);
+        }
+        if p.1 == Some(p.0) {
+            progress.remove(&pi);
+            if let Err(e) = dir.mark_done(pi) {
+                ctx.fail(e.into());
+            }
         }
     }
-    Written::default()
+    written
 }

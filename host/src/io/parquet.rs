@@ -68,6 +68,13 @@ pub fn row_group_sizes(file: &InputFile) -> Result<Vec<u64>, IoError> {
     Ok(builder.metadata().row_groups().iter().map(|rg| rg.compressed_size().max(0) as u64).collect())
 }
 
+/// Rows of a Parquet file, from its footer.
+pub fn row_count(file: &InputFile) -> Result<u64, IoError> {
+    let reader = LocReader { loc: file.loc.clone(), size: file.size };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| perr(&file.display(), e))?;
+    Ok(builder.metadata().file_metadata().num_rows().max(0) as u64)
+}
+
 /// Reads a Parquet file (or some of its row groups) as reader-schema batches.
 pub struct ParquetReader {
     inner: ParquetRecordBatchReader,

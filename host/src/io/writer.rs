@@ -137,12 +137,17 @@ impl OutputManifest {
     /// Write atomically into `dir`.
     pub fn save(&self, dir: &Loc) -> Result<(), IoError> {
         let loc = dir.join(Self::NAME);
-        let (spool, mut w) = Spool::create(&loc)?;
-        let text = serde_json::to_vec_pretty(self).map_err(|e| spool.werr(e.into()))?;
-        w.write_all(&text).map_err(|e| spool.werr(e))?;
-        spool.commit(w)?;
-        Ok(())
+        let text = serde_json::to_vec_pretty(self).map_err(|e| IoError::Write { path: loc.display(), source: e.into() })?;
+        write_small(&loc, &text)
     }
+}
+
+/// Write a small file whole, through a spool (never partially under its name).
+pub fn write_small(loc: &Loc, bytes: &[u8]) -> Result<(), IoError> {
+    let (spool, mut w) = Spool::create(loc)?;
+    w.write_all(bytes).map_err(|e| spool.werr(e))?;
+    spool.commit(w)?;
+    Ok(())
 }
 
 /// Writes records as JSONL into a spooled file: rejected input lines

@@ -22,7 +22,7 @@ pub(super) fn holds_outputs(dir: &Loc) -> Option<String> {
                     let name = e.file_name().to_string_lossy().into_owned();
                     let path = e.path();
                     if path.is_dir() {
-                        if name != "_spill" {
+                        if name != "_spill" && name != crate::dedup::work::WORK_DIR {
                             stack.push(path);
                         }
                     } else if !(name.starts_with('.') && name.contains(".tmp-")) {

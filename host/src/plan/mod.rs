@@ -44,6 +44,37 @@ pub struct PlannedStage {
     pub num_workers: Option<usize>,
     /// GPU stages: one assignment per worker, placed at planning (the worker count).
     pub gpu: Vec<Assignment>,
+    /// A stage the host itself carries out (no plugin file).
+    pub builtin: Option<Builtin>,
+}
+
+/// Stages the host carries out itself.
+#[derive(Debug, Clone)]
+pub enum Builtin {
+    /// Drop documents whose id is in the files at `paths` (column or field `field`).
+    RemoveIds { paths: Vec<Loc>, field: String },
+}
+
+/// A dedup step: where its barrier falls and how it will run on this machine.
+#[derive(Debug, Clone)]
+pub struct PlannedDedup {
+    /// Index of the step in the pipeline's `stages`.
+    pub step: usize,
+    pub label: String,
+    pub spec: curator_core::DedupSpec,
+    /// Planned stages in front of the barrier (`stages[..before]`); the rest run after it.
+    pub before: usize,
+    /// Every partition of the input (the step needs all of them, even those a resumed run
+    /// already wrote out).
+    pub all_partitions: Vec<PlannedPartition>,
+    /// Local directory of the step's spill and checkpoints.
+    pub work_dir: PathBuf,
+    /// The corpus as estimated from file sizes and a sample.
+    pub corpus: curator_core::dedup::Corpus,
+    /// Bands per iteration, partitions, memory and disk of each phase.
+    pub capacity: curator_core::dedup::DedupPlan,
+    /// The memory the capacity was planned for, in bytes.
+    pub memory_bytes: u64,
 }
 
 impl PlannedStage {
@@ -114,6 +145,8 @@ pub struct Plan {
     pub resumed: Vec<WrittenFile>,
     /// Side sinks (`rejected:` and `tee:` of stages), in stage order.
     pub branches: Vec<PlannedBranch>,
+    /// The dedup step, if the pipeline has one.
+    pub dedup: Option<PlannedDedup>,
 }
 
 impl Plan {
@@ -173,6 +206,10 @@ pub struct PlanOptions<'a> {
     /// Start each stage once in a throw-away instance (or worker) to check that its `setup`
     /// accepts the params: a stage that would refuse them fails the plan, not the run.
     pub check_setup: Option<&'a WasmRuntime>,
+    /// Plan a dedup step for this much memory instead of this machine's available memory.
+    pub memory_bytes: Option<u64>,
+    /// Run a dedup step even when its planned memory exceeds the machine's.
+    pub ignore_memory_plan: bool,
 }
 
 fn resolve(base: &Path, p: &str) -> PathBuf {
@@ -195,7 +232,7 @@ pub fn plan_file(path: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Res
 pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Result<Plan, PlanError> {
     let restart = opts.restart;
     let mut errors = Vec::new();
-    let mut stages = stages::plan_stages(&spec, label, base, registry, &mut errors);
+    let (mut stages, barrier) = stages::plan_stages(&spec, label, base, registry, &mut errors);
     // Only stages that resolved cleanly are placed and started; the others already failed.
     let clean = errors.is_empty();
     if clean {
@@ -280,7 +317,17 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
     let mut partitions: Vec<PlannedPartition> = Vec::new();
     let mut skipped = 0;
     let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut all_partitions = Vec::new();
     for p in partition(&infos, by) {
+        if barrier.is_some() {
+            let output_rel = partition_output_name(&inputs, &p.parts, p.index, &ext);
+            all_partitions.push(PlannedPartition {
+                index: p.index,
+                output: output_dir.join(&output_rel),
+                parts: p.parts.clone(),
+                output_rel,
+            });
+        }
         let mut output_rel = partition_output_name(&inputs, &p.parts, p.index, &ext);
         if let Some(other) = partitions.iter().find(|q| q.output_rel == output_rel) {
             return Err(IoError::Collision {
@@ -326,6 +373,53 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         taken.insert(output_rel.clone());
         partitions.push(PlannedPartition { index: p.index, parts: p.parts, output_rel, output });
     }
-    let branches = plan_branches(&spec, label, base, &inputs, &partitions, &resumed_branches, resuming)?;
-    Ok(Plan { spec, file_label: label.to_string(), stages, inputs, partitions, skipped, output_dir, prior_manifest, resumed, branches })
+    let branches = plan_branches(&spec, label, &stages, base, &inputs, &partitions, &resumed_branches, resuming)?;
+    let dedup = match (barrier, spec.dedup()) {
+        (Some(before), Some((step, d))) => {
+            let memory = opts.memory_bytes.unwrap_or_else(crate::os::available_memory_bytes);
+            let work_dir = crate::dedup::work::work_dir(&spec, &output_dir);
+            let corpus = crate::dedup::estimate::corpus(&inputs, spec.source.limit);
+            let capacity = curator_core::dedup::plan_dedup(&d.dedup, corpus, memory);
+            if !capacity.fits && !opts.ignore_memory_plan {
+                return Err(SpecError::new(
+                    label,
+                    format!("stages[{step}].dedup"),
+                    format!(
+                        "needs about {} of memory at its peak ({}), more than the {} this machine allows a dedup phase ({:.0} % of {}); lower bands_per_iteration, raise partitions, or pass --ignore-memory-plan (see `curator-host plan`)",
+                        crate::dedup::human(capacity.peak_bytes),
+                        capacity.phases.iter().max_by_key(|p| p.bytes).map(|p| p.formula.as_str()).unwrap_or(""),
+                        crate::dedup::human(capacity.budget_bytes),
+                        curator_core::dedup::DEDUP_MEMORY_SHARE * 100.0,
+                        crate::dedup::human(memory),
+                    ),
+                )
+                .into());
+            }
+            Some(PlannedDedup {
+                step,
+                label: spec.stages[step].label().to_string(),
+                spec: d.dedup.clone(),
+                before,
+                all_partitions,
+                work_dir,
+                corpus,
+                capacity,
+                memory_bytes: memory,
+            })
+        }
+        _ => None,
+    };
+    Ok(Plan {
+        spec,
+        file_label: label.to_string(),
+        stages,
+        inputs,
+        partitions,
+        skipped,
+        output_dir,
+        prior_manifest,
+        resumed,
+        branches,
+        dedup,
+    })
 }

@@ -59,9 +59,11 @@ pub(super) fn sink_ext(sink: &SinkSpec) -> String {
 }
 
 /// Output places of the `rejected:` and `tee:` sinks of stages.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn plan_branches(
     spec: &PipelineSpec,
     label: &str,
+    stages: &[super::PlannedStage],
     base: &Path,
     inputs: &[InputFile],
     partitions: &[PlannedPartition],
@@ -69,7 +71,9 @@ pub(super) fn plan_branches(
     resuming: bool,
 ) -> Result<Vec<PlannedBranch>, PlanError> {
     let mut branches = Vec::new();
-    for (i, s) in spec.stages.iter().enumerate() {
+    for (i, s) in spec.plugin_stages() {
+        // The planned stage this pipeline entry became (built-in and dedup stages have no branches).
+        let Some(stage) = stages.iter().position(|p| p.index == i && p.builtin.is_none()) else { continue };
         for (kind, field, sink) in [(BranchKind::Rejected, "rejected", &s.rejected), (BranchKind::Tee, "tee", &s.tee)] {
             let Some(sink) = sink else { continue };
             if matches!(sink.mode, WriteMode::Append | WriteMode::Ignore) {
@@ -105,7 +109,7 @@ pub(super) fn plan_branches(
             let b = branches.len();
             let resumed = resumed.iter().filter_map(|r| r.get(b).cloned()).collect();
             branches.push(PlannedBranch {
-                stage: i,
+                stage,
                 kind,
                 sink: sink.clone(),
                 prior_manifest: OutputManifest::load(&dir),

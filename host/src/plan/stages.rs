@@ -4,24 +4,132 @@
 use std::path::Path;
 use std::time::Duration;
 
+use curator_core::dedup::{Device, Shingle};
 use curator_core::pipeline::DEFAULT_TIMEOUT_S;
-use curator_core::{Isolation, MemoryBudget, PipelineSpec, SpecError, memory_budget, validate_params};
+use curator_core::pipeline::{DedupStep, Step};
+use curator_core::{DedupMethod, Isolation, MemoryBudget, PipelineSpec, SpecError, StageSpec, memory_budget, validate_params};
 
 use super::{PlannedStage, resolve};
+use crate::io::Loc;
 use crate::registry::Registry;
 use crate::wasm::DirGrant;
 
-/// The stages of `spec` that resolve; a mistake in one is pushed to `errors` (with its path)
-/// and the others are still checked.
+/// The stages of `spec` that resolve, and where a dedup step's barrier falls (the number of
+/// planned stages in front of it). A fuzzy dedup step adds the `minhash` stage in front of
+/// its barrier; `remove_ids` steps become built-in stages. A mistake in one stage is pushed to
+/// `errors` (with its path) and the others are still checked.
 pub(super) fn plan_stages(
     spec: &PipelineSpec,
     label: &str,
     base: &Path,
     registry: &Registry,
     errors: &mut Vec<SpecError>,
-) -> Vec<PlannedStage> {
+) -> (Vec<PlannedStage>, Option<usize>) {
     let mut stages = Vec::new();
-    for (i, s) in spec.stages.iter().enumerate() {
+    let mut barrier = None;
+    for (i, step) in spec.stages.iter().enumerate() {
+        match step {
+            Step::Plugin(s) => stages.extend(plan_plugin(spec, i, s, label, base, registry, errors)),
+            Step::Dedup(d) => {
+                if d.dedup.method == DedupMethod::Fuzzy {
+                    if registry.get(MINHASH_PLUGIN).is_none() {
+                        errors.push(SpecError::new(
+                            label,
+                            format!("stages[{i}].dedup"),
+                            format!(
+                                "method: fuzzy computes signatures with the {MINHASH_PLUGIN:?} plugin, which is not installed in {}",
+                                registry.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+                            ),
+                        ));
+                    } else {
+                        let s = minhash_stage(step.label(), d);
+                        stages.extend(plan_plugin(spec, i, &s, label, base, registry, errors));
+                    }
+                }
+                barrier = Some(stages.len());
+            }
+            Step::RemoveIds(r) => {
+                let paths: Vec<Loc> = r
+                    .remove_ids
+                    .path
+                    .as_vec()
+                    .into_iter()
+                    .filter_map(|p| match Loc::parse(p, base) {
+                        Ok(Loc::Local(path)) if !path.exists() => {
+                            errors.push(SpecError::new(
+                                label,
+                                format!("stages[{i}].remove_ids.path"),
+                                format!("{} does not exist", path.display()),
+                            ));
+                            None
+                        }
+                        Ok(l) => Some(l),
+                        Err(e) => {
+                            errors.push(SpecError::new(label, format!("stages[{i}].remove_ids.path"), e.to_string()));
+                            None
+                        }
+                    })
+                    .collect();
+                stages.push(crate::dedup::remove_ids::planned(i, step.label(), paths, &r.remove_ids.field, spec));
+            }
+        }
+    }
+    (stages, barrier)
+}
+
+/// The plugin that computes MinHash signatures for fuzzy dedup.
+pub const MINHASH_PLUGIN: &str = "minhash";
+
+/// The `minhash` stage a fuzzy dedup step runs in front of its barrier. With `device: auto`
+/// it keeps the plugin's GPU request when this machine has a GPU and runs on the CPU
+/// otherwise (the signatures are the same).
+fn minhash_stage(label: &str, d: &DedupStep) -> StageSpec {
+    let p = d.dedup.fuzzy();
+    let (char_ngrams, word_ngrams) = match p.shingle {
+        Shingle::Chars(n) => (n, 0),
+        Shingle::Words(n) => (24, n),
+    };
+    let gpu = match d.dedup.device {
+        Device::Cpu => false,
+        Device::Gpu => true,
+        Device::Auto => word_ngrams == 0 && !crate::gpu::discover().gpus.is_empty(),
+    };
+    let mut resources = d.resources.clone().unwrap_or_default();
+    if !gpu && resources.gpus.is_none() && resources.gpu_memory_gb.is_none() {
+        resources.gpu_memory_gb = Some(0.0);
+    }
+    StageSpec {
+        plugin: MINHASH_PLUGIN.into(),
+        name: Some(format!("{label}.minhash")),
+        params: serde_json::json!({
+            "char_ngrams": char_ngrams,
+            "word_ngrams": word_ngrams,
+            "num_hashes": p.num_hashes(),
+            "seed": p.seed,
+            "device": if gpu { "gpu" } else { "cpu" },
+        }),
+        resources: Some(resources),
+        batch_size: d.dedup.batch_size,
+        timeout_s: None,
+        isolation: None,
+        grants: Default::default(),
+        num_workers: d.dedup.num_workers,
+        rejected: None,
+        tee: None,
+    }
+}
+
+/// One plugin stage resolved, or `None` (with its mistakes in `errors`).
+fn plan_plugin(
+    spec: &PipelineSpec,
+    i: usize,
+    s: &StageSpec,
+    label: &str,
+    base: &Path,
+    registry: &Registry,
+    errors: &mut Vec<SpecError>,
+) -> Option<PlannedStage> {
+    {
         let at = |field: &str| format!("stages[{i}].{field}");
         let Some(entry) = registry.get(&s.plugin) else {
             let known = registry.names();
@@ -31,7 +139,7 @@ pub(super) fn plan_stages(
                 format!("installed: {}", known.join(", "))
             };
             errors.push(SpecError::new(label, at("plugin"), format!("unknown stage {:?} ({hint})", s.plugin)));
-            continue;
+            return None;
         };
         let m = &entry.manifest;
         for e in validate_params(&m.params_schema, &s.params, &at("params")) {
@@ -116,9 +224,9 @@ pub(super) fn plan_stages(
             memory: MemoryBudget { reserved_mb: 0, guest_cap_mb: None, process_mb: None },
             num_workers: s.num_workers,
             gpu: Vec::new(),
+            builtin: None,
         };
         planned.memory = memory_budget(&planned.resources, planned.runs());
-        stages.push(planned);
+        Some(planned)
     }
-    stages
 }

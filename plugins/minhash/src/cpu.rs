@@ -1,58 +1,28 @@
 //! The CPU path: the reference the GPU kernel must match bit for bit.
 
-/// splitmix64's finaliser.
-#[inline]
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Base hash of one shingle's bytes (never 0).
-#[inline]
-pub fn shingle_hash(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &c in bytes {
-        h ^= c as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    mix64(h) | 1
-}
-
-#[inline]
-fn is_char_start(b: u8) -> bool {
-    b & 0xC0 != 0x80
-}
-
-/// Base hashes of a text's shingles: every character n-gram, or the whole text when it is
-/// shorter than `n` characters (none for an empty text).
-pub fn shingle_hashes(text: &[u8], n: usize, out: &mut Vec<u64>) {
-    out.clear();
-    if text.is_empty() {
-        return;
-    }
-    // Character starts, then each window of n characters.
-    let starts: Vec<usize> = (0..text.len()).filter(|&i| is_char_start(text[i])).collect();
-    if starts.len() <= n {
-        out.push(shingle_hash(text));
-        return;
-    }
-    for w in 0..=starts.len() - n {
-        let end = if w + n < starts.len() { starts[w + n] } else { text.len() };
-        out.push(shingle_hash(&text[starts[w]..end]));
-    }
-}
+use curator_sdk::shingle::{Scratch, Shingles, char_shingles, shingle_hashes};
+pub use curator_sdk::shingle::{mix64, shingle_hash};
 
 /// Signatures of every document of a UTF-8 column (`offsets`: rows + 1), `a.len()` values
 /// each, row after row. An empty text gets `u32::MAX` everywhere.
 pub fn signatures(data: &[u8], offsets: &[u32], n: usize, a: &[u64], b: &[u64]) -> Vec<u32> {
+    signatures_of(data, offsets, Shingles::Chars(n), a, b)
+}
+
+/// Signatures over any kind of shingle (words are CPU only).
+pub fn signatures_of(data: &[u8], offsets: &[u32], kind: Shingles, a: &[u64], b: &[u64]) -> Vec<u32> {
     let k = a.len();
     let rows = offsets.len().saturating_sub(1);
     let mut out = vec![u32::MAX; rows * k];
     let mut hashes = Vec::new();
+    let mut scratch = Scratch::default();
+    let mut starts = Vec::new();
     for r in 0..rows {
         let text = &data[offsets[r] as usize..offsets[r + 1] as usize];
-        shingle_hashes(text, n, &mut hashes);
+        match kind {
+            Shingles::Chars(n) => char_shingles(text, n, &mut starts, &mut hashes),
+            Shingles::Words(_) => shingle_hashes(std::str::from_utf8(text).unwrap_or_default(), kind, &mut scratch, &mut hashes),
+        }
         let sig = &mut out[r * k..(r + 1) * k];
         for &h in &hashes {
             for i in 0..k {

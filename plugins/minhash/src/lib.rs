@@ -9,9 +9,12 @@
 //! (default 260 = 20 bands × 13 rows). The GPU kernel ([`gpu`]) and the CPU path ([`cpu`])
 //! do the same integer operations, so their signatures are bit-identical.
 //!
+//! With `word_ngrams`, shingles are word n-grams instead ([`curator_sdk::shingle`]; CPU only).
+//!
 //! Output: `minhash_signature`, the values as 8-hex-digit big-endian words, concatenated.
 
 use curator_sdk::prelude::*;
+use curator_sdk::shingle::Shingles;
 
 pub mod cpu;
 pub mod gpu;
@@ -51,6 +54,10 @@ pub struct MinHash {
     /// Characters per shingle.
     #[param(default = 24, min = 1, max = 4096)]
     pub char_ngrams: usize,
+    /// Words per shingle instead of characters (datatrove's mode; 0: characters). Computed
+    /// on the CPU.
+    #[param(default = 0, min = 0, max = 64)]
+    pub word_ngrams: usize,
     /// Hash functions per signature (20 bands × 13 rows = 260).
     #[param(default = 260, min = 1, max = 4096)]
     pub num_hashes: usize,
@@ -64,6 +71,12 @@ pub struct MinHash {
 
 impl Stage for MinHash {
     fn init(&mut self) -> Result<(), StageError> {
+        if self.word_ngrams > 0 {
+            if self.device == "gpu" {
+                return Err(StageError::Failed("word_ngrams signatures are computed on the CPU; use device: cpu or auto".into()));
+            }
+            self.device = "cpu".into();
+        }
         if self.device != "cpu" {
             match gpu::Gpu::shared() {
                 Ok(_) => log(Level::Info, "minhash: computing signatures on the GPU"),
@@ -78,8 +91,9 @@ impl Stage for MinHash {
         let text = batch.column("text")?;
         let col = text.strings()?;
         let (a, b) = coefficients(self.seed, self.num_hashes);
+        let kind = if self.word_ngrams > 0 { Shingles::Words(self.word_ngrams) } else { Shingles::Chars(self.char_ngrams) };
         let sigs = match (self.device.as_str(), gpu::Gpu::shared()) {
-            ("cpu", _) | (_, Err(_)) => cpu::signatures(&text.data, &text.offsets, self.char_ngrams, &a, &b),
+            ("cpu", _) | (_, Err(_)) => cpu::signatures_of(&text.data, &text.offsets, kind, &a, &b),
             (_, Ok(g)) => g
                 .signatures(&text.data, &text.offsets, self.char_ngrams, &a, &b)
                 .map_err(|e| if e.contains("OUT_OF_MEMORY") { StageError::OutOfMemory(e) } else { StageError::Failed(e) })?,

@@ -1,0 +1,426 @@
+//! Deduplication steps: what a `- dedup:` entry of a pipeline file means, which document of
+//! a duplicate group survives, and how much memory and disk each phase needs (the capacity
+//! policy `curator-host plan` and `run` apply). Pure: no IO.
+//!
+//! A dedup step is a barrier. Everything before it streams into a spill of documents; the
+//! step computes duplicate groups from it in phases; the documents then flow on from that
+//! spill to the stages after it and to the sink.
+//!
+//! **Which document survives**: the first of its group in source order — inputs in listing
+//! order (sorted paths), documents in file order. That order does not depend on how inputs
+//! are partitioned, on the number of workers or on bands per iteration.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::spec_error::SpecError;
+
+/// How documents are compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DedupMethod {
+    /// Identical text (a 128-bit hash of it).
+    Exact,
+    /// Near-identical text: MinHash signatures, LSH buckets, candidate pairs checked against
+    /// their Jaccard similarity, connected components.
+    Fuzzy,
+}
+
+/// What happens to duplicates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DedupAction {
+    /// Drop every document of a group but its survivor.
+    #[default]
+    Remove,
+    /// Keep every document; add `duplicate_group` (the survivor's position, null when unique)
+    /// and `is_duplicate` (true for the ones `remove` would drop).
+    Mark,
+    /// Write only `_duplicates/` (the ids to remove); nothing reaches the sink.
+    Identify,
+}
+
+/// The text hash of exact dedup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExactHash {
+    /// xxh3-128 of the text's UTF-8 bytes.
+    #[default]
+    Xxh3,
+    /// MD5 of the text's UTF-8 bytes (as NeMo Curator's exact dedup).
+    Md5,
+}
+
+/// Where MinHash signatures are computed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// On a GPU when this machine has one, else on the CPU (same signatures either way).
+    #[default]
+    Auto,
+    Gpu,
+    Cpu,
+}
+
+/// One `- dedup:` step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DedupSpec {
+    pub method: DedupMethod,
+    #[serde(default)]
+    pub action: DedupAction,
+    /// Exact: `xxh3` (default) or `md5`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<ExactHash>,
+    /// Fuzzy: characters per shingle (default 24, as NeMo Curator). Exclusive with `word_ngrams`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub char_ngrams: Option<usize>,
+    /// Fuzzy: words per shingle (datatrove's mode: 5, with 14 bands × 8 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub word_ngrams: Option<usize>,
+    /// Fuzzy: LSH bands (default 20 for characters, 14 for words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_bands: Option<usize>,
+    /// Fuzzy: MinHash values per band (default 13 for characters, 8 for words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minhashes_per_band: Option<usize>,
+    /// Fuzzy: seed of the hash family (default 42).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Accepted for NeMo Curator pipelines; shingles are always hashed to 64 bits here (the
+    /// collision rate NeMo's `true` buys), so either value gives the same signatures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_64_bit_hash: Option<bool>,
+    /// Fuzzy: bands bucketed per pass over the signatures (default: 5, lowered by the
+    /// planner when 5 would not fit this machine's memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bands_per_iteration: Option<usize>,
+    /// Fuzzy: candidate pairs whose true Jaccard similarity of shingle sets is below this
+    /// are dropped before components are built (default 0.8; `0` keeps every LSH pair, as
+    /// NeMo Curator does).
+    #[serde(default = "default_jaccard")]
+    pub jaccard_threshold: f64,
+    /// Fuzzy: where signatures are computed (the `minhash` plugin): auto | gpu | cpu.
+    #[serde(default)]
+    pub device: Device,
+    /// Hash partitions of the grouping and bucket spill files (default: as few as fit
+    /// memory; more make the phases shardable across machines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<usize>,
+    /// Fuzzy: documents per batch sent to the `minhash` stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<usize>,
+    /// Fuzzy: a fixed number of `minhash` workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_workers: Option<usize>,
+}
+
+fn default_seed() -> u64 {
+    42
+}
+fn default_jaccard() -> f64 {
+    0.8
+}
+
+/// NeMo Curator's default bands per iteration.
+pub const DEFAULT_BANDS_PER_ITERATION: usize = 5;
+
+/// Fuzzy parameters with their defaults applied.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FuzzyParams {
+    /// Shingles: `Chars(n)` or `Words(n)`.
+    pub shingle: Shingle,
+    pub num_bands: usize,
+    pub rows: usize,
+    pub seed: u64,
+    pub jaccard_threshold: f64,
+}
+
+/// What a shingle is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shingle {
+    Chars(usize),
+    Words(usize),
+}
+
+impl FuzzyParams {
+    pub fn num_hashes(&self) -> usize {
+        self.num_bands * self.rows
+    }
+    /// The similarity at which a pair is caught with probability ½: (1/b)^(1/r).
+    pub fn lsh_threshold(&self) -> f64 {
+        (1.0 / self.num_bands as f64).powf(1.0 / self.rows as f64)
+    }
+}
+
+impl DedupSpec {
+    /// The fuzzy parameters with defaults (NeMo's for characters, datatrove's for words).
+    pub fn fuzzy(&self) -> FuzzyParams {
+        let (shingle, bands, rows) = match self.word_ngrams {
+            Some(w) => (Shingle::Words(w), 14, 8),
+            None => (Shingle::Chars(self.char_ngrams.unwrap_or(24)), 20, 13),
+        };
+        FuzzyParams {
+            shingle,
+            num_bands: self.num_bands.unwrap_or(bands),
+            rows: self.minhashes_per_band.unwrap_or(rows),
+            seed: self.seed,
+            jaccard_threshold: self.jaccard_threshold,
+        }
+    }
+
+    /// Every mistake in the step, with `at` (e.g. `stages[2].dedup`) as the path prefix.
+    pub fn validate(&self, file: &str, at: &str) -> Vec<SpecError> {
+        let mut errors = Vec::new();
+        let mut err = |field: &str, msg: String| errors.push(SpecError::new(file, format!("{at}.{field}"), msg));
+        let fuzzy_only: [(&str, bool); 8] = [
+            ("char_ngrams", self.char_ngrams.is_some()),
+            ("word_ngrams", self.word_ngrams.is_some()),
+            ("num_bands", self.num_bands.is_some()),
+            ("minhashes_per_band", self.minhashes_per_band.is_some()),
+            ("bands_per_iteration", self.bands_per_iteration.is_some()),
+            ("use_64_bit_hash", self.use_64_bit_hash.is_some()),
+            ("batch_size", self.batch_size.is_some()),
+            ("num_workers", self.num_workers.is_some()),
+        ];
+        match self.method {
+            DedupMethod::Exact => {
+                for (field, set) in fuzzy_only {
+                    if set {
+                        err(field, "applies to method: fuzzy only".into());
+                    }
+                }
+            }
+            DedupMethod::Fuzzy => {
+                if self.hash.is_some() {
+                    err("hash", "applies to method: exact only".into());
+                }
+                if self.char_ngrams.is_some() && self.word_ngrams.is_some() {
+                    err("word_ngrams", "char_ngrams and word_ngrams are both set; set only one".into());
+                }
+                for (field, v, max) in [
+                    ("char_ngrams", self.char_ngrams, 4096),
+                    ("word_ngrams", self.word_ngrams, 64),
+                    ("num_bands", self.num_bands, 512),
+                    ("minhashes_per_band", self.minhashes_per_band, 64),
+                    ("batch_size", self.batch_size, usize::MAX),
+                    ("num_workers", self.num_workers, usize::MAX),
+                ] {
+                    if let Some(v) = v
+                        && !(1..=max).contains(&v)
+                    {
+                        err(field, format!("must be between 1 and {max}, found {v}"));
+                    }
+                }
+                let p = self.fuzzy();
+                if p.num_hashes() > 4096 {
+                    err("num_bands", format!("num_bands × minhashes_per_band = {} is over 4096 hashes", p.num_hashes()));
+                }
+                if let Some(b) = self.bands_per_iteration
+                    && !(1..=p.num_bands).contains(&b)
+                {
+                    err("bands_per_iteration", format!("must be between 1 and num_bands ({}), found {b}", p.num_bands));
+                }
+                if !(0.0..=1.0).contains(&self.jaccard_threshold) {
+                    err("jaccard_threshold", format!("must be between 0 and 1, found {}", self.jaccard_threshold));
+                }
+            }
+        }
+        if self.partitions == Some(0) {
+            err("partitions", "must be > 0".into());
+        }
+        errors
+    }
+}
+
+/// What `plan` knows of a corpus before reading it all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Corpus {
+    pub docs: u64,
+    pub bytes: u64,
+}
+
+/// Bytes per record of the exact grouping spill: the 128-bit hash and the document's position.
+pub const EXACT_RECORD_BYTES: u64 = 24;
+/// Bytes per document and band in the bucket phase: the band's 64-bit key and the document's
+/// 32-bit position, packed in one u128 (sorted in place, no scratch).
+pub const BUCKET_RECORD_BYTES: u64 = 16;
+/// Bytes per document of union-find (one u32 parent each).
+pub const UNION_FIND_BYTES: u64 = 4;
+/// Bytes per candidate pair (two u32), sorted and deduplicated in memory.
+pub const EDGE_BYTES: u64 = 8;
+/// Fixed working memory of a phase beside its records: read and write buffers of the spill
+/// files, the batch being scanned (measured peaks sit 30–60 MB above the records).
+pub const PHASE_OVERHEAD_BYTES: u64 = 64 << 20;
+/// Share of the memory a dedup phase may plan for (the rest: the process, page cache, error).
+pub const DEDUP_MEMORY_SHARE: f64 = 0.6;
+/// Candidate pairs assumed per document when planning (a corpus with 20 % near-duplicates in
+/// bands of 20 gives about this many after deduplication of the pair list).
+pub const PLANNED_EDGES_PER_DOC: f64 = 0.5;
+
+/// The plan of a dedup step on one machine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DedupPlan {
+    /// Bands bucketed per pass (fuzzy; 0 for exact).
+    pub bands_per_iteration: usize,
+    /// Passes over the signatures (fuzzy; 1 for exact).
+    pub iterations: usize,
+    /// Hash partitions of the grouping / bucket spill.
+    pub partitions: usize,
+    /// Peak memory of each phase, in bytes, by the formulas above.
+    pub phases: Vec<PhaseEstimate>,
+    /// Disk the step's spill needs at its peak (documents + keys + buckets of one pass).
+    pub spill_bytes: u64,
+    /// The most memory one phase needs.
+    pub peak_bytes: u64,
+    /// What the phases may use (`DEDUP_MEMORY_SHARE` of the memory given).
+    pub budget_bytes: u64,
+    /// Whether the settings given (not the ones the planner would pick) fit the budget.
+    pub fits: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseEstimate {
+    pub phase: &'static str,
+    pub bytes: u64,
+    /// The formula, for people.
+    pub formula: String,
+}
+
+fn ceil_div(a: u64, b: u64) -> u64 {
+    a.div_ceil(b.max(1))
+}
+
+/// Plan a dedup step for `corpus` on a machine with `memory` bytes: the bands per iteration
+/// and partitions (the step's own when set, else the largest bands per iteration up to 5
+/// that fits with one partition, then more partitions when even one band does not fit),
+/// each phase's peak memory, and the spill disk.
+pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
+    let budget = (memory as f64 * DEDUP_MEMORY_SHARE) as u64;
+    let room = budget.saturating_sub(PHASE_OVERHEAD_BYTES).max(1);
+    let n = corpus.docs.max(1);
+    let docs_spill = corpus.bytes + corpus.bytes / 8 + n * 64;
+    match spec.method {
+        DedupMethod::Exact => {
+            let records = n * EXACT_RECORD_BYTES;
+            let partitions = spec.partitions.unwrap_or_else(|| ceil_div(records, room).max(1) as usize);
+            let group = ceil_div(records, partitions as u64) + PHASE_OVERHEAD_BYTES;
+            let phases = vec![PhaseEstimate {
+                phase: "group",
+                bytes: group,
+                formula: format!("{n} docs × {EXACT_RECORD_BYTES} B / {partitions} partitions + 64 MiB"),
+            }];
+            DedupPlan {
+                bands_per_iteration: 0,
+                iterations: 1,
+                partitions,
+                peak_bytes: group,
+                phases,
+                spill_bytes: docs_spill + records,
+                budget_bytes: budget,
+                fits: group <= budget,
+            }
+        }
+        DedupMethod::Fuzzy => {
+            let p = spec.fuzzy();
+            let per_band = n * BUCKET_RECORD_BYTES;
+            let bpi = spec.bands_per_iteration.unwrap_or_else(|| {
+                let fit = (room / per_band.max(1)) as usize;
+                fit.clamp(1, DEFAULT_BANDS_PER_ITERATION.min(p.num_bands))
+            });
+            let partitions = spec.partitions.unwrap_or_else(|| ceil_div(per_band * bpi as u64, room).max(1) as usize);
+            let iterations = p.num_bands.div_ceil(bpi);
+            let bucket = ceil_div(per_band * bpi as u64, partitions as u64) + PHASE_OVERHEAD_BYTES;
+            let edges = (n as f64 * PLANNED_EDGES_PER_DOC) as u64;
+            let components = n * UNION_FIND_BYTES + edges * EDGE_BYTES + n / 8 + PHASE_OVERHEAD_BYTES;
+            let phases = vec![
+                PhaseEstimate {
+                    phase: "buckets",
+                    bytes: bucket,
+                    formula: format!("{n} docs × {BUCKET_RECORD_BYTES} B × {bpi} bands per iteration / {partitions} partitions + 64 MiB"),
+                },
+                PhaseEstimate {
+                    phase: "components",
+                    bytes: components,
+                    formula: format!("{n} docs × {UNION_FIND_BYTES} B + ~{edges} candidate pairs × {EDGE_BYTES} B + 64 MiB"),
+                },
+            ];
+            let peak = bucket.max(components);
+            let sigs = n * p.num_hashes() as u64 * 4;
+            DedupPlan {
+                bands_per_iteration: bpi,
+                iterations,
+                partitions,
+                peak_bytes: peak,
+                phases,
+                spill_bytes: docs_spill + sigs + per_band * bpi as u64 + edges * EDGE_BYTES * iterations as u64,
+                budget_bytes: budget,
+                fits: peak <= budget,
+            }
+        }
+    }
+}
+
+/// Positions of documents in a run are u32: at most this many documents per dedup step.
+pub const MAX_DOCS: u64 = u32::MAX as u64 - 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> DedupSpec {
+        let v: serde_json::Value = serde_saphyr::from_str(yaml).unwrap();
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn defaults_follow_nemo_and_datatrove() {
+        let s = spec("method: fuzzy");
+        let p = s.fuzzy();
+        assert_eq!((p.shingle, p.num_bands, p.rows, p.seed), (Shingle::Chars(24), 20, 13, 42));
+        assert!((p.lsh_threshold() - 0.794).abs() < 0.01);
+        let w = spec("{method: fuzzy, word_ngrams: 5}").fuzzy();
+        assert_eq!((w.shingle, w.num_bands, w.rows), (Shingle::Words(5), 14, 8));
+        assert_eq!(s.action, DedupAction::Remove);
+        assert_eq!(s.jaccard_threshold, 0.8);
+    }
+
+    #[test]
+    fn validation_names_each_field() {
+        let e = spec("{method: exact, num_bands: 4}").validate("p.yaml", "stages[1].dedup");
+        assert_eq!(e[0].to_string(), "p.yaml: stages[1].dedup.num_bands: applies to method: fuzzy only");
+        let e = spec("{method: fuzzy, char_ngrams: 5, word_ngrams: 5, bands_per_iteration: 30, jaccard_threshold: 2}")
+            .validate("p.yaml", "stages[0].dedup");
+        let paths: Vec<&str> = e.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["stages[0].dedup.word_ngrams", "stages[0].dedup.bands_per_iteration", "stages[0].dedup.jaccard_threshold"]);
+        assert!(spec("{method: fuzzy, hash: md5}").validate("p", "d")[0].message.contains("exact only"));
+    }
+
+    #[test]
+    fn a_terabyte_on_24_gib_gets_one_to_three_bands_per_iteration() {
+        let gib = 1u64 << 30;
+        // Web text averages 2–4 KB per document (FineWeb ≈ 3 KB).
+        for avg in [1_000u64, 2_000, 3_000, 4_000] {
+            let corpus = Corpus { docs: (1u64 << 40) / avg, bytes: 1 << 40 };
+            let plan = plan_dedup(&spec("method: fuzzy"), corpus, 24 * gib);
+            assert!((1..=3).contains(&plan.bands_per_iteration), "{avg} B/doc: {plan:?}");
+            assert!(plan.phases[0].bytes <= plan.budget_bytes, "{plan:?}");
+        }
+        // Small corpora keep NeMo's 5.
+        let small = plan_dedup(&spec("method: fuzzy"), Corpus { docs: 1_000_000, bytes: 4 << 30 }, 24 * gib);
+        assert_eq!((small.bands_per_iteration, small.iterations, small.partitions), (5, 4, 1));
+    }
+
+    #[test]
+    fn a_setting_that_cannot_fit_is_reported() {
+        let corpus = Corpus { docs: 1 << 30, bytes: 1 << 42 };
+        let plan = plan_dedup(&spec("{method: fuzzy, bands_per_iteration: 20, partitions: 1}"), corpus, 8 << 30);
+        assert!(!plan.fits);
+        // Left to itself the planner partitions until a band fits.
+        let plan = plan_dedup(&spec("method: fuzzy"), corpus, 8 << 30);
+        assert_eq!(plan.bands_per_iteration, 1);
+        assert!(plan.phases[0].bytes <= plan.budget_bytes, "{plan:?}");
+        let exact = plan_dedup(&spec("method: exact"), corpus, 8 << 30);
+        assert!(exact.partitions > 1 && exact.fits, "{exact:?}");
+    }
+}

@@ -1,0 +1,63 @@
+//! How many documents and bytes a source holds, estimated without reading it all: Parquet
+//! footers give row counts; JSONL files are sampled (the first MiB of up to 16 files spread
+//! over the listing, decoded when compressed) for bytes per line and the compression ratio,
+//! and the rest is extrapolated from file sizes.
+
+use std::io::Read;
+
+use curator_core::dedup::Corpus;
+use curator_core::pipeline::Format;
+
+use crate::io::InputFile;
+
+const SAMPLE_BYTES: u64 = 1 << 20;
+const SAMPLE_FILES: usize = 16;
+
+/// (decoded bytes, lines, raw bytes read) of the start of a JSONL file.
+fn sample(f: &InputFile) -> Option<(u64, u64, u64)> {
+    let raw_len = f.size.min(SAMPLE_BYTES);
+    let raw = f.loc.read_range(0, raw_len).ok()?;
+    let reader = crate::io::decoded(Box::new(std::io::Cursor::new(raw.to_vec())), &f.display()).ok()?;
+    let cap = if f.compressed { 64 * SAMPLE_BYTES } else { SAMPLE_BYTES };
+    let mut decoded = Vec::new();
+    // A cut compressed stream ends in an error: what was decoded before it counts.
+    let _ = reader.take(cap).read_to_end(&mut decoded);
+    let lines = memchr::memchr_iter(b'\n', &decoded).count() as u64;
+    let lines = if lines == 0 && !decoded.is_empty() { 1 } else { lines };
+    Some((decoded.len() as u64, lines, raw_len))
+}
+
+/// The corpus a source holds (capped by `limit`).
+pub fn corpus(inputs: &[InputFile], limit: Option<u64>) -> Corpus {
+    let mut docs = 0f64;
+    let mut bytes = 0f64;
+    let jsonl: Vec<&InputFile> = inputs.iter().filter(|f| f.format == Format::Jsonl).collect();
+    for f in inputs.iter().filter(|f| f.format == Format::Parquet) {
+        let rows = crate::io::parquet::row_count(f).unwrap_or(f.size / 1000);
+        docs += rows as f64;
+        bytes += f.size as f64 * 3.0;
+    }
+    if !jsonl.is_empty() {
+        let step = jsonl.len().div_ceil(SAMPLE_FILES).max(1);
+        let (mut dec, mut lines, mut raw) = (0u64, 0u64, 0u64);
+        for f in jsonl.iter().step_by(step).take(SAMPLE_FILES) {
+            if let Some((d, l, r)) = sample(f) {
+                dec += d;
+                lines += l;
+                raw += r;
+            }
+        }
+        let total: u64 = jsonl.iter().map(|f| f.size).sum();
+        let compressed: u64 = jsonl.iter().filter(|f| f.compressed).map(|f| f.size).sum();
+        let ratio = if raw > 0 && compressed > 0 { (dec as f64 / raw as f64).max(1.0) } else { 1.0 };
+        let decoded = (total - compressed) as f64 + compressed as f64 * ratio;
+        let per_line = if lines > 0 { dec as f64 / lines as f64 } else { 1000.0 };
+        bytes += decoded;
+        docs += decoded / per_line.max(1.0);
+    }
+    let mut docs = docs.ceil() as u64;
+    if let Some(l) = limit {
+        docs = docs.min(l);
+    }
+    Corpus { docs, bytes: bytes as u64 }
+}

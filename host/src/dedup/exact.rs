@@ -1,0 +1,108 @@
+//! Exact dedup: a 128-bit hash of each text (xxh3-128, or MD5 as NeMo Curator), written with
+//! the document's position to hash-partitioned key files; each partition is then sorted on
+//! its own, so memory is one partition's records whatever the corpus size.
+
+use std::sync::atomic::Ordering;
+
+use arrow_array::Array;
+
+use md5::Digest;
+
+use curator_core::dedup::ExactHash;
+
+use super::DedupError;
+use super::index::{Index, load_pairs, save_pairs, utf8};
+use super::work::{RecordFile, Work, read_all};
+use crate::exec::SpillDir;
+use crate::metrics::RunMetrics;
+
+const RECORD: usize = 20;
+
+fn hash(text: &str, h: ExactHash) -> (u64, u64) {
+    let v: u128 = match h {
+        ExactHash::Xxh3 => xxhash_rust::xxh3::xxh3_128(text.as_bytes()),
+        ExactHash::Md5 => u128::from_be_bytes(md5::Md5::digest(text.as_bytes()).into()),
+    };
+    ((v >> 64) as u64, v as u64)
+}
+
+fn key_file(p: usize) -> String {
+    format!("keys-{p:04}.bin")
+}
+
+/// Hash every document into `partitions` key files; the index of the documents.
+pub fn scan(work: &Work, docs: &SpillDir, h: ExactHash, partitions: usize, metrics: &RunMetrics) -> Result<Index, DedupError> {
+    if work.done("scan") {
+        return Index::load(work);
+    }
+    let mut files = (0..partitions).map(|p| RecordFile::create(work.path(&key_file(p)))).collect::<Result<Vec<_>, _>>()?;
+    let index = Index::build(docs, |base, task, name| {
+        let text = utf8(task, crate::io::TEXT, name)?;
+        for r in 0..text.len() {
+            let (hi, lo) = hash(text.value(r), h);
+            let p = ((hi as u128 * partitions as u128) >> 64) as usize;
+            let mut rec = [0u8; RECORD];
+            rec[..8].copy_from_slice(&hi.to_le_bytes());
+            rec[8..16].copy_from_slice(&lo.to_le_bytes());
+            rec[16..].copy_from_slice(&(base + r as u32).to_le_bytes());
+            files[p].write(&rec)?;
+        }
+        metrics.dedup.docs_hashed.fetch_add(text.len() as u64, Ordering::Relaxed);
+        Ok(())
+    })?;
+    for f in files {
+        f.commit()?;
+    }
+    index.save(work)?;
+    work.mark("scan")?;
+    Ok(index)
+}
+
+/// Group each key partition: `(position, survivor)` for every document in a group of two or
+/// more, by position.
+pub fn group(work: &Work, partitions: usize) -> Result<Vec<(u32, u32)>, DedupError> {
+    if work.done("groups") {
+        return load_pairs(work, "groups.bin");
+    }
+    let mut out = Vec::new();
+    for p in 0..partitions {
+        let path = work.path(&key_file(p));
+        let bytes = read_all(&path)?;
+        let mut recs: Vec<(u64, u64, u32)> = bytes
+            .chunks_exact(RECORD)
+            .map(|c| {
+                let w = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().unwrap_or_default());
+                (w(0), w(8), u32::from_le_bytes(c[16..20].try_into().unwrap_or_default()))
+            })
+            .collect();
+        drop(bytes);
+        recs.sort_unstable();
+        let mut i = 0;
+        while i < recs.len() {
+            let mut j = i + 1;
+            while j < recs.len() && recs[j].0 == recs[i].0 && recs[j].1 == recs[i].1 {
+                j += 1;
+            }
+            if j - i > 1 {
+                let root = recs[i].2;
+                out.extend(recs[i..j].iter().map(|r| (r.2, root)));
+            }
+            i = j;
+        }
+    }
+    out.sort_unstable();
+    save_pairs(work, "groups.bin", &out)?;
+    work.mark("groups")?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn md5_matches_the_reference_digest() {
+        let (hi, lo) = hash("hello", ExactHash::Md5);
+        assert_eq!(format!("{hi:016x}{lo:016x}"), "5d41402abc4b2a76b9719d911017c592");
+    }
+}

@@ -1,0 +1,298 @@
+//! Fuzzy dedup: MinHash signatures (from the `minhash` stage) → LSH buckets, a few bands per
+//! pass → candidate pairs → their true Jaccard similarity → connected components.
+//!
+//! A band's key is xxh3-64 of its values, seeded with the band's number. One pass takes
+//! `bands_per_iteration` bands of every document: a (key, position) record per document and
+//! band, 16 bytes packed in a u128, cut into hash partitions and sorted in place. Documents
+//! sharing a key are candidates: each is paired with the bucket's first member and with the
+//! one before it (a star keeps a bucket of k documents at 2k pairs, the chain keeps a pair
+//! that fails the check against the first member a second chance).
+
+use std::io::Read;
+use std::sync::atomic::Ordering;
+
+use arrow_array::Array;
+
+use curator_core::dedup::{FuzzyParams, Shingle};
+use curator_sdk::shingle::{Scratch, Shingles, jaccard, shingle_set};
+
+use super::DedupError;
+use super::components::Components;
+use super::index::{Index, load_pairs, save_pairs, utf8};
+use super::work::{RecordFile, Work, read_all, write_atomic};
+use crate::exec::SpillDir;
+use crate::metrics::RunMetrics;
+
+/// The column the `minhash` stage writes.
+pub const SIGNATURE: &str = "minhash_signature";
+const SIGS: &str = "sigs.bin";
+/// Candidate and verified pair counts of the components phase.
+const PAIRS: &str = "pairs.json";
+
+fn hex_digit(b: u8) -> Option<u32> {
+    match b {
+        b'0'..=b'9' => Some((b - b'0') as u32),
+        b'a'..=b'f' => Some((b - b'a' + 10) as u32),
+        b'A'..=b'F' => Some((b - b'A' + 10) as u32),
+        _ => None,
+    }
+}
+
+/// Decode one hex signature (8 digits per value) into little-endian u32 bytes.
+fn decode(hex: &str, hashes: usize, out: &mut Vec<u8>) -> Option<()> {
+    let b = hex.as_bytes();
+    if b.len() != hashes * 8 {
+        return None;
+    }
+    for word in b.chunks_exact(8) {
+        let mut v = 0u32;
+        for &d in word {
+            v = (v << 4) | hex_digit(d)?;
+        }
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    Some(())
+}
+
+/// Write every document's signature to `sigs.bin`, in position order.
+pub fn scan(work: &Work, docs: &SpillDir, p: &FuzzyParams, metrics: &RunMetrics) -> Result<Index, DedupError> {
+    if work.done("scan") {
+        return Index::load(work);
+    }
+    let hashes = p.num_hashes();
+    let mut sigs = RecordFile::create(work.path(SIGS))?;
+    let mut buf = Vec::new();
+    let index = Index::build(docs, |_, task, name| {
+        let col = utf8(task, SIGNATURE, name)?;
+        buf.clear();
+        for r in 0..col.len() {
+            decode(col.value(r), hashes, &mut buf).ok_or_else(|| DedupError::Data {
+                path: format!("{name} ({})", task.meta),
+                message: format!("row {r}: {SIGNATURE} is not {hashes} hex-encoded u32 values"),
+            })?;
+        }
+        sigs.write(&buf)?;
+        metrics.dedup.docs_hashed.fetch_add(col.len() as u64, Ordering::Relaxed);
+        Ok(())
+    })?;
+    sigs.commit()?;
+    index.save(work)?;
+    work.mark("scan")?;
+    Ok(index)
+}
+
+fn edges_file(it: usize) -> String {
+    format!("edges-{it:03}.bin")
+}
+
+/// Candidate pairs of one bucket partition's records (sorted here), packed `a << 32 | b`, a < b.
+fn bucket_pairs(recs: &mut [u128], edges: &mut Vec<u64>) {
+    recs.sort_unstable();
+    let mut i = 0;
+    while i < recs.len() {
+        let key = recs[i] >> 32;
+        let mut j = i + 1;
+        while j < recs.len() && recs[j] >> 32 == key {
+            j += 1;
+        }
+        if j - i > 1 {
+            let first = recs[i] as u32 as u64;
+            for k in i + 1..j {
+                let d = recs[k] as u32 as u64;
+                let prev = recs[k - 1] as u32 as u64;
+                if d != first {
+                    edges.push(first << 32 | d);
+                }
+                if k > i + 1 && prev != d {
+                    edges.push(prev << 32 | d);
+                }
+            }
+        }
+        i = j;
+    }
+}
+
+/// Pass `it`: bucket its bands of every document and write the candidate pairs it finds.
+pub fn buckets(work: &Work, n: u32, p: &FuzzyParams, bpi: usize, partitions: usize, it: usize) -> Result<(), DedupError> {
+    let marker = format!("buckets-{it:03}");
+    if work.done(&marker) {
+        return Ok(());
+    }
+    let hashes = p.num_hashes();
+    let bands = it * bpi..((it + 1) * bpi).min(p.num_bands);
+    let row_bytes = p.rows * 4;
+    let sig_bytes = hashes * 4;
+    let path = work.path(SIGS);
+    let file = std::fs::File::open(&path).map_err(|e| DedupError::Io { path: path.display().to_string(), source: e })?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let per_part = n as usize * bands.len() / partitions + 1;
+    let mut in_memory: Vec<u128> = if partitions == 1 { Vec::with_capacity(per_part) } else { Vec::new() };
+    let mut files = if partitions == 1 {
+        Vec::new()
+    } else {
+        (0..partitions).map(|q| RecordFile::create(work.path(&format!("bucket-{it:03}-{q:04}.bin")))).collect::<Result<Vec<_>, _>>()?
+    };
+    let chunk_docs = ((8 << 20) / sig_bytes.max(1)).max(1);
+    let mut chunk = vec![0u8; chunk_docs * sig_bytes];
+    let mut doc: u32 = 0;
+    while doc < n {
+        let take = (chunk_docs as u32).min(n - doc) as usize;
+        let buf = &mut chunk[..take * sig_bytes];
+        reader.read_exact(buf).map_err(|e| DedupError::Io { path: path.display().to_string(), source: e })?;
+        for (k, sig) in buf.chunks_exact(sig_bytes).enumerate() {
+            let d = doc + k as u32;
+            for b in bands.clone() {
+                let key = xxhash_rust::xxh3::xxh3_64_with_seed(&sig[b * row_bytes..(b + 1) * row_bytes], b as u64);
+                let rec = (key as u128) << 32 | d as u128;
+                if partitions == 1 {
+                    in_memory.push(rec);
+                } else {
+                    let q = ((key as u128 * partitions as u128) >> 64) as usize;
+                    files[q].write(&rec.to_le_bytes())?;
+                }
+            }
+        }
+        doc += take as u32;
+    }
+    let mut edges = Vec::new();
+    if partitions == 1 {
+        bucket_pairs(&mut in_memory, &mut edges);
+        drop(in_memory);
+    } else {
+        for f in files {
+            f.commit()?;
+        }
+        for q in 0..partitions {
+            let part = work.path(&format!("bucket-{it:03}-{q:04}.bin"));
+            let bytes = read_all(&part)?;
+            let mut recs: Vec<u128> = bytes.chunks_exact(16).map(|c| u128::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+            drop(bytes);
+            bucket_pairs(&mut recs, &mut edges);
+            let _ = std::fs::remove_file(&part);
+        }
+    }
+    edges.sort_unstable();
+    edges.dedup();
+    let bytes: Vec<u8> = edges.iter().flat_map(|e| e.to_le_bytes()).collect();
+    write_atomic(&work.path(&edges_file(it)), &bytes)?;
+    work.mark(&marker)
+}
+
+fn shingles(p: &FuzzyParams) -> Shingles {
+    match p.shingle {
+        Shingle::Chars(n) => Shingles::Chars(n),
+        Shingle::Words(n) => Shingles::Words(n),
+    }
+}
+
+/// Every pass's pairs, checked against their Jaccard similarity (unless the threshold is
+/// 0), joined into components: `(position, survivor)` pairs, candidates, verified.
+pub fn components(
+    work: &Work,
+    docs: &SpillDir,
+    index: &Index,
+    n: u32,
+    p: &FuzzyParams,
+    iterations: usize,
+    metrics: &RunMetrics,
+) -> Result<(Vec<(u32, u32)>, u64, u64), DedupError> {
+    if work.done("groups") {
+        let bytes = read_all(&work.path(PAIRS))?;
+        let (c, v): (u64, u64) = serde_json::from_slice(&bytes).unwrap_or((0, 0));
+        return Ok((load_pairs(work, "groups.bin")?, c, v));
+    }
+    let mut edges: Vec<u64> = Vec::new();
+    for it in 0..iterations {
+        let bytes = read_all(&work.path(&edges_file(it)))?;
+        edges.extend(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())));
+    }
+    edges.sort_unstable();
+    edges.dedup();
+    let candidates = edges.len() as u64;
+    metrics.dedup.candidate_pairs.store(candidates, Ordering::Relaxed);
+    let kept: Vec<u64> = if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(&edges, docs, index, p)? } else { edges };
+    let verified = kept.len() as u64;
+    metrics.dedup.verified_pairs.store(verified, Ordering::Relaxed);
+    let mut c = Components::new(n);
+    for e in &kept {
+        c.union((e >> 32) as u32, *e as u32);
+    }
+    drop(kept);
+    let groups = c.groups();
+    write_atomic(&work.path(PAIRS), serde_json::json!([candidates, verified]).to_string().as_bytes())?;
+    save_pairs(work, "groups.bin", &groups)?;
+    work.mark("groups")?;
+    Ok((groups, candidates, verified))
+}
+
+/// The pairs whose shingle sets have Jaccard ≥ the threshold. The sets of the documents in
+/// some pair are built in one pass over the spill; the pairs are checked on every core.
+fn verify(edges: &[u64], docs: &SpillDir, index: &Index, p: &FuzzyParams) -> Result<Vec<u64>, DedupError> {
+    let mut involved: Vec<u32> = edges.iter().flat_map(|e| [(e >> 32) as u32, *e as u32]).collect();
+    involved.sort_unstable();
+    involved.dedup();
+    let kind = shingles(p);
+    let mut sets: Vec<Vec<u64>> = Vec::with_capacity(involved.len());
+    let mut next = 0usize;
+    let mut scratch = Scratch::default();
+    index.each(docs, |f, task| {
+        let end = f.base as u64 + f.rows as u64;
+        if next >= involved.len() || (involved[next] as u64) >= end {
+            return Ok(());
+        }
+        let text = utf8(task, crate::io::TEXT, &f.name)?;
+        while next < involved.len() && (involved[next] as u64) < end {
+            sets.push(shingle_set(text.value((involved[next] - f.base) as usize), kind, &mut scratch));
+            next += 1;
+        }
+        Ok(())
+    })?;
+    if sets.len() != involved.len() {
+        return Err(DedupError::Data {
+            path: "index.json".into(),
+            message: "a candidate pair names a document that is not in the spill".into(),
+        });
+    }
+    let at = |d: u32| involved.binary_search(&d).unwrap_or(0);
+    let threads = crate::os::available_cores().max(1);
+    let chunk = edges.len().div_ceil(threads).max(1);
+    let threshold = p.jaccard_threshold;
+    let kept: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = edges
+            .chunks(chunk)
+            .map(|part| {
+                let (sets, at) = (&sets, &at);
+                s.spawn(move || {
+                    part.iter().copied().filter(|e| jaccard(&sets[at((e >> 32) as u32)], &sets[at(*e as u32)]) >= threshold).collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+    });
+    Ok(kept.concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_pair_each_member_with_the_first_and_the_previous() {
+        let rec = |key: u64, d: u32| (key as u128) << 32 | d as u128;
+        let mut recs = vec![rec(7, 9), rec(7, 3), rec(1, 4), rec(7, 5), rec(2, 8), rec(2, 8)];
+        let mut edges = Vec::new();
+        bucket_pairs(&mut recs, &mut edges);
+        edges.sort_unstable();
+        let pairs: Vec<(u64, u64)> = edges.iter().map(|e| (e >> 32, e & 0xffff_ffff)).collect();
+        assert_eq!(pairs, [(3, 5), (3, 9), (5, 9)]);
+    }
+
+    #[test]
+    fn hex_signatures_decode_or_refuse() {
+        let mut out = Vec::new();
+        assert!(decode("0000000aFFFFFFFF", 2, &mut out).is_some());
+        assert_eq!(out, [10, 0, 0, 0, 255, 255, 255, 255]);
+        assert!(decode("0000000a", 2, &mut out).is_none());
+        assert!(decode("0000000g", 1, &mut out).is_none());
+    }
+}

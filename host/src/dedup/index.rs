@@ -1,0 +1,117 @@
+//! The documents in front of a dedup barrier, in source order: each spilled batch file with
+//! its partition, the position of its first document and its row count. A document's
+//! position (u32) is its place in that order; it is what every later phase stores.
+
+use std::path::PathBuf;
+
+use arrow_array::{Array, StringArray};
+
+use super::DedupError;
+use super::work::{Work, write_atomic};
+use crate::exec::{SpillDir, Task};
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct IndexedFile {
+    /// File name in the documents spill.
+    pub name: String,
+    /// The partition's run-wide index.
+    pub partition: usize,
+    /// Position of the file's first document.
+    pub base: u32,
+    pub rows: u32,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Index {
+    pub files: Vec<IndexedFile>,
+}
+
+const NAME: &str = "index.json";
+
+fn partition_of(name: &str) -> usize {
+    name.split('-').next().and_then(|p| p.parse().ok()).unwrap_or(0)
+}
+
+impl Index {
+    pub fn documents(&self) -> u64 {
+        self.files.iter().map(|f| f.rows as u64).sum()
+    }
+
+    /// Visit every spilled batch in source order, numbering documents; returns the index.
+    pub(crate) fn build(docs: &SpillDir, mut visit: impl FnMut(u32, &Task, &str) -> Result<(), DedupError>) -> Result<Index, DedupError> {
+        let mut files = Vec::new();
+        let mut base: u64 = 0;
+        for path in docs.list()? {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            let task = docs.read(&path)?;
+            let rows = task.batch.num_rows() as u64;
+            if base + rows > curator_core::dedup::MAX_DOCS {
+                return Err(DedupError::TooManyDocs(base + rows));
+            }
+            visit(base as u32, &task, &name)?;
+            files.push(IndexedFile { partition: partition_of(&name), name, base: base as u32, rows: rows as u32 });
+            base += rows;
+        }
+        Ok(Index { files })
+    }
+
+    /// Visit every spilled batch again, in the same order.
+    pub(crate) fn each(
+        &self,
+        docs: &SpillDir,
+        mut visit: impl FnMut(&IndexedFile, &Task) -> Result<(), DedupError>,
+    ) -> Result<(), DedupError> {
+        for f in &self.files {
+            let task = docs.read(&self.path(docs, f))?;
+            if task.batch.num_rows() as u32 != f.rows {
+                return Err(DedupError::Data { path: f.name.clone(), message: "the spilled batch changed since it was indexed".into() });
+            }
+            visit(f, &task)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn path(&self, docs: &SpillDir, f: &IndexedFile) -> PathBuf {
+        docs.path().join(&f.name)
+    }
+
+    pub fn save(&self, work: &Work) -> Result<(), DedupError> {
+        let json = serde_json::to_vec(self).map_err(|e| DedupError::Data { path: NAME.into(), message: e.to_string() })?;
+        write_atomic(&work.path(NAME), &json)
+    }
+
+    pub fn load(work: &Work) -> Result<Index, DedupError> {
+        let path = work.path(NAME);
+        let bytes = super::work::read_all(&path)?;
+        serde_json::from_slice(&bytes).map_err(|e| DedupError::Data { path: path.display().to_string(), message: e.to_string() })
+    }
+}
+
+/// A batch's utf8 column by name.
+pub fn utf8<'a>(task: &'a Task, column: &str, file: &str) -> Result<&'a StringArray, DedupError> {
+    task.batch
+        .column_by_name(column)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| DedupError::Data { path: file.to_string(), message: format!("no utf8 column {column:?}") })
+}
+
+/// `(position, survivor)` pairs as a little-endian file.
+pub fn save_pairs(work: &Work, name: &str, pairs: &[(u32, u32)]) -> Result<(), DedupError> {
+    let mut bytes = Vec::with_capacity(pairs.len() * 8);
+    for (a, b) in pairs {
+        bytes.extend_from_slice(&a.to_le_bytes());
+        bytes.extend_from_slice(&b.to_le_bytes());
+    }
+    write_atomic(&work.path(name), &bytes)
+}
+
+pub fn load_pairs(work: &Work, name: &str) -> Result<Vec<(u32, u32)>, DedupError> {
+    let bytes = super::work::read_all(&work.path(name))?;
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), u32::from_le_bytes([c[4], c[5], c[6], c[7]])))
+        .collect())
+}
+
+#[allow(dead_code)]
+fn _assert_array(_: &dyn Array) {}

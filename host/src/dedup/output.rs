@@ -1,0 +1,176 @@
+//! What a dedup step decided, applied: the documents replayed from the spill to the stages
+//! after the barrier (duplicates dropped, or marked), and `_duplicates/` beside the output.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{ArrayBuilder, Int64Builder, StringBuilder, UInt64Builder};
+use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use curator_core::DedupAction;
+
+use super::index::{Index, IndexedFile, utf8};
+use super::{DedupError, DedupStats};
+use crate::exec::{RunError, SpillDir, Task};
+use crate::io::writer::Spool;
+use crate::io::{IoError, Loc};
+
+/// Every document in a group of two or more, with its group's survivor, by position.
+pub struct Verdict {
+    groups: Vec<(u32, u32)>,
+}
+
+impl Verdict {
+    pub fn new(mut groups: Vec<(u32, u32)>) -> Verdict {
+        groups.sort_unstable();
+        Verdict { groups }
+    }
+
+    /// The survivor of `doc`'s group, if it is in one.
+    pub fn survivor(&self, doc: u32) -> Option<u32> {
+        self.groups.binary_search_by_key(&doc, |g| g.0).ok().map(|i| self.groups[i].1)
+    }
+
+    pub fn groups(&self) -> u64 {
+        self.groups.iter().filter(|(d, r)| d == r).count() as u64
+    }
+
+    pub fn duplicates(&self) -> u64 {
+        self.groups.iter().filter(|(d, r)| d != r).count() as u64
+    }
+
+    pub fn largest_group(&self) -> u64 {
+        let mut size: HashMap<u32, u64> = HashMap::new();
+        for (_, r) in &self.groups {
+            *size.entry(*r).or_default() += 1;
+        }
+        size.values().copied().max().unwrap_or(0)
+    }
+}
+
+/// The spilled documents replayed to the stages after a dedup step, in source order, with
+/// the verdict applied. Partitions the output already holds (a resumed run) are skipped.
+pub(crate) struct DedupReplay<'a> {
+    pub docs: &'a SpillDir,
+    pub index: &'a Index,
+    pub verdict: &'a Verdict,
+    pub action: DedupAction,
+    /// Run-wide partition index → index among the partitions to write.
+    pub local: HashMap<usize, usize>,
+    /// Columns only the dedup needed (the signatures).
+    pub drop: Vec<&'static str>,
+}
+
+impl DedupReplay<'_> {
+    fn apply(&self, f: &IndexedFile, batch: RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+        let mut batch = batch;
+        for name in &self.drop {
+            if let Ok(i) = batch.schema().index_of(name) {
+                batch.remove_column(i);
+            }
+        }
+        let n = batch.num_rows();
+        let survivors: Vec<Option<u32>> = (0..n).map(|r| self.verdict.survivor(f.base + r as u32)).collect();
+        match self.action {
+            DedupAction::Remove | DedupAction::Identify => {
+                let keep: BooleanArray =
+                    survivors.iter().enumerate().map(|(r, s)| Some(s.is_none_or(|s| s == f.base + r as u32))).collect();
+                arrow_select::filter::filter_record_batch(&batch, &keep)
+            }
+            DedupAction::Mark => {
+                let group: Int64Array = survivors.iter().map(|s| s.map(|s| s as i64)).collect();
+                let dup: BooleanArray =
+                    survivors.iter().enumerate().map(|(r, s)| Some(s.is_some_and(|s| s != f.base + r as u32))).collect();
+                let mut fields: Vec<Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+                let mut cols = batch.columns().to_vec();
+                fields.push(Field::new("duplicate_group", DataType::Int64, true));
+                cols.push(Arc::new(group));
+                fields.push(Field::new("is_duplicate", DataType::Boolean, false));
+                cols.push(Arc::new(dup));
+                RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+            }
+        }
+    }
+}
+
+impl crate::exec::Replay for DedupReplay<'_> {
+    fn len(&self) -> usize {
+        self.index.files.len()
+    }
+
+    fn task(&self, i: usize) -> Result<Option<Task>, RunError> {
+        let f = &self.index.files[i];
+        let Some(&local) = self.local.get(&f.partition) else { return Ok(None) };
+        let mut task = self.docs.read(&self.index.path(self.docs, f))?;
+        task.meta.file_index = local;
+        task.batch = self.apply(f, task.batch).map_err(|e| {
+            RunError::Io(IoError::Line { at: task.meta.to_string(), message: format!("cannot apply the dedup verdict: {e}") })
+        })?;
+        Ok(Some(task))
+    }
+}
+
+/// Write `_duplicates/part-00000.parquet` (id, group, kept_id, source, row: one row per
+/// document `remove` drops, in source order) and `_duplicates/summary.json` into `out`.
+pub(crate) fn write_duplicates(
+    out: &Loc,
+    docs: &SpillDir,
+    index: &Index,
+    verdict: &Verdict,
+    stats: &DedupStats,
+) -> Result<u64, DedupError> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("group", DataType::UInt64, false),
+        Field::new("kept_id", DataType::Utf8, false),
+        Field::new("source", DataType::Utf8, false),
+        Field::new("row", DataType::Int64, false),
+    ]));
+    let target = out.join("_duplicates/part-00000.parquet");
+    let (spool, w) = Spool::create(&target)?;
+    let werr = |e: parquet::errors::ParquetError| DedupError::Io { path: target.display(), source: std::io::Error::other(e.to_string()) };
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .build();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(w, schema.clone(), Some(props)).map_err(werr)?;
+    let mut kept_ids: HashMap<u32, String> = HashMap::new();
+    let mut written = 0u64;
+    index.each(docs, |f, task| {
+        let ids = utf8(task, crate::io::ID, &f.name)?;
+        let rows = task.batch.column_by_name(crate::io::ROW).and_then(|c| c.as_any().downcast_ref::<Int64Array>());
+        let (mut id, mut group, mut kept, mut source, mut row) =
+            (StringBuilder::new(), UInt64Builder::new(), StringBuilder::new(), StringBuilder::new(), Int64Builder::new());
+        for r in 0..ids.len() {
+            let doc = f.base + r as u32;
+            let Some(root) = verdict.survivor(doc) else { continue };
+            if root == doc {
+                kept_ids.insert(doc, ids.value(r).to_string());
+                continue;
+            }
+            id.append_value(ids.value(r));
+            group.append_value(root as u64);
+            kept.append_value(kept_ids.get(&root).map(String::as_str).unwrap_or(""));
+            source.append_value(&task.meta.source);
+            row.append_value(rows.map(|a| a.value(r)).unwrap_or(task.meta.first_row as i64 + r as i64));
+        }
+        if !id.is_empty() {
+            let cols: Vec<ArrayRef> = vec![
+                Arc::new(id.finish()),
+                Arc::new(group.finish()),
+                Arc::new(kept.finish()),
+                Arc::new(source.finish()),
+                Arc::new(row.finish()),
+            ];
+            let batch = RecordBatch::try_new(schema.clone(), cols)
+                .map_err(|e| DedupError::Data { path: target.display(), message: e.to_string() })?;
+            written += batch.num_rows() as u64;
+            writer.write(&batch).map_err(werr)?;
+        }
+        Ok(())
+    })?;
+    let w = writer.into_inner().map_err(werr)?;
+    spool.commit(w)?;
+    let summary = serde_json::to_vec_pretty(stats).map_err(|e| DedupError::Data { path: "summary.json".into(), message: e.to_string() })?;
+    crate::io::writer::write_small(&out.join("_duplicates/summary.json"), &summary)?;
+    Ok(written)
+}

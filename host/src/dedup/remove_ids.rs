@@ -1,0 +1,128 @@
+//! `- remove_ids: {path, field}`: drop the documents whose id is listed, as NeMo Curator's
+//! removal workflow does with the ids its identification step wrote. A built-in stage: the
+//! ids (Parquet, e.g. a `_duplicates/` directory, or JSONL) are read once when the run
+//! starts and held in one set shared by its workers.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow_array::{Array, BooleanArray, StringArray};
+
+use crate::io::{IoError, Loc};
+use crate::plan::{Builtin, PlannedStage};
+use crate::registry::PluginEntry;
+use crate::stage::{Keep, StageCall, StageFailure, StageOutput};
+
+/// The planned stage of a `remove_ids` step at `stages[index]`.
+pub fn planned(index: usize, label: &str, paths: Vec<Loc>, field: &str, spec: &curator_core::PipelineSpec) -> PlannedStage {
+    let manifest = curator_core::Manifest::from_json(
+        serde_json::json!({
+            "name": "remove_ids", "version": env!("CARGO_PKG_VERSION"), "kind": "wasm",
+            "abi": {"major": curator_core::ABI_MAJOR, "minor": curator_core::ABI_MINOR},
+            "description": "drop documents whose id is listed",
+            "resources": {"cpus": 1.0, "memory_mb": 256},
+            "input_columns": [crate::io::ID],
+            "params_schema": {"type": "object"}
+        })
+        .to_string()
+        .as_bytes(),
+    )
+    .expect("the built-in manifest is valid");
+    let resources = manifest.resources.clone();
+    let mut s = PlannedStage {
+        index,
+        label: label.to_string(),
+        plugin: PluginEntry { manifest, path: "(built in) remove_ids".into(), size: 0 },
+        params: serde_json::json!({}),
+        resources,
+        batch_size: None,
+        timeout: std::time::Duration::from_secs_f64(spec.timeout_s.unwrap_or(curator_core::pipeline::DEFAULT_TIMEOUT_S)),
+        grants: Vec::new(),
+        isolation: curator_core::Isolation::InProcess,
+        memory: curator_core::MemoryBudget { reserved_mb: 0, guest_cap_mb: None, process_mb: None },
+        num_workers: None,
+        gpu: Vec::new(),
+        builtin: Some(Builtin::RemoveIds { paths, field: field.to_string() }),
+    };
+    s.memory = curator_core::memory_budget(&s.resources, s.runs());
+    s
+}
+
+fn bad(path: &str, message: impl std::fmt::Display) -> IoError {
+    IoError::Line { at: path.to_string(), message: format!("cannot read ids: {message}") }
+}
+
+/// Every id listed in `paths` (files, or directories read recursively: `.parquet` files by
+/// column, anything else as JSONL by field). Hidden and `_`-prefixed summaries are skipped.
+pub fn load_ids(paths: &[Loc], field: &str) -> Result<HashSet<String>, IoError> {
+    let mut ids = HashSet::new();
+    for loc in paths {
+        for (name, file, _) in loc.list_files()? {
+            let base = name.rsplit('/').next().unwrap_or(&name);
+            if base.starts_with('.') || base.ends_with(".json") {
+                continue;
+            }
+            let shown = file.display();
+            if base.ends_with(".parquet") {
+                let bytes = file.read_range(0, file.size()?)?;
+                let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .and_then(|b| b.build())
+                    .map_err(|e| bad(&shown, e))?;
+                for batch in reader {
+                    let batch = batch.map_err(|e| bad(&shown, e))?;
+                    let col = batch.column_by_name(field).ok_or_else(|| bad(&shown, format!("no column {field:?}")))?;
+                    let col =
+                        arrow_cast_utf8(col.as_ref()).ok_or_else(|| bad(&shown, format!("column {field:?} is not a string column")))?;
+                    ids.extend((0..col.len()).filter(|&r| col.is_valid(r)).map(|r| col.value(r).to_string()));
+                }
+            } else {
+                let raw = file.read_range(0, file.size()?)?;
+                let mut text = Vec::new();
+                std::io::Read::read_to_end(&mut crate::io::decoded(Box::new(std::io::Cursor::new(raw.to_vec())), &shown)?, &mut text)
+                    .map_err(|e| bad(&shown, e))?;
+                for (k, line) in text.split(|&b| b == b'\n').enumerate() {
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad(&format!("{shown}:{}", k + 1), e))?;
+                    match v.get(field) {
+                        Some(serde_json::Value::String(s)) => {
+                            ids.insert(s.clone());
+                        }
+                        Some(serde_json::Value::Number(n)) => {
+                            ids.insert(n.to_string());
+                        }
+                        _ => return Err(bad(&format!("{shown}:{}", k + 1), format!("no string field {field:?}"))),
+                    }
+                }
+            }
+        }
+    }
+    Ok(ids)
+}
+
+fn arrow_cast_utf8(a: &dyn Array) -> Option<&StringArray> {
+    a.as_any().downcast_ref::<StringArray>()
+}
+
+/// A worker's instance: the shared id set.
+pub struct RemoveIds {
+    pub ids: Arc<HashSet<String>>,
+}
+
+impl StageCall for RemoveIds {
+    fn call(&mut self, input: &arrow_array::RecordBatch) -> Result<StageOutput, StageFailure> {
+        let ids = input
+            .column_by_name(crate::io::ID)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| StageFailure::Failed("remove_ids: the batch has no utf8 id column".into()))?;
+        let keep: BooleanArray = (0..ids.len()).map(|r| Some(ids.is_null(r) || !self.ids.contains(ids.value(r)))).collect();
+        Ok(StageOutput::Selection(Keep::Mask(keep)))
+    }
+
+    fn memory_bytes(&self) -> usize {
+        0
+    }
+
+    fn teardown(self: Box<Self>) {}
+}

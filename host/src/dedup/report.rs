@@ -1,0 +1,182 @@
+//! `curator-host plan`: what a pipeline will need, without running it.
+
+use curator_core::dedup::{Corpus, DedupPlan, plan_dedup};
+
+use super::human;
+use crate::exec::{RunOptions, capacity, initial_workers};
+use crate::plan::Plan;
+
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    pub pipeline: String,
+    pub input_files: usize,
+    pub input_bytes: u64,
+    pub partitions: usize,
+    /// Documents and decoded bytes, estimated from file sizes and a sample.
+    pub corpus: CorpusReport,
+    pub memory_bytes: u64,
+    pub cores_for_workers: f64,
+    pub stages: Vec<StageReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<DedupReport>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct CorpusReport {
+    pub documents: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct StageReport {
+    pub label: String,
+    pub plugin: String,
+    pub workers: usize,
+    pub reserved_mb_per_worker: u64,
+    /// GPU devices of each worker (empty for CPU stages).
+    pub gpus: Vec<Vec<u32>>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct DedupReport {
+    pub label: String,
+    pub method: String,
+    /// What the step will run with (its own settings, or the planner's where unset).
+    pub plan: DedupPlan,
+    /// What the planner recommends for this machine when nothing is set.
+    pub recommended_bands_per_iteration: usize,
+    pub recommended_partitions: usize,
+    /// The similarity where a pair is caught with probability ½: (1/b)^(1/r).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lsh_threshold: Option<f64>,
+    pub work_dir: String,
+}
+
+/// The report for a checked plan. `memory`: what the plan was made for (default: available).
+pub fn report(plan: &Plan, opts: &RunOptions, memory: Option<u64>) -> Report {
+    let memory = memory.unwrap_or_else(crate::os::available_memory_bytes);
+    let corpus: Corpus = match &plan.dedup {
+        Some(d) => d.corpus,
+        None => super::estimate::corpus(&plan.inputs, plan.spec.source.limit),
+    };
+    let workers = initial_workers(plan, opts);
+    let stages = plan
+        .stages
+        .iter()
+        .zip(workers)
+        .map(|(s, n)| StageReport {
+            label: s.label.clone(),
+            plugin: s.plugin.path.display().to_string(),
+            workers: n,
+            reserved_mb_per_worker: s.memory.reserved_mb,
+            gpus: s.gpu.iter().map(|a| a.devices.iter().map(|d| *d as u32).collect()).collect(),
+        })
+        .collect();
+    let mut warnings = Vec::new();
+    let dedup = plan.dedup.as_ref().map(|d| {
+        let mut free = d.spec.clone();
+        free.bands_per_iteration = None;
+        free.partitions = None;
+        let rec = plan_dedup(&free, corpus, memory);
+        if !d.capacity.fits {
+            warnings.push(format!(
+                "dedup {:?} will not fit: its peak phase needs about {} but a dedup phase may use {} ({} given); set bands_per_iteration: {} and partitions: {} (or leave them unset)",
+                d.label,
+                human(d.capacity.peak_bytes),
+                human(d.capacity.budget_bytes),
+                human(memory),
+                rec.bands_per_iteration,
+                rec.partitions,
+            ));
+        }
+        if d.spec.bands_per_iteration.is_some_and(|b| b > rec.bands_per_iteration) && d.capacity.fits {
+            warnings.push(format!(
+                "dedup {:?}: bands_per_iteration {} fits, with little room; {} is what this machine's memory suggests",
+                d.label,
+                d.spec.bands_per_iteration.unwrap_or(0),
+                rec.bands_per_iteration
+            ));
+        }
+        let lsh = (d.spec.method == curator_core::DedupMethod::Fuzzy).then(|| d.spec.fuzzy().lsh_threshold());
+        DedupReport {
+            label: d.label.clone(),
+            method: format!("{:?}", d.spec.method).to_lowercase(),
+            plan: plan_dedup(&d.spec, corpus, memory),
+            recommended_bands_per_iteration: rec.bands_per_iteration,
+            recommended_partitions: rec.partitions,
+            lsh_threshold: lsh,
+            work_dir: d.work_dir.display().to_string(),
+        }
+    });
+    Report {
+        pipeline: plan.file_label.clone(),
+        input_files: plan.inputs.len(),
+        input_bytes: plan.inputs.iter().map(|f| f.size).sum(),
+        partitions: plan.dedup.as_ref().map(|d| d.all_partitions.len()).unwrap_or(plan.partitions.len()),
+        corpus: CorpusReport { documents: corpus.docs, bytes: corpus.bytes },
+        memory_bytes: memory,
+        cores_for_workers: capacity(plan, opts).cpus,
+        stages,
+        dedup,
+        warnings,
+    }
+}
+
+impl Report {
+    /// The report as text, one line per item.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![
+            format!(
+                "pipeline {}: {} input file(s), {} in {} partition(s)",
+                self.pipeline,
+                self.input_files,
+                human(self.input_bytes),
+                self.partitions
+            ),
+            format!(
+                "corpus (estimated from file sizes and a sample): ~{} documents, ~{} of text",
+                self.corpus.documents,
+                human(self.corpus.bytes)
+            ),
+            format!("machine: {:.2} core(s) for workers, {} of memory planned for", self.cores_for_workers, human(self.memory_bytes)),
+            "stages:".to_string(),
+        ];
+        for s in &self.stages {
+            let gpus = if s.gpus.is_empty() { String::new() } else { format!(", GPUs {:?}", s.gpus) };
+            out.push(format!("  {:<28} {} worker(s), {} MiB reserved each{gpus}", s.label, s.workers, s.reserved_mb_per_worker));
+        }
+        if let Some(d) = &self.dedup {
+            let p = &d.plan;
+            out.push(format!("dedup {:?} ({}), work directory {}:", d.label, d.method, d.work_dir));
+            if d.method == "fuzzy" {
+                out.push(format!(
+                    "  bands per iteration {} ({} pass(es)), partitions {}; recommended here: {} and {}{}",
+                    p.bands_per_iteration,
+                    p.iterations,
+                    p.partitions,
+                    d.recommended_bands_per_iteration,
+                    d.recommended_partitions,
+                    d.lsh_threshold.map(|t| format!("; LSH threshold (1/b)^(1/r) = {t:.3}")).unwrap_or_default()
+                ));
+            } else {
+                out.push(format!("  partitions {} (recommended here: {})", p.partitions, d.recommended_partitions));
+            }
+            for ph in &p.phases {
+                out.push(format!("  phase {:<11} ~{:>10}   = {}", ph.phase, human(ph.bytes), ph.formula));
+            }
+            out.push(format!(
+                "  peak ~{} of the {} a dedup phase may use ({:.0} % of memory): {}",
+                human(p.peak_bytes),
+                human(p.budget_bytes),
+                curator_core::dedup::DEDUP_MEMORY_SHARE * 100.0,
+                if p.fits { "fits" } else { "DOES NOT FIT" }
+            ));
+            out.push(format!("  spill disk at the peak: ~{}", human(p.spill_bytes)));
+        }
+        for w in &self.warnings {
+            out.push(format!("warning: {w}"));
+        }
+        out
+    }
+}

@@ -1,0 +1,130 @@
+//! A dedup step's work directory: the documents spilled in front of the barrier, the keys,
+//! buckets and edges of each phase, and a marker per finished phase, so that a killed run
+//! rerun with the same command resumes after the last finished phase. A fingerprint of what
+//! the step depends on (the stages before it, the step, the input listing) guards against
+//! resuming someone else's work: when it differs, the directory is emptied.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use curator_core::PipelineSpec;
+use curator_core::pipeline::Step;
+
+use super::DedupError;
+use crate::io::{InputFile, Loc};
+
+/// Name of the work directory inside a local output directory.
+pub const WORK_DIR: &str = "_dedup_work";
+
+/// Where a pipeline's dedup step works: `execution.spill_dir`, else inside a local output
+/// directory, else (object-store output) a directory of the system's temporary directory
+/// named after the output URL (so a rerun finds it).
+pub fn work_dir(spec: &PipelineSpec, output: &Loc) -> PathBuf {
+    match (&spec.execution.spill_dir, output) {
+        (Some(d), _) => PathBuf::from(d).join(WORK_DIR),
+        (None, Loc::Local(d)) => d.join(WORK_DIR),
+        (None, remote) => {
+            std::env::temp_dir().join(format!("curator-dedup-{:016x}", xxhash_rust::xxh3::xxh3_64(remote.display().as_bytes())))
+        }
+    }
+}
+
+/// What a step's results depend on: the source, every entry up to the dedup step, the
+/// input files (path and size).
+pub fn fingerprint(spec: &PipelineSpec, step: usize, inputs: &[InputFile]) -> String {
+    let mut text = serde_json::to_string(&spec.source).unwrap_or_default();
+    for s in &spec.stages[..=step.min(spec.stages.len().saturating_sub(1))] {
+        let s: &Step = s;
+        text.push_str(&serde_json::to_string(s).unwrap_or_default());
+    }
+    text.push_str(&spec.batch_size().to_string());
+    for f in inputs {
+        text.push_str(&format!("\n{} {}", f.display(), f.size));
+    }
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
+}
+
+/// An open work directory.
+pub struct Work {
+    pub dir: PathBuf,
+}
+
+fn io(path: &Path, e: std::io::Error) -> DedupError {
+    DedupError::Io { path: path.display().to_string(), source: e }
+}
+
+impl Work {
+    /// Open (or create) the work directory for `fingerprint`; a directory left by a
+    /// different pipeline or input is emptied first.
+    pub fn open(dir: &Path, fingerprint: &str) -> Result<Work, DedupError> {
+        let state = dir.join("fingerprint");
+        let same = std::fs::read_to_string(&state).is_ok_and(|f| f.trim() == fingerprint);
+        if !same && dir.exists() {
+            tracing::info!("dedup: {} holds work of another pipeline or input; starting afresh", dir.display());
+            std::fs::remove_dir_all(dir).map_err(|e| io(dir, e))?;
+        }
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        if !same {
+            write_atomic(&state, fingerprint.as_bytes())?;
+        }
+        Ok(Work { dir: dir.to_path_buf() })
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Whether phase `name` finished in this or an earlier run.
+    pub fn done(&self, name: &str) -> bool {
+        self.path(&format!("{name}.done")).exists()
+    }
+
+    /// Record that phase `name` finished (after its outputs are renamed into place).
+    pub fn mark(&self, name: &str) -> Result<(), DedupError> {
+        write_atomic(&self.path(&format!("{name}.done")), b"")?;
+        crate::dedup::crash_point(name);
+        Ok(())
+    }
+
+    pub fn remove(self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Write `bytes` to `path` through a temporary name and a rename, synced.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DedupError> {
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
+    f.write_all(bytes).and_then(|_| f.sync_all()).map_err(|e| io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+}
+
+/// A file of fixed-size records written through a temporary name; `commit` renames it.
+pub struct RecordFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+}
+
+impl RecordFile {
+    pub fn create(path: PathBuf) -> Result<RecordFile, DedupError> {
+        let tmp = path.with_extension("tmp");
+        let f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
+        Ok(RecordFile { path, tmp, out: std::io::BufWriter::with_capacity(1 << 20, f) })
+    }
+
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), DedupError> {
+        self.out.write_all(bytes).map_err(|e| io(&self.tmp, e))
+    }
+
+    pub fn commit(self) -> Result<(), DedupError> {
+        let f = self.out.into_inner().map_err(|e| io(&self.tmp, e.into_error()))?;
+        f.sync_all().map_err(|e| io(&self.tmp, e))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| io(&self.path, e))
+    }
+}
+
+/// Read a whole record file.
+pub fn read_all(path: &Path) -> Result<Vec<u8>, DedupError> {
+    std::fs::read(path).map_err(|e| io(path, e))
+}
