@@ -4,8 +4,9 @@
 //! A shingle's UTF-8 bytes get a 64-bit base hash: FNV-1a, then splitmix64's finaliser, low
 //! bit set (0 never occurs). Character shingles are every window of `n` characters (the
 //! whole text when it is shorter, none when it is empty). Word shingles are every window of
-//! `n` words, where a word is a maximal run of alphanumeric characters, lowercased, and the
-//! words of a window are joined by one space (a text with fewer words is one shingle).
+//! `n` words, where a word is a maximal run of alphanumeric characters, lowercased; a word
+//! shingle's hash combines the hashes of its words in order ([`combine_words`]), so each word
+//! is hashed once (a text with fewer words is one shingle).
 
 /// splitmix64's finaliser.
 #[inline]
@@ -45,6 +46,7 @@ pub enum Shingles {
 pub struct Scratch {
     starts: Vec<usize>,
     words: String,
+    word_hashes: Vec<u64>,
 }
 
 /// Base hashes of a text's shingles, in text order (repeats included), into `out`.
@@ -74,43 +76,60 @@ pub fn char_shingles(text: &[u8], n: usize, starts: &mut Vec<usize>, out: &mut V
     }
 }
 
+/// Hash of a sequence of word hashes (a word shingle): each word's bytes are hashed once
+/// ([`shingle_hash`]) and a shingle combines its words' hashes in order.
+#[inline]
+pub fn combine_words(words: &[u64]) -> u64 {
+    let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
+    for &w in words {
+        h = (h ^ w).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
+    }
+    mix64(h) | 1
+}
+
 fn word_shingles(text: &str, n: usize, scratch: &mut Scratch, out: &mut Vec<u64>) {
     let n = n.max(1);
-    let (starts, words) = (&mut scratch.starts, &mut scratch.words);
-    starts.clear();
-    words.clear();
-    let mut in_word = false;
-    for c in text.chars() {
-        if c.is_alphanumeric() {
-            if !in_word {
-                if !words.is_empty() {
-                    words.push(' ');
-                }
-                starts.push(words.len());
-                in_word = true;
-            }
-            if c.is_ascii() {
-                words.push(c.to_ascii_lowercase());
+    let (hashes, word) = (&mut scratch.word_hashes, &mut scratch.words);
+    hashes.clear();
+    word.clear();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    // Each word, lowercased into `word`, then hashed.
+    let end_word = |word: &mut String, hashes: &mut Vec<u64>| {
+        if !word.is_empty() {
+            hashes.push(shingle_hash(word.as_bytes()));
+            word.clear();
+        }
+    };
+    while i < bytes.len() {
+        let b = bytes[i];
+        // ASCII fast path; other characters are decoded.
+        if b < 0x80 {
+            i += 1;
+            if b.is_ascii_alphanumeric() {
+                word.push(b.to_ascii_lowercase() as char);
             } else {
-                words.extend(c.to_lowercase());
+                end_word(word, hashes);
             }
+            continue;
+        }
+        let c = text[i..].chars().next().unwrap_or(' ');
+        i += c.len_utf8();
+        if c.is_alphanumeric() {
+            word.extend(c.to_lowercase());
         } else {
-            in_word = false;
+            end_word(word, hashes);
         }
     }
-    if starts.is_empty() {
+    end_word(word, hashes);
+    if hashes.is_empty() {
         return;
     }
-    let bytes = words.as_bytes();
-    if starts.len() <= n {
-        out.push(shingle_hash(bytes));
+    if hashes.len() <= n {
+        out.push(combine_words(hashes));
         return;
     }
-    for w in 0..=starts.len() - n {
-        // The window ends before the space in front of word w + n.
-        let end = if w + n < starts.len() { starts[w + n] - 1 } else { bytes.len() };
-        out.push(shingle_hash(&bytes[starts[w]..end]));
-    }
+    out.extend(hashes.windows(n).map(combine_words));
 }
 
 /// Sorted, deduplicated base hashes: the shingle set Jaccard similarity is computed on.
@@ -152,10 +171,11 @@ mod tests {
         if words.is_empty() {
             return HashSet::new();
         }
+        let h: Vec<u64> = words.iter().map(|w| shingle_hash(w.as_bytes())).collect();
         if words.len() <= n {
-            return HashSet::from([shingle_hash(words.join(" ").as_bytes())]);
+            return HashSet::from([combine_words(&h)]);
         }
-        words.windows(n).map(|w| shingle_hash(w.join(" ").as_bytes())).collect()
+        h.windows(n).map(combine_words).collect()
     }
 
     #[test]

@@ -29,14 +29,22 @@ const SIGS: &str = "sigs.bin";
 /// Candidate and verified pair counts of the components phase.
 const PAIRS: &str = "pairs.json";
 
-fn hex_digit(b: u8) -> Option<u32> {
-    match b {
-        b'0'..=b'9' => Some((b - b'0') as u32),
-        b'a'..=b'f' => Some((b - b'a' + 10) as u32),
-        b'A'..=b'F' => Some((b - b'A' + 10) as u32),
-        _ => None,
+/// Value of each hex digit, 0xff for anything else.
+const HEX: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
     }
-}
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 /// Decode one hex signature (8 digits per value) into little-endian u32 bytes.
 fn decode(hex: &str, hashes: usize, out: &mut Vec<u8>) -> Option<()> {
@@ -44,14 +52,18 @@ fn decode(hex: &str, hashes: usize, out: &mut Vec<u8>) -> Option<()> {
     if b.len() != hashes * 8 {
         return None;
     }
+    let mut bad = 0u8;
     for word in b.chunks_exact(8) {
         let mut v = 0u32;
         for &d in word {
-            v = (v << 4) | hex_digit(d)?;
+            let x = HEX[d as usize];
+            bad |= x;
+            v = (v << 4) | (x & 0xf) as u32;
         }
         out.extend_from_slice(&v.to_le_bytes());
     }
-    Some(())
+    // Every valid digit is < 16; 0xff marks an invalid one.
+    (bad & 0xf0 == 0).then_some(())
 }
 
 /// Write every document's signature to `sigs.bin`, in position order.
@@ -63,6 +75,9 @@ pub fn scan(work: &Work, docs: &SpillDir, p: &FuzzyParams, metrics: &RunMetrics)
     let mut sigs = RecordFile::create(work.path(SIGS))?;
     let mut buf = Vec::new();
     let index = Index::build(docs, |_, task, name| {
+        if task.batch.num_rows() == 0 {
+            return Ok(());
+        }
         let col = utf8(task, SIGNATURE, name)?;
         buf.clear();
         for r in 0..col.len() {
@@ -185,6 +200,9 @@ fn shingles(p: &FuzzyParams) -> Shingles {
     }
 }
 
+/// What the components phase found: `(position, survivor)` pairs, candidate pairs, verified pairs.
+pub type Found = (Vec<(u32, u32)>, u64, u64);
+
 /// Every pass's pairs, checked against their Jaccard similarity (unless the threshold is
 /// 0), joined into components: `(position, survivor)` pairs, candidates, verified.
 pub fn components(
@@ -195,7 +213,7 @@ pub fn components(
     p: &FuzzyParams,
     iterations: usize,
     metrics: &RunMetrics,
-) -> Result<(Vec<(u32, u32)>, u64, u64), DedupError> {
+) -> Result<Found, DedupError> {
     if work.done("groups") {
         let bytes = read_all(&work.path(PAIRS))?;
         let (c, v): (u64, u64) = serde_json::from_slice(&bytes).unwrap_or((0, 0));
@@ -237,7 +255,7 @@ fn verify(edges: &[u64], docs: &SpillDir, index: &Index, p: &FuzzyParams) -> Res
     let mut scratch = Scratch::default();
     index.each(docs, |f, task| {
         let end = f.base as u64 + f.rows as u64;
-        if next >= involved.len() || (involved[next] as u64) >= end {
+        if f.rows == 0 || next >= involved.len() || (involved[next] as u64) >= end {
             return Ok(());
         }
         let text = utf8(task, crate::io::TEXT, &f.name)?;

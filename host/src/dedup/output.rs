@@ -136,6 +136,9 @@ pub(crate) fn write_duplicates(
     let mut kept_ids: HashMap<u32, String> = HashMap::new();
     let mut written = 0u64;
     index.each(docs, |f, task| {
+        if f.rows == 0 {
+            return Ok(());
+        }
         let ids = utf8(task, crate::io::ID, &f.name)?;
         let rows = task.batch.column_by_name(crate::io::ROW).and_then(|c| c.as_any().downcast_ref::<Int64Array>());
         let (mut id, mut group, mut kept, mut source, mut row) =

@@ -70,7 +70,7 @@ pub fn report(plan: &Plan, opts: &RunOptions, memory: Option<u64>) -> Report {
             plugin: s.plugin.path.display().to_string(),
             workers: n,
             reserved_mb_per_worker: s.memory.reserved_mb,
-            gpus: s.gpu.iter().map(|a| a.devices.iter().map(|d| *d as u32).collect()).collect(),
+            gpus: s.gpu.iter().map(|a| a.devices.clone()).collect(),
         })
         .collect();
     let mut warnings = Vec::new();

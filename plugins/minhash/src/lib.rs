@@ -38,14 +38,17 @@ pub fn coefficients(seed: u64, n: usize) -> (Vec<u64>, Vec<u64>) {
     (a, b)
 }
 
-/// Hex form of a signature (the output column).
+/// Hex form of a signature (the output column): 8 lowercase digits per value, big-endian.
 pub fn to_hex(sig: &[u32]) -> String {
-    let mut s = String::with_capacity(sig.len() * 8);
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = Vec::with_capacity(sig.len() * 8);
     for v in sig {
-        use std::fmt::Write;
-        let _ = write!(s, "{v:08x}");
+        for shift in (0..8).rev() {
+            s.push(DIGITS[((v >> (shift * 4)) & 0xf) as usize]);
+        }
     }
-    s
+    // Only ASCII digits were pushed.
+    String::from_utf8(s).unwrap_or_default()
 }
 
 /// MinHash signatures of documents (GPU when available, else CPU; same values either way).
