@@ -43,6 +43,8 @@ pub struct DedupCounters {
     /// Fuzzy: distinct candidate pairs, and those that passed the Jaccard check.
     pub candidate_pairs: AtomicU64,
     pub verified_pairs: AtomicU64,
+    /// Fuzzy: candidate pairs compared on their shingle sets (the signatures left doubt).
+    pub text_checks: AtomicU64,
     /// Duplicate groups (two or more documents), and documents `remove` drops.
     pub groups: AtomicU64,
     pub duplicates: AtomicU64,
@@ -137,6 +139,7 @@ impl RunMetrics {
             ("curator_dedup_bucket_passes", "Fuzzy dedup: LSH bucket passes planned.", "gauge", &d.iterations_total),
             ("curator_dedup_candidate_pairs", "Fuzzy dedup: distinct candidate pairs from LSH buckets.", "gauge", &d.candidate_pairs),
             ("curator_dedup_verified_pairs", "Fuzzy dedup: candidate pairs at or over the Jaccard threshold.", "gauge", &d.verified_pairs),
+            ("curator_dedup_text_checks", "Fuzzy dedup: candidate pairs compared on their shingle sets.", "gauge", &d.text_checks),
             ("curator_dedup_groups", "Duplicate groups (connected components of two or more).", "gauge", &d.groups),
             ("curator_dedup_duplicates", "Documents a dedup step removes.", "gauge", &d.duplicates),
         ] {

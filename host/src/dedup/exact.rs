@@ -36,20 +36,25 @@ pub fn scan(work: &Work, docs: &SpillDir, h: ExactHash, partitions: usize, metri
         return Index::load(work);
     }
     let mut files = (0..partitions).map(|p| RecordFile::create(work.path(&key_file(p)))).collect::<Result<Vec<_>, _>>()?;
-    let index = Index::build(docs, |base, task, name| {
-        let text = utf8(task, crate::io::TEXT, name)?;
-        for r in 0..text.len() {
-            let (hi, lo) = hash(text.value(r), h);
-            let p = ((hi as u128 * partitions as u128) >> 64) as usize;
-            let mut rec = [0u8; RECORD];
-            rec[..8].copy_from_slice(&hi.to_le_bytes());
-            rec[8..16].copy_from_slice(&lo.to_le_bytes());
-            rec[16..].copy_from_slice(&(base + r as u32).to_le_bytes());
-            files[p].write(&rec)?;
-        }
-        metrics.dedup.docs_hashed.fetch_add(text.len() as u64, Ordering::Relaxed);
-        Ok(())
-    })?;
+    let index = Index::build(
+        docs,
+        |task, name| {
+            let text = utf8(task, crate::io::TEXT, name)?;
+            Ok((0..text.len()).map(|r| hash(text.value(r), h)).collect::<Vec<_>>())
+        },
+        |base, hashes| {
+            for (r, (hi, lo)) in hashes.iter().enumerate() {
+                let p = ((*hi as u128 * partitions as u128) >> 64) as usize;
+                let mut rec = [0u8; RECORD];
+                rec[..8].copy_from_slice(&hi.to_le_bytes());
+                rec[8..16].copy_from_slice(&lo.to_le_bytes());
+                rec[16..].copy_from_slice(&(base + r as u32).to_le_bytes());
+                files[p].write(&rec)?;
+            }
+            metrics.dedup.docs_hashed.fetch_add(hashes.len() as u64, Ordering::Relaxed);
+            Ok(())
+        },
+    )?;
     for f in files {
         f.commit()?;
     }

@@ -18,7 +18,7 @@ use curator_sdk::shingle::{Scratch, Shingles, jaccard, shingle_set};
 
 use super::DedupError;
 use super::components::Components;
-use super::index::{Index, load_pairs, save_pairs, utf8};
+use super::index::{Index, IndexedFile, load_pairs, save_pairs, utf8};
 use super::work::{RecordFile, Work, read_all, write_atomic};
 use crate::exec::SpillDir;
 use crate::metrics::RunMetrics;
@@ -73,23 +73,29 @@ pub fn scan(work: &Work, docs: &SpillDir, p: &FuzzyParams, metrics: &RunMetrics)
     }
     let hashes = p.num_hashes();
     let mut sigs = RecordFile::create(work.path(SIGS))?;
-    let mut buf = Vec::new();
-    let index = Index::build(docs, |_, task, name| {
-        if task.batch.num_rows() == 0 {
-            return Ok(());
-        }
-        let col = utf8(task, SIGNATURE, name)?;
-        buf.clear();
-        for r in 0..col.len() {
-            decode(col.value(r), hashes, &mut buf).ok_or_else(|| DedupError::Data {
-                path: format!("{name} ({})", task.meta),
-                message: format!("row {r}: {SIGNATURE} is not {hashes} hex-encoded u32 values"),
-            })?;
-        }
-        sigs.write(&buf)?;
-        metrics.dedup.docs_hashed.fetch_add(col.len() as u64, Ordering::Relaxed);
-        Ok(())
-    })?;
+    let index = Index::build(
+        docs,
+        |task, name| {
+            let mut buf = Vec::new();
+            if task.batch.num_rows() == 0 {
+                return Ok(buf);
+            }
+            let col = utf8(task, SIGNATURE, name)?;
+            buf.reserve(col.len() * hashes * 4);
+            for r in 0..col.len() {
+                decode(col.value(r), hashes, &mut buf).ok_or_else(|| DedupError::Data {
+                    path: format!("{name} ({})", task.meta),
+                    message: format!("row {r}: {SIGNATURE} is not {hashes} hex-encoded u32 values"),
+                })?;
+            }
+            Ok(buf)
+        },
+        |_, buf| {
+            sigs.write(&buf)?;
+            metrics.dedup.docs_hashed.fetch_add((buf.len() / (hashes * 4).max(1)) as u64, Ordering::Relaxed);
+            Ok(())
+        },
+    )?;
     sigs.commit()?;
     index.save(work)?;
     work.mark("scan")?;
@@ -200,8 +206,15 @@ fn shingles(p: &FuzzyParams) -> Shingles {
     }
 }
 
-/// What the components phase found: `(position, survivor)` pairs, candidate pairs, verified pairs.
-pub type Found = (Vec<(u32, u32)>, u64, u64);
+/// What the components phase found.
+pub struct Found {
+    /// `(position, survivor)` for every document in a group of two or more.
+    pub groups: Vec<(u32, u32)>,
+    /// Distinct candidate pairs from the buckets, those that passed, and those compared on text.
+    pub candidates: u64,
+    pub verified: u64,
+    pub text_checks: u64,
+}
 
 /// Every pass's pairs, checked against their Jaccard similarity (unless the threshold is
 /// 0), joined into components: `(position, survivor)` pairs, candidates, verified.
@@ -216,8 +229,8 @@ pub fn components(
 ) -> Result<Found, DedupError> {
     if work.done("groups") {
         let bytes = read_all(&work.path(PAIRS))?;
-        let (c, v): (u64, u64) = serde_json::from_slice(&bytes).unwrap_or((0, 0));
-        return Ok((load_pairs(work, "groups.bin")?, c, v));
+        let (c, v, x): (u64, u64, u64) = serde_json::from_slice(&bytes).unwrap_or((0, 0, 0));
+        return Ok(Found { groups: load_pairs(work, "groups.bin")?, candidates: c, verified: v, text_checks: x });
     }
     let mut edges: Vec<u64> = Vec::new();
     for it in 0..iterations {
@@ -228,7 +241,8 @@ pub fn components(
     edges.dedup();
     let candidates = edges.len() as u64;
     metrics.dedup.candidate_pairs.store(candidates, Ordering::Relaxed);
-    let kept: Vec<u64> = if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(&edges, docs, index, p)? } else { edges };
+    let (kept, checked) = if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(work, &edges, docs, index, p)? } else { (edges, 0) };
+    metrics.dedup.text_checks.store(checked, Ordering::Relaxed);
     let verified = kept.len() as u64;
     metrics.dedup.verified_pairs.store(verified, Ordering::Relaxed);
     let mut c = Components::new(n);
@@ -237,34 +251,98 @@ pub fn components(
     }
     drop(kept);
     let groups = c.groups();
-    write_atomic(&work.path(PAIRS), serde_json::json!([candidates, verified]).to_string().as_bytes())?;
+    write_atomic(&work.path(PAIRS), serde_json::json!([candidates, verified, checked]).to_string().as_bytes())?;
     save_pairs(work, "groups.bin", &groups)?;
     work.mark("groups")?;
-    Ok((groups, candidates, verified))
+    Ok(Found { groups, candidates, verified, text_checks: checked })
 }
 
-/// The pairs whose shingle sets have Jaccard ≥ the threshold. The sets of the documents in
-/// some pair are built in one pass over the spill; the pairs are checked on every core.
-fn verify(edges: &[u64], docs: &SpillDir, index: &Index, p: &FuzzyParams) -> Result<Vec<u64>, DedupError> {
-    let mut involved: Vec<u32> = edges.iter().flat_map(|e| [(e >> 32) as u32, *e as u32]).collect();
+/// How a candidate pair is decided from its signatures alone, when they leave no doubt: with
+/// `k` hashes the share of equal values estimates the Jaccard similarity with standard
+/// deviation √(t(1−t)/k) near the threshold t; a pair more than 6 deviations above it is
+/// accepted, more than 6 below rejected (a wrong call has odds below 10⁻⁹), and identical
+/// signatures are accepted when t^k < 10⁻⁹. Only the pairs in between are checked on text.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Triage {
+    Accept,
+    Reject,
+    Check,
+}
+
+fn triage(sa: &[u8], sb: &[u8], t: f64, k: usize) -> Triage {
+    let equal = sa.chunks_exact(4).zip(sb.chunks_exact(4)).filter(|(x, y)| x == y).count();
+    let margin = 6.0 * (t * (1.0 - t) / k as f64).sqrt();
+    let est = equal as f64 / k as f64;
+    if (equal == k && t.powi(k as i32) < 1e-9) || est >= t + margin {
+        Triage::Accept
+    } else if est < t - margin {
+        Triage::Reject
+    } else {
+        Triage::Check
+    }
+}
+
+/// The pairs whose shingle sets have Jaccard ≥ the threshold, and how many were checked on
+/// text. Pairs are triaged on their signatures (`triage`, every core); the shingle sets of
+/// just the documents in an undecided pair are built from the spill (every core), and those
+/// pairs checked exactly (every core).
+fn verify(work: &Work, edges: &[u64], docs: &SpillDir, index: &Index, p: &FuzzyParams) -> Result<(Vec<u64>, u64), DedupError> {
+    let k = p.num_hashes();
+    let t = p.jaccard_threshold;
+    let path = work.path(SIGS);
+    let sigs = std::fs::File::open(&path).map_err(|e| DedupError::Io { path: path.display().to_string(), source: e })?;
+    let threads = crate::os::available_cores().max(1);
+    let chunks: Vec<&[u64]> = edges.chunks(edges.len().div_ceil(threads * 4).max(1)).collect();
+    let triaged = super::index::par_map(&chunks, threads, |part| {
+        use std::os::unix::fs::FileExt;
+        let (mut sa, mut sb) = (vec![0u8; k * 4], vec![0u8; k * 4]);
+        let (mut accepted, mut check) = (Vec::new(), Vec::new());
+        for &e in part.iter() {
+            let read = |doc: u32, buf: &mut Vec<u8>| {
+                sigs.read_exact_at(buf, doc as u64 * (k as u64 * 4))
+                    .map_err(|err| DedupError::Io { path: path.display().to_string(), source: err })
+            };
+            read((e >> 32) as u32, &mut sa)?;
+            read(e as u32, &mut sb)?;
+            match triage(&sa, &sb, t, k) {
+                Triage::Accept => accepted.push(e),
+                Triage::Check => check.push(e),
+                Triage::Reject => {}
+            }
+        }
+        Ok((accepted, check))
+    })?;
+    let mut kept = Vec::new();
+    let mut check = Vec::new();
+    for (a, c) in triaged {
+        kept.extend(a);
+        check.extend(c);
+    }
+    if check.is_empty() {
+        return Ok((kept, 0));
+    }
+    let mut involved: Vec<u32> = check.iter().flat_map(|e| [(e >> 32) as u32, *e as u32]).collect();
     involved.sort_unstable();
     involved.dedup();
     let kind = shingles(p);
-    let mut sets: Vec<Vec<u64>> = Vec::with_capacity(involved.len());
-    let mut next = 0usize;
-    let mut scratch = Scratch::default();
-    index.each(docs, |f, task| {
-        let end = f.base as u64 + f.rows as u64;
-        if f.rows == 0 || next >= involved.len() || (involved[next] as u64) >= end {
-            return Ok(());
-        }
-        let text = utf8(task, crate::io::TEXT, &f.name)?;
-        while next < involved.len() && (involved[next] as u64) < end {
-            sets.push(shingle_set(text.value((involved[next] - f.base) as usize), kind, &mut scratch));
-            next += 1;
-        }
-        Ok(())
-    })?;
+    let in_file = |f: &IndexedFile| {
+        let i = involved.partition_point(|&d| d < f.base);
+        (i, involved[i..].partition_point(|&d| (d as u64) < f.base as u64 + f.rows as u64))
+    };
+    let per_file = index.par_each(
+        docs,
+        |f| in_file(f).1 > 0,
+        |f, task| {
+            let text = utf8(task, crate::io::TEXT, &f.name)?;
+            let (start, n) = in_file(f);
+            let mut scratch = Scratch::default();
+            Ok(involved[start..start + n]
+                .iter()
+                .map(|&d| shingle_set(text.value((d - f.base) as usize), kind, &mut scratch))
+                .collect::<Vec<_>>())
+        },
+    )?;
+    let sets: Vec<Vec<u64>> = per_file.into_iter().flatten().collect();
     if sets.len() != involved.len() {
         return Err(DedupError::Data {
             path: "index.json".into(),
@@ -272,22 +350,12 @@ fn verify(edges: &[u64], docs: &SpillDir, index: &Index, p: &FuzzyParams) -> Res
         });
     }
     let at = |d: u32| involved.binary_search(&d).unwrap_or(0);
-    let threads = crate::os::available_cores().max(1);
-    let chunk = edges.len().div_ceil(threads).max(1);
-    let threshold = p.jaccard_threshold;
-    let kept: Vec<Vec<u64>> = std::thread::scope(|s| {
-        let handles: Vec<_> = edges
-            .chunks(chunk)
-            .map(|part| {
-                let (sets, at) = (&sets, &at);
-                s.spawn(move || {
-                    part.iter().copied().filter(|e| jaccard(&sets[at((e >> 32) as u32)], &sets[at(*e as u32)]) >= threshold).collect()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-    });
-    Ok(kept.concat())
+    let chunks: Vec<&[u64]> = check.chunks(check.len().div_ceil(threads * 4).max(1)).collect();
+    let passed = super::index::par_map(&chunks, threads, |part| {
+        Ok(part.iter().copied().filter(|e| jaccard(&sets[at((e >> 32) as u32)], &sets[at(*e as u32)]) >= t).collect::<Vec<u64>>())
+    })?;
+    kept.extend(passed.into_iter().flatten());
+    Ok((kept, check.len() as u64))
 }
 
 #[cfg(test)]
@@ -303,6 +371,28 @@ mod tests {
         edges.sort_unstable();
         let pairs: Vec<(u64, u64)> = edges.iter().map(|e| (e >> 32, e & 0xffff_ffff)).collect();
         assert_eq!(pairs, [(3, 5), (3, 9), (5, 9)]);
+    }
+
+    #[test]
+    fn signatures_decide_only_the_clear_pairs() {
+        let sig = |equal: usize, k: usize| -> (Vec<u8>, Vec<u8>) {
+            let a: Vec<u8> = (0..k as u32).flat_map(|v| v.to_le_bytes()).collect();
+            let b: Vec<u8> = (0..k as u32).flat_map(|v| if (v as usize) < equal { v } else { v + 1_000_000 }.to_le_bytes()).collect();
+            (a, b)
+        };
+        let (a, b) = sig(260, 260);
+        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Accept);
+        let (a, b) = sig(250, 260);
+        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Accept);
+        let (a, b) = sig(208, 260);
+        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Check);
+        let (a, b) = sig(150, 260);
+        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Reject);
+        // 112 hashes: identical signatures are safe (0.8^112 < 1e-9), 100 of 112 are not.
+        let (a, b) = sig(112, 112);
+        assert_eq!(triage(&a, &b, 0.8, 112), Triage::Accept);
+        let (a, b) = sig(100, 112);
+        assert_eq!(triage(&a, &b, 0.8, 112), Triage::Check);
     }
 
     #[test]

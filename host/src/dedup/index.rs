@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use arrow_array::{Array, StringArray};
+use arrow_array::StringArray;
 
 use super::DedupError;
 use super::work::{Work, write_atomic};
@@ -37,38 +37,53 @@ impl Index {
         self.files.iter().map(|f| f.rows as u64).sum()
     }
 
-    /// Visit every spilled batch in source order, numbering documents; returns the index.
-    pub(crate) fn build(docs: &SpillDir, mut visit: impl FnMut(u32, &Task, &str) -> Result<(), DedupError>) -> Result<Index, DedupError> {
-        let mut files = Vec::new();
+    /// Read every spilled batch in source order, numbering documents; returns the index.
+    /// `map` runs on every core (a window of files at a time), `fold` in order on this
+    /// thread with each file's first position: memory holds one window's results.
+    pub(crate) fn build<R: Send>(
+        docs: &SpillDir,
+        map: impl Fn(&Task, &str) -> Result<R, DedupError> + Sync,
+        mut fold: impl FnMut(u32, R) -> Result<(), DedupError>,
+    ) -> Result<Index, DedupError> {
+        let paths = docs.list()?;
+        let threads = crate::os::available_cores().max(1);
+        let mut files = Vec::with_capacity(paths.len());
         let mut base: u64 = 0;
-        for path in docs.list()? {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-            let task = docs.read(&path)?;
-            let rows = task.batch.num_rows() as u64;
-            if base + rows > curator_core::dedup::MAX_DOCS {
-                return Err(DedupError::TooManyDocs(base + rows));
+        for window in paths.chunks(threads * 2) {
+            let results = par_map(window, threads, |path| {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+                let task = docs.read(path)?;
+                let rows = task.batch.num_rows() as u64;
+                let r = map(&task, &name)?;
+                Ok((name, rows, r))
+            })?;
+            for (name, rows, r) in results {
+                if base + rows > curator_core::dedup::MAX_DOCS {
+                    return Err(DedupError::TooManyDocs(base + rows));
+                }
+                fold(base as u32, r)?;
+                files.push(IndexedFile { partition: partition_of(&name), name, base: base as u32, rows: rows as u32 });
+                base += rows;
             }
-            visit(base as u32, &task, &name)?;
-            files.push(IndexedFile { partition: partition_of(&name), name, base: base as u32, rows: rows as u32 });
-            base += rows;
         }
         Ok(Index { files })
     }
 
-    /// Visit every spilled batch again, in the same order.
-    pub(crate) fn each(
+    /// `map` over the files `want` picks, on every core; results in file order.
+    pub(crate) fn par_each<R: Send>(
         &self,
         docs: &SpillDir,
-        mut visit: impl FnMut(&IndexedFile, &Task) -> Result<(), DedupError>,
-    ) -> Result<(), DedupError> {
-        for f in &self.files {
+        want: impl Fn(&IndexedFile) -> bool,
+        map: impl Fn(&IndexedFile, &Task) -> Result<R, DedupError> + Sync,
+    ) -> Result<Vec<R>, DedupError> {
+        let picked: Vec<&IndexedFile> = self.files.iter().filter(|f| want(f)).collect();
+        par_map(&picked, crate::os::available_cores().max(1), |f| {
             let task = docs.read(&self.path(docs, f))?;
             if task.batch.num_rows() as u32 != f.rows {
                 return Err(DedupError::Data { path: f.name.clone(), message: "the spilled batch changed since it was indexed".into() });
             }
-            visit(f, &task)?;
-        }
-        Ok(())
+            map(f, &task)
+        })
     }
 
     pub(crate) fn path(&self, docs: &SpillDir, f: &IndexedFile) -> PathBuf {
@@ -113,5 +128,38 @@ pub fn load_pairs(work: &Work, name: &str) -> Result<Vec<(u32, u32)>, DedupError
         .collect())
 }
 
-#[allow(dead_code)]
-fn _assert_array(_: &dyn Array) {}
+/// `f` over `items` on up to `threads` threads; results in item order, the first error wins.
+pub fn par_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> Result<R, DedupError> + Sync,
+) -> Result<Vec<R>, DedupError> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = threads.clamp(1, items.len().max(1));
+    let mut out: Vec<(usize, R)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (next, f) = (&next, &f);
+                s.spawn(move || -> Result<Vec<(usize, R)>, DedupError> {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        mine.push((i, f(item)?));
+                    }
+                    Ok(mine)
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(items.len());
+        for h in handles {
+            match h.join() {
+                Ok(r) => all.extend(r?),
+                Err(_) => return Err(DedupError::Data { path: String::new(), message: "a dedup thread panicked".into() }),
+            }
+        }
+        Ok(all)
+    })?;
+    out.sort_unstable_by_key(|(i, _)| *i);
+    Ok(out.into_iter().map(|(_, r)| r).collect())
+}

@@ -71,6 +71,8 @@ pub struct DedupStats {
     /// Fuzzy: distinct pairs found in LSH buckets, and those whose Jaccard passed.
     pub candidate_pairs: u64,
     pub verified_pairs: u64,
+    /// Fuzzy: candidate pairs whose signatures left doubt, compared on their shingle sets.
+    pub text_checks: u64,
     /// Seconds and peak resident memory (bytes) of each phase run in this process.
     pub phases: Vec<PhaseStats>,
 }
@@ -80,6 +82,9 @@ pub struct PhaseStats {
     pub phase: String,
     pub seconds: f64,
     pub peak_rss_bytes: u64,
+    /// Resident memory when the phase started (what earlier phases left: the process, the
+    /// allocator's free lists); the phase's own peak is `peak_rss_bytes` minus this.
+    pub start_rss_bytes: u64,
     /// `plan`'s estimate for this phase, when it makes one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub planned_bytes: Option<u64>,
@@ -116,19 +121,21 @@ struct PhaseClock {
     name: &'static str,
     t0: Instant,
     planned: Option<u64>,
+    start_rss: u64,
 }
 
 impl PhaseClock {
     fn start(name: &'static str, planned: Option<u64>) -> PhaseClock {
         crate::os::reset_peak_rss();
         tracing::info!("dedup: {name}");
-        PhaseClock { name, t0: Instant::now(), planned }
+        PhaseClock { name, t0: Instant::now(), planned, start_rss: crate::os::own_rss_bytes() }
     }
     fn finish(self, stats: &mut DedupStats, resumed: bool) {
         stats.phases.push(PhaseStats {
             phase: self.name.to_string(),
             seconds: self.t0.elapsed().as_secs_f64(),
             peak_rss_bytes: crate::os::own_peak_rss_bytes(),
+            start_rss_bytes: self.start_rss,
             planned_bytes: self.planned,
             resumed,
         });
@@ -185,11 +192,12 @@ pub(crate) fn find_duplicates(
             }
             let resumed = work.done("groups");
             let clock = PhaseClock::start("components", planned("components"));
-            let (g, candidates, verified) = fuzzy::components(work, docs, &index, n, &p, cap.iterations, metrics)?;
+            let found = fuzzy::components(work, docs, &index, n, &p, cap.iterations, metrics)?;
             clock.finish(&mut stats, resumed);
-            stats.candidate_pairs = candidates;
-            stats.verified_pairs = verified;
-            g
+            stats.candidate_pairs = found.candidates;
+            stats.verified_pairs = found.verified;
+            stats.text_checks = found.text_checks;
+            found.groups
         }
     };
     let verdict = Verdict::new(groups);

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::builder::{ArrayBuilder, Int64Builder, StringBuilder, UInt64Builder};
+use arrow_array::builder::{Int64Builder, StringBuilder, UInt64Builder};
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use curator_core::DedupAction;
@@ -37,6 +37,12 @@ impl Verdict {
 
     pub fn duplicates(&self) -> u64 {
         self.groups.iter().filter(|(d, r)| d != r).count() as u64
+    }
+
+    /// Whether any document at positions `base..base + rows` is in a group.
+    pub fn any_in(&self, base: u32, rows: u32) -> bool {
+        let i = self.groups.partition_point(|g| g.0 < base);
+        self.groups.get(i).is_some_and(|g| (g.0 as u64) < base as u64 + rows as u64)
     }
 
     pub fn largest_group(&self) -> u64 {
@@ -133,30 +139,39 @@ pub(crate) fn write_duplicates(
         .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
         .build();
     let mut writer = parquet::arrow::ArrowWriter::try_new(w, schema.clone(), Some(props)).map_err(werr)?;
-    let mut kept_ids: HashMap<u32, String> = HashMap::new();
+    // The survivors' ids first (a survivor may sit in any earlier file), then each file's
+    // rows, a window of files at a time; both passes on every core.
+    let grouped = |f: &IndexedFile| verdict.any_in(f.base, f.rows);
+    let kept_ids: HashMap<u32, String> = index
+        .par_each(docs, grouped, |f, task| {
+            let ids = utf8(task, crate::io::ID, &f.name)?;
+            Ok((0..ids.len())
+                .filter(|&r| verdict.survivor(f.base + r as u32) == Some(f.base + r as u32))
+                .map(|r| (f.base + r as u32, ids.value(r).to_string()))
+                .collect::<Vec<_>>())
+        })?
+        .into_iter()
+        .flatten()
+        .collect();
     let mut written = 0u64;
-    index.each(docs, |f, task| {
-        if f.rows == 0 {
-            return Ok(());
-        }
-        let ids = utf8(task, crate::io::ID, &f.name)?;
-        let rows = task.batch.column_by_name(crate::io::ROW).and_then(|c| c.as_any().downcast_ref::<Int64Array>());
-        let (mut id, mut group, mut kept, mut source, mut row) =
-            (StringBuilder::new(), UInt64Builder::new(), StringBuilder::new(), StringBuilder::new(), Int64Builder::new());
-        for r in 0..ids.len() {
-            let doc = f.base + r as u32;
-            let Some(root) = verdict.survivor(doc) else { continue };
-            if root == doc {
-                kept_ids.insert(doc, ids.value(r).to_string());
-                continue;
+    let window = crate::os::available_cores().max(1) * 4;
+    for files in index.files.chunks(window) {
+        let (lo, hi) = (files[0].base, files[files.len() - 1].base as u64 + files[files.len() - 1].rows as u64);
+        let in_window = |f: &IndexedFile| f.base >= lo && (f.base as u64 + f.rows as u64) <= hi && grouped(f);
+        let batches = index.par_each(docs, in_window, |f, task| {
+            let ids = utf8(task, crate::io::ID, &f.name)?;
+            let rows = task.batch.column_by_name(crate::io::ROW).and_then(|c| c.as_any().downcast_ref::<Int64Array>());
+            let (mut id, mut group, mut kept, mut source, mut row) =
+                (StringBuilder::new(), UInt64Builder::new(), StringBuilder::new(), StringBuilder::new(), Int64Builder::new());
+            for r in 0..ids.len() {
+                let doc = f.base + r as u32;
+                let Some(root) = verdict.survivor(doc).filter(|&root| root != doc) else { continue };
+                id.append_value(ids.value(r));
+                group.append_value(root as u64);
+                kept.append_value(kept_ids.get(&root).map(String::as_str).unwrap_or(""));
+                source.append_value(&task.meta.source);
+                row.append_value(rows.map(|a| a.value(r)).unwrap_or(task.meta.first_row as i64 + r as i64));
             }
-            id.append_value(ids.value(r));
-            group.append_value(root as u64);
-            kept.append_value(kept_ids.get(&root).map(String::as_str).unwrap_or(""));
-            source.append_value(&task.meta.source);
-            row.append_value(rows.map(|a| a.value(r)).unwrap_or(task.meta.first_row as i64 + r as i64));
-        }
-        if !id.is_empty() {
             let cols: Vec<ArrayRef> = vec![
                 Arc::new(id.finish()),
                 Arc::new(group.finish()),
@@ -164,13 +179,13 @@ pub(crate) fn write_duplicates(
                 Arc::new(source.finish()),
                 Arc::new(row.finish()),
             ];
-            let batch = RecordBatch::try_new(schema.clone(), cols)
-                .map_err(|e| DedupError::Data { path: target.display(), message: e.to_string() })?;
+            RecordBatch::try_new(schema.clone(), cols).map_err(|e| DedupError::Data { path: target.display(), message: e.to_string() })
+        })?;
+        for batch in batches.into_iter().filter(|b| b.num_rows() > 0) {
             written += batch.num_rows() as u64;
             writer.write(&batch).map_err(werr)?;
         }
-        Ok(())
-    })?;
+    }
     let w = writer.into_inner().map_err(werr)?;
     spool.commit(w)?;
     let summary = serde_json::to_vec_pretty(stats).map_err(|e| DedupError::Data { path: "summary.json".into(), message: e.to_string() })?;
