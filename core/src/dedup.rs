@@ -249,9 +249,9 @@ pub const BUCKET_RECORD_BYTES: u64 = 16;
 pub const UNION_FIND_BYTES: u64 = 4;
 /// Bytes per candidate pair (two u32), sorted and deduplicated in memory.
 pub const EDGE_BYTES: u64 = 8;
-/// Fixed working memory of a phase beside its records: read and write buffers of the spill
-/// files, the batch being scanned (measured peaks sit 30–60 MB above the records).
-pub const PHASE_OVERHEAD_BYTES: u64 = 64 << 20;
+/// Fixed working memory of a phase beside its records: the chunk of signatures being read
+/// (8 MiB), read and write buffers of the spill files.
+pub const PHASE_OVERHEAD_BYTES: u64 = 16 << 20;
 /// Share of the memory a dedup phase may plan for (the rest: the process, page cache, error).
 pub const DEDUP_MEMORY_SHARE: f64 = 0.6;
 /// Candidate pairs assumed per document when planning (a corpus with 20 % near-duplicates in
@@ -277,6 +277,9 @@ pub struct DedupPlan {
     pub budget_bytes: u64,
     /// Whether the settings given (not the ones the planner would pick) fit the budget.
     pub fits: bool,
+    /// Fuzzy: documents whose shingle sets are held at once while undecided candidate pairs
+    /// are checked on text (the pairs are checked in chunks of this many documents).
+    pub check_docs_per_chunk: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -308,7 +311,7 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
             let phases = vec![PhaseEstimate {
                 phase: "group",
                 bytes: group,
-                formula: format!("{n} docs × {EXACT_RECORD_BYTES} B / {partitions} partitions + 64 MiB"),
+                formula: format!("{n} docs × {EXACT_RECORD_BYTES} B / {partitions} partitions + 16 MiB"),
             }];
             DedupPlan {
                 bands_per_iteration: 0,
@@ -319,30 +322,49 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
                 spill_bytes: docs_spill + records,
                 budget_bytes: budget,
                 fits: group <= budget,
+                check_docs_per_chunk: 0,
             }
         }
         DedupMethod::Fuzzy => {
             let p = spec.fuzzy();
             let per_band = n * BUCKET_RECORD_BYTES;
             let bpi = spec.bands_per_iteration.unwrap_or_else(|| {
-                let fit = (room / per_band.max(1)) as usize;
+                let fit = (room / (per_band + per_band / 8).max(1)) as usize;
                 fit.clamp(1, DEFAULT_BANDS_PER_ITERATION.min(p.num_bands))
             });
-            let partitions = spec.partitions.unwrap_or_else(|| ceil_div(per_band * bpi as u64, room).max(1) as usize);
+            let partitions = spec.partitions.unwrap_or_else(|| ceil_div((per_band + per_band / 8) * bpi as u64, room).max(1) as usize);
             let iterations = p.num_bands.div_ceil(bpi);
-            let bucket = ceil_div(per_band * bpi as u64, partitions as u64) + PHASE_OVERHEAD_BYTES;
             let edges = (n as f64 * PLANNED_EDGES_PER_DOC) as u64;
-            let components = n * UNION_FIND_BYTES + edges * EDGE_BYTES + n / 8 + PHASE_OVERHEAD_BYTES;
+            // The records, cut into one piece per core (an eighth more while they move), and
+            // the pass's share of the candidate pairs.
+            let records = ceil_div(per_band * bpi as u64, partitions as u64);
+            let pass_edges = edges * bpi as u64 / p.num_bands as u64 / partitions as u64;
+            let bucket = records + records / 8 + pass_edges * EDGE_BYTES + PHASE_OVERHEAD_BYTES;
+            // Shingle sets of documents in undecided pairs, 8 B per shingle, a chunk at a time.
+            let avg = (corpus.bytes / n).max(1);
+            let shingles_per_doc = match p.shingle {
+                Shingle::Chars(_) => avg,
+                Shingle::Words(_) => (avg / 6).max(1),
+            };
+            let set_bytes = shingles_per_doc * 8 + 32;
+            let chunk = (room / 4 / set_bytes).clamp(1024, n.max(1024));
+            let sets = chunk.min(n) * set_bytes;
+            let components = n * UNION_FIND_BYTES + edges * EDGE_BYTES + n / 8 + sets + PHASE_OVERHEAD_BYTES;
             let phases = vec![
                 PhaseEstimate {
                     phase: "buckets",
                     bytes: bucket,
-                    formula: format!("{n} docs × {BUCKET_RECORD_BYTES} B × {bpi} bands per iteration / {partitions} partitions + 64 MiB"),
+                    formula: format!(
+                        "{n} docs × {BUCKET_RECORD_BYTES} B × {bpi} bands per iteration / {partitions} partitions × 1.125 + ~{pass_edges} pairs × {EDGE_BYTES} B + 16 MiB"
+                    ),
                 },
                 PhaseEstimate {
                     phase: "components",
                     bytes: components,
-                    formula: format!("{n} docs × {UNION_FIND_BYTES} B + ~{edges} candidate pairs × {EDGE_BYTES} B + 64 MiB"),
+                    formula: format!(
+                        "{n} docs × {UNION_FIND_BYTES} B + ~{edges} candidate pairs × {EDGE_BYTES} B + {} docs' shingle sets × {set_bytes} B + 16 MiB",
+                        chunk.min(n)
+                    ),
                 },
             ];
             let peak = bucket.max(components);
@@ -356,6 +378,7 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
                 spill_bytes: docs_spill + sigs + per_band * bpi as u64 + edges * EDGE_BYTES * iterations as u64,
                 budget_bytes: budget,
                 fits: peak <= budget,
+                check_docs_per_chunk: chunk,
             }
         }
     }

@@ -49,6 +49,16 @@ pub fn own_peak_rss_bytes() -> u64 {
     status_kb("self", "VmHWM:").map(|kb| kb << 10).unwrap_or(0)
 }
 
+/// Give the allocator's free memory back to the system (glibc's `malloc_trim`), so that what
+/// a phase measures is its own.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases memory the allocator holds free.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Reset this process's peak resident memory (`VmHWM`) to its current RSS, so that the next
 /// reading of [`own_peak_rss_bytes`] is the peak since now (Linux ≥ 4.0; a no-op elsewhere).
 pub fn reset_peak_rss() {

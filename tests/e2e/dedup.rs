@@ -209,6 +209,10 @@ fn fuzzy_word_shingles_find_exactly_the_planted_near_duplicates() {
     let r = run_in(dir.path(), &["run", "pipeline.yaml"], &[]);
     r.ok();
     let want = truth(&docs, 0.8);
+    // Pairs checked on text a few documents at a time give the same answer.
+    let (chunked, _) = setup(FUZZY, "");
+    run_in(chunked.path(), &["run", "pipeline.yaml"], &[("CURATOR_DEDUP_CHECK_CHUNK", "7")]).ok();
+    assert_eq!(duplicates(&chunked.path().join("out")), duplicates(&dir.path().join("out")));
     let got = duplicates(&dir.path().join("out"));
     let got_ids: BTreeSet<String> = got.keys().cloned().collect();
     assert_eq!(got_ids, want, "stdout:\n{}", r.stdout);

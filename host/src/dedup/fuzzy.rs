@@ -20,6 +20,7 @@ use super::DedupError;
 use super::components::Components;
 use super::index::{Index, IndexedFile, load_pairs, save_pairs, utf8};
 use super::work::{RecordFile, Work, read_all, write_atomic};
+
 use crate::exec::SpillDir;
 use crate::metrics::RunMetrics;
 
@@ -102,8 +103,8 @@ pub fn scan(work: &Work, docs: &SpillDir, p: &FuzzyParams, metrics: &RunMetrics)
     Ok(index)
 }
 
-fn edges_file(it: usize) -> String {
-    format!("edges-{it:03}.bin")
+fn edges_prefix(it: usize) -> String {
+    format!("edges-{it:03}-")
 }
 
 /// Candidate pairs of one bucket partition's records (sorted here), packed `a << 32 | b`, a < b.
@@ -133,11 +134,70 @@ fn bucket_pairs(recs: &mut [u128], edges: &mut Vec<u64>) {
     }
 }
 
+/// Sort `recs` in `shards` pieces (split by key) on every core; each piece's candidate pairs
+/// go to its own edges file of pass `it`, partition `q`. Pairs are not held in memory.
+fn pairs_to_files(work: &Work, recs: Vec<u128>, it: usize, q: usize) -> Result<(), DedupError> {
+    let threads = crate::os::available_cores().max(1);
+    let shards = split_by_key(recs, threads);
+    let ids: Vec<usize> = (0..shards.len()).collect();
+    let shards: Vec<std::sync::Mutex<Vec<u128>>> = shards.into_iter().map(std::sync::Mutex::new).collect();
+    super::index::par_map(&ids, threads, |&s| {
+        let mut recs =
+            std::mem::take(&mut *shards[s].lock().map_err(|_| DedupError::Data { path: String::new(), message: "poisoned".into() })?);
+        let mut edges = Vec::new();
+        bucket_pairs(&mut recs, &mut edges);
+        drop(recs);
+        edges.sort_unstable();
+        edges.dedup();
+        let mut f = RecordFile::create(work.path(&format!("{}{q:04}-{s:03}.bin", edges_prefix(it))))?;
+        for e in &edges {
+            f.write(&e.to_le_bytes())?;
+        }
+        f.commit()
+    })?;
+    Ok(())
+}
+
+/// `recs` cut into `n` vectors by the top bits of their key (a bucket never spans two), each
+/// reserved for its expected size plus slack so that no vector doubles.
+fn split_by_key(recs: Vec<u128>, n: usize) -> Vec<Vec<u128>> {
+    let n = n.max(1);
+    if n == 1 {
+        return vec![recs];
+    }
+    let expected = recs.len() / n;
+    let slack = 8 * ((expected as f64).sqrt() as usize) + 1024;
+    let mut out: Vec<Vec<u128>> = (0..n).map(|_| Vec::with_capacity(expected + slack)).collect();
+    // Move in blocks, shrinking the source as it is consumed so memory does not double.
+    let mut recs = recs;
+    let block = (recs.len() / 8).max(1 << 20);
+    while !recs.is_empty() {
+        let start = recs.len().saturating_sub(block);
+        for r in recs.drain(start..) {
+            let key = (r >> 32) as u64;
+            out[((key as u128 * n as u128) >> 64) as usize].push(r);
+        }
+        recs.shrink_to_fit();
+    }
+    out
+}
+
 /// Pass `it`: bucket its bands of every document and write the candidate pairs it finds.
+/// The bands' keys are hashed on every core; with one partition the records stay in memory,
+/// with more they go through one spill file per partition, processed one at a time.
 pub fn buckets(work: &Work, n: u32, p: &FuzzyParams, bpi: usize, partitions: usize, it: usize) -> Result<(), DedupError> {
     let marker = format!("buckets-{it:03}");
     if work.done(&marker) {
         return Ok(());
+    }
+    // Pairs a killed earlier attempt at this pass left.
+    let prefix = edges_prefix(it);
+    if let Ok(entries) = std::fs::read_dir(&work.dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
     let hashes = p.num_hashes();
     let bands = it * bpi..((it + 1) * bpi).min(p.num_bands);
@@ -153,32 +213,42 @@ pub fn buckets(work: &Work, n: u32, p: &FuzzyParams, bpi: usize, partitions: usi
     } else {
         (0..partitions).map(|q| RecordFile::create(work.path(&format!("bucket-{it:03}-{q:04}.bin")))).collect::<Result<Vec<_>, _>>()?
     };
-    let chunk_docs = ((8 << 20) / sig_bytes.max(1)).max(1);
+    let threads = crate::os::available_cores().max(1);
+    let chunk_docs = ((8 << 20) / sig_bytes.max(1)).max(threads);
     let mut chunk = vec![0u8; chunk_docs * sig_bytes];
     let mut doc: u32 = 0;
     while doc < n {
         let take = (chunk_docs as u32).min(n - doc) as usize;
         let buf = &mut chunk[..take * sig_bytes];
         reader.read_exact(buf).map_err(|e| DedupError::Io { path: path.display().to_string(), source: e })?;
-        for (k, sig) in buf.chunks_exact(sig_bytes).enumerate() {
-            let d = doc + k as u32;
-            for b in bands.clone() {
-                let key = xxhash_rust::xxh3::xxh3_64_with_seed(&sig[b * row_bytes..(b + 1) * row_bytes], b as u64);
-                let rec = (key as u128) << 32 | d as u128;
-                if partitions == 1 {
-                    in_memory.push(rec);
-                } else {
-                    let q = ((key as u128 * partitions as u128) >> 64) as usize;
-                    files[q].write(&rec.to_le_bytes())?;
+        let pieces: Vec<(u32, &[u8])> = buf
+            .chunks(take.div_ceil(threads) * sig_bytes)
+            .enumerate()
+            .map(|(i, c)| (doc + (i * take.div_ceil(threads)) as u32, c))
+            .collect();
+        let recs = super::index::par_map(&pieces, threads, |&(first, piece)| {
+            let mut out = Vec::with_capacity(piece.len() / sig_bytes * bands.len());
+            for (k, sig) in piece.chunks_exact(sig_bytes).enumerate() {
+                for b in bands.clone() {
+                    let key = xxhash_rust::xxh3::xxh3_64_with_seed(&sig[b * row_bytes..(b + 1) * row_bytes], b as u64);
+                    out.push((key as u128) << 32 | (first + k as u32) as u128);
                 }
+            }
+            Ok(out)
+        })?;
+        for r in recs.into_iter().flatten() {
+            if partitions == 1 {
+                in_memory.push(r);
+            } else {
+                let q = (((r >> 32) as u64 as u128 * partitions as u128) >> 64) as usize;
+                files[q].write(&r.to_le_bytes())?;
             }
         }
         doc += take as u32;
     }
-    let mut edges = Vec::new();
+    drop(chunk);
     if partitions == 1 {
-        bucket_pairs(&mut in_memory, &mut edges);
-        drop(in_memory);
+        pairs_to_files(work, in_memory, it, 0)?;
     } else {
         for f in files {
             f.commit()?;
@@ -186,16 +256,12 @@ pub fn buckets(work: &Work, n: u32, p: &FuzzyParams, bpi: usize, partitions: usi
         for q in 0..partitions {
             let part = work.path(&format!("bucket-{it:03}-{q:04}.bin"));
             let bytes = read_all(&part)?;
-            let mut recs: Vec<u128> = bytes.chunks_exact(16).map(|c| u128::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+            let recs: Vec<u128> = bytes.chunks_exact(16).map(|c| u128::from_le_bytes(c.try_into().unwrap_or_default())).collect();
             drop(bytes);
-            bucket_pairs(&mut recs, &mut edges);
+            pairs_to_files(work, recs, it, q)?;
             let _ = std::fs::remove_file(&part);
         }
     }
-    edges.sort_unstable();
-    edges.dedup();
-    let bytes: Vec<u8> = edges.iter().flat_map(|e| e.to_le_bytes()).collect();
-    write_atomic(&work.path(&edges_file(it)), &bytes)?;
     work.mark(&marker)
 }
 
@@ -222,26 +288,36 @@ pub fn components(
     work: &Work,
     docs: &SpillDir,
     index: &Index,
-    n: u32,
     p: &FuzzyParams,
     iterations: usize,
+    chunk_docs: u64,
     metrics: &RunMetrics,
 ) -> Result<Found, DedupError> {
+    let n = index.documents() as u32;
     if work.done("groups") {
         let bytes = read_all(&work.path(PAIRS))?;
         let (c, v, x): (u64, u64, u64) = serde_json::from_slice(&bytes).unwrap_or((0, 0, 0));
         return Ok(Found { groups: load_pairs(work, "groups.bin")?, candidates: c, verified: v, text_checks: x });
     }
     let mut edges: Vec<u64> = Vec::new();
-    for it in 0..iterations {
-        let bytes = read_all(&work.path(&edges_file(it)))?;
+    let mut names: Vec<String> = std::fs::read_dir(&work.dir)
+        .map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .filter(|n| n.starts_with("edges-") && n.ends_with(".bin"))
+        .filter(|n| (0..iterations).any(|it| n.starts_with(&edges_prefix(it))))
+        .collect();
+    names.sort();
+    for name in names {
+        let bytes = read_all(&work.path(&name))?;
         edges.extend(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())));
     }
     edges.sort_unstable();
     edges.dedup();
     let candidates = edges.len() as u64;
     metrics.dedup.candidate_pairs.store(candidates, Ordering::Relaxed);
-    let (kept, checked) = if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(work, &edges, docs, index, p)? } else { (edges, 0) };
+    let (kept, checked) =
+        if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(work, &edges, docs, index, p, chunk_docs)? } else { (edges, 0) };
     metrics.dedup.text_checks.store(checked, Ordering::Relaxed);
     let verified = kept.len() as u64;
     metrics.dedup.verified_pairs.store(verified, Ordering::Relaxed);
@@ -286,7 +362,14 @@ fn triage(sa: &[u8], sb: &[u8], t: f64, k: usize) -> Triage {
 /// text. Pairs are triaged on their signatures (`triage`, every core); the shingle sets of
 /// just the documents in an undecided pair are built from the spill (every core), and those
 /// pairs checked exactly (every core).
-fn verify(work: &Work, edges: &[u64], docs: &SpillDir, index: &Index, p: &FuzzyParams) -> Result<(Vec<u64>, u64), DedupError> {
+fn verify(
+    work: &Work,
+    edges: &[u64],
+    docs: &SpillDir,
+    index: &Index,
+    p: &FuzzyParams,
+    chunk_docs: u64,
+) -> Result<(Vec<u64>, u64), DedupError> {
     let k = p.num_hashes();
     let t = p.jaccard_threshold;
     let path = work.path(SIGS);
@@ -318,13 +401,41 @@ fn verify(work: &Work, edges: &[u64], docs: &SpillDir, index: &Index, p: &FuzzyP
         kept.extend(a);
         check.extend(c);
     }
-    if check.is_empty() {
-        return Ok((kept, 0));
+    // Undecided pairs, a chunk of at most `chunk_docs` documents' sets at a time.
+    let mut start = 0;
+    while start < check.len() {
+        let mut docs_in: std::collections::HashSet<u32> = std::collections::HashSet::new();
+        let mut end = start;
+        while end < check.len() {
+            let e = check[end];
+            let new = [(e >> 32) as u32, e as u32].iter().filter(|d| !docs_in.contains(d)).count();
+            if docs_in.len() + new > chunk_docs.max(2) as usize && end > start {
+                break;
+            }
+            docs_in.insert((e >> 32) as u32);
+            docs_in.insert(e as u32);
+            end += 1;
+        }
+        let mut involved: Vec<u32> = docs_in.into_iter().collect();
+        involved.sort_unstable();
+        kept.extend(check_on_text(&check[start..end], &involved, docs, index, p, threads)?);
+        start = end;
     }
-    let mut involved: Vec<u32> = check.iter().flat_map(|e| [(e >> 32) as u32, *e as u32]).collect();
-    involved.sort_unstable();
-    involved.dedup();
+    Ok((kept, check.len() as u64))
+}
+
+/// The pairs of `pairs` whose shingle sets have Jaccard ≥ the threshold; `involved`: their
+/// documents, sorted. Sets are built from the spill and pairs checked on every core.
+fn check_on_text(
+    pairs: &[u64],
+    involved: &[u32],
+    docs: &SpillDir,
+    index: &Index,
+    p: &FuzzyParams,
+    threads: usize,
+) -> Result<Vec<u64>, DedupError> {
     let kind = shingles(p);
+    let t = p.jaccard_threshold;
     let in_file = |f: &IndexedFile| {
         let i = involved.partition_point(|&d| d < f.base);
         (i, involved[i..].partition_point(|&d| (d as u64) < f.base as u64 + f.rows as u64))
@@ -350,12 +461,11 @@ fn verify(work: &Work, edges: &[u64], docs: &SpillDir, index: &Index, p: &FuzzyP
         });
     }
     let at = |d: u32| involved.binary_search(&d).unwrap_or(0);
-    let chunks: Vec<&[u64]> = check.chunks(check.len().div_ceil(threads * 4).max(1)).collect();
+    let chunks: Vec<&[u64]> = pairs.chunks(pairs.len().div_ceil(threads * 4).max(1)).collect();
     let passed = super::index::par_map(&chunks, threads, |part| {
         Ok(part.iter().copied().filter(|e| jaccard(&sets[at((e >> 32) as u32)], &sets[at(*e as u32)]) >= t).collect::<Vec<u64>>())
     })?;
-    kept.extend(passed.into_iter().flatten());
-    Ok((kept, check.len() as u64))
+    Ok(passed.into_iter().flatten().collect())
 }
 
 #[cfg(test)]

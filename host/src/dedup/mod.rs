@@ -115,9 +115,15 @@ pub(crate) fn crash_point(marker: &str) {
     }
 }
 
+/// Documents per text-check chunk: the plan's, or `CURATOR_DEDUP_CHECK_CHUNK` (tests use it
+/// to force many chunks on small data).
+fn check_chunk(planned: u64) -> u64 {
+    std::env::var("CURATOR_DEDUP_CHECK_CHUNK").ok().and_then(|v| v.parse().ok()).unwrap_or(planned)
+}
+
 /// Times a phase and samples the process's peak RSS (the high-water mark is reset first
 /// where the kernel allows it, so each phase reports its own).
-struct PhaseClock {
+pub(crate) struct PhaseClock {
     name: &'static str,
     t0: Instant,
     planned: Option<u64>,
@@ -125,12 +131,13 @@ struct PhaseClock {
 }
 
 impl PhaseClock {
-    fn start(name: &'static str, planned: Option<u64>) -> PhaseClock {
+    pub(crate) fn start(name: &'static str, planned: Option<u64>) -> PhaseClock {
+        crate::os::release_free_memory();
         crate::os::reset_peak_rss();
         tracing::info!("dedup: {name}");
         PhaseClock { name, t0: Instant::now(), planned, start_rss: crate::os::own_rss_bytes() }
     }
-    fn finish(self, stats: &mut DedupStats, resumed: bool) {
+    pub(crate) fn finish(self, stats: &mut DedupStats, resumed: bool) {
         stats.phases.push(PhaseStats {
             phase: self.name.to_string(),
             seconds: self.t0.elapsed().as_secs_f64(),
@@ -192,7 +199,7 @@ pub(crate) fn find_duplicates(
             }
             let resumed = work.done("groups");
             let clock = PhaseClock::start("components", planned("components"));
-            let found = fuzzy::components(work, docs, &index, n, &p, cap.iterations, metrics)?;
+            let found = fuzzy::components(work, docs, &index, &p, cap.iterations, check_chunk(cap.check_docs_per_chunk), metrics)?;
             clock.finish(&mut stats, resumed);
             stats.candidate_pairs = found.candidates;
             stats.verified_pairs = found.verified;

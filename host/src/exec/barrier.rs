@@ -47,6 +47,8 @@ pub(super) fn run_with_dedup(
     let reader = SpillDir::open(docs_dir.clone(), None)?;
     let todo: Vec<_> = d.all_partitions.iter().filter(|p| !reader.done_marker(p.index).exists()).cloned().collect();
     let mut read = (0, 0);
+    let docs_clock = crate::dedup::PhaseClock::start("documents", None);
+    let docs_resumed = todo.is_empty();
     if !todo.is_empty() {
         tracing::info!(
             partitions = todo.len(),
@@ -70,7 +72,11 @@ pub(super) fn run_with_dedup(
     }
     crate::dedup::crash_point("docs");
     let ctx = new_ctx(plan.clone());
-    let (index, verdict, stats) = find_duplicates(d, &work, &reader, &ctx.metrics)?;
+    let mut docs_stats = crate::dedup::DedupStats::default();
+    docs_clock.finish(&mut docs_stats, docs_resumed);
+    let (index, verdict, mut stats) = find_duplicates(d, &work, &reader, &ctx.metrics)?;
+    stats.phases.splice(0..0, docs_stats.phases);
+    let out_clock = crate::dedup::PhaseClock::start("output", None);
     let mut written = Written::default();
     if writes_documents(d.spec.action) && !plan.partitions.is_empty() {
         let replay = DedupReplay {
@@ -85,6 +91,7 @@ pub(super) fn run_with_dedup(
         let stages: Vec<usize> = (d.before..plan.stages.len()).collect();
         written = run_graph(&ctx, Source::Replay(&replay), &stages, Sink::Write(&journal), capacity, t0, scaling)?.1;
     }
+    out_clock.finish(&mut stats, false);
     let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &stats)?;
     tracing::info!("dedup {:?}: {listed} duplicate id(s) in {}", d.label, plan.output_dir.join("_duplicates").display());
     crate::dedup::crash_point("duplicates");
