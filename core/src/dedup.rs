@@ -242,6 +242,8 @@ pub struct Corpus {
 
 /// Bytes per record of the exact grouping spill: the 128-bit hash and the document's position.
 pub const EXACT_RECORD_BYTES: u64 = 24;
+/// Largest exact-dedup key partition the planner picks.
+pub const EXACT_PARTITION_BYTES: u64 = 16 << 20;
 /// Bytes per document and band in the bucket phase: the band's 64-bit key and the document's
 /// 32-bit position, packed in one u128 (sorted in place, no scratch).
 pub const BUCKET_RECORD_BYTES: u64 = 16;
@@ -306,7 +308,9 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
     match spec.method {
         DedupMethod::Exact => {
             let records = n * EXACT_RECORD_BYTES;
-            let partitions = spec.partitions.unwrap_or_else(|| ceil_div(records, room).max(1) as usize);
+            // Partitions of at most EXACT_PARTITION_BYTES: the group phase's memory stays flat
+            // however large the corpus (more partitions cost one small file each).
+            let partitions = spec.partitions.unwrap_or_else(|| ceil_div(records, room.min(EXACT_PARTITION_BYTES)).max(1) as usize);
             let group = ceil_div(records, partitions as u64) + PHASE_OVERHEAD_BYTES;
             let phases = vec![PhaseEstimate {
                 phase: "group",

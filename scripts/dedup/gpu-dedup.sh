@@ -67,6 +67,7 @@ b = [p for p in d["phases"] if p["phase"] == "buckets"]
 est = [p for p in plan["dedup"]["plan"]["phases"] if p["phase"] == "buckets"][0]["bytes"]
 pk = max(p['peak_rss_bytes'] for p in b) / 2**20; st = min(p['start_rss_bytes'] for p in b) / 2**20
 print(f"| {sys.argv[5]} | {d['documents']} | {t:.2f} | {d['documents'] / t:,.0f} | {sum(u) / max(len(u), 1):.0f} / {max(u or [0]):.0f} | {d['duplicates']} | {d['candidate_pairs']} / {d['verified_pairs']} / {d['text_checks']} | {pk:.0f} (from {st:.0f}) vs {est / 2**20:.0f} | {' '.join(p['phase'] + ' ' + format(p['seconds'], '.2f') for p in d['phases'])} |")
+print(json.dumps({p['phase']: [round(p['seconds'], 2), round(p['start_rss_bytes'] / 2**20), round(p['peak_rss_bytes'] / 2**20), round((p.get('planned_bytes') or 0) / 2**20)] for p in d['phases']}), file=sys.stderr)
 PY
 }
 echo "| run | docs | s | docs/s | GPU busy % mean / max | duplicates | candidate / verified / text-checked pairs | bucket phase peak RSS (RSS at its start) vs plan, MiB | phases (s) |"

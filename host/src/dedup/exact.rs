@@ -12,7 +12,7 @@ use curator_core::dedup::ExactHash;
 
 use super::DedupError;
 use super::index::{Index, load_pairs, save_pairs, utf8};
-use super::work::{RecordFile, Work, read_all};
+use super::work::{RecordFile, Work};
 use crate::exec::SpillDir;
 use crate::metrics::RunMetrics;
 
@@ -72,15 +72,16 @@ pub fn group(work: &Work, partitions: usize) -> Result<Vec<(u32, u32)>, DedupErr
     let mut out = Vec::new();
     for p in 0..partitions {
         let path = work.path(&key_file(p));
-        let bytes = read_all(&path)?;
-        let mut recs: Vec<(u64, u64, u32)> = bytes
-            .chunks_exact(RECORD)
-            .map(|c| {
-                let w = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().unwrap_or_default());
-                (w(0), w(8), u32::from_le_bytes(c[16..20].try_into().unwrap_or_default()))
-            })
-            .collect();
-        drop(bytes);
+        let ioerr = |e| DedupError::Io { path: path.display().to_string(), source: e };
+        let len = std::fs::metadata(&path).map_err(ioerr)?.len() as usize;
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&path).map_err(ioerr)?);
+        let mut recs: Vec<(u64, u64, u32)> = Vec::with_capacity(len / RECORD);
+        let mut c = [0u8; RECORD];
+        for _ in 0..len / RECORD {
+            std::io::Read::read_exact(&mut reader, &mut c).map_err(ioerr)?;
+            let w = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().unwrap_or_default());
+            recs.push((w(0), w(8), u32::from_le_bytes(c[16..20].try_into().unwrap_or_default())));
+        }
         recs.sort_unstable();
         let mut i = 0;
         while i < recs.len() {

@@ -117,13 +117,15 @@ impl crate::exec::Replay for DedupReplay<'_> {
 }
 
 /// Write `_duplicates/part-00000.parquet` (id, group, kept_id, source, row: one row per
-/// document `remove` drops, in source order) and `_duplicates/summary.json` into `out`.
+/// document `remove` drops, in source order) and `_duplicates/summary.json` (`stats`, with
+/// this phase's time added) into `out`.
 pub(crate) fn write_duplicates(
     out: &Loc,
     docs: &SpillDir,
     index: &Index,
     verdict: &Verdict,
-    stats: &DedupStats,
+    stats: &mut DedupStats,
+    clock: super::PhaseClock,
 ) -> Result<u64, DedupError> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Utf8, false),
@@ -137,6 +139,9 @@ pub(crate) fn write_duplicates(
     let werr = |e: parquet::errors::ParquetError| DedupError::Io { path: target.display(), source: std::io::Error::other(e.to_string()) };
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        // Row groups of 64 Ki rows: the writer buffers one, so memory stays flat.
+        .set_max_row_group_row_count(Some(1 << 16))
+        .set_dictionary_enabled(false)
         .build();
     let mut writer = parquet::arrow::ArrowWriter::try_new(w, schema.clone(), Some(props)).map_err(werr)?;
     // The survivors' ids first (a survivor may sit in any earlier file), then each file's
@@ -188,6 +193,7 @@ pub(crate) fn write_duplicates(
     }
     let w = writer.into_inner().map_err(werr)?;
     spool.commit(w)?;
+    clock.finish(stats, false);
     let summary = serde_json::to_vec_pretty(stats).map_err(|e| DedupError::Data { path: "summary.json".into(), message: e.to_string() })?;
     crate::io::writer::write_small(&out.join("_duplicates/summary.json"), &summary)?;
     Ok(written)

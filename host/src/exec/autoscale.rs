@@ -40,7 +40,9 @@ pub(crate) fn record_scaling(ctx: &Ctx, scaling: &mut Vec<ScaleEvent>, t0: Insta
         workers[p.stage] = *n;
     }
     let shown: Vec<String> = pools.iter().zip(counts).map(|(p, n)| format!("{} {n}", ctx.plan.stages[p.stage].label)).collect();
-    tracing::info!("workers ({why}): {}", shown.join(", "));
+    if !shown.is_empty() {
+        tracing::info!("workers ({why}): {}", shown.join(", "));
+    }
     scaling.push(ScaleEvent { at_s: t0.elapsed().as_secs_f64(), workers });
 }
 

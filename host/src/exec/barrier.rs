@@ -92,7 +92,8 @@ pub(super) fn run_with_dedup(
         written = run_graph(&ctx, Source::Replay(&replay), &stages, Sink::Write(&journal), capacity, t0, scaling)?.1;
     }
     out_clock.finish(&mut stats, false);
-    let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &stats)?;
+    let dup_clock = crate::dedup::PhaseClock::start("duplicates", None);
+    let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
     tracing::info!("dedup {:?}: {listed} duplicate id(s) in {}", d.label, plan.output_dir.join("_duplicates").display());
     crate::dedup::crash_point("duplicates");
     Ok(Barrier { read, written, stats, work })
