@@ -15,7 +15,7 @@ use crate::runner::{Runner, StageDef, StageError};
 
 /// The contract's version; `include/curator_stage.h` is the source (`tests/contract.rs`).
 pub const ABI_MAJOR: u32 = 0;
-pub const ABI_MINOR: u32 = 2;
+pub const ABI_MINOR: u32 = 3;
 /// The symbol a native plugin exports.
 pub const ENTRY_SYMBOL: &str = "curator_stage_entry";
 
@@ -364,13 +364,14 @@ fn import_column(a: &ArrowArray, s: &ArrowSchema, parent_offset: usize, rows: us
     let validity = if a.null_count != 0 && !buf(0).is_null() { bits(buf(0), off, rows) } else { Vec::new() };
     let ty = match format {
         "u" => ColumnType::Utf8,
+        "z" => ColumnType::Binary,
         "l" => ColumnType::Int64,
         "g" => ColumnType::Float64,
         "b" => ColumnType::Boolean,
         other => return Err(format!("column {name:?}: unsupported Arrow format {other:?}")),
     };
     let (offsets, data) = match ty {
-        ColumnType::Utf8 => {
+        ColumnType::Utf8 | ColumnType::Binary => {
             // SAFETY: rows + 1 i32 offsets from `off`, data covering them.
             let o = unsafe { std::slice::from_raw_parts((buf(1) as *const i32).add(off), rows + 1) };
             let (first, last) = (o[0] as usize, o[rows] as usize);
@@ -479,6 +480,7 @@ fn export_column(c: Column, rows: usize) -> (ArrowArray, ArrowSchema) {
     let schema = export_schema(
         match c.ty {
             ColumnType::Utf8 => "u",
+            ColumnType::Binary => "z",
             ColumnType::Int64 => "l",
             ColumnType::Float64 => "g",
             ColumnType::Boolean => "b",
@@ -488,7 +490,7 @@ fn export_column(c: Column, rows: usize) -> (ArrowArray, ArrowSchema) {
     );
     let null_count = if c.validity.is_empty() { 0 } else { -1 };
     let mut owned = vec![c.validity];
-    if c.ty == ColumnType::Utf8 {
+    if matches!(c.ty, ColumnType::Utf8 | ColumnType::Binary) {
         owned.push(c.offsets.iter().flat_map(|o| o.to_le_bytes()).collect());
     }
     owned.push(c.data);

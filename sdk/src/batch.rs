@@ -7,6 +7,8 @@ use crate::doc::Doc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {
     Utf8,
+    /// Bytes (Arrow `Binary`): offsets and data like utf8, any bytes.
+    Binary,
     Int64,
     Float64,
     Boolean,
@@ -86,6 +88,34 @@ impl Column {
             offsets.push(data.len() as u32);
         }
         Column { name: name.into(), ty: ColumnType::Utf8, validity: Vec::new(), offsets, data }
+    }
+
+    /// A binary column from byte strings.
+    pub fn binary<'a>(name: &str, values: impl IntoIterator<Item = &'a [u8]>) -> Column {
+        let mut offsets = vec![0u32];
+        let mut data = Vec::new();
+        for v in values {
+            data.extend_from_slice(v);
+            offsets.push(data.len() as u32);
+        }
+        Column { name: name.into(), ty: ColumnType::Binary, validity: Vec::new(), offsets, data }
+    }
+
+    /// A binary column of `rows` values of `width` bytes each, laid out back to back in
+    /// `data` (e.g. a fixed number of u32 per row).
+    pub fn binary_fixed(name: &str, width: usize, data: Vec<u8>) -> Column {
+        let rows = data.len().checked_div(width).unwrap_or(0);
+        let offsets = (0..=rows).map(|r| (r * width) as u32).collect();
+        Column { name: name.into(), ty: ColumnType::Binary, validity: Vec::new(), offsets, data }
+    }
+
+    /// The bytes of row `i` of a binary (or utf8) column.
+    pub fn bytes_at(&self, i: usize) -> Option<&[u8]> {
+        if !matches!(self.ty, ColumnType::Binary | ColumnType::Utf8) {
+            return None;
+        }
+        let (a, b) = (*self.offsets.get(i)? as usize, *self.offsets.get(i + 1)? as usize);
+        self.data.get(a..b)
     }
 
     /// An int64 column.

@@ -45,6 +45,7 @@ fn to_wit_error(e: StageError) -> wit::StageError {
 fn from_wit_column(c: wit::Column) -> Column {
     let ty = match c.ty {
         wit::ColumnType::Utf8 => ColumnType::Utf8,
+        wit::ColumnType::Binary => ColumnType::Binary,
         wit::ColumnType::Int64 => ColumnType::Int64,
         wit::ColumnType::Float64 => ColumnType::Float64,
         wit::ColumnType::Boolean => ColumnType::Boolean,
@@ -55,6 +56,7 @@ fn from_wit_column(c: wit::Column) -> Column {
 fn to_wit_column(c: Column) -> wit::Column {
     let ty = match c.ty {
         ColumnType::Utf8 => wit::ColumnType::Utf8,
+        ColumnType::Binary => wit::ColumnType::Binary,
         ColumnType::Int64 => wit::ColumnType::Int64,
         ColumnType::Float64 => wit::ColumnType::Float64,
         ColumnType::Boolean => wit::ColumnType::Boolean,

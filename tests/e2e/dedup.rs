@@ -241,6 +241,25 @@ fn fuzzy_word_shingles_find_exactly_the_planted_near_duplicates() {
 }
 
 #[test]
+fn signatures_cross_as_binary_and_sinks_write_them_as_hex() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    write_docs(&dir.path().join("data/a.jsonl"), &base_texts()[..20]);
+    write_pipeline(
+        dir.path(),
+        "source: {path: data}\nstages:\n  - plugin: minhash\n    params: {device: cpu, num_hashes: 16}\n    resources: {gpu_memory_gb: 0}\nsink: {path: out}\n",
+    );
+    run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();
+    let docs = read_jsonl(&dir.path().join("out/a.jsonl"));
+    assert_eq!(docs.len(), 20);
+    for d in &docs {
+        let hex = d["minhash_signature"].as_str().unwrap();
+        assert_eq!(hex.len(), 16 * 8, "{hex}");
+        assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+}
+
+#[test]
 fn same_duplicates_whatever_the_workers_partitions_and_bands_per_iteration() {
     let (dir, _) = setup(FUZZY, "");
     run_in(dir.path(), &["run", "pipeline.yaml", "--workers", "1"], &[]).ok();

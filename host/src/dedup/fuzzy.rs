@@ -81,13 +81,24 @@ pub fn scan(work: &Work, docs: &SpillDir, p: &FuzzyParams, metrics: &RunMetrics)
             if task.batch.num_rows() == 0 {
                 return Ok(buf);
             }
+            let bad = |r: usize| DedupError::Data {
+                path: format!("{name} ({})", task.meta),
+                message: format!("row {r}: {SIGNATURE} is not {hashes} u32 values (binary, or hex text)"),
+            };
+            // Binary (the `minhash` plugin: little-endian u32), or hex text (8 digits a value).
+            if let Some(col) = task.batch.column_by_name(SIGNATURE).and_then(|c| c.as_any().downcast_ref::<arrow_array::BinaryArray>()) {
+                let (offsets, values) = (col.value_offsets(), col.value_data());
+                let (first, last) = (offsets[0] as usize, offsets[col.len()] as usize);
+                if col.null_count() > 0 || last - first != col.len() * hashes * 4 {
+                    return Err(bad((0..col.len()).find(|&r| col.is_null(r) || col.value(r).len() != hashes * 4).unwrap_or(0)));
+                }
+                // Every row has exactly `hashes * 4` bytes, so the rows lie back to back.
+                return Ok(values[first..last].to_vec());
+            }
             let col = utf8(task, SIGNATURE, name)?;
             buf.reserve(col.len() * hashes * 4);
             for r in 0..col.len() {
-                decode(col.value(r), hashes, &mut buf).ok_or_else(|| DedupError::Data {
-                    path: format!("{name} ({})", task.meta),
-                    message: format!("row {r}: {SIGNATURE} is not {hashes} hex-encoded u32 values"),
-                })?;
+                decode(col.value(r), hashes, &mut buf).ok_or_else(|| bad(r))?;
             }
             Ok(buf)
         },

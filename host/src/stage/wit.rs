@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array};
+use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
 
@@ -62,6 +62,14 @@ fn column_to_wit(name: &str, array: &ArrayRef) -> Option<wit::Column> {
             let offsets = offs.iter().map(|o| (*o as usize - base) as u32).collect();
             (wit::ColumnType::Utf8, offsets, a.value_data()[base..end].to_vec())
         }
+        DataType::Binary => {
+            let a = array.as_any().downcast_ref::<BinaryArray>()?;
+            let offs = a.value_offsets();
+            let base = *offs.first()? as usize;
+            let end = *offs.last()? as usize;
+            let offsets = offs.iter().map(|o| (*o as usize - base) as u32).collect();
+            (wit::ColumnType::Binary, offsets, a.value_data()[base..end].to_vec())
+        }
         DataType::Int64 => {
             let a = array.as_any().downcast_ref::<Int64Array>()?;
             (wit::ColumnType::Int64, Vec::new(), a.values().iter().flat_map(|v| v.to_le_bytes()).collect())
@@ -95,7 +103,7 @@ pub fn column_from_wit(c: wit::Column, rows: usize) -> Result<(Field, ArrayRef),
     let nulls = null_buffer(c.validity, rows, &name)?;
     let nullable = nulls.is_some();
     let array: ArrayRef = match c.ty {
-        wit::ColumnType::Utf8 => {
+        wit::ColumnType::Utf8 | wit::ColumnType::Binary => {
             if c.offsets.len() != rows + 1 {
                 return Err(bad(format!("column {name:?}: {} offsets for {rows} rows", c.offsets.len())));
             }
@@ -108,8 +116,11 @@ pub fn column_from_wit(c: wit::Column, rows: usize) -> Result<(Field, ArrayRef),
                 return Err(bad(format!("column {name:?}: offsets out of order or out of range")));
             }
             let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-            let array = StringArray::try_new(offsets, Buffer::from_vec(c.data), nulls).map_err(|e| bad(format!("column {name:?}: {e}")))?;
-            Arc::new(array)
+            if c.ty == wit::ColumnType::Binary {
+                Arc::new(BinaryArray::try_new(offsets, Buffer::from_vec(c.data), nulls).map_err(|e| bad(format!("column {name:?}: {e}")))?)
+            } else {
+                Arc::new(StringArray::try_new(offsets, Buffer::from_vec(c.data), nulls).map_err(|e| bad(format!("column {name:?}: {e}")))?)
+            }
         }
         wit::ColumnType::Int64 | wit::ColumnType::Float64 => {
             if c.data.len() != rows * 8 {
@@ -230,5 +241,24 @@ mod tests {
         let col = out.column_by_name("n").unwrap().as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(col.value(2), 3);
         assert!(col.is_null(1));
+    }
+
+    #[test]
+    fn binary_columns_cross_both_ways() {
+        let c = wit::Column {
+            name: "sig".into(),
+            ty: wit::ColumnType::Binary,
+            validity: vec![],
+            offsets: vec![0, 2, 2, 5],
+            data: vec![0, 255, 1, 2, 3],
+        };
+        let (field, array) = column_from_wit(c.clone(), 3).unwrap();
+        assert_eq!(field.data_type(), &DataType::Binary);
+        let a = array.as_any().downcast_ref::<BinaryArray>().unwrap();
+        assert_eq!((a.value(0), a.value(1), a.value(2)), (&[0u8, 255][..], &[][..], &[1u8, 2, 3][..]));
+        let back = column_to_wit("sig", &array).unwrap();
+        assert_eq!((back.ty == wit::ColumnType::Binary, back.offsets, back.data), (true, c.offsets, c.data));
+        let bad = wit::Column { name: "sig".into(), ty: wit::ColumnType::Binary, validity: vec![], offsets: vec![0, 9], data: vec![1] };
+        assert!(column_from_wit(bad, 1).is_err());
     }
 }

@@ -32,7 +32,7 @@ impl From<LibraryError> for StageFailure {
     }
 }
 
-/// The fields of the vtable this host reads (ABI 0.2): everything up to `free_error`.
+/// The fields of the vtable this host reads (ABI 0.2 and later): everything up to `free_error`.
 const VTABLE_FIELDS_0_2: usize = std::mem::size_of::<StageVTable>();
 
 /// A loaded native plugin.

@@ -11,7 +11,8 @@
 //!
 //! With `word_ngrams`, shingles are word n-grams instead ([`curator_sdk::shingle`]; CPU only).
 //!
-//! Output: `minhash_signature`, the values as 8-hex-digit big-endian words, concatenated.
+//! Output: `minhash_signature`, a binary column: the `num_hashes` values as little-endian u32,
+//! 4 bytes each (JSONL sinks write binary columns as hex).
 
 use curator_sdk::prelude::*;
 use curator_sdk::shingle::Shingles;
@@ -101,8 +102,9 @@ impl Stage for MinHash {
                 .signatures(&text.data, &text.offsets, self.char_ngrams, &a, &b)
                 .map_err(|e| if e.contains("OUT_OF_MEMORY") { StageError::OutOfMemory(e) } else { StageError::Failed(e) })?,
         };
-        let hex: Vec<String> = sigs.chunks(self.num_hashes.max(1)).map(to_hex).collect();
-        debug_assert_eq!(hex.len(), col.len());
-        Ok(Output::Columns(vec![Column::utf8("minhash_signature", hex.iter().map(String::as_str))]))
+        let bytes: Vec<u8> = sigs.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let out = Column::binary_fixed("minhash_signature", self.num_hashes * 4, bytes);
+        debug_assert_eq!(out.offsets.len(), col.len() + 1);
+        Ok(Output::Columns(vec![out]))
     }
 }

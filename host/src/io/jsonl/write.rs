@@ -138,6 +138,9 @@ pub fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
         serde_json::Number::from_f64(a.value(row)).map(Value::Number).unwrap_or(Value::Null)
     } else if let Some(a) = any.downcast_ref::<BooleanArray>() {
         Value::Bool(a.value(row))
+    } else if let Some(a) = any.downcast_ref::<arrow_array::BinaryArray>() {
+        // JSON has no bytes: binary values are written as lowercase hex.
+        Value::String(a.value(row).iter().map(|b| format!("{b:02x}")).collect())
     } else {
         Value::Null
     }
