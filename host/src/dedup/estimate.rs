@@ -61,3 +61,31 @@ pub fn corpus(inputs: &[InputFile], limit: Option<u64>) -> Corpus {
     }
     Corpus { docs, bytes: bytes as u64 }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn input(path: &std::path::Path) -> InputFile {
+        let files = crate::io::discover(&[crate::io::Loc::Local(path.to_path_buf())], None, None).unwrap();
+        files.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn documents_are_estimated_from_a_sample_plain_or_compressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = format!("{}\n", serde_json::json!({"id": "x", "text": "word ".repeat(150)}));
+        let body = line.repeat(20_000);
+        std::fs::write(dir.path().join("a.jsonl"), &body).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(body.as_bytes()).unwrap();
+        std::fs::write(dir.path().join("b.jsonl.gz"), gz.finish().unwrap()).unwrap();
+        for name in ["a.jsonl", "b.jsonl.gz"] {
+            let c = corpus(&[input(&dir.path().join(name))], None);
+            let err = (c.docs as f64 - 20_000.0).abs() / 20_000.0;
+            assert!(err < 0.05, "{name}: {} documents estimated", c.docs);
+        }
+        assert_eq!(corpus(&[input(&dir.path().join("a.jsonl"))], Some(100)).docs, 100);
+    }
+}
