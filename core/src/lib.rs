@@ -12,6 +12,7 @@ pub mod pipeline;
 pub mod placement;
 pub mod resources;
 pub mod scaling;
+pub mod shard;
 pub mod spec_error;
 pub mod task;
 

@@ -59,6 +59,20 @@ enum Command {
         /// Run a dedup step even when `plan` estimates it needs more memory than this machine has.
         #[arg(long)]
         ignore_memory_plan: bool,
+        /// Run only shard I of N (0-based) of the partitions, as one job of a cluster array;
+        /// `curator-host merge OUTPUT` then writes the run's manifest.
+        #[arg(long, value_name = "I/N", conflicts_with = "shard_from_env")]
+        shard: Option<String>,
+        /// The shard from a job array's environment: SLURM_ARRAY_TASK_ID/_COUNT (less
+        /// SLURM_ARRAY_TASK_MIN), or JOB_COMPLETION_INDEX with CURATOR_SHARD_COUNT (Kubernetes).
+        #[arg(long)]
+        shard_from_env: bool,
+    },
+    /// Check that every shard of a sharded run finished in OUTPUT and write the run's
+    /// `_manifest.json` and `_summary.json`.
+    Merge {
+        /// The output directory (or object-store URL) the shards wrote to.
+        output: String,
     },
     /// Estimate a pipeline without running it: documents and bytes (from file sizes and a
     /// sample), each stage's workers and GPUs, and each dedup phase's memory and spill disk,
@@ -186,11 +200,57 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run { pipeline, plugins, workers, no_cache, dry_run, strict, restart, metrics, ignore_memory_plan } => {
-            let flags = RunFlags { no_cache, dry_run, restart, ignore_memory_plan };
+        Command::Run {
+            pipeline,
+            plugins,
+            workers,
+            no_cache,
+            dry_run,
+            strict,
+            restart,
+            metrics,
+            ignore_memory_plan,
+            shard,
+            shard_from_env,
+        } => {
+            let shard = match (shard, shard_from_env) {
+                (Some(s), _) => Some(curator_core::shard::Shard::parse(&s)),
+                (None, true) => Some(curator_core::shard::Shard::from_env(|k| std::env::var(k).ok())),
+                (None, false) => None,
+            };
+            let shard = match shard.transpose() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(EXIT_INVALID));
+                }
+            };
+            let flags = RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard };
             run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, flags)
         }
         Command::Plan { pipeline, plugins, memory, workers, json } => plan_command(&pipeline, &plugins, memory.as_deref(), workers, json),
+        Command::Merge { output } => {
+            let loc = curator_host::io::Loc::parse(&output, &std::env::current_dir().unwrap_or_default())?;
+            match curator_host::io::shards::merge(&loc) {
+                Ok(m) => {
+                    out!(
+                        "merged {} shard(s) of {}: {} file(s), read {} documents, wrote {}, rejected {}, dead-lettered {}",
+                        m.shards,
+                        loc.display(),
+                        m.files,
+                        m.documents_in,
+                        m.documents_out,
+                        m.rejected,
+                        m.failed
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(EXIT_FAILED))
+                }
+            }
+        }
         Command::Bench { pipeline, plugins, native_plugins, repeat, json } => bench(&pipeline, &plugins, native_plugins, repeat, json),
         Command::Plugin { command: PluginCommand::List { plugins, json } } => {
             let reg = scan(&plugins);
@@ -441,6 +501,7 @@ struct RunFlags {
     dry_run: bool,
     restart: bool,
     ignore_memory_plan: bool,
+    shard: Option<curator_core::shard::Shard>,
 }
 
 fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, workers: Option<usize>, json: bool) -> Result<ExitCode> {
@@ -449,7 +510,7 @@ fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, worker
         None => None,
         Some(m) => Some(curator_core::partition::parse_size(m).with_context(|| format!("--memory {m:?} is not a size such as 64GB"))?),
     };
-    let opts_plan = plan::PlanOptions { restart: false, check_setup: None, memory_bytes, ignore_memory_plan: true };
+    let opts_plan = plan::PlanOptions { restart: false, check_setup: None, memory_bytes, ignore_memory_plan: true, shard: None };
     let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,
         Err(e) => {
@@ -469,10 +530,11 @@ fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, worker
 }
 
 fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags) -> Result<ExitCode> {
-    let RunFlags { no_cache, dry_run, restart, ignore_memory_plan } = flags;
+    let RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard } = flags;
     let reg = scan(dirs);
     let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
-    let opts_plan = plan::PlanOptions { restart: restart && !dry_run, check_setup: Some(&runtime), memory_bytes: None, ignore_memory_plan };
+    let opts_plan =
+        plan::PlanOptions { restart: restart && !dry_run, check_setup: Some(&runtime), memory_bytes: None, ignore_memory_plan, shard };
     let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,
         Err(e @ PlanError::Spec(_)) | Err(e @ PlanError::Io(_)) => {
@@ -565,7 +627,10 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags) ->
         summary.workers,
         summary.peak_rss_mb,
     );
-    let summary_loc = plan.output_dir.join("_summary.json");
+    let summary_loc = match plan.shard {
+        Some(s) => plan.output_dir.join(&format!("{}/{}.summary.json", curator_host::io::shards::DIR, s.tag())),
+        None => plan.output_dir.join("_summary.json"),
+    };
     let saved = Spool::create(&summary_loc).and_then(|(spool, mut w)| {
         std::io::Write::write_all(&mut w, &serde_json::to_vec_pretty(&summary).unwrap_or_default()).map_err(|e| spool.werr(e))?;
         spool.commit(w)

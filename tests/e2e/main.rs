@@ -14,3 +14,4 @@ mod quickstart;
 mod s3;
 mod sandbox;
 mod scheduling;
+mod shards;

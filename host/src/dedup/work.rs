@@ -33,7 +33,7 @@ pub fn work_dir(spec: &PipelineSpec, output: &Loc) -> PathBuf {
 /// input files (path and size).
 pub fn fingerprint(spec: &PipelineSpec, step: usize, inputs: &[InputFile]) -> String {
     let mut text = serde_json::to_string(&spec.source).unwrap_or_default();
-    for s in &spec.stages[..=step.min(spec.stages.len().saturating_sub(1))] {
+    for s in spec.stages.iter().take(step + 1) {
         let s: &Step = s;
         text.push_str(&serde_json::to_string(s).unwrap_or_default());
     }

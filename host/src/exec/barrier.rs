@@ -87,7 +87,7 @@ pub(super) fn run_with_dedup(
             local: plan.partitions.iter().enumerate().map(|(k, p)| (p.index, k)).collect(),
             drop: if d.spec.method == curator_core::DedupMethod::Fuzzy { vec![crate::dedup::SIGNATURE] } else { Vec::new() },
         };
-        let journal = Mutex::new(Journal::open_for_append(&plan.output_dir)?);
+        let journal = Mutex::new(Journal::open_for_append(&plan.output_dir, &plan.journal_name())?);
         let stages: Vec<usize> = (d.before..plan.stages.len()).collect();
         written = run_graph(&ctx, Source::Replay(&replay), &stages, Sink::Write(&journal), capacity, t0, scaling)?.1;
     }

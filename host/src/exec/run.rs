@@ -104,7 +104,8 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
             for k in 0..plan.stages.len() {
                 let last = k + 1 == plan.stages.len();
                 let here = if last { None } else { Some(SpillDir::create(root.join(format!("stage-{k:03}")))?) };
-                let journal = if last { Mutex::new(Journal::open_for_append(&plan.output_dir)?) } else { Mutex::new(None) };
+                let journal =
+                    if last { Mutex::new(Journal::open_for_append(&plan.output_dir, &plan.journal_name())?) } else { Mutex::new(None) };
                 let replay = match &previous {
                     Some(p) => Some(SpillReplay { dir: p, files: p.list()? }),
                     None => None,
@@ -139,7 +140,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
             (read, written.unwrap_or_default())
         }
         _ => {
-            let journal = Mutex::new(Journal::open_for_append(&plan.output_dir)?);
+            let journal = Mutex::new(Journal::open_for_append(&plan.output_dir, &plan.journal_name())?);
             run_graph(&ctx, Source::Read, &all, Sink::Write(&journal), &capacity, started, &mut scaling)?
         }
     };
@@ -152,7 +153,21 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let outputs: Vec<WrittenFile> = entries.iter().map(|(_, e)| e.file.clone()).filter(|f| !f.is_empty()).collect();
     let mut all_main = plan.resumed.clone();
     all_main.extend(outputs.iter().cloned());
-    finish_sink(&plan.output_dir, &plan.prior_manifest, plan.spec.sink.mode, all_main)?;
+    if let Some(shard) = plan.shard {
+        // Shards share the directory: each records what it wrote; `merge` writes the manifest.
+        let record = crate::io::shards::ShardRecord {
+            shard,
+            fingerprint: plan.fingerprint.clone(),
+            files: all_main.into_iter().filter(|f| !f.is_empty()).collect(),
+            documents_in: docs_in,
+            documents_out: docs_out,
+            rejected,
+            failed: ctx.docs_failed.load(Ordering::Relaxed),
+        };
+        record.save(&plan.output_dir)?;
+    } else {
+        finish_sink(&plan.output_dir, &plan.prior_manifest, plan.spec.sink.mode, all_main)?;
+    }
     let mut branch_outputs = Vec::with_capacity(plan.branches.len());
     for (b, br) in plan.branches.iter().enumerate() {
         let files: Vec<WrittenFile> = entries.iter().filter_map(|(_, e)| e.branches.get(b).cloned()).filter(|f| !f.is_empty()).collect();
@@ -161,7 +176,10 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         finish_sink(&br.dir, &br.prior_manifest, br.sink.mode, all)?;
         branch_outputs.push(files);
     }
-    Journal::remove(&plan.output_dir);
+    // A shard keeps its journal until `merge`: a requeued shard then skips all it finished.
+    if plan.shard.is_none() {
+        Journal::remove(&plan.output_dir, &plan.journal_name());
+    }
     let dedup = dedup.map(|(stats, work)| {
         work.remove();
         stats

@@ -29,20 +29,29 @@ pub struct Journal {
 impl Journal {
     pub const NAME: &'static str = "_journal.jsonl";
 
-    /// Entries of the journal in `dir`; `None` when there is no journal (no run was
+    /// The journal's file name: `_journal.jsonl`, or one per shard (`_journal.shard-0003-of-0008.jsonl`),
+    /// so that shards sharing an output directory never append to the same file.
+    pub fn name(shard: Option<curator_core::shard::Shard>) -> String {
+        match shard {
+            None => Self::NAME.to_string(),
+            Some(s) => format!("_journal.{}.jsonl", s.tag()),
+        }
+    }
+
+    /// Entries of the journal `name` in `dir`; `None` when there is no journal (no run was
     /// interrupted there after committing a partition, or it is an object store). A torn last
     /// line (a kill mid-write) is ignored.
-    pub fn load(dir: &Loc) -> Option<Vec<JournalEntry>> {
+    pub fn load(dir: &Loc, name: &str) -> Option<Vec<JournalEntry>> {
         let Loc::Local(d) = dir else { return None };
-        let text = std::fs::read_to_string(d.join(Self::NAME)).ok()?;
+        let text = std::fs::read_to_string(d.join(name)).ok()?;
         Some(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
     }
 
     /// The journal of a local output directory (`None` for object stores). Nothing is
     /// created until the first entry is recorded.
-    pub fn open_for_append(dir: &Loc) -> Result<Option<Journal>, IoError> {
+    pub fn open_for_append(dir: &Loc, name: &str) -> Result<Option<Journal>, IoError> {
         let Loc::Local(d) = dir else { return Ok(None) };
-        Ok(Some(Journal { file: None, path: d.join(Self::NAME) }))
+        Ok(Some(Journal { file: None, path: d.join(name) }))
     }
 
     /// Record a committed output file durably.
@@ -61,9 +70,9 @@ impl Journal {
         file.write_all(&line).and_then(|_| file.sync_data()).map_err(err)
     }
 
-    pub fn remove(dir: &Loc) {
+    pub fn remove(dir: &Loc, name: &str) {
         if let Loc::Local(d) = dir {
-            let _ = std::fs::remove_file(d.join(Self::NAME));
+            let _ = std::fs::remove_file(d.join(name));
         }
     }
 }

@@ -4,6 +4,7 @@
 pub mod journal;
 pub mod jsonl;
 pub mod parquet;
+pub mod shards;
 pub mod storage;
 pub mod writer;
 

@@ -147,6 +147,11 @@ pub struct Plan {
     pub branches: Vec<PlannedBranch>,
     /// The dedup step, if the pipeline has one.
     pub dedup: Option<PlannedDedup>,
+    /// The shard this run is (`--shard I/N`): `partitions` holds only the ones it owns.
+    pub shard: Option<curator_core::shard::Shard>,
+    /// What the outputs depend on (the pipeline and its input listing), so that shards of
+    /// different plans are never merged.
+    pub fingerprint: String,
 }
 
 impl Plan {
@@ -158,6 +163,11 @@ impl Plan {
     /// Where a partition's documents came from.
     pub fn sources(&self, p: &PlannedPartition) -> Vec<String> {
         p.parts.iter().map(|part| self.describe_part(part)).collect()
+    }
+
+    /// This run's journal file name (one per shard).
+    pub fn journal_name(&self) -> String {
+        Journal::name(self.shard)
     }
 
     pub fn max_line_bytes(&self) -> u64 {
@@ -210,6 +220,8 @@ pub struct PlanOptions<'a> {
     pub memory_bytes: Option<u64>,
     /// Run a dedup step even when its planned memory exceeds the machine's.
     pub ignore_memory_plan: bool,
+    /// Run only the partitions this shard owns (`curator_core::shard::owners`).
+    pub shard: Option<curator_core::shard::Shard>,
 }
 
 fn resolve(base: &Path, p: &str) -> PathBuf {
@@ -272,8 +284,11 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
             }
         }
     };
-    let journal_present = !restart && output_dir.as_ref().is_some_and(|d| Journal::load(d).is_some());
+    let journal_name = Journal::name(opts.shard);
+    let journal_present = !restart && output_dir.as_ref().is_some_and(|d| Journal::load(d, &journal_name).is_some());
+    // Shards share the output directory: each checks only its own outputs (below).
     if spec.sink.mode == WriteMode::Error
+        && opts.shard.is_none()
         && !journal_present
         && let Some(d) = &output_dir
         && let Some(why) = holds_outputs(d)
@@ -305,10 +320,10 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
     let ext = sink_ext(&spec.sink);
     let prior_manifest = OutputManifest::load(&output_dir);
     let journal = if restart {
-        Journal::remove(&output_dir);
+        Journal::remove(&output_dir, &journal_name);
         None
     } else {
-        Journal::load(&output_dir)
+        Journal::load(&output_dir, &journal_name)
     };
     let resuming = journal.is_some();
     let journal = journal.unwrap_or_default();
@@ -318,7 +333,20 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
     let mut skipped = 0;
     let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut all_partitions = Vec::new();
-    for p in partition(&infos, by) {
+    let every = partition(&infos, by);
+    let owners = opts.shard.map(|s| {
+        let size = |part: &Part| match part.extent {
+            curator_core::partition::Extent::Bytes { start, end } => end.saturating_sub(start),
+            _ => inputs[part.file].size,
+        };
+        curator_core::shard::owners(&every.iter().map(|p| p.parts.iter().map(size).sum()).collect::<Vec<u64>>(), s.count)
+    });
+    for (k, p) in every.into_iter().enumerate() {
+        if let (Some(s), Some(o)) = (opts.shard, &owners)
+            && o[k] != s.index
+        {
+            continue;
+        }
         if barrier.is_some() {
             let output_rel = partition_output_name(&inputs, &p.parts, p.index, &ext);
             all_partitions.push(PlannedPartition {
@@ -409,6 +437,27 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         }
         _ => None,
     };
+    if opts.shard.is_some()
+        && let Some(b) = branches.first()
+    {
+        return Err(SpecError::new(
+            label,
+            format!("stages[{}].{}", stages[b.stage].index, if b.kind == BranchKind::Rejected { "rejected" } else { "tee" }),
+            "branch sinks (rejected:, tee:) do not run sharded yet (run without --shard)",
+        )
+        .into());
+    }
+    if opts.shard.is_some()
+        && let Some(d) = &dedup
+    {
+        return Err(SpecError::new(
+            label,
+            format!("stages[{}].dedup", d.step),
+            "a dedup step needs every partition; it does not run sharded yet (run it without --shard)",
+        )
+        .into());
+    }
+    let fingerprint = crate::dedup::work::fingerprint(&spec, spec.stages.len().saturating_sub(1), &inputs);
     Ok(Plan {
         spec,
         file_label: label.to_string(),
@@ -421,5 +470,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         resumed,
         branches,
         dedup,
+        shard: opts.shard,
+        fingerprint,
     })
 }
