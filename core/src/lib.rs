@@ -14,6 +14,7 @@ pub mod resources;
 pub mod scaling;
 pub mod shard;
 pub mod spec_error;
+pub mod step;
 pub mod task;
 
 pub use dedup::{DedupAction, DedupMethod, DedupSpec};

@@ -51,24 +51,25 @@ pub fn to_wit(batch: &RecordBatch, wanted: &[String]) -> wit::Batch {
     wit::Batch { num_rows: batch.num_rows() as u32, columns }
 }
 
+/// Offsets rebased to 0 and the bytes they cover (a sliced array sends only its own rows).
+fn bytes_to_wit(offs: &[i32], values: &[u8]) -> Option<(Vec<u32>, Vec<u8>)> {
+    let base = *offs.first()? as usize;
+    let end = *offs.last()? as usize;
+    Some((offs.iter().map(|o| (*o as usize - base) as u32).collect(), values.get(base..end)?.to_vec()))
+}
+
 fn column_to_wit(name: &str, array: &ArrayRef) -> Option<wit::Column> {
     let validity = validity_bits(array.nulls());
     let (ty, offsets, data) = match array.data_type() {
         DataType::Utf8 => {
             let a = array.as_any().downcast_ref::<StringArray>()?;
-            let offs = a.value_offsets();
-            let base = *offs.first()? as usize;
-            let end = *offs.last()? as usize;
-            let offsets = offs.iter().map(|o| (*o as usize - base) as u32).collect();
-            (wit::ColumnType::Utf8, offsets, a.value_data()[base..end].to_vec())
+            let (offsets, data) = bytes_to_wit(a.value_offsets(), a.value_data())?;
+            (wit::ColumnType::Utf8, offsets, data)
         }
         DataType::Binary => {
             let a = array.as_any().downcast_ref::<BinaryArray>()?;
-            let offs = a.value_offsets();
-            let base = *offs.first()? as usize;
-            let end = *offs.last()? as usize;
-            let offsets = offs.iter().map(|o| (*o as usize - base) as u32).collect();
-            (wit::ColumnType::Binary, offsets, a.value_data()[base..end].to_vec())
+            let (offsets, data) = bytes_to_wit(a.value_offsets(), a.value_data())?;
+            (wit::ColumnType::Binary, offsets, data)
         }
         DataType::Int64 => {
             let a = array.as_any().downcast_ref::<Int64Array>()?;
