@@ -9,13 +9,13 @@ use serde::{Deserialize, Serialize};
 use crate::resources::{ResourceError, Resources};
 
 /// The WIT package that WASM stages implement.
-pub const WIT_PACKAGE: &str = "curator:stage@0.3.0";
+pub const WIT_PACKAGE: &str = "curator:stage@0.4.0";
 /// Major version of the stage contract (`sdk/include/curator_stage.h` is the source; a test in
 /// the SDK checks that this agrees). A plugin built for another major is refused.
 pub const ABI_MAJOR: u32 = 0;
 /// Minor version of the stage contract. From 1.0 on, plugins with a lower minor still load;
 /// while the major is 0 every minor breaks, so only this one does.
-pub const ABI_MINOR: u32 = 3;
+pub const ABI_MINOR: u32 = 4;
 
 /// Whether a plugin built for `major.minor` runs on this host.
 pub fn abi_compatible(major: u32, minor: u32) -> bool {

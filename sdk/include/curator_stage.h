@@ -1,5 +1,5 @@
 /*
- * curator_stage.h: the native stage contract, ABI 0.3.
+ * curator_stage.h: the native stage contract, ABI 0.4.
  *
  * This header is the source of the contract's constants: the SDK's `abi.rs`, `curator-core`
  * and the WIT package `sdk/wit/stage.wit` mirror them, and a test (`sdk/tests/contract.rs`)
@@ -21,7 +21,8 @@
  * valid until `process` returns, whenever `release` is called; a plugin that keeps input data
  * past the call copies it. The output may point into the input (a column passed through is
  * not copied); the host reads it before the next call. Column types a stage may send and
- * receive: utf8 ("u"), binary ("z", since 0.3), int64 ("l"), float64 ("g"), boolean ("b").
+ * receive: utf8 ("u"), binary ("z", since 0.3), int64 ("l"), float64 ("g"), boolean ("b"),
+ * and vectors of float32 ("+w:N" with one child "f", no nulls in the child; since 0.4).
  *
  * Rust authors get all of this from `curator_sdk` (`#[stage(name = "...", native)]`).
  */
@@ -35,7 +36,7 @@ extern "C" {
 #endif
 
 #define CURATOR_ABI_MAJOR 0
-#define CURATOR_ABI_MINOR 3
+#define CURATOR_ABI_MINOR 4
 #define CURATOR_STAGE_ENTRY "curator_stage_entry"
 
 /* Arrow C Data Interface (verbatim from the Arrow specification). */

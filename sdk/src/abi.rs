@@ -15,7 +15,7 @@ use crate::runner::{Runner, StageDef, StageError};
 
 /// The contract's version; `include/curator_stage.h` is the source (`tests/contract.rs`).
 pub const ABI_MAJOR: u32 = 0;
-pub const ABI_MINOR: u32 = 3;
+pub const ABI_MINOR: u32 = 4;
 /// The symbol a native plugin exports.
 pub const ENTRY_SYMBOL: &str = "curator_stage_entry";
 
@@ -137,6 +137,10 @@ pub struct WorkerContext {
     /// `CUDA_VISIBLE_DEVICES` as set for the worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_visible_devices: Option<String>,
+    /// The directories the pipeline granted the stage: name → host path. A native stage is
+    /// not sandboxed; this tells it where its grants are (see `granted_path`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub dirs: std::collections::BTreeMap<String, String>,
 }
 
 static CONTEXT: std::sync::Mutex<Option<WorkerContext>> = std::sync::Mutex::new(None);
@@ -362,6 +366,9 @@ fn import_column(a: &ArrowArray, s: &ArrowSchema, parent_offset: usize, rows: us
     // SAFETY: buffers has n_buffers entries as the format requires.
     let buf = |k: usize| -> *const u8 { if (k as i64) < a.n_buffers { unsafe { *a.buffers.add(k) as *const u8 } } else { ptr::null() } };
     let validity = if a.null_count != 0 && !buf(0).is_null() { bits(buf(0), off, rows) } else { Vec::new() };
+    if let Some(dim) = format.strip_prefix("+w:") {
+        return import_vectors(a, s, &name, dim, off, rows, validity);
+    }
     let ty = match format {
         "u" => ColumnType::Utf8,
         "z" => ColumnType::Binary,
@@ -384,8 +391,28 @@ fn import_column(a: &ArrowArray, s: &ArrowSchema, parent_offset: usize, rows: us
             (Vec::new(), unsafe { std::slice::from_raw_parts(buf(1).add(off * 8), rows * 8) }.to_vec())
         }
         ColumnType::Boolean => (Vec::new(), bits(buf(1), off, rows)),
+        ColumnType::Float32Vector => return Err(format!("column {name:?}: vectors come as \"+w:N\"")),
     };
     Ok(Column { name, ty, validity, offsets, data })
+}
+
+/// A `FixedSizeList<Float32>` ("+w:N" with one "f" child).
+fn import_vectors(a: &ArrowArray, s: &ArrowSchema, name: &str, dim: &str, off: usize, rows: usize, validity: Vec<u8>) -> Result<Column, String> {
+    let dim: usize = dim.parse().map_err(|_| format!("column {name:?}: bad vector size {dim:?}"))?;
+    if a.n_children != 1 || s.n_children != 1 {
+        return Err(format!("column {name:?}: a fixed-size list has one child"));
+    }
+    // SAFETY: one valid child on both sides (checked above).
+    let (ca, cs) = unsafe { (&**a.children, &**s.children) };
+    let child_format = unsafe { CStr::from_ptr(cs.format) }.to_str().map_err(|_| "bad format string")?;
+    if child_format != "f" {
+        return Err(format!("column {name:?}: vectors of {child_format:?} are not supported (float32 \"f\" only)"));
+    }
+    let start = (ca.offset.max(0) as usize + off * dim) * 4;
+    // SAFETY: the child's values buffer holds (offset + length) f32; rows × dim of them from here.
+    let values = if ca.n_buffers < 2 { ptr::null() } else { unsafe { *ca.buffers.add(1) as *const u8 } };
+    let data = if rows * dim == 0 || values.is_null() { Vec::new() } else { unsafe { std::slice::from_raw_parts(values.add(start), rows * dim * 4) }.to_vec() };
+    Ok(Column { name: name.to_string(), ty: ColumnType::Float32Vector, validity, offsets: vec![dim as u32], data })
 }
 
 /// Memory behind an exported array: its buffers and children.
@@ -476,6 +503,19 @@ fn export_schema(format: &str, name: &str, children: Vec<ArrowSchema>) -> ArrowS
     }
 }
 
+/// A float32-vector column as a `FixedSizeList<Float32>` ("+w:N", one "f" child).
+fn export_vectors(c: Column, rows: usize) -> (ArrowArray, ArrowSchema) {
+    let dim = c.offsets.first().copied().unwrap_or(0) as usize;
+    let schema = export_schema(&format!("+w:{dim}"), &c.name, vec![export_schema("f", "item", Vec::new())]);
+    let values = vec![Vec::new(), c.data];
+    let buffers = vec![ptr::null(), values[1].as_ptr() as *const c_void];
+    let child = export_array(rows * dim, 0, values, buffers, Vec::new());
+    let null_count = if c.validity.is_empty() { 0 } else { -1 };
+    let owned = vec![c.validity];
+    let buffers = vec![if owned[0].is_empty() { ptr::null() } else { owned[0].as_ptr() as *const c_void }];
+    (export_array(rows, null_count, owned, buffers, vec![child]), schema)
+}
+
 fn export_column(c: Column, rows: usize) -> (ArrowArray, ArrowSchema) {
     let schema = export_schema(
         match c.ty {
@@ -484,6 +524,7 @@ fn export_column(c: Column, rows: usize) -> (ArrowArray, ArrowSchema) {
             ColumnType::Int64 => "l",
             ColumnType::Float64 => "g",
             ColumnType::Boolean => "b",
+            ColumnType::Float32Vector => return export_vectors(c, rows),
         },
         &c.name,
         Vec::new(),

@@ -12,6 +12,9 @@ pub enum ColumnType {
     Int64,
     Float64,
     Boolean,
+    /// One vector of f32 per row, all of the same dimension (Arrow `FixedSizeList<Float32>`):
+    /// `offsets` holds one value, the dimension; `data` the rows' values back to back.
+    Float32Vector,
 }
 
 /// One column in Arrow layout. See the WIT `column` record for the meaning of each buffer.
@@ -134,6 +137,20 @@ impl Column {
     pub fn boolean(name: &str, values: &[bool]) -> Column {
         let data = bitmap(values.iter().copied(), values.len());
         Column { name: name.into(), ty: ColumnType::Boolean, validity: Vec::new(), offsets: Vec::new(), data }
+    }
+
+    /// A column of `values.len() / dim` vectors of `dim` f32 each (e.g. embeddings).
+    pub fn f32_vectors(name: &str, dim: usize, values: &[f32]) -> Column {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Column { name: name.into(), ty: ColumnType::Float32Vector, validity: Vec::new(), offsets: vec![dim as u32], data }
+    }
+
+    /// The dimension and values of a float32-vector column.
+    pub fn f32_vector_values(&self) -> Result<(usize, Vec<f32>), BatchError> {
+        self.expect(ColumnType::Float32Vector)?;
+        let dim = *self.offsets.first().ok_or_else(|| BatchError::Malformed { column: self.name.clone(), reason: "no dimension" })? as usize;
+        let values = self.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok((dim, values))
     }
 
     fn expect(&self, ty: ColumnType) -> Result<(), BatchError> {

@@ -49,6 +49,7 @@ fn from_wit_column(c: wit::Column) -> Column {
         wit::ColumnType::Int64 => ColumnType::Int64,
         wit::ColumnType::Float64 => ColumnType::Float64,
         wit::ColumnType::Boolean => ColumnType::Boolean,
+        wit::ColumnType::Float32Vector => ColumnType::Float32Vector,
     };
     Column { name: c.name, ty, validity: c.validity, offsets: c.offsets, data: c.data }
 }
@@ -60,6 +61,7 @@ fn to_wit_column(c: Column) -> wit::Column {
         ColumnType::Int64 => wit::ColumnType::Int64,
         ColumnType::Float64 => wit::ColumnType::Float64,
         ColumnType::Boolean => wit::ColumnType::Boolean,
+        ColumnType::Float32Vector => wit::ColumnType::Float32Vector,
     };
     wit::Column { name: c.name, ty, validity: c.validity, offsets: c.offsets, data: c.data }
 }

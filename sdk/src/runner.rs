@@ -163,10 +163,25 @@ pub fn score_filter(
     })
 }
 
+/// Where a path inside a granted directory is. A sandboxed (WASM) stage sees the grant
+/// `models` at `/models`, so `/models/x.bin` is already right; a native stage runs unsandboxed
+/// in a worker, and the host tells it where each grant is, so `/models/x.bin` becomes
+/// `<granted path>/x.bin`. Other paths are returned unchanged.
+pub fn granted_path(path: &str) -> std::path::PathBuf {
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(rest) = path.strip_prefix('/') {
+        let (name, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        if let Some(host) = crate::abi::context().dirs.get(name) {
+            return std::path::Path::new(host).join(tail);
+        }
+    }
+    std::path::PathBuf::from(path)
+}
+
 /// Read a file from a directory the pipeline granted (the stage's manifest requests it as
 /// `grant`); the error names the param, the path and the grant.
 pub fn read_granted(param: &str, path: &str, grant: &str) -> Result<Vec<u8>, StageError> {
-    std::fs::read(path).map_err(|e| StageError::InvalidParams(format!("{param} {path}: {e} (grant its directory as `{grant}`)")))
+    std::fs::read(granted_path(path)).map_err(|e| StageError::InvalidParams(format!("{param} {path}: {e} (grant its directory as `{grant}`)")))
 }
 
 /// [`read_granted`], then `parse` the bytes (a model, a tokenizer); a parse error names the file.

@@ -45,6 +45,7 @@ pub(crate) fn start_instance(
         worker: at.k,
         gpu_memory_budget_bytes: limits.gpu_memory_budget_bytes,
         cuda_visible_devices: limits.cuda_visible_devices.clone(),
+        dirs: stage.grants.iter().map(|g| (g.name.clone(), g.host_path.display().to_string())).collect(),
     };
     match loaded {
         Loaded::Wasm(plugin) => Ok(Box::new(plugin.instantiate(&stage.label, &stage.params, &instance_limits(stage))?)),

@@ -1,0 +1,151 @@
+//! The reference back-end: the encoder in f32 on the CPU, one sequence at a time (no padding,
+//! so nothing to mask), sequences in parallel. It is what the GPU path is checked against and
+//! what runs where there is no GPU; it follows `transformers`' BERT operation by operation.
+
+use rayon::prelude::*;
+
+use crate::config::{Activation, ModelConfig, Pooling};
+use crate::weights::{Linear, Norm, Weights};
+
+/// `out[m × l.out] = x[m × l.inp] Wᵀ + b`.
+fn dense(l: &Linear, x: &[f32], m: usize) -> Vec<f32> {
+    let mut out = vec![0f32; m * l.out];
+    for row in out.chunks_exact_mut(l.out) {
+        row.copy_from_slice(&l.b);
+    }
+    // SAFETY: the strides describe x (m × inp, row-major), Wᵀ (inp × out, read from W's
+    // row-major out × inp) and out (m × out) exactly; the slices hold that many values.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            l.inp,
+            l.out,
+            1.0,
+            x.as_ptr(),
+            l.inp as isize,
+            1,
+            l.w.as_ptr(),
+            1,
+            l.inp as isize,
+            1.0,
+            out.as_mut_ptr(),
+            l.out as isize,
+            1,
+        );
+    }
+    out
+}
+
+/// `x ← LayerNorm(x + residual)` row by row.
+fn add_norm(x: &mut [f32], residual: &[f32], norm: &Norm, eps: f32) {
+    let h = norm.gamma.len();
+    for (row, res) in x.chunks_exact_mut(h).zip(residual.chunks_exact(h)) {
+        for (v, r) in row.iter_mut().zip(res) {
+            *v += r;
+        }
+        layer_norm(row, norm, eps);
+    }
+}
+
+fn layer_norm(row: &mut [f32], norm: &Norm, eps: f32) {
+    let n = row.len() as f32;
+    let mean = row.iter().sum::<f32>() / n;
+    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    let inv = 1.0 / (var + eps).sqrt();
+    for ((v, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
+        *v = (*v - mean) * inv * g + b;
+    }
+}
+
+fn activate(x: &mut [f32], act: Activation) {
+    match act {
+        Activation::Gelu => x.iter_mut().for_each(|v| *v = 0.5 * *v * (1.0 + libm::erff(*v / std::f32::consts::SQRT_2))),
+        Activation::GeluTanh => {
+            let c = (2.0 / std::f32::consts::PI).sqrt();
+            x.iter_mut().for_each(|v| *v = 0.5 * *v * (1.0 + (c * (*v + 0.044715 * *v * *v * *v)).tanh()))
+        }
+        Activation::Relu => x.iter_mut().for_each(|v| *v = v.max(0.0)),
+    }
+}
+
+/// The final hidden states of one sequence, `[len × hidden]`.
+pub fn hidden_states(config: &ModelConfig, w: &Weights, ids: &[u32]) -> Vec<f32> {
+    let (h, l) = (config.hidden_size, ids.len());
+    let (heads, dh) = (config.num_heads, config.head_dim());
+    let eps = config.layer_norm_eps;
+    let mut x = vec![0f32; l * h];
+    for (t, row) in x.chunks_exact_mut(h).enumerate() {
+        let id = (ids[t] as usize).min(config.vocab_size - 1);
+        let pos = (t + config.position_offset()).min(config.max_positions - 1);
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = w.word[id * h + j] + w.position[pos * h + j] + w.token_type[j];
+        }
+        layer_norm(row, &w.embed_norm, eps);
+    }
+    let scale = 1.0 / (dh as f32).sqrt();
+    for layer in &w.layers {
+        let q = dense(&layer.query, &x, l);
+        let k = dense(&layer.key, &x, l);
+        let v = dense(&layer.value, &x, l);
+        let mut ctx = vec![0f32; l * h];
+        let mut scores = vec![0f32; l];
+        for head in 0..heads {
+            let off = head * dh;
+            for i in 0..l {
+                let qi = &q[i * h + off..i * h + off + dh];
+                for (j, s) in scores.iter_mut().enumerate() {
+                    *s = qi.iter().zip(&k[j * h + off..j * h + off + dh]).map(|(a, b)| a * b).sum::<f32>() * scale;
+                }
+                let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = 0.0;
+                for s in scores.iter_mut() {
+                    *s = (*s - max).exp();
+                    sum += *s;
+                }
+                let out = &mut ctx[i * h + off..i * h + off + dh];
+                for (j, s) in scores.iter().enumerate() {
+                    let p = s / sum;
+                    for (o, vv) in out.iter_mut().zip(&v[j * h + off..j * h + off + dh]) {
+                        *o += p * vv;
+                    }
+                }
+            }
+        }
+        let mut a = dense(&layer.attn_out, &ctx, l);
+        add_norm(&mut a, &x, &layer.attn_norm, eps);
+        let mut up = dense(&layer.up, &a, l);
+        activate(&mut up, config.activation);
+        let mut out = dense(&layer.down, &up, l);
+        add_norm(&mut out, &a, &layer.out_norm, eps);
+        x = out;
+    }
+    x
+}
+
+/// Pool `[len × hidden]` states into one vector.
+pub fn pool(states: &[f32], hidden: usize, pooling: Pooling) -> Vec<f32> {
+    let l = states.len() / hidden;
+    if l == 0 {
+        return vec![0f32; hidden];
+    }
+    match pooling {
+        Pooling::Cls => states[..hidden].to_vec(),
+        Pooling::Mean => {
+            let mut out = vec![0f32; hidden];
+            for row in states.chunks_exact(hidden) {
+                for (o, v) in out.iter_mut().zip(row) {
+                    *o += v;
+                }
+            }
+            out.iter_mut().for_each(|o| *o /= l.max(1) as f32);
+            out
+        }
+    }
+}
+
+/// One pooled vector per sequence, `[n × hidden]`, sequences in parallel.
+pub fn pooled(config: &ModelConfig, w: &Weights, seqs: &[&[u32]], pooling: Pooling) -> Vec<f32> {
+    let h = config.hidden_size;
+    let vecs: Vec<Vec<f32>> = seqs.par_iter().map(|ids| pool(&hidden_states(config, w, ids), h, pooling)).collect();
+    vecs.concat()
+}

@@ -1,0 +1,281 @@
+//! A transformer encoder runtime for native GPU stages.
+//!
+//! [`Encoder::load`] reads a Hugging Face model directory (`config.json`,
+//! `model.safetensors`, `tokenizer.json`, and sentence-transformers' pooling files when
+//! present) and runs BERT-family encoders (BERT, MiniLM, bge, e5, arctic-embed, RoBERTa):
+//! in fp16 on the GPU ([`gpu`]: cuBLAS for the matrix products, NVRTC kernels for the rest,
+//! both loaded at run time, so this builds without CUDA) or in f32 on the CPU ([`cpu`], the
+//! reference). DeBERTa is not implemented (its disentangled attention needs its own kernels).
+//!
+//! One call ([`Encoder::pooled`]) takes a list of texts and returns one vector per text:
+//! texts are tokenized on all CPU threads a chunk ahead of the device (a producer thread),
+//! sorted by length and grouped by a budget of padded tokens ([`batching`]), and run. A CUDA
+//! out-of-memory error halves the budget, retries, and the smaller budget is kept for later
+//! calls.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub mod batching;
+pub mod config;
+pub mod cpu;
+pub mod gpu;
+pub mod head;
+pub mod stage;
+pub mod tokenize;
+pub mod weights;
+
+pub use config::{ModelConfig, Pooling};
+use tokenize::Tokenizer;
+use weights::Weights;
+
+/// What can go wrong loading or running a model.
+#[derive(Debug, thiserror::Error)]
+pub enum EncoderError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {reason}")]
+    Model { path: PathBuf, reason: String },
+    #[error("tokenizer: {0}")]
+    Tokenize(String),
+    #[error("no usable GPU: {0}")]
+    NoGpu(String),
+    #[error("GPU: {0}")]
+    Gpu(String),
+    /// The device ran out of memory even for one document.
+    #[error("GPU out of memory: {0}")]
+    OutOfMemory(String),
+}
+
+impl EncoderError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> EncoderError {
+        EncoderError::Io { path: path.to_path_buf(), source }
+    }
+}
+
+/// Where the encoder runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    /// The GPU when a CUDA driver and a device are usable, else the CPU.
+    Auto,
+    Gpu,
+    Cpu,
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Device, String> {
+        match s {
+            "auto" => Ok(Device::Auto),
+            "gpu" | "cuda" => Ok(Device::Gpu),
+            "cpu" => Ok(Device::Cpu),
+            other => Err(format!("device {other:?}: expected auto, gpu or cpu")),
+        }
+    }
+}
+
+/// How an [`Encoder`] is set up.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub device: Device,
+    /// Longest sequence in tokens (default: sentence-transformers' `max_seq_length`, else the
+    /// model's position limit).
+    pub max_tokens: Option<usize>,
+    /// Padded tokens per forward pass.
+    pub token_budget: usize,
+    /// Documents per forward pass at most (NeMo's `model_inference_batch_size`).
+    pub max_docs: usize,
+    /// GPU memory the encoder may use (weights, activations, workspace), bytes.
+    pub gpu_memory_bytes: Option<u64>,
+    /// Documents tokenized per chunk (the unit that overlaps with the device).
+    pub chunk_docs: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { device: Device::Auto, max_tokens: None, token_budget: 16384, max_docs: 1024, gpu_memory_bytes: None, chunk_docs: 2048 }
+    }
+}
+
+/// Counters of the last [`Encoder::pooled`] call.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub docs: usize,
+    pub tokens: usize,
+    pub padded_tokens: usize,
+    pub batches: usize,
+    /// Time the device side spent (forward passes, copies).
+    pub compute: Duration,
+    /// Time the device side waited for tokens.
+    pub waiting: Duration,
+    /// Out-of-memory retries (each halved the budget).
+    pub oom_retries: usize,
+}
+
+enum Backend {
+    Cpu,
+    Gpu(Box<gpu::GpuModel>),
+}
+
+/// A loaded model, ready to encode.
+pub struct Encoder {
+    pub config: ModelConfig,
+    weights: Weights,
+    tokenizer: Tokenizer,
+    backend: Backend,
+    token_budget: AtomicUsize,
+    max_docs: usize,
+    chunk_docs: usize,
+    stats: std::sync::Mutex<Stats>,
+}
+
+impl Encoder {
+    /// Load the model in `dir` and set up its back-end.
+    pub fn load(dir: &Path, opts: &Options) -> Result<Encoder, EncoderError> {
+        let config = ModelConfig::load(dir)?;
+        let weights = Weights::load(&dir.join("model.safetensors"), &config)?;
+        let max_tokens = opts.max_tokens.or(config.max_seq_length).unwrap_or(config.max_tokens()).clamp(2, config.max_tokens());
+        let tokenizer = Tokenizer::load(&dir.join("tokenizer.json"), max_tokens)?;
+        let backend = match opts.device {
+            Device::Cpu => Backend::Cpu,
+            Device::Gpu => Backend::Gpu(Box::new(gpu::GpuModel::new(&config, &weights, opts.gpu_memory_bytes)?)),
+            Device::Auto => match gpu::GpuModel::new(&config, &weights, opts.gpu_memory_bytes) {
+                Ok(g) => Backend::Gpu(Box::new(g)),
+                Err(EncoderError::NoGpu(_)) => Backend::Cpu,
+                Err(e) => return Err(e),
+            },
+        };
+        Ok(Encoder {
+            config,
+            weights,
+            tokenizer,
+            backend,
+            token_budget: AtomicUsize::new(opts.token_budget.max(8)),
+            max_docs: opts.max_docs.max(1),
+            chunk_docs: opts.chunk_docs.max(1),
+            stats: Default::default(),
+        })
+    }
+
+    /// "gpu" or "cpu".
+    pub fn device(&self) -> &'static str {
+        match self.backend {
+            Backend::Cpu => "cpu",
+            Backend::Gpu(_) => "gpu",
+        }
+    }
+
+    /// The longest sequence, in tokens.
+    pub fn max_tokens(&self) -> usize {
+        self.tokenizer.max_tokens()
+    }
+
+    /// Padded tokens per forward pass now (smaller than configured after an OOM).
+    pub fn token_budget(&self) -> usize {
+        self.token_budget.load(Ordering::Relaxed)
+    }
+
+    /// Set the padded tokens per forward pass (`tune` sweeps it).
+    pub fn set_token_budget(&self, budget: usize) {
+        self.token_budget.store(budget.max(8), Ordering::Relaxed);
+    }
+
+    /// Counters of the last call.
+    pub fn stats(&self) -> Stats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Token ids of `texts` (as [`Encoder::pooled`] would run them).
+    pub fn tokenize(&self, texts: &[&str], max_chars: Option<usize>) -> Result<Vec<Vec<u32>>, EncoderError> {
+        self.tokenizer.encode(texts, max_chars)
+    }
+
+    /// One pooled vector per text, `[texts.len() × hidden]`, in the texts' order.
+    pub fn pooled(&self, texts: &[&str], max_chars: Option<usize>, pooling: Pooling) -> Result<Vec<f32>, EncoderError> {
+        let h = self.config.hidden_size;
+        let mut out = vec![0f32; texts.len() * h];
+        let mut stats = Stats { docs: texts.len(), ..Stats::default() };
+        std::thread::scope(|scope| -> Result<(), EncoderError> {
+            // Tokenize one chunk ahead of the device.
+            let (tx, rx) = mpsc::sync_channel::<(usize, Result<Vec<Vec<u32>>, EncoderError>)>(1);
+            let chunk = self.chunk_docs;
+            scope.spawn(move || {
+                for (k, part) in texts.chunks(chunk).enumerate() {
+                    if tx.send((k * chunk, self.tokenizer.encode(part, max_chars))).is_err() {
+                        return;
+                    }
+                }
+            });
+            loop {
+                let waited = Instant::now();
+                let Ok((start, ids)) = rx.recv() else { break };
+                stats.waiting += waited.elapsed();
+                let ids = ids?;
+                let began = Instant::now();
+                self.run_chunk(&ids, pooling, &mut out[start * h..(start + ids.len()) * h], &mut stats)?;
+                stats.compute += began.elapsed();
+            }
+            Ok(())
+        })?;
+        if let Ok(mut s) = self.stats.lock() {
+            *s = stats;
+        }
+        Ok(out)
+    }
+
+    fn run_chunk(&self, ids: &[Vec<u32>], pooling: Pooling, out: &mut [f32], stats: &mut Stats) -> Result<(), EncoderError> {
+        let h = self.config.hidden_size;
+        let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
+        stats.tokens += lengths.iter().sum::<usize>();
+        let mut pending: std::collections::VecDeque<Vec<usize>> =
+            batching::by_token_budget(&lengths, self.token_budget(), self.max_docs).into();
+        while let Some(batch) = pending.pop_front() {
+            let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
+            let result = match &self.backend {
+                Backend::Cpu => Ok(cpu::pooled(&self.config, &self.weights, &seqs, pooling)),
+                Backend::Gpu(g) => g.pooled(&seqs, pooling),
+            };
+            match result {
+                Ok(vecs) => {
+                    stats.batches += 1;
+                    stats.padded_tokens += batch.len() * batching::padded_len(lengths[batch[0]].max(1));
+                    for (k, &i) in batch.iter().enumerate() {
+                        out[i * h..(i + 1) * h].copy_from_slice(&vecs[k * h..(k + 1) * h]);
+                    }
+                }
+                Err(EncoderError::OutOfMemory(_)) if batch.len() > 1 => {
+                    // Halve the budget for this call and later ones, and run this batch in halves.
+                    stats.oom_retries += 1;
+                    let width = batching::padded_len(lengths[batch[0]].max(1));
+                    let smaller = (batch.len() / 2 * width).max(8);
+                    self.token_budget.fetch_min(smaller, Ordering::Relaxed);
+                    let (a, b) = batch.split_at(batch.len() / 2);
+                    pending.push_front(b.to_vec());
+                    pending.push_front(a.to_vec());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sentence embeddings: pooled vectors, unit length when `normalize`.
+    pub fn embed(&self, texts: &[&str], max_chars: Option<usize>, pooling: Pooling, normalize: bool) -> Result<Vec<f32>, EncoderError> {
+        let mut v = self.pooled(texts, max_chars, pooling)?;
+        if normalize {
+            v.chunks_exact_mut(self.config.hidden_size).for_each(head::normalize);
+        }
+        Ok(v)
+    }
+
+    /// The classification head's logits per text, `[texts.len() × labels]`.
+    pub fn logits(&self, texts: &[&str], max_chars: Option<usize>) -> Result<Vec<f32>, EncoderError> {
+        let Some(h) = &self.weights.head else {
+            return Err(EncoderError::Model { path: PathBuf::from("config.json"), reason: "the model has no classification head (no id2label / num_labels)".into() });
+        };
+        let cls = self.pooled(texts, max_chars, Pooling::Cls)?;
+        Ok(cls.chunks_exact(self.config.hidden_size).flat_map(|c| head::logits(h, c)).collect())
+    }
+}

@@ -1,0 +1,181 @@
+//! The model's tensors from `model.safetensors`, in f32 on the host, checked against the
+//! config's shapes. Both back-ends start from these: the CPU reference uses them as they are,
+//! the GPU path converts the matrices to fp16 once.
+
+use std::path::Path;
+
+use safetensors::{Dtype, SafeTensors};
+
+use crate::EncoderError;
+use crate::config::ModelConfig;
+
+/// `y = x Wᵀ + b` with `W` as `[out, inp]`, row-major (PyTorch's `nn.Linear`).
+#[derive(Debug, Clone)]
+pub struct Linear {
+    pub w: Vec<f32>,
+    pub b: Vec<f32>,
+    pub out: usize,
+    pub inp: usize,
+}
+
+/// A layer norm's scale and shift.
+#[derive(Debug, Clone)]
+pub struct Norm {
+    pub gamma: Vec<f32>,
+    pub beta: Vec<f32>,
+}
+
+/// One transformer layer.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub query: Linear,
+    pub key: Linear,
+    pub value: Linear,
+    pub attn_out: Linear,
+    pub attn_norm: Norm,
+    pub up: Linear,
+    pub down: Linear,
+    pub out_norm: Norm,
+}
+
+/// A sequence-classification head.
+#[derive(Debug, Clone)]
+pub enum Head {
+    /// BERT: `classifier(pooler(h[CLS]))` (the pooler is `tanh(dense)`, when the model has one).
+    Bert { pooler: Option<Linear>, classifier: Linear },
+    /// RoBERTa: `out_proj(tanh(dense(h[CLS])))`.
+    Roberta { dense: Linear, out_proj: Linear },
+}
+
+/// All of a model's weights.
+#[derive(Debug, Clone)]
+pub struct Weights {
+    pub word: Vec<f32>,
+    pub position: Vec<f32>,
+    pub token_type: Vec<f32>,
+    pub embed_norm: Norm,
+    pub layers: Vec<Layer>,
+    pub head: Option<Head>,
+}
+
+struct Reader<'a> {
+    st: SafeTensors<'a>,
+    path: &'a Path,
+    prefix: String,
+}
+
+impl Reader<'_> {
+    fn err(&self, reason: String) -> EncoderError {
+        EncoderError::Model { path: self.path.to_path_buf(), reason }
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.st.tensor(name).is_ok()
+    }
+
+    /// Tensor `name` (under the model prefix unless `top`) as f32, with `shape`.
+    fn get(&self, name: &str, shape: &[usize], top: bool) -> Result<Vec<f32>, EncoderError> {
+        let full = if top { name.to_string() } else { format!("{}{name}", self.prefix) };
+        let t = self.st.tensor(&full).map_err(|_| self.err(format!("tensor {full:?} is missing")))?;
+        if t.shape() != shape {
+            return Err(self.err(format!("tensor {full:?} has shape {:?}, expected {shape:?}", t.shape())));
+        }
+        let data = t.data();
+        let values: Vec<f32> = match t.dtype() {
+            Dtype::F32 => data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+            Dtype::F16 => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+            Dtype::BF16 => data.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+            other => return Err(self.err(format!("tensor {full:?} has dtype {other:?} (f32, f16 or bf16 expected)"))),
+        };
+        if values.len() != shape.iter().product::<usize>() {
+            return Err(self.err(format!("tensor {full:?} holds {} values for shape {shape:?}", values.len())));
+        }
+        Ok(values)
+    }
+
+    fn linear(&self, name: &str, out: usize, inp: usize, top: bool) -> Result<Linear, EncoderError> {
+        Ok(Linear {
+            w: self.get(&format!("{name}.weight"), &[out, inp], top)?,
+            b: self.get(&format!("{name}.bias"), &[out], top)?,
+            out,
+            inp,
+        })
+    }
+
+    fn norm(&self, name: &str, h: usize) -> Result<Norm, EncoderError> {
+        // Old checkpoints call them gamma/beta.
+        let (g, b) = if self.has(&format!("{}{name}.weight", self.prefix)) { ("weight", "bias") } else { ("gamma", "beta") };
+        Ok(Norm { gamma: self.get(&format!("{name}.{g}"), &[h], false)?, beta: self.get(&format!("{name}.{b}"), &[h], false)? })
+    }
+}
+
+impl Weights {
+    /// Read `path` (a `.safetensors` file) for a model shaped as `config`.
+    pub fn load(path: &Path, config: &ModelConfig) -> Result<Weights, EncoderError> {
+        let bytes = std::fs::read(path).map_err(|e| EncoderError::io(path, e))?;
+        Weights::from_bytes(&bytes, path, config)
+    }
+
+    /// As [`Weights::load`], from the file's bytes (`path` names it in errors).
+    pub fn from_bytes(bytes: &[u8], path: &Path, config: &ModelConfig) -> Result<Weights, EncoderError> {
+        let st = SafeTensors::deserialize(bytes).map_err(|e| EncoderError::Model { path: path.to_path_buf(), reason: e.to_string() })?;
+        let prefix = ["", "bert.", "roberta.", "electra.", "model."]
+            .iter()
+            .find(|p| st.tensor(&format!("{p}embeddings.word_embeddings.weight")).is_ok())
+            .map(|p| p.to_string())
+            .ok_or_else(|| EncoderError::Model {
+                path: path.to_path_buf(),
+                reason: "no embeddings.word_embeddings.weight tensor: not a BERT-family checkpoint".into(),
+            })?;
+        let r = Reader { st, path, prefix };
+        let (h, i) = (config.hidden_size, config.intermediate_size);
+        let mut layers = Vec::with_capacity(config.num_layers);
+        for l in 0..config.num_layers {
+            let p = format!("encoder.layer.{l}");
+            layers.push(Layer {
+                query: r.linear(&format!("{p}.attention.self.query"), h, h, false)?,
+                key: r.linear(&format!("{p}.attention.self.key"), h, h, false)?,
+                value: r.linear(&format!("{p}.attention.self.value"), h, h, false)?,
+                attn_out: r.linear(&format!("{p}.attention.output.dense"), h, h, false)?,
+                attn_norm: r.norm(&format!("{p}.attention.output.LayerNorm"), h)?,
+                up: r.linear(&format!("{p}.intermediate.dense"), i, h, false)?,
+                down: r.linear(&format!("{p}.output.dense"), h, i, false)?,
+                out_norm: r.norm(&format!("{p}.output.LayerNorm"), h)?,
+            });
+        }
+        let n = config.labels.len();
+        let head = if n == 0 {
+            None
+        } else if r.has("classifier.out_proj.weight") {
+            Some(Head::Roberta { dense: r.linear("classifier.dense", h, h, true)?, out_proj: r.linear("classifier.out_proj", n, h, true)? })
+        } else if r.has("classifier.weight") {
+            let pooler =
+                if r.has(&format!("{}pooler.dense.weight", r.prefix)) { Some(r.linear("pooler.dense", h, h, false)?) } else { None };
+            Some(Head::Bert { pooler, classifier: r.linear("classifier", n, h, true)? })
+        } else {
+            return Err(r.err(format!("config.json names {n} labels but the checkpoint has no classifier tensors")));
+        };
+        Ok(Weights {
+            word: r.get("embeddings.word_embeddings.weight", &[config.vocab_size, h], false)?,
+            position: r.get("embeddings.position_embeddings.weight", &[config.max_positions, h], false)?,
+            token_type: r.get("embeddings.token_type_embeddings.weight", &[config.type_vocab_size.max(1), h], false)?,
+            embed_norm: r.norm("embeddings.LayerNorm", h)?,
+            layers,
+            head,
+        })
+    }
+
+    /// Bytes the weights take on the GPU (matrices in fp16, vectors in f32).
+    pub fn gpu_bytes(&self) -> usize {
+        let lin = |l: &Linear| l.w.len() * 2 + l.b.len() * 4;
+        let norm = |n: &Norm| n.gamma.len() * 8;
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                lin(&l.query) + lin(&l.key) + lin(&l.value) + lin(&l.attn_out) + lin(&l.up) + lin(&l.down) + norm(&l.attn_norm) + norm(&l.out_norm)
+            })
+            .sum();
+        (self.word.len() + self.position.len() + self.token_type.len()) * 2 + norm(&self.embed_norm) + layers
+    }
+}
