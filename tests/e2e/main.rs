@@ -8,6 +8,7 @@ mod cli;
 mod dedup;
 mod executor;
 mod io;
+mod models;
 mod native;
 mod pipeline_errors;
 mod quickstart;

@@ -32,6 +32,28 @@ pub fn guests_dir() -> &'static Path {
     })
 }
 
+/// A plugins directory `target/native/<name>` holding the native plugins `packages`, built
+/// from source (release, shared libraries) the first time it is asked for.
+pub fn native_plugins_dir(name: &str, packages: &[&str]) -> PathBuf {
+    let root = root();
+    let target = root.join("target/native");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(&root)
+        .args(["build", "--locked", "--release", "--target-dir"])
+        .arg(&target)
+        .args(packages.iter().flat_map(|p| ["-p", p]))
+        .status()
+        .expect("cannot run cargo");
+    assert!(status.success(), "building native plugins {packages:?} failed");
+    let dir = target.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for p in packages {
+        let file = format!("lib{p}.so");
+        std::fs::copy(target.join("release").join(&file), dir.join(&file)).unwrap();
+    }
+    dir
+}
+
 /// The first-party WASM plugins (`plugins/*` but the shared library and native plugins), as
 /// `scripts/build-dist.sh` picks them.
 pub fn wasm_plugins(root: &Path) -> Vec<String> {

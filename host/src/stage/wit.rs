@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array};
+use arrow_array::{
+    Array, ArrayRef, BinaryArray, BooleanArray, FixedSizeListArray, Float32Array, Float64Array, Int64Array, RecordBatch, StringArray,
+    UInt32Array,
+};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
 
@@ -83,6 +86,14 @@ fn column_to_wit(name: &str, array: &ArrayRef) -> Option<wit::Column> {
             let a = array.as_any().downcast_ref::<BooleanArray>()?;
             (wit::ColumnType::Boolean, Vec::new(), bitmap_from(a.values()))
         }
+        DataType::FixedSizeList(item, dim) if item.data_type() == &DataType::Float32 => {
+            let a = array.as_any().downcast_ref::<FixedSizeListArray>()?;
+            let values = a.values().as_any().downcast_ref::<Float32Array>()?;
+            let dim = usize::try_from(*dim).ok()?;
+            let start = a.offset() * dim;
+            let data = values.values().get(start..start + a.len() * dim)?.iter().flat_map(|v| v.to_le_bytes()).collect();
+            (wit::ColumnType::Float32Vector, vec![dim as u32], data)
+        }
         _ => return None,
     };
     Some(wit::Column { name: name.to_string(), ty, validity, offsets, data })
@@ -133,6 +144,21 @@ pub fn column_from_wit(c: wit::Column, rows: usize) -> Result<(Field, ArrayRef),
             } else {
                 Arc::new(Float64Array::new(ScalarBuffer::from(words.map(f64::from_le_bytes).collect::<Vec<_>>()), nulls))
             }
+        }
+        wit::ColumnType::Float32Vector => {
+            let dim = match c.offsets.as_slice() {
+                [d] if *d > 0 && *d <= 1 << 20 => *d as usize,
+                _ => return Err(bad(format!("column {name:?}: a float32-vector column carries its dimension (1 to 2^20) as its one offset"))),
+            };
+            if c.data.len() != rows * dim * 4 {
+                return Err(bad(format!("column {name:?}: {} bytes for {rows} vectors of {dim} float32", c.data.len())));
+            }
+            let values: Vec<f32> = c.data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            let item = Arc::new(Field::new("item", DataType::Float32, true));
+            Arc::new(
+                FixedSizeListArray::try_new(item, dim as i32, Arc::new(Float32Array::from(values)), nulls)
+                    .map_err(|e| bad(format!("column {name:?}: {e}")))?,
+            )
         }
         wit::ColumnType::Boolean => {
             if c.data.len() < rows.div_ceil(8) {
@@ -261,5 +287,29 @@ mod tests {
         assert_eq!((back.ty == wit::ColumnType::Binary, back.offsets, back.data), (true, c.offsets, c.data));
         let bad = wit::Column { name: "sig".into(), ty: wit::ColumnType::Binary, validity: vec![], offsets: vec![0, 9], data: vec![1] };
         assert!(column_from_wit(bad, 1).is_err());
+    }
+
+    #[test]
+    fn vector_columns_cross_both_ways_and_lies_are_refused() {
+        let values: Vec<f32> = vec![0.5, -1.0, 2.0, 0.0, 1.5, 3.25];
+        let c = wit::Column {
+            name: "embedding".into(),
+            ty: wit::ColumnType::Float32Vector,
+            validity: vec![],
+            offsets: vec![2],
+            data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let (field, array) = column_from_wit(c.clone(), 3).unwrap();
+        assert!(matches!(field.data_type(), DataType::FixedSizeList(_, 2)));
+        let a = array.as_any().downcast_ref::<FixedSizeListArray>().unwrap();
+        let row1 = a.value(1);
+        assert_eq!(row1.as_any().downcast_ref::<Float32Array>().unwrap().values(), &[2.0, 0.0]);
+        // A slice sends only its own rows.
+        let back = column_to_wit("embedding", &array.slice(1, 2)).unwrap();
+        assert_eq!((back.offsets, back.data), (vec![2], c.data[8..].to_vec()));
+        for (offsets, rows) in [(vec![], 3), (vec![0], 3), (vec![2, 2], 3), (vec![2], 4), (vec![u32::MAX], 3)] {
+            let lie = wit::Column { offsets, ..c.clone() };
+            assert!(column_from_wit(lie, rows).is_err());
+        }
     }
 }

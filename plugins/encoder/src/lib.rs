@@ -225,6 +225,20 @@ impl Encoder {
         Ok(out)
     }
 
+    /// One pooled vector per already tokenized sequence (the forward pass alone: benchmarks
+    /// and `tune` use it).
+    pub fn pooled_ids(&self, ids: &[Vec<u32>], pooling: Pooling) -> Result<Vec<f32>, EncoderError> {
+        let mut out = vec![0f32; ids.len() * self.config.hidden_size];
+        let mut stats = Stats { docs: ids.len(), ..Stats::default() };
+        let began = Instant::now();
+        self.run_chunk(ids, pooling, &mut out, &mut stats)?;
+        stats.compute = began.elapsed();
+        if let Ok(mut s) = self.stats.lock() {
+            *s = stats;
+        }
+        Ok(out)
+    }
+
     fn run_chunk(&self, ids: &[Vec<u32>], pooling: Pooling, out: &mut [f32], stats: &mut Stats) -> Result<(), EncoderError> {
         let h = self.config.hidden_size;
         let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
