@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod params;
 pub mod partition;
 pub mod pipeline;
+pub mod pipeline_edit;
 pub mod placement;
 pub mod resources;
 pub mod scaling;
@@ -16,6 +17,7 @@ pub mod shard;
 pub mod spec_error;
 pub mod step;
 pub mod task;
+pub mod tune;
 
 pub use dedup::{DedupAction, DedupMethod, DedupSpec};
 pub use manifest::{

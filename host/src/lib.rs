@@ -10,5 +10,6 @@ pub mod os;
 pub mod plan;
 pub mod registry;
 pub mod stage;
+pub mod tune;
 pub mod wasm;
 pub mod worker;

@@ -106,6 +106,35 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Measure a GPU stage's batch size (max_batch_tokens) on a sample of the pipeline's input,
+    /// inside its worker: peak GPU memory (NVML) and docs/s at growing sizes; pick the largest
+    /// that stays under the margin of the stage's budget and is within 5 % of the best docs/s.
+    /// Without a GPU it says so and changes nothing.
+    Tune {
+        pipeline: PathBuf,
+        #[command(flatten)]
+        plugins: PluginDirs,
+        /// The stage's label (default: every GPU stage with a max_batch_tokens param).
+        #[arg(long)]
+        stage: Option<String>,
+        /// Fit this budget in GiB instead of the stage's gpu_memory_gb (or its cards).
+        #[arg(long, value_name = "GB")]
+        gpu_memory: Option<f64>,
+        /// Share of the budget the measured peak may reach.
+        #[arg(long, default_value_t = 0.85)]
+        margin: f64,
+        /// Documents of the input to run at each size.
+        #[arg(long, default_value_t = 20_000)]
+        sample: usize,
+        /// The smallest size tried (sizes double from here).
+        #[arg(long, default_value_t = 2048)]
+        start: usize,
+        /// Write the pick into the pipeline file (comments kept; the old file saved as .backup).
+        #[arg(long)]
+        apply: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect installed plugins.
     Plugin {
         #[command(subcommand)]
@@ -229,6 +258,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, flags)
         }
         Command::Plan { pipeline, plugins, memory, workers, json } => plan_command(&pipeline, &plugins, memory.as_deref(), workers, json),
+        Command::Tune { pipeline, plugins, stage, gpu_memory, margin, sample, start, apply, json } => {
+            let opts = curator_host::tune::TuneOptions { stage, gpu_memory_gb: gpu_memory, margin, sample_docs: sample, start };
+            tune_command(&pipeline, &plugins, &opts, apply, json)
+        }
         Command::Merge { output } => {
             let loc = curator_host::io::Loc::parse(&output, &std::env::current_dir().unwrap_or_default())?;
             match curator_host::io::shards::merge(&loc) {
@@ -502,6 +535,48 @@ struct RunFlags {
     restart: bool,
     ignore_memory_plan: bool,
     shard: Option<curator_core::shard::Shard>,
+}
+
+fn tune_command(pipeline: &Path, dirs: &PluginDirs, opts: &curator_host::tune::TuneOptions, apply: bool, json: bool) -> Result<ExitCode> {
+    use curator_host::tune;
+    let inventory = curator_host::gpu::discover();
+    let Some(card) = inventory.gpus.first() else {
+        let why = inventory.note.unwrap_or_else(|| "no GPU".into());
+        out!("no GPU to measure on ({why}): nothing tuned, {} unchanged", pipeline.display());
+        return Ok(ExitCode::SUCCESS);
+    };
+    let plan = match plan::plan_file(pipeline, &scan(dirs), plan::PlanOptions::default()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    let results = match tune::tune(&plan, opts, card.memory_total_mb << 20) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    if json {
+        out!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        for t in &results {
+            out!("stage {} on {} ({} MiB), budget {} MiB × margin {:.2}, {} documents per size:", t.label, card.name, card.memory_total_mb, t.budget_bytes >> 20, t.margin, t.sample_docs);
+            out!("{}", tune::render(t));
+            match t.pick {
+                Some(p) => out!("recommendation: {}: {p} (now {})", tune::TUNABLE, t.current.map_or("the default".into(), |c| c.to_string())),
+                None => out!("recommendation: none: no size stayed under the margin; raise the stage's gpu_memory_gb"),
+            }
+            out!();
+        }
+    }
+    if apply {
+        let backup = tune::apply(pipeline, &results)?;
+        out!("wrote the picks into {} (the old file is {})", pipeline.display(), backup.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, workers: Option<usize>, json: bool) -> Result<ExitCode> {

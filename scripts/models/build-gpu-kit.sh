@@ -2,12 +2,13 @@
 # Build what scripts/models/gpu-models.sh needs into a kit for a GPU machine without Rust:
 # the host and the embedder/classifier plugins (stripped), encoder-check, all-MiniLM-L6-v2 in
 # fp16, the PyTorch references, the scripts, and a real-text corpus (scripts/dedup/make-corpus.py,
-# ~100k documents). Packs it as KIT.tar.xz (the GPU machine takes 64 MiB per call).
+# ~52k documents; gpu-models.sh doubles it with fresh ids to ~104k). Packs it as KIT.tar.xz
+# (what travels to the GPU machine, working tree included, must stay under 64 MiB).
 #
 #   scripts/models/build-gpu-kit.sh .device/models-kit [DOCS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out="${1:-.device/models-kit}"; docs="${2:-108000}"
+out="${1:-.device/models-kit}"; docs="${2:-56000}"
 cargo build --release --locked -p curator-host -p embedder -p classifier
 cargo build --release --locked -p curator-encoder --example encoder-check
 rm -rf "$out" && mkdir -p "$out/plugins"

@@ -88,7 +88,8 @@ def make_classifier(minilm: Path, out: Path) -> Path:
     config["label2id"] = {l: i for i, l in enumerate(LABELS)}
     (dest / "config.json").write_text(json.dumps(config, indent=2))
     for f in ["tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"]:
-        shutil.copy(minilm / f, dest / f)
+        if (minilm / f).exists():
+            shutil.copy(minilm / f, dest / f)
     tensors = {f"bert.{k}": v for k, v in read_safetensors(minilm / "model.safetensors").items()}
     rng = random.Random(SEED)
     h = config["hidden_size"]

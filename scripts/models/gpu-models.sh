@@ -11,6 +11,9 @@
 # oom:    a token budget far over the card (no memory cap): CUDA out-of-memory, halved, recovered.
 # share:  embedder + classifier in one pipeline, 4 GB each on one card; the per-process GPU
 #         memory (nvidia-smi every 100 ms) against those budgets.
+# workers: the run step with 1, 2, 3 and 4 embedder workers (num_workers).
+# tune:   curator-host tune for the embedder (budget 8 GB) and the classifier (4 GB), a hand
+#         sweep of the forward pass (encoder-check --budget) beside it, and --apply on a copy.
 set -euo pipefail
 kit="$(cd "$1" && pwd)"; shift
 steps="${*:-all}"
@@ -22,7 +25,19 @@ want() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 [ -f "$work/minilm-classifier/model.safetensors" ] || python3 -c "import sys; sys.path.insert(0, '$kit'); import fetch; from pathlib import Path; fetch.make_classifier(Path('$model'), Path('$work'))"
 clf="$work/minilm-classifier"
-docs=$(wc -l < "$kit/corpus.jsonl")
+# The kit's corpus twice, with fresh ids (what travels to the GPU machine is capped).
+if [ ! -f "$work/corpus.jsonl" ]; then
+    python3 - "$kit/corpus.jsonl" "$work/corpus.jsonl" <<'PY'
+import json, sys
+out = open(sys.argv[2], "w")
+for rep in range(2):
+    for line in open(sys.argv[1]):
+        d = json.loads(line); d["id"] = f"c{rep}-{d['id']}"
+        out.write(json.dumps(d, ensure_ascii=False) + "\n")
+PY
+fi
+corpus="$work/corpus.jsonl"
+docs=$(wc -l < "$corpus")
 
 if want parity; then
     echo "== parity (GPU vs PyTorch CPU references)"
@@ -30,9 +45,9 @@ if want parity; then
 fi
 if want speed; then
     echo "== speed: ours (forward alone, then tokenize + forward overlapped)"
-    "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --device gpu --corpus "$kit/corpus.jsonl" --docs "$docs" --dump-ids "$work/ids.bin"
+    "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --device gpu --corpus "$corpus" --docs "$docs" --dump-ids "$work/ids.bin"
     echo "== speed: PyTorch on the same token ids"
-    python3 "$kit/torch_bench.py" "$model" "$work/ids.bin" --corpus "$kit/corpus.jsonl" --docs "$docs"
+    python3 "$kit/torch_bench.py" "$model" "$work/ids.bin" --corpus "$corpus" --docs "$docs"
 fi
 sample() { # file: GPU util % every 100 ms until killed
     nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$1" 2>/dev/null &
@@ -40,7 +55,7 @@ sample() { # file: GPU util % every 100 ms until killed
 }
 if want run; then
     echo "== curator-host run: JSONL -> embedder (GPU) -> Parquet, $docs documents"
-    mkdir -p in && ln -sf "$kit/corpus.jsonl" in/corpus.jsonl
+    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
     cat > embed.yaml <<YAML
 source: {path: in}
 batch_size: 8192
@@ -68,7 +83,7 @@ PY
 fi
 if want oom; then
     echo "== oom: a budget of 64 M tokens per pass and no memory cap"
-    "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --device gpu --corpus "$kit/corpus.jsonl" --docs 30000 --budget 67108864 --max-docs 1000000
+    "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --device gpu --corpus "$corpus" --docs 30000 --budget 67108864 --max-docs 1000000
 fi
 if want share; then
     echo "== share: embedder + classifier on one card, 4 GB each"
@@ -100,4 +115,66 @@ for line in open(sys.argv[1]):
         peak[parts[0]] = max(peak[parts[0]], int(parts[1]))
 print("peak GPU memory per worker process (MiB):", dict(peak), "budget 4096 each")
 PY
+fi
+
+run_workers() { # n
+    cat > "embed-$1.yaml" <<YAML
+source: {path: in}
+batch_size: 8192
+stages:
+  - plugin: embedder
+    params: {model: /models/minilm16, device: gpu}
+    resources: {gpu_memory_gb: 8}
+    num_workers: $1
+    grants: {models: $kit}
+sink: {path: out-embed-$1, format: parquet, mode: overwrite}
+YAML
+    pid=$(sample "util-$1.txt")
+    start=$(date +%s.%N)
+    "$kit/curator-host" run "embed-$1.yaml" --plugins "$kit/plugins" > "run-$1.log" 2>&1 || { cat "run-$1.log"; exit 1; }
+    end=$(date +%s.%N)
+    kill "$pid" || true
+    python3 - "$start" "$end" "$docs" "util-$1.txt" "$1" <<'PY'
+import sys
+start, end, docs = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+u = [int(x) for x in open(sys.argv[4]).read().split() if x.strip().isdigit()]
+busy = [x for x in u if x > 0]
+print(f"workers {sys.argv[5]}: {docs / (end - start):.0f} docs/s wall ({end - start:.1f} s, process start included); "
+      f"GPU busy mean {sum(u) / max(len(u), 1):.0f} %, {sum(busy) / max(len(busy), 1):.0f} % over non-idle samples ({len(busy)}/{len(u)})")
+PY
+    grep "wrote" "run-$1.log" | tail -1
+}
+if want workers; then
+    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    echo "== workers: JSONL -> embedder (GPU) -> Parquet with 1..4 workers"
+    for n in 1 2 3 4; do run_workers "$n"; done
+fi
+if want tune; then
+    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    echo "== tune: embedder (8 GB) and classifier (4 GB)"
+    cat > tune.yaml <<YAML
+# tune me (this comment must survive --apply)
+source: {path: in}
+batch_size: 4096
+stages:
+  - plugin: embedder
+    params: {model: /models/minilm16, device: gpu}
+    resources: {gpu_memory_gb: 8}
+    grants: {models: $kit}
+  - plugin: classifier
+    params:
+      model: /models/minilm-classifier  # random head
+      device: gpu
+    resources: {gpu_memory_gb: 4}
+    grants: {models: $work}
+sink: {path: out-tune, format: parquet, mode: overwrite}
+YAML
+    "$kit/curator-host" tune tune.yaml --plugins "$kit/plugins" --sample 20000 --apply 2>/dev/null
+    echo "-- the file after --apply:"; cat tune.yaml; echo "-- backup kept: $(ls tune.yaml.backup)"
+    echo "== hand sweep: the forward pass alone at each budget (encoder-check, same corpus, 20000 docs)"
+    head -20000 "$corpus" > sweep.jsonl
+    for b in 2048 4096 8192 16384 32768 65536 131072 262144; do
+        "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --device gpu --corpus sweep.jsonl --docs 20000 --budget "$b" \
+          | python3 -c "import json,sys; r=json.load(sys.stdin); print(f'budget {r[\"budget\"]}: forward {r[\"forward_docs_per_s\"]:.0f} docs/s, tokenize+forward {r[\"embed_docs_per_s\"]:.0f} docs/s')"
+    done
 fi

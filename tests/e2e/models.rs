@@ -123,3 +123,22 @@ fn a_model_that_is_not_there_stops_the_run_before_reading() {
     assert!(r.stderr.contains("no-such-model/config.json"), "{}", r.stderr);
     assert!(!tmp.path().join("out").exists());
 }
+
+#[test]
+fn tune_without_a_gpu_says_so_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_reference_docs(tmp.path());
+    let yaml = format!(
+        "# keep this comment\nsource: {{path: in}}\nstages:\n  - plugin: embedder\n    params: {{model: /models/all-MiniLM-L6-v2}}\n    grants: {{models: {}}}\nsink: {{path: out}}\n",
+        models().display()
+    );
+    let path = write_pipeline(tmp.path(), &yaml);
+    let r = run(tmp.path(), &["tune", "pipeline.yaml", "--apply"]);
+    if !r.stdout.contains("no GPU") {
+        return; // a machine with a GPU: scripts/models/gpu-models.sh covers it
+    }
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("nothing tuned"), "{}", r.stdout);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), yaml);
+    assert!(!tmp.path().join("pipeline.yaml.backup").exists());
+}

@@ -48,9 +48,22 @@ pub struct StageBench {
 
 /// Read the plan's whole input (all partitions) in batches of the plan's batch size.
 fn read_all(plan: &Plan) -> Result<Vec<RecordBatch>, BenchError> {
+    read_sample(plan, usize::MAX)
+}
+
+/// The pipeline's input from the start, in its batch size, until `max_docs` documents (the
+/// last batch cut to fit).
+pub fn read_sample(plan: &Plan, max_docs: usize) -> Result<Vec<RecordBatch>, BenchError> {
     let opts = plan.read_options(false);
     let batch_size = plan.spec.batch_size();
     let mut out = Vec::new();
+    let mut docs = 0;
+    let mut keep = |b: RecordBatch, out: &mut Vec<RecordBatch>| {
+        let take = b.num_rows().min(max_docs - docs);
+        docs += take;
+        out.push(b.slice(0, take));
+        docs < max_docs
+    };
     for partition in &plan.partitions {
         for part in &partition.parts {
             let input = &plan.inputs[part.file];
@@ -58,13 +71,17 @@ fn read_all(plan: &Plan) -> Result<Vec<RecordBatch>, BenchError> {
                 Format::Jsonl => {
                     let mut r = JsonlReader::open(input, part.extent, opts.clone())?;
                     while let Some(b) = r.next_batch(batch_size)? {
-                        out.push(b);
+                        if !keep(b, &mut out) {
+                            return Ok(out);
+                        }
                     }
                 }
                 Format::Parquet => {
                     let mut r = ParquetReader::open(input, part.extent, opts.clone(), batch_size)?;
                     while let Some(b) = r.next_batch()? {
-                        out.push(b);
+                        if !keep(b, &mut out) {
+                            return Ok(out);
+                        }
                     }
                 }
             }

@@ -17,7 +17,7 @@ mod barrier;
 pub mod bench;
 mod error;
 mod graph;
-mod instance;
+pub(crate) mod instance;
 mod progress;
 mod read;
 mod run;

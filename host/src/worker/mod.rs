@@ -25,7 +25,7 @@ use curator_core::Manifest;
 use serde::{Deserialize, Serialize};
 
 pub use process::{WorkerPlugin, WorkerProcess};
-pub use watchdog::{WorkerLimits, gpu_tolerance_bytes};
+pub use watchdog::{WorkerLimits, gpu_tolerance_bytes, gpu_used_by};
 
 use crate::stage::StageFailure;
 use crate::wasm::{CompiledPlugin, DirGrant, InstanceLimits, WasmRuntime};

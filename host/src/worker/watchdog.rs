@@ -58,7 +58,8 @@ impl Watch {
     }
 }
 
-fn gpu_used_by(nvml: &nvml_wrapper::Nvml, pid: u32) -> u64 {
+/// GPU memory process `pid` uses on all devices (NVML), bytes.
+pub fn gpu_used_by(nvml: &nvml_wrapper::Nvml, pid: u32) -> u64 {
     let n = nvml.device_count().unwrap_or(0);
     let mut total = 0;
     for i in 0..n {

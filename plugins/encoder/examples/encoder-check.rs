@@ -112,6 +112,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         report["forward_tokens_per_s"] = json!(tokens as f64 / fwd_s);
         report["forward_padding"] = json!(fwd.padded_tokens as f64 / fwd.tokens.max(1) as f64);
         report["forward_batches"] = json!(fwd.batches);
+        report["forward_oom_retries"] = json!(fwd.oom_retries);
+        report["budget_after"] = json!(enc.token_budget());
         report["embed_docs_per_s"] = json!(refs.len() as f64 / e2e_s);
         report["embed_waiting_s"] = json!(s.waiting.as_secs_f64());
         report["embed_compute_s"] = json!(s.compute.as_secs_f64());

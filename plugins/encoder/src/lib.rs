@@ -200,7 +200,8 @@ impl Encoder {
         std::thread::scope(|scope| -> Result<(), EncoderError> {
             // Tokenize one chunk ahead of the device.
             let (tx, rx) = mpsc::sync_channel::<(usize, Result<Vec<Vec<u32>>, EncoderError>)>(1);
-            let chunk = self.chunk_docs;
+            // A chunk holds at least a few forward passes' worth of documents.
+            let chunk = self.chunk_docs.max(self.token_budget() / 32);
             scope.spawn(move || {
                 for (k, part) in texts.chunks(chunk).enumerate() {
                     if tx.send((k * chunk, self.tokenizer.encode(part, max_chars))).is_err() {
