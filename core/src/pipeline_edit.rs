@@ -102,7 +102,13 @@ pub fn set_stage_param(text: &str, index: usize, key: &str, value: &str) -> Resu
     // The item's `params:` line: on the item's first line (after "- ") or at the content indent.
     let params_line = (start..stop).find(|&i| {
         let l = &lines[i];
-        let body = if i == start { &l[indent(l) + 2..] } else if indent(l) == content { l.trim_start() } else { return false };
+        let body = if i == start {
+            &l[indent(l) + 2..]
+        } else if indent(l) == content {
+            l.trim_start()
+        } else {
+            return false;
+        };
         body.starts_with("params:")
     });
     let entry = format!("{key}: {value}");
@@ -114,7 +120,8 @@ pub fn set_stage_param(text: &str, index: usize, key: &str, value: &str) -> Resu
             let rest = rest.trim();
             if rest.is_empty() {
                 // Block mapping: children are the following lines indented deeper.
-                let children: Vec<usize> = (p + 1..stop).filter(|&i| is_content(&lines[i])).take_while(|&i| indent(&lines[i]) > content).collect();
+                let children: Vec<usize> =
+                    (p + 1..stop).filter(|&i| is_content(&lines[i])).take_while(|&i| indent(&lines[i]) > content).collect();
                 let child_indent = children.first().map_or(content + 2, |&i| indent(&lines[i]));
                 if let Some(&c) = children.iter().find(|&&i| indent(&lines[i]) == child_indent && key_of(lines[i].trim_start()) == key) {
                     let (_, comment) = split_comment(lines[c].split_once(':').map_or("", |(_, v)| v));
@@ -163,7 +170,10 @@ mod tests {
         let out = set_stage_param(FILE, 1, "max_batch_tokens", "8192").unwrap();
         assert_eq!(out, FILE.replace("{model: /models/c, device: gpu}", "{model: /models/c, device: gpu, max_batch_tokens: 8192}"));
         let out = set_stage_param(FILE, 2, "max_batch_tokens", "8192").unwrap();
-        assert_eq!(out, FILE.replace("  - plugin: word_count_filter\n", "  - plugin: word_count_filter\n    params: {max_batch_tokens: 8192}\n"));
+        assert_eq!(
+            out,
+            FILE.replace("  - plugin: word_count_filter\n", "  - plugin: word_count_filter\n    params: {max_batch_tokens: 8192}\n")
+        );
         let block_without = FILE.replace("      max_batch_tokens: 4096 # was hand-picked\n", "");
         let out = set_stage_param(&block_without, 0, "max_batch_tokens", "2048").unwrap();
         assert!(out.contains("      model: /models/m  # fp16\n      max_batch_tokens: 2048\n    resources"), "{out}");
@@ -172,7 +182,10 @@ mod tests {
     #[test]
     fn flow_values_with_commas_survive() {
         let f = "stages:\n- plugin: c\n  params: {keep_labels: [a, b], max_batch_tokens: 1}\n";
-        assert_eq!(set_stage_param(f, 0, "max_batch_tokens", "2").unwrap(), "stages:\n- plugin: c\n  params: {keep_labels: [a, b], max_batch_tokens: 2}\n");
+        assert_eq!(
+            set_stage_param(f, 0, "max_batch_tokens", "2").unwrap(),
+            "stages:\n- plugin: c\n  params: {keep_labels: [a, b], max_batch_tokens: 2}\n"
+        );
     }
 
     #[test]

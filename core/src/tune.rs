@@ -122,7 +122,8 @@ mod tests {
             let chosen = trials.iter().find(|t| t.size == p).unwrap();
             assert!(chosen.peak_bytes as f64 <= 0.85 * (8 * GB) as f64);
             // Against the true (noise-free) best of the sizes tried.
-            let best = trials.iter().filter(|t| t.fit(8 * GB, 0.85) == Fit::Fits).map(|t| speed(t.size) / noise(t.size)).fold(0.0, f64::max);
+            let best =
+                trials.iter().filter(|t| t.fit(8 * GB, 0.85) == Fit::Fits).map(|t| speed(t.size) / noise(t.size)).fold(0.0, f64::max);
             assert!(speed(p) / noise(p) >= 0.85 * best, "seed {seed}: picked {p}");
         }
     }

@@ -55,7 +55,9 @@ fn ser_trials<S: serde::Serializer>(t: &[Trial], s: S) -> Result<S::Ok, S::Error
     use serde::ser::SerializeSeq;
     let mut seq = s.serialize_seq(Some(t.len()))?;
     for x in t {
-        seq.serialize_element(&serde_json::json!({"size": x.size, "peak_bytes": x.peak_bytes, "docs_per_s": x.docs_per_s, "failed": x.failed}))?;
+        seq.serialize_element(
+            &serde_json::json!({"size": x.size, "peak_bytes": x.peak_bytes, "docs_per_s": x.docs_per_s, "failed": x.failed}),
+        )?;
     }
     seq.end()
 }
@@ -70,9 +72,7 @@ pub enum TuneError {
 
 /// The stages `opts` selects, each with why it can or cannot be tuned.
 pub fn tunable_stages<'a>(plan: &'a Plan, opts: &TuneOptions) -> Result<Vec<&'a PlannedStage>, TuneError> {
-    let has_knob = |s: &PlannedStage| {
-        s.plugin.manifest.params_schema.get("properties").and_then(|p| p.get(TUNABLE)).is_some()
-    };
+    let has_knob = |s: &PlannedStage| s.plugin.manifest.params_schema.get("properties").and_then(|p| p.get(TUNABLE)).is_some();
     let on_gpu = |s: &PlannedStage| !s.gpu.is_empty();
     match &opts.stage {
         Some(label) => {
@@ -165,8 +165,10 @@ fn trial(stage: &PlannedStage, sample: &[RecordBatch], size: usize, card_bytes: 
     let mut worker: Box<dyn StageCall> = Box::new(worker);
     let wanted = &stage.plugin.manifest.input_columns;
     // Warm-up (kernels, cuBLAS heuristics, the allocator) on a slice, not timed.
-    let result = sample.first().map_or(Ok(()), |b| call_and_apply(worker.as_mut(), &b.slice(0, b.num_rows().min(256)), wanted).map(|_| ())).and_then(
-        |_| {
+    let result = sample
+        .first()
+        .map_or(Ok(()), |b| call_and_apply(worker.as_mut(), &b.slice(0, b.num_rows().min(256)), wanted).map(|_| ()))
+        .and_then(|_| {
             let t = Instant::now();
             let mut docs = 0;
             for b in sample {
@@ -174,8 +176,7 @@ fn trial(stage: &PlannedStage, sample: &[RecordBatch], size: usize, card_bytes: 
                 docs += b.num_rows();
             }
             Ok(docs as f64 / t.elapsed().as_secs_f64().max(1e-9))
-        },
-    );
+        });
     done.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     worker.teardown();
@@ -232,7 +233,9 @@ pub fn apply(path: &std::path::Path, results: &[StageTune]) -> Result<std::path:
     }
     // Check: the same pipeline but for the picked params.
     let label = path.display().to_string();
-    let parse = |s: &str| curator_core::PipelineSpec::from_yaml(&label, s).map_err(|e| TuneError::Stage(format!("the edited file does not parse: {e}")));
+    let parse = |s: &str| {
+        curator_core::PipelineSpec::from_yaml(&label, s).map_err(|e| TuneError::Stage(format!("the edited file does not parse: {e}")))
+    };
     let (mut before, after) = (parse(&original)?, parse(&text)?);
     for t in results {
         if let (Some(size), Some(curator_core::Step::Plugin(s))) = (t.pick, before.stages.get_mut(t.index))
@@ -255,7 +258,16 @@ mod tests {
     use super::*;
 
     fn result(index: usize, pick: Option<usize>) -> StageTune {
-        StageTune { label: "embedder".into(), index, budget_bytes: 4 << 30, margin: 0.85, current: None, sample_docs: 10, trials: Vec::new(), pick }
+        StageTune {
+            label: "embedder".into(),
+            index,
+            budget_bytes: 4 << 30,
+            margin: 0.85,
+            current: None,
+            sample_docs: 10,
+            trials: Vec::new(),
+            pick,
+        }
     }
 
     const FILE: &str = "# tuned by hand in May\nsource: {path: in}\nstages:\n  - plugin: word_count_filter  # cheap first\n  - plugin: embedder\n    params:\n      model: /models/m   # fp16 copy\n      max_batch_tokens: 4096\n    resources: {gpu_memory_gb: 4}\n    grants: {models: /data/models}\nsink: {path: out, format: parquet}\n";
@@ -279,7 +291,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.yaml");
         // A multi-line flow mapping is not edited; the file is left alone.
-        let odd = FILE.replace("    params:\n      model: /models/m   # fp16 copy\n      max_batch_tokens: 4096\n", "    params: {model: /models/m,\n      max_batch_tokens: 4096}\n");
+        let odd = FILE.replace(
+            "    params:\n      model: /models/m   # fp16 copy\n      max_batch_tokens: 4096\n",
+            "    params: {model: /models/m,\n      max_batch_tokens: 4096}\n",
+        );
         std::fs::write(&path, &odd).unwrap();
         assert!(apply(&path, &[result(1, Some(8192))]).is_err());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), odd);

@@ -178,3 +178,34 @@ YAML
           | python3 -c "import json,sys; r=json.load(sys.stdin); print(f'budget {r[\"budget\"]}: forward {r[\"forward_docs_per_s\"]:.0f} docs/s, tokenize+forward {r[\"embed_docs_per_s\"]:.0f} docs/s')"
     done
 fi
+if want twogpu; then
+    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    echo "== twogpu: an embedder with gpus: 1 on a machine with $(nvidia-smi -L | wc -l) GPUs"
+    cat > twogpu.yaml <<YAML
+source: {path: in}
+batch_size: 8192
+stages:
+  - plugin: embedder
+    params: {model: /models/minilm16, device: gpu, max_batch_tokens: 65536}
+    resources: {gpus: 1}
+    grants: {models: $kit}
+sink: {path: out-twogpu, format: parquet, mode: overwrite}
+YAML
+    nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader -lms 200 > apps2.txt 2>/dev/null &
+    apid=$!
+    start=$(date +%s.%N)
+    "$kit/curator-host" run twogpu.yaml --plugins "$kit/plugins" > twogpu.log 2>&1 || { cat twogpu.log; exit 1; }
+    end=$(date +%s.%N)
+    kill "$apid" || true
+    grep -E "workers|wrote" twogpu.log | tail -3
+    python3 - apps2.txt "$start" "$end" "$docs" <<'PY'
+import sys, collections
+per_gpu = collections.defaultdict(set)
+for line in open(sys.argv[1]):
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) == 3:
+        per_gpu[parts[0][-8:]].add(parts[1])
+print("worker processes per GPU:", {g: sorted(p) for g, p in per_gpu.items()})
+print(f"{int(sys.argv[4]) / (float(sys.argv[3]) - float(sys.argv[2])):.0f} docs/s wall")
+PY
+fi

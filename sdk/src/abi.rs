@@ -397,7 +397,15 @@ fn import_column(a: &ArrowArray, s: &ArrowSchema, parent_offset: usize, rows: us
 }
 
 /// A `FixedSizeList<Float32>` ("+w:N" with one "f" child).
-fn import_vectors(a: &ArrowArray, s: &ArrowSchema, name: &str, dim: &str, off: usize, rows: usize, validity: Vec<u8>) -> Result<Column, String> {
+fn import_vectors(
+    a: &ArrowArray,
+    s: &ArrowSchema,
+    name: &str,
+    dim: &str,
+    off: usize,
+    rows: usize,
+    validity: Vec<u8>,
+) -> Result<Column, String> {
     let dim: usize = dim.parse().map_err(|_| format!("column {name:?}: bad vector size {dim:?}"))?;
     if a.n_children != 1 || s.n_children != 1 {
         return Err(format!("column {name:?}: a fixed-size list has one child"));
@@ -411,7 +419,11 @@ fn import_vectors(a: &ArrowArray, s: &ArrowSchema, name: &str, dim: &str, off: u
     let start = (ca.offset.max(0) as usize + off * dim) * 4;
     // SAFETY: the child's values buffer holds (offset + length) f32; rows × dim of them from here.
     let values = if ca.n_buffers < 2 { ptr::null() } else { unsafe { *ca.buffers.add(1) as *const u8 } };
-    let data = if rows * dim == 0 || values.is_null() { Vec::new() } else { unsafe { std::slice::from_raw_parts(values.add(start), rows * dim * 4) }.to_vec() };
+    let data = if rows * dim == 0 || values.is_null() {
+        Vec::new()
+    } else {
+        unsafe { std::slice::from_raw_parts(values.add(start), rows * dim * 4) }.to_vec()
+    };
     Ok(Column { name: name.to_string(), ty: ColumnType::Float32Vector, validity, offsets: vec![dim as u32], data })
 }
 
@@ -567,4 +579,21 @@ fn export_output(out: Output, input_rows: usize) -> (ArrowArray, ArrowSchema) {
     };
     let (arrays, schemas): (Vec<ArrowArray>, Vec<ArrowSchema>) = columns.into_iter().map(|c| export_column(c, rows)).unzip();
     (export_array(rows, 0, Vec::new(), vec![ptr::null()], arrays), export_schema("+s", kind, schemas))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_columns_cross_the_c_boundary_both_ways() {
+        let vectors = Column::f32_vectors("embedding", 2, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let text = Column::utf8("text", ["a", "bc", ""]);
+        let (mut array, mut schema) = export_output(Output::Columns(vec![vectors.clone(), text.clone()]), 3);
+        // SAFETY: freshly exported, unreleased structs.
+        let imported = unsafe { Imported::take(&mut array, &mut schema) };
+        let batch = imported.to_batch().unwrap();
+        assert_eq!(batch.columns, vec![vectors.clone(), text]);
+        assert_eq!(batch.columns[0].f32_vector_values().unwrap(), (2, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    }
 }

@@ -148,7 +148,8 @@ impl Column {
     /// The dimension and values of a float32-vector column.
     pub fn f32_vector_values(&self) -> Result<(usize, Vec<f32>), BatchError> {
         self.expect(ColumnType::Float32Vector)?;
-        let dim = *self.offsets.first().ok_or_else(|| BatchError::Malformed { column: self.name.clone(), reason: "no dimension" })? as usize;
+        let dim =
+            *self.offsets.first().ok_or_else(|| BatchError::Malformed { column: self.name.clone(), reason: "no dimension" })? as usize;
         let values = self.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         Ok((dim, values))
     }

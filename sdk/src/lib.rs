@@ -51,7 +51,9 @@ pub mod abi;
 pub use batch::{Batch, BatchError, Column, ColumnType, Output};
 pub use curator_sdk_macros::stage;
 pub use doc::Doc;
-pub use runner::{Filter, Map, Rewrite, Runner, Score, Stage, StageDef, StageError, granted_path, load_granted, read_granted, score_filter};
+pub use runner::{
+    Filter, Map, Rewrite, Runner, Score, Stage, StageDef, StageError, granted_path, load_granted, read_granted, score_filter,
+};
 
 /// Re-exported for the code the [`stage`] attribute generates.
 pub use serde;

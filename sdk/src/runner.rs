@@ -181,7 +181,8 @@ pub fn granted_path(path: &str) -> std::path::PathBuf {
 /// Read a file from a directory the pipeline granted (the stage's manifest requests it as
 /// `grant`); the error names the param, the path and the grant.
 pub fn read_granted(param: &str, path: &str, grant: &str) -> Result<Vec<u8>, StageError> {
-    std::fs::read(granted_path(path)).map_err(|e| StageError::InvalidParams(format!("{param} {path}: {e} (grant its directory as `{grant}`)")))
+    std::fs::read(granted_path(path))
+        .map_err(|e| StageError::InvalidParams(format!("{param} {path}: {e} (grant its directory as `{grant}`)")))
 }
 
 /// [`read_granted`], then `parse` the bytes (a model, a tokenizer); a parse error names the file.

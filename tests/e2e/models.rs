@@ -63,7 +63,11 @@ fn embedder_writes_an_embedding_vector_column_to_parquet() {
         let batch = batch.unwrap();
         let ids = batch.column_by_name("id").unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
         let col = batch.column_by_name("embedding").expect("an embedding column");
-        assert!(matches!(col.data_type(), DataType::FixedSizeList(item, 384) if item.data_type() == &DataType::Float32), "{}", col.data_type());
+        assert!(
+            matches!(col.data_type(), DataType::FixedSizeList(item, 384) if item.data_type() == &DataType::Float32),
+            "{}",
+            col.data_type()
+        );
         let vectors = col.as_any().downcast_ref::<FixedSizeListArray>().unwrap();
         for r in 0..batch.num_rows() {
             let v = vectors.value(r);

@@ -148,7 +148,11 @@ pub fn column_from_wit(c: wit::Column, rows: usize) -> Result<(Field, ArrayRef),
         wit::ColumnType::Float32Vector => {
             let dim = match c.offsets.as_slice() {
                 [d] if *d > 0 && *d <= 1 << 20 => *d as usize,
-                _ => return Err(bad(format!("column {name:?}: a float32-vector column carries its dimension (1 to 2^20) as its one offset"))),
+                _ => {
+                    return Err(bad(format!(
+                        "column {name:?}: a float32-vector column carries its dimension (1 to 2^20) as its one offset"
+                    )));
+                }
             };
             if c.data.len() != rows * dim * 4 {
                 return Err(bad(format!("column {name:?}: {} bytes for {rows} vectors of {dim} float32", c.data.len())));

@@ -8,8 +8,8 @@
 //! that score rounded to an integer, as FineWeb-Edu's `int_score`. `probabilities: true`
 //! also writes every label's probability as a float32-vector column `<label_field>_probs`.
 
-use curator_sdk::prelude::*;
 use curator_encoder::stage::{batch_error, encoder_options, load_encoder, texts};
+use curator_sdk::prelude::*;
 
 /// Sequence classification with a BERT-family model.
 #[stage(name = "classifier", native, cpus = 4.0, gpu_memory_gb = 4.0, memory_mb = 4096, dir = "models", outputs = ["label", "score"], batch_size = 8192)]
@@ -78,10 +78,17 @@ impl Stage for Classifier {
         let opts = encoder_options(&self.device, self.max_tokens, self.max_batch_tokens, self.model_inference_batch_size)?;
         let encoder = load_encoder("classifier", &self.model, &opts)?;
         if encoder.config.labels.is_empty() {
-            return Err(StageError::InvalidParams(format!("model {}: config.json has no labels (id2label / num_labels): not a classifier", self.model)));
+            return Err(StageError::InvalidParams(format!(
+                "model {}: config.json has no labels (id2label / num_labels): not a classifier",
+                self.model
+            )));
         }
         if let Some(unknown) = self.keep_labels.iter().find(|l| !encoder.config.regression && !encoder.config.labels.contains(l)) {
-            return Err(StageError::InvalidParams(format!("keep_labels: {unknown:?} is not a label of {} ({})", self.model, encoder.config.labels.join(", "))));
+            return Err(StageError::InvalidParams(format!(
+                "keep_labels: {unknown:?} is not a label of {} ({})",
+                self.model,
+                encoder.config.labels.join(", ")
+            )));
         }
         self.encoder = Some(encoder);
         Ok(())
@@ -104,7 +111,8 @@ impl Stage for Classifier {
             labels.push(label);
             scores.push(score);
         }
-        let mut columns = vec![Column::utf8(&self.label_field, labels.iter().map(String::as_str)), Column::float64(&self.score_field, &scores)];
+        let mut columns =
+            vec![Column::utf8(&self.label_field, labels.iter().map(String::as_str)), Column::float64(&self.score_field, &scores)];
         if self.probabilities {
             let probs: Vec<f32> = logits.chunks_exact(n).flat_map(curator_encoder::head::softmax).collect();
             columns.push(Column::f32_vectors(&format!("{}_probs", self.label_field), n, &probs));

@@ -31,7 +31,9 @@ fn floats(v: &Value) -> Vec<f32> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: encoder-check MODEL_DIR REFERENCE_JSON [--classifier DIR] [--device gpu|cpu] [--corpus F] [--docs N] [--budget T]");
+        eprintln!(
+            "usage: encoder-check MODEL_DIR REFERENCE_JSON [--classifier DIR] [--device gpu|cpu] [--corpus F] [--docs N] [--budget T]"
+        );
         std::process::exit(2);
     }
     let device: Device = arg(&args, "--device").unwrap_or_else(|| "gpu".into()).parse()?;

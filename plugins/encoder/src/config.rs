@@ -146,7 +146,7 @@ impl ModelConfig {
         if let Some(p) = raw.position_embedding_type.as_deref().filter(|p| *p != "absolute") {
             return Err(format!("position_embedding_type {p:?} is not supported (only \"absolute\")"));
         }
-        if raw.num_attention_heads == 0 || raw.hidden_size % raw.num_attention_heads != 0 {
+        if raw.num_attention_heads == 0 || !raw.hidden_size.is_multiple_of(raw.num_attention_heads) {
             return Err(format!("hidden_size {} is not a multiple of num_attention_heads {}", raw.hidden_size, raw.num_attention_heads));
         }
         if raw.hidden_size == 0 || raw.hidden_size > 8192 || raw.intermediate_size == 0 || raw.max_position_embeddings == 0 {

@@ -408,8 +408,13 @@ impl GpuModel {
         let mut pooled = s.alloc_zeros::<f32>(b * h).map_err(driver("allocate output"))?;
 
         let threads = 256u32;
-        let norm_cfg = |rows: usize| LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: (h * 4) as u32 };
-        let flat = |n: usize| LaunchConfig { grid_dim: (n.div_ceil(threads as usize) as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let norm_cfg =
+            |rows: usize| LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: (h * 4) as u32 };
+        let flat = |n: usize| LaunchConfig {
+            grid_dim: (n.div_ceil(threads as usize) as u32, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
         let (l_i, h_i, heads_i, dh_i) = (l as i32, h as i32, d.heads as i32, d.head_dim as i32);
         let (vocab_i, max_pos_i, off_i) = (d.vocab as i32, d.max_pos as i32, d.pos_offset as i32);
 
@@ -437,7 +442,17 @@ impl GpuModel {
         for layer in &self.layers {
             self.matmul(&layer.qkv, &x, t, &mut qkv)?;
             let mut launch = s.launch_builder(&self.k.split_qkv);
-            launch.arg(&qkv).arg(&layer.qkv.b).arg(&total_qkv).arg(&l_i).arg(&h_i).arg(&heads_i).arg(&dh_i).arg(&mut q).arg(&mut kk).arg(&mut v);
+            launch
+                .arg(&qkv)
+                .arg(&layer.qkv.b)
+                .arg(&total_qkv)
+                .arg(&l_i)
+                .arg(&h_i)
+                .arg(&heads_i)
+                .arg(&dh_i)
+                .arg(&mut q)
+                .arg(&mut kk)
+                .arg(&mut v);
             // SAFETY: as above.
             unsafe { launch.launch(flat(t * 3 * h)) }.map_err(driver("split_qkv"))?;
             // scores[bh] = Q Kᵀ / √dh, row-major L × L.
@@ -464,7 +479,11 @@ impl GpuModel {
             let mut launch = s.launch_builder(&self.k.softmax_rows);
             launch.arg(&mut scores).arg(&rows).arg(&l_i).arg(&heads_i).arg(&d_lens);
             let warps = 8u32;
-            let cfg_sm = LaunchConfig { grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1), block_dim: (warps * 32, 1, 1), shared_mem_bytes: 0 };
+            let cfg_sm = LaunchConfig {
+                grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1),
+                block_dim: (warps * 32, 1, 1),
+                shared_mem_bytes: 0,
+            };
             // SAFETY: as above.
             unsafe { launch.launch(cfg_sm) }.map_err(driver("softmax"))?;
             // ctx[bh] = P V, row-major L × dh.
@@ -495,7 +514,15 @@ impl GpuModel {
             self.matmul(&layer.attn_out, &merged, t, &mut a)?;
             // a = LN(a + bias + x)
             let mut launch = s.launch_builder(&self.k.add_norm);
-            launch.arg(&a).arg(&layer.attn_out.b).arg(&x).arg(&layer.attn_norm.gamma).arg(&layer.attn_norm.beta).arg(&d.eps).arg(&h_i).arg(&mut merged);
+            launch
+                .arg(&a)
+                .arg(&layer.attn_out.b)
+                .arg(&x)
+                .arg(&layer.attn_norm.gamma)
+                .arg(&layer.attn_norm.beta)
+                .arg(&d.eps)
+                .arg(&h_i)
+                .arg(&mut merged);
             // SAFETY: as above (the result lands in `merged`, free at this point).
             unsafe { launch.launch(norm_cfg(t)) }.map_err(driver("add_norm"))?;
             std::mem::swap(&mut a, &mut merged);
@@ -509,7 +536,15 @@ impl GpuModel {
             self.matmul(&layer.down, &inter, t, &mut merged)?;
             // x = LN(down + bias + a)
             let mut launch = s.launch_builder(&self.k.add_norm);
-            launch.arg(&merged).arg(&layer.down.b).arg(&a).arg(&layer.out_norm.gamma).arg(&layer.out_norm.beta).arg(&d.eps).arg(&h_i).arg(&mut x);
+            launch
+                .arg(&merged)
+                .arg(&layer.down.b)
+                .arg(&a)
+                .arg(&layer.out_norm.gamma)
+                .arg(&layer.out_norm.beta)
+                .arg(&d.eps)
+                .arg(&h_i)
+                .arg(&mut x);
             // SAFETY: as above.
             unsafe { launch.launch(norm_cfg(t)) }.map_err(driver("add_norm"))?;
         }
@@ -529,7 +564,10 @@ mod tests {
 
     #[test]
     fn activation_memory_grows_with_tokens_and_attention() {
-        let c = ModelConfig::parse(r#"{"hidden_size":384,"intermediate_size":1536,"num_attention_heads":12,"num_hidden_layers":6,"vocab_size":30522}"#).unwrap();
+        let c = ModelConfig::parse(
+            r#"{"hidden_size":384,"intermediate_size":1536,"num_attention_heads":12,"num_hidden_layers":6,"vocab_size":30522}"#,
+        )
+        .unwrap();
         let small = activation_bytes(&c, 64, 128);
         assert_eq!(small, activation_bytes(&c, 64, 128));
         assert!(activation_bytes(&c, 128, 128) > 2 * small - 1);

@@ -288,7 +288,10 @@ impl Encoder {
     /// The classification head's logits per text, `[texts.len() × labels]`.
     pub fn logits(&self, texts: &[&str], max_chars: Option<usize>) -> Result<Vec<f32>, EncoderError> {
         let Some(h) = &self.weights.head else {
-            return Err(EncoderError::Model { path: PathBuf::from("config.json"), reason: "the model has no classification head (no id2label / num_labels)".into() });
+            return Err(EncoderError::Model {
+                path: PathBuf::from("config.json"),
+                reason: "the model has no classification head (no id2label / num_labels)".into(),
+            });
         };
         let cls = self.pooled(texts, max_chars, Pooling::Cls)?;
         Ok(cls.chunks_exact(self.config.hidden_size).flat_map(|c| head::logits(h, c)).collect())

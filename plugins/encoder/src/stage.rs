@@ -54,7 +54,12 @@ pub fn texts<'a>(batch: &'a Batch, field: &str) -> Result<Vec<&'a str>, StageErr
     let col = batch.column(field)?;
     let s = col.strings()?;
     (0..s.len())
-        .map(|i| if col.is_valid(i) { s.get(i).ok_or_else(|| StageError::Failed(format!("column {field:?}: row {i} is malformed"))) } else { Ok("") })
+        .map(|i| {
+            if col.is_valid(i) {
+                s.get(i).ok_or_else(|| StageError::Failed(format!("column {field:?}: row {i} is malformed")))
+            } else {
+                Ok("")
+            }
+        })
         .collect()
 }
-

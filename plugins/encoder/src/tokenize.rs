@@ -17,7 +17,8 @@ pub struct Tokenizer {
 impl Tokenizer {
     /// Load `tokenizer.json`; sequences are cut to `max_tokens` tokens (special tokens included).
     pub fn load(path: &Path, max_tokens: usize) -> Result<Tokenizer, EncoderError> {
-        let mut inner = HfTokenizer::from_file(path).map_err(|e| EncoderError::Model { path: path.to_path_buf(), reason: e.to_string() })?;
+        let mut inner =
+            HfTokenizer::from_file(path).map_err(|e| EncoderError::Model { path: path.to_path_buf(), reason: e.to_string() })?;
         inner.with_padding(None);
         inner
             .with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() }))

@@ -173,7 +173,14 @@ impl Weights {
             .layers
             .iter()
             .map(|l| {
-                lin(&l.query) + lin(&l.key) + lin(&l.value) + lin(&l.attn_out) + lin(&l.up) + lin(&l.down) + norm(&l.attn_norm) + norm(&l.out_norm)
+                lin(&l.query)
+                    + lin(&l.key)
+                    + lin(&l.value)
+                    + lin(&l.attn_out)
+                    + lin(&l.up)
+                    + lin(&l.down)
+                    + norm(&l.attn_norm)
+                    + norm(&l.out_norm)
             })
             .sum();
         (self.word.len() + self.position.len() + self.token_type.len()) * 2 + norm(&self.embed_norm) + layers

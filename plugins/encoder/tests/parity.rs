@@ -26,7 +26,10 @@ fn reference() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn cases(r: &Value) -> Vec<(String, Vec<u32>, Vec<f32>, Vec<f32>)> {
+/// (text, token ids, embedding, classifier logits) per fixture document.
+type Case = (String, Vec<u32>, Vec<f32>, Vec<f32>);
+
+fn cases(r: &Value) -> Vec<Case> {
     let floats = |v: &Value| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect::<Vec<_>>();
     r["cases"]
         .as_array()

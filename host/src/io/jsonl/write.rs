@@ -145,7 +145,9 @@ pub fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
         // Vectors (embeddings) as arrays of numbers.
         let v = a.value(row);
         match v.as_any().downcast_ref::<arrow_array::Float32Array>() {
-            Some(f) => Value::Array(f.iter().map(|x| x.and_then(|x| serde_json::Number::from_f64(f64::from(x))).map_or(Value::Null, Value::Number)).collect()),
+            Some(f) => Value::Array(
+                f.iter().map(|x| x.and_then(|x| serde_json::Number::from_f64(f64::from(x))).map_or(Value::Null, Value::Number)).collect(),
+            ),
             None => Value::Null,
         }
     } else {
