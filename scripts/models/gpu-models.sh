@@ -61,7 +61,7 @@ source: {path: in}
 batch_size: 8192
 stages:
   - plugin: embedder
-    params: {model: /models/minilm16, device: gpu}
+    params: {model: /models/minilm16, device: gpu, max_batch_tokens: 65536}
     resources: {gpu_memory_gb: 8}
     grants: {models: $kit}
 sink: {path: out-embed, format: parquet, mode: overwrite}

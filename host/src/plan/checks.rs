@@ -40,13 +40,13 @@ pub(super) fn holds_outputs(dir: &Loc) -> Option<String> {
 
 /// Place the GPU stages' workers on this machine's GPUs (`core::placement::place_stages`):
 /// as many as fit, or `num_workers`. One error per stage that cannot be placed.
-pub(super) fn place_gpu_stages(label: &str, stages: &mut [PlannedStage]) -> Vec<SpecError> {
+pub(super) fn place_gpu_stages(label: &str, stages: &mut [PlannedStage], cores: f64) -> Vec<SpecError> {
     let wanted: Vec<(usize, GpuStage)> = stages
         .iter()
         .enumerate()
         .filter_map(|(k, s)| {
             let request = GpuRequest::from_resources(&s.resources)?;
-            Some((k, GpuStage { stage: s.label.clone(), request, fixed: s.num_workers }))
+            Some((k, GpuStage { stage: s.label.clone(), request, fixed: s.num_workers, cpus: s.resources.cpus }))
         })
         .collect();
     if wanted.is_empty() {
@@ -54,7 +54,7 @@ pub(super) fn place_gpu_stages(label: &str, stages: &mut [PlannedStage]) -> Vec<
     }
     let inventory = crate::gpu::discover();
     let requests: Vec<GpuStage> = wanted.iter().map(|(_, g)| g.clone()).collect();
-    match curator_core::placement::place_stages(&inventory.gpus, &requests) {
+    match curator_core::placement::place_stages(&inventory.gpus, &requests, cores) {
         Ok(assignments) => {
             for ((k, _), a) in wanted.iter().zip(assignments) {
                 stages[*k].gpu = a;

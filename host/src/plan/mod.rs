@@ -248,7 +248,8 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
     // Only stages that resolved cleanly are placed and started; the others already failed.
     let clean = errors.is_empty();
     if clean {
-        errors.extend(place_gpu_stages(label, &mut stages));
+        let cores = crate::os::available_cores() as f64 * spec.execution.cpu_allocation_percentage;
+        errors.extend(place_gpu_stages(label, &mut stages, cores));
         errors.extend(check_memory(label, &stages));
     }
     if let Some(runtime) = opts.check_setup {
