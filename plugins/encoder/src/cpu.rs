@@ -88,27 +88,58 @@ pub fn hidden_states(config: &ModelConfig, w: &Weights, ids: &[u32]) -> Vec<f32>
         let k = dense(&layer.key, &x, l);
         let v = dense(&layer.value, &x, l);
         let mut ctx = vec![0f32; l * h];
-        let mut scores = vec![0f32; l];
+        let mut scores = vec![0f32; l * l];
         for head in 0..heads {
             let off = head * dh;
-            for i in 0..l {
-                let qi = &q[i * h + off..i * h + off + dh];
-                for (j, s) in scores.iter_mut().enumerate() {
-                    *s = qi.iter().zip(&k[j * h + off..j * h + off + dh]).map(|(a, b)| a * b).sum::<f32>() * scale;
-                }
-                let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            // scores = Q_h K_hᵀ · scale (Q_h, K_h: the head's columns of the [l × h] buffers).
+            // SAFETY: the strides address l × dh values of q and k from `off` (rows h apart)
+            // and l × l of scores, all inside their buffers.
+            unsafe {
+                matrixmultiply::sgemm(
+                    l,
+                    dh,
+                    l,
+                    scale,
+                    q.as_ptr().add(off),
+                    h as isize,
+                    1,
+                    k.as_ptr().add(off),
+                    1,
+                    h as isize,
+                    0.0,
+                    scores.as_mut_ptr(),
+                    l as isize,
+                    1,
+                );
+            }
+            for row in scores.chunks_exact_mut(l) {
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let mut sum = 0.0;
-                for s in scores.iter_mut() {
+                for s in row.iter_mut() {
                     *s = (*s - max).exp();
                     sum += *s;
                 }
-                let out = &mut ctx[i * h + off..i * h + off + dh];
-                for (j, s) in scores.iter().enumerate() {
-                    let p = s / sum;
-                    for (o, vv) in out.iter_mut().zip(&v[j * h + off..j * h + off + dh]) {
-                        *o += p * vv;
-                    }
-                }
+                row.iter_mut().for_each(|s| *s /= sum);
+            }
+            // ctx_h = P V_h.
+            // SAFETY: as above; ctx_h is the head's columns of ctx.
+            unsafe {
+                matrixmultiply::sgemm(
+                    l,
+                    l,
+                    dh,
+                    1.0,
+                    scores.as_ptr(),
+                    l as isize,
+                    1,
+                    v.as_ptr().add(off),
+                    h as isize,
+                    1,
+                    0.0,
+                    ctx.as_mut_ptr().add(off),
+                    h as isize,
+                    1,
+                );
             }
         }
         let mut a = dense(&layer.attn_out, &ctx, l);
