@@ -24,6 +24,41 @@ pub enum DedupMethod {
     /// Near-identical text: MinHash signatures, LSH buckets, candidate pairs checked against
     /// their Jaccard similarity, connected components.
     Fuzzy,
+    /// Near-identical meaning (NeMo Curator's SemDeDup): embeddings clustered with k-means;
+    /// within a cluster, in keep order, a document whose cosine similarity to an earlier one
+    /// is at least 1 − eps is a duplicate of it.
+    Semantic,
+}
+
+/// Which document of a semantic duplicate pair stays (SemDeDup's `which_to_keep`): documents
+/// of a cluster are ordered by this rule and the earlier one stays.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KeepRule {
+    /// Farthest from the cluster's centroid first: the less typical document stays.
+    #[default]
+    Hard,
+    /// Nearest to the centroid first.
+    Easy,
+    /// A seeded shuffle of the cluster.
+    Random,
+}
+
+/// `eps`: one value, or several reported together (the first decides).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Eps {
+    One(f64),
+    Many(Vec<f64>),
+}
+
+impl Eps {
+    pub fn values(&self) -> Vec<f64> {
+        match self {
+            Eps::One(e) => vec![*e],
+            Eps::Many(v) => v.clone(),
+        }
+    }
 }
 
 /// What happens to duplicates.
@@ -113,6 +148,91 @@ pub struct DedupSpec {
     /// Fuzzy: a fixed number of `minhash` workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_workers: Option<usize>,
+    /// Semantic: k-means clusters (default: one per 1,000 documents, at least 1; NeMo asks
+    /// for ≥ 1,000 on real corpora).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_clusters: Option<usize>,
+    /// Semantic: k-means iterations at most (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iter: Option<usize>,
+    /// Semantic: k-means stops when centroids move less than this × the data's variance
+    /// (default 1e-4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tol: Option<f64>,
+    /// Semantic: duplicates at cosine similarity ≥ 1 − eps (default 0.01); a list is reported
+    /// together, its first value decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eps: Option<Eps>,
+    /// Semantic: hard (default) | easy | random.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub which_to_keep: Option<KeepRule>,
+    /// Semantic: share of the embeddings k-means is fitted on (default 1; every document is
+    /// then assigned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_fraction: Option<f64>,
+    /// Semantic: the column holding each document's embedding (default `embedding`, what the
+    /// `embedder` stage writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding_field: Option<String>,
+}
+
+/// Semantic parameters with their defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SemanticParams {
+    /// `None`: one cluster per [`DOCS_PER_CLUSTER`] documents.
+    pub n_clusters: Option<usize>,
+    pub max_iter: usize,
+    pub tol: f64,
+    pub eps: Vec<f64>,
+    pub keep: KeepRule,
+    pub fit_fraction: f64,
+    pub seed: u64,
+    pub embedding_field: String,
+}
+
+/// Documents per cluster when `n_clusters` is not given.
+pub const DOCS_PER_CLUSTER: u64 = 1000;
+/// Clusters larger than this on average make the pairwise phase quadratic in earnest: `plan`
+/// warns.
+pub const LARGE_CLUSTER: u64 = 50_000;
+/// Embedding width `plan` assumes (it does not read the vectors): bge-large / e5-large.
+pub const PLANNED_DIM: u64 = 1024;
+/// Rows × rows of one block of the pairwise phase.
+pub const PAIR_TILE: u64 = 1024;
+/// The largest cluster `plan` expects, as a multiple of the mean cluster size (k-means on
+/// embeddings gives uneven clusters).
+pub const CLUSTER_SKEW: u64 = 4;
+/// Clusters the pairwise phase holds at once (one per core, up to this).
+pub const CLUSTERS_IN_FLIGHT: u64 = 8;
+
+impl SemanticParams {
+    /// Clusters for `docs` documents.
+    pub fn clusters(&self, docs: u64) -> usize {
+        self.n_clusters.unwrap_or_else(|| docs.div_ceil(DOCS_PER_CLUSTER).max(1) as usize).clamp(1, docs.max(1) as usize)
+    }
+}
+
+/// The order in which a cluster's members are considered (the earlier of a duplicate pair
+/// stays): `dist[i]` is member i's squared distance to the centroid and `pos[i]` its
+/// position in the run (ties broken by position, so the order never depends on partitioning).
+pub fn keep_order(dist: &[f32], pos: &[u32], rule: KeepRule, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..dist.len()).collect();
+    match rule {
+        KeepRule::Hard => order.sort_by(|&a, &b| dist[b].total_cmp(&dist[a]).then(pos[a].cmp(&pos[b]))),
+        KeepRule::Easy => order.sort_by(|&a, &b| dist[a].total_cmp(&dist[b]).then(pos[a].cmp(&pos[b]))),
+        KeepRule::Random => {
+            // A key per document from the seed and its position: the same shuffle however the
+            // cluster's members were gathered.
+            let key = |p: u32| {
+                let mut z = seed ^ (u64::from(p)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                z ^ (z >> 31)
+            };
+            order.sort_by_key(|&i| (key(pos[i]), pos[i]));
+        }
+    }
+    order
 }
 
 fn default_seed() -> u64 {
@@ -169,6 +289,20 @@ impl DedupSpec {
         }
     }
 
+    /// The semantic parameters with defaults (NeMo Curator's).
+    pub fn semantic(&self) -> SemanticParams {
+        SemanticParams {
+            n_clusters: self.n_clusters,
+            max_iter: self.max_iter.unwrap_or(300),
+            tol: self.tol.unwrap_or(1e-4),
+            eps: self.eps.as_ref().map_or(vec![0.01], Eps::values),
+            keep: self.which_to_keep.unwrap_or_default(),
+            fit_fraction: self.fit_fraction.unwrap_or(1.0),
+            seed: self.seed,
+            embedding_field: self.embedding_field.clone().unwrap_or_else(|| "embedding".into()),
+        }
+    }
+
     /// Every mistake in the step, with `at` (e.g. `stages[2].dedup`) as the path prefix.
     pub fn validate(&self, file: &str, at: &str) -> Vec<SpecError> {
         let mut errors = Vec::new();
@@ -183,7 +317,46 @@ impl DedupSpec {
             ("batch_size", self.batch_size.is_some()),
             ("num_workers", self.num_workers.is_some()),
         ];
+        let semantic_only: [(&str, bool); 7] = [
+            ("n_clusters", self.n_clusters.is_some()),
+            ("max_iter", self.max_iter.is_some()),
+            ("tol", self.tol.is_some()),
+            ("eps", self.eps.is_some()),
+            ("which_to_keep", self.which_to_keep.is_some()),
+            ("fit_fraction", self.fit_fraction.is_some()),
+            ("embedding_field", self.embedding_field.is_some()),
+        ];
+        if self.method != DedupMethod::Semantic {
+            for (field, set) in semantic_only {
+                if set {
+                    err(field, "applies to method: semantic only".into());
+                }
+            }
+        }
         match self.method {
+            DedupMethod::Semantic => {
+                for (field, set) in fuzzy_only.into_iter().chain([("hash", self.hash.is_some())]) {
+                    if set {
+                        err(field, "does not apply to method: semantic".into());
+                    }
+                }
+                let p = self.semantic();
+                if p.n_clusters == Some(0) {
+                    err("n_clusters", "must be > 0".into());
+                }
+                if p.max_iter == 0 {
+                    err("max_iter", "must be > 0".into());
+                }
+                if p.tol.is_nan() || p.tol < 0.0 {
+                    err("tol", format!("must be ≥ 0, found {}", p.tol));
+                }
+                if p.eps.is_empty() || p.eps.iter().any(|e| !(0.0..=1.0).contains(e)) {
+                    err("eps", format!("must be between 0 and 1 (one value or a list), found {:?}", p.eps));
+                }
+                if p.fit_fraction.is_nan() || p.fit_fraction <= 0.0 || p.fit_fraction > 1.0 {
+                    err("fit_fraction", format!("must be in (0, 1], found {}", p.fit_fraction));
+                }
+            }
             DedupMethod::Exact => {
                 for (field, set) in fuzzy_only {
                     if set {
@@ -282,6 +455,9 @@ pub struct DedupPlan {
     /// Fuzzy: documents whose shingle sets are held at once while undecided candidate pairs
     /// are checked on text (the pairs are checked in chunks of this many documents).
     pub check_docs_per_chunk: u64,
+    /// Settings that will work but badly (e.g. too few clusters for the corpus).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -327,6 +503,54 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
                 budget_bytes: budget,
                 fits: group <= budget,
                 check_docs_per_chunk: 0,
+                warnings: Vec::new(),
+            }
+        }
+        DedupMethod::Semantic => {
+            let p = spec.semantic();
+            let k = p.clusters(n) as u64;
+            let d = PLANNED_DIM;
+            let fit = ((n as f64 * p.fit_fraction).ceil() as u64).clamp(1, n);
+            // k-means: the fit sample and twice the centroids in memory, a label and a
+            // distance per document; then the pairwise phase: those, plus the clusters in
+            // flight (a cluster's vectors and one tile of similarities each).
+            let kmeans = fit * d * 4 + 2 * k * d * 4 + n * 8 + PHASE_OVERHEAD_BYTES;
+            let mean = n.div_ceil(k);
+            let largest = (mean * CLUSTER_SKEW).min(n);
+            let pairwise = n * 12 + CLUSTERS_IN_FLIGHT * (largest * d * 4 + PAIR_TILE * PAIR_TILE * 4) + PHASE_OVERHEAD_BYTES;
+            let mut warnings = Vec::new();
+            if mean > LARGE_CLUSTER {
+                warnings.push(format!(
+                    "n_clusters {k} leaves ~{mean} documents per cluster: the pairwise phase is quadratic in a cluster's size; use at least {} clusters",
+                    n.div_ceil(DOCS_PER_CLUSTER)
+                ));
+            }
+            let phases = vec![
+                PhaseEstimate {
+                    phase: "kmeans",
+                    bytes: kmeans,
+                    formula: format!("{fit} fitted × {d} dims × 4 B + 2 × {k} centroids × {d} × 4 B + {n} docs × 8 B + 16 MiB"),
+                },
+                PhaseEstimate {
+                    phase: "pairwise",
+                    bytes: pairwise,
+                    formula: format!(
+                        "{n} docs × 12 B + {CLUSTERS_IN_FLIGHT} clusters in flight × (largest ~{largest} docs × {d} × 4 B + {PAIR_TILE}² × 4 B) + 16 MiB"
+                    ),
+                },
+            ];
+            let peak = kmeans.max(pairwise);
+            DedupPlan {
+                bands_per_iteration: 0,
+                iterations: 1,
+                partitions: 1,
+                peak_bytes: peak,
+                phases,
+                spill_bytes: docs_spill + n * d * 4 + n * 8,
+                budget_bytes: budget,
+                fits: peak <= budget,
+                check_docs_per_chunk: 0,
+                warnings,
             }
         }
         DedupMethod::Fuzzy => {
@@ -383,6 +607,7 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
                 budget_bytes: budget,
                 fits: peak <= budget,
                 check_docs_per_chunk: chunk,
+                warnings: Vec::new(),
             }
         }
     }
@@ -436,6 +661,48 @@ mod tests {
         // Small corpora keep NeMo's 5.
         let small = plan_dedup(&spec("method: fuzzy"), Corpus { docs: 1_000_000, bytes: 4 << 30 }, 24 * gib);
         assert_eq!((small.bands_per_iteration, small.iterations, small.partitions), (5, 4, 1));
+    }
+
+    #[test]
+    fn semantic_defaults_validation_and_plan() {
+        let s = spec("method: semantic");
+        let p = s.semantic();
+        assert_eq!((p.max_iter, p.tol, p.eps.clone(), p.keep, p.fit_fraction), (300, 1e-4, vec![0.01], KeepRule::Hard, 1.0));
+        assert_eq!(p.embedding_field, "embedding");
+        assert_eq!(p.clusters(1_000_000), 1000);
+        assert_eq!(p.clusters(10), 1);
+        assert_eq!(spec("{method: semantic, eps: [0.01, 0.05]}").semantic().eps, vec![0.01, 0.05]);
+        let e = spec("{method: semantic, eps: 2, fit_fraction: 0, num_bands: 3}").validate("p.yaml", "stages[1].dedup");
+        let paths: Vec<&str> = e.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["stages[1].dedup.num_bands", "stages[1].dedup.eps", "stages[1].dedup.fit_fraction"]);
+        assert!(spec("{method: fuzzy, n_clusters: 5}").validate("p", "d")[0].message.contains("semantic only"));
+        // A million documents in 10 clusters: warned; in 1,000: the pairwise phase is small.
+        let corpus = Corpus { docs: 1_000_000, bytes: 3 << 30 };
+        let few = plan_dedup(&spec("{method: semantic, n_clusters: 10}"), corpus, 24 << 30);
+        assert!(few.warnings[0].contains("1000 clusters"), "{:?}", few.warnings);
+        let ok = plan_dedup(&spec("method: semantic"), corpus, 24 << 30);
+        assert!(ok.warnings.is_empty() && ok.fits, "{ok:?}");
+        assert!(ok.phases[1].bytes < few.phases[1].bytes);
+        // Fitting on a sample takes less memory.
+        let sample = plan_dedup(&spec("{method: semantic, fit_fraction: 0.1}"), corpus, 24 << 30);
+        assert!(sample.phases[0].bytes < ok.phases[0].bytes);
+    }
+
+    #[test]
+    fn keep_rules_order_a_cluster() {
+        let dist = [0.5, 0.1, 0.9, 0.1];
+        let pos = [10, 11, 12, 13];
+        assert_eq!(keep_order(&dist, &pos, KeepRule::Hard, 0), vec![2, 0, 1, 3]);
+        assert_eq!(keep_order(&dist, &pos, KeepRule::Easy, 0), vec![1, 3, 0, 2]);
+        let r = keep_order(&dist, &pos, KeepRule::Random, 7);
+        assert_eq!(r, keep_order(&dist, &pos, KeepRule::Random, 7));
+        let mut sorted = r.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![0, 1, 2, 3]);
+        // The same documents gathered in another order get the same order by position.
+        let r2 = keep_order(&[0.1, 0.9, 0.1, 0.5], &[13, 12, 11, 10], KeepRule::Random, 7);
+        let as_pos = |o: &[usize], p: &[u32]| o.iter().map(|&i| p[i]).collect::<Vec<_>>();
+        assert_eq!(as_pos(&r, &pos), as_pos(&r2, &[13, 12, 11, 10]));
     }
 
     #[test]

@@ -147,7 +147,7 @@ fn truth(docs: &[(String, String)], threshold: f64) -> BTreeSet<String> {
 }
 
 /// `_duplicates/` as (id → kept id).
-fn duplicates(out: &Path) -> BTreeMap<String, String> {
+pub(crate) fn duplicates(out: &Path) -> BTreeMap<String, String> {
     let f = std::fs::File::open(out.join("_duplicates/part-00000.parquet")).expect("_duplicates/part-00000.parquet");
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f).unwrap().build().unwrap();
     let mut m = BTreeMap::new();

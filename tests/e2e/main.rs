@@ -15,4 +15,5 @@ mod quickstart;
 mod s3;
 mod sandbox;
 mod scheduling;
+mod semantic;
 mod shards;

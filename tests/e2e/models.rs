@@ -11,12 +11,12 @@ use arrow_schema::DataType;
 
 use crate::support::*;
 
-fn plugins() -> &'static Path {
+pub(crate) fn plugins() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| native_plugins_dir("model-plugins", &["embedder", "classifier"]))
 }
 
-fn models() -> PathBuf {
+pub(crate) fn models() -> PathBuf {
     let dir = root().join("target/models");
     assert!(dir.join("all-MiniLM-L6-v2/model.safetensors").exists(), "run `python3 scripts/models/fetch.py` first");
     dir

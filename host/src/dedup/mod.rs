@@ -21,6 +21,7 @@ mod index;
 mod output;
 pub mod remove_ids;
 pub mod report;
+mod semantic;
 pub mod work;
 
 use std::sync::atomic::Ordering;
@@ -75,6 +76,9 @@ pub struct DedupStats {
     pub text_checks: u64,
     /// Seconds and peak resident memory (bytes) of each phase run in this process.
     pub phases: Vec<PhaseStats>,
+    /// Semantic: clusters, duplicates at each eps, the largest cluster, per-cluster counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -169,9 +173,15 @@ pub(crate) fn find_duplicates(
     let planned = |phase: &str| cap.phases.iter().find(|p| p.phase == phase).map(|p| p.bytes);
     let resumed = work.done("scan");
     let clock = PhaseClock::start("scan", None);
+    let mut dim = 0;
     let index = match spec.method {
         DedupMethod::Exact => exact::scan(work, docs, spec.hash.unwrap_or_default(), cap.partitions, metrics)?,
         DedupMethod::Fuzzy => fuzzy::scan(work, docs, &spec.fuzzy(), metrics)?,
+        DedupMethod::Semantic => {
+            let (index, d) = semantic::scan(work, docs, &spec.semantic(), metrics)?;
+            dim = d;
+            index
+        }
     };
     clock.finish(&mut stats, resumed);
     stats.documents = index.documents();
@@ -179,6 +189,19 @@ pub(crate) fn find_duplicates(
         return Err(DedupError::TooManyDocs(stats.documents));
     }
     let groups = match spec.method {
+        DedupMethod::Semantic => {
+            let p = spec.semantic();
+            let resumed = work.done("kmeans");
+            let clock = PhaseClock::start("kmeans", planned("kmeans"));
+            let assigned = semantic::cluster(work, stats.documents, dim, &p)?;
+            clock.finish(&mut stats, resumed);
+            let resumed = work.done("groups");
+            let clock = PhaseClock::start("pairwise", planned("pairwise"));
+            let g = semantic::pairwise(work, dim, &assigned, &p)?;
+            clock.finish(&mut stats, resumed);
+            stats.semantic = work::read_all(&work.path(semantic::STATS)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+            g
+        }
         DedupMethod::Exact => {
             let resumed = work.done("groups");
             let clock = PhaseClock::start("group", planned("group"));

@@ -90,6 +90,7 @@ pub fn report(plan: &Plan, opts: &RunOptions, memory: Option<u64>) -> Report {
                 rec.partitions,
             ));
         }
+        warnings.extend(d.capacity.warnings.iter().map(|w| format!("dedup {:?}: {w}", d.label)));
         if d.spec.bands_per_iteration.is_some_and(|b| b > rec.bands_per_iteration) && d.capacity.fits {
             warnings.push(format!(
                 "dedup {:?}: bands_per_iteration {} fits, with little room; {} is what this machine's memory suggests",

@@ -1,0 +1,240 @@
+//! Semantic dedup (NeMo Curator's SemDeDup), on the CPU: each document's embedding (the
+//! `embedding_field` column, e.g. from the `embedder` stage) is read from the documents
+//! spill, normalised and written to `emb.bin` (position order); k-means is fitted on them
+//! (`fit_fraction` of them, a seeded sample) and every document assigned (`clusters.bin`:
+//! label and squared distance to its centroid); then each cluster on its own, a few at a
+//! time (one per core): its members in keep order (`core::dedup::keep_order`), each one's
+//! largest cosine similarity to an earlier member, in tiles (`curator_vectors::semdedup`).
+//! A member at ≥ 1 − eps of an earlier one is a duplicate; its group's survivor is the
+//! first member of the chain it points along (the one kept). Per-cluster statistics for every
+//! eps go to `semantic.json`.
+//!
+//! Memory: the fit sample and centroids during k-means; during the pairwise phase a label
+//! and distance per document plus the clusters in flight. `emb.bin` is read by `pread`.
+
+use std::os::unix::fs::FileExt;
+
+use arrow_array::{Array, FixedSizeListArray, Float32Array};
+use curator_core::dedup::{SemanticParams, keep_order};
+use curator_vectors::{KMeansParams, assign, kmeans, semdedup};
+
+use super::DedupError;
+use super::index::{Index, par_map, save_pairs};
+use super::work::{RecordFile, Work, write_atomic};
+use crate::exec::SpillDir;
+use crate::metrics::RunMetrics;
+
+const EMB: &str = "emb.bin";
+const META: &str = "emb.json";
+const CLUSTERS: &str = "clusters.bin";
+/// Per-cluster statistics (cluster, size, duplicates at each eps), for `_summary.json`.
+pub const STATS: &str = "semantic.json";
+
+fn io(path: &std::path::Path, e: std::io::Error) -> DedupError {
+    DedupError::Io { path: path.display().to_string(), source: e }
+}
+
+/// Read every document's embedding into `emb.bin` (unit length); the index and the dimension.
+pub fn scan(work: &Work, docs: &SpillDir, p: &SemanticParams, metrics: &RunMetrics) -> Result<(Index, usize), DedupError> {
+    if work.done("scan") {
+        let meta = super::work::read_all(&work.path(META))?;
+        let dim = serde_json::from_slice::<serde_json::Value>(&meta).ok().and_then(|v| v["dim"].as_u64()).unwrap_or(0) as usize;
+        return Ok((Index::load(work)?, dim));
+    }
+    let field = p.embedding_field.as_str();
+    let mut out = RecordFile::create(work.path(EMB))?;
+    let mut dim: Option<usize> = None;
+    let index = Index::build(
+        docs,
+        |task, name| {
+            let missing = || DedupError::Data {
+                path: name.to_string(),
+                message: format!(
+                    "no float32-vector column {field:?} (put an `embedder` stage before the dedup step, or set embedding_field)"
+                ),
+            };
+            let col = task.batch.column_by_name(field).ok_or_else(missing)?;
+            let list = col.as_any().downcast_ref::<FixedSizeListArray>().ok_or_else(missing)?;
+            let d = list.value_length() as usize;
+            let values = list.values().as_any().downcast_ref::<Float32Array>().ok_or_else(missing)?;
+            let start = list.offset() * d;
+            let mut v = values.values().get(start..start + list.len() * d).ok_or_else(missing)?.to_vec();
+            for (r, row) in v.chunks_exact_mut(d.max(1)).enumerate() {
+                if list.is_null(r) {
+                    return Err(DedupError::Data { path: name.to_string(), message: format!("row {r}: {field:?} is null") });
+                }
+                let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if norm > 0.0 {
+                    row.iter_mut().for_each(|x| *x /= norm);
+                }
+            }
+            Ok((d, v, name.to_string()))
+        },
+        |_, (d, v, name)| {
+            match dim {
+                None => dim = Some(d),
+                Some(x) if x != d => {
+                    return Err(DedupError::Data {
+                        path: name,
+                        message: format!("{field:?} has {d} dimensions where earlier batches had {x}"),
+                    });
+                }
+                _ => {}
+            }
+            metrics.dedup.docs_hashed.fetch_add((v.len() / d.max(1)) as u64, std::sync::atomic::Ordering::Relaxed);
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            out.write(&bytes)
+        },
+    )?;
+    out.commit()?;
+    let dim = dim.unwrap_or(0);
+    write_atomic(&work.path(META), serde_json::json!({ "dim": dim }).to_string().as_bytes())?;
+    index.save(work)?;
+    work.mark("scan")?;
+    Ok((index, dim))
+}
+
+fn read_rows(file: &std::fs::File, path: &std::path::Path, d: usize, rows: &[u32]) -> Result<Vec<f32>, DedupError> {
+    let mut out = Vec::with_capacity(rows.len() * d);
+    let mut buf = vec![0u8; d * 4];
+    for &r in rows {
+        file.read_exact_at(&mut buf, r as u64 * (d * 4) as u64).map_err(|e| io(path, e))?;
+        out.extend(buf.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+    }
+    Ok(out)
+}
+
+/// Fit k-means and assign every document: `(label, squared distance)` per position.
+pub fn cluster(work: &Work, n: u64, d: usize, p: &SemanticParams) -> Result<Vec<(u32, f32)>, DedupError> {
+    let path = work.path(CLUSTERS);
+    if work.done("kmeans") {
+        let bytes = super::work::read_all(&path)?;
+        return Ok(bytes
+            .chunks_exact(8)
+            .map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), f32::from_le_bytes([c[4], c[5], c[6], c[7]])))
+            .collect());
+    }
+    let emb_path = work.path(EMB);
+    let file = std::fs::File::open(&emb_path).map_err(|e| io(&emb_path, e))?;
+    let k = p.clusters(n);
+    // The fit sample: every document, or a seeded sample in position order.
+    let all: Vec<u32> = (0..n as u32).collect();
+    let fit_rows: Vec<u32> = if p.fit_fraction >= 1.0 {
+        all
+    } else {
+        let want = ((n as f64 * p.fit_fraction).ceil() as usize).clamp(k.min(n as usize), n as usize);
+        let mut rng = curator_vectors::Rng::new(p.seed ^ 0x5eed);
+        let mut idx = all;
+        for i in 0..want {
+            let j = i + rng.below(idx.len() - i);
+            idx.swap(i, j);
+        }
+        idx.truncate(want);
+        idx.sort_unstable();
+        idx
+    };
+    let fit = read_rows(&file, &emb_path, d, &fit_rows)?;
+    let model =
+        kmeans(&fit, d, &KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (64 * k).min(fit_rows.len()) });
+    drop(fit);
+    tracing::info!(clusters = k, iterations = model.iterations, "dedup: k-means fitted on {} of {n} documents", fit_rows.len());
+    // Assign in chunks read from the file.
+    let mut out = Vec::with_capacity(n as usize);
+    let chunk = 65_536u32;
+    let mut start = 0u32;
+    while (start as u64) < n {
+        let end = ((start as u64 + chunk as u64).min(n)) as u32;
+        let rows: Vec<u32> = (start..end).collect();
+        let v = read_rows(&file, &emb_path, d, &rows)?;
+        let (labels, dists) = assign(&v, d, &model.centroids, model.k);
+        out.extend(labels.into_iter().zip(dists));
+        start = end;
+    }
+    let bytes: Vec<u8> = out.iter().flat_map(|(l, s)| l.to_le_bytes().into_iter().chain(s.to_le_bytes())).collect();
+    write_atomic(&path, &bytes)?;
+    work.mark("kmeans")?;
+    Ok(out)
+}
+
+/// One cluster's result: `(position, survivor)` for its duplicates and their survivors, and
+/// its duplicates at each eps.
+struct ClusterResult {
+    pairs: Vec<(u32, u32)>,
+    per_eps: Vec<u64>,
+}
+
+fn one_cluster(
+    file: &std::fs::File,
+    path: &std::path::Path,
+    d: usize,
+    members: &[u32],
+    dist: &[f32],
+    p: &SemanticParams,
+) -> Result<ClusterResult, DedupError> {
+    let order = keep_order(dist, members, p.keep, p.seed);
+    let rows: Vec<u32> = order.iter().map(|&i| members[i]).collect();
+    let vectors = read_rows(file, path, d, &rows)?;
+    let best = semdedup(&vectors, d, curator_core::dedup::PAIR_TILE as usize);
+    let per_eps: Vec<u64> =
+        p.eps.iter().map(|e| best.iter().filter(|(s, i)| i.is_some() && f64::from(*s) >= 1.0 - e).count() as u64).collect();
+    let threshold = 1.0 - p.eps[0];
+    let dup = |j: usize| best[j].1.is_some() && f64::from(best[j].0) >= threshold;
+    // Follow each duplicate to the kept member its chain starts from.
+    let mut root: Vec<usize> = (0..rows.len()).collect();
+    for j in 0..rows.len() {
+        if dup(j)
+            && let Some(i) = best[j].1
+        {
+            root[j] = root[i as usize];
+        }
+    }
+    let mut pairs = Vec::new();
+    let mut survivors = std::collections::BTreeSet::new();
+    for j in 0..rows.len() {
+        if dup(j) {
+            pairs.push((rows[j], rows[root[j]]));
+            survivors.insert(root[j]);
+        }
+    }
+    pairs.extend(survivors.into_iter().map(|r| (rows[r], rows[r])));
+    Ok(ClusterResult { pairs, per_eps })
+}
+
+/// The pairwise phase over every cluster: `(position, survivor)` pairs as the other methods
+/// give them; writes `semantic.json`.
+pub fn pairwise(work: &Work, d: usize, assigned: &[(u32, f32)], p: &SemanticParams) -> Result<Vec<(u32, u32)>, DedupError> {
+    if work.done("groups") {
+        return super::index::load_pairs(work, "groups.bin");
+    }
+    let k = assigned.iter().map(|(l, _)| *l as usize + 1).max().unwrap_or(0);
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); k];
+    for (pos, (l, _)) in assigned.iter().enumerate() {
+        members[*l as usize].push(pos as u32);
+    }
+    let emb_path = work.path(EMB);
+    let file = std::fs::File::open(&emb_path).map_err(|e| io(&emb_path, e))?;
+    let clusters: Vec<usize> = (0..k).filter(|&c| members[c].len() > 1).collect();
+    let threads = crate::os::available_cores().clamp(1, curator_core::dedup::CLUSTERS_IN_FLIGHT as usize);
+    let results = par_map(&clusters, threads, |&c| {
+        let dist: Vec<f32> = members[c].iter().map(|&m| assigned[m as usize].1).collect();
+        one_cluster(&file, &emb_path, d, &members[c], &dist, p)
+    })?;
+    let mut pairs = Vec::new();
+    let mut stats = Vec::new();
+    for (&c, r) in clusters.iter().zip(results) {
+        pairs.extend(r.pairs);
+        stats.push(serde_json::json!({ "cluster": c, "size": members[c].len(), "duplicates": r.per_eps }));
+    }
+    pairs.sort_unstable();
+    let summary = serde_json::json!({
+        "clusters": k,
+        "eps": p.eps,
+        "duplicates": p.eps.iter().enumerate().map(|(i, _)| stats.iter().map(|s| s["duplicates"][i].as_u64().unwrap_or(0)).sum::<u64>()).collect::<Vec<_>>(),
+        "largest_cluster": members.iter().map(Vec::len).max().unwrap_or(0),
+        "per_cluster": stats,
+    });
+    write_atomic(&work.path(STATS), summary.to_string().as_bytes())?;
+    save_pairs(work, "groups.bin", &pairs)?;
+    work.mark("groups")?;
+    Ok(pairs)
+}
