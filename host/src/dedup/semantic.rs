@@ -135,7 +135,7 @@ pub fn cluster(work: &Work, n: u64, d: usize, p: &SemanticParams) -> Result<Vec<
     };
     let fit = read_rows(&file, &emb_path, d, &fit_rows)?;
     let model =
-        kmeans(&fit, d, &KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (64 * k).min(fit_rows.len()) });
+        kmeans(&fit, d, &KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (20 * k).min(fit_rows.len()) });
     drop(fit);
     tracing::info!(clusters = k, iterations = model.iterations, "dedup: k-means fitted on {} of {n} documents", fit_rows.len());
     // Assign in chunks read from the file.

@@ -37,7 +37,7 @@ fn main() {
         std::fs::write(out, bytes).expect("write vectors");
     }
     let t = Instant::now();
-    let m = kmeans(&data, d, &KMeansParams { k, max_iter: iters, tol: 0.0, seed: 42, init_sample: (64 * k).min(n) });
+    let m = kmeans(&data, d, &KMeansParams { k, max_iter: iters, tol: 0.0, seed: 42, init_sample: (20 * k).min(n) });
     let fit_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let (labels, dists) = assign(&data, d, &m.centroids, k);

@@ -62,7 +62,8 @@ pub struct KMeansParams {
     /// per dimension (scikit-learn's rule).
     pub tol: f64,
     pub seed: u64,
-    /// Points k-means++ seeds from (a uniform sample; at least `k`).
+    /// Points k-means++ seeds from (a uniform sample; at least `k`; 20 per cluster is
+    /// plenty, and seeding costs `k × init_sample × d`).
     pub init_sample: usize,
 }
 
@@ -79,29 +80,42 @@ pub struct KMeans {
 }
 
 /// Nearest centroid (and its squared distance) of each row of `data` (`n × d`), on all
-/// threads, in row chunks of `chunk`.
+/// threads, in row chunks.
 pub fn assign(data: &[f32], d: usize, centroids: &[f32], k: usize) -> (Vec<u32>, Vec<f32>) {
+    let (labels, dists, _) = assign_sum(data, d, centroids, k, false);
+    (labels, dists)
+}
+
+/// Fixed-point scale of the centroid sums: exact integer addition, so the sums (and the
+/// centroids) do not depend on how rows are split between threads.
+const FIXED: f64 = (1u64 << 32) as f64;
+
+/// [`assign`], and with `sums` each cluster's member count and the sum of its members (in
+/// fixed point, exact).
+fn assign_sum(data: &[f32], d: usize, centroids: &[f32], k: usize, sums: bool) -> (Vec<u32>, Vec<f32>, Option<(Vec<i64>, Vec<u64>)>) {
     let n = data.len() / d;
     let c_norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
-    let chunk = 1024;
+    const CHUNK: usize = 1024;
     let mut labels = vec![0u32; n];
     let mut dists = vec![0f32; n];
-    let parts: Vec<(usize, &mut [u32], &mut [f32])> =
-        labels.chunks_mut(chunk).zip(dists.chunks_mut(chunk)).enumerate().map(|(i, (l, s))| (i * chunk, l, s)).collect();
+    let mut parts: Vec<(usize, &mut [u32], &mut [f32])> =
+        labels.chunks_mut(CHUNK).zip(dists.chunks_mut(CHUNK)).enumerate().map(|(i, (l, s))| (i * CHUNK, l, s)).collect();
     let per_thread = parts.len().div_ceil(threads()).max(1);
-    let mut parts = parts;
-    std::thread::scope(|s| {
+    let partials: Vec<(Vec<i64>, Vec<u64>)> = std::thread::scope(|s| {
+        let mut handles = Vec::new();
         while !parts.is_empty() {
             let mine: Vec<_> = parts.drain(..per_thread.min(parts.len())).collect();
             let c_norms = &c_norms;
-            s.spawn(move || {
-                let mut scores = vec![0f32; chunk * k];
+            handles.push(s.spawn(move || {
+                let mut scores = vec![0f32; CHUNK * k];
+                let (mut acc, mut counts) = if sums { (vec![0i64; k * d], vec![0u64; k]) } else { (Vec::new(), Vec::new()) };
                 for (start, l, dd) in mine {
                     let m = l.len();
                     let rows = &data[start * d..(start + m) * d];
                     dot_rows(rows, m, centroids, k, d, &mut scores);
                     for r in 0..m {
-                        let x_norm: f32 = rows[r * d..(r + 1) * d].iter().map(|x| x * x).sum();
+                        let row_x = &rows[r * d..(r + 1) * d];
+                        let x_norm: f32 = row_x.iter().map(|x| x * x).sum();
                         let row = &scores[r * k..(r + 1) * k];
                         let (mut best, mut best_d) = (0usize, f32::INFINITY);
                         for (j, &dot) in row.iter().enumerate() {
@@ -113,12 +127,27 @@ pub fn assign(data: &[f32], d: usize, centroids: &[f32], k: usize) -> (Vec<u32>,
                         }
                         l[r] = best as u32;
                         dd[r] = (best_d + x_norm).max(0.0);
+                        if sums {
+                            counts[best] += 1;
+                            acc[best * d..(best + 1) * d].iter_mut().zip(row_x).for_each(|(a, x)| *a += (f64::from(*x) * FIXED) as i64);
+                        }
                     }
                 }
-            });
+                (acc, counts)
+            }));
         }
+        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
     });
-    (labels, dists)
+    let total = sums.then(|| {
+        let mut acc = vec![0i64; k * d];
+        let mut counts = vec![0u64; k];
+        for (a, c) in partials {
+            acc.iter_mut().zip(&a).for_each(|(x, y)| *x += y);
+            counts.iter_mut().zip(&c).for_each(|(x, y)| *x += y);
+        }
+        (acc, counts)
+    });
+    (labels, dists, total)
 }
 
 /// k-means++ seeding on `sample` rows of `data`.
@@ -181,37 +210,37 @@ pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
     idx.truncate(s);
     idx.sort_unstable();
     let mut centroids = seed_plus_plus(data, d, &idx, k, &mut rng);
-    // scikit-learn's tolerance: tol × mean per-dimension variance of the data.
+    // scikit-learn's tolerance: tol × mean per-dimension variance of the data (estimated on
+    // the seeding sample).
     let mut mean = vec![0f64; d];
-    for r in data.chunks_exact(d) {
-        mean.iter_mut().zip(r).for_each(|(m, x)| *m += f64::from(*x));
+    for &i in &idx {
+        mean.iter_mut().zip(&data[i * d..(i + 1) * d]).for_each(|(m, x)| *m += f64::from(*x));
     }
-    mean.iter_mut().for_each(|m| *m /= n.max(1) as f64);
-    let var: f64 = data.chunks_exact(d).map(|r| r.iter().zip(&mean).map(|(x, m)| (f64::from(*x) - m).powi(2)).sum::<f64>()).sum::<f64>()
-        / (n.max(1) * d.max(1)) as f64;
+    mean.iter_mut().for_each(|m| *m /= idx.len().max(1) as f64);
+    let var: f64 =
+        idx.iter().map(|&i| data[i * d..(i + 1) * d].iter().zip(&mean).map(|(x, m)| (f64::from(*x) - m).powi(2)).sum::<f64>()).sum::<f64>()
+            / (idx.len().max(1) * d.max(1)) as f64;
     let tol = p.tol * var;
     let mut iterations = 0;
     let mut inertia = 0.0;
     for _ in 0..p.max_iter.max(1) {
         iterations += 1;
-        let (labels, dists) = assign(data, d, &centroids, k);
+        let (_, dists, total) = assign_sum(data, d, &centroids, k, true);
         inertia = dists.iter().map(|&x| f64::from(x)).sum();
-        let mut sums = vec![0f64; k * d];
-        let mut counts = vec![0usize; k];
-        for (r, &l) in data.chunks_exact(d).zip(&labels) {
-            let l = l as usize;
-            counts[l] += 1;
-            sums[l * d..(l + 1) * d].iter_mut().zip(r).for_each(|(s, x)| *s += f64::from(*x));
-        }
+        let (sums, counts) = total.unwrap_or_default();
         let mut shift = 0.0;
         // An empty cluster takes the point farthest from its centroid (as scikit-learn).
-        let mut far: Vec<usize> = (0..n).collect();
-        far.sort_unstable_by(|&a, &b| dists[b].total_cmp(&dists[a]).then(a.cmp(&b)));
+        let mut far: Option<Vec<usize>> = None;
         let mut next_far = 0;
         for c in 0..k {
             let new: Vec<f32> = if counts[c] > 0 {
-                sums[c * d..(c + 1) * d].iter().map(|s| (s / counts[c] as f64) as f32).collect()
+                sums[c * d..(c + 1) * d].iter().map(|s| (*s as f64 / FIXED / counts[c] as f64) as f32).collect()
             } else {
+                let far = far.get_or_insert_with(|| {
+                    let mut f: Vec<usize> = (0..n).collect();
+                    f.sort_unstable_by(|&a, &b| dists[b].total_cmp(&dists[a]).then(a.cmp(&b)));
+                    f
+                });
                 let i = far[next_far.min(n - 1)];
                 next_far += 1;
                 data[i * d..(i + 1) * d].to_vec()
