@@ -90,9 +90,12 @@ pub fn assign(data: &[f32], d: usize, centroids: &[f32], k: usize) -> (Vec<u32>,
 /// centroids) do not depend on how rows are split between threads.
 const FIXED: f64 = (1u64 << 32) as f64;
 
+/// Each cluster's members summed (fixed point, `k × d`) and counted.
+type Sums = (Vec<i64>, Vec<u64>);
+
 /// [`assign`], and with `sums` each cluster's member count and the sum of its members (in
 /// fixed point, exact).
-fn assign_sum(data: &[f32], d: usize, centroids: &[f32], k: usize, sums: bool) -> (Vec<u32>, Vec<f32>, Option<(Vec<i64>, Vec<u64>)>) {
+fn assign_sum(data: &[f32], d: usize, centroids: &[f32], k: usize, sums: bool) -> (Vec<u32>, Vec<f32>, Option<Sums>) {
     let n = data.len() / d;
     let c_norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
     const CHUNK: usize = 1024;
@@ -101,7 +104,7 @@ fn assign_sum(data: &[f32], d: usize, centroids: &[f32], k: usize, sums: bool) -
     let mut parts: Vec<(usize, &mut [u32], &mut [f32])> =
         labels.chunks_mut(CHUNK).zip(dists.chunks_mut(CHUNK)).enumerate().map(|(i, (l, s))| (i * CHUNK, l, s)).collect();
     let per_thread = parts.len().div_ceil(threads()).max(1);
-    let partials: Vec<(Vec<i64>, Vec<u64>)> = std::thread::scope(|s| {
+    let partials: Vec<Sums> = std::thread::scope(|s| {
         let mut handles = Vec::new();
         while !parts.is_empty() {
             let mine: Vec<_> = parts.drain(..per_thread.min(parts.len())).collect();
