@@ -1,12 +1,15 @@
 //! k-means and the SemDeDup pass on random-but-clustered unit vectors, timed; the vectors are
 //! written for `scripts/semdedup/bench.py` (faiss, scikit-learn on the same data).
 //!
-//!     kmeans-bench N D K ITERS [OUT.f32]
+//!     kmeans-bench N D K ITERS [OUT.f32|-] [cpu|gpu|both]
 //!
-//! Prints one JSON line: k-means seconds (fixed ITERS iterations, tol 0), the assignment,
-//! the SemDeDup pass over every cluster, and the duplicates at eps 0.01.
+//! Prints one JSON line: k-means seconds (at most ITERS iterations, tol 0), the assignment,
+//! the SemDeDup pass over every cluster, the duplicates at eps 0.01, and with `both` how far
+//! the CPU's and the GPU's removed sets agree (Jaccard).
 
 use std::time::Instant;
+
+use std::collections::BTreeSet;
 
 use curator_vectors::{KMeansParams, Rng, assign, kmeans, semdedup};
 
@@ -32,35 +35,90 @@ fn main() {
         let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
         row.iter_mut().for_each(|x| *x /= norm);
     }
-    if let Some(out) = args.get(5) {
+    if let Some(out) = args.get(5).filter(|o| o.as_str() != "-") {
         let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
         std::fs::write(out, bytes).expect("write vectors");
     }
-    let t = Instant::now();
-    let m = kmeans(&data, d, &KMeansParams { k, max_iter: iters, tol: 0.0, seed: 42, init_sample: (20 * k).min(n) });
-    let fit_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let (labels, dists) = assign(&data, d, &m.centroids, k);
-    let assign_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
+    let mode = args.get(6).map(String::as_str).unwrap_or("cpu");
+    let p = KMeansParams { k, max_iter: iters, tol: 0.0, seed: 42, init_sample: (20 * k).min(n) };
+    let mut report = vec![format!("\"n\": {n}, \"d\": {d}, \"k\": {k}")];
+    let mut removed: Vec<(String, BTreeSet<usize>)> = Vec::new();
+    if mode == "cpu" || mode == "both" {
+        let t = Instant::now();
+        let m = kmeans(&data, d, &p);
+        let fit_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let (labels, dists) = assign(&data, d, &m.centroids, k);
+        let assign_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let dups = pass(&labels, &dists, k, |ids| {
+            let vecs: Vec<f32> = ids.iter().flat_map(|&i| data[i * d..(i + 1) * d].iter().copied()).collect();
+            semdedup(&vecs, d, 1024)
+        });
+        let pair_s = t.elapsed().as_secs_f64();
+        report.push(format!(
+            "\"cpu\": {{\"iterations\": {}, \"kmeans_s\": {fit_s:.3}, \"assign_s\": {assign_s:.3}, \"semdedup_s\": {pair_s:.3}, \"inertia\": {:.3}, \"duplicates_eps_0.01\": {}, \"threads\": {}}}",
+            m.iterations,
+            m.inertia,
+            dups.len(),
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        ));
+        removed.push(("cpu".into(), dups));
+    }
+    if mode == "gpu" || mode == "both" {
+        let t = Instant::now();
+        let gpu = match curator_vectors::gpu::Gpu::open() {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("no GPU: {e}");
+                std::process::exit(1);
+            }
+        };
+        let open_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let (m, labels, dists) = gpu.kmeans(&data, d, &p).expect("GPU k-means");
+        let fit_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let on_device = gpu.upload(&data).expect("upload");
+        let dups = pass(&labels, &dists, k, |ids| {
+            let rows: Vec<u32> = ids.iter().map(|&i| i as u32).collect();
+            gpu.semdedup(&on_device, d, &rows, 4096).expect("GPU semdedup")
+        });
+        let pair_s = t.elapsed().as_secs_f64();
+        report.push(format!(
+            "\"gpu\": {{\"iterations\": {}, \"open_s\": {open_s:.3}, \"kmeans_s\": {fit_s:.3}, \"semdedup_s\": {pair_s:.3}, \"inertia\": {:.3}, \"duplicates_eps_0.01\": {}}}",
+            m.iterations,
+            m.inertia,
+            dups.len()
+        ));
+        removed.push(("gpu".into(), dups));
+    }
+    if let [(_, a), (_, b)] = removed.as_slice() {
+        let inter = a.intersection(b).count();
+        let union = a.union(b).count();
+        report.push(format!("\"removed_set_jaccard_cpu_gpu\": {:.4}", inter as f64 / union.max(1) as f64));
+    }
+    println!("{{{}}}", report.join(", "));
+}
+
+/// The SemDeDup pass over every cluster ("hard": farthest from the centroid kept first);
+/// the rows removed at eps 0.01.
+fn pass(labels: &[u32], dists: &[f32], k: usize, mut within: impl FnMut(&[usize]) -> Vec<(f32, Option<u32>)>) -> BTreeSet<usize> {
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
     for (i, &l) in labels.iter().enumerate() {
         members[l as usize].push(i);
     }
-    let mut dups = 0usize;
-    let mut largest = 0;
+    let mut out = BTreeSet::new();
     for mut ids in members {
-        largest = largest.max(ids.len());
-        // "hard": farthest from the centroid first (kept).
+        if ids.len() < 2 {
+            continue;
+        }
         ids.sort_by(|&a, &b| dists[b].total_cmp(&dists[a]).then(a.cmp(&b)));
-        let vecs: Vec<f32> = ids.iter().flat_map(|&i| data[i * d..(i + 1) * d].iter().copied()).collect();
-        dups += semdedup(&vecs, d, 1024).iter().filter(|(s, i)| i.is_some() && *s >= 0.99).count();
+        for (j, (s, i)) in within(&ids).into_iter().enumerate() {
+            if i.is_some() && s >= 0.99 {
+                out.insert(ids[j]);
+            }
+        }
     }
-    let pair_s = t.elapsed().as_secs_f64();
-    println!(
-        "{{\"n\": {n}, \"d\": {d}, \"k\": {k}, \"iterations\": {}, \"kmeans_s\": {fit_s:.3}, \"assign_s\": {assign_s:.3}, \"semdedup_s\": {pair_s:.3}, \"inertia\": {:.3}, \"duplicates_eps_0.01\": {dups}, \"largest_cluster\": {largest}, \"threads\": {}}}",
-        m.iterations,
-        m.inertia,
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    );
+    out
 }

@@ -14,6 +14,8 @@
 
 use std::num::NonZeroUsize;
 
+pub mod gpu;
+
 /// `c[m × n] = a[m × k] · b[k × n]ᵀ` where `b` is stored `n × k` row-major (rows of
 /// vectors against rows of vectors).
 fn dot_rows(a: &[f32], m: usize, b: &[f32], n: usize, k: usize, c: &mut [f32]) {
@@ -154,7 +156,7 @@ fn assign_sum(data: &[f32], d: usize, centroids: &[f32], k: usize, sums: bool) -
 }
 
 /// k-means++ seeding on `sample` rows of `data`.
-fn seed_plus_plus(data: &[f32], d: usize, sample: &[usize], k: usize, rng: &mut Rng) -> Vec<f32> {
+pub(crate) fn seed_plus_plus(data: &[f32], d: usize, sample: &[usize], k: usize, rng: &mut Rng) -> Vec<f32> {
     let row = |i: usize| &data[sample[i] * d..(sample[i] + 1) * d];
     let dist2 = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f32>();
     let mut centroids = Vec::with_capacity(k * d);
@@ -198,32 +200,66 @@ fn seed_plus_plus(data: &[f32], d: usize, sample: &[usize], k: usize, rng: &mut 
     centroids
 }
 
-/// Fit k-means on `data` (`n × d`).
-pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
-    let n = data.len() / d.max(1);
-    let k = p.k.clamp(1, n.max(1));
-    let mut rng = Rng::new(p.seed);
-    // A uniform sample without replacement (partial Fisher-Yates) for seeding.
+/// `s` distinct rows of `0..n`, uniformly (partial Fisher-Yates), in ascending order.
+pub(crate) fn sample(n: usize, s: usize, rng: &mut Rng) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..n).collect();
-    let s = p.init_sample.max(k).min(n);
+    let s = s.min(n);
     for i in 0..s {
         let j = i + rng.below(n - i);
         idx.swap(i, j);
     }
     idx.truncate(s);
     idx.sort_unstable();
-    let mut centroids = seed_plus_plus(data, d, &idx, k, &mut rng);
-    // scikit-learn's tolerance: tol × mean per-dimension variance of the data (estimated on
-    // the seeding sample).
+    idx
+}
+
+/// Mean per-dimension variance of the rows `idx` of `data` (scikit-learn scales `tol` by it).
+pub(crate) fn variance(data: &[f32], d: usize, idx: &[usize]) -> f64 {
     let mut mean = vec![0f64; d];
-    for &i in &idx {
+    for &i in idx {
         mean.iter_mut().zip(&data[i * d..(i + 1) * d]).for_each(|(m, x)| *m += f64::from(*x));
     }
     mean.iter_mut().for_each(|m| *m /= idx.len().max(1) as f64);
-    let var: f64 =
-        idx.iter().map(|&i| data[i * d..(i + 1) * d].iter().zip(&mean).map(|(x, m)| (f64::from(*x) - m).powi(2)).sum::<f64>()).sum::<f64>()
-            / (idx.len().max(1) * d.max(1)) as f64;
-    let tol = p.tol * var;
+    idx.iter().map(|&i| data[i * d..(i + 1) * d].iter().zip(&mean).map(|(x, m)| (f64::from(*x) - m).powi(2)).sum::<f64>()).sum::<f64>()
+        / (idx.len().max(1) * d.max(1)) as f64
+}
+
+/// New centroids from the clusters' sums (`k × d`) and counts; an empty cluster takes the
+/// point farthest from its centroid (as scikit-learn). Returns the squared movement.
+pub(crate) fn update(centroids: &mut [f32], sums: &[f64], counts: &[u64], data: &[f32], dists: &[f32], d: usize) -> f64 {
+    let n = dists.len();
+    let mut shift = 0.0;
+    let mut far: Option<Vec<usize>> = None;
+    let mut next_far = 0;
+    for (c, &count) in counts.iter().enumerate() {
+        let new: Vec<f32> = if count > 0 {
+            sums[c * d..(c + 1) * d].iter().map(|s| (s / count as f64) as f32).collect()
+        } else {
+            let far = far.get_or_insert_with(|| {
+                let mut f: Vec<usize> = (0..n).collect();
+                f.sort_unstable_by(|&a, &b| dists[b].total_cmp(&dists[a]).then(a.cmp(&b)));
+                f
+            });
+            let i = far[next_far.min(n.saturating_sub(1))];
+            next_far += 1;
+            data[i * d..(i + 1) * d].to_vec()
+        };
+        shift += new.iter().zip(&centroids[c * d..(c + 1) * d]).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>();
+        centroids[c * d..(c + 1) * d].copy_from_slice(&new);
+    }
+    shift
+}
+
+/// Fit k-means on `data` (`n × d`).
+pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
+    let n = data.len() / d.max(1);
+    let k = p.k.clamp(1, n.max(1));
+    let mut rng = Rng::new(p.seed);
+    let idx = sample(n, p.init_sample.max(k).min(n), &mut rng);
+    let mut centroids = seed_plus_plus(data, d, &idx, k, &mut rng);
+    // scikit-learn's tolerance: tol × mean per-dimension variance of the data (estimated on
+    // the seeding sample).
+    let tol = p.tol * variance(data, d, &idx);
     let mut iterations = 0;
     let mut inertia = 0.0;
     for _ in 0..p.max_iter.max(1) {
@@ -231,27 +267,8 @@ pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
         let (_, dists, total) = assign_sum(data, d, &centroids, k, true);
         inertia = dists.iter().map(|&x| f64::from(x)).sum();
         let (sums, counts) = total.unwrap_or_default();
-        let mut shift = 0.0;
-        // An empty cluster takes the point farthest from its centroid (as scikit-learn).
-        let mut far: Option<Vec<usize>> = None;
-        let mut next_far = 0;
-        for c in 0..k {
-            let new: Vec<f32> = if counts[c] > 0 {
-                sums[c * d..(c + 1) * d].iter().map(|s| (*s as f64 / FIXED / counts[c] as f64) as f32).collect()
-            } else {
-                let far = far.get_or_insert_with(|| {
-                    let mut f: Vec<usize> = (0..n).collect();
-                    f.sort_unstable_by(|&a, &b| dists[b].total_cmp(&dists[a]).then(a.cmp(&b)));
-                    f
-                });
-                let i = far[next_far.min(n - 1)];
-                next_far += 1;
-                data[i * d..(i + 1) * d].to_vec()
-            };
-            shift += new.iter().zip(&centroids[c * d..(c + 1) * d]).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>();
-            centroids[c * d..(c + 1) * d].copy_from_slice(&new);
-        }
-        if shift <= tol {
+        let sums: Vec<f64> = sums.iter().map(|&s| s as f64 / FIXED).collect();
+        if update(&mut centroids, &sums, &counts, data, &dists, d) <= tol {
             break;
         }
     }

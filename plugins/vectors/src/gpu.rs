@@ -1,0 +1,232 @@
+//! The GPU path of semantic dedup: k-means and the within-cluster pass with cuBLAS (f32
+//! GEMMs) and two NVRTC kernels, loaded at run time through cudarc (nothing to build with).
+//!
+//! k-means keeps the data on the device and, per iteration and chunk of rows: `X·Cᵀ` (GEMM),
+//! the nearest centroid of each row (kernel), then the clusters' sums as a second GEMM,
+//! `onehot(labels)ᵀ·X`, so sums are deterministic (no atomics). Seeding is the CPU path's
+//! ([`crate::seed_plus_plus`]), so both start from the same centroids; they then differ only
+//! by float summation order (the CPU sums in exact fixed point).
+//!
+//! The within-cluster pass gathers a cluster's rows in keep order on the device, and for
+//! each tile pair computes the similarities (GEMM) and folds them into each row's running
+//! maximum over earlier rows (kernel, rows in order, so ties go to the earlier row as on
+//! the CPU).
+
+use std::sync::Arc;
+
+use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use crate::{KMeans, KMeansParams, Rng};
+
+const KERNELS: &str = r#"
+// Nearest centroid per row: scores [m × k] = X·Cᵀ; dist = |c|² − 2 x·c + |x|². One warp per
+// row (coalesced reads of the row); ties go to the smaller centroid index, as on the CPU.
+extern "C" __global__ void nearest(const float* scores, const float* c_norm, const float* x_norm, int m, int k,
+                                   unsigned int* labels, float* dists, float* onehot) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    int r = (int)(t / 32), lane = (int)(t % 32);
+    if (r >= m) return;
+    const float* row = scores + (long long)r * k;
+    float best = 3.4e38f; int arg = 0x7fffffff;
+    for (int j = lane; j < k; j += 32) {
+        float d = c_norm[j] - 2.0f * row[j];
+        if (d < best) { best = d; arg = j; }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float ob = __shfl_xor_sync(0xffffffff, best, o);
+        int oa = __shfl_xor_sync(0xffffffff, arg, o);
+        if (ob < best || (ob == best && oa < arg)) { best = ob; arg = oa; }
+    }
+    if (lane == 0) {
+        labels[r] = arg;
+        float v = best + x_norm[r];
+        dists[r] = v > 0.0f ? v : 0.0f;
+        onehot[(long long)r * k + arg] = 1.0f;
+    }
+}
+
+// Fold a tile of similarities sims [jn × in] (rows j0.., columns i0..) into each row's
+// largest similarity to an earlier row.
+extern "C" __global__ void fold_max(const float* sims, int jn, int in, int j0, int i0, float* best, int* arg) {
+    int jj = blockIdx.x * blockDim.x + threadIdx.x;
+    if (jj >= jn) return;
+    int j = j0 + jj;
+    float b = best[j]; int a = arg[j];
+    const float* row = sims + (long long)jj * in;
+    for (int ii = 0; ii < in; ii++) {
+        int i = i0 + ii;
+        if (i >= j) break;
+        if (a < 0 || row[ii] > b) { b = row[ii]; a = i; }
+    }
+    best[j] = b; arg[j] = a;
+}
+
+// Gather rows idx[0..m) of data [n × d] into out [m × d].
+extern "C" __global__ void gather(const float* data, const unsigned int* idx, int m, int d, float* out) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)m * d) return;
+    long long r = t / d; int c = (int)(t % d);
+    out[t] = data[(long long)idx[r] * d + c];
+}
+"#;
+
+/// The device, its cuBLAS handle and the kernels.
+pub struct Gpu {
+    _ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    nearest: CudaFunction,
+    fold_max: CudaFunction,
+    gather: CudaFunction,
+}
+
+fn e<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> String {
+    move |err| format!("{what}: {err:?}")
+}
+
+/// Row-major `c[m × n] = a[m × k] · b[n × k]ᵀ` (rows against rows), `beta` times what `c` held.
+fn rows_dot(blas: &CudaBlas, a: &impl DevicePtr<f32>, m: usize, b: &impl DevicePtr<f32>, n: usize, k: usize, beta: f32, c: &mut impl DevicePtrMut<f32>) -> Result<(), String> {
+    let cfg = GemmConfig { transa: CUBLAS_OP_T, transb: CUBLAS_OP_N, m: n as i32, n: m as i32, k: k as i32, alpha: 1.0f32, lda: k as i32, ldb: k as i32, beta, ldc: n as i32 };
+    // SAFETY: a is m × k, b is n × k and c is m × n, row-major, as the caller allocated.
+    unsafe { blas.gemm(cfg, b, a, c) }.map_err(e("cuBLAS"))
+}
+
+impl Gpu {
+    /// GPU 0 (`CUDA_VISIBLE_DEVICES` picks the card); `Err` says why there is none.
+    pub fn open() -> Result<Gpu, String> {
+        std::panic::catch_unwind(Gpu::open_inner).unwrap_or_else(|_| Err("CUDA set-up panicked (a CUDA library is missing)".into()))
+    }
+
+    fn open_inner() -> Result<Gpu, String> {
+        // SAFETY: only probe for the shared libraries.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } || !unsafe { cudarc::nvrtc::sys::is_culib_present() } || !unsafe { cudarc::cublas::sys::is_culib_present() } {
+            return Err("no CUDA driver, NVRTC or cuBLAS library found".into());
+        }
+        let ctx = CudaContext::new(0).map_err(e("cannot open GPU 0"))?;
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone()).map_err(e("cuBLAS"))?;
+        let module = ctx.load_module(cudarc::nvrtc::compile_ptx(KERNELS).map_err(e("NVRTC"))?).map_err(e("load kernels"))?;
+        let f = |n: &str| module.load_function(n).map_err(e("kernel"));
+        Ok(Gpu { nearest: f("nearest")?, fold_max: f("fold_max")?, gather: f("gather")?, _ctx: ctx, stream, blas })
+    }
+
+    fn flat(n: usize) -> LaunchConfig {
+        LaunchConfig { grid_dim: (n.div_ceil(256).max(1) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
+    }
+
+    /// k-means as [`crate::kmeans`], on the device. Also returns every row's label and squared
+    /// distance at the last assignment.
+    pub fn kmeans(&self, data: &[f32], d: usize, p: &KMeansParams) -> Result<(KMeans, Vec<u32>, Vec<f32>), String> {
+        let n = data.len() / d.max(1);
+        let k = p.k.clamp(1, n.max(1));
+        let mut rng = Rng::new(p.seed);
+        let idx = crate::sample(n, p.init_sample.max(k).min(n), &mut rng);
+        let mut centroids = crate::seed_plus_plus(data, d, &idx, k, &mut rng);
+        let tol = p.tol * crate::variance(data, d, &idx);
+        let s = &self.stream;
+        let x = s.clone_htod(data).map_err(e("upload vectors"))?;
+        let x_norm: Vec<f32> = data.chunks_exact(d).map(|r| r.iter().map(|v| v * v).sum()).collect();
+        let x_norm = s.clone_htod(&x_norm).map_err(e("upload norms"))?;
+        let chunk = (256 << 20) / (4 * k.max(d)).max(1);
+        let chunk = chunk.clamp(1024, n.max(1024));
+        let mut scores = s.alloc_zeros::<f32>(chunk * k).map_err(e("allocate scores"))?;
+        let mut onehot = s.alloc_zeros::<f32>(chunk * k).map_err(e("allocate one-hot"))?;
+        let mut d_labels = s.alloc_zeros::<u32>(n).map_err(e("allocate labels"))?;
+        let mut d_dists = s.alloc_zeros::<f32>(n).map_err(e("allocate distances"))?;
+        let mut sums = s.alloc_zeros::<f32>(k * d).map_err(e("allocate sums"))?;
+        let (mut labels, mut dists) = (vec![0u32; n], vec![0f32; n]);
+        let mut iterations = 0;
+        let mut inertia = 0.0;
+        for _ in 0..p.max_iter.max(1) {
+            iterations += 1;
+            let c = s.clone_htod(&centroids).map_err(e("upload centroids"))?;
+            let c_norm: Vec<f32> = centroids.chunks_exact(d).map(|r| r.iter().map(|v| v * v).sum()).collect();
+            let c_norm = s.clone_htod(&c_norm).map_err(e("upload centroid norms"))?;
+            for start in (0..n).step_by(chunk) {
+                let m = chunk.min(n - start);
+                let xs = x.slice(start * d..(start + m) * d);
+                rows_dot(&self.blas, &xs, m, &c, k, d, 0.0, &mut scores)?;
+                s.memset_zeros(&mut onehot).map_err(e("clear one-hot"))?;
+                let (m_i, k_i) = (m as i32, k as i32);
+                let xn = x_norm.slice(start..start + m);
+                let mut lab = d_labels.slice_mut(start..start + m);
+                let mut dis = d_dists.slice_mut(start..start + m);
+                let mut l = s.launch_builder(&self.nearest);
+                l.arg(&scores).arg(&c_norm).arg(&xn).arg(&m_i).arg(&k_i).arg(&mut lab).arg(&mut dis).arg(&mut onehot);
+                // SAFETY: argument types and sizes match the kernel.
+                unsafe { l.launch(Gpu::flat(m * 32)) }.map_err(e("nearest"))?;
+                // sums[k × d] += onehotᵀ[k × m] · X[m × d]
+                let cfg = GemmConfig {
+                    transa: CUBLAS_OP_N,
+                    transb: CUBLAS_OP_T,
+                    m: d as i32,
+                    n: k as i32,
+                    k: m as i32,
+                    alpha: 1.0f32,
+                    lda: d as i32,
+                    ldb: k as i32,
+                    beta: if start == 0 { 0.0 } else { 1.0 },
+                    ldc: d as i32,
+                };
+                // SAFETY: X rows (m × d), one-hot (m × k), sums (k × d), row-major.
+                unsafe { self.blas.gemm(cfg, &xs, &onehot, &mut sums) }.map_err(e("cuBLAS sums"))?;
+            }
+            s.memcpy_dtoh(&d_labels, &mut labels).map_err(e("copy labels"))?;
+            s.memcpy_dtoh(&d_dists, &mut dists).map_err(e("copy distances"))?;
+            let host_sums = s.clone_dtoh(&sums).map_err(e("copy sums"))?;
+            inertia = dists.iter().map(|&v| f64::from(v)).sum();
+            let mut counts = vec![0u64; k];
+            labels.iter().for_each(|&l| counts[l as usize] += 1);
+            let shift = crate::update(&mut centroids, &host_sums.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), &counts, data, &dists, d);
+            if shift <= tol {
+                break;
+            }
+        }
+        Ok((KMeans { centroids, k, d, iterations, inertia }, labels, dists))
+    }
+
+    /// [`crate::semdedup`] for a cluster whose rows (positions into `data`, already on the
+    /// device with [`Gpu::upload`]) are `rows`, in keep order.
+    pub fn semdedup(&self, data: &CudaSlice<f32>, d: usize, rows: &[u32], tile: usize) -> Result<Vec<(f32, Option<u32>)>, String> {
+        let m = rows.len();
+        if m == 0 {
+            return Ok(Vec::new());
+        }
+        let s = &self.stream;
+        let idx = s.clone_htod(rows).map_err(e("upload rows"))?;
+        let mut v = s.alloc_zeros::<f32>(m * d).map_err(e("allocate cluster"))?;
+        let (m_i, d_i) = (m as i32, d as i32);
+        let mut l = s.launch_builder(&self.gather);
+        l.arg(data).arg(&idx).arg(&m_i).arg(&d_i).arg(&mut v);
+        // SAFETY: as above.
+        unsafe { l.launch(Gpu::flat(m * d)) }.map_err(e("gather"))?;
+        let tile = tile.max(1).min(m);
+        let mut sims = s.alloc_zeros::<f32>(tile * tile).map_err(e("allocate tile"))?;
+        let mut best = s.clone_htod(&vec![0f32; m]).map_err(e("allocate best"))?;
+        let mut arg = s.clone_htod(&vec![-1i32; m]).map_err(e("allocate arg"))?;
+        for j0 in (0..m).step_by(tile) {
+            let jn = tile.min(m - j0);
+            for i0 in (0..=j0).step_by(tile) {
+                let i_n = tile.min(m - i0);
+                let vj = v.slice(j0 * d..(j0 + jn) * d);
+                let vi = v.slice(i0 * d..(i0 + i_n) * d);
+                rows_dot(&self.blas, &vj, jn, &vi, i_n, d, 0.0, &mut sims)?;
+                let (jn_i, in_i, j0_i, i0_i) = (jn as i32, i_n as i32, j0 as i32, i0 as i32);
+                let mut l = s.launch_builder(&self.fold_max);
+                l.arg(&sims).arg(&jn_i).arg(&in_i).arg(&j0_i).arg(&i0_i).arg(&mut best).arg(&mut arg);
+                // SAFETY: as above.
+                unsafe { l.launch(Gpu::flat(jn)) }.map_err(e("fold_max"))?;
+            }
+        }
+        let best = s.clone_dtoh(&best).map_err(e("copy best"))?;
+        let arg = s.clone_dtoh(&arg).map_err(e("copy arg"))?;
+        Ok(best.into_iter().zip(arg).map(|(b, a)| if a < 0 { (0.0, None) } else { (b, Some(a as u32)) }).collect())
+    }
+
+    /// Put `data` on the device (for [`Gpu::semdedup`]).
+    pub fn upload(&self, data: &[f32]) -> Result<CudaSlice<f32>, String> {
+        self.stream.clone_htod(data).map_err(e("upload vectors"))
+    }
+}
