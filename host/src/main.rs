@@ -147,6 +147,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a semantic dedup step's k-means and pairwise phases on the GPU over its work
+    /// directory (started by `run`, so a CUDA fault costs this process, not the run).
+    #[command(hide = true)]
+    DedupGpu {
+        work: PathBuf,
+        #[arg(long)]
+        docs: u64,
+        #[arg(long)]
+        dim: usize,
+        /// The dedup step as JSON.
+        #[arg(long)]
+        spec: String,
+    },
     /// Serve one native plugin to the host over stdin/stdout (started by `run`).
     #[command(hide = true)]
     Worker {
@@ -258,6 +271,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, flags)
         }
         Command::Plan { pipeline, plugins, memory, workers, json } => plan_command(&pipeline, &plugins, memory.as_deref(), workers, json),
+        Command::DedupGpu { work, docs, dim, spec } => {
+            let spec: curator_core::DedupSpec = serde_json::from_str(&spec).context("--spec is not a dedup step")?;
+            curator_host::dedup::semantic::gpu_phases(&work, docs, dim, &spec.semantic())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tune { pipeline, plugins, stage, gpu_memory, margin, sample, start, apply, json } => {
             let opts = curator_host::tune::TuneOptions { stage, gpu_memory_gb: gpu_memory, margin, sample_docs: sample, start };
             tune_command(&pipeline, &plugins, &opts, apply, json)

@@ -12,6 +12,7 @@
 # share:  embedder + classifier in one pipeline, 4 GB each on one card; the per-process GPU
 #         memory (nvidia-smi every 100 ms) against those budgets.
 # workers: the run step with 1, 2, 3 and 4 embedder workers (num_workers).
+# semantic: embedder then semantic dedup on the GPU and on the CPU; removed sets compared.
 # tune:   curator-host tune for the embedder (budget 8 GB) and the classifier (4 GB), a hand
 #         sweep of the forward pass (encoder-check --budget) beside it, and --apply on a copy.
 set -euo pipefail
@@ -207,5 +208,40 @@ for line in open(sys.argv[1]):
         per_gpu[parts[0][-8:]].add(parts[1])
 print("worker processes per GPU:", {g: sorted(p) for g, p in per_gpu.items()})
 print(f"{int(sys.argv[4]) / (float(sys.argv[3]) - float(sys.argv[2])):.0f} docs/s wall")
+PY
+fi
+if want semantic; then
+    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    echo "== semantic: embedder (GPU) -> dedup semantic (GPU, then CPU), $docs documents, 100 clusters"
+    for dev in gpu cpu; do
+        cat > "sem-$dev.yaml" <<YAML
+source: {path: in}
+batch_size: 8192
+stages:
+  - plugin: embedder
+    params: {model: /models/minilm16, device: gpu, max_batch_tokens: 65536}
+    resources: {gpu_memory_gb: 8}
+    grants: {models: $kit}
+  - dedup: {method: semantic, n_clusters: 100, eps: [0.01, 0.05], device: $dev, action: identify}
+sink: {path: out-sem-$dev, mode: overwrite}
+YAML
+        "$kit/curator-host" run "sem-$dev.yaml" --plugins "$kit/plugins" > "sem-$dev.log" 2>&1 || { tail -20 "sem-$dev.log"; exit 1; }
+        grep -E "dedup \(|wrote" "sem-$dev.log" | tail -2
+    done
+    python3 - out-sem-gpu out-sem-cpu <<'PY'
+import json, sys
+def load(d):
+    s = json.load(open(f"{d}/_summary.json"))["dedup"]
+    return s
+g, c = load(sys.argv[1]), load(sys.argv[2])
+for name, s in (("gpu", g), ("cpu", c)):
+    print(name, "duplicates", s["duplicates"], "per eps", s["semantic"]["duplicates"], "phases", [(p["phase"], round(p["seconds"], 2)) for p in s["phases"]])
+try:
+    import pyarrow.parquet as pq
+    a = set(pq.read_table(f"{sys.argv[1]}/_duplicates/part-00000.parquet").column("id").to_pylist())
+    b = set(pq.read_table(f"{sys.argv[2]}/_duplicates/part-00000.parquet").column("id").to_pylist())
+    print(f"removed sets: gpu {len(a)}, cpu {len(b)}, Jaccard {len(a & b) / max(len(a | b), 1):.4f}")
+except ImportError:
+    print("(no pyarrow: removed sets not compared)")
 PY
 fi

@@ -150,3 +150,19 @@ fn a_missing_embedding_column_is_named() {
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("\"embedding\"") && r.stderr.contains("embedder"), "{}", r.stderr);
 }
+
+#[test]
+fn device_gpu_without_a_gpu_fails_clearly_and_auto_falls_back() {
+    let no_gpu =
+        host().args(["gpus", "--json"]).output().map(|o| String::from_utf8_lossy(&o.stdout).contains("\"gpus\": []")).unwrap_or(false);
+    if !no_gpu {
+        return; // a GPU machine: scripts/models/gpu-models.sh covers the GPU path
+    }
+    let (tmp, _) = setup("{method: semantic, n_clusters: 3, device: gpu}", "");
+    let r = run(tmp.path(), &[]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("GPU"), "{}", r.stderr);
+    let (auto, _) = setup("{method: semantic, n_clusters: 3, device: auto}", "");
+    run(auto.path(), &[]).ok();
+    assert_eq!(duplicates(&auto.path().join("out")).len(), 6);
+}

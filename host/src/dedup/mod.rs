@@ -21,7 +21,7 @@ mod index;
 mod output;
 pub mod remove_ids;
 pub mod report;
-mod semantic;
+pub mod semantic;
 pub mod work;
 
 use std::sync::atomic::Ordering;
@@ -191,6 +191,22 @@ pub(crate) fn find_duplicates(
     let groups = match spec.method {
         DedupMethod::Semantic => {
             let p = spec.semantic();
+            let use_gpu = match spec.device {
+                curator_core::dedup::Device::Cpu => false,
+                curator_core::dedup::Device::Gpu => true,
+                curator_core::dedup::Device::Auto => !crate::gpu::discover().gpus.is_empty(),
+            };
+            if use_gpu && !work.done("groups") {
+                let clock = PhaseClock::start("gpu", None);
+                match semantic::run_on_gpu(work, stats.documents, dim, spec) {
+                    Ok(()) => {}
+                    Err(e) if spec.device == curator_core::dedup::Device::Auto => {
+                        tracing::warn!("dedup: {e}; running k-means and the pairwise phase on the CPU");
+                    }
+                    Err(e) => return Err(e),
+                }
+                clock.finish(&mut stats, false);
+            }
             let resumed = work.done("kmeans");
             let clock = PhaseClock::start("kmeans", planned("kmeans"));
             let assigned = semantic::cluster(work, stats.documents, dim, &p)?;

@@ -35,7 +35,7 @@ fn io(path: &std::path::Path, e: std::io::Error) -> DedupError {
 }
 
 /// Read every document's embedding into `emb.bin` (unit length); the index and the dimension.
-pub fn scan(work: &Work, docs: &SpillDir, p: &SemanticParams, metrics: &RunMetrics) -> Result<(Index, usize), DedupError> {
+pub(crate) fn scan(work: &Work, docs: &SpillDir, p: &SemanticParams, metrics: &RunMetrics) -> Result<(Index, usize), DedupError> {
     if work.done("scan") {
         let meta = super::work::read_all(&work.path(META))?;
         let dim = serde_json::from_slice::<serde_json::Value>(&meta).ok().and_then(|v| v["dim"].as_u64()).unwrap_or(0) as usize;
@@ -104,8 +104,19 @@ fn read_rows(file: &std::fs::File, path: &std::path::Path, d: usize, rows: &[u32
     Ok(out)
 }
 
+/// Fits k-means on rows (`n × d`) and returns the centroids: the CPU's or the GPU's.
+type Fit<'a> = &'a dyn Fn(&[f32], &KMeansParams) -> Result<Vec<f32>, DedupError>;
+
+/// A cluster's rows (positions, in keep order) to each one's largest similarity to an
+/// earlier row and that row.
+type Within<'a> = &'a (dyn Fn(&[u32]) -> Result<Vec<(f32, Option<u32>)>, DedupError> + Sync);
+
 /// Fit k-means and assign every document: `(label, squared distance)` per position.
 pub fn cluster(work: &Work, n: u64, d: usize, p: &SemanticParams) -> Result<Vec<(u32, f32)>, DedupError> {
+    cluster_with(work, n, d, p, &|rows, kp| Ok(kmeans(rows, d, kp).centroids))
+}
+
+fn cluster_with(work: &Work, n: u64, d: usize, p: &SemanticParams, fit_model: Fit<'_>) -> Result<Vec<(u32, f32)>, DedupError> {
     let path = work.path(CLUSTERS);
     if work.done("kmeans") {
         let bytes = super::work::read_all(&path)?;
@@ -134,10 +145,10 @@ pub fn cluster(work: &Work, n: u64, d: usize, p: &SemanticParams) -> Result<Vec<
         idx
     };
     let fit = read_rows(&file, &emb_path, d, &fit_rows)?;
-    let model =
-        kmeans(&fit, d, &KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (20 * k).min(fit_rows.len()) });
+    let centroids =
+        fit_model(&fit, &KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (20 * k).min(fit_rows.len()) })?;
     drop(fit);
-    tracing::info!(clusters = k, iterations = model.iterations, "dedup: k-means fitted on {} of {n} documents", fit_rows.len());
+    tracing::info!(clusters = k, "dedup: k-means fitted on {} of {n} documents", fit_rows.len());
     // Assign in chunks read from the file.
     let mut out = Vec::with_capacity(n as usize);
     let chunk = 65_536u32;
@@ -146,7 +157,7 @@ pub fn cluster(work: &Work, n: u64, d: usize, p: &SemanticParams) -> Result<Vec<
         let end = ((start as u64 + chunk as u64).min(n)) as u32;
         let rows: Vec<u32> = (start..end).collect();
         let v = read_rows(&file, &emb_path, d, &rows)?;
-        let (labels, dists) = assign(&v, d, &model.centroids, model.k);
+        let (labels, dists) = assign(&v, d, &centroids, k);
         out.extend(labels.into_iter().zip(dists));
         start = end;
     }
@@ -163,18 +174,10 @@ struct ClusterResult {
     per_eps: Vec<u64>,
 }
 
-fn one_cluster(
-    file: &std::fs::File,
-    path: &std::path::Path,
-    d: usize,
-    members: &[u32],
-    dist: &[f32],
-    p: &SemanticParams,
-) -> Result<ClusterResult, DedupError> {
+fn one_cluster(members: &[u32], dist: &[f32], p: &SemanticParams, within: Within<'_>) -> Result<ClusterResult, DedupError> {
     let order = keep_order(dist, members, p.keep, p.seed);
     let rows: Vec<u32> = order.iter().map(|&i| members[i]).collect();
-    let vectors = read_rows(file, path, d, &rows)?;
-    let best = semdedup(&vectors, d, curator_core::dedup::PAIR_TILE as usize);
+    let best = within(&rows)?;
     let per_eps: Vec<u64> =
         p.eps.iter().map(|e| best.iter().filter(|(s, i)| i.is_some() && f64::from(*s) >= 1.0 - e).count() as u64).collect();
     let threshold = 1.0 - p.eps[0];
@@ -206,18 +209,32 @@ pub fn pairwise(work: &Work, d: usize, assigned: &[(u32, f32)], p: &SemanticPara
     if work.done("groups") {
         return super::index::load_pairs(work, "groups.bin");
     }
+    let emb_path = work.path(EMB);
+    let file = std::fs::File::open(&emb_path).map_err(|e| io(&emb_path, e))?;
+    let within = |rows: &[u32]| Ok(semdedup(&read_rows(&file, &emb_path, d, rows)?, d, curator_core::dedup::PAIR_TILE as usize));
+    let threads = crate::os::available_cores().clamp(1, curator_core::dedup::CLUSTERS_IN_FLIGHT as usize);
+    pairwise_with(work, assigned, p, threads, &within)
+}
+
+fn pairwise_with(
+    work: &Work,
+    assigned: &[(u32, f32)],
+    p: &SemanticParams,
+    threads: usize,
+    within: Within<'_>,
+) -> Result<Vec<(u32, u32)>, DedupError> {
+    if work.done("groups") {
+        return super::index::load_pairs(work, "groups.bin");
+    }
     let k = assigned.iter().map(|(l, _)| *l as usize + 1).max().unwrap_or(0);
     let mut members: Vec<Vec<u32>> = vec![Vec::new(); k];
     for (pos, (l, _)) in assigned.iter().enumerate() {
         members[*l as usize].push(pos as u32);
     }
-    let emb_path = work.path(EMB);
-    let file = std::fs::File::open(&emb_path).map_err(|e| io(&emb_path, e))?;
     let clusters: Vec<usize> = (0..k).filter(|&c| members[c].len() > 1).collect();
-    let threads = crate::os::available_cores().clamp(1, curator_core::dedup::CLUSTERS_IN_FLIGHT as usize);
     let results = par_map(&clusters, threads, |&c| {
         let dist: Vec<f32> = members[c].iter().map(|&m| assigned[m as usize].1).collect();
-        one_cluster(&file, &emb_path, d, &members[c], &dist, p)
+        one_cluster(&members[c], &dist, p, within)
     })?;
     let mut pairs = Vec::new();
     let mut stats = Vec::new();
@@ -237,4 +254,49 @@ pub fn pairwise(work: &Work, d: usize, assigned: &[(u32, f32)], p: &SemanticPara
     save_pairs(work, "groups.bin", &pairs)?;
     work.mark("groups")?;
     Ok(pairs)
+}
+
+fn gpu_error(e: String) -> DedupError {
+    DedupError::Data { path: "GPU".into(), message: e }
+}
+
+/// The k-means and pairwise phases on the GPU, in this process: what `curator-host
+/// dedup-gpu` (started by [`run_on_gpu`]) does, so a CUDA fault costs that process, not the
+/// run. Writes the same files as the CPU path.
+pub fn gpu_phases(work_dir: &std::path::Path, n: u64, d: usize, p: &SemanticParams) -> Result<(), DedupError> {
+    let work = Work { dir: work_dir.to_path_buf() };
+    let gpu = curator_vectors::gpu::Gpu::open().map_err(gpu_error)?;
+    let assigned = cluster_with(&work, n, d, p, &|rows, kp| gpu.kmeans(rows, d, kp).map(|(m, _, _)| m.centroids).map_err(gpu_error))?;
+    if !work.done("groups") {
+        let emb = super::work::read_all(&work.path(EMB))?;
+        let values: Vec<f32> = emb.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        drop(emb);
+        let on_device = gpu.upload(&values).map_err(gpu_error)?;
+        drop(values);
+        let tile = 4096;
+        pairwise_with(&work, &assigned, p, 1, &|rows| gpu.semdedup(&on_device, d, rows, tile).map_err(gpu_error))?;
+    }
+    Ok(())
+}
+
+/// Run [`gpu_phases`] in a child `curator-host dedup-gpu` process; `Err` when it could not
+/// finish (the caller falls back to the CPU under `device: auto`).
+pub fn run_on_gpu(work: &Work, n: u64, d: usize, spec: &curator_core::DedupSpec) -> Result<(), DedupError> {
+    let out = std::process::Command::new(crate::worker::worker_exe())
+        .arg("dedup-gpu")
+        .arg(&work.dir)
+        .args(["--docs", &n.to_string(), "--dim", &d.to_string(), "--spec"])
+        .arg(serde_json::to_string(spec).unwrap_or_default())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| DedupError::Io { path: "curator-host dedup-gpu".into(), source: e })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+    Err(DedupError::Data {
+        path: "GPU".into(),
+        message: format!("the GPU phases failed ({}): {}", out.status, tail.into_iter().rev().collect::<Vec<_>>().join(" | ")),
+    })
 }

@@ -87,8 +87,28 @@ fn e<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> String {
 }
 
 /// Row-major `c[m × n] = a[m × k] · b[n × k]ᵀ` (rows against rows), `beta` times what `c` held.
-fn rows_dot(blas: &CudaBlas, a: &impl DevicePtr<f32>, m: usize, b: &impl DevicePtr<f32>, n: usize, k: usize, beta: f32, c: &mut impl DevicePtrMut<f32>) -> Result<(), String> {
-    let cfg = GemmConfig { transa: CUBLAS_OP_T, transb: CUBLAS_OP_N, m: n as i32, n: m as i32, k: k as i32, alpha: 1.0f32, lda: k as i32, ldb: k as i32, beta, ldc: n as i32 };
+fn rows_dot(
+    blas: &CudaBlas,
+    a: &impl DevicePtr<f32>,
+    m: usize,
+    b: &impl DevicePtr<f32>,
+    n: usize,
+    k: usize,
+    beta: f32,
+    c: &mut impl DevicePtrMut<f32>,
+) -> Result<(), String> {
+    let cfg = GemmConfig {
+        transa: CUBLAS_OP_T,
+        transb: CUBLAS_OP_N,
+        m: n as i32,
+        n: m as i32,
+        k: k as i32,
+        alpha: 1.0f32,
+        lda: k as i32,
+        ldb: k as i32,
+        beta,
+        ldc: n as i32,
+    };
     // SAFETY: a is m × k, b is n × k and c is m × n, row-major, as the caller allocated.
     unsafe { blas.gemm(cfg, b, a, c) }.map_err(e("cuBLAS"))
 }
@@ -101,7 +121,10 @@ impl Gpu {
 
     fn open_inner() -> Result<Gpu, String> {
         // SAFETY: only probe for the shared libraries.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } || !unsafe { cudarc::nvrtc::sys::is_culib_present() } || !unsafe { cudarc::cublas::sys::is_culib_present() } {
+        if !unsafe { cudarc::driver::sys::is_culib_present() }
+            || !unsafe { cudarc::nvrtc::sys::is_culib_present() }
+            || !unsafe { cudarc::cublas::sys::is_culib_present() }
+        {
             return Err("no CUDA driver, NVRTC or cuBLAS library found".into());
         }
         let ctx = CudaContext::new(0).map_err(e("cannot open GPU 0"))?;
@@ -179,7 +202,8 @@ impl Gpu {
             inertia = dists.iter().map(|&v| f64::from(v)).sum();
             let mut counts = vec![0u64; k];
             labels.iter().for_each(|&l| counts[l as usize] += 1);
-            let shift = crate::update(&mut centroids, &host_sums.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), &counts, data, &dists, d);
+            let shift =
+                crate::update(&mut centroids, &host_sums.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), &counts, data, &dists, d);
             if shift <= tol {
                 break;
             }
