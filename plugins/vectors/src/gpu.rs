@@ -86,7 +86,7 @@ fn e<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> String {
     move |err| format!("{what}: {err:?}")
 }
 
-/// Row-major `c[m × n] = a[m × k] · b[n × k]ᵀ` (rows against rows), `beta` times what `c` held.
+/// Row-major `c[m × n] = a[m × k] · b[n × k]ᵀ` (rows against rows).
 fn rows_dot(
     blas: &CudaBlas,
     a: &impl DevicePtr<f32>,
@@ -94,7 +94,6 @@ fn rows_dot(
     b: &impl DevicePtr<f32>,
     n: usize,
     k: usize,
-    beta: f32,
     c: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), String> {
     let cfg = GemmConfig {
@@ -106,7 +105,7 @@ fn rows_dot(
         alpha: 1.0f32,
         lda: k as i32,
         ldb: k as i32,
-        beta,
+        beta: 0.0,
         ldc: n as i32,
     };
     // SAFETY: a is m × k, b is n × k and c is m × n, row-major, as the caller allocated.
@@ -170,7 +169,7 @@ impl Gpu {
             for start in (0..n).step_by(chunk) {
                 let m = chunk.min(n - start);
                 let xs = x.slice(start * d..(start + m) * d);
-                rows_dot(&self.blas, &xs, m, &c, k, d, 0.0, &mut scores)?;
+                rows_dot(&self.blas, &xs, m, &c, k, d, &mut scores)?;
                 s.memset_zeros(&mut onehot).map_err(e("clear one-hot"))?;
                 let (m_i, k_i) = (m as i32, k as i32);
                 let xn = x_norm.slice(start..start + m);
@@ -236,7 +235,7 @@ impl Gpu {
                 let i_n = tile.min(m - i0);
                 let vj = v.slice(j0 * d..(j0 + jn) * d);
                 let vi = v.slice(i0 * d..(i0 + i_n) * d);
-                rows_dot(&self.blas, &vj, jn, &vi, i_n, d, 0.0, &mut sims)?;
+                rows_dot(&self.blas, &vj, jn, &vi, i_n, d, &mut sims)?;
                 let (jn_i, in_i, j0_i, i0_i) = (jn as i32, i_n as i32, j0 as i32, i0 as i32);
                 let mut l = s.launch_builder(&self.fold_max);
                 l.arg(&sims).arg(&jn_i).arg(&in_i).arg(&j0_i).arg(&i0_i).arg(&mut best).arg(&mut arg);
