@@ -54,33 +54,37 @@ sample() { # file: GPU util % every 100 ms until killed
     nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$1" 2>/dev/null &
     echo $!
 }
-if want run; then
-    echo "== curator-host run: JSONL -> embedder (GPU) -> Parquet, $docs documents"
-    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
-    cat > embed.yaml <<YAML
+run_embed() { # tag [num_workers]: JSONL -> embedder (GPU) -> Parquet; docs/s and GPU busy
+    cat > "embed-$1.yaml" <<YAML
 source: {path: in}
 batch_size: 8192
 stages:
   - plugin: embedder
     params: {model: /models/minilm16, device: gpu, max_batch_tokens: 65536}
     resources: {gpu_memory_gb: 8}
-    grants: {models: $kit}
-sink: {path: out-embed, format: parquet, mode: overwrite}
+${2:+    num_workers: $2
+}    grants: {models: $kit}
+sink: {path: out-embed-$1, format: parquet, mode: overwrite}
 YAML
-    pid=$(sample util.txt)
+    pid=$(sample "util-$1.txt")
     start=$(date +%s.%N)
-    "$kit/curator-host" run embed.yaml --plugins "$kit/plugins" > run.log 2>&1 || { cat run.log; exit 1; }
+    "$kit/curator-host" run "embed-$1.yaml" --plugins "$kit/plugins" > "run-$1.log" 2>&1 || { cat "run-$1.log"; exit 1; }
     end=$(date +%s.%N)
     kill "$pid" || true
-    tail -4 run.log
-    python3 - "$start" "$end" "$docs" util.txt <<'PY'
+    python3 - "$start" "$end" "$docs" "util-$1.txt" "$1" <<'PY'
 import sys
 start, end, docs = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 u = [int(x) for x in open(sys.argv[4]).read().split() if x.strip().isdigit()]
 busy = [x for x in u if x > 0]
-print(f"run: {docs / (end - start):.0f} docs/s wall ({end - start:.1f} s, process start included); "
-      f"GPU busy mean {sum(u) / max(len(u), 1):.0f} % over all samples, {sum(busy) / max(len(busy), 1):.0f} % over non-idle samples ({len(busy)}/{len(u)})")
+print(f"{sys.argv[5]}: {docs / (end - start):.0f} docs/s wall ({end - start:.1f} s, process start included); "
+      f"GPU busy mean {sum(u) / max(len(u), 1):.0f} %, {sum(busy) / max(len(busy), 1):.0f} % over non-idle samples ({len(busy)}/{len(u)})")
 PY
+    grep "wrote" "run-$1.log" | tail -1
+}
+if want run; then
+    echo "== curator-host run: JSONL -> embedder (GPU) -> Parquet, $docs documents, workers as placed"
+    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    run_embed placed
 fi
 if want oom; then
     echo "== oom: a budget of 64 M tokens per pass and no memory cap"
@@ -118,37 +122,10 @@ print("peak GPU memory per worker process (MiB):", dict(peak), "budget 4096 each
 PY
 fi
 
-run_workers() { # n
-    cat > "embed-$1.yaml" <<YAML
-source: {path: in}
-batch_size: 8192
-stages:
-  - plugin: embedder
-    params: {model: /models/minilm16, device: gpu}
-    resources: {gpu_memory_gb: 8}
-    num_workers: $1
-    grants: {models: $kit}
-sink: {path: out-embed-$1, format: parquet, mode: overwrite}
-YAML
-    pid=$(sample "util-$1.txt")
-    start=$(date +%s.%N)
-    "$kit/curator-host" run "embed-$1.yaml" --plugins "$kit/plugins" > "run-$1.log" 2>&1 || { cat "run-$1.log"; exit 1; }
-    end=$(date +%s.%N)
-    kill "$pid" || true
-    python3 - "$start" "$end" "$docs" "util-$1.txt" "$1" <<'PY'
-import sys
-start, end, docs = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-u = [int(x) for x in open(sys.argv[4]).read().split() if x.strip().isdigit()]
-busy = [x for x in u if x > 0]
-print(f"workers {sys.argv[5]}: {docs / (end - start):.0f} docs/s wall ({end - start:.1f} s, process start included); "
-      f"GPU busy mean {sum(u) / max(len(u), 1):.0f} %, {sum(busy) / max(len(busy), 1):.0f} % over non-idle samples ({len(busy)}/{len(u)})")
-PY
-    grep "wrote" "run-$1.log" | tail -1
-}
 if want workers; then
     mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
     echo "== workers: JSONL -> embedder (GPU) -> Parquet with 1..4 workers"
-    for n in 1 2 3 4; do run_workers "$n"; done
+    for n in 1 2 3 4; do run_embed "workers-$n" "$n"; done
 fi
 if want tune; then
     mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
