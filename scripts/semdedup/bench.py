@@ -1,17 +1,38 @@
 #!/usr/bin/env python3
 """k-means on the same vectors with faiss-cpu and scikit-learn, beside ours.
 
-    cargo run --release -p curator-vectors --example kmeans-bench -- N D K ITERS /tmp/vec.f32
-    python3 scripts/semdedup/bench.py /tmp/vec.f32 D K ITERS      # pip install faiss-cpu scikit-learn
+    cargo run --release -p curator-vectors --example kmeans-bench -- N D K ITERS /tmp/vec.f32 cpu /tmp/removed.txt
+    python3 scripts/semdedup/bench.py /tmp/vec.f32 D K ITERS [/tmp/removed.txt]   # pip install faiss-cpu scikit-learn
 
 Same iteration count everywhere (tol 0 / no early stop), one initialisation each; prints
-seconds and inertia per library.
+seconds and inertia per library, and with REMOVED (ours, at eps 0.01, keep "hard") the
+Jaccard of each library's removed set, and of its (removed, nearest earlier) pairs, with ours
+(the same SemDeDup pass on its clusters).
 """
 import json
 import sys
 import time
 
 import numpy as np
+
+
+def removed_set(x, labels, centroids, eps=0.01):
+    """SemDeDup's pass: per cluster, farthest from the centroid first; a row whose largest
+    cosine similarity to an earlier row is >= 1 - eps is removed."""
+    out = {}
+    dist = ((x - centroids[labels]) ** 2).sum(1)
+    for c in np.unique(labels):
+        ids = np.where(labels == c)[0]
+        if len(ids) < 2:
+            continue
+        ids = ids[np.lexsort((ids, -dist[ids]))]
+        e = x[ids]
+        s = np.triu(e @ e.T, k=1)
+        best, arg = s.max(0), s.argmax(0)
+        for j in np.where(best >= 1 - eps)[0]:
+            if j > 0:
+                out[int(ids[j])] = int(ids[arg[j]])
+    return out
 
 
 def main():
@@ -31,6 +52,19 @@ def main():
     sk = KMeans(n_clusters=k, max_iter=iters, tol=0.0, n_init=1, random_state=42).fit(x)
     out["sklearn_s"] = time.perf_counter() - t
     out["sklearn_inertia"] = float(sk.inertia_)
+    if len(sys.argv) > 5:
+        ours = dict(tuple(map(int, l.split())) for l in open(sys.argv[5]) if l.strip())
+        pairs = lambda m: {frozenset(p) for p in m.items()}
+        _, flabels = km.index.search(x, 1)
+        for name, labels, cents in (("faiss", flabels[:, 0], km.centroids), ("sklearn", sk.labels_, sk.cluster_centers_.astype(np.float32))):
+            theirs = removed_set(x, labels, cents)
+            out[f"{name}_removed"] = len(theirs)
+            a, b = set(ours), set(theirs)
+            out[f"{name}_removed_jaccard_with_ours"] = round(len(a & b) / max(len(a | b), 1), 4)
+            # Which member of a pair stays depends on the centroids; the pairs found should not.
+            pa, pb = pairs(ours), pairs(theirs)
+            out[f"{name}_pairs_jaccard_with_ours"] = round(len(pa & pb) / max(len(pa | pb), 1), 4)
+        out["ours_removed"] = len(ours)
     print(json.dumps(out))
 
 

@@ -1,7 +1,7 @@
 //! k-means and the SemDeDup pass on random-but-clustered unit vectors, timed; the vectors are
 //! written for `scripts/semdedup/bench.py` (faiss, scikit-learn on the same data).
 //!
-//!     kmeans-bench N D K ITERS [OUT.f32|-] [cpu|gpu|both]
+//!     kmeans-bench N D K ITERS [OUT.f32|-] [cpu|gpu|both] [REMOVED.txt]
 //!
 //! Prints one JSON line: k-means seconds (at most ITERS iterations, tol 0), the assignment,
 //! the SemDeDup pass over every cluster, the duplicates at eps 0.01, and with `both` how far
@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use curator_vectors::{KMeansParams, Rng, assign, kmeans, semdedup};
 
@@ -63,7 +63,11 @@ fn main() {
             dups.len(),
             std::thread::available_parallelism().map_or(1, |n| n.get())
         ));
-        removed.push(("cpu".into(), dups));
+        if let Some(path) = args.get(7) {
+            let text: String = dups.iter().map(|(r, p)| format!("{r} {p}\n")).collect();
+            std::fs::write(path, text).expect("write removed rows");
+        }
+        removed.push(("cpu".into(), dups.into_keys().collect()));
     }
     if mode == "gpu" || mode == "both" {
         let t = Instant::now();
@@ -91,7 +95,7 @@ fn main() {
             m.inertia,
             dups.len()
         ));
-        removed.push(("gpu".into(), dups));
+        removed.push(("gpu".into(), dups.into_keys().collect()));
     }
     if let [(_, a), (_, b)] = removed.as_slice() {
         let inter = a.intersection(b).count();
@@ -102,21 +106,21 @@ fn main() {
 }
 
 /// The SemDeDup pass over every cluster ("hard": farthest from the centroid kept first);
-/// the rows removed at eps 0.01.
-fn pass(labels: &[u32], dists: &[f32], k: usize, mut within: impl FnMut(&[usize]) -> Vec<(f32, Option<u32>)>) -> BTreeSet<usize> {
+/// the rows removed at eps 0.01, each with the earlier row it is nearest to.
+fn pass(labels: &[u32], dists: &[f32], k: usize, mut within: impl FnMut(&[usize]) -> Vec<(f32, Option<u32>)>) -> BTreeMap<usize, usize> {
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
     for (i, &l) in labels.iter().enumerate() {
         members[l as usize].push(i);
     }
-    let mut out = BTreeSet::new();
+    let mut out = BTreeMap::new();
     for mut ids in members {
         if ids.len() < 2 {
             continue;
         }
         ids.sort_by(|&a, &b| dists[b].total_cmp(&dists[a]).then(a.cmp(&b)));
         for (j, (s, i)) in within(&ids).into_iter().enumerate() {
-            if i.is_some() && s >= 0.99 {
-                out.insert(ids[j]);
+            if let Some(i) = i.filter(|_| s >= 0.99) {
+                out.insert(ids[j], ids[i as usize]);
             }
         }
     }
