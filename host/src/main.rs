@@ -581,23 +581,7 @@ fn tune_command(pipeline: &Path, dirs: &PluginDirs, opts: &curator_host::tune::T
         out!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         for t in &results {
-            out!(
-                "stage {} on {} ({} MiB), budget {} MiB × margin {:.2}, {} documents per size:",
-                t.label,
-                card.name,
-                card.memory_total_mb,
-                t.budget_bytes >> 20,
-                t.margin,
-                t.sample_docs
-            );
-            out!("{}", tune::render(t));
-            match t.pick {
-                Some(p) => {
-                    out!("recommendation: {}: {p} (now {})", tune::TUNABLE, t.current.map_or("the default".into(), |c| c.to_string()))
-                }
-                None => out!("recommendation: none: no size stayed under the margin; raise the stage's gpu_memory_gb"),
-            }
-            out!();
+            out!("{}", tune::report(t, &card.name, card.memory_total_mb));
         }
     }
     if apply {

@@ -193,6 +193,22 @@ pub fn tune(plan: &Plan, opts: &TuneOptions, card_bytes: u64) -> Result<Vec<Stag
     stages.into_iter().map(|s| tune_stage(s, &sample, card_bytes, opts)).collect()
 }
 
+/// One stage's sweep for people: the card and budget, the table, the recommendation.
+pub fn report(t: &StageTune, card: &str, card_mb: u64) -> String {
+    let pick = match t.pick {
+        Some(p) => format!("recommendation: {TUNABLE}: {p} (now {})", t.current.map_or("the default".into(), |c| c.to_string())),
+        None => "recommendation: none: no size stayed under the margin; raise the stage's gpu_memory_gb".into(),
+    };
+    format!(
+        "stage {} on {card} ({card_mb} MiB), budget {} MiB × margin {:.2}, {} documents per size:\n{}\n{pick}\n",
+        t.label,
+        t.budget_bytes >> 20,
+        t.margin,
+        t.sample_docs,
+        render(t)
+    )
+}
+
 /// The sweep as a table: size, peak MiB, % of budget, docs/s, and what the size means.
 pub fn render(t: &StageTune) -> String {
     let mut table = comfy_table::Table::new();

@@ -129,20 +129,12 @@ fn cluster_with(work: &Work, n: u64, d: usize, p: &SemanticParams, fit_model: Fi
     let file = std::fs::File::open(&emb_path).map_err(|e| io(&emb_path, e))?;
     let k = p.clusters(n);
     // The fit sample: every document, or a seeded sample in position order.
-    let all: Vec<u32> = (0..n as u32).collect();
     let fit_rows: Vec<u32> = if p.fit_fraction >= 1.0 {
-        all
+        (0..n as u32).collect()
     } else {
         let want = ((n as f64 * p.fit_fraction).ceil() as usize).clamp(k.min(n as usize), n as usize);
         let mut rng = curator_vectors::Rng::new(p.seed ^ 0x5eed);
-        let mut idx = all;
-        for i in 0..want {
-            let j = i + rng.below(idx.len() - i);
-            idx.swap(i, j);
-        }
-        idx.truncate(want);
-        idx.sort_unstable();
-        idx
+        curator_vectors::sample(n as usize, want, &mut rng).into_iter().map(|i| i as u32).collect()
     };
     let fit = read_rows(&file, &emb_path, d, &fit_rows)?;
     let centroids =

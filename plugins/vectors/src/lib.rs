@@ -201,7 +201,7 @@ pub(crate) fn seed_plus_plus(data: &[f32], d: usize, sample: &[usize], k: usize,
 }
 
 /// `s` distinct rows of `0..n`, uniformly (partial Fisher-Yates), in ascending order.
-pub(crate) fn sample(n: usize, s: usize, rng: &mut Rng) -> Vec<usize> {
+pub fn sample(n: usize, s: usize, rng: &mut Rng) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..n).collect();
     let s = s.min(n);
     for i in 0..s {
