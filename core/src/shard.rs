@@ -20,6 +20,8 @@ pub enum ShardError {
     Syntax(String),
     #[error("--shard-from-env: {0}")]
     Env(String),
+    #[error("--phase {0:?}: expected docs, buckets, components or output")]
+    Phase(String),
 }
 
 impl Shard {
@@ -62,6 +64,60 @@ impl Shard {
     pub fn tag(&self) -> String {
         format!("shard-{:04}-of-{:04}", self.index, self.count)
     }
+}
+
+/// One phase of a pipeline with a dedup step, run on its own (`run --phase P`), so that a
+/// cluster's job arrays (or a Ray driver) can run the step across machines:
+///
+/// | phase | sharded over | does |
+/// |---|---|---|
+/// | `docs` | partitions (`owners`) | the stages in front of the step, into the shared spill, then this shard's keys or signatures |
+/// | `buckets` | LSH passes (`owns_pass`) | fuzzy: the candidate pairs of the passes it owns (exact: nothing) |
+/// | `components` | — (one job) | verification, groups, `_duplicates/` |
+/// | `output` | partitions (`owners`) | the verdict applied, the stages after the step, the sink |
+///
+/// Each phase reads only what the earlier phases wrote to the shared work directory; run in
+/// this order they give what one machine gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Docs,
+    Buckets,
+    Components,
+    Output,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [Phase::Docs, Phase::Buckets, Phase::Components, Phase::Output];
+
+    pub fn parse(s: &str) -> Result<Phase, ShardError> {
+        Phase::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| ShardError::Phase(s.to_string()))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Docs => "docs",
+            Phase::Buckets => "buckets",
+            Phase::Components => "components",
+            Phase::Output => "output",
+        }
+    }
+
+    /// Whether `--shard I/N` cuts this phase's work (all but `components`).
+    pub fn sharded(self) -> bool {
+        self != Phase::Components
+    }
+
+    /// Whether the phase's shards own partitions (`docs`, `output`) rather than passes.
+    pub fn over_partitions(self) -> bool {
+        matches!(self, Phase::Docs | Phase::Output)
+    }
+}
+
+/// Whether bucket shard `shard` runs LSH pass `pass` (passes dealt round-robin, so that a
+/// shard count above the number of passes leaves the extra shards idle, never overlapping).
+pub fn owns_pass(shard: Shard, pass: usize) -> bool {
+    pass % shard.count.max(1) == shard.index
 }
 
 /// The shard owning each partition, given each partition's size in bytes (in partition
@@ -109,6 +165,20 @@ mod tests {
                     }
                 }
                 assert_eq!(owners(&sizes, count), o, "stable");
+            }
+        }
+    }
+
+    #[test]
+    fn phases_parse_and_passes_are_dealt_to_exactly_one_shard() {
+        for p in Phase::ALL {
+            assert_eq!(Phase::parse(p.name()), Ok(p));
+        }
+        assert!(Phase::parse("scan").is_err());
+        for count in 1..6 {
+            for pass in 0..13 {
+                let owners: Vec<usize> = (0..count).filter(|&i| owns_pass(Shard { index: i, count }, pass)).collect();
+                assert_eq!(owners.len(), 1, "pass {pass} of {count} shards: {owners:?}");
             }
         }
     }

@@ -67,6 +67,11 @@ enum Command {
         /// SLURM_ARRAY_TASK_MIN), or JOB_COMPLETION_INDEX with CURATOR_SHARD_COUNT (Kubernetes).
         #[arg(long)]
         shard_from_env: bool,
+        /// Run one phase of the pipeline's dedup step, so that a cluster can run the step
+        /// across machines: docs (sharded over partitions), buckets (sharded over LSH passes),
+        /// components (one job), output (sharded over partitions); then `merge`.
+        #[arg(long, value_name = "PHASE", value_parser = ["docs", "buckets", "components", "output"])]
+        phase: Option<String>,
     },
     /// Check that every shard of a sharded run finished in OUTPUT and write the run's
     /// `_manifest.json` and `_summary.json`.
@@ -254,6 +259,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             ignore_memory_plan,
             shard,
             shard_from_env,
+            phase,
         } => {
             let shard = match (shard, shard_from_env) {
                 (Some(s), _) => Some(curator_core::shard::Shard::parse(&s)),
@@ -267,7 +273,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     return Ok(ExitCode::from(EXIT_INVALID));
                 }
             };
-            let flags = RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard };
+            let phase = match phase.as_deref().map(curator_core::shard::Phase::parse).transpose() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(EXIT_INVALID));
+                }
+            };
+            let flags = RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard, phase };
             run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, flags)
         }
         Command::Plan { pipeline, plugins, memory, workers, json } => plan_command(&pipeline, &plugins, memory.as_deref(), workers, json),
@@ -553,6 +566,7 @@ struct RunFlags {
     restart: bool,
     ignore_memory_plan: bool,
     shard: Option<curator_core::shard::Shard>,
+    phase: Option<curator_core::shard::Phase>,
 }
 
 fn tune_command(pipeline: &Path, dirs: &PluginDirs, opts: &curator_host::tune::TuneOptions, apply: bool, json: bool) -> Result<ExitCode> {
@@ -597,7 +611,8 @@ fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, worker
         None => None,
         Some(m) => Some(curator_core::partition::parse_size(m).with_context(|| format!("--memory {m:?} is not a size such as 64GB"))?),
     };
-    let opts_plan = plan::PlanOptions { restart: false, check_setup: None, memory_bytes, ignore_memory_plan: true, shard: None };
+    let opts_plan =
+        plan::PlanOptions { restart: false, check_setup: None, memory_bytes, ignore_memory_plan: true, shard: None, phase: None };
     let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,
         Err(e) => {
@@ -617,11 +632,17 @@ fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, worker
 }
 
 fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags) -> Result<ExitCode> {
-    let RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard } = flags;
+    let RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard, phase } = flags;
     let reg = scan(dirs);
     let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
-    let opts_plan =
-        plan::PlanOptions { restart: restart && !dry_run, check_setup: Some(&runtime), memory_bytes: None, ignore_memory_plan, shard };
+    let opts_plan = plan::PlanOptions {
+        restart: restart && !dry_run,
+        check_setup: Some(&runtime),
+        memory_bytes: None,
+        ignore_memory_plan,
+        shard,
+        phase,
+    };
     let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,
         Err(e @ PlanError::Spec(_)) | Err(e @ PlanError::Io(_)) => {

@@ -18,7 +18,7 @@ fn minhash_dir() -> &'static Path {
     DIR.get_or_init(|| native_plugins_dir("dedup-plugins", &["minhash"]))
 }
 
-fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+pub(crate) fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut c = host();
     c.current_dir(dir).args(args).arg("--plugins").arg(minhash_dir()).arg("--plugins").arg(guests_dir());
     for (k, v) in env {
@@ -121,7 +121,7 @@ fn fuzzy_fixture(dir: &Path) -> Vec<(String, String)> {
 
 /// Ids that must go: every member of a component of the "Jaccard ≥ threshold" graph but its
 /// first, by brute force over all pairs.
-fn truth(docs: &[(String, String)], threshold: f64) -> BTreeSet<String> {
+pub(crate) fn truth(docs: &[(String, String)], threshold: f64) -> BTreeSet<String> {
     let sets: Vec<Vec<u64>> = docs.iter().map(|(_, t)| set(t)).collect();
     let mut parent: Vec<usize> = (0..docs.len()).collect();
     fn find(p: &mut [usize], mut x: usize) -> usize {
@@ -164,7 +164,7 @@ pub(crate) fn duplicates(out: &Path) -> BTreeMap<String, String> {
 }
 
 /// Ids written to the sink, by output file.
-fn output_ids(out: &Path) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn output_ids(out: &Path) -> BTreeMap<String, Vec<String>> {
     let mut m = BTreeMap::new();
     for e in std::fs::read_dir(out).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -175,7 +175,7 @@ fn output_ids(out: &Path) -> BTreeMap<String, Vec<String>> {
     m
 }
 
-fn setup(yaml_stage: &str, extra: &str) -> (tempfile::TempDir, Vec<(String, String)>) {
+pub(crate) fn setup(yaml_stage: &str, extra: &str) -> (tempfile::TempDir, Vec<(String, String)>) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("data")).unwrap();
     let docs = fuzzy_fixture(dir.path());

@@ -6,6 +6,7 @@ mod support;
 mod catalogue;
 mod cli;
 mod dedup;
+mod dedup_phases;
 mod executor;
 mod io;
 mod models;

@@ -130,7 +130,7 @@ fn sharded_runs_refuse_what_they_cannot_split() {
         .unwrap();
     let r: Run = host().current_dir(dir.path()).args(["run", "pipeline.yaml", "--shard", "0/2"]).output().unwrap().into();
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("stages[0].dedup: a dedup step needs every partition"), "{}", r.stderr);
+    assert!(r.stderr.contains("stages[0].dedup: a dedup step needs every partition: run it sharded in phases"), "{}", r.stderr);
     let bad: Run = host().current_dir(dir.path()).args(["run", "pipeline.yaml", "--shard", "2/2"]).output().unwrap().into();
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("expected I/N"), "{}", bad.stderr);

@@ -12,6 +12,7 @@ use curator_core::dedup::ExactHash;
 
 use super::DedupError;
 use super::index::{Index, load_pairs, save_pairs, utf8};
+use super::scans::Scanned;
 use super::work::{RecordFile, Work};
 use crate::exec::SpillDir;
 use crate::metrics::RunMetrics;
@@ -30,14 +31,23 @@ fn key_file(p: usize) -> String {
     format!("keys-{p:04}.bin")
 }
 
-/// Hash every document into `partitions` key files; the index of the documents.
-pub fn scan(work: &Work, docs: &SpillDir, h: ExactHash, partitions: usize, metrics: &RunMetrics) -> Result<Index, DedupError> {
+/// Hash every document of the partitions `owned` picks into `partitions` key files in
+/// `work` (one docs shard's scan directory), with shard-local positions; their index.
+pub fn scan(
+    work: &Work,
+    docs: &SpillDir,
+    owned: impl Fn(usize) -> bool,
+    h: ExactHash,
+    partitions: usize,
+    metrics: &RunMetrics,
+) -> Result<Index, DedupError> {
     if work.done("scan") {
         return Index::load(work);
     }
     let mut files = (0..partitions).map(|p| RecordFile::create(work.path(&key_file(p)))).collect::<Result<Vec<_>, _>>()?;
     let index = Index::build(
         docs,
+        owned,
         |task, name| {
             let text = utf8(task, crate::io::TEXT, name)?;
             Ok((0..text.len()).map(|r| hash(text.value(r), h)).collect::<Vec<_>>())
@@ -63,24 +73,28 @@ pub fn scan(work: &Work, docs: &SpillDir, h: ExactHash, partitions: usize, metri
     Ok(index)
 }
 
-/// Group each key partition: `(position, survivor)` for every document in a group of two or
-/// more, by position.
-pub fn group(work: &Work, partitions: usize) -> Result<Vec<(u32, u32)>, DedupError> {
+/// Group each key partition (its file in every docs shard's scan, positions made run-wide):
+/// `(position, survivor)` for every document in a group of two or more, by position.
+pub fn group(work: &Work, scanned: &Scanned, partitions: usize) -> Result<Vec<(u32, u32)>, DedupError> {
     if work.done("groups") {
         return load_pairs(work, "groups.bin");
     }
     let mut out = Vec::new();
     for p in 0..partitions {
-        let path = work.path(&key_file(p));
-        let ioerr = |e| DedupError::Io { path: path.display().to_string(), source: e };
-        let len = std::fs::metadata(&path).map_err(ioerr)?.len() as usize;
-        let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&path).map_err(ioerr)?);
-        let mut recs: Vec<(u64, u64, u32)> = Vec::with_capacity(len / RECORD);
-        let mut c = [0u8; RECORD];
-        for _ in 0..len / RECORD {
-            std::io::Read::read_exact(&mut reader, &mut c).map_err(ioerr)?;
-            let w = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().unwrap_or_default());
-            recs.push((w(0), w(8), u32::from_le_bytes(c[16..20].try_into().unwrap_or_default())));
+        let mut recs: Vec<(u64, u64, u32)> = Vec::new();
+        for part in &scanned.parts {
+            let path = part.work.path(&key_file(p));
+            let ioerr = |e| DedupError::Io { path: path.display().to_string(), source: e };
+            let len = std::fs::metadata(&path).map_err(ioerr)?.len() as usize;
+            let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&path).map_err(ioerr)?);
+            recs.reserve(len / RECORD);
+            let mut c = [0u8; RECORD];
+            for _ in 0..len / RECORD {
+                std::io::Read::read_exact(&mut reader, &mut c).map_err(ioerr)?;
+                let w = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().unwrap_or_default());
+                let local = u32::from_le_bytes(c[16..20].try_into().unwrap_or_default());
+                recs.push((w(0), w(8), (part.base + local as u64) as u32));
+            }
         }
         recs.sort_unstable();
         let mut i = 0;

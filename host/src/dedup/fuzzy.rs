@@ -8,7 +8,6 @@
 //! one before it (a star keeps a bucket of k documents at 2k pairs, the chain keeps a pair
 //! that fails the check against the first member a second chance).
 
-use std::io::Read;
 use std::sync::atomic::Ordering;
 
 use arrow_array::Array;
@@ -19,6 +18,7 @@ use curator_sdk::shingle::{Scratch, Shingles, jaccard, shingle_set};
 use super::DedupError;
 use super::components::Components;
 use super::index::{Index, IndexedFile, load_pairs, save_pairs, utf8};
+use super::scans::Sigs;
 use super::work::{RecordFile, Work, read_all, write_atomic};
 
 use crate::exec::SpillDir;
@@ -26,7 +26,8 @@ use crate::metrics::RunMetrics;
 
 /// The column the `minhash` stage writes.
 pub const SIGNATURE: &str = "minhash_signature";
-const SIGS: &str = "sigs.bin";
+/// Each docs shard's signatures, in position order (`scans.rs`).
+pub const SIGS: &str = "sigs.bin";
 /// Candidate and verified pair counts of the components phase.
 const PAIRS: &str = "pairs.json";
 
@@ -67,8 +68,15 @@ fn decode(hex: &str, hashes: usize, out: &mut Vec<u8>) -> Option<()> {
     (bad & 0xf0 == 0).then_some(())
 }
 
-/// Write every document's signature to `sigs.bin`, in position order.
-pub fn scan(work: &Work, docs: &SpillDir, p: &FuzzyParams, metrics: &RunMetrics) -> Result<Index, DedupError> {
+/// Write the signature of every document of the partitions `owned` picks to `sigs.bin` in
+/// `work` (one docs shard's scan directory), in position order.
+pub fn scan(
+    work: &Work,
+    docs: &SpillDir,
+    owned: impl Fn(usize) -> bool,
+    p: &FuzzyParams,
+    metrics: &RunMetrics,
+) -> Result<Index, DedupError> {
     if work.done("scan") {
         return Index::load(work);
     }
@@ -76,6 +84,7 @@ pub fn scan(work: &Work, docs: &SpillDir, p: &FuzzyParams, metrics: &RunMetrics)
     let mut sigs = RecordFile::create(work.path(SIGS))?;
     let index = Index::build(
         docs,
+        owned,
         |task, name| {
             let mut buf = Vec::new();
             if task.batch.num_rows() == 0 {
@@ -196,7 +205,7 @@ fn split_by_key(recs: Vec<u128>, n: usize) -> Vec<Vec<u128>> {
 /// Pass `it`: bucket its bands of every document and write the candidate pairs it finds.
 /// The bands' keys are hashed on every core; with one partition the records stay in memory,
 /// with more they go through one spill file per partition, processed one at a time.
-pub fn buckets(work: &Work, n: u32, p: &FuzzyParams, bpi: usize, partitions: usize, it: usize) -> Result<(), DedupError> {
+pub fn buckets(work: &Work, sigs: &Sigs, n: u32, p: &FuzzyParams, bpi: usize, partitions: usize, it: usize) -> Result<(), DedupError> {
     let marker = format!("buckets-{it:03}");
     if work.done(&marker) {
         return Ok(());
@@ -214,9 +223,6 @@ pub fn buckets(work: &Work, n: u32, p: &FuzzyParams, bpi: usize, partitions: usi
     let bands = it * bpi..((it + 1) * bpi).min(p.num_bands);
     let row_bytes = p.rows * 4;
     let sig_bytes = hashes * 4;
-    let path = work.path(SIGS);
-    let file = std::fs::File::open(&path).map_err(|e| DedupError::Io { path: path.display().to_string(), source: e })?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
     let per_part = n as usize * bands.len() / partitions + 1;
     let mut in_memory: Vec<u128> = if partitions == 1 { Vec::with_capacity(per_part) } else { Vec::new() };
     let mut files = if partitions == 1 {
@@ -231,7 +237,7 @@ pub fn buckets(work: &Work, n: u32, p: &FuzzyParams, bpi: usize, partitions: usi
     while doc < n {
         let take = (chunk_docs as u32).min(n - doc) as usize;
         let buf = &mut chunk[..take * sig_bytes];
-        reader.read_exact(buf).map_err(|e| DedupError::Io { path: path.display().to_string(), source: e })?;
+        sigs.read(doc as u64, buf)?;
         let pieces: Vec<(u32, &[u8])> = buf
             .chunks(take.div_ceil(threads) * sig_bytes)
             .enumerate()
@@ -294,11 +300,14 @@ pub struct Found {
 }
 
 /// Every pass's pairs, checked against their Jaccard similarity (unless the threshold is
-/// 0), joined into components: `(position, survivor)` pairs, candidates, verified.
+/// 0), joined into components: `(position, survivor)` pairs, candidates, verified. Every
+/// pass must have finished (a sharded step's bucket shards may not all have run).
+#[allow(clippy::too_many_arguments)]
 pub fn components(
     work: &Work,
     docs: &SpillDir,
     index: &Index,
+    sigs: &Sigs,
     p: &FuzzyParams,
     iterations: usize,
     chunk_docs: u64,
@@ -309,6 +318,16 @@ pub fn components(
         let bytes = read_all(&work.path(PAIRS))?;
         let (c, v, x): (u64, u64, u64) = serde_json::from_slice(&bytes).unwrap_or((0, 0, 0));
         return Ok(Found { groups: load_pairs(work, "groups.bin")?, candidates: c, verified: v, text_checks: x });
+    }
+    let unfinished: Vec<String> = (0..iterations).filter(|it| !work.done(&format!("buckets-{it:03}"))).map(|it| it.to_string()).collect();
+    if !unfinished.is_empty() {
+        return Err(DedupError::Data {
+            path: work.dir.display().to_string(),
+            message: format!(
+                "LSH pass(es) {} of {iterations} have not finished (run --phase buckets for every bucket shard first)",
+                unfinished.join(", ")
+            ),
+        });
     }
     let mut edges: Vec<u64> = Vec::new();
     let mut names: Vec<String> = std::fs::read_dir(&work.dir)
@@ -328,7 +347,7 @@ pub fn components(
     let candidates = edges.len() as u64;
     metrics.dedup.candidate_pairs.store(candidates, Ordering::Relaxed);
     let (kept, checked) =
-        if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(work, &edges, docs, index, p, chunk_docs)? } else { (edges, 0) };
+        if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(sigs, &edges, docs, index, p, chunk_docs)? } else { (edges, 0) };
     metrics.dedup.text_checks.store(checked, Ordering::Relaxed);
     let verified = kept.len() as u64;
     metrics.dedup.verified_pairs.store(verified, Ordering::Relaxed);
@@ -374,7 +393,7 @@ fn triage(sa: &[u8], sb: &[u8], t: f64, k: usize) -> Triage {
 /// just the documents in an undecided pair are built from the spill (every core), and those
 /// pairs checked exactly (every core).
 fn verify(
-    work: &Work,
+    sigs: &Sigs,
     edges: &[u64],
     docs: &SpillDir,
     index: &Index,
@@ -383,19 +402,13 @@ fn verify(
 ) -> Result<(Vec<u64>, u64), DedupError> {
     let k = p.num_hashes();
     let t = p.jaccard_threshold;
-    let path = work.path(SIGS);
-    let sigs = std::fs::File::open(&path).map_err(|e| DedupError::Io { path: path.display().to_string(), source: e })?;
     let threads = crate::os::available_cores().max(1);
     let chunks: Vec<&[u64]> = edges.chunks(edges.len().div_ceil(threads * 4).max(1)).collect();
     let triaged = super::index::par_map(&chunks, threads, |part| {
-        use std::os::unix::fs::FileExt;
         let (mut sa, mut sb) = (vec![0u8; k * 4], vec![0u8; k * 4]);
         let (mut accepted, mut check) = (Vec::new(), Vec::new());
         for &e in part.iter() {
-            let read = |doc: u32, buf: &mut Vec<u8>| {
-                sigs.read_exact_at(buf, doc as u64 * (k as u64 * 4))
-                    .map_err(|err| DedupError::Io { path: path.display().to_string(), source: err })
-            };
+            let read = |doc: u32, buf: &mut Vec<u8>| sigs.read(doc as u64, buf);
             read((e >> 32) as u32, &mut sa)?;
             read(e as u32, &mut sb)?;
             match triage(&sa, &sb, t, k) {

@@ -37,15 +37,36 @@ impl Index {
         self.files.iter().map(|f| f.rows as u64).sum()
     }
 
-    /// Read every spilled batch in source order, numbering documents; returns the index.
-    /// `map` runs on every core (a window of files at a time), `fold` in order on this
-    /// thread with each file's first position: memory holds one window's results.
+    /// The index of several docs shards' documents, in shard order (shards own contiguous
+    /// runs of partitions, so this is source order): each shard's positions move up by the
+    /// documents of the shards before it.
+    pub fn concat(parts: &[Index]) -> Result<Index, DedupError> {
+        let mut files = Vec::new();
+        let mut base: u64 = 0;
+        for part in parts {
+            for f in &part.files {
+                files.push(IndexedFile { base: (base + f.base as u64) as u32, ..f.clone() });
+            }
+            base += part.documents();
+            if base > curator_core::dedup::MAX_DOCS {
+                return Err(DedupError::TooManyDocs(base));
+            }
+        }
+        Ok(Index { files })
+    }
+
+    /// Read the spilled batches of the partitions `owned` picks in source order, numbering
+    /// documents; returns the index. `map` runs on every core (a window of files at a
+    /// time), `fold` in order on this thread with each file's first position: memory holds
+    /// one window's results.
     pub(crate) fn build<R: Send>(
         docs: &SpillDir,
+        owned: impl Fn(usize) -> bool,
         map: impl Fn(&Task, &str) -> Result<R, DedupError> + Sync,
         mut fold: impl FnMut(u32, R) -> Result<(), DedupError>,
     ) -> Result<Index, DedupError> {
-        let paths = docs.list()?;
+        let mut paths = docs.list()?;
+        paths.retain(|p| owned(partition_of(p.file_name().and_then(|n| n.to_str()).unwrap_or_default())));
         let threads = crate::os::available_cores().max(1);
         let mut files = Vec::with_capacity(paths.len());
         let mut base: u64 = 0;

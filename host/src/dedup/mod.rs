@@ -21,12 +21,14 @@ mod index;
 mod output;
 pub mod remove_ids;
 pub mod report;
+pub mod scans;
 pub mod semantic;
 pub mod work;
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use curator_core::shard::Shard;
 use curator_core::{DedupAction, DedupMethod};
 
 pub use fuzzy::SIGNATURE;
@@ -38,7 +40,7 @@ use crate::exec::SpillDir;
 use crate::io::IoError;
 use crate::metrics::RunMetrics;
 use crate::plan::PlannedDedup;
-use work::Work;
+use work::{Layout, Work};
 
 /// Why a dedup phase failed.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +56,7 @@ pub enum DedupError {
 }
 
 /// What a dedup step found and did, for `_summary.json` and the end-of-run table.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct DedupStats {
     pub method: String,
     pub action: String,
@@ -77,11 +79,11 @@ pub struct DedupStats {
     /// Seconds and peak resident memory (bytes) of each phase run in this process.
     pub phases: Vec<PhaseStats>,
     /// Semantic: clusters, duplicates at each eps, the largest cluster, per-cluster counts.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub semantic: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PhaseStats {
     pub phase: String,
     pub seconds: f64,
@@ -90,7 +92,7 @@ pub struct PhaseStats {
     /// allocator's free lists); the phase's own peak is `peak_rss_bytes` minus this.
     pub start_rss_bytes: u64,
     /// `plan`'s estimate for this phase, when it makes one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planned_bytes: Option<u64>,
     /// Whether the phase was done by an earlier (interrupted) run.
     pub resumed: bool,
@@ -153,92 +155,115 @@ impl PhaseClock {
     }
 }
 
-/// Run the phases of `dedup` over the documents in `docs` (all partitions spilled).
-pub(crate) fn find_duplicates(
+/// The step's layout: what this machine's plan picked, unless the work directory recorded
+/// one first (`Work::layout`).
+pub(crate) fn layout(dedup: &PlannedDedup, work: &Work) -> Result<Layout, DedupError> {
+    let cap = &dedup.capacity;
+    work.layout(Layout { bands_per_iteration: cap.bands_per_iteration, iterations: cap.iterations, partitions: cap.partitions })
+}
+
+fn new_stats(dedup: &PlannedDedup, layout: Option<Layout>) -> DedupStats {
+    let spec = &dedup.spec;
+    let cap = &dedup.capacity;
+    let layout =
+        layout.unwrap_or(Layout { bands_per_iteration: cap.bands_per_iteration, iterations: cap.iterations, partitions: cap.partitions });
+    DedupStats {
+        method: format!("{:?}", spec.method).to_lowercase(),
+        action: format!("{:?}", spec.action).to_lowercase(),
+        bands_per_iteration: layout.bands_per_iteration,
+        iterations: layout.iterations,
+        partitions: layout.partitions,
+        ..Default::default()
+    }
+}
+
+/// Docs phase, after the documents are spilled: the keys (exact) or signatures (fuzzy) of
+/// the documents of the partitions `owned` picks, into docs shard `shard`'s scan directory.
+pub(crate) fn scan_shard(
     dedup: &PlannedDedup,
     work: &Work,
     docs: &SpillDir,
+    shard: Shard,
+    owned: impl Fn(usize) -> bool,
     metrics: &RunMetrics,
-) -> Result<(Index, Verdict, DedupStats), DedupError> {
-    let spec = &dedup.spec;
-    let cap = &dedup.capacity;
-    let mut stats = DedupStats {
-        method: format!("{:?}", spec.method).to_lowercase(),
-        action: format!("{:?}", spec.action).to_lowercase(),
-        bands_per_iteration: cap.bands_per_iteration,
-        iterations: cap.iterations,
-        partitions: cap.partitions,
-        ..Default::default()
-    };
-    let planned = |phase: &str| cap.phases.iter().find(|p| p.phase == phase).map(|p| p.bytes);
-    let resumed = work.done("scan");
+) -> Result<DedupStats, DedupError> {
+    let layout = layout(dedup, work)?;
+    let mut stats = new_stats(dedup, Some(layout));
+    let part = scans::part(work, shard)?;
+    let resumed = part.done("scan");
     let clock = PhaseClock::start("scan", None);
-    let mut dim = 0;
-    let index = match spec.method {
-        DedupMethod::Exact => exact::scan(work, docs, spec.hash.unwrap_or_default(), cap.partitions, metrics)?,
-        DedupMethod::Fuzzy => fuzzy::scan(work, docs, &spec.fuzzy(), metrics)?,
+    let index = match dedup.spec.method {
+        DedupMethod::Exact => exact::scan(&part, docs, owned, dedup.spec.hash.unwrap_or_default(), layout.partitions, metrics)?,
+        DedupMethod::Fuzzy => fuzzy::scan(&part, docs, owned, &dedup.spec.fuzzy(), metrics)?,
         DedupMethod::Semantic => {
-            let (index, d) = semantic::scan(work, docs, &spec.semantic(), metrics)?;
-            dim = d;
-            index
+            return Err(DedupError::Data { path: work.dir.display().to_string(), message: "semantic dedup does not run in phases".into() });
         }
     };
     clock.finish(&mut stats, resumed);
     stats.documents = index.documents();
-    if stats.documents > curator_core::dedup::MAX_DOCS {
-        return Err(DedupError::TooManyDocs(stats.documents));
+    Ok(stats)
+}
+
+/// Buckets phase: the LSH passes bucket shard `shard` owns (`curator_core::shard::owns_pass`),
+/// over the signatures of every docs shard (`count` of them when known). Exact dedup has no
+/// buckets.
+pub(crate) fn bucket_shard(
+    dedup: &PlannedDedup,
+    work: &Work,
+    shard: Shard,
+    count: Option<usize>,
+    metrics: &RunMetrics,
+) -> Result<DedupStats, DedupError> {
+    let layout = layout(dedup, work)?;
+    let mut stats = new_stats(dedup, Some(layout));
+    if dedup.spec.method != DedupMethod::Fuzzy {
+        return Ok(stats);
     }
-    let groups = match spec.method {
-        DedupMethod::Semantic => {
-            let p = spec.semantic();
-            let use_gpu = match spec.device {
-                curator_core::dedup::Device::Cpu => false,
-                curator_core::dedup::Device::Gpu => true,
-                curator_core::dedup::Device::Auto => !crate::gpu::discover().gpus.is_empty(),
-            };
-            if use_gpu && !work.done("groups") {
-                let clock = PhaseClock::start("gpu", None);
-                match semantic::run_on_gpu(work, stats.documents, dim, spec) {
-                    Ok(()) => {}
-                    Err(e) if spec.device == curator_core::dedup::Device::Auto => {
-                        tracing::warn!("dedup: {e}; running k-means and the pairwise phase on the CPU");
-                    }
-                    Err(e) => return Err(e),
-                }
-                clock.finish(&mut stats, false);
-            }
-            let resumed = work.done("kmeans");
-            let clock = PhaseClock::start("kmeans", planned("kmeans"));
-            let assigned = semantic::cluster(work, stats.documents, dim, &p)?;
-            clock.finish(&mut stats, resumed);
-            let resumed = work.done("groups");
-            let clock = PhaseClock::start("pairwise", planned("pairwise"));
-            let g = semantic::pairwise(work, dim, &assigned, &p)?;
-            clock.finish(&mut stats, resumed);
-            stats.semantic = work::read_all(&work.path(semantic::STATS)).ok().and_then(|b| serde_json::from_slice(&b).ok());
-            g
-        }
+    let p = dedup.spec.fuzzy();
+    let scanned = scans::gather(work, count)?;
+    stats.documents = scanned.index.documents();
+    let sigs = scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4)?;
+    let planned = dedup.capacity.phases.iter().find(|p| p.phase == "buckets").map(|p| p.bytes);
+    let mine: Vec<usize> = (0..layout.iterations).filter(|&it| curator_core::shard::owns_pass(shard, it)).collect();
+    metrics.dedup.iterations_total.store(mine.len() as u64, Ordering::Relaxed);
+    for (k, &it) in mine.iter().enumerate() {
+        let resumed = work.done(&format!("buckets-{it:03}"));
+        let clock = PhaseClock::start("buckets", planned);
+        fuzzy::buckets(work, &sigs, stats.documents as u32, &p, layout.bands_per_iteration, layout.partitions, it)?;
+        clock.finish(&mut stats, resumed);
+        metrics.dedup.iterations_done.store(k as u64 + 1, Ordering::Relaxed);
+    }
+    Ok(stats)
+}
+
+/// Components phase: groups from the keys (exact) or from every pass's candidate pairs,
+/// verified (fuzzy), over every docs shard's documents; the run-wide index and the verdict.
+pub(crate) fn components(
+    dedup: &PlannedDedup,
+    work: &Work,
+    docs: &SpillDir,
+    count: Option<usize>,
+    metrics: &RunMetrics,
+) -> Result<(Index, Verdict, DedupStats), DedupError> {
+    let layout = layout(dedup, work)?;
+    let mut stats = new_stats(dedup, Some(layout));
+    let scanned = scans::gather(work, count)?;
+    stats.documents = scanned.index.documents();
+    let planned = |phase: &str| dedup.capacity.phases.iter().find(|p| p.phase == phase).map(|p| p.bytes);
+    let resumed = work.done("groups");
+    let groups = match dedup.spec.method {
         DedupMethod::Exact => {
-            let resumed = work.done("groups");
             let clock = PhaseClock::start("group", planned("group"));
-            let g = exact::group(work, cap.partitions)?;
+            let g = exact::group(work, &scanned, layout.partitions)?;
             clock.finish(&mut stats, resumed);
             g
         }
-        DedupMethod::Fuzzy => {
-            let p = spec.fuzzy();
-            let n = stats.documents as u32;
-            metrics.dedup.iterations_total.store(cap.iterations as u64, Ordering::Relaxed);
-            for it in 0..cap.iterations {
-                let resumed = work.done(&format!("buckets-{it:03}"));
-                let clock = PhaseClock::start("buckets", planned("buckets"));
-                fuzzy::buckets(work, n, &p, cap.bands_per_iteration, cap.partitions, it)?;
-                clock.finish(&mut stats, resumed);
-                metrics.dedup.iterations_done.store(it as u64 + 1, Ordering::Relaxed);
-            }
-            let resumed = work.done("groups");
+        _ => {
+            let p = dedup.spec.fuzzy();
+            let sigs = scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4)?;
             let clock = PhaseClock::start("components", planned("components"));
-            let found = fuzzy::components(work, docs, &index, &p, cap.iterations, check_chunk(cap.check_docs_per_chunk), metrics)?;
+            let chunk = check_chunk(dedup.capacity.check_docs_per_chunk);
+            let found = fuzzy::components(work, docs, &scanned.index, &sigs, &p, layout.iterations, chunk, metrics)?;
             clock.finish(&mut stats, resumed);
             stats.candidate_pairs = found.candidates;
             stats.verified_pairs = found.verified;
@@ -246,6 +271,11 @@ pub(crate) fn find_duplicates(
             found.groups
         }
     };
+    Ok((scanned.index, verdict(groups, &mut stats, metrics), stats))
+}
+
+/// The verdict of `groups`, counted into `stats` and the metrics.
+fn verdict(groups: Vec<(u32, u32)>, stats: &mut DedupStats, metrics: &RunMetrics) -> Verdict {
     let verdict = Verdict::new(groups);
     stats.groups = verdict.groups();
     stats.duplicates = verdict.duplicates();
@@ -261,6 +291,97 @@ pub(crate) fn find_duplicates(
         stats.duplicates,
         stats.groups
     );
+    verdict
+}
+
+/// What the components phase decided, for the output phase of a sharded step: the
+/// run-wide index and the verdict (`groups.bin`), and the step's statistics.
+pub(crate) fn decided(work: &Work) -> Result<(Index, Verdict, DedupStats), DedupError> {
+    if !work.done("groups") {
+        return Err(DedupError::Data {
+            path: work.dir.display().to_string(),
+            message: "the components phase has not finished (run --phase components first)".into(),
+        });
+    }
+    let scanned = scans::gather(work, None)?;
+    let groups = index::load_pairs(work, "groups.bin")?;
+    let stats: DedupStats = work::read_all(&work.path(STATS)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    Ok((scanned.index, Verdict::new(groups), stats))
+}
+
+/// The step's statistics, as the components phase saved them for the output shards.
+pub(crate) const STATS: &str = "stats.json";
+
+/// Run the phases of `dedup` over the documents in `docs` (all partitions spilled), on this
+/// machine: the docs shard 0 of 1 scan, every bucket pass, the components.
+pub(crate) fn find_duplicates(
+    dedup: &PlannedDedup,
+    work: &Work,
+    docs: &SpillDir,
+    metrics: &RunMetrics,
+) -> Result<(Index, Verdict, DedupStats), DedupError> {
+    if dedup.spec.method == DedupMethod::Semantic {
+        return find_semantic(dedup, work, docs, metrics);
+    }
+    let one = Shard { index: 0, count: 1 };
+    let scan = scan_shard(dedup, work, docs, one, |_| true, metrics)?;
+    if scan.documents > curator_core::dedup::MAX_DOCS {
+        return Err(DedupError::TooManyDocs(scan.documents));
+    }
+    let buckets = bucket_shard(dedup, work, one, Some(1), metrics)?;
+    let (index, verdict, mut stats) = components(dedup, work, docs, Some(1), metrics)?;
+    let mut phases = scan.phases;
+    phases.extend(buckets.phases);
+    phases.append(&mut stats.phases);
+    stats.phases = phases;
+    Ok((index, verdict, stats))
+}
+
+/// Semantic dedup on this machine: embeddings, k-means, the within-cluster pass.
+fn find_semantic(
+    dedup: &PlannedDedup,
+    work: &Work,
+    docs: &SpillDir,
+    metrics: &RunMetrics,
+) -> Result<(Index, Verdict, DedupStats), DedupError> {
+    let spec = &dedup.spec;
+    let mut stats = new_stats(dedup, None);
+    let planned = |phase: &str| dedup.capacity.phases.iter().find(|p| p.phase == phase).map(|p| p.bytes);
+    let resumed = work.done("scan");
+    let clock = PhaseClock::start("scan", None);
+    let (index, dim) = semantic::scan(work, docs, &spec.semantic(), metrics)?;
+    clock.finish(&mut stats, resumed);
+    stats.documents = index.documents();
+    if stats.documents > curator_core::dedup::MAX_DOCS {
+        return Err(DedupError::TooManyDocs(stats.documents));
+    }
+    let p = spec.semantic();
+    let use_gpu = match spec.device {
+        curator_core::dedup::Device::Cpu => false,
+        curator_core::dedup::Device::Gpu => true,
+        curator_core::dedup::Device::Auto => !crate::gpu::discover().gpus.is_empty(),
+    };
+    if use_gpu && !work.done("groups") {
+        let clock = PhaseClock::start("gpu", None);
+        match semantic::run_on_gpu(work, stats.documents, dim, spec) {
+            Ok(()) => {}
+            Err(e) if spec.device == curator_core::dedup::Device::Auto => {
+                tracing::warn!("dedup: {e}; running k-means and the pairwise phase on the CPU");
+            }
+            Err(e) => return Err(e),
+        }
+        clock.finish(&mut stats, false);
+    }
+    let resumed = work.done("kmeans");
+    let clock = PhaseClock::start("kmeans", planned("kmeans"));
+    let assigned = semantic::cluster(work, stats.documents, dim, &p)?;
+    clock.finish(&mut stats, resumed);
+    let resumed = work.done("groups");
+    let clock = PhaseClock::start("pairwise", planned("pairwise"));
+    let groups = semantic::pairwise(work, dim, &assigned, &p)?;
+    clock.finish(&mut stats, resumed);
+    stats.semantic = work::read_all(&work.path(semantic::STATS)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let verdict = verdict(groups, &mut stats, metrics);
     Ok((index, verdict, stats))
 }
 

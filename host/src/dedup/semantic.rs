@@ -46,6 +46,7 @@ pub(crate) fn scan(work: &Work, docs: &SpillDir, p: &SemanticParams, metrics: &R
     let mut dim: Option<usize> = None;
     let index = Index::build(
         docs,
+        |_| true,
         |task, name| {
             let missing = || DedupError::Data {
                 path: name.to_string(),

@@ -53,13 +53,31 @@ fn io(path: &Path, e: std::io::Error) -> DedupError {
     DedupError::Io { path: path.display().to_string(), source: e }
 }
 
+/// How the LSH passes and hash partitions of a step are laid out: fixed by the first run or
+/// phase that opens the work directory (`Work::layout`), so that a resumed run or a phase on
+/// another machine (with other memory) finds the passes and key files the earlier ones wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Layout {
+    pub bands_per_iteration: usize,
+    pub iterations: usize,
+    pub partitions: usize,
+}
+
 impl Work {
     /// Open (or create) the work directory for `fingerprint`; a directory left by a
-    /// different pipeline or input is emptied first.
-    pub fn open(dir: &Path, fingerprint: &str) -> Result<Work, DedupError> {
+    /// different pipeline or input is emptied first, or, when `shared` (the phases of a
+    /// sharded step, which other machines may be using), refused.
+    pub fn open(dir: &Path, fingerprint: &str, shared: bool) -> Result<Work, DedupError> {
         let state = dir.join("fingerprint");
-        let same = std::fs::read_to_string(&state).is_ok_and(|f| f.trim() == fingerprint);
-        if !same && dir.exists() {
+        let found = std::fs::read_to_string(&state).ok();
+        let same = found.as_deref().is_some_and(|f| f.trim() == fingerprint);
+        if shared && !same && found.is_some() {
+            return Err(DedupError::Data {
+                path: dir.display().to_string(),
+                message: "holds the dedup work of another pipeline or input (its fingerprint differs); every phase of a sharded step must run the same pipeline on the same input. Remove the directory to start over".into(),
+            });
+        }
+        if !same && !shared && dir.exists() {
             tracing::info!("dedup: {} holds work of another pipeline or input; starting afresh", dir.display());
             std::fs::remove_dir_all(dir).map_err(|e| io(dir, e))?;
         }
@@ -72,6 +90,45 @@ impl Work {
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// A sub-directory of its own (one docs shard's keys or signatures).
+    pub fn sub(&self, name: &str) -> Result<Work, DedupError> {
+        let dir = self.dir.join(name);
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        Ok(Work { dir })
+    }
+
+    /// The step's layout: the one recorded here, else `planned`, recorded. The first writer
+    /// wins (a hard link cannot replace an existing name), so concurrent shards agree.
+    pub fn layout(&self, planned: Layout) -> Result<Layout, DedupError> {
+        let path = self.path("layout.json");
+        if !path.exists() {
+            let tmp = unique_tmp(&path);
+            let bytes =
+                serde_json::to_vec(&planned).map_err(|e| DedupError::Data { path: path.display().to_string(), message: e.to_string() })?;
+            std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, e))?;
+            let linked = std::fs::hard_link(&tmp, &path);
+            let _ = std::fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => return Ok(planned),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io(&path, e)),
+            }
+        }
+        let bytes = read_all(&path)?;
+        let found: Layout =
+            serde_json::from_slice(&bytes).map_err(|e| DedupError::Data { path: path.display().to_string(), message: e.to_string() })?;
+        if found != planned {
+            tracing::info!(
+                "dedup: using the layout {} recorded ({} band(s) per pass, {} pass(es), {} partition(s)); this machine's plan differs",
+                path.display(),
+                found.bands_per_iteration,
+                found.iterations,
+                found.partitions
+            );
+        }
+        Ok(found)
     }
 
     /// Whether phase `name` finished in this or an earlier run.
@@ -91,9 +148,17 @@ impl Work {
     }
 }
 
+/// A temporary name beside `path` no other process uses (shards share work directories).
+fn unique_tmp(path: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    path.with_file_name(format!(".{name}.{}-{n}.tmp", std::process::id()))
+}
+
 /// Write `bytes` to `path` through a temporary name and a rename, synced.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DedupError> {
-    let tmp = path.with_extension("tmp");
+    let tmp = unique_tmp(path);
     let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
     f.write_all(bytes).and_then(|_| f.sync_all()).map_err(|e| io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| io(path, e))

@@ -9,11 +9,16 @@
 //!
 //! A killed run rerun with the same command redoes only unfinished partitions of step 1,
 //! unfinished phases of step 2 and unjournaled partitions of step 3.
+//!
+//! `run_phase` runs one of them as one job of a cluster (`run --phase P --shard I/N`, see
+//! `curator_core::shard::Phase`), every job sharing the work directory.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use curator_core::scaling::Capacity;
+use curator_core::shard::{Phase, Shard};
 
 use super::graph::{Sink, Source, run_graph};
 use super::spill::SpillDir;
@@ -34,6 +39,7 @@ pub(super) struct Barrier {
     pub work: Work,
 }
 
+/// The whole step on this machine: documents, the step's phases, output, `_duplicates/`.
 pub(super) fn run_with_dedup(
     plan: &Plan,
     d: &PlannedDedup,
@@ -42,9 +48,88 @@ pub(super) fn run_with_dedup(
     t0: Instant,
     scaling: &mut Vec<ScaleEvent>,
 ) -> Result<Barrier, RunError> {
-    let work = Work::open(&d.work_dir, &fingerprint(&plan.spec, d.step, &plan.inputs))?;
-    let docs_dir = work.path("docs");
-    let reader = SpillDir::open(docs_dir.clone(), None)?;
+    let work = Work::open(&d.work_dir, &fingerprint(&plan.spec, d.step, &plan.inputs), false)?;
+    let reader = SpillDir::open(work.path("docs"), None)?;
+    let mut docs_stats = DedupStats::default();
+    let read = spill_documents(plan, d, &reader, new_ctx, capacity, t0, scaling, &mut docs_stats)?;
+    let ctx = new_ctx(plan.clone());
+    let (index, verdict, mut stats) = find_duplicates(d, &work, &reader, &ctx.metrics)?;
+    stats.phases.splice(0..0, docs_stats.phases);
+    let written = write_output(plan, d, &ctx, &reader, &index, &verdict, &mut stats, capacity, t0, scaling)?;
+    let dup_clock = crate::dedup::PhaseClock::start("duplicates", None);
+    let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
+    tracing::info!("dedup {:?}: {listed} duplicate id(s) in {}", d.label, plan.output_dir.join("_duplicates").display());
+    crate::dedup::crash_point("duplicates");
+    Ok(Barrier { read, written, stats, work })
+}
+
+/// One phase of the step (`run --phase`), as one job of a cluster: the work directory is
+/// shared by every job and outlives each of them.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_phase(
+    plan: &Plan,
+    d: &PlannedDedup,
+    (phase, shard): (Phase, Shard),
+    new_ctx: &dyn Fn(Plan) -> Arc<Ctx>,
+    capacity: &Capacity,
+    t0: Instant,
+    scaling: &mut Vec<ScaleEvent>,
+) -> Result<Barrier, RunError> {
+    let work = Work::open(&d.work_dir, &fingerprint(&plan.spec, d.step, &plan.inputs), true)?;
+    let reader = SpillDir::open(work.path("docs"), None)?;
+    let ctx = new_ctx(plan.clone());
+    let mut read = (0, 0);
+    let mut written = Written::default();
+    tracing::info!("dedup {:?}: phase {} as shard {} of {}", d.label, phase.name(), shard.index, shard.count);
+    let stats = match phase {
+        Phase::Docs => {
+            let mut stats = DedupStats::default();
+            read = spill_documents(plan, d, &reader, new_ctx, capacity, t0, scaling, &mut stats)?;
+            let owned: HashSet<usize> = d.all_partitions.iter().map(|p| p.index).collect();
+            let scan = crate::dedup::scan_shard(d, &work, &reader, shard, |p| owned.contains(&p), &ctx.metrics)?;
+            let part = crate::dedup::scans::part(&work, shard)?;
+            if read != (0, 0) || !part.path(READ).exists() {
+                crate::dedup::work::write_atomic(&part.path(READ), &serde_json::to_vec(&read).unwrap_or_default())?;
+            }
+            DedupStats { phases: [stats.phases, scan.phases].concat(), ..scan }
+        }
+        Phase::Buckets => crate::dedup::bucket_shard(d, &work, shard, None, &ctx.metrics)?,
+        Phase::Components => {
+            let (index, verdict, mut stats) = crate::dedup::components(d, &work, &reader, None, &ctx.metrics)?;
+            crate::dedup::work::write_atomic(&work.path(crate::dedup::STATS), &serde_json::to_vec(&stats).unwrap_or_default())?;
+            let dup_clock = crate::dedup::PhaseClock::start("duplicates", None);
+            crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
+            stats
+        }
+        Phase::Output => {
+            let (index, verdict, mut stats) = crate::dedup::decided(&work)?;
+            // What the docs shard of the same partitions read, when the shard counts agree.
+            let part = work.path(&format!("scan-{}/{READ}", shard.tag()));
+            read = std::fs::read(&part).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or((0, 0));
+            written = write_output(plan, d, &ctx, &reader, &index, &verdict, &mut stats, capacity, t0, scaling)?;
+            stats
+        }
+    };
+    Ok(Barrier { read, written, stats, work })
+}
+
+/// What a docs shard read from its source: (documents, rejected lines).
+const READ: &str = "read.json";
+
+/// The stages in front of the barrier, from the source into the documents spill, for every
+/// partition of `d.all_partitions` not spilled yet; (documents read, lines rejected).
+#[allow(clippy::too_many_arguments)]
+fn spill_documents(
+    plan: &Plan,
+    d: &PlannedDedup,
+    reader: &SpillDir,
+    new_ctx: &dyn Fn(Plan) -> Arc<Ctx>,
+    capacity: &Capacity,
+    t0: Instant,
+    scaling: &mut Vec<ScaleEvent>,
+    stats: &mut DedupStats,
+) -> Result<(u64, u64), RunError> {
+    let docs_dir = reader.path().to_path_buf();
     let todo: Vec<_> = d.all_partitions.iter().filter(|p| !reader.done_marker(p.index).exists()).cloned().collect();
     let mut read = (0, 0);
     let docs_clock = crate::dedup::PhaseClock::start("documents", None);
@@ -71,30 +156,40 @@ pub(super) fn run_with_dedup(
         tracing::info!("dedup {:?}: every partition's documents were spilled by an earlier run", d.label);
     }
     crate::dedup::crash_point("docs");
-    let ctx = new_ctx(plan.clone());
-    let mut docs_stats = crate::dedup::DedupStats::default();
-    docs_clock.finish(&mut docs_stats, docs_resumed);
-    let (index, verdict, mut stats) = find_duplicates(d, &work, &reader, &ctx.metrics)?;
-    stats.phases.splice(0..0, docs_stats.phases);
+    docs_clock.finish(stats, docs_resumed);
+    Ok(read)
+}
+
+/// The spilled documents replayed with the verdict applied through the stages after the
+/// barrier into the sink, for the partitions `plan.partitions` holds (journaled as any run).
+#[allow(clippy::too_many_arguments)]
+fn write_output(
+    plan: &Plan,
+    d: &PlannedDedup,
+    ctx: &Arc<Ctx>,
+    reader: &SpillDir,
+    index: &crate::dedup::Index,
+    verdict: &crate::dedup::Verdict,
+    stats: &mut DedupStats,
+    capacity: &Capacity,
+    t0: Instant,
+    scaling: &mut Vec<ScaleEvent>,
+) -> Result<Written, RunError> {
     let out_clock = crate::dedup::PhaseClock::start("output", None);
     let mut written = Written::default();
     if writes_documents(d.spec.action) && !plan.partitions.is_empty() {
         let replay = DedupReplay {
-            docs: &reader,
-            index: &index,
-            verdict: &verdict,
+            docs: reader,
+            index,
+            verdict,
             action: d.spec.action,
             local: plan.partitions.iter().enumerate().map(|(k, p)| (p.index, k)).collect(),
             drop: if d.spec.method == curator_core::DedupMethod::Fuzzy { vec![crate::dedup::SIGNATURE] } else { Vec::new() },
         };
         let journal = Mutex::new(Journal::open_for_append(&plan.output_dir, &plan.journal_name())?);
         let stages: Vec<usize> = (d.before..plan.stages.len()).collect();
-        written = run_graph(&ctx, Source::Replay(&replay), &stages, Sink::Write(&journal), capacity, t0, scaling)?.1;
+        written = run_graph(ctx, Source::Replay(&replay), &stages, Sink::Write(&journal), capacity, t0, scaling)?.1;
     }
-    out_clock.finish(&mut stats, false);
-    let dup_clock = crate::dedup::PhaseClock::start("duplicates", None);
-    let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
-    tracing::info!("dedup {:?}: {listed} duplicate id(s) in {}", d.label, plan.output_dir.join("_duplicates").display());
-    crate::dedup::crash_point("duplicates");
-    Ok(Barrier { read, written, stats, work })
+    out_clock.finish(stats, false);
+    Ok(written)
 }

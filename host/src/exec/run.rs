@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use curator_core::pipeline::{ExecutionMode, WriteMode};
+use curator_core::shard::Phase;
 
 use super::autoscale::capacity;
 use super::graph::{Sink, Source, SpillReplay, run_graph};
@@ -88,7 +89,10 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let mut dedup = None;
     let (read, written) = match (&plan.dedup, policy.execution_mode) {
         (Some(d), _) => {
-            let b = super::barrier::run_with_dedup(plan, d, &new_ctx, &capacity, started, &mut scaling)?;
+            let b = match plan.phase {
+                Some(phase) => super::barrier::run_phase(plan, d, phase, &new_ctx, &capacity, started, &mut scaling)?,
+                None => super::barrier::run_with_dedup(plan, d, &new_ctx, &capacity, started, &mut scaling)?,
+            };
             dedup = Some((b.stats, b.work));
             (b.read, b.written)
         }
@@ -153,7 +157,10 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let outputs: Vec<WrittenFile> = entries.iter().map(|(_, e)| e.file.clone()).filter(|f| !f.is_empty()).collect();
     let mut all_main = plan.resumed.clone();
     all_main.extend(outputs.iter().cloned());
-    if let Some(shard) = plan.shard {
+    // A phase before `output` writes only into the shared work directory (and `_duplicates/`).
+    let writes_sink = plan.phase.is_none_or(|(p, _)| p == Phase::Output);
+    if !writes_sink {
+    } else if let Some(shard) = plan.shard {
         // Shards share the directory: each records what it wrote; `merge` writes the manifest.
         let record = crate::io::shards::ShardRecord {
             shard,
@@ -169,7 +176,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         finish_sink(&plan.output_dir, &plan.prior_manifest, plan.spec.sink.mode, all_main)?;
     }
     let mut branch_outputs = Vec::with_capacity(plan.branches.len());
-    for (b, br) in plan.branches.iter().enumerate() {
+    for (b, br) in plan.branches.iter().enumerate().filter(|_| writes_sink) {
         let files: Vec<WrittenFile> = entries.iter().filter_map(|(_, e)| e.branches.get(b).cloned()).filter(|f| !f.is_empty()).collect();
         let mut all = br.resumed.clone();
         all.extend(files.iter().cloned());
@@ -177,11 +184,14 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         branch_outputs.push(files);
     }
     // A shard keeps its journal until `merge`: a requeued shard then skips all it finished.
-    if plan.shard.is_none() {
+    if plan.shard.is_none() && writes_sink {
         Journal::remove(&plan.output_dir, &plan.journal_name());
     }
+    // The work directory of a phased step is shared by every job; remove it after `merge`.
     let dedup = dedup.map(|(stats, work)| {
-        work.remove();
+        if plan.phase.is_none() {
+            work.remove();
+        }
         stats
     });
 

@@ -149,6 +149,9 @@ pub struct Plan {
     pub dedup: Option<PlannedDedup>,
     /// The shard this run is (`--shard I/N`): `partitions` holds only the ones it owns.
     pub shard: Option<curator_core::shard::Shard>,
+    /// The one phase of the dedup step this run is (`--phase`), with its shard (0 of 1 when
+    /// none was given).
+    pub phase: Option<(curator_core::shard::Phase, curator_core::shard::Shard)>,
     /// What the outputs depend on (the pipeline and its input listing), so that shards of
     /// different plans are never merged.
     pub fingerprint: String,
@@ -220,8 +223,11 @@ pub struct PlanOptions<'a> {
     pub memory_bytes: Option<u64>,
     /// Run a dedup step even when its planned memory exceeds the machine's.
     pub ignore_memory_plan: bool,
-    /// Run only the partitions this shard owns (`curator_core::shard::owners`).
+    /// Run only the partitions this shard owns (`curator_core::shard::owners`), or, with a
+    /// `phase` that is not sharded over partitions, this shard of the phase's work.
     pub shard: Option<curator_core::shard::Shard>,
+    /// Run one phase of the pipeline's dedup step (`run --phase`).
+    pub phase: Option<curator_core::shard::Phase>,
 }
 
 fn resolve(base: &Path, p: &str) -> PathBuf {
@@ -285,11 +291,14 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
             }
         }
     };
-    let journal_name = Journal::name(opts.shard);
+    // The shard that cuts partitions (a buckets or components phase reads all of them).
+    let part_shard = opts.shard.filter(|_| opts.phase.is_none_or(|p| p.over_partitions()));
+    let journal_name = Journal::name(part_shard);
     let journal_present = !restart && output_dir.as_ref().is_some_and(|d| Journal::load(d, &journal_name).is_some());
     // Shards share the output directory: each checks only its own outputs (below).
     if spec.sink.mode == WriteMode::Error
         && opts.shard.is_none()
+        && opts.phase.is_none()
         && !journal_present
         && let Some(d) = &output_dir
         && let Some(why) = holds_outputs(d)
@@ -335,7 +344,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
     let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut all_partitions = Vec::new();
     let every = partition(&infos, by);
-    let owners = opts.shard.map(|s| {
+    let owners = part_shard.map(|s| {
         let size = |part: &Part| match part.extent {
             curator_core::partition::Extent::Bytes { start, end } => end.saturating_sub(start),
             _ => inputs[part.file].size,
@@ -343,7 +352,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         curator_core::shard::owners(&every.iter().map(|p| p.parts.iter().map(size).sum()).collect::<Vec<u64>>(), s.count)
     });
     for (k, p) in every.into_iter().enumerate() {
-        if let (Some(s), Some(o)) = (opts.shard, &owners)
+        if let (Some(s), Some(o)) = (part_shard, &owners)
             && o[k] != s.index
         {
             continue;
@@ -448,15 +457,33 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         )
         .into());
     }
-    if opts.shard.is_some()
-        && let Some(d) = &dedup
+    match (&dedup, opts.phase) {
+        (Some(d), None) if opts.shard.is_some() => {
+            return Err(SpecError::new(
+                label,
+                format!("stages[{}].dedup", d.step),
+                "a dedup step needs every partition: run it sharded in phases (--phase docs, buckets, components, output; README: Running on a cluster)",
+            )
+            .into());
+        }
+        (Some(d), Some(_)) if d.spec.method == curator_core::DedupMethod::Semantic => {
+            return Err(SpecError::new(
+                label,
+                format!("stages[{}].dedup", d.step),
+                "semantic dedup does not run in phases (k-means needs every embedding on one machine); run it without --phase",
+            )
+            .into());
+        }
+        (None, Some(p)) => {
+            return Err(SpecError::new(label, "stages", format!("--phase {}: the pipeline has no dedup step", p.name())).into());
+        }
+        _ => {}
+    }
+    if let (Some(p), Some(s)) = (opts.phase, opts.shard)
+        && !p.sharded()
+        && s.count > 1
     {
-        return Err(SpecError::new(
-            label,
-            format!("stages[{}].dedup", d.step),
-            "a dedup step needs every partition; it does not run sharded yet (run it without --shard)",
-        )
-        .into());
+        return Err(SpecError::new(label, "stages", format!("--phase {} is one job; it takes no --shard", p.name())).into());
     }
     let fingerprint = crate::dedup::work::fingerprint(&spec, spec.stages.len().saturating_sub(1), &inputs);
     Ok(Plan {
@@ -471,7 +498,8 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         resumed,
         branches,
         dedup,
-        shard: opts.shard,
+        shard: part_shard,
+        phase: opts.phase.map(|p| (p, opts.shard.unwrap_or(curator_core::shard::Shard { index: 0, count: 1 }))),
         fingerprint,
     })
 }

@@ -1,0 +1,110 @@
+//! A dedup step run in phases (`run --phase P --shard I/N`), as the jobs of a cluster would:
+//! the duplicates, the output files and the manifest equal one machine's run, a phase that
+//! starts too early names what is missing, and a phase of another pipeline is refused.
+
+use std::path::Path;
+
+use crate::dedup::{duplicates, output_ids, run_in, setup, truth};
+use crate::support::*;
+
+/// The phases of `pipeline` with `docs` docs shards, `buckets` bucket shards and `docs`
+/// output shards, then `merge OUT`.
+fn phased(dir: &Path, pipeline: &str, out: &str, docs: usize, buckets: usize) {
+    let step = |phase: &str, shard: Option<(usize, usize)>| {
+        let mut args = vec!["run".to_string(), pipeline.to_string(), "--phase".into(), phase.into()];
+        if let Some((i, n)) = shard {
+            args.extend(["--shard".into(), format!("{i}/{n}")]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_in(dir, &args, &[]).ok();
+    };
+    for i in 0..docs {
+        step("docs", Some((i, docs)));
+    }
+    for j in 0..buckets {
+        step("buckets", Some((j, buckets)));
+    }
+    step("components", None);
+    for i in 0..docs {
+        step("output", Some((i, docs)));
+    }
+    let merged: Run = host().current_dir(dir).args(["merge", out]).output().unwrap().into();
+    merged.ok();
+}
+
+fn manifest(out: &Path) -> Vec<(String, String)> {
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("_manifest.json")).unwrap()).unwrap();
+    m["files"].as_array().unwrap().iter().map(|f| (f["path"].as_str().unwrap().into(), f["sha256"].as_str().unwrap().into())).collect()
+}
+
+#[test]
+fn fuzzy_dedup_in_phases_over_three_shards_equals_one_machine() {
+    let stage = "{method: fuzzy, word_ngrams: 5, bands_per_iteration: 4}";
+    let (dir, docs) = setup(stage, ", blocksize: 40KB");
+    run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();
+    let single = dir.path().join("out");
+    assert!(!duplicates(&single).is_empty());
+    assert_eq!(duplicates(&single).keys().cloned().collect::<std::collections::BTreeSet<_>>(), truth(&docs, 0.8));
+    let yaml = std::fs::read_to_string(dir.path().join("pipeline.yaml")).unwrap().replace("path: out,", "path: phased,");
+    std::fs::write(dir.path().join("phased.yaml"), &yaml).unwrap();
+    // 3 docs shards, 2 bucket shards (the 5 passes dealt 3 + 2).
+    phased(dir.path(), "phased.yaml", "phased", 3, 2);
+    let out = dir.path().join("phased");
+    assert_eq!(duplicates(&out), duplicates(&single));
+    assert_eq!(output_ids(&out), output_ids(&single));
+    assert_eq!(manifest(&out), manifest(&single));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("_summary.json")).unwrap()).unwrap();
+    assert_eq!(s["documents_in"].as_u64(), Some(docs.len() as u64), "{s}");
+    assert_eq!(s["documents_out"].as_u64(), Some((docs.len() - duplicates(&single).len()) as u64), "{s}");
+    // More bucket shards than passes: the extra ones have nothing to do, the result is the same.
+    let yaml6 = yaml.replace("path: phased,", "path: phased6,");
+    std::fs::write(dir.path().join("phased6.yaml"), yaml6).unwrap();
+    phased(dir.path(), "phased6.yaml", "phased6", 2, 7);
+    assert_eq!(duplicates(&dir.path().join("phased6")), duplicates(&single));
+    assert_eq!(manifest(&dir.path().join("phased6")), manifest(&single));
+}
+
+#[test]
+fn exact_dedup_in_phases_equals_one_machine() {
+    let (dir, _) = setup("{method: exact}", ", blocksize: 40KB");
+    run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();
+    let yaml = std::fs::read_to_string(dir.path().join("pipeline.yaml")).unwrap().replace("path: out,", "path: phased,");
+    std::fs::write(dir.path().join("phased.yaml"), yaml).unwrap();
+    phased(dir.path(), "phased.yaml", "phased", 4, 1);
+    assert_eq!(duplicates(&dir.path().join("phased")), duplicates(&dir.path().join("out")));
+    assert_eq!(manifest(&dir.path().join("phased")), manifest(&dir.path().join("out")));
+}
+
+#[test]
+fn phases_name_what_is_missing_and_refuse_another_pipeline() {
+    let (dir, _) = setup("{method: fuzzy, word_ngrams: 5, bands_per_iteration: 10}", ", blocksize: 40KB");
+    let go = |args: &[&str]| run_in(dir.path(), args, &[]);
+    go(&["run", "pipeline.yaml", "--phase", "docs", "--shard", "1/3"]).ok();
+    let early = go(&["run", "pipeline.yaml", "--phase", "buckets"]);
+    assert_eq!(early.code, 1, "{}", early.stderr);
+    assert!(early.stderr.contains("docs shard(s) 0, 2 of 3 have not finished"), "{}", early.stderr);
+    go(&["run", "pipeline.yaml", "--phase", "docs", "--shard", "0/3"]).ok();
+    go(&["run", "pipeline.yaml", "--phase", "docs", "--shard", "2/3"]).ok();
+    // A requeued docs shard finds its work done.
+    go(&["run", "pipeline.yaml", "--phase", "docs", "--shard", "2/3"]).ok();
+    go(&["run", "pipeline.yaml", "--phase", "buckets", "--shard", "0/2"]).ok();
+    let components = go(&["run", "pipeline.yaml", "--phase", "components"]);
+    assert_eq!(components.code, 1);
+    assert!(components.stderr.contains("LSH pass(es) 1 of 2 have not finished"), "{}", components.stderr);
+    let output = go(&["run", "pipeline.yaml", "--phase", "output"]);
+    assert!(output.stderr.contains("the components phase has not finished"), "{}", output.stderr);
+    // Another pipeline (a different threshold) cannot use this work.
+    let other = std::fs::read_to_string(dir.path().join("pipeline.yaml"))
+        .unwrap()
+        .replace("word_ngrams: 5", "word_ngrams: 5, jaccard_threshold: 0.7");
+    std::fs::write(dir.path().join("other.yaml"), other).unwrap();
+    let refused = go(&["run", "other.yaml", "--phase", "buckets", "--shard", "1/2"]);
+    assert_eq!(refused.code, 1);
+    assert!(refused.stderr.contains("holds the dedup work of another pipeline or input"), "{}", refused.stderr);
+    let bad = go(&["run", "pipeline.yaml", "--phase", "components", "--shard", "0/2"]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("--phase components is one job"), "{}", bad.stderr);
+    let sharded = go(&["run", "pipeline.yaml", "--shard", "0/2"]);
+    assert_eq!(sharded.code, 2);
+    assert!(sharded.stderr.contains("run it sharded in phases"), "{}", sharded.stderr);
+}
