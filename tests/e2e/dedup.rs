@@ -13,7 +13,7 @@ use curator_sdk::shingle::{Scratch, Shingles, jaccard, shingle_set};
 use crate::support::*;
 
 /// A plugins directory with the native `minhash` plugin, built from source once.
-fn minhash_dir() -> &'static Path {
+pub(crate) fn minhash_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| native_plugins_dir("dedup-plugins", &["minhash"]))
 }

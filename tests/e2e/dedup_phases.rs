@@ -108,3 +108,67 @@ fn phases_name_what_is_missing_and_refuse_another_pipeline() {
     assert_eq!(sharded.code, 2);
     assert!(sharded.stderr.contains("run it sharded in phases"), "{}", sharded.stderr);
 }
+
+/// What `sbatch` does for the example, run here and now: array tasks one after another with
+/// Slurm's variables, `--wrap` commands, a job id on stdout (the jobs' output on stderr).
+const FAKE_SBATCH: &str = r#"#!/usr/bin/env bash
+set -euo pipefail
+array="" wrap="" script=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --array=*) array="${1#--array=}" ;;
+        --wrap) wrap="$2"; shift ;;
+        --*) ;;
+        *) script="$1" ;;
+    esac
+    shift
+done
+if [ -n "$wrap" ]; then
+    bash -c "$wrap" >&2
+elif [ -n "$array" ]; then
+    lo="${array%-*}" hi="${array#*-}"
+    for i in $(seq "$lo" "$hi"); do
+        SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_TASK_MIN=$lo SLURM_ARRAY_TASK_COUNT=$((hi - lo + 1)) bash "$script" >&2
+    done
+else
+    bash "$script" >&2
+fi
+echo "$RANDOM"
+"#;
+
+#[test]
+fn the_slurm_dedup_chain_runs_under_a_fake_sbatch_and_equals_one_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    for f in ["shard-000.jsonl", "shard-001.jsonl"] {
+        std::fs::copy(root().join("examples/dedup/data").join(f), dir.path().join("data").join(f)).unwrap();
+    }
+    let yaml = std::fs::read_to_string(root().join("examples/cluster/pipeline-dedup.yaml")).unwrap().replace("../dedup/data", "data");
+    std::fs::write(dir.path().join("single.yaml"), yaml.replace("path: out ", "path: single ")).unwrap();
+    std::fs::write(dir.path().join("pipeline.yaml"), &yaml).unwrap();
+    let sbatch = dir.path().join("sbatch");
+    std::fs::write(&sbatch, FAKE_SBATCH).unwrap();
+    std::fs::set_permissions(&sbatch, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    run_in(dir.path(), &["run", "single.yaml"], &[]).ok();
+    let guests = guests_dir().display().to_string();
+    let r: Run = std::process::Command::new("bash")
+        .arg(root().join("examples/cluster/slurm-dedup.sh"))
+        .current_dir(dir.path())
+        .env("SBATCH", &sbatch)
+        .env("N", "3")
+        .env("M", "3")
+        .env("CURATOR", env!("CARGO_BIN_EXE_curator-host"))
+        .env("CURATOR_CACHE_DIR", root().join("target/e2e-cache"))
+        .env("PIPELINE", dir.path().join("pipeline.yaml"))
+        .env("PLUGINS", crate::dedup::minhash_dir())
+        .env("CURATOR_PLUGINS", &guests)
+        .env("OUTPUT", dir.path().join("out"))
+        .output()
+        .unwrap()
+        .into();
+    r.ok();
+    let (single, out) = (dir.path().join("single"), dir.path().join("out"));
+    assert!(!duplicates(&single).is_empty());
+    assert_eq!(duplicates(&out), duplicates(&single));
+    assert_eq!(manifest(&out), manifest(&single));
+}

@@ -68,6 +68,28 @@ fn shards_then_merge_equal_one_machine_and_cover_each_partition_once() {
 }
 
 #[test]
+fn branch_sinks_of_shards_merge_into_one_manifest_each() {
+    let dir = setup();
+    let with_branch = |out: &str| {
+        PIPELINE.replace("OUT", out).replace("{min_words: 50}\n", &format!("{{min_words: 400}}\n    rejected: {{path: {out}-short}}\n"))
+    };
+    std::fs::write(dir.path().join("single.yaml"), with_branch("single")).unwrap();
+    std::fs::write(dir.path().join("sharded.yaml"), with_branch("sharded")).unwrap();
+    let go = |args: &[&str]| -> Run { host().current_dir(dir.path()).args(args).arg("--plugins").arg(guests_dir()).output().unwrap().into() };
+    go(&["run", "single.yaml"]).ok();
+    for i in 0..3 {
+        go(&["run", "sharded.yaml", "--shard", &format!("{i}/3")]).ok();
+    }
+    // `merge` from another directory finds the branch's directory (recorded absolute).
+    let m: Run = host().current_dir("/").arg("merge").arg(dir.path().join("sharded")).output().unwrap().into();
+    m.ok();
+    assert_eq!(manifest(&dir.path().join("sharded")), manifest(&dir.path().join("single")));
+    let short = manifest(&dir.path().join("sharded-short"));
+    assert!(!short.is_empty());
+    assert_eq!(short, manifest(&dir.path().join("single-short")));
+}
+
+#[test]
 fn a_killed_shard_resumes_and_merge_names_missing_shards() {
     let dir = setup();
     run(dir.path(), "single", &[], &[]).ok();

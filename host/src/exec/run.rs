@@ -159,13 +159,30 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     all_main.extend(outputs.iter().cloned());
     // A phase before `output` writes only into the shared work directory (and `_duplicates/`).
     let writes_sink = plan.phase.is_none_or(|(p, _)| p == Phase::Output);
+    // Each branch sink's files: this run's, and with those of a resumed run.
+    let mut branch_outputs = Vec::with_capacity(plan.branches.len());
+    let mut branch_all = Vec::with_capacity(plan.branches.len());
+    for (b, br) in plan.branches.iter().enumerate().filter(|_| writes_sink) {
+        let files: Vec<WrittenFile> = entries.iter().filter_map(|(_, e)| e.branches.get(b).cloned()).filter(|f| !f.is_empty()).collect();
+        let mut all = br.resumed.clone();
+        all.extend(files.iter().cloned());
+        branch_outputs.push(files);
+        branch_all.push(all.into_iter().filter(|f| !f.is_empty()).collect::<Vec<_>>());
+    }
     if !writes_sink {
     } else if let Some(shard) = plan.shard {
-        // Shards share the directory: each records what it wrote; `merge` writes the manifest.
+        // Shards share the directories: each records what it wrote; `merge` writes the
+        // manifests, the main sink's and each branch sink's.
         let record = crate::io::shards::ShardRecord {
             shard,
             fingerprint: plan.fingerprint.clone(),
             files: all_main.into_iter().filter(|f| !f.is_empty()).collect(),
+            branches: plan
+                .branches
+                .iter()
+                .zip(branch_all)
+                .map(|(br, files)| crate::io::shards::BranchRecord::new(&br.dir, files))
+                .collect(),
             documents_in: docs_in,
             documents_out: docs_out,
             rejected,
@@ -174,14 +191,9 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         record.save(&plan.output_dir)?;
     } else {
         finish_sink(&plan.output_dir, &plan.prior_manifest, plan.spec.sink.mode, all_main)?;
-    }
-    let mut branch_outputs = Vec::with_capacity(plan.branches.len());
-    for (b, br) in plan.branches.iter().enumerate().filter(|_| writes_sink) {
-        let files: Vec<WrittenFile> = entries.iter().filter_map(|(_, e)| e.branches.get(b).cloned()).filter(|f| !f.is_empty()).collect();
-        let mut all = br.resumed.clone();
-        all.extend(files.iter().cloned());
-        finish_sink(&br.dir, &br.prior_manifest, br.sink.mode, all)?;
-        branch_outputs.push(files);
+        for (br, all) in plan.branches.iter().zip(branch_all) {
+            finish_sink(&br.dir, &br.prior_manifest, br.sink.mode, all)?;
+        }
     }
     // A shard keeps its journal until `merge`: a requeued shard then skips all it finished.
     if plan.shard.is_none() && writes_sink {

@@ -17,10 +17,31 @@ pub struct ShardRecord {
     pub fingerprint: String,
     /// Every output file the shard owns (resumed ones included).
     pub files: Vec<WrittenFile>,
+    /// Every branch sink's files (`rejected:`, `tee:`), in the pipeline's branch order.
+    #[serde(default)]
+    pub branches: Vec<BranchRecord>,
     pub documents_in: u64,
     pub documents_out: u64,
     pub rejected: u64,
     pub failed: u64,
+}
+
+/// One branch sink's files of a shard: its directory (a path or object-store URL) and files.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BranchRecord {
+    pub dir: String,
+    pub files: Vec<WrittenFile>,
+}
+
+impl BranchRecord {
+    /// A local directory is recorded absolute, so `merge` finds it from any directory.
+    pub fn new(dir: &Loc, files: Vec<WrittenFile>) -> BranchRecord {
+        let dir = match dir {
+            Loc::Local(p) => std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string(),
+            remote => remote.display(),
+        };
+        BranchRecord { dir, files }
+    }
 }
 
 /// Directory of the shard records in an output directory.
@@ -102,6 +123,16 @@ pub fn merge(out: &Loc) -> Result<Merged, MergeError> {
         failed: records.iter().map(|r| r.failed).sum(),
     };
     OutputManifest { files }.save(out)?;
+    // Each branch sink's manifest: every shard's files of that branch.
+    let branches = records.iter().map(|r| r.branches.len()).max().unwrap_or(0);
+    for b in 0..branches {
+        let Some(dir) = records.iter().find_map(|r| r.branches.get(b)).map(|br| br.dir.clone()) else { continue };
+        let mut files: Vec<WrittenFile> = records.iter().filter_map(|r| r.branches.get(b)).flat_map(|br| br.files.iter().cloned()).collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let loc = Loc::parse(&dir, std::path::Path::new("/"))
+            .map_err(|e| MergeError::Inconsistent { dir: shown.clone(), message: format!("branch sink {dir}: {e}") })?;
+        OutputManifest { files }.save(&loc)?;
+    }
     let summary = serde_json::to_vec_pretty(&merged).map_err(|e| IoError::Write { path: shown.clone(), source: e.into() })?;
     write_small(&out.join("_summary.json"), &summary)?;
     for r in &records {

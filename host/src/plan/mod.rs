@@ -411,7 +411,8 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         taken.insert(output_rel.clone());
         partitions.push(PlannedPartition { index: p.index, parts: p.parts, output_rel, output });
     }
-    let branches = plan_branches(&spec, label, &stages, base, &inputs, &partitions, &resumed_branches, resuming)?;
+    let branches =
+        plan_branches(&spec, label, &stages, base, &inputs, &partitions, &resumed_branches, resuming, part_shard.is_some())?;
     let dedup = match (barrier, spec.dedup()) {
         (Some(before), Some((step, d))) => {
             let memory = opts.memory_bytes.unwrap_or_else(crate::os::available_memory_bytes);
@@ -447,16 +448,6 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         }
         _ => None,
     };
-    if opts.shard.is_some()
-        && let Some(b) = branches.first()
-    {
-        return Err(SpecError::new(
-            label,
-            format!("stages[{}].{}", stages[b.stage].index, if b.kind == BranchKind::Rejected { "rejected" } else { "tee" }),
-            "branch sinks (rejected:, tee:) do not run sharded yet (run without --shard)",
-        )
-        .into());
-    }
     match (&dedup, opts.phase) {
         (Some(d), None) if opts.shard.is_some() => {
             return Err(SpecError::new(
@@ -476,6 +467,14 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         }
         (None, Some(p)) => {
             return Err(SpecError::new(label, "stages", format!("--phase {}: the pipeline has no dedup step", p.name())).into());
+        }
+        (Some(_), Some(_)) if spec.execution.spill_dir.is_none() && output_dir.is_remote() => {
+            return Err(SpecError::new(
+                label,
+                "execution.spill_dir",
+                "the phases of a dedup step share a work directory, and with an object-store sink the default one is on each machine's own disk: set execution.spill_dir to a directory every node mounts",
+            )
+            .into());
         }
         _ => {}
     }

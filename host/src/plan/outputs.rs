@@ -69,6 +69,7 @@ pub(super) fn plan_branches(
     partitions: &[PlannedPartition],
     resumed: &[Vec<WrittenFile>],
     resuming: bool,
+    sharded: bool,
 ) -> Result<Vec<PlannedBranch>, PlanError> {
     let mut branches = Vec::new();
     for (i, s) in spec.plugin_stages() {
@@ -85,8 +86,10 @@ pub(super) fn plan_branches(
                 .into());
             }
             let dir = Loc::parse(&sink.path, base)?;
+            // Shards share a branch's directory: each checks only its own files (below).
             if sink.mode == WriteMode::Error
                 && !resuming
+                && !sharded
                 && let Some(why) = holds_outputs(&dir)
             {
                 return Err(SpecError::new(
