@@ -10,6 +10,10 @@ fi
 if ! command -v moto_server >/dev/null 2>&1; then
     python3 -m pip install --quiet 'moto[server]'
 fi
+# The Ray driver (python/curator-ray, with Ray from PyPI) for the cluster tests.
+if ! python3 -c 'import ray, curator_ray' >/dev/null 2>&1; then
+    python3 -m pip install --quiet ./python/curator-ray
+fi
 # The native-ABI tests compile a plugin written in C against sdk/include/curator_stage.h.
 if ! command -v cc >/dev/null 2>&1; then
     if command -v apt-get >/dev/null 2>&1; then

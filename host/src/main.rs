@@ -672,6 +672,13 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags) ->
         for b in &plan.branches {
             out!("  branch: {:?} of {} -> {}", b.kind, plan.stages[b.stage].label, b.dir.display());
         }
+        if let Some(s) = plan.shard {
+            out!("shard {} of {} owns:", s.index, s.count);
+            for p in &plan.partitions {
+                let parts: Vec<String> = p.parts.iter().map(|part| plan.describe_part(part)).collect();
+                out!("  partition {}: {} -> {}", p.index, parts.join(", "), p.output_rel);
+            }
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let summary = match exec::run(&plan, &runtime, &opts) {

@@ -13,6 +13,7 @@ mod models;
 mod native;
 mod pipeline_errors;
 mod quickstart;
+mod ray;
 mod s3;
 mod sandbox;
 mod scheduling;

@@ -75,7 +75,8 @@ fn branch_sinks_of_shards_merge_into_one_manifest_each() {
     };
     std::fs::write(dir.path().join("single.yaml"), with_branch("single")).unwrap();
     std::fs::write(dir.path().join("sharded.yaml"), with_branch("sharded")).unwrap();
-    let go = |args: &[&str]| -> Run { host().current_dir(dir.path()).args(args).arg("--plugins").arg(guests_dir()).output().unwrap().into() };
+    let go =
+        |args: &[&str]| -> Run { host().current_dir(dir.path()).args(args).arg("--plugins").arg(guests_dir()).output().unwrap().into() };
     go(&["run", "single.yaml"]).ok();
     for i in 0..3 {
         go(&["run", "sharded.yaml", "--shard", &format!("{i}/3")]).ok();
@@ -166,4 +167,24 @@ fn sharded_runs_refuse_what_they_cannot_split() {
         .into();
     assert_eq!(env.code, 2);
     assert!(env.stderr.contains("neither SLURM_ARRAY_TASK_ID nor JOB_COMPLETION_INDEX"), "{}", env.stderr);
+}
+
+#[test]
+fn a_shard_removes_only_its_own_leftover_temp_files() {
+    let dir = setup();
+    let owned = |i: usize| -> Vec<String> {
+        let r = run(dir.path(), "out", &["--shard", &format!("{i}/3"), "--dry-run"], &[]);
+        r.ok().stdout.lines().filter_map(|l| l.split(" -> ").nth(1).map(str::to_string)).collect()
+    };
+    let (mine, theirs) = (owned(0), owned(2));
+    assert!(!mine.is_empty() && !theirs.is_empty());
+    std::fs::create_dir_all(dir.path().join("out")).unwrap();
+    // What a killed attempt of shard 0 left, and what shard 2 is writing right now.
+    let left = dir.path().join(format!("out/.{}.tmp-999999-0", mine[0]));
+    let live = dir.path().join(format!("out/.{}.tmp-999998-0", theirs[0]));
+    std::fs::write(&left, b"partial").unwrap();
+    std::fs::write(&live, b"in progress").unwrap();
+    run(dir.path(), "out", &["--shard", "0/3"], &[]).ok();
+    assert!(!left.exists(), "shard 0 removes its own leftovers");
+    assert!(live.exists(), "shard 0 leaves shard 2's temp file alone");
 }

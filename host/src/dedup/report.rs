@@ -9,6 +9,8 @@ use crate::plan::Plan;
 #[derive(Debug, serde::Serialize)]
 pub struct Report {
     pub pipeline: String,
+    /// The sink's directory or URL (relative paths resolved against the pipeline file).
+    pub output: String,
     pub input_files: usize,
     pub input_bytes: u64,
     pub partitions: usize,
@@ -36,6 +38,9 @@ pub struct StageReport {
     pub reserved_mb_per_worker: u64,
     /// GPU devices of each worker (empty for CPU stages).
     pub gpus: Vec<Vec<u32>>,
+    /// What each worker asks for (manifest and pipeline merged): what a cluster scheduler
+    /// such as `curator-ray` reserves.
+    pub resources: curator_core::Resources,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -71,6 +76,7 @@ pub fn report(plan: &Plan, opts: &RunOptions, memory: Option<u64>) -> Report {
             workers: n,
             reserved_mb_per_worker: s.memory.reserved_mb,
             gpus: s.gpu.iter().map(|a| a.devices.clone()).collect(),
+            resources: s.resources.clone(),
         })
         .collect();
     let mut warnings = Vec::new();
@@ -111,6 +117,7 @@ pub fn report(plan: &Plan, opts: &RunOptions, memory: Option<u64>) -> Report {
         }
     });
     Report {
+        output: plan.output_dir.display(),
         pipeline: plan.file_label.clone(),
         input_files: plan.inputs.len(),
         input_bytes: plan.inputs.iter().map(|f| f.size).sum(),

@@ -26,9 +26,16 @@ use crate::wasm::WasmRuntime;
 /// Run a checked plan.
 pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunSummary, RunError> {
     let started = Instant::now();
-    remove_stale_spools(&plan.output_dir);
-    for b in &plan.branches {
-        remove_stale_spools(&b.dir);
+    // A shard (or a phase sharded over partitions) owns its partitions' outputs only; the
+    // other phases of a dedup step leave the output directories alone.
+    if plan.phase.is_none_or(|(p, _)| p.over_partitions()) {
+        let owned: Option<Vec<String>> = plan
+            .shard
+            .map(|_| plan.partitions.iter().map(|p| p.output_rel.rsplit('/').next().unwrap_or(&p.output_rel).to_string()).collect());
+        remove_stale_spools(&plan.output_dir, owned.as_deref());
+        for b in &plan.branches {
+            remove_stale_spools(&b.dir, owned.as_deref());
+        }
     }
     let compiled = Arc::new(super::compile(plan, runtime)?);
     let cached_plugins = compiled

@@ -78,21 +78,27 @@ impl Journal {
 }
 
 /// Remove temp files that killed runs left in a local output directory (`.<name>.tmp-<pid>-…`
-/// of processes other than this one).
-pub fn remove_stale_spools(dir: &Loc) {
-    fn walk(d: &Path, ours: &str) {
+/// of processes other than this one). With `owned` (a shard: the names of its partitions'
+/// outputs), only the temp files of those outputs: other shards writing into the same
+/// directory at the same time keep theirs.
+pub fn remove_stale_spools(dir: &Loc, owned: Option<&[String]>) {
+    fn walk(d: &Path, ours: &str, owned: Option<&[String]>) {
         let Ok(entries) = std::fs::read_dir(d) else { return };
         for e in entries.flatten() {
             let p = e.path();
             let name = e.file_name().to_string_lossy().into_owned();
             if p.is_dir() {
-                walk(&p, ours);
-            } else if name.starts_with('.') && name.contains(".tmp-") && !name.contains(ours) {
+                walk(&p, ours, owned);
+            } else if let Some(at) = name.find(".tmp-")
+                && name.starts_with('.')
+                && !name.contains(ours)
+                && owned.is_none_or(|o| o.iter().any(|n| name[1..at].starts_with(n.as_str())))
+            {
                 let _ = std::fs::remove_file(&p);
             }
         }
     }
     if let Loc::Local(d) = dir {
-        walk(d, &format!(".tmp-{}-", std::process::id()));
+        walk(d, &format!(".tmp-{}-", std::process::id()), owned);
     }
 }

@@ -127,7 +127,8 @@ pub fn merge(out: &Loc) -> Result<Merged, MergeError> {
     let branches = records.iter().map(|r| r.branches.len()).max().unwrap_or(0);
     for b in 0..branches {
         let Some(dir) = records.iter().find_map(|r| r.branches.get(b)).map(|br| br.dir.clone()) else { continue };
-        let mut files: Vec<WrittenFile> = records.iter().filter_map(|r| r.branches.get(b)).flat_map(|br| br.files.iter().cloned()).collect();
+        let mut files: Vec<WrittenFile> =
+            records.iter().filter_map(|r| r.branches.get(b)).flat_map(|br| br.files.iter().cloned()).collect();
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let loc = Loc::parse(&dir, std::path::Path::new("/"))
             .map_err(|e| MergeError::Inconsistent { dir: shown.clone(), message: format!("branch sink {dir}: {e}") })?;

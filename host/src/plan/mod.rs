@@ -411,8 +411,7 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
         taken.insert(output_rel.clone());
         partitions.push(PlannedPartition { index: p.index, parts: p.parts, output_rel, output });
     }
-    let branches =
-        plan_branches(&spec, label, &stages, base, &inputs, &partitions, &resumed_branches, resuming, part_shard.is_some())?;
+    let branches = plan_branches(&spec, label, &stages, base, &inputs, &partitions, &resumed_branches, resuming, part_shard.is_some())?;
     let dedup = match (barrier, spec.dedup()) {
         (Some(before), Some((step, d))) => {
             let memory = opts.memory_bytes.unwrap_or_else(crate::os::available_memory_bytes);

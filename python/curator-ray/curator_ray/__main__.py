@@ -1,0 +1,3 @@
+from curator_ray.cli import main
+
+raise SystemExit(main())

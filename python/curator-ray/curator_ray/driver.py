@@ -1,0 +1,184 @@
+"""The Ray side: each step's tasks submitted with their resources, retried on failure or
+node loss, progress printed as they finish, then `curator-host merge`.
+
+Every task is idempotent on the curator side (a shard skips the partitions its journal
+records, a dedup phase skips what its markers record), so Ray may rerun one on another node
+after a node dies. The `curator-host` process of a task dies with the Ray worker that
+started it (PR_SET_PDEATHSIG), so a lost node's shard never runs twice at once.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import curator_ray
+from curator_ray import policy
+
+PR_SET_PDEATHSIG = 1
+
+
+class ShardFailed(Exception):
+    """A curator-host process that exited non-zero (retried)."""
+
+    def __init__(self, argv, code, log):
+        super().__init__(f"{' '.join(argv)} exited with {code}")
+        self.argv, self.code, self.log = argv, code, log
+
+    def __reduce__(self):
+        return (ShardFailed, (self.argv, self.code, self.log))
+
+
+class ShardInvalid(ShardFailed):
+    """curator-host refused the plan (exit code 2): retrying cannot help."""
+
+    def __reduce__(self):
+        return (ShardInvalid, (self.argv, self.code, self.log))
+
+
+def _die_with_parent():
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def run_curator(argv, env=None):
+    """Run one curator-host command to completion; its timing and the tail of its output."""
+    started = time.time()
+    p = subprocess.run(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        preexec_fn=_die_with_parent,
+    )
+    log = (p.stdout[-3000:] + p.stderr[-6000:]).strip()
+    if p.returncode == 2:
+        raise ShardInvalid(argv, p.returncode, log)
+    if p.returncode != 0:
+        raise ShardFailed(argv, p.returncode, log)
+    return {"started": started, "finished": time.time(), "node": os.uname().nodename, "pid": os.getpid(), "log": p.stdout[-2000:]}
+
+
+def plan_report(curator, pipeline, plugins):
+    """`curator-host plan --json` of the pipeline, on this (the driver's) machine."""
+    argv = [curator, "plan", pipeline, "--json"] + [a for d in plugins for a in ("--plugins", d)]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise policy.PolicyError(f"{' '.join(argv)} failed:\n{p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+def shard_partitions(curator, pipeline, plugins, shard_args):
+    """The partitions a shard owns, as `run --dry-run` lists them (for failure reports)."""
+    argv = [curator, "run", pipeline, "--dry-run"] + shard_args + [a for d in plugins for a in ("--plugins", d)]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return [line.strip() for line in p.stdout.splitlines() if line.strip().startswith("partition ")]
+
+
+def card_memory_gb():
+    """The memory of the first GPU here (nvidia-smi), or None."""
+    try:
+        p = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            timeout=20,
+        )
+        return int(p.stdout.split()[0]) / 1024 if p.returncode == 0 and p.stdout.strip() else None
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+def run(
+    pipeline,
+    address=None,
+    shards=2,
+    bucket_shards=None,
+    curator="curator-host",
+    plugins=(),
+    cpus_per_task=1.0,
+    gpu_card_gb=None,
+    max_retries=3,
+    out=sys.stdout,
+):
+    """Run `pipeline` on the Ray cluster at `address` (None: start a local one, and stop it
+    after). Returns the merged summary; raises ShardFailed naming the shard that kept failing."""
+    import ray
+
+    pipeline = os.path.abspath(pipeline)
+    plugins = [os.path.abspath(d) for d in plugins]
+    report = plan_report(curator, pipeline, plugins)
+    if gpu_card_gb is None and any(s.get("resources", {}).get("gpu_memory_gb") for s in report.get("stages", [])):
+        gpu_card_gb = card_memory_gb()
+    plan = policy.steps(report, shards, bucket_shards or shards)
+    started_here = not ray.is_initialized() and address is None
+    if not ray.is_initialized():
+        # The package goes with the job: the nodes need not have it installed.
+        env = {"py_modules": [os.path.dirname(curator_ray.__file__)]}
+        ray.init(address=address, logging_level="WARNING", log_to_driver=False, runtime_env=env)
+    remote = ray.remote(run_curator)
+    base = [curator, "run", pipeline] + [a for d in plugins for a in ("--plugins", d)]
+    timings = []
+    t0 = time.time()
+    try:
+        for phase, tasks in plan:
+            res = policy.task_resources(report, cpus_per_task, gpu_card_gb, phase)
+            label = phase or "shards"
+            cpus = res["num_cpus"]
+            workers = str(max(1, int(cpus)))
+            print(
+                f"[curator-ray] {label}: {len(tasks)} task(s), each num_cpus={cpus} num_gpus={res['num_gpus']} memory={res['memory'] >> 20} MiB",
+                file=out,
+                flush=True,
+            )
+            opts = dict(res, max_retries=max_retries, retry_exceptions=[ShardFailed])
+            pending = {}
+            for args in tasks:
+                ref = remote.options(**opts).remote(base + args + ["--workers", workers])
+                pending[ref] = (args, time.time())
+            done = 0
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                ref = ready[0]
+                args, submitted = pending.pop(ref)
+                try:
+                    r = ray.get(ref)
+                except Exception as e:  # the task's last attempt failed
+                    cause = getattr(e, "cause", None) or e
+                    shard = " ".join(args)
+                    parts = shard_partitions(curator, pipeline, plugins, args) if "--shard" in args else []
+                    for other in pending:
+                        ray.cancel(other, force=True)
+                    log = getattr(cause, "log", str(cause))
+                    raise ShardFailed(
+                        base + args,
+                        getattr(cause, "code", 1),
+                        f"{label} task `{shard}` failed after {max_retries + 1} attempt(s)"
+                        + (f"; it owns:\n  " + "\n  ".join(parts) if parts else "")
+                        + f"\nits log:\n{log}",
+                    ) from None
+                received = time.time()
+                done += 1
+                timings.append({"phase": label, "args": args, "submitted": submitted, "received": received, **r})
+                print(
+                    f"[curator-ray] {label}: {done}/{len(tasks)} done ({' '.join(args)} on {r['node']}, {r['finished'] - r['started']:.2f}s)",
+                    file=out,
+                    flush=True,
+                )
+        output = report["output"]
+        merged = subprocess.run([curator, "merge", output], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if merged.returncode != 0:
+            raise ShardFailed([curator, "merge", output], merged.returncode, merged.stderr.strip())
+        print(f"[curator-ray] {merged.stdout.strip()} in {time.time() - t0:.2f}s", file=out, flush=True)
+        return {"merge": merged.stdout.strip(), "elapsed_s": time.time() - t0, "tasks": timings}
+    finally:
+        # Never stop a cluster this driver did not start.
+        if started_here:
+            ray.shutdown()
