@@ -27,6 +27,39 @@ pub struct GpuDevice {
     pub memory_free_mb: u64,
 }
 
+/// The devices a process may use when `CUDA_VISIBLE_DEVICES` is `spec` (as a cluster
+/// scheduler sets it: Ray, Slurm's gres, a Kubernetes device plugin): the listed devices, in
+/// the listed order, by UUID (`GPU-…`, a unique prefix is enough) or by ordinal. Ordinals are
+/// taken as the driver's order, which is CUDA's for a machine of identical cards. Unset: all
+/// of them. Empty or `-1`: none. Entries that name no device are returned as the second
+/// value (for the message that explains an empty list).
+pub fn visible_devices(spec: Option<&str>, all: Vec<GpuDevice>) -> (Vec<GpuDevice>, Vec<String>) {
+    let Some(spec) = spec else { return (all, Vec::new()) };
+    let mut out: Vec<GpuDevice> = Vec::new();
+    let mut unknown = Vec::new();
+    for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let found = if let Ok(n) = entry.parse::<i64>() {
+            if n < 0 {
+                // CUDA stops at the first invalid ordinal.
+                break;
+            }
+            all.iter().find(|d| d.index as i64 == n)
+        } else {
+            let mut m = all.iter().filter(|d| d.uuid.starts_with(entry));
+            match (m.next(), m.next()) {
+                (Some(d), None) => Some(d),
+                _ => None,
+            }
+        };
+        match found {
+            Some(d) if !out.iter().any(|o| o.index == d.index) => out.push(d.clone()),
+            Some(_) => {}
+            None => unknown.push(entry.to_string()),
+        }
+    }
+    (out, unknown)
+}
+
 /// What one worker of a stage asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum GpuRequest {
@@ -241,6 +274,27 @@ pub fn max_workers(gpus: &[GpuDevice], req: GpuRequest) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn visible_devices_follow_the_schedulers_list() {
+        let dev = |index: u32, uuid: &str| GpuDevice {
+            index,
+            uuid: uuid.into(),
+            name: "H100".into(),
+            memory_total_mb: 80_000,
+            memory_free_mb: 80_000,
+        };
+        let all = vec![dev(0, "GPU-aaaa-1"), dev(1, "GPU-bbbb-2"), dev(2, "GPU-cccc-3")];
+        let idx = |v: (Vec<GpuDevice>, Vec<String>)| v.0.iter().map(|d| d.index).collect::<Vec<_>>();
+        assert_eq!(idx(visible_devices(None, all.clone())), [0, 1, 2]);
+        assert_eq!(idx(visible_devices(Some("1"), all.clone())), [1]);
+        assert_eq!(idx(visible_devices(Some("2,0"), all.clone())), [2, 0]);
+        assert_eq!(idx(visible_devices(Some("GPU-bbbb"), all.clone())), [1]);
+        assert_eq!(idx(visible_devices(Some(""), all.clone())), Vec::<u32>::new());
+        assert_eq!(idx(visible_devices(Some("0,-1,2"), all.clone())), [0]);
+        assert_eq!(idx(visible_devices(Some("GPU-"), all.clone())), Vec::<u32>::new(), "an ambiguous prefix names nothing");
+        assert_eq!(visible_devices(Some("7"), all).1, ["7"]);
+    }
+
     use super::*;
 
     #[test]

@@ -16,7 +16,22 @@ pub struct Inventory {
     pub note: Option<String>,
 }
 
-/// Ask NVML for every device; never fails.
+/// How a worker process is told its device: the card's UUID (which CUDA accepts in
+/// `CUDA_VISIBLE_DEVICES` and which, unlike an ordinal, means the same card whatever order
+/// CUDA enumerates in), or the index when the UUID is not known.
+pub fn cuda_id(index: u32) -> String {
+    static INVENTORY: std::sync::OnceLock<Inventory> = std::sync::OnceLock::new();
+    INVENTORY
+        .get_or_init(discover)
+        .gpus
+        .iter()
+        .find(|g| g.index == index && !g.uuid.is_empty())
+        .map(|g| g.uuid.clone())
+        .unwrap_or_else(|| index.to_string())
+}
+
+/// Ask NVML for every device this process may use (`CUDA_VISIBLE_DEVICES`, when a scheduler
+/// set it, narrows the list; indices stay NVML's); never fails.
 pub fn discover() -> Inventory {
     let nvml = match nvml_wrapper::Nvml::init() {
         Ok(n) => n,
@@ -47,8 +62,24 @@ pub fn discover() -> Inventory {
             memory_free_mb: free,
         });
     }
+    let found = !gpus.is_empty();
+    let spec = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let (gpus, unknown) = curator_core::placement::visible_devices(spec.as_deref(), gpus);
+    if !unknown.is_empty() {
+        problems.push(format!("CUDA_VISIBLE_DEVICES names no device for {}", unknown.join(", ")));
+    }
     let note = if gpus.is_empty() {
-        Some(if problems.is_empty() { "the driver reports no GPU".to_string() } else { problems.join("; ") })
+        Some(if found {
+            format!(
+                "CUDA_VISIBLE_DEVICES={:?} hides every GPU{}",
+                spec.unwrap_or_default(),
+                if problems.is_empty() { String::new() } else { format!(" ({})", problems.join("; ")) }
+            )
+        } else if problems.is_empty() {
+            "the driver reports no GPU".to_string()
+        } else {
+            problems.join("; ")
+        })
     } else if problems.is_empty() {
         None
     } else {

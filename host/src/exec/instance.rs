@@ -27,7 +27,7 @@ pub(crate) fn worker_limits(stage: &PlannedStage, allowed_cpus: &[usize], at: &P
         memory_mb: stage.memory.process_mb.unwrap_or(stage.memory.reserved_mb),
         timeout: stage.timeout,
         cpus: curator_core::placement::cpu_share(allowed_cpus, at.k, stage.resources.cpus),
-        cuda_visible_devices: at.gpu.as_ref().map(|a| a.devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")),
+        cuda_visible_devices: at.gpu.as_ref().map(|a| a.devices.iter().map(|&d| crate::gpu::cuda_id(d)).collect::<Vec<_>>().join(",")),
         gpu_memory_budget_bytes: at.gpu.as_ref().map(|a| a.memory_budget_mb << 20),
     }
 }
