@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod os;
 pub mod plan;
 pub mod registry;
+pub mod scaffold;
 pub mod stage;
 pub mod tune;
 pub mod wasm;

@@ -32,6 +32,33 @@ struct PluginDirs {
 }
 
 #[derive(Subcommand)]
+enum NewCommand {
+    /// A stage crate outside this workspace, built the way curator's own plugins are, with
+    /// a unit test, a README with the commands to build and try it, and a sample pipeline.
+    Stage {
+        /// The stage's name (lowercase, digits, `_` or `-`): the crate and the plugin.
+        name: String,
+        /// A native (C ABI) library instead of a WASM component (for GPU stages and
+        /// anything that needs the machine).
+        #[arg(long)]
+        native: bool,
+        /// The SDK trait to start from.
+        #[arg(long, default_value = "filter", value_parser = ["filter", "map", "score", "stage"])]
+        kind: String,
+        /// Where to create the crate's folder (default: here).
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// Depend on the SDK at this path (default: the SDK this host was built from, when
+        /// its sources are there; else the published version).
+        #[arg(long, conflicts_with = "sdk_git")]
+        sdk: Option<PathBuf>,
+        /// Depend on the SDK from this git repository.
+        #[arg(long)]
+        sdk_git: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run a pipeline file.
     Run {
@@ -72,6 +99,11 @@ enum Command {
         /// components (one job), output (sharded over partitions); then `merge`.
         #[arg(long, value_name = "PHASE", value_parser = ["docs", "buckets", "components", "output"])]
         phase: Option<String>,
+    },
+    /// Start something new: `new stage NAME` writes a stage crate of its own.
+    New {
+        #[command(subcommand)]
+        what: NewCommand,
     },
     /// Check that every shard of a sharded run finished in OUTPUT and write the run's
     /// `_manifest.json` and `_summary.json`.
@@ -292,6 +324,26 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Tune { pipeline, plugins, stage, gpu_memory, margin, sample, start, apply, json } => {
             let opts = curator_host::tune::TuneOptions { stage, gpu_memory_gb: gpu_memory, margin, sample_docs: sample, start };
             tune_command(&pipeline, &plugins, &opts, apply, json)
+        }
+        Command::New { what: NewCommand::Stage { name, native, kind, dir, sdk, sdk_git } } => {
+            use curator_host::scaffold::{Kind, Sdk, new_stage};
+            let sdk = match (sdk, sdk_git) {
+                (Some(p), _) => Sdk::Path(std::path::absolute(&p).unwrap_or(p)),
+                (None, Some(url)) => Sdk::Git(url),
+                (None, None) => Sdk::default_for_this_host(),
+            };
+            let kind = Kind::parse(&kind).unwrap_or(Kind::Filter);
+            match new_stage(&dir, &name, kind, native, &sdk) {
+                Ok(s) => {
+                    out!("created {} ({} files)", s.dir.display(), s.files.len());
+                    out!("  cd {} && {}    # builds {}", s.dir.display(), s.build, s.artifact);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(EXIT_INVALID))
+                }
+            }
         }
         Command::Merge { output } => {
             let loc = curator_host::io::Loc::parse(&output, &std::env::current_dir().unwrap_or_default())?;

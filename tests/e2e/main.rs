@@ -16,6 +16,7 @@ mod quickstart;
 mod ray;
 mod s3;
 mod sandbox;
+mod scaffold;
 mod scheduling;
 mod semantic;
 mod shards;
