@@ -11,6 +11,7 @@ pub mod plan;
 pub mod registry;
 pub mod scaffold;
 pub mod stage;
+pub mod trust;
 pub mod tune;
 pub mod wasm;
 pub mod worker;

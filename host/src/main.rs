@@ -29,6 +29,10 @@ struct PluginDirs {
     /// Plugin directory (repeatable). Searched before $CURATOR_PLUGINS and ./plugins.
     #[arg(long = "plugins", value_name = "DIR")]
     dirs: Vec<PathBuf>,
+    /// Directory of trusted public keys (repeatable). Searched before $CURATOR_TRUST_DIR and
+    /// ~/.config/curator/trust.
+    #[arg(long = "trust-dir", value_name = "DIR")]
+    trust_dirs: Vec<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -238,6 +242,25 @@ enum PluginCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Make a signing key pair: PREFIX.key (secret, keep it safe) and PREFIX.pub (put it in
+    /// the trust store of whoever runs your plugins). Minisign-compatible.
+    Keygen { prefix: PathBuf },
+    /// Sign a plugin file: writes FILE.minisig beside it (minisign format).
+    Sign {
+        file: PathBuf,
+        /// The secret key (from `plugin keygen`).
+        #[arg(long)]
+        key: PathBuf,
+    },
+    /// Check a plugin file's signature against the trust store (exit 1 if refused under
+    /// `trust: signed`).
+    Verify {
+        file: PathBuf,
+        /// Directory of trusted public keys (repeatable); then $CURATOR_TRUST_DIR and
+        /// ~/.config/curator/trust.
+        #[arg(long = "trust-dir", value_name = "DIR")]
+        trust_dirs: Vec<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -376,6 +399,34 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Plugin { command: PluginCommand::Inspect { name_or_file, plugins, json } } => {
             plugin_inspect(&name_or_file, &plugins, json)
         }
+        Command::Plugin { command: PluginCommand::Keygen { prefix } } => {
+            let id = curator_host::trust::keygen(&prefix)?;
+            out!("key {id}: secret key {0}.key (keep it private), public key {0}.pub", prefix.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plugin { command: PluginCommand::Sign { file, key } } => {
+            let (sig, id) = curator_host::trust::sign(&file, &key)?;
+            out!("signed {} with key {id}: {}", file.display(), sig.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plugin { command: PluginCommand::Verify { file, trust_dirs } } => {
+            use curator_host::trust;
+            let (store, problems) = trust::TrustStore::load(&trust::TrustStore::default_dirs(&trust_dirs));
+            for p in problems {
+                tracing::warn!("trust store: {p}");
+            }
+            let signed = curator_core::pipeline::TrustSpec::Mode(curator_core::pipeline::TrustMode::Signed);
+            match trust::check(&file, &signed, &store) {
+                Ok(s) => {
+                    out!("{}: ok ({s:?})", file.display());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(reason) => {
+                    eprintln!("error: {}: {reason}", file.display());
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
         Command::Worker { plugin, manifest: true, .. } => {
             Ok(ExitCode::from(curator_host::worker::serve::serve_manifest(&plugin).clamp(0, 255) as u8))
         }
@@ -424,6 +475,27 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 
 fn scan(dirs: &PluginDirs) -> Registry {
     let reg = Registry::scan(&registry::search_path(&dirs.dirs));
+    for p in &reg.problems {
+        tracing::warn!("{p}");
+    }
+    reg
+}
+
+/// The registry for running `pipeline`: every plugin file checked against the pipeline's
+/// `trust:` setting and the trust store before it is read or loaded.
+fn scan_for(pipeline: &Path, dirs: &PluginDirs) -> Registry {
+    use curator_host::trust;
+    let policy = std::fs::read_to_string(pipeline)
+        .ok()
+        .and_then(|t| curator_core::PipelineSpec::from_yaml(&pipeline.display().to_string(), &t).ok())
+        .map(|s| s.trust)
+        .unwrap_or_default();
+    let (store, problems) = trust::TrustStore::load(&trust::TrustStore::default_dirs(&dirs.trust_dirs));
+    for p in problems {
+        tracing::warn!("trust store: {p}");
+    }
+    let gate = |path: &Path| trust::check(path, &policy, &store);
+    let reg = Registry::scan_gated(&registry::search_path(&dirs.dirs), &gate);
     for p in &reg.problems {
         tracing::warn!("{p}");
     }
@@ -510,7 +582,7 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
     let entry = if path.is_file() {
         let manifest = registry::read_manifest(path)?;
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        PluginEntry { manifest, path: path.to_path_buf(), size }
+        PluginEntry { manifest, path: path.to_path_buf(), size, standing: curator_host::trust::Standing::Unsigned }
     } else {
         let reg = scan(dirs);
         match reg.get(what) {
@@ -547,7 +619,7 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
 }
 
 fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat: usize, json: bool) -> Result<ExitCode> {
-    let plan = match plan::plan_file(pipeline, &scan(dirs), plan::PlanOptions::default()) {
+    let plan = match plan::plan_file(pipeline, &scan_for(pipeline, dirs), plan::PlanOptions::default()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -555,7 +627,11 @@ fn bench(pipeline: &Path, dirs: &PluginDirs, native_dir: Option<PathBuf>, repeat
         }
     };
     let native = match native_dir {
-        Some(d) => match plan::plan_file(pipeline, &scan(&PluginDirs { dirs: vec![d] }), plan::PlanOptions::default()) {
+        Some(d) => match plan::plan_file(
+            pipeline,
+            &scan_for(pipeline, &PluginDirs { dirs: vec![d], trust_dirs: dirs.trust_dirs.clone() }),
+            plan::PlanOptions::default(),
+        ) {
             Ok(p) => Some(p),
             Err(e) => {
                 eprintln!("error: with --native-plugins: {e}");
@@ -629,7 +705,7 @@ fn tune_command(pipeline: &Path, dirs: &PluginDirs, opts: &curator_host::tune::T
         out!("no GPU to measure on ({why}): nothing tuned, {} unchanged", pipeline.display());
         return Ok(ExitCode::SUCCESS);
     };
-    let plan = match plan::plan_file(pipeline, &scan(dirs), plan::PlanOptions::default()) {
+    let plan = match plan::plan_file(pipeline, &scan_for(pipeline, dirs), plan::PlanOptions::default()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -658,7 +734,7 @@ fn tune_command(pipeline: &Path, dirs: &PluginDirs, opts: &curator_host::tune::T
 }
 
 fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, workers: Option<usize>, json: bool) -> Result<ExitCode> {
-    let reg = scan(dirs);
+    let reg = scan_for(pipeline, dirs);
     let memory_bytes = match memory {
         None => None,
         Some(m) => Some(curator_core::partition::parse_size(m).with_context(|| format!("--memory {m:?} is not a size such as 64GB"))?),
@@ -685,7 +761,7 @@ fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, worker
 
 fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags) -> Result<ExitCode> {
     let RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard, phase } = flags;
-    let reg = scan(dirs);
+    let reg = scan_for(pipeline, dirs);
     let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
     let opts_plan = plan::PlanOptions {
         restart: restart && !dry_run,

@@ -15,6 +15,8 @@ pub struct PluginEntry {
     pub manifest: Manifest,
     pub path: PathBuf,
     pub size: u64,
+    /// How the file stands against the trust check it passed (`trust.rs`).
+    pub standing: crate::trust::Standing,
 }
 
 /// A problem found while scanning; the scan goes on.
@@ -34,7 +36,13 @@ pub enum RegistryError {
     Native(#[from] crate::stage::StageFailure),
     #[error("duplicate plugin {name:?}: {second} is ignored, {first} comes first in the search path")]
     Duplicate { name: String, first: PathBuf, second: PathBuf },
+    #[error("{path}: refused before loading: it {reason}")]
+    Untrusted { path: PathBuf, reason: String },
 }
+
+/// The check each plugin file passes before its manifest is read (and, for a native
+/// library, before any process loads it): its standing, or why it is refused.
+pub type Gate<'a> = &'a dyn Fn(&Path) -> Result<crate::trust::Standing, String>;
 
 /// The plugin search path: `--plugins` dirs, then `$CURATOR_PLUGINS` (colon-separated),
 /// then `./plugins`.
@@ -44,6 +52,9 @@ pub fn search_path(cli_dirs: &[PathBuf]) -> Vec<PathBuf> {
         dirs.extend(std::env::split_paths(&env).filter(|p| !p.as_os_str().is_empty()));
     }
     dirs.push(PathBuf::from("plugins"));
+    // A directory named twice (`--plugins plugins` and the default) is searched once.
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|d| seen.insert(d.canonicalize().unwrap_or_else(|_| d.clone())));
     dirs
 }
 
@@ -92,12 +103,19 @@ pub struct Registry {
     pub plugins: BTreeMap<String, PluginEntry>,
     pub problems: Vec<RegistryError>,
     pub dirs: Vec<PathBuf>,
+    /// Files the trust check refused, with the reason.
+    pub refused: Vec<(PathBuf, String)>,
 }
 
 impl Registry {
     /// Scan `dirs` in order (missing directories are skipped). Within a directory files are
     /// read in name order; the first plugin of a name wins and later ones are reported.
     pub fn scan(dirs: &[PathBuf]) -> Registry {
+        Self::scan_gated(dirs, &|_| Ok(crate::trust::Standing::Unsigned))
+    }
+
+    /// `scan`, each file passing `gate` first: a refused file is never read or loaded.
+    pub fn scan_gated(dirs: &[PathBuf], gate: Gate<'_>) -> Registry {
         let mut reg = Registry { dirs: dirs.to_vec(), ..Default::default() };
         for dir in dirs {
             let Ok(entries) = std::fs::read_dir(dir) else {
@@ -109,7 +127,13 @@ impl Registry {
                 .collect();
             files.sort();
             for path in files {
-                reg.add_file(&path);
+                match gate(&path) {
+                    Ok(standing) => reg.add_checked(&path, standing),
+                    Err(reason) => {
+                        reg.refused.push((path.clone(), reason.clone()));
+                        reg.problems.push(RegistryError::Untrusted { path, reason });
+                    }
+                }
             }
         }
         reg
@@ -117,6 +141,10 @@ impl Registry {
 
     /// Add one plugin file (as `plugin inspect FILE` and tests do).
     pub fn add_file(&mut self, path: &Path) {
+        self.add_checked(path, crate::trust::Standing::Unsigned)
+    }
+
+    fn add_checked(&mut self, path: &Path, standing: crate::trust::Standing) {
         match read_manifest(path) {
             Ok(manifest) => {
                 let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -127,7 +155,7 @@ impl Registry {
                         second: path.into(),
                     });
                 } else {
-                    self.plugins.insert(manifest.name.clone(), PluginEntry { manifest, path: path.into(), size });
+                    self.plugins.insert(manifest.name.clone(), PluginEntry { manifest, path: path.into(), size, standing });
                 }
             }
             Err(e) => self.problems.push(e),

@@ -20,3 +20,4 @@ mod scaffold;
 mod scheduling;
 mod semantic;
 mod shards;
+mod trust;

@@ -32,7 +32,7 @@ pub fn planned(index: usize, label: &str, paths: Vec<Loc>, field: &str, spec: &c
     let mut s = PlannedStage {
         index,
         label: label.to_string(),
-        plugin: PluginEntry { manifest, path: "(built in) remove_ids".into(), size: 0 },
+        plugin: PluginEntry { manifest, path: "(built in) remove_ids".into(), size: 0, standing: crate::trust::Standing::BuiltIn },
         params: serde_json::json!({}),
         resources,
         batch_size: None,

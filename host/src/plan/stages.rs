@@ -138,9 +138,14 @@ fn plan_plugin(
             } else {
                 format!("installed: {}", known.join(", "))
             };
+            let refused: Vec<String> = registry.refused.iter().map(|(p, why)| format!("{} {why}", p.display())).collect();
+            let hint = if refused.is_empty() { hint } else { format!("{hint}; refused by the trust check: {}", refused.join("; ")) };
             errors.push(SpecError::new(label, at("plugin"), format!("unknown stage {:?} ({hint})", s.plugin)));
             return None;
         };
+        if let Some(w) = entry.standing.warning() {
+            tracing::warn!("{label}: {}: {} {w} (trust: any; `trust: signed` would refuse it)", at("plugin"), entry.path.display());
+        }
         let m = &entry.manifest;
         for e in validate_params(&m.params_schema, &s.params, &at("params")) {
             errors.push(SpecError::new(label, e.path, e.message));
