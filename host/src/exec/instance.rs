@@ -124,7 +124,7 @@ mod tests {
             index: 0,
             label: "s".into(),
             resources: manifest.resources.clone(),
-            plugin: PluginEntry { manifest, path: "s".into(), size: 0 },
+            plugin: PluginEntry { manifest, path: "s".into(), size: 0, standing: crate::trust::Standing::Unsigned },
             params: serde_json::json!({}),
             batch_size: None,
             timeout: std::time::Duration::from_secs(1),
