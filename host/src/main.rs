@@ -104,6 +104,13 @@ enum Command {
         #[arg(long, value_name = "PHASE", value_parser = ["docs", "buckets", "components", "output"])]
         phase: Option<String>,
     },
+    /// Pin the plugins a pipeline runs with: writes PIPELINE.lock (each plugin's name,
+    /// version, ABI and sha256) beside it; later plans refuse a plugin whose file differs.
+    Lock {
+        pipeline: PathBuf,
+        #[command(flatten)]
+        plugins: PluginDirs,
+    },
     /// Start something new: `new stage NAME` writes a stage crate of its own.
     New {
         #[command(subcommand)]
@@ -347,6 +354,24 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Tune { pipeline, plugins, stage, gpu_memory, margin, sample, start, apply, json } => {
             let opts = curator_host::tune::TuneOptions { stage, gpu_memory_gb: gpu_memory, margin, sample_docs: sample, start };
             tune_command(&pipeline, &plugins, &opts, apply, json)
+        }
+        Command::Lock { pipeline, plugins } => {
+            let opts = plan::PlanOptions { skip_lock: true, ..Default::default() };
+            let plan = match plan::plan_file(&pipeline, &scan_for(&pipeline, &plugins), opts) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(EXIT_INVALID));
+                }
+            };
+            let lock = plan::lock::build(&plan.stages)?;
+            let path = plan::lock::lock_path(&pipeline);
+            std::fs::write(&path, serde_json::to_vec_pretty(&lock)?).with_context(|| format!("cannot write {}", path.display()))?;
+            for p in &lock.plugins {
+                out!("{} {} (ABI {}, {}) sha256 {}", p.name, p.version, p.abi, p.kind, p.sha256);
+            }
+            out!("wrote {} ({} plugin(s))", path.display(), lock.plugins.len());
+            Ok(ExitCode::SUCCESS)
         }
         Command::New { what: NewCommand::Stage { name, native, kind, dir, sdk, sdk_git } } => {
             use curator_host::scaffold::{Kind, Sdk, new_stage};
@@ -739,8 +764,15 @@ fn plan_command(pipeline: &Path, dirs: &PluginDirs, memory: Option<&str>, worker
         None => None,
         Some(m) => Some(curator_core::partition::parse_size(m).with_context(|| format!("--memory {m:?} is not a size such as 64GB"))?),
     };
-    let opts_plan =
-        plan::PlanOptions { restart: false, check_setup: None, memory_bytes, ignore_memory_plan: true, shard: None, phase: None };
+    let opts_plan = plan::PlanOptions {
+        restart: false,
+        check_setup: None,
+        memory_bytes,
+        ignore_memory_plan: true,
+        shard: None,
+        phase: None,
+        skip_lock: false,
+    };
     let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,
         Err(e) => {
@@ -770,6 +802,7 @@ fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags) ->
         ignore_memory_plan,
         shard,
         phase,
+        skip_lock: false,
     };
     let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,

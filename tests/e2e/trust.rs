@@ -89,3 +89,33 @@ fn pipelines_run_only_the_plugins_their_trust_setting_allows() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("not one of the pipeline's trust.keys"), "{}", r.stderr);
 }
+
+#[test]
+fn a_lock_file_pins_each_plugin_and_refuses_another_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    let plugin = dir.join("plugins/word_count_filter.wasm");
+    std::fs::copy(guests_dir().join("word_count_filter.wasm"), &plugin).unwrap();
+    pipeline(dir, "");
+    let locked = go(dir, &["lock", "pipeline.yaml", "--plugins", "plugins"]);
+    assert!(locked.ok().stdout.contains("wrote pipeline.lock (1 plugin(s))"), "{}", locked.stdout);
+    let lock: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("pipeline.lock")).unwrap()).unwrap();
+    let pinned = lock["plugins"][0]["sha256"].as_str().unwrap().to_string();
+    assert_eq!(lock["plugins"][0]["name"], "word_count_filter");
+    assert_eq!(lock["plugins"][0]["abi"], format!("{}.{}", curator_core::ABI_MAJOR, curator_core::ABI_MINOR));
+    go(dir, &["run", "pipeline.yaml", "--plugins", "plugins"]).ok();
+    // Another build of the plugin (here: one byte more at the end of the file).
+    let mut bytes = std::fs::read(&plugin).unwrap();
+    bytes.push(0);
+    std::fs::write(&plugin, &bytes).unwrap();
+    let r = go(dir, &["run", "pipeline.yaml", "--plugins", "plugins"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("stages[0].plugin: word_count_filter") && r.stderr.contains(&pinned), "{}", r.stderr);
+    assert!(r.stderr.contains("but pipeline.lock pins word_count_filter"), "{}", r.stderr);
+    // A stage the lock does not know.
+    std::fs::write(dir.join("pipeline.lock"), r#"{"version": 1, "plugins": []}"#).unwrap();
+    let r = go(dir, &["run", "pipeline.yaml", "--plugins", "plugins"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("word_count_filter is not in pipeline.lock"), "{}", r.stderr);
+}

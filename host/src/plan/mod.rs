@@ -3,6 +3,7 @@
 //! listed and output names fixed. Nothing here reads documents.
 
 mod checks;
+pub mod lock;
 mod outputs;
 mod stages;
 
@@ -228,6 +229,9 @@ pub struct PlanOptions<'a> {
     pub shard: Option<curator_core::shard::Shard>,
     /// Run one phase of the pipeline's dedup step (`run --phase`).
     pub phase: Option<curator_core::shard::Phase>,
+    /// Do not check the plugins against the pipeline's lock file (`curator-host lock`,
+    /// which writes it).
+    pub skip_lock: bool,
 }
 
 fn resolve(base: &Path, p: &str) -> PathBuf {
@@ -241,16 +245,34 @@ pub fn plan_file(path: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Res
     let text = std::fs::read_to_string(path).map_err(|source| IoError::Open { path: label.clone(), source })?;
     let spec = PipelineSpec::from_yaml(&label, &text)?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    plan_spec(spec, &label, &base, registry, opts)
+    let lock_file = lock::lock_path(path);
+    let locked = if opts.skip_lock { None } else { lock::load(&lock_file)? };
+    plan_locked(spec, &label, &base, registry, opts, locked.as_ref().map(|l| (lock_file.as_path(), l)))
+}
+
+/// Plan a parsed pipeline.
+pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Result<Plan, PlanError> {
+    plan_locked(spec, label, base, registry, opts, None)
 }
 
 /// Check a parsed spec. Relative paths resolve against `base`. Every mistake found is
 /// reported at once, each with its path in the file; nothing is created or read but the
 /// listing of the inputs (and, with `check_setup`, a throw-away instance per stage).
-pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Result<Plan, PlanError> {
+fn plan_locked(
+    spec: PipelineSpec,
+    label: &str,
+    base: &Path,
+    registry: &Registry,
+    opts: PlanOptions<'_>,
+    locked: Option<(&Path, &lock::LockFile)>,
+) -> Result<Plan, PlanError> {
     let restart = opts.restart;
     let mut errors = Vec::new();
     let (mut stages, barrier) = stages::plan_stages(&spec, label, base, registry, &mut errors);
+    // Before anything starts a plugin: each must be the file the lock pins.
+    if let Some((file, lock)) = locked {
+        errors.extend(lock::check(label, file, &stages, lock));
+    }
     // Only stages that resolved cleanly are placed and started; the others already failed.
     let clean = errors.is_empty();
     if clean {
