@@ -105,6 +105,8 @@ pub struct Registry {
     pub dirs: Vec<PathBuf>,
     /// Files the trust check refused, with the reason.
     pub refused: Vec<(PathBuf, String)>,
+    /// Every version found of each name, in search-path order (`plugins` holds the first).
+    pub versions: BTreeMap<String, Vec<PluginEntry>>,
 }
 
 impl Registry {
@@ -148,14 +150,15 @@ impl Registry {
         match read_manifest(path) {
             Ok(manifest) => {
                 let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-                if let Some(first) = self.plugins.get(&manifest.name) {
-                    self.problems.push(RegistryError::Duplicate {
-                        name: manifest.name.clone(),
-                        first: first.path.clone(),
-                        second: path.into(),
-                    });
+                let entry = PluginEntry { manifest, path: path.into(), size, standing };
+                let name = entry.manifest.name.clone();
+                let versions = self.versions.entry(name.clone()).or_default();
+                // Another version is not a duplicate: `plugin: name@^1.2` picks among them.
+                if let Some(first) = versions.iter().find(|e| e.manifest.version == entry.manifest.version) {
+                    self.problems.push(RegistryError::Duplicate { name, first: first.path.clone(), second: path.into() });
                 } else {
-                    self.plugins.insert(manifest.name.clone(), PluginEntry { manifest, path: path.into(), size, standing });
+                    versions.push(entry.clone());
+                    self.plugins.entry(name).or_insert(entry);
                 }
             }
             Err(e) => self.problems.push(e),
@@ -164,6 +167,24 @@ impl Registry {
 
     pub fn get(&self, name: &str) -> Option<&PluginEntry> {
         self.plugins.get(name)
+    }
+
+    /// A pipeline's `plugin:` value: `name` (the first found on the search path) or
+    /// `name@REQ` (a semver requirement such as `^1.2` or `=0.3.1`: the highest version found
+    /// that matches). `None` when the name is unknown; `Err` says why no version fits.
+    pub fn resolve(&self, spec: &str) -> Option<Result<&PluginEntry, String>> {
+        let Some((name, req)) = spec.split_once('@') else { return self.get(spec).map(Ok) };
+        let found = self.versions.get(name.trim())?;
+        let req = match semver::VersionReq::parse(req.trim()) {
+            Ok(r) => r,
+            Err(e) => return Some(Err(format!("{req:?} is not a version requirement such as ^1.2: {e}"))),
+        };
+        let listed = || found.iter().map(|e| format!("{} ({})", e.manifest.version, e.path.display())).collect::<Vec<_>>().join(", ");
+        let best = found
+            .iter()
+            .filter_map(|e| semver::Version::parse(&e.manifest.version).ok().filter(|v| req.matches(v)).map(|v| (v, e)))
+            .max_by(|a, b| a.0.cmp(&b.0));
+        Some(best.map(|(_, e)| e).ok_or_else(|| format!("no version of {name} matches {req}; found {}", listed())))
     }
 
     /// Names of all plugins, for "did you mean" messages.
@@ -187,6 +208,46 @@ mod tests {
         let msgs: Vec<String> = reg.problems.iter().map(|p| p.to_string()).collect();
         assert!(msgs[0].contains("a.wasm") && msgs[0].contains("not a WebAssembly"), "{msgs:?}");
         assert!(msgs[1].contains("b.wasm") && msgs[1].contains("no curator-manifest section"), "{msgs:?}");
+    }
+
+    /// A core module whose only content is a manifest section for `name` at `version`.
+    fn module(name: &str, version: &str) -> Vec<u8> {
+        let manifest = serde_json::json!({
+            "name": name, "version": version, "abi": {"major": curator_core::ABI_MAJOR, "minor": curator_core::ABI_MINOR},
+            "kind": "wasm", "params_schema": {"type": "object"}
+        })
+        .to_string();
+        let section = MANIFEST_SECTION.as_bytes();
+        let mut body = vec![section.len() as u8];
+        body.extend_from_slice(section);
+        body.extend_from_slice(manifest.as_bytes());
+        let mut m = b"\0asm\x01\0\0\0".to_vec();
+        m.push(0);
+        m.push(body.len() as u8);
+        m.extend(body);
+        m
+    }
+
+    #[test]
+    fn version_requirements_pick_the_highest_match() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(a.path().join("x-1.2.wasm"), module("x", "1.2.0")).unwrap();
+        std::fs::write(a.path().join("x-0.1.wasm"), module("x", "0.1.0")).unwrap();
+        std::fs::write(b.path().join("x-1.4.wasm"), module("x", "1.4.1")).unwrap();
+        std::fs::write(b.path().join("x-2.0.wasm"), module("x", "2.0.0")).unwrap();
+        std::fs::write(b.path().join("x-1.2-again.wasm"), module("x", "1.2.0")).unwrap();
+        let reg = Registry::scan(&[a.path().to_path_buf(), b.path().to_path_buf()]);
+        let version = |spec: &str| reg.resolve(spec).unwrap().map(|e| e.manifest.version.clone());
+        assert_eq!(version("x@^1.2").unwrap(), "1.4.1");
+        assert_eq!(version("x@=0.1.0").unwrap(), "0.1.0");
+        assert_eq!(version("x@>=1, <1.3").unwrap(), "1.2.0");
+        assert_eq!(version("x").unwrap(), "0.1.0", "a bare name: the first file of the search path");
+        let none = version("x@^3").unwrap_err();
+        assert!(none.contains("no version of x matches ^3") && none.contains("2.0.0"), "{none}");
+        assert!(version("x@not a req").is_err());
+        assert!(reg.resolve("y@^1").is_none());
+        // The same version twice is reported, the first kept.
+        assert!(reg.problems.iter().any(|p| matches!(p, RegistryError::Duplicate { second, .. } if second.ends_with("x-1.2-again.wasm"))));
     }
 
     #[test]

@@ -119,3 +119,18 @@ fn a_lock_file_pins_each_plugin_and_refuses_another_build() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("word_count_filter is not in pipeline.lock"), "{}", r.stderr);
 }
+
+#[test]
+fn pipelines_may_ask_for_a_version_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    pipeline(dir, "");
+    let yaml = std::fs::read_to_string(dir.join("pipeline.yaml")).unwrap();
+    let plugins = guests_dir().display().to_string();
+    std::fs::write(dir.join("ok.yaml"), yaml.replace("plugin: word_count_filter", "plugin: word_count_filter@^0.1")).unwrap();
+    std::fs::write(dir.join("no.yaml"), yaml.replace("plugin: word_count_filter", "plugin: word_count_filter@^9")).unwrap();
+    go(dir, &["run", "ok.yaml", "--plugins", &plugins]).ok();
+    let r = go(dir, &["run", "no.yaml", "--plugins", &plugins]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("stages[0].plugin: no version of word_count_filter matches ^9; found 0.1.0"), "{}", r.stderr);
+}

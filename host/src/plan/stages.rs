@@ -131,7 +131,15 @@ fn plan_plugin(
 ) -> Option<PlannedStage> {
     {
         let at = |field: &str| format!("stages[{i}].{field}");
-        let Some(entry) = registry.get(&s.plugin) else {
+        let entry = match registry.resolve(&s.plugin) {
+            Some(Ok(e)) => Some(e),
+            Some(Err(why)) => {
+                errors.push(SpecError::new(label, at("plugin"), why));
+                return None;
+            }
+            None => None,
+        };
+        let Some(entry) = entry else {
             let known = registry.names();
             let hint = if known.is_empty() {
                 format!("no plugins found in {}", registry.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "))
