@@ -14,6 +14,11 @@ fi
 if ! python3 -c 'import ray, curator_ray' >/dev/null 2>&1; then
     python3 -m pip install --quiet ./python/curator-ray
 fi
+# The OCI tests push and pull plugins through a real registry on loopback (Debian's
+# docker-registry, the CNCF distribution registry).
+if ! command -v docker-registry >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    $(command -v sudo || true) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null
+fi
 # The native-ABI tests compile a plugin written in C against sdk/include/curator_stage.h.
 if ! command -v cc >/dev/null 2>&1; then
     if command -v apt-get >/dev/null 2>&1; then

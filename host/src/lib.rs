@@ -4,8 +4,10 @@
 pub mod dedup;
 pub mod exec;
 pub mod gpu;
+pub mod install;
 pub mod io;
 pub mod metrics;
+pub mod oci;
 pub mod os;
 pub mod plan;
 pub mod registry;

@@ -259,6 +259,28 @@ enum PluginCommand {
         #[arg(long)]
         key: PathBuf,
     },
+    /// Put a plugin into a plugins directory, from a file or an OCI registry
+    /// (`oci://host/repo:tag`), with its signature; it must pass the trust check first (and
+    /// the lock, with --lock).
+    Install {
+        /// A plugin file (its FILE.minisig comes along), or oci://REGISTRY/REPO:TAG.
+        src: String,
+        /// The plugins directory to put it in.
+        #[arg(long, default_value = "plugins")]
+        dir: PathBuf,
+        /// Refuse it unless it carries a valid signature by a trusted key.
+        #[arg(long)]
+        require_signature: bool,
+        /// Refuse it unless this lock file pins its sha256.
+        #[arg(long)]
+        lock: Option<PathBuf>,
+        /// Directory of trusted public keys (repeatable).
+        #[arg(long = "trust-dir", value_name = "DIR")]
+        trust_dirs: Vec<PathBuf>,
+    },
+    /// Push a plugin file (and its FILE.minisig, when there is one) to an OCI registry:
+    /// oci://REGISTRY/REPO:TAG (credentials from CURATOR_OCI_USERNAME / _PASSWORD).
+    Publish { file: PathBuf, reference: String },
     /// Check a plugin file's signature against the trust store (exit 1 if refused under
     /// `trust: signed`).
     Verify {
@@ -432,6 +454,42 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Plugin { command: PluginCommand::Sign { file, key } } => {
             let (sig, id) = curator_host::trust::sign(&file, &key)?;
             out!("signed {} with key {id}: {}", file.display(), sig.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plugin { command: PluginCommand::Install { src, dir, require_signature, lock, trust_dirs } } => {
+            use curator_core::pipeline::{TrustMode, TrustSpec};
+            use curator_host::trust;
+            let (store, problems) = trust::TrustStore::load(&trust::TrustStore::default_dirs(&trust_dirs));
+            for p in problems {
+                tracing::warn!("trust store: {p}");
+            }
+            let policy = TrustSpec::Mode(if require_signature { TrustMode::Signed } else { TrustMode::Any });
+            let lock = match lock.as_deref().map(plan::lock::load).transpose() {
+                Ok(l) => l.flatten(),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(EXIT_INVALID));
+                }
+            };
+            match curator_host::install::install(&src, &dir, &policy, &store, lock.as_ref()) {
+                Ok((path, standing)) => {
+                    if let Some(w) = standing.warning() {
+                        tracing::warn!("{} {w}", path.display());
+                    }
+                    out!("installed {} ({standing:?})", path.display());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        Command::Plugin { command: PluginCommand::Publish { file, reference } } => {
+            let artifact = curator_host::install::read_local(&file)?;
+            let signed = artifact.signature.is_some();
+            let url = curator_host::oci::publish(&artifact, &reference)?;
+            out!("published {} ({}) to {url}", file.display(), if signed { "with its signature" } else { "unsigned" });
             Ok(ExitCode::SUCCESS)
         }
         Command::Plugin { command: PluginCommand::Verify { file, trust_dirs } } => {

@@ -11,6 +11,7 @@ mod executor;
 mod io;
 mod models;
 mod native;
+mod oci;
 mod pipeline_errors;
 mod quickstart;
 mod ray;
