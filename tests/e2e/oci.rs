@@ -42,9 +42,11 @@ fn registry() -> Registry {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // Killed and waited for when dropped, whichever way the test ends.
+    let reg = Registry { child, port, _dir: dir };
     for _ in 0..100 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Registry { child, port, _dir: dir };
+            return reg;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
