@@ -223,7 +223,7 @@ mod tests {
         body.extend_from_slice(manifest.as_bytes());
         let mut m = b"\0asm\x01\0\0\0".to_vec();
         m.push(0);
-        m.push(body.len() as u8);
+        m.push(body.len() as u8); // < 128, single-byte LEB128
         m.extend(body);
         m
     }
@@ -252,20 +252,8 @@ mod tests {
 
     #[test]
     fn manifest_read_from_custom_section() {
-        let manifest = serde_json::json!({
-            "name": "x", "version": "1.0.0", "abi": {"major": curator_core::ABI_MAJOR, "minor": curator_core::ABI_MINOR},
-            "kind": "wasm", "params_schema": {"type": "object"}
-        })
-        .to_string();
         // Core module with one custom section: id 0, size, name len, name, payload.
-        let name = MANIFEST_SECTION.as_bytes();
-        let mut body = vec![name.len() as u8];
-        body.extend_from_slice(name);
-        body.extend_from_slice(manifest.as_bytes());
-        let mut module = b"\0asm\x01\0\0\0".to_vec();
-        module.push(0);
-        module.push(body.len() as u8); // < 128, single-byte LEB128
-        module.extend(body);
+        let module = module("x", "1.0.0");
         let m = manifest_from_bytes(Path::new("x.wasm"), &module).unwrap();
         assert_eq!(m.name, "x");
 
