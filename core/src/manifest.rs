@@ -189,6 +189,14 @@ mod tests {
     }
 
     #[test]
+    fn a_plugin_built_for_a_newer_minor_is_refused_naming_both_versions() {
+        let mut v = sample();
+        v["abi"]["minor"] = serde_json::json!(ABI_MINOR + 1);
+        let err = Manifest::from_json(v.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(err.contains(&format!("built for ABI {ABI_MAJOR}.{}, host supports {ABI_MAJOR}.{ABI_MINOR}", ABI_MINOR + 1)), "{err}");
+    }
+
+    #[test]
     fn abi_major_mismatch_refused() {
         let mut v = sample();
         v["abi"]["major"] = serde_json::json!(ABI_MAJOR + 1);

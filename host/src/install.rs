@@ -32,7 +32,39 @@ pub fn read_local(file: &Path) -> Result<Artifact, InstallError> {
     Ok(Artifact { file_name, bytes, signature })
 }
 
-/// Fetch `src` (`oci://…` or a path), check it, and put it into `dir`; returns its path and
+/// A plugin file at an `https://` URL (plain `http://` only on loopback), and the signature
+/// at the same URL plus `.minisig`.
+pub fn read_url(url: &str) -> Result<Artifact, InstallError> {
+    use object_store::ObjectStoreExt;
+    let err = |e: String| InstallError::Io { path: url.to_string(), source: std::io::Error::other(e) };
+    let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
+    let host = parsed.host_str().unwrap_or_default().to_string();
+    let loopback = host == "localhost" || host.starts_with("127.") || host == "[::1]";
+    if parsed.scheme() == "http" && !loopback {
+        return Err(err("plain http:// is accepted only from this machine; use https://".into()));
+    }
+    let file_name = parsed.path().rsplit('/').next().filter(|n| !n.is_empty() && !n.starts_with('.')).unwrap_or("plugin.wasm").to_string();
+    let origin = parsed.origin().ascii_serialization();
+    let store = object_store::http::HttpBuilder::new()
+        .with_url(origin)
+        .with_client_options(object_store::ClientOptions::new().with_allow_http(loopback))
+        .build()
+        .map_err(|e| err(e.to_string()))?;
+    let path = object_store::path::Path::from(parsed.path().trim_start_matches('/'));
+    let sig_path = object_store::path::Path::from(format!("{}{}", parsed.path().trim_start_matches('/'), trust::SIG_SUFFIX));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| err(e.to_string()))?;
+    let (bytes, signature) = rt.block_on(async {
+        let bytes = store.get(&path).await.map_err(|e| err(e.to_string()))?.bytes().await.map_err(|e| err(e.to_string()))?;
+        let sig = match store.get(&sig_path).await {
+            Ok(r) => r.bytes().await.ok().map(|b| String::from_utf8_lossy(&b).into_owned()),
+            Err(_) => None,
+        };
+        Ok::<_, InstallError>((bytes.to_vec(), sig))
+    })?;
+    Ok(Artifact { file_name, bytes, signature })
+}
+
+/// Fetch `src` (`oci://…`, `https://…` or a path), check it, and put it into `dir`; returns its path and
 /// standing. Nothing lands under its final name unless every check passed.
 pub fn install(
     src: &str,
@@ -41,7 +73,13 @@ pub fn install(
     store: &TrustStore,
     lock: Option<&LockFile>,
 ) -> Result<(PathBuf, Standing), InstallError> {
-    let artifact = if src.starts_with("oci://") { oci::fetch(src)? } else { read_local(Path::new(src))? };
+    let artifact = if src.starts_with("oci://") {
+        oci::fetch(src)?
+    } else if src.starts_with("https://") || src.starts_with("http://") {
+        read_url(src)?
+    } else {
+        read_local(Path::new(src))?
+    };
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     // Checked where it will live (same filesystem), under a name the registry skips.
     let staging = tempfile::Builder::new().prefix(".install-").tempdir_in(dir).map_err(|e| io(dir, e))?;

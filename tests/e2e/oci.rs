@@ -104,3 +104,39 @@ fn a_signed_plugin_round_trips_through_an_oci_registry() {
     assert!(r.stderr.contains("which the lock pins for no plugin"), "{}", r.stderr);
     assert!(!dir.join("locked/word_count_filter.wasm").exists());
 }
+
+#[test]
+fn a_signed_plugin_installs_from_a_url_with_its_signature() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("served")).unwrap();
+    std::fs::copy(guests_dir().join("word_count_filter.wasm"), dir.join("served/word_count_filter.wasm")).unwrap();
+    go(dir, &["plugin", "keygen", "keys/me"]).ok();
+    go(dir, &["plugin", "sign", "served/word_count_filter.wasm", "--key", "keys/me.key"]).ok();
+    std::fs::create_dir_all(dir.join("trust")).unwrap();
+    std::fs::copy(dir.join("keys/me.pub"), dir.join("trust/me.pub")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = std::process::Command::new("python3")
+        .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"])
+        .current_dir(dir.join("served"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let url = format!("http://127.0.0.1:{port}/word_count_filter.wasm");
+    let r = go(dir, &["plugin", "install", &url, "--dir", "installed", "--require-signature", "--trust-dir", "trust"]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(r.ok().stdout.contains("Signed("), "{}", r.stdout);
+    assert!(dir.join("installed/word_count_filter.wasm.minisig").exists());
+    // Plain http from elsewhere is refused.
+    let r = go(dir, &["plugin", "install", "http://example.invalid/x.wasm", "--dir", "installed"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("only from this machine"), "{}", r.stderr);
+}
