@@ -17,7 +17,8 @@ fi
 # The OCI tests push and pull plugins through a real registry on loopback (Debian's
 # docker-registry, the CNCF distribution registry).
 if ! command -v docker-registry >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-    $(command -v sudo || true) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null
+    apt=($(command -v sudo || true) env DEBIAN_FRONTEND=noninteractive apt-get)
+    "${apt[@]}" install -y -qq docker-registry >/dev/null || { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq docker-registry >/dev/null; }
 fi
 # The native-ABI tests compile a plugin written in C against sdk/include/curator_stage.h.
 if ! command -v cc >/dev/null 2>&1; then
