@@ -17,6 +17,7 @@ pub mod shard;
 pub mod spec_error;
 pub mod step;
 pub mod task;
+pub mod trust;
 pub mod tune;
 
 pub use dedup::{DedupAction, DedupMethod, DedupSpec};

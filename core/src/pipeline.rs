@@ -43,39 +43,8 @@ pub struct PipelineSpec {
     /// warned about), `signed` (a valid signature by a key of the trust store), or
     /// `{keys: [ID, ...]}` (signed by one of these key IDs). A signature that does not match
     /// its file is refused whatever this says.
-    #[serde(default, skip_serializing_if = "TrustSpec::is_any")]
-    pub trust: TrustSpec,
-}
-
-/// The pipeline's `trust:` setting.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum TrustSpec {
-    Mode(TrustMode),
-    Keys {
-        /// Key IDs (16 hex digits, as `curator-host plugin keygen` and minisign print them;
-        /// quote them in YAML, or an ID of digits only reads as a number).
-        keys: Vec<String>,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TrustMode {
-    Any,
-    Signed,
-}
-
-impl Default for TrustSpec {
-    fn default() -> Self {
-        TrustSpec::Mode(TrustMode::Any)
-    }
-}
-
-impl TrustSpec {
-    pub fn is_any(&self) -> bool {
-        *self == TrustSpec::Mode(TrustMode::Any)
-    }
+    #[serde(default, skip_serializing_if = "crate::trust::TrustSpec::is_any")]
+    pub trust: crate::trust::TrustSpec,
 }
 
 /// Failure policy (names as in NeMo Curator's executor).

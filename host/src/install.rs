@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use curator_core::pipeline::TrustSpec;
+use curator_core::trust::TrustSpec;
 
 use crate::oci::{self, Artifact};
 use crate::plan::lock::LockFile;
@@ -39,7 +39,7 @@ pub fn read_url(url: &str) -> Result<Artifact, InstallError> {
     let err = |e: String| InstallError::Io { path: url.to_string(), source: std::io::Error::other(e) };
     let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
     let host = parsed.host_str().unwrap_or_default().to_string();
-    let loopback = host == "localhost" || host.starts_with("127.") || host == "[::1]";
+    let loopback = crate::io::storage::is_loopback(&host);
     if parsed.scheme() == "http" && !loopback {
         return Err(err("plain http:// is accepted only from this machine; use https://".into()));
     }
@@ -52,8 +52,7 @@ pub fn read_url(url: &str) -> Result<Artifact, InstallError> {
         .map_err(|e| err(e.to_string()))?;
     let path = object_store::path::Path::from(parsed.path().trim_start_matches('/'));
     let sig_path = object_store::path::Path::from(format!("{}{}", parsed.path().trim_start_matches('/'), trust::SIG_SUFFIX));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| err(e.to_string()))?;
-    let (bytes, signature) = rt.block_on(async {
+    let (bytes, signature) = crate::io::storage::runtime().block_on(async {
         let bytes = store.get(&path).await.map_err(|e| err(e.to_string()))?.bytes().await.map_err(|e| err(e.to_string()))?;
         let sig = match store.get(&sig_path).await {
             Ok(r) => r.bytes().await.ok().map(|b| String::from_utf8_lossy(&b).into_owned()),

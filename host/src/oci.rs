@@ -2,7 +2,7 @@
 //! components (config `application/vnd.wasm.config.v0+json`, layer `application/wasm`), with
 //! the plugin's minisign signature as a second layer and its file name as the layer's title.
 //! Native libraries travel the same way under their own media type. `oci-client` does the
-//! protocol (token auth included) on a private tokio runtime; loopback registries are spoken
+//! protocol (token auth included) on the host's IO runtime; loopback registries are spoken
 //! to over plain HTTP, all others over HTTPS.
 
 use std::collections::BTreeMap;
@@ -41,9 +41,13 @@ fn parse(reference: &str) -> Result<Reference, OciError> {
 }
 
 fn client(r: &Reference) -> Client {
-    let host = r.resolve_registry().split(':').next().unwrap_or_default().to_string();
-    let loopback = host == "localhost" || host.starts_with("127.") || host == "[::1]";
-    let protocol = if loopback { ClientProtocol::Http } else { ClientProtocol::Https };
+    let registry = r.resolve_registry();
+    // `host:port`, `[::1]:port` or a bare host.
+    let host = match registry.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => registry,
+    };
+    let protocol = if crate::io::storage::is_loopback(host) { ClientProtocol::Http } else { ClientProtocol::Https };
     Client::new(ClientConfig { protocol, ..Default::default() })
 }
 
@@ -53,13 +57,6 @@ fn auth() -> RegistryAuth {
         (Ok(u), Ok(p)) => RegistryAuth::Basic(u, p),
         _ => RegistryAuth::Anonymous,
     }
-}
-
-fn runtime(reference: &str) -> Result<tokio::runtime::Runtime, OciError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| OciError::Registry { reference: reference.to_string(), message: e.to_string() })
 }
 
 /// Push `artifact` to `reference`; returns the manifest's URL.
@@ -81,7 +78,7 @@ pub fn publish(artifact: &Artifact, reference: &str) -> Result<String, OciError>
     };
     let manifest = OciImageManifest::build(&layers, &config, None);
     let err = |e: oci_client::errors::OciDistributionError| OciError::Registry { reference: reference.to_string(), message: e.to_string() };
-    runtime(reference)?
+    crate::io::storage::runtime()
         .block_on(async { client(&r).push(&r, &layers, config, &auth(), Some(manifest)).await.map(|p| p.manifest_url).map_err(err) })
 }
 
@@ -89,7 +86,7 @@ pub fn publish(artifact: &Artifact, reference: &str) -> Result<String, OciError>
 pub fn fetch(reference: &str) -> Result<Artifact, OciError> {
     let r = parse(reference)?;
     let err = |e: oci_client::errors::OciDistributionError| OciError::Registry { reference: reference.to_string(), message: e.to_string() };
-    let image = runtime(reference)?
+    let image = crate::io::storage::runtime()
         .block_on(async { client(&r).pull(&r, &auth(), vec![WASM_LAYER, NATIVE_LAYER, SIGNATURE_LAYER]).await.map_err(err) })?;
     let bad = |message: &str| OciError::Registry { reference: reference.to_string(), message: message.to_string() };
     let plugin = image

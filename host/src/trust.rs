@@ -7,7 +7,7 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use curator_core::pipeline::{TrustMode, TrustSpec};
+use curator_core::trust::{TrustMode, TrustSpec};
 use minisign::{KeyPair, PublicKey, PublicKeyBox, SecretKeyBox, SignatureBox};
 
 pub const SIG_SUFFIX: &str = ".minisig";

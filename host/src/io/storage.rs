@@ -19,7 +19,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::IoError;
 
-fn runtime() -> &'static tokio::runtime::Runtime {
+/// The private runtime every async client of the host runs on (object stores, OCI registries).
+pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -29,6 +30,12 @@ fn runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .unwrap_or_else(|e| panic!("cannot start the IO runtime: {e}"))
     })
+}
+
+/// Whether `host` (a URL's host, without port) is this machine: the only place plain HTTP is
+/// spoken to (test registries and servers on loopback).
+pub(crate) fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.starts_with("127.") || host == "[::1]" || host == "::1"
 }
 
 /// A file or directory, local or in an object store.
