@@ -1,0 +1,201 @@
+//! Where clips begin and end: a fixed stride (NeMo Curator's `FixedStrideExtractorStage`) or
+//! scene cuts found from the content distance between consecutive frames (PySceneDetect's
+//! content detector: the mean absolute difference of hue, saturation and value, 0–255).
+
+use crate::frames::Frames;
+
+/// A clip of a video, in seconds from its start: `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub start: f64,
+    pub end: f64,
+}
+
+impl Span {
+    pub fn len(&self) -> f64 {
+        self.end - self.start
+    }
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+    /// The frames whose times lie in the span.
+    pub fn frames(&self, times: &[f64]) -> std::ops::Range<usize> {
+        let a = times.partition_point(|&t| t < self.start - 1e-9);
+        let b = times.partition_point(|&t| t < self.end - 1e-9);
+        a..b.max(a)
+    }
+}
+
+/// Clips of `clip_len_s` every `stride_s` seconds; the last one ends with the video and is kept
+/// only if it lasts at least `min_len_s`.
+pub fn fixed_stride(duration_s: f64, clip_len_s: f64, stride_s: f64, min_len_s: f64) -> Vec<Span> {
+    let mut out = Vec::new();
+    if !(clip_len_s > 0.0 && stride_s > 0.0) {
+        return out;
+    }
+    let mut k = 0u64;
+    loop {
+        // Multiply rather than accumulate, so boundaries stay exact multiples of the stride.
+        let start = k as f64 * stride_s;
+        if start >= duration_s - 1e-9 {
+            break;
+        }
+        let end = (start + clip_len_s).min(duration_s);
+        if end - start >= min_len_s - 1e-9 {
+            out.push(Span { start, end });
+        }
+        k += 1;
+    }
+    out
+}
+
+/// OpenCV-style HSV of an RGB pixel: hue 0–179, saturation and value 0–255.
+fn hsv(r: u8, g: u8, b: u8) -> [i32; 3] {
+    let (r, g, b) = (r as i32, g as i32, b as i32);
+    let v = r.max(g).max(b);
+    let min = r.min(g).min(b);
+    let d = v - min;
+    let s = if v == 0 { 0 } else { (255 * d + v / 2) / v };
+    let h = if d == 0 {
+        0
+    } else if v == r {
+        (30 * (g - b) / d).rem_euclid(180)
+    } else if v == g {
+        60 + 30 * (b - r) / d
+    } else {
+        120 + 30 * (r - g) / d
+    };
+    [h, s, v]
+}
+
+/// The content distance between each frame and the one before it (`scores[0]` is 0).
+pub fn content_scores(f: &Frames) -> Vec<f64> {
+    let pixels = f.width * f.height;
+    let mut prev: Vec<[i32; 3]> = Vec::new();
+    let mut out = Vec::with_capacity(f.len());
+    for i in 0..f.len() {
+        let frame = f.frame(i);
+        let cur: Vec<[i32; 3]> = match f.channels {
+            3 => frame.chunks_exact(3).map(|p| hsv(p[0], p[1], p[2])).collect(),
+            _ => (0..pixels).map(|p| [0, 0, frame[p * f.channels] as i32]).collect(),
+        };
+        let score = if prev.is_empty() || pixels == 0 {
+            0.0
+        } else {
+            let sum: i64 = cur.iter().zip(&prev).map(|(a, b)| (0..3).map(|c| (a[c] - b[c]).abs() as i64).sum::<i64>()).sum();
+            let planes = if f.channels == 3 { 3 } else { 1 };
+            sum as f64 / (pixels * planes) as f64
+        };
+        out.push(score);
+        prev = cur;
+    }
+    out
+}
+
+/// Frames that start a new scene: content distance at least `threshold`, and at least
+/// `min_scene_frames` after the previous cut.
+pub fn scene_cuts(scores: &[f64], threshold: f64, min_scene_frames: usize) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    let mut last = 0usize;
+    for (i, &s) in scores.iter().enumerate().skip(1) {
+        if s >= threshold && i - last >= min_scene_frames.max(1) {
+            cuts.push(i);
+            last = i;
+        }
+    }
+    cuts
+}
+
+/// How a scene longer than the longest clip becomes clips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LongScenes {
+    /// Keep its first `max_len_s`.
+    Truncate,
+    /// Cut it into consecutive clips of `max_len_s` (the last kept if at least `min_len_s`).
+    Stride,
+}
+
+/// Clips from scene boundaries: scenes are `[times[cut k], times[cut k+1])`, the first from 0
+/// and the last to `duration_s`; each is shortened by `crop_s` at both ends, dropped when
+/// shorter than `min_len_s`, and cut to `max_len_s` (0: no limit) as `long` says.
+pub fn scenes_to_clips(
+    cuts: &[usize],
+    times: &[f64],
+    duration_s: f64,
+    crop_s: f64,
+    min_len_s: f64,
+    max_len_s: f64,
+    long: LongScenes,
+) -> Vec<Span> {
+    let mut bounds = vec![0.0];
+    bounds.extend(cuts.iter().filter_map(|&c| times.get(c).copied()));
+    bounds.push(duration_s);
+    let mut out = Vec::new();
+    for w in bounds.windows(2) {
+        let scene = Span { start: w[0] + crop_s, end: w[1] - crop_s };
+        if scene.len() < min_len_s - 1e-9 || scene.is_empty() {
+            continue;
+        }
+        if max_len_s <= 0.0 || scene.len() <= max_len_s + 1e-9 {
+            out.push(scene);
+            continue;
+        }
+        match long {
+            LongScenes::Truncate => out.push(Span { start: scene.start, end: scene.start + max_len_s }),
+            LongScenes::Stride => out.extend(
+                fixed_stride(scene.len(), max_len_s, max_len_s, min_len_s)
+                    .into_iter()
+                    .map(|s| Span { start: scene.start + s.start, end: scene.start + s.end }),
+            ),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_stride_boundaries_are_exact() {
+        let s = fixed_stride(10.5, 3.0, 3.0, 1.0);
+        assert_eq!(s.iter().map(|s| (s.start, s.end)).collect::<Vec<_>>(), [(0.0, 3.0), (3.0, 6.0), (6.0, 9.0), (9.0, 10.5)]);
+        // The short tail is dropped below the minimum; overlapping strides work too.
+        assert_eq!(fixed_stride(10.5, 3.0, 3.0, 2.0).len(), 3);
+        assert_eq!(fixed_stride(4.0, 2.0, 1.0, 2.0).iter().map(|s| s.start).collect::<Vec<_>>(), [0.0, 1.0, 2.0]);
+        assert!(fixed_stride(4.0, 0.0, 1.0, 0.0).is_empty());
+    }
+
+    fn solid(frames: &mut Frames, t: f64, rgb: [u8; 3]) {
+        let px: Vec<u8> = (0..frames.width * frames.height).flat_map(|_| rgb).collect();
+        frames.push(t, &px);
+    }
+
+    #[test]
+    fn a_colour_change_is_a_cut_and_clips_follow_scenes() {
+        let mut f = Frames::new(4, 4, 3);
+        for i in 0..30 {
+            let colour = if i < 12 { [200, 30, 30] } else if i < 20 { [30, 120, 30] } else { [30, 30, 200] };
+            solid(&mut f, i as f64 / 10.0, colour);
+        }
+        let scores = content_scores(&f);
+        assert_eq!(scene_cuts(&scores, 27.0, 5), [12, 20]);
+        // Too close together: the second cut is refused.
+        assert_eq!(scene_cuts(&scores, 27.0, 10), [12]);
+        let clips = scenes_to_clips(&[12, 20], &f.times, 3.0, 0.0, 0.5, 0.0, LongScenes::Truncate);
+        assert_eq!(clips.iter().map(|s| (s.start, s.end)).collect::<Vec<_>>(), [(0.0, 1.2), (1.2, 2.0), (2.0, 3.0)]);
+        assert_eq!(clips[1].frames(&f.times), 12..20);
+        let long = scenes_to_clips(&[], &f.times, 3.0, 0.0, 0.5, 1.0, LongScenes::Stride);
+        assert_eq!(long.len(), 3);
+        let cut = scenes_to_clips(&[], &f.times, 3.0, 0.0, 0.5, 1.0, LongScenes::Truncate);
+        assert_eq!(cut.iter().map(|s| (s.start, s.end)).collect::<Vec<_>>(), [(0.0, 1.0)]);
+    }
+
+    #[test]
+    fn hsv_matches_opencv_for_primaries() {
+        assert_eq!(hsv(255, 0, 0), [0, 255, 255]);
+        assert_eq!(hsv(0, 255, 0), [60, 255, 255]);
+        assert_eq!(hsv(0, 0, 255), [120, 255, 255]);
+        assert_eq!(hsv(128, 128, 128), [0, 0, 128]);
+    }
+}
