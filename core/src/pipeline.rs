@@ -143,6 +143,8 @@ pub enum Format {
     #[default]
     Jsonl,
     Parquet,
+    /// Video files (MP4/MOV/MKV/WebM), one document per file: a source format only.
+    Video,
 }
 
 /// A size: bytes as a number, or text like `64MB`, `1.5GiB` (powers of 1024).
@@ -174,7 +176,8 @@ pub struct SourceSpec {
     /// `az://`, `file://`) or a list of them. Relative paths are resolved against the
     /// pipeline file's directory.
     pub path: OneOrMany,
-    /// `jsonl` or `parquet`; by default from each file's extension (`.parquet` or JSONL).
+    /// `jsonl`, `parquet` or `video`; by default from each file's extension (`.parquet`, a
+    /// video extension such as `.mp4`, or JSONL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<Format>,
     /// Whole files per partition (exclusive with `blocksize`). Default: 1.
@@ -280,7 +283,7 @@ impl SinkSpec {
     /// The compression in effect.
     pub fn compression(&self) -> Compression {
         self.compression.unwrap_or(match self.format {
-            Format::Jsonl => Compression::None,
+            Format::Jsonl | Format::Video => Compression::None,
             Format::Parquet => Compression::Zstd,
         })
     }
@@ -466,6 +469,9 @@ impl PipelineSpec {
         }
         if self.sink.row_group_size == Some(0) {
             errors.push(SpecError::new(file, "sink.row_group_size", "must be > 0"));
+        }
+        if self.sink.format == Format::Video {
+            errors.push(SpecError::new(file, "sink.format", "video is a source format; write clips with the clip_writer stage and their index as jsonl or parquet"));
         }
         let dedups: Vec<usize> = self.stages.iter().enumerate().filter(|(_, s)| matches!(s, Step::Dedup(_))).map(|(i, _)| i).collect();
         for &i in dedups.iter().skip(1) {

@@ -9,12 +9,9 @@ use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
 use curator_core::PluginKind;
-use curator_core::pipeline::Format;
 
 use super::instance::instance_limits;
 use crate::io::IoError;
-use crate::io::jsonl::JsonlReader;
-use crate::io::parquet::ParquetReader;
 use crate::plan::{Plan, PlannedStage};
 use crate::stage::{StageCall, StageFailure, call_and_apply};
 use crate::wasm::WasmRuntime;
@@ -67,22 +64,10 @@ pub fn read_sample(plan: &Plan, max_docs: usize) -> Result<Vec<RecordBatch>, Ben
     for partition in &plan.partitions {
         for part in &partition.parts {
             let input = &plan.inputs[part.file];
-            match input.format {
-                Format::Jsonl => {
-                    let mut r = JsonlReader::open(input, part.extent, opts.clone())?;
-                    while let Some(b) = r.next_batch(batch_size)? {
-                        if !keep(b, &mut out) {
-                            return Ok(out);
-                        }
-                    }
-                }
-                Format::Parquet => {
-                    let mut r = ParquetReader::open(input, part.extent, opts.clone(), batch_size)?;
-                    while let Some(b) = r.next_batch()? {
-                        if !keep(b, &mut out) {
-                            return Ok(out);
-                        }
-                    }
+            let mut r = super::read::PartReader::open(input, part.extent, &opts, batch_size)?;
+            while let Some(b) = r.next_batch(batch_size)? {
+                if !keep(b, &mut out) {
+                    return Ok(out);
                 }
             }
         }

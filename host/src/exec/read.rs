@@ -7,31 +7,45 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 
 use curator_core::TaskMeta;
+use curator_core::partition::Extent;
 use curator_core::pipeline::Format;
 
-use crate::io::jsonl::{JsonlReader, reader_schema};
+use crate::io::jsonl::{JsonlReader, ReadOptions, reader_schema};
 use crate::io::parquet::ParquetReader;
+use crate::io::video::VideoReader;
 use crate::io::writer::RecordWriter;
-use crate::io::{IoError, Reject};
+use crate::io::{InputFile, IoError, Reject};
 
 use super::{Ctx, Outlet, RunError, Task};
 
 /// A reader over one part of a partition.
-enum PartReader {
+pub(super) enum PartReader {
     Jsonl(JsonlReader),
     Parquet(ParquetReader),
+    Video(VideoReader),
 }
 
 impl PartReader {
-    fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
+    pub(super) fn open(input: &InputFile, extent: Extent, opts: &ReadOptions, batch_size: usize) -> Result<PartReader, IoError> {
+        Ok(match input.format {
+            Format::Jsonl => PartReader::Jsonl(JsonlReader::open(input, extent, opts.clone())?),
+            Format::Parquet => PartReader::Parquet(ParquetReader::open(input, extent, opts.clone(), batch_size)?),
+            Format::Video => PartReader::Video(VideoReader::open(input, opts)),
+        })
+    }
+
+    /// The next batch of at most `n` documents (Parquet: one row group).
+    pub(super) fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         match self {
             PartReader::Jsonl(r) => r.next_batch(n),
             PartReader::Parquet(r) => r.next_batch(),
+            PartReader::Video(r) => r.next_batch(),
         }
     }
-    fn take_rejects(&mut self) -> Vec<Reject> {
+    pub(super) fn take_rejects(&mut self) -> Vec<Reject> {
         match self {
             PartReader::Jsonl(r) => r.take_rejects(),
+            PartReader::Video(r) => r.take_rejects(),
             PartReader::Parquet(_) => Vec::new(),
         }
     }
@@ -71,10 +85,7 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
         for part in &partition.parts {
             let input = &plan.inputs[part.file];
             let source = plan.describe_part(part);
-            let mut reader = match input.format {
-                Format::Jsonl => PartReader::Jsonl(JsonlReader::open(input, part.extent, opts.clone())?),
-                Format::Parquet => PartReader::Parquet(ParquetReader::open(input, part.extent, opts.clone(), batch_size)?),
-            };
+            let mut reader = PartReader::open(input, part.extent, &opts, batch_size)?;
             let mut row = 0u64;
             loop {
                 if ctx.sources_stopped() {

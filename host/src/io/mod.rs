@@ -6,6 +6,7 @@ pub mod jsonl;
 pub mod parquet;
 pub mod shards;
 pub mod storage;
+pub mod video;
 pub mod writer;
 
 use std::io::{BufRead, BufReader, Read};
@@ -105,16 +106,23 @@ fn matches_ext(name: &str, exts: &[String]) -> bool {
 /// Format and compression from a file name.
 pub fn sniff_name(name: &str, format: Option<Format>) -> (Format, bool) {
     let lower = name.to_lowercase();
-    let format = format.unwrap_or(if lower.ends_with(".parquet") || lower.ends_with(".pq") { Format::Parquet } else { Format::Jsonl });
+    let format = format.unwrap_or(if lower.ends_with(".parquet") || lower.ends_with(".pq") {
+        Format::Parquet
+    } else if curator_video::container::VIDEO_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
+        Format::Video
+    } else {
+        Format::Jsonl
+    });
     let compressed = format == Format::Jsonl && [".gz", ".zst", ".zstd"].iter().any(|e| lower.ends_with(e));
     (format, compressed)
 }
 
 /// Expand source locations (files, directories read recursively in name order, URL prefixes).
 pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Format>) -> Result<Vec<InputFile>, IoError> {
-    let exts: Vec<String> = match extensions {
-        Some(e) => e.to_vec(),
-        None => DEFAULT_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
+    let exts: Vec<String> = match (extensions, format) {
+        (Some(e), _) => e.to_vec(),
+        (None, Some(Format::Video)) => curator_video::container::VIDEO_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
+        (None, _) => DEFAULT_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
     };
     let mut files = Vec::new();
     for loc in locs {

@@ -346,6 +346,7 @@ fn plan_locked(
             (Format::Parquet, _, _) => Splittable::Units(io::parquet::row_group_sizes(f)?),
             (Format::Jsonl, true, _) => Splittable::No,
             (Format::Jsonl, false, _) => Splittable::Bytes,
+            (Format::Video, _, _) => Splittable::No,
         };
         infos.push(FileInfo { size: f.size, split });
     }

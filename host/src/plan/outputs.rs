@@ -53,7 +53,8 @@ pub fn partition_output_name(inputs: &[InputFile], parts: &[Part], index: usize,
 
 pub(super) fn sink_ext(sink: &SinkSpec) -> String {
     match sink.format {
-        Format::Jsonl => format!(".jsonl{}", sink.compression().suffix()),
+        // (A video sink is refused by validation.)
+        Format::Jsonl | Format::Video => format!(".jsonl{}", sink.compression().suffix()),
         Format::Parquet => ".parquet".to_string(),
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! A row without frames (a video that decoded to nothing) has an empty `frames` value.
 
-use curator_sdk::{Batch, Column, StageError};
+use curator_sdk::{Batch, Column, ColumnType, StageError};
 
 pub const FRAMES: &str = "frames";
 pub const FRAME_TIMES: &str = "frame_times";
@@ -85,6 +85,44 @@ impl Frames {
     }
 }
 
+/// What a decoder is asked for: frames at `fps` (0: every frame), scaled to `width` × `height`
+/// with `channels` bytes a pixel (1: luma, 3: RGB), at most `max_frames` (0: no limit).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Target {
+    pub fps: f64,
+    pub width: usize,
+    pub height: usize,
+    pub channels: usize,
+    pub max_frames: usize,
+}
+
+/// Picks frames at a target rate from frames in presentation order: the first frame at or
+/// after each tick of `1 / fps` seconds.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    step: f64,
+    next: f64,
+}
+
+impl Sampler {
+    pub fn new(fps: f64) -> Sampler {
+        Sampler { step: if fps > 0.0 { 1.0 / fps } else { 0.0 }, next: f64::NEG_INFINITY }
+    }
+
+    /// Whether the frame at `pts` is kept.
+    pub fn keep(&mut self, pts: f64) -> bool {
+        if self.step == 0.0 {
+            return true;
+        }
+        if pts + 1e-6 < self.next {
+            return false;
+        }
+        // The next tick after this frame, on the grid k × step (no drift over long videos).
+        self.next = ((pts + 1e-6) / self.step).floor() * self.step + self.step;
+        true
+    }
+}
+
 /// The frame columns for `rows`, in order.
 pub fn to_columns(rows: &[Frames]) -> Vec<Column> {
     let times: Vec<Vec<u8>> = rows.iter().map(Frames::times_bytes).collect();
@@ -122,6 +160,23 @@ pub fn from_batch(batch: &Batch) -> Result<Vec<Frames>, StageError> {
     Ok(out)
 }
 
+/// A numeric column as f64 per row, whether typed (float64, int64) or text, as fields the
+/// host fills in from the source's `_meta` arrive (`"12.5"`); a missing or unparsable value
+/// is `None`.
+pub fn numbers(batch: &Batch, name: &str) -> Result<Vec<Option<f64>>, StageError> {
+    let col = batch.column(name).map_err(|_| StageError::Failed(format!("no {name:?} column")))?;
+    let n = batch.num_rows as usize;
+    Ok(match col.ty {
+        ColumnType::Float64 => col.f64_values()?.into_iter().enumerate().map(|(i, v)| col.is_valid(i).then_some(v)).collect(),
+        ColumnType::Int64 => col.i64_values()?.into_iter().enumerate().map(|(i, v)| col.is_valid(i).then_some(v as f64)).collect(),
+        ColumnType::Utf8 => {
+            let s = col.strings()?;
+            (0..n).map(|i| s.get(i).and_then(|v| v.trim().parse::<f64>().ok())).collect()
+        }
+        other => return Err(StageError::Failed(format!("column {name:?} has type {other:?}, expected a number"))),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +193,17 @@ mod tests {
         let mut lying = batch.clone();
         lying.columns[2] = Column::int64(FRAME_WIDTH, &[3, 4]);
         assert!(from_batch(&lying).unwrap_err().to_string().contains("do not hold 2 frames of 3x1x3"));
+    }
+
+    #[test]
+    fn the_sampler_keeps_one_frame_per_tick() {
+        let mut s = Sampler::new(2.0);
+        let kept: Vec<usize> = (0..30).filter(|&i| s.keep(i as f64 / 10.0)).collect();
+        assert_eq!(kept, [0, 5, 10, 15, 20, 25]);
+        let mut all = Sampler::new(0.0);
+        assert!((0..5).all(|i| all.keep(i as f64)));
+        // A 30 fps source sampled at 30 fps keeps every frame despite rounding.
+        let mut same = Sampler::new(30.0);
+        assert_eq!((0..300).filter(|&i| same.keep(i as f64 / 30.0)).count(), 300);
     }
 }

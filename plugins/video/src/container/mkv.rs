@@ -60,7 +60,8 @@ pub(super) fn open(file: File, size: u64, path: &str) -> Result<(Probe, Frames),
     };
     let scale = mkv.info().timestamp_scale().get() as f64 / 1e9;
     let (width, height) = t.video().map(|v| (v.pixel_width().get() as u32, v.pixel_height().get() as u32)).unwrap_or((0, 0));
-    let fps = t.default_duration().map(|d| 1e9 / d.get() as f64).unwrap_or(0.0);
+    // Rounded: Matroska stores nanoseconds per frame (33333333 for 30 fps).
+    let fps = t.default_duration().map(|d| (1e12 / d.get() as f64).round() / 1e3).unwrap_or(0.0);
     let duration_s = mkv.info().duration().map(|d| d * scale).unwrap_or(0.0);
     let probe = Probe {
         container: "matroska",
