@@ -22,3 +22,4 @@ mod scheduling;
 mod semantic;
 mod shards;
 mod trust;
+mod video;

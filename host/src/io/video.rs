@@ -1,6 +1,6 @@
 //! The `video` source: one document per video file, described from its container without
 //! decoding (`curator_video::probe`): `id` is the file's path under the source, `text` its
-//! path on disk (what the video stages open), and `_meta` holds `path`, `container`, `codec`,
+//! path on disk (what the video stages open), and `_meta` holds `id`, `path`, `container`, `codec`,
 //! `width`, `height`, `fps`, `duration_s`, `num_frames` and `size`. A file that is not a
 //! video, is cut short, or holds a codec the stages cannot decode is a [`Reject`] with the
 //! reason (`_rejected/`), and the run goes on.
@@ -47,6 +47,7 @@ impl VideoReader {
         };
         let text = path.display().to_string();
         let meta = serde_json::json!({
+            "id": self.input.rel,
             "path": text,
             "container": probe.container,
             "codec": probe.codec.name(),

@@ -255,9 +255,24 @@ pub fn plan_spec(spec: PipelineSpec, label: &str, base: &Path, registry: &Regist
     plan_locked(spec, label, base, registry, opts, None)
 }
 
+/// Create the directories of writable grants that do not exist yet (a stage's output
+/// directory, such as `clip_writer`'s `clips`), once every stage resolved cleanly.
+fn create_writable_grants(label: &str, stages: &[PlannedStage]) -> Vec<SpecError> {
+    let mut errors = Vec::new();
+    for s in stages {
+        for g in s.grants.iter().filter(|g| g.writable && !g.host_path.exists()) {
+            if let Err(e) = std::fs::create_dir_all(&g.host_path) {
+                errors.push(SpecError::new(label, format!("stages[{}].grants.{}", s.index, g.name), format!("cannot create {}: {e}", g.host_path.display())));
+            }
+        }
+    }
+    errors
+}
+
 /// Check a parsed spec. Relative paths resolve against `base`. Every mistake found is
 /// reported at once, each with its path in the file; nothing is created or read but the
-/// listing of the inputs (and, with `check_setup`, a throw-away instance per stage).
+/// listing of the inputs (and, with `check_setup`, a throw-away instance per stage), except
+/// the missing directories of writable grants once the stages resolved cleanly.
 fn plan_locked(
     spec: PipelineSpec,
     label: &str,
@@ -279,6 +294,9 @@ fn plan_locked(
         let cores = crate::os::available_cores() as f64 * spec.execution.cpu_allocation_percentage;
         errors.extend(place_gpu_stages(label, &mut stages, cores));
         errors.extend(check_memory(label, &stages));
+    }
+    if errors.is_empty() {
+        errors.extend(create_writable_grants(label, &stages));
     }
     if let Some(runtime) = opts.check_setup {
         let failed = errors.clone();

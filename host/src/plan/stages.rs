@@ -195,7 +195,9 @@ fn plan_plugin(
                         ));
                     }
                     let host_path = resolve(base, g.path());
-                    if !host_path.is_dir() {
+                    // A writable grant that does not exist yet is created once the plan holds
+                    // (`plan::create_writable_grants`), like an output directory.
+                    if !host_path.is_dir() && !(g.writable() && !host_path.exists()) {
                         errors.push(SpecError::new(
                             label,
                             at(&format!("grants.{name}")),

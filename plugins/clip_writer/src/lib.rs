@@ -5,8 +5,8 @@
 //! gains `clip_path`; the frame columns are dropped (the pipeline's sink then
 //! writes the clip index: id, video, start, end, scores, path).
 //!
-//! A clip file appears under its final name only when complete (`.<name>.tmp.mp4` until
-//! then), so a killed run leaves no partial clip; a rerun writes it again.
+//! A clip file appears under its final name only when complete (`.<name>.tmp-<pid>.mp4` until
+//! then), so a killed run leaves no partial clip under a final name; a rerun writes it again.
 
 use std::path::{Path, PathBuf};
 

@@ -3,8 +3,10 @@
 //! consecutive frames, 0–1) and `motion_patch_max` (the same for the most-moving cell of a
 //! 16 × 16 grid), and keeps a clip that moves as a whole (`global_mean_threshold`) or somewhere
 //! (`patch_max_threshold`). Scores come from frame differences, not motion vectors, so their
-//! scale differs from NeMo's: the defaults are ours (one grey level per pixel and frame on
-//! average, five in the busiest patch).
+//! scale differs from NeMo's. The defaults (0.001 and 0.005: a quarter of a grey level per pixel
+//! and frame on average, 1.3 in the busiest patch) separate still from moving footage at the
+//! decoder's default 48 × 27 frames, where downscaling has averaged the noise away; a still
+//! shot scores 0 to 1e-5, slow synthetic motion 0.0015 and up.
 
 use curator_sdk::prelude::*;
 use curator_video::frames;
@@ -20,10 +22,10 @@ use curator_video::motion;
 )]
 pub struct MotionFilter {
     /// Keep a clip whose mean motion over the whole frame is at least this (0-1).
-    #[param(default = 0.004, min = 0.0, max = 1.0)]
+    #[param(default = 0.001, min = 0.0, max = 1.0)]
     pub global_mean_threshold: f64,
     /// Keep a clip whose most-moving patch has at least this mean motion (0-1).
-    #[param(default = 0.02, min = 0.0, max = 1.0)]
+    #[param(default = 0.005, min = 0.0, max = 1.0)]
     pub patch_max_threshold: f64,
     /// Only write the scores; keep every clip.
     #[param(default = false)]

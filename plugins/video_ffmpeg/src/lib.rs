@@ -149,13 +149,13 @@ pub struct ClipEncoder {
 const MILLIS: ff::Rational = ff::Rational(1, 1000);
 
 impl ClipEncoder {
-    /// Start `path` (written as `.<name>.tmp.mp4` beside it until [`ClipEncoder::finish`]):
+    /// Start `path` (written as `.<name>.tmp-<pid>.mp4` beside it until [`ClipEncoder::finish`]):
     /// `width` × `height` (rounded down to even) at about `fps`, quality `crf` (libx264).
     pub fn create(path: &Path, width: u32, height: u32, fps: f64, crf: u32) -> Result<ClipEncoder, String> {
         ff::init().map_err(|e| format!("FFmpeg: {e}"))?;
         let (w, h) = (width & !1, height & !1);
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{name}.tmp.mp4"));
+        let tmp = path.with_file_name(format!(".{name}.tmp-{}.mp4", std::process::id()));
         let mut output = ff::format::output(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
         let global_header = output.format().flags().contains(ff::format::Flags::GLOBAL_HEADER);
         let codec = ff::encoder::find_by_name("libx264")

@@ -86,14 +86,20 @@ fn push_json_str(line: &mut Vec<u8>, s: &str) {
     let _ = serde_json::to_writer(&mut *line, s);
 }
 
-/// Columns of `batch` other than id, text and _meta.
+/// Columns of `batch` other than id, text and _meta. The id is written from `_meta` (the input's
+/// own field); a batch a stage built itself (no `_meta`, e.g. one row per clip) keeps its `id`
+/// column as a field.
 pub fn extra_columns(batch: &RecordBatch) -> Vec<(&str, &ArrayRef)> {
+    let own_ids = batch.column_by_name(META).is_none();
     batch
         .schema_ref()
         .fields()
         .iter()
         .zip(batch.columns())
-        .filter(|(f, _)| ![super::super::ID, TEXT, META, super::super::ROW].contains(&f.name().as_str()))
+        .filter(|(f, _)| {
+            let name = f.name().as_str();
+            (own_ids && name == super::super::ID) || ![super::super::ID, TEXT, META, super::super::ROW].contains(&name)
+        })
         .map(|(f, a)| (f.name().as_str(), a))
         .collect()
 }
