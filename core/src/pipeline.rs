@@ -471,7 +471,11 @@ impl PipelineSpec {
             errors.push(SpecError::new(file, "sink.row_group_size", "must be > 0"));
         }
         if self.sink.format == Format::Video {
-            errors.push(SpecError::new(file, "sink.format", "video is a source format; write clips with the clip_writer stage and their index as jsonl or parquet"));
+            errors.push(SpecError::new(
+                file,
+                "sink.format",
+                "video is a source format; write clips with the clip_writer stage and their index as jsonl or parquet",
+            ));
         }
         let dedups: Vec<usize> = self.stages.iter().enumerate().filter(|(_, s)| matches!(s, Step::Dedup(_))).map(|(i, _)| i).collect();
         for &i in dedups.iter().skip(1) {

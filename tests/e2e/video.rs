@@ -39,7 +39,8 @@ fn run(dir: &Path, yaml: &str) -> Run {
         .into()
 }
 
-const DECODE: &str = "  - plugin: video_decode\n    params: {device: cpu, fps: 0, width: 32, height: 24}\n    resources: {gpu_memory_gb: 0}\n";
+const DECODE: &str =
+    "  - plugin: video_decode\n    params: {device: cpu, fps: 0, width: 32, height: 24}\n    resources: {gpu_memory_gb: 0}\n";
 
 /// Every output row of a run's sink (all partitions), sorted by id.
 fn rows(out: &Path) -> Vec<serde_json::Value> {
@@ -71,11 +72,8 @@ fn the_source_describes_each_video_and_rejects_broken_files_with_the_reason() {
     assert_eq!((mp4["fps"].as_f64(), mp4["duration_s"].as_f64(), mp4["num_frames"].as_u64()), (Some(30.0), Some(11.0), Some(330)));
     assert_eq!((docs[0]["codec"].as_str(), docs[0]["container"].as_str()), (Some("hevc"), Some("matroska")));
     // The three broken files are quarantined with what is wrong with each; the run went on.
-    let rejected: Vec<serde_json::Value> = std::fs::read_dir(out.join("_rejected"))
-        .unwrap()
-        .flatten()
-        .flat_map(|e| read_jsonl(&e.path()))
-        .collect();
+    let rejected: Vec<serde_json::Value> =
+        std::fs::read_dir(out.join("_rejected/bad")).unwrap().flatten().flat_map(|e| read_jsonl(&e.path())).collect();
     let reason = |name: &str| {
         rejected.iter().find(|r| r["source"].as_str().unwrap().ends_with(name)).map(|r| r["reason"].as_str().unwrap().to_string())
     };

@@ -36,7 +36,10 @@ fn open_writer(sink: &SinkSpec, loc: &Loc, text_field: &str) -> Result<Box<dyn O
         Format::Parquet => Box::new(ParquetWriter::create(loc, sink.compression(), sink.row_group_size.unwrap_or(65536), text_field)?),
         // Refused by the pipeline's validation; never a sink.
         Format::Video => {
-            return Err(IoError::Write { path: loc.display(), source: std::io::Error::other("video is a source format, not a sink format") });
+            return Err(IoError::Write {
+                path: loc.display(),
+                source: std::io::Error::other("video is a source format, not a sink format"),
+            });
         }
     })
 }

@@ -39,7 +39,8 @@ impl VideoReader {
             return Ok(None);
         }
         let super::Loc::Local(path) = self.input.loc.clone() else {
-            return self.reject("video sources read local files (or a mounted bucket); object-store URLs are not supported for video yet".into());
+            return self
+                .reject("video sources read local files (or a mounted bucket); object-store URLs are not supported for video yet".into());
         };
         let probe = match curator_video::probe(&path) {
             Ok(p) => p,

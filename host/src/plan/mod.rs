@@ -262,7 +262,11 @@ fn create_writable_grants(label: &str, stages: &[PlannedStage]) -> Vec<SpecError
     for s in stages {
         for g in s.grants.iter().filter(|g| g.writable && !g.host_path.exists()) {
             if let Err(e) = std::fs::create_dir_all(&g.host_path) {
-                errors.push(SpecError::new(label, format!("stages[{}].grants.{}", s.index, g.name), format!("cannot create {}: {e}", g.host_path.display())));
+                errors.push(SpecError::new(
+                    label,
+                    format!("stages[{}].grants.{}", s.index, g.name),
+                    format!("cannot create {}: {e}", g.host_path.display()),
+                ));
             }
         }
     }

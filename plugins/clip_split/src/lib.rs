@@ -156,7 +156,8 @@ mod tests {
 
     #[test]
     fn fixed_stride_ignores_content() {
-        let mut stage = NativeStage::new::<ClipSplit>(r#"{"method": "fixed", "clip_len_s": 1.0, "stride_s": 1.0, "min_clip_s": 0.5}"#).unwrap();
+        let mut stage =
+            NativeStage::new::<ClipSplit>(r#"{"method": "fixed", "clip_len_s": 1.0, "stride_s": 1.0, "min_clip_s": 0.5}"#).unwrap();
         let b = video(&[(25, [10, 10, 10])]);
         assert_eq!(spans(stage.process(b).unwrap()), [(0.0, 1.0, 10), (1.0, 2.0, 10), (2.0, 2.5, 5)]);
     }

@@ -175,7 +175,13 @@ mod tests {
     fn a_colour_change_is_a_cut_and_clips_follow_scenes() {
         let mut f = Frames::new(4, 4, 3);
         for i in 0..30 {
-            let colour = if i < 12 { [200, 30, 30] } else if i < 20 { [30, 120, 30] } else { [30, 30, 200] };
+            let colour = if i < 12 {
+                [200, 30, 30]
+            } else if i < 20 {
+                [30, 120, 30]
+            } else {
+                [30, 30, 200]
+            };
             solid(&mut f, i as f64 / 10.0, colour);
         }
         let scores = content_scores(&f);

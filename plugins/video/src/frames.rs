@@ -148,7 +148,9 @@ pub fn from_batch(batch: &Batch) -> Result<Vec<Frames>, StageError> {
         let shape = [w.get(r), h.get(r), c.get(r)].map(|v| v.copied().unwrap_or(0).max(0) as usize);
         let (width, height, channels) = (shape[0], shape[1], shape[2]);
         let n = tb.len() / 8;
-        if tb.len() % 8 != 0 || width.checked_mul(height).and_then(|p| p.checked_mul(channels)).and_then(|f| f.checked_mul(n)) != Some(bytes.len()) {
+        if tb.len() % 8 != 0
+            || width.checked_mul(height).and_then(|p| p.checked_mul(channels)).and_then(|f| f.checked_mul(n)) != Some(bytes.len())
+        {
             return Err(StageError::Failed(format!(
                 "row {r}: {} frame bytes do not hold {n} frames of {width}x{height}x{channels}",
                 bytes.len()

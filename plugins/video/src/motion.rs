@@ -45,8 +45,7 @@ pub fn score(f: &Frames) -> Motion {
     }
     let pairs = (f.len() - 1) as f64;
     let global_mean = total as f64 / (pairs * (w * h) as f64 * 255.0);
-    let patch_max =
-        patch.iter().zip(&count).filter(|(_, c)| **c > 0).map(|(s, c)| *s as f64 / (*c as f64 * 255.0)).fold(0.0, f64::max);
+    let patch_max = patch.iter().zip(&count).filter(|(_, c)| **c > 0).map(|(s, c)| *s as f64 / (*c as f64 * 255.0)).fold(0.0, f64::max);
     Motion { global_mean, patch_max }
 }
 

@@ -66,7 +66,10 @@ fn main() {
     });
     let secs = started.elapsed().as_secs_f64();
     let total: usize = results.iter().map(|r| r.0).sum();
-    println!("device {device}: {total} frames ({width}x{height} {color}) in {secs:.2} s on {streams} streams: {:.0} frames/s", total as f64 / secs);
+    println!(
+        "device {device}: {total} frames ({width}x{height} {color}) in {secs:.2} s on {streams} streams: {:.0} frames/s",
+        total as f64 / secs
+    );
     let mut first = results.into_iter().next().and_then(|r| r.1).unwrap_or_default();
     let frame_bytes = width.parse::<usize>().unwrap_or(0) * height.parse::<usize>().unwrap_or(0) * if color == "gray" { 1 } else { 3 };
     if dump_frames > 0 {

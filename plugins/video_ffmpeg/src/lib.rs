@@ -140,6 +140,9 @@ pub struct ClipEncoder {
     encoder: ff::encoder::video::Encoder,
     scaler: Scaler,
     stream_tb: ff::Rational,
+    /// One frame's duration in milliseconds (packets carry it, so the MP4's edit list covers
+    /// the last frame too).
+    frame_ms: i64,
     tmp: PathBuf,
     path: PathBuf,
     frames: u64,
@@ -189,6 +192,7 @@ impl ClipEncoder {
             encoder,
             scaler: Scaler::new(ff::format::Pixel::YUV420P, w, h),
             stream_tb,
+            frame_ms: (1000.0 / fps.max(1.0)).round() as i64,
             tmp,
             path: path.to_path_buf(),
             frames: 0,
@@ -199,6 +203,9 @@ impl ClipEncoder {
         let mut pkt = ff::Packet::empty();
         while self.encoder.receive_packet(&mut pkt).is_ok() {
             pkt.set_stream(0);
+            if pkt.duration() == 0 {
+                pkt.set_duration(self.frame_ms);
+            }
             pkt.rescale_ts(MILLIS, self.stream_tb);
             pkt.write_interleaved(&mut self.output).map_err(|e| format!("{}: {e}", self.tmp.display()))?;
         }

@@ -24,10 +24,10 @@ pub struct Frames {
 impl Frames {
     pub(super) fn next_packet(&mut self) -> Result<Option<Packet>, VideoError> {
         loop {
-            let more = self.mkv.next_frame(&mut self.frame).map_err(|e| VideoError::Truncated {
-                path: self.path.clone(),
-                reason: format!("cannot read the next frame: {e}"),
-            })?;
+            let more = self
+                .mkv
+                .next_frame(&mut self.frame)
+                .map_err(|e| VideoError::Truncated { path: self.path.clone(), reason: format!("cannot read the next frame: {e}") })?;
             if !more {
                 return Ok(None);
             }

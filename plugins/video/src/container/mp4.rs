@@ -456,11 +456,10 @@ mod tests {
         .concat();
         let (s, delta) = sample_table(&stbl).unwrap();
         assert_eq!(delta, 512);
-        assert_eq!(s.iter().map(|s| (s.offset, s.size, s.dts, s.sync)).collect::<Vec<_>>(), [
-            (100, 10, 0, true),
-            (1000, 20, 512, false),
-            (1020, 30, 1024, false)
-        ]);
+        assert_eq!(
+            s.iter().map(|s| (s.offset, s.size, s.dts, s.sync)).collect::<Vec<_>>(),
+            [(100, 10, 0, true), (1000, 20, 512, false), (1020, 30, 1024, false)]
+        );
         // A table naming more samples than its bytes hold is refused, not allocated.
         let bad = [boxed(b"stsz", &full(&[0, 1_000_000])), boxed(b"stco", &full(&[0]))].concat();
         assert!(sample_table(&bad).unwrap_err().contains("lists 1000000 samples"));
