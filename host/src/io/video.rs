@@ -69,3 +69,29 @@ impl VideoReader {
         std::mem::take(&mut self.rejects)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::Loc;
+    use curator_core::pipeline::Format;
+
+    fn input(path: &std::path::Path) -> InputFile {
+        InputFile { loc: Loc::Local(path.to_path_buf()), rel: "x.mp4".into(), size: 0, format: Format::Video, compressed: false }
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_video_is_rejected_or_fails_when_strict() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.mp4");
+        std::fs::write(&f, b"{\"text\": \"not a video\"}\n").unwrap();
+        let mut r = VideoReader::open(&input(&f), &ReadOptions::default());
+        assert!(r.next_batch().unwrap().is_none());
+        let rejects = r.take_rejects();
+        assert_eq!(rejects.len(), 1);
+        assert!(rejects[0].reason.starts_with("not a video file"), "{:?}", rejects[0]);
+        let strict = ReadOptions { strict: true, ..ReadOptions::default() };
+        let e = VideoReader::open(&input(&f), &strict).next_batch().unwrap_err().to_string();
+        assert!(e.contains("x.mp4") && e.contains("not a video file"), "{e}");
+    }
+}

@@ -197,7 +197,8 @@ fn plan_plugin(
                     let host_path = resolve(base, g.path());
                     // A writable grant that does not exist yet is created once the plan holds
                     // (`plan::create_writable_grants`), like an output directory.
-                    if !host_path.is_dir() && !(g.writable() && !host_path.exists()) {
+                    let to_create = g.writable() && !host_path.exists();
+                    if !host_path.is_dir() && !to_create {
                         errors.push(SpecError::new(
                             label,
                             at(&format!("grants.{name}")),

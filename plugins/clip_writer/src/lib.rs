@@ -38,6 +38,9 @@ pub struct ClipWriter {
     pub threads: usize,
 }
 
+/// A clip to write: its row in the batch, its span in the source, its file.
+type ClipJob = (usize, Span, PathBuf);
+
 /// A file name from a clip id (`dir/a.mp4:3` → `dir_a.mp4_3.mp4`).
 fn file_name(id: &str) -> String {
     let safe: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
@@ -46,7 +49,7 @@ fn file_name(id: &str) -> String {
 
 impl ClipWriter {
     /// Write `clips` (row, span, file) of the video at `source` in one pass.
-    fn write_video(&self, source: &str, clips: &[(usize, Span, PathBuf)], out: &mut [String]) -> Result<(), StageError> {
+    fn write_video(&self, source: &str, clips: &[ClipJob], out: &mut [String]) -> Result<(), StageError> {
         let failed = |e: String| StageError::Failed(format!("{source}: {e}"));
         let demuxer = Demuxer::open(Path::new(source)).map_err(|e| StageError::Failed(e.to_string()))?;
         let (w, h, fps) = (demuxer.probe.width, demuxer.probe.height, demuxer.probe.fps);
@@ -97,7 +100,7 @@ impl Stage for ClipWriter {
         let (starts, ends) = (frames::numbers(&batch, "start_s")?, frames::numbers(&batch, "end_s")?);
         let n = batch.num_rows as usize;
         // Rows grouped by source video, in order of first appearance.
-        let mut videos: Vec<(String, Vec<(usize, Span, PathBuf)>)> = Vec::new();
+        let mut videos: Vec<(String, Vec<ClipJob>)> = Vec::new();
         for r in 0..n {
             let (Some(start), Some(end)) = (starts[r], ends[r]) else {
                 return Err(StageError::Failed(format!("row {r}: no start_s/end_s (run clip_split first)")));

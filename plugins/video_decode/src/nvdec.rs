@@ -338,8 +338,9 @@ unsafe fn copy_frame(s: &mut State, d: &DispInfo) -> Result<(), String> {
     Ok(())
 }
 
-/// NV12 (`surface` size) to the target's pixels: luma as is, or RGB by BT.601 limited range
-/// (what FFmpeg assumes for unlabelled video), cropped to the target size.
+/// NV12 (`surface` size) to the target's pixels, cropped to the target size, as FFmpeg's
+/// libswscale converts unlabelled (BT.601, limited range) video: gray is luma stretched to
+/// full range (`(Y - 16) × 255 / 219`, rounded), RGB by the BT.601 limited-range matrix.
 pub(crate) fn nv12_to_target(nv12: &[u8], surface: (usize, usize), t: &Target) -> Vec<u8> {
     let (sw, sh) = surface;
     let mut out = Vec::with_capacity(t.width * t.height * t.channels);
@@ -347,7 +348,7 @@ pub(crate) fn nv12_to_target(nv12: &[u8], surface: (usize, usize), t: &Target) -
         for x in 0..t.width {
             let luma = nv12[y * sw + x] as i32;
             if t.channels == 1 {
-                out.push(luma as u8);
+                out.push((((luma - 16) * 255 + 109).div_euclid(219)).clamp(0, 255) as u8);
                 continue;
             }
             let c = sw * sh + (y / 2) * sw + (x / 2) * 2;
@@ -485,8 +486,9 @@ mod tests {
         // 4x2 luma (white, black, mid grey, -), then one chroma row of 2 (u, v) pairs.
         let nv12 = [235, 16, 126, 0, 0, 0, 0, 0, 128, 128, 128, 128];
         assert_eq!(nv12_to_target(&nv12, (4, 2), &t), [255, 255, 255, 0, 0, 0, 128, 128, 128]);
+        // Gray is full range: limited-range white, black and Y 126 become 255, 0 and 128.
         let grey = Target { channels: 1, ..t };
-        assert_eq!(nv12_to_target(&nv12, (4, 2), &grey), [235, 16, 126]);
+        assert_eq!(nv12_to_target(&nv12, (4, 2), &grey), [255, 0, 128]);
         // Pure red in BT.601 limited range: Y 81, U 90, V 240.
         let red = [81, 81, 0, 0, 90, 240];
         let px = nv12_to_target(&red, (2, 2), &Target { width: 1, ..t });

@@ -150,7 +150,7 @@ pub struct Demuxer {
 
 enum Inner {
     Mp4(mp4::Samples),
-    Mkv(mkv::Frames),
+    Mkv(Box<mkv::Frames>),
 }
 
 impl Demuxer {
@@ -164,7 +164,7 @@ impl Demuxer {
             }
             _ => {
                 let (probe, frames) = mkv::open(file, size, &name)?;
-                (probe, Inner::Mkv(frames))
+                (probe, Inner::Mkv(Box::new(frames)))
             }
         };
         if !probe.codec.supported() {

@@ -58,8 +58,11 @@ impl<'a> Cur<'a> {
     }
 }
 
-/// The child boxes of a payload: (type, payload).
-fn children(b: &[u8]) -> Result<Vec<([u8; 4], &[u8])>, String> {
+/// A box: its type and payload.
+type Boxed<'a> = ([u8; 4], &'a [u8]);
+
+/// The child boxes of a payload.
+fn children(b: &[u8]) -> Result<Vec<Boxed<'_>>, String> {
     let mut out = Vec::new();
     let mut c = Cur::new(b);
     while c.at + 8 <= b.len() {
@@ -289,7 +292,7 @@ fn sample_entry(stsd: &[u8]) -> Result<(Codec, u32, u32, Vec<u8>), String> {
     };
     let config = child(e.rest(), config_box)?.map(<[u8]>::to_vec).unwrap_or_default();
     if matches!(codec, Codec::H264 | Codec::Hevc) && config.is_empty() {
-        return Err(format!("{} sample entry without its {} box", codec.name(), fourcc(config_box)).into());
+        return Err(format!("{} sample entry without its {} box", codec.name(), fourcc(config_box)));
     }
     Ok((codec, width, height, config))
 }
@@ -304,7 +307,7 @@ fn sample_table(stbl: &[u8]) -> Result<(Vec<Sample>, u32), String> {
     let fixed = c.u32()?;
     let count = c.u32()? as usize;
     if fixed == 0 && count > c.rest().len() / 4 {
-        return Err(format!("stsz lists {count} samples in {} bytes", c.rest().len()).into());
+        return Err(format!("stsz lists {count} samples in {} bytes", c.rest().len()));
     }
     if count > 100_000_000 {
         return Err(format!("stsz lists {count} samples"));
@@ -360,7 +363,7 @@ fn sample_table(stbl: &[u8]) -> Result<(Vec<Sample>, u32), String> {
         }
     }
     if samples.len() != count {
-        return Err(format!("stsc places {} of {count} samples", samples.len()).into());
+        return Err(format!("stsc places {} of {count} samples", samples.len()));
     }
     // Decode times.
     let mut c = Cur::new(get(b"stts").ok_or("no stts")?);
