@@ -4,7 +4,9 @@
 //!   the caller for cosine): k-means++ seeding on a sample, then Lloyd iterations whose
 //!   distance computations are GEMMs (`‖x‖² − 2 x·c + ‖c‖²`, the `x·c` block by
 //!   matrixmultiply), over row chunks on all threads, until the centroids move less than
-//!   `tol` (relative to the data's variance, as scikit-learn) or `max_iter`.
+//!   `tol` (relative to the data's variance, as scikit-learn) or `max_iter`. After the first
+//!   iteration Hamerly's bounds skip the comparisons that cannot change a point's centroid,
+//!   so later iterations cost a fraction of the first (same labels as plain Lloyd).
 //! - [`semdedup`]: within one cluster, the documents in keep order, each one's largest cosine
 //!   similarity to an earlier one (and which), computed in tiles so a cluster of any size
 //!   needs `tile²` floats at a time. A document is a duplicate at `eps` when that similarity
@@ -84,7 +86,41 @@ pub struct KMeans {
 /// Nearest centroid (and its squared distance) of each row of `data` (`n × d`), on all
 /// threads, in row chunks.
 pub fn assign(data: &[f32], d: usize, centroids: &[f32], k: usize) -> (Vec<u32>, Vec<f32>) {
-    let (labels, dists, _) = assign_sum(data, d, centroids, k, false);
+    let n = data.len() / d;
+    let c_norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
+    const CHUNK: usize = 1024;
+    let mut labels = vec![0u32; n];
+    let mut dists = vec![0f32; n];
+    let mut parts: Vec<(usize, &mut [u32], &mut [f32])> =
+        labels.chunks_mut(CHUNK).zip(dists.chunks_mut(CHUNK)).enumerate().map(|(i, (l, s))| (i * CHUNK, l, s)).collect();
+    let per_thread = parts.len().div_ceil(threads()).max(1);
+    std::thread::scope(|s| {
+        while !parts.is_empty() {
+            let mine: Vec<_> = parts.drain(..per_thread.min(parts.len())).collect();
+            let c_norms = &c_norms;
+            s.spawn(move || {
+                let mut scores = vec![0f32; CHUNK * k];
+                for (start, l, dd) in mine {
+                    let m = l.len();
+                    let rows = &data[start * d..(start + m) * d];
+                    dot_rows(rows, m, centroids, k, d, &mut scores);
+                    for r in 0..m {
+                        let x_norm: f32 = rows[r * d..(r + 1) * d].iter().map(|x| x * x).sum();
+                        let (mut best, mut best_d) = (0usize, f32::INFINITY);
+                        for (j, &dot) in scores[r * k..(r + 1) * k].iter().enumerate() {
+                            let dist = c_norms[j] - 2.0 * dot;
+                            if dist < best_d {
+                                best_d = dist;
+                                best = j;
+                            }
+                        }
+                        l[r] = best as u32;
+                        dd[r] = (best_d + x_norm).max(0.0);
+                    }
+                }
+            });
+        }
+    });
     (labels, dists)
 }
 
@@ -94,66 +130,6 @@ const FIXED: f64 = (1u64 << 32) as f64;
 
 /// Each cluster's members summed (fixed point, `k × d`) and counted.
 type Sums = (Vec<i64>, Vec<u64>);
-
-/// [`assign`], and with `sums` each cluster's member count and the sum of its members (in
-/// fixed point, exact).
-fn assign_sum(data: &[f32], d: usize, centroids: &[f32], k: usize, sums: bool) -> (Vec<u32>, Vec<f32>, Option<Sums>) {
-    let n = data.len() / d;
-    let c_norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
-    const CHUNK: usize = 1024;
-    let mut labels = vec![0u32; n];
-    let mut dists = vec![0f32; n];
-    let mut parts: Vec<(usize, &mut [u32], &mut [f32])> =
-        labels.chunks_mut(CHUNK).zip(dists.chunks_mut(CHUNK)).enumerate().map(|(i, (l, s))| (i * CHUNK, l, s)).collect();
-    let per_thread = parts.len().div_ceil(threads()).max(1);
-    let partials: Vec<Sums> = std::thread::scope(|s| {
-        let mut handles = Vec::new();
-        while !parts.is_empty() {
-            let mine: Vec<_> = parts.drain(..per_thread.min(parts.len())).collect();
-            let c_norms = &c_norms;
-            handles.push(s.spawn(move || {
-                let mut scores = vec![0f32; CHUNK * k];
-                let (mut acc, mut counts) = if sums { (vec![0i64; k * d], vec![0u64; k]) } else { (Vec::new(), Vec::new()) };
-                for (start, l, dd) in mine {
-                    let m = l.len();
-                    let rows = &data[start * d..(start + m) * d];
-                    dot_rows(rows, m, centroids, k, d, &mut scores);
-                    for r in 0..m {
-                        let row_x = &rows[r * d..(r + 1) * d];
-                        let x_norm: f32 = row_x.iter().map(|x| x * x).sum();
-                        let row = &scores[r * k..(r + 1) * k];
-                        let (mut best, mut best_d) = (0usize, f32::INFINITY);
-                        for (j, &dot) in row.iter().enumerate() {
-                            let dist = c_norms[j] - 2.0 * dot;
-                            if dist < best_d {
-                                best_d = dist;
-                                best = j;
-                            }
-                        }
-                        l[r] = best as u32;
-                        dd[r] = (best_d + x_norm).max(0.0);
-                        if sums {
-                            counts[best] += 1;
-                            acc[best * d..(best + 1) * d].iter_mut().zip(row_x).for_each(|(a, x)| *a += (f64::from(*x) * FIXED) as i64);
-                        }
-                    }
-                }
-                (acc, counts)
-            }));
-        }
-        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-    });
-    let total = sums.then(|| {
-        let mut acc = vec![0i64; k * d];
-        let mut counts = vec![0u64; k];
-        for (a, c) in partials {
-            acc.iter_mut().zip(&a).for_each(|(x, y)| *x += y);
-            counts.iter_mut().zip(&c).for_each(|(x, y)| *x += y);
-        }
-        (acc, counts)
-    });
-    (labels, dists, total)
-}
 
 /// k-means++ seeding on `sample` rows of `data`.
 pub(crate) fn seed_plus_plus(data: &[f32], d: usize, sample: &[usize], k: usize, rng: &mut Rng) -> Vec<f32> {
@@ -262,17 +238,153 @@ pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
     let tol = p.tol * variance(data, d, &idx);
     let mut iterations = 0;
     let mut inertia = 0.0;
-    for _ in 0..p.max_iter.max(1) {
+    let mut b = Bounds { labels: vec![0; n], upper: vec![0.0; n], lower: vec![0.0; n] };
+    for it in 0..p.max_iter.max(1) {
         iterations += 1;
-        let (_, dists, total) = assign_sum(data, d, &centroids, k, true);
+        let (sums, counts) = assign_bounded(data, d, &centroids, k, &mut b, it == 0);
+        // `upper` is each point's exact distance to its centroid after the pass.
+        let dists: Vec<f32> = b.upper.iter().map(|u| u * u).collect();
         inertia = dists.iter().map(|&x| f64::from(x)).sum();
-        let (sums, counts) = total.unwrap_or_default();
         let sums: Vec<f64> = sums.iter().map(|&s| s as f64 / FIXED).collect();
-        if update(&mut centroids, &sums, &counts, data, &dists, d) <= tol {
+        let before = centroids.clone();
+        let shift = update(&mut centroids, &sums, &counts, data, &dists, d);
+        // Hamerly's bounds follow the centroids: the distance to the own centroid grows by at
+        // most its move, to any other shrinks by at most the largest other move.
+        let moves: Vec<f32> = before
+            .chunks_exact(d)
+            .zip(centroids.chunks_exact(d))
+            .map(|(a, c)| a.iter().zip(c).map(|(x, y)| (x - y) * (x - y)).sum::<f32>().sqrt())
+            .collect();
+        let (mut first, mut second, mut arg) = (0f32, 0f32, usize::MAX);
+        for (j, &m) in moves.iter().enumerate() {
+            if m > first {
+                (second, first, arg) = (first, m, j);
+            } else if m > second {
+                second = m;
+            }
+        }
+        for i in 0..n {
+            let a = b.labels[i] as usize;
+            b.lower[i] -= if a == arg { second } else { first };
+        }
+        if shift <= tol {
             break;
         }
     }
     KMeans { centroids, k, d, iterations, inertia }
+}
+
+/// Each point's centroid and Hamerly's bounds: `upper` its distance to that centroid,
+/// `lower` a lower bound on its distance to any other.
+struct Bounds {
+    labels: Vec<u32>,
+    upper: Vec<f32>,
+    lower: Vec<f32>,
+}
+
+/// Half the distance from each centroid to its nearest other centroid: a point closer than
+/// that to its centroid cannot be closer to another.
+fn half_gaps(centroids: &[f32], k: usize, d: usize) -> Vec<f32> {
+    let norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
+    let mut dots = vec![0f32; k * k];
+    dot_rows(centroids, k, centroids, k, d, &mut dots);
+    (0..k)
+        .map(|j| {
+            let nearest = (0..k).filter(|&o| o != j).map(|o| norms[j] + norms[o] - 2.0 * dots[j * k + o]).fold(f32::INFINITY, f32::min);
+            0.5 * nearest.max(0.0).sqrt()
+        })
+        .collect()
+}
+
+/// One Lloyd assignment with Hamerly's bounds (Hamerly 2010, "Making k-means even faster"):
+/// a point whose exact distance to its centroid is within both its lower bound and half the
+/// gap to that centroid's nearest neighbour keeps its centroid without being compared to the
+/// others; the rest (all of them when `all`) are compared to every centroid in one GEMM per
+/// chunk. The labels are those plain Lloyd gives (up to float ties). Returns each cluster's
+/// fixed-point sum and count (exact, so independent of the threads).
+fn assign_bounded(data: &[f32], d: usize, centroids: &[f32], k: usize, b: &mut Bounds, all: bool) -> Sums {
+    let c_norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
+    let gaps = half_gaps(centroids, k, d);
+    const CHUNK: usize = 1024;
+    let mut parts: Vec<(usize, &mut [u32], &mut [f32], &mut [f32])> = b
+        .labels
+        .chunks_mut(CHUNK)
+        .zip(b.upper.chunks_mut(CHUNK))
+        .zip(b.lower.chunks_mut(CHUNK))
+        .enumerate()
+        .map(|(i, ((l, u), lo))| (i * CHUNK, l, u, lo))
+        .collect();
+    let per_thread = parts.len().div_ceil(threads()).max(1);
+    let partials: Vec<Sums> = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        while !parts.is_empty() {
+            let mine: Vec<_> = parts.drain(..per_thread.min(parts.len())).collect();
+            let (c_norms, gaps) = (&c_norms, &gaps);
+            handles.push(s.spawn(move || {
+                let mut gathered = vec![0f32; CHUNK * d];
+                let mut scores = vec![0f32; CHUNK * k];
+                let mut todo = Vec::with_capacity(CHUNK);
+                let (mut acc, mut counts) = (vec![0i64; k * d], vec![0u64; k]);
+                for (start, labels, upper, lower) in mine {
+                    let m = labels.len();
+                    let rows = &data[start * d..(start + m) * d];
+                    todo.clear();
+                    for r in 0..m {
+                        let x = &rows[r * d..(r + 1) * d];
+                        if !all {
+                            let a = labels[r] as usize;
+                            let c = &centroids[a * d..(a + 1) * d];
+                            let u = x.iter().zip(c).map(|(p, q)| (p - q) * (p - q)).sum::<f32>().sqrt();
+                            upper[r] = u;
+                            // A small slack keeps float error from deciding near-ties.
+                            if u <= gaps[a].max(lower[r]) * (1.0 - 1e-5) - 1e-6 {
+                                continue;
+                            }
+                        }
+                        gathered[todo.len() * d..(todo.len() + 1) * d].copy_from_slice(x);
+                        todo.push(r);
+                    }
+                    if !todo.is_empty() {
+                        dot_rows(&gathered, todo.len(), centroids, k, d, &mut scores);
+                        for (t, &r) in todo.iter().enumerate() {
+                            let x = &gathered[t * d..(t + 1) * d];
+                            let x_norm: f32 = x.iter().map(|v| v * v).sum();
+                            let (mut best, mut best_d, mut next_d) = (0usize, f32::INFINITY, f32::INFINITY);
+                            for (j, &dot) in scores[t * k..(t + 1) * k].iter().enumerate() {
+                                let dist = c_norms[j] - 2.0 * dot;
+                                if dist < best_d {
+                                    (next_d, best_d, best) = (best_d, dist, j);
+                                } else if dist < next_d {
+                                    next_d = dist;
+                                }
+                            }
+                            labels[r] = best as u32;
+                            let c = &centroids[best * d..(best + 1) * d];
+                            upper[r] = x.iter().zip(c).map(|(p, q)| (p - q) * (p - q)).sum::<f32>().sqrt();
+                            lower[r] = (next_d + x_norm).max(0.0).sqrt();
+                        }
+                    }
+                    for r in 0..m {
+                        let a = labels[r] as usize;
+                        counts[a] += 1;
+                        acc[a * d..(a + 1) * d]
+                            .iter_mut()
+                            .zip(&rows[r * d..(r + 1) * d])
+                            .for_each(|(s, x)| *s += (f64::from(*x) * FIXED) as i64);
+                    }
+                }
+                (acc, counts)
+            }));
+        }
+        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+    });
+    let mut acc = vec![0i64; k * d];
+    let mut counts = vec![0u64; k];
+    for (a, c) in partials {
+        acc.iter_mut().zip(&a).for_each(|(x, y)| *x += y);
+        counts.iter_mut().zip(&c).for_each(|(x, y)| *x += y);
+    }
+    (acc, counts)
 }
 
 /// SemDeDup within one cluster: `vectors` (`m × d`, unit length) are in keep order; for each,
@@ -358,6 +470,37 @@ mod tests {
         let a = kmeans(&data, 16, &p);
         let b = kmeans(&data, 16, &p);
         assert_eq!(a.centroids, b.centroids);
+    }
+
+    /// Lloyd without bounds: every point compared to every centroid each iteration.
+    fn plain_lloyd(data: &[f32], d: usize, p: &KMeansParams) -> Vec<f32> {
+        let n = data.len() / d;
+        let mut rng = Rng::new(p.seed);
+        let idx = sample(n, p.init_sample.max(p.k).min(n), &mut rng);
+        let mut centroids = seed_plus_plus(data, d, &idx, p.k, &mut rng);
+        for _ in 0..p.max_iter {
+            let (labels, dists) = assign(data, d, &centroids, p.k);
+            let (mut acc, mut counts) = (vec![0i64; p.k * d], vec![0u64; p.k]);
+            for (i, &l) in labels.iter().enumerate() {
+                counts[l as usize] += 1;
+                for j in 0..d {
+                    acc[l as usize * d + j] += (f64::from(data[i * d + j]) * FIXED) as i64;
+                }
+            }
+            let sums: Vec<f64> = acc.iter().map(|&s| s as f64 / FIXED).collect();
+            update(&mut centroids, &sums, &counts, data, &dists, d);
+        }
+        centroids
+    }
+
+    #[test]
+    fn bounds_skip_work_but_not_the_result() {
+        // Overlapping clusters (wide noise), more centroids than blobs: many points move early.
+        let mut rng = Rng::new(5);
+        let d = 12;
+        let data: Vec<f32> = (0..3000 * d).map(|i| ((i / d) % 7) as f32 * 0.3 + rng.next_f64() as f32).collect();
+        let p = KMeansParams { k: 10, max_iter: 15, tol: 0.0, seed: 3, init_sample: 200 };
+        assert_eq!(kmeans(&data, d, &p).centroids, plain_lloyd(&data, d, &p));
     }
 
     #[test]

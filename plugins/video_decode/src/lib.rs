@@ -26,7 +26,7 @@ use curator_video::{Demuxer, VideoError};
     name = "video_decode",
     native,
     cpus = 4.0,
-    gpu_memory_gb = 2.0,
+    gpu_memory_gb = 1.0,
     memory_mb = 4096,
     inputs = ["text"],
     outputs = ["frames", "frame_times", "frame_width", "frame_height", "frame_channels"],

@@ -142,6 +142,7 @@ pub(super) fn open(mut file: File, size: u64, path: &str) -> Result<(Probe, Samp
     // Walk the top-level boxes by their headers; read only `moov`.
     let mut at = 0u64;
     let mut moov = None;
+    let mut fragmented = false;
     let mut first = true;
     while at + 8 <= size {
         file.seek(SeekFrom::Start(at)).map_err(io)?;
@@ -165,6 +166,7 @@ pub(super) fn open(mut file: File, size: u64, path: &str) -> Result<(Probe, Samp
         if end > size {
             return Err(truncated(format!("box {} at byte {at} needs {len} bytes, the file ends at byte {size}", fourcc(&ty))));
         }
+        fragmented |= &ty == b"moof";
         if &ty == b"moov" {
             if len - header > MAX_MOOV {
                 return Err(VideoError::Unsupported { path: path.into(), reason: format!("moov box of {len} bytes") });
@@ -184,6 +186,10 @@ pub(super) fn open(mut file: File, size: u64, path: &str) -> Result<(Probe, Samp
     let Some(track) = track else {
         return Err(VideoError::Unsupported { path: path.into(), reason: "no video track".into() });
     };
+    if track.samples.is_empty() {
+        let reason = if fragmented { "fragmented MP4 (frames in moof boxes) is not read yet" } else { "the video track has no frames" };
+        return Err(VideoError::Unsupported { path: path.into(), reason: reason.into() });
+    }
     let last_end = track.samples.iter().map(|s| s.offset + s.size as u64).max().unwrap_or(0);
     if last_end > size {
         let i = track.samples.iter().position(|s| s.offset + s.size as u64 > size).unwrap_or(0);
