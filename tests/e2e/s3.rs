@@ -39,6 +39,21 @@ impl S3Server {
         assert!(resp.starts_with("HTTP/1.1 200"), "bucket not created: {resp}");
     }
 
+    fn put_object(&self, bucket: &str, key: &str, body: &[u8]) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "PUT /{bucket}/{key} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.port,
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        assert!(resp.starts_with("HTTP/1.1 200"), "object not stored: {resp}");
+    }
+
     fn run(&self, pipeline: &std::path::Path) -> Run {
         host()
             .env("AWS_ACCESS_KEY_ID", "test")
@@ -105,4 +120,39 @@ fn quickstart_reads_from_and_writes_to_s3() {
     let ids: Vec<&str> = output.iter().map(|d| d["id"].as_str().unwrap()).collect();
     let want: Vec<&str> = expected.iter().map(|d| d["id"].as_str().unwrap()).collect();
     assert_eq!(ids, want);
+}
+
+#[test]
+fn videos_are_read_from_s3_through_a_local_copy() {
+    let s3 = S3Server::start();
+    s3.create_bucket("videos");
+    let mp4 = std::fs::read(crate::video::videos().join("scenes.mp4")).unwrap();
+    s3.put_object("videos", "in/scenes.mp4", &mp4);
+    s3.put_object("videos", "in/noise.mp4", b"not a video at all");
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("p.yaml");
+    std::fs::write(&p, format!("source: {{path: s3://videos/in/, format: video}}\nsink: {{path: {}}}\n", tmp.path().join("out").display()))
+        .unwrap();
+    let run = host()
+        .env("CURATOR_CACHE_DIR", tmp.path().join("cache"))
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{}", s3.port))
+        .env("AWS_ALLOW_HTTP", "true")
+        .arg("run")
+        .arg(&p)
+        .output()
+        .unwrap();
+    Run::from(run).ok();
+    let docs = read_jsonl(&tmp.path().join("out/scenes.mp4.jsonl"));
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0]["path"], "s3://videos/in/scenes.mp4");
+    assert_eq!((docs[0]["codec"].as_str(), docs[0]["num_frames"].as_u64()), (Some("h264"), Some(330)));
+    // The stages open the local copy, which is the object byte for byte.
+    let local = std::path::PathBuf::from(docs[0]["text"].as_str().unwrap());
+    assert!(local.starts_with(tmp.path().join("cache/videos")), "{local:?}");
+    assert_eq!(std::fs::read(&local).unwrap(), mp4);
+    let rejected = read_jsonl(&tmp.path().join("out/_rejected/noise.mp4.jsonl.jsonl"));
+    assert!(rejected[0]["reason"].as_str().unwrap().starts_with("not a video file"), "{rejected:?}");
 }

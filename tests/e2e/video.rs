@@ -15,7 +15,7 @@ fn native() -> &'static Path {
 }
 
 /// The sample videos, generated once per test process.
-fn videos() -> &'static Path {
+pub(crate) fn videos() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = root().join("target/e2e-videos");

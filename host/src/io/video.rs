@@ -1,6 +1,7 @@
 //! The `video` source: one document per video file, described from its container without
 //! decoding (`curator_video::probe`): `id` is the file's path under the source, `text` its
-//! path on disk (what the video stages open), and `_meta` holds `id`, `path`, `container`, `codec`,
+//! path on disk (what the video stages open; an object-store video is first copied to the
+//! cache directory), and `_meta` holds `id`, `path` (as given: a path or a URL), `container`, `codec`,
 //! `width`, `height`, `fps`, `duration_s`, `num_frames` and `size`. A file that is not a
 //! video, is cut short, or holds a codec the stages cannot decode is a [`Reject`] with the
 //! reason (`_rejected/`), and the run goes on.
@@ -38,9 +39,9 @@ impl VideoReader {
         if std::mem::replace(&mut self.done, true) {
             return Ok(None);
         }
-        let super::Loc::Local(path) = self.input.loc.clone() else {
-            return self
-                .reject("video sources read local files (or a mounted bucket); object-store URLs are not supported for video yet".into());
+        let path = match &self.input.loc {
+            super::Loc::Local(p) => p.clone(),
+            remote => local_copy(remote, self.input.size)?,
         };
         let probe = match curator_video::probe(&path) {
             Ok(p) => p,
@@ -49,7 +50,7 @@ impl VideoReader {
         let text = path.display().to_string();
         let meta = serde_json::json!({
             "id": self.input.rel,
-            "path": text,
+            "path": self.input.display(),
             "container": probe.container,
             "codec": probe.codec.name(),
             "width": probe.width,
@@ -68,6 +69,29 @@ impl VideoReader {
     pub fn take_rejects(&mut self) -> Vec<Reject> {
         std::mem::take(&mut self.rejects)
     }
+}
+
+/// A local copy of an object-store video (decoders seek, and the stages open a path):
+/// `<cache>/videos/<hash of the URL>-<size>.<ext>`, downloaded once under a temporary name and
+/// renamed when complete, reused while the object's size is unchanged.
+fn local_copy(loc: &super::Loc, size: u64) -> Result<std::path::PathBuf, IoError> {
+    let url = loc.display();
+    let dir = crate::wasm::default_cache_dir().unwrap_or_else(std::env::temp_dir).join("videos");
+    let ext = url.rsplit_once('.').map(|(_, e)| e).filter(|e| e.len() <= 5 && !e.contains('/')).unwrap_or("bin");
+    let path = dir.join(format!("{:016x}-{size}.{ext}", xxhash_rust::xxh3::xxh3_64(url.as_bytes())));
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == size) {
+        return Ok(path);
+    }
+    let werr = |source| IoError::Write { path: path.display().to_string(), source };
+    std::fs::create_dir_all(&dir).map_err(werr)?;
+    let tmp = dir.join(format!(".{}.tmp-{}", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(), std::process::id()));
+    let mut out = std::fs::File::create(&tmp).map_err(werr)?;
+    let copied = std::io::copy(&mut loc.open_from(0)?, &mut out).map_err(|source| IoError::Read { file: url.clone(), line: 0, source });
+    if let Err(e) = copied.and_then(|_| out.sync_all().map_err(werr)).and_then(|_| std::fs::rename(&tmp, &path).map_err(werr)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(path)
 }
 
 #[cfg(test)]
