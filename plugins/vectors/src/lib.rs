@@ -5,8 +5,9 @@
 //!   distance computations are GEMMs (`‖x‖² − 2 x·c + ‖c‖²`, the `x·c` block by
 //!   matrixmultiply), over row chunks on all threads, until the centroids move less than
 //!   `tol` (relative to the data's variance, as scikit-learn) or `max_iter`. After the first
-//!   iteration Hamerly's bounds skip the comparisons that cannot change a point's centroid,
-//!   so later iterations cost a fraction of the first (same labels as plain Lloyd).
+//!   iteration Hamerly's bounds skip the comparisons that cannot change a point's centroid
+//!   (same centroids as plain Lloyd): 1.25× on 200k × 32, k = 200; 1.04× on 384-dimensional
+//!   overlapping clusters, where few points are far enough inside their cluster to skip.
 //! - [`semdedup`]: within one cluster, the documents in keep order, each one's largest cosine
 //!   similarity to an earlier one (and which), computed in tiles so a cluster of any size
 //!   needs `tile²` floats at a time. A document is a duplicate at `eps` when that similarity
