@@ -654,6 +654,15 @@ stages:
     }
 
     #[test]
+    fn video_is_a_source_format_only() {
+        let sink = GOOD.replace("  compression: zstd\n", "  format: video\n");
+        let e = PipelineSpec::from_yaml("p.yaml", &sink).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: sink.format: video is a source format"), "{e}");
+        let source = GOOD.replace("  path: data/\n", "  path: data/\n  format: video\n");
+        assert_eq!(PipelineSpec::from_yaml("p.yaml", &source).unwrap().source.format, Some(Format::Video));
+    }
+
+    #[test]
     fn zero_batch_size_refused() {
         let bad = GOOD.replace("batch_size: 500", "batch_size: 0");
         assert_eq!(PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string(), "p.yaml: batch_size: must be > 0");

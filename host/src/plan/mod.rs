@@ -299,7 +299,8 @@ fn plan_locked(
         errors.extend(place_gpu_stages(label, &mut stages, cores));
         errors.extend(check_memory(label, &stages));
     }
-    if errors.is_empty() {
+    // Only a plan that starts stages (run, not `plan`) creates them.
+    if errors.is_empty() && opts.check_setup.is_some() {
         errors.extend(create_writable_grants(label, &stages));
     }
     if let Some(runtime) = opts.check_setup {

@@ -8,8 +8,8 @@
 //! the same packets by [`curator_video::Demuxer`].
 //!
 //! A video that fails to decode fails its batch (one video per batch by default): the host
-//! retries it, then stops the run naming the file, or, with `ignore_failures`, dead-letters it
-//! with the reason and goes on.
+//! retries it (`execution.num_run_attempts`), then stops the run naming the file, or, with
+//! `execution.ignore_failures`, dead-letters it with the reason and goes on.
 
 #[cfg(feature = "cpu")]
 mod cpu;

@@ -160,3 +160,19 @@ pub fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
         Value::Null
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_stage_built_batch_keeps_its_ids_and_a_read_one_takes_them_from_meta() {
+        let col = |v: &str| Arc::new(StringArray::from(vec![v])) as ArrayRef;
+        let built = RecordBatch::try_from_iter([("id", col("v.mp4:0")), ("text", col("v.mp4")), ("video_id", col("v.mp4"))]).unwrap();
+        let names: Vec<&str> = extra_columns(&built).iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["id", "video_id"]);
+        let read = RecordBatch::try_from_iter([("id", col("a")), ("text", col("t")), (META, col(r#"{"id":"a"}"#))]).unwrap();
+        assert!(extra_columns(&read).is_empty());
+    }
+}
