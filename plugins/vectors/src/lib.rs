@@ -283,6 +283,9 @@ struct Bounds {
     lower: Vec<f32>,
 }
 
+/// A chunk of points: its first row, and its slices of the labels and bounds.
+type BoundsChunk<'a> = (usize, &'a mut [u32], &'a mut [f32], &'a mut [f32]);
+
 /// Half the distance from each centroid to its nearest other centroid: a point closer than
 /// that to its centroid cannot be closer to another.
 fn half_gaps(centroids: &[f32], k: usize, d: usize) -> Vec<f32> {
@@ -307,7 +310,7 @@ fn assign_bounded(data: &[f32], d: usize, centroids: &[f32], k: usize, b: &mut B
     let c_norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
     let gaps = half_gaps(centroids, k, d);
     const CHUNK: usize = 1024;
-    let mut parts: Vec<(usize, &mut [u32], &mut [f32], &mut [f32])> = b
+    let mut parts: Vec<BoundsChunk<'_>> = b
         .labels
         .chunks_mut(CHUNK)
         .zip(b.upper.chunks_mut(CHUNK))
