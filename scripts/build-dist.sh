@@ -12,7 +12,9 @@ fi
 # The video stages build against FFmpeg's libraries (installed from Debian's packages if missing).
 scripts/install-ffmpeg.sh
 
-cargo build --release --locked -p curator-host
+# One native build of the whole workspace: the host, the native plugins, and the rest built
+# with the same features `cargo test --workspace` resolves, so the test suite reuses it.
+cargo build --release --locked --workspace
 
 # Every crate under plugins/ is a first-party plugin; build them as a third party would:
 # WASM components for wasm32-wasip2, and native (C ABI) libraries for the crates whose
@@ -30,9 +32,6 @@ for dir in plugins/*/; do
     fi
 done
 cargo build --locked --profile guest --target wasm32-wasip2 --target-dir target/wasm "${wasm[@]/#/-p=}"
-if [ ${#native[@]} -gt 0 ]; then
-    cargo build --release --locked "${native[@]/#/-p=}"
-fi
 
 rm -rf target/dist
 mkdir -p target/dist/plugins

@@ -4,6 +4,7 @@
 //! `(key, raw value)` pairs; the text (and id) are decoded, every other field is kept verbatim
 //! in `_meta` so the writer (`write.rs`) can emit it unchanged.
 
+mod lines;
 mod read;
 mod write;
 

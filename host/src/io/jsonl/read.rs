@@ -2,14 +2,16 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::builder::StringBuilder;
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::lines::{Line, LineSplitter};
 use super::super::{ID, InputFile, IoError, META, Reject, TEXT};
 use curator_core::partition::Extent;
 
@@ -170,69 +172,141 @@ fn json_type(raw: &RawValue) -> &'static str {
 /// Reads batches of documents from one JSONL file, or from the lines that start in a byte
 /// range of it.
 pub struct JsonlReader {
-    input: Box<dyn BufRead + Send>,
-    source: String,
-    id_prefix: String,
-    opts: ReadOptions,
-    /// Offset of the next unread byte.
-    offset: u64,
+    lines: LineSplitter,
+    parser: LineParser,
     /// Stop at the first line starting at or after this offset.
     end: Option<u64>,
     /// Lines read so far, when counted from the start of the file.
     line_no: Option<u64>,
-    line: Vec<u8>,
     done: bool,
+    /// Bytes of the id, text and meta columns of the last batch: the next one's capacity.
+    last_bytes: [usize; 3],
+}
+
+/// Turns lines into documents; keeps what it rejected.
+struct LineParser {
+    source: String,
+    id_prefix: String,
+    opts: ReadOptions,
     rejects: Vec<Reject>,
+    /// Scratch for the `_meta` of the line being parsed.
+    meta: String,
 }
 
 /// How much of a rejected line is kept as an excerpt.
 const EXCERPT: usize = 200;
+
+/// Arrow columns being filled.
+struct Columns {
+    ids: StringBuilder,
+    texts: StringBuilder,
+    metas: StringBuilder,
+}
 
 impl JsonlReader {
     /// Open `file` (the part of it that `extent` names).
     pub fn open(file: &InputFile, extent: Extent, opts: ReadOptions) -> Result<JsonlReader, IoError> {
         let source = file.display();
         let id_prefix = file.loc.file_name();
-        let mut r = JsonlReader {
-            input: Box::new(std::io::empty()),
-            source,
-            id_prefix,
-            opts,
-            offset: 0,
-            end: None,
-            line_no: Some(0),
-            line: Vec::new(),
-            done: false,
-            rejects: Vec::new(),
-        };
+        let max = usize::try_from(opts.max_line_bytes).unwrap_or(usize::MAX);
         match extent {
             Extent::Bytes { start, end } => {
                 let skip_to = start.saturating_sub(1);
-                r.input = Box::new(BufReader::with_capacity(1 << 20, file.loc.open_from(skip_to)?));
-                r.offset = skip_to;
+                let input = Box::new(BufReader::with_capacity(1 << 20, file.loc.open_from(skip_to)?));
+                let mut r = JsonlReader::new(LineSplitter::new(input, skip_to, max, EXCERPT), source, id_prefix, opts);
                 r.end = Some(end);
                 if start > 0 {
                     // The line that starts before `start` belongs to the previous range.
                     r.line_no = None;
-                    let mut skipped = Vec::new();
-                    let n = r.input.read_until(b'\n', &mut skipped).map_err(|e| IoError::Read {
-                        file: r.source.clone(),
-                        line: 0,
-                        source: e,
-                    })?;
-                    r.offset += n as u64;
+                    r.lines.skip_line().map_err(|e| IoError::Read { file: r.parser.source.clone(), line: 0, source: e })?;
                 }
+                Ok(r)
             }
-            _ => r.input = super::super::decoded(file.loc.open_from(0)?, &r.source)?,
+            _ => {
+                let input = super::super::decoded(file.loc.open_from(0)?, &source)?;
+                Ok(JsonlReader::new(LineSplitter::new(input, 0, max, EXCERPT), source, id_prefix, opts))
+            }
         }
-        Ok(r)
+    }
+
+    /// Read the whole of `input` (already decoded), naming it `source` in rejects and ids.
+    pub fn from_reader(input: Box<dyn std::io::BufRead + Send>, source: &str, opts: ReadOptions) -> JsonlReader {
+        let max = usize::try_from(opts.max_line_bytes).unwrap_or(usize::MAX);
+        JsonlReader::new(LineSplitter::new(input, 0, max, EXCERPT), source.to_string(), source.to_string(), opts)
+    }
+
+    fn new(lines: LineSplitter, source: String, id_prefix: String, opts: ReadOptions) -> JsonlReader {
+        JsonlReader {
+            lines,
+            parser: LineParser { source, id_prefix, opts, rejects: Vec::new(), meta: String::new() },
+            end: None,
+            line_no: Some(0),
+            done: false,
+            last_bytes: [0; 3],
+        }
     }
 
     /// Rejected lines since the last call.
     pub fn take_rejects(&mut self) -> Vec<Reject> {
-        std::mem::take(&mut self.rejects)
+        std::mem::take(&mut self.parser.rejects)
     }
 
+    /// The next batch of up to `max_rows` documents.
+    pub fn next_batch(&mut self, max_rows: usize) -> Result<Option<RecordBatch>, IoError> {
+        let rows_hint = max_rows.min(1 << 16);
+        let [ids, texts, metas] = self.last_bytes.map(|b| b + b / 8);
+        let mut cols = Columns {
+            ids: StringBuilder::with_capacity(rows_hint, ids),
+            texts: StringBuilder::with_capacity(rows_hint, texts),
+            metas: StringBuilder::with_capacity(rows_hint, metas),
+        };
+        let mut rows = 0usize;
+        let mut failed: Option<IoError> = None;
+        while !self.done && rows < max_rows && failed.is_none() {
+            let (parser, end, line_no, done) = (&mut self.parser, self.end, &mut self.line_no, &mut self.done);
+            let more = self.lines.next_lines(&mut |line| {
+                if end.is_some_and(|end| line.start >= end) {
+                    *done = true;
+                    return false;
+                }
+                if let Some(n) = line_no.as_mut() {
+                    *n += 1;
+                }
+                match parser.parse_line(&line, *line_no, &mut cols) {
+                    Ok(kept) => rows += kept as usize,
+                    Err(e) => failed = Some(e),
+                }
+                failed.is_none() && rows < max_rows
+            });
+            match more {
+                Ok(true) => {}
+                Ok(false) => self.done = true,
+                Err(e) => {
+                    // A decoder error mid-stream: a truncated or corrupt compressed file.
+                    self.done = true;
+                    let line = self.line_no.map(|n| n + 1);
+                    let offset = self.lines.offset();
+                    let reason = format!("unreadable after this point (truncated or corrupt file?): {e}");
+                    self.parser.reject(line, offset, reason, &[])?;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if rows == 0 {
+            return Ok(None);
+        }
+        let (ids, texts, metas) = (cols.ids.finish(), cols.texts.finish(), cols.metas.finish());
+        self.last_bytes = [ids.value_data().len(), texts.value_data().len(), metas.value_data().len()];
+        let columns: Vec<ArrayRef> = vec![Arc::new(ids), Arc::new(texts), Arc::new(metas)];
+        let batch = RecordBatch::try_new(reader_schema(), columns)
+            .map_err(|e| IoError::Line { at: self.parser.source.clone(), message: e.to_string() })?;
+        Ok(Some(batch))
+    }
+}
+
+impl LineParser {
     fn reject(&mut self, line: Option<u64>, byte_offset: u64, reason: String, excerpt: &[u8]) -> Result<(), IoError> {
         let excerpt = String::from_utf8_lossy(&excerpt[..excerpt.len().min(EXCERPT)]).into_owned();
         let r = Reject { source: self.source.clone(), line, byte_offset, reason, excerpt };
@@ -243,124 +317,22 @@ impl JsonlReader {
         Ok(())
     }
 
-    /// Read the next line into `self.line` (without its newline). Returns its offset and
-    /// whether it was longer than `max_line_bytes` (then only an excerpt is kept).
-    fn next_line(&mut self) -> std::io::Result<Option<(u64, bool)>> {
-        self.line.clear();
-        let start = self.offset;
-        let max = self.opts.max_line_bytes as usize;
-        let mut total = 0usize;
-        let mut too_long = false;
-        loop {
-            let buf = self.input.fill_buf()?;
-            if buf.is_empty() {
-                if total == 0 {
-                    return Ok(None);
-                }
-                break;
-            }
-            let (take, found) = match memchr::memchr(b'\n', buf) {
-                Some(i) => (i, true),
-                None => (buf.len(), false),
-            };
-            if !too_long {
-                if self.line.len() + take > max {
-                    too_long = true;
-                    let room = EXCERPT.saturating_sub(self.line.len());
-                    self.line.extend_from_slice(&buf[..take.min(room)]);
-                } else {
-                    self.line.extend_from_slice(&buf[..take]);
-                }
-            }
-            let consumed = take + found as usize;
-            self.input.consume(consumed);
-            total += consumed;
-            if found {
-                break;
-            }
+    /// Parse one line into `cols`; false for blank or rejected lines.
+    fn parse_line(&mut self, raw: &Line<'_>, line_no: Option<u64>, cols: &mut Columns) -> Result<bool, IoError> {
+        let offset = raw.start;
+        if raw.too_long {
+            let reason = format!("line longer than max_line_bytes ({} bytes)", self.opts.max_line_bytes);
+            self.reject(line_no, offset, reason, raw.bytes)?;
+            return Ok(false);
         }
-        self.offset += total as u64;
-        if let Some(n) = self.line_no.as_mut() {
-            *n += 1;
-        }
-        Ok(Some((start, too_long)))
-    }
-
-    /// The next batch of up to `max_rows` documents.
-    pub fn next_batch(&mut self, max_rows: usize) -> Result<Option<RecordBatch>, IoError> {
-        let mut ids = StringBuilder::default();
-        let mut texts = StringBuilder::default();
-        let mut metas = StringBuilder::default();
-        let mut meta = String::new();
-        let mut rows = 0usize;
-        while !self.done && rows < max_rows {
-            let (start, too_long) = match self.next_line() {
-                Ok(Some(l)) => l,
-                Ok(None) => {
-                    self.done = true;
-                    break;
-                }
-                Err(e) => {
-                    // A decoder error mid-stream: a truncated or corrupt compressed file.
-                    self.done = true;
-                    let line = self.line_no.map(|n| n + 1);
-                    let offset = self.offset;
-                    self.reject(line, offset, format!("unreadable after this point (truncated or corrupt file?): {e}"), &[])?;
-                    break;
-                }
-            };
-            if self.end.is_some_and(|end| start >= end) {
-                self.done = true;
-                break;
-            }
-            let line_no = self.line_no;
-            let line = std::mem::take(&mut self.line);
-            let parsed = self.parse_line(&line, start, line_no, too_long, &mut meta);
-            let kept = match parsed {
-                Ok(Some((id, text))) => {
-                    ids.push(&id);
-                    texts.push(&text);
-                    metas.push(&meta);
-                    Ok(true)
-                }
-                Ok(None) => Ok(false),
-                Err(e) => Err(e),
-            };
-            self.line = line;
-            rows += kept? as usize;
-        }
-        if rows == 0 {
-            return Ok(None);
-        }
-        let columns: Vec<ArrayRef> = vec![ids.finish(), texts.finish(), metas.finish()];
-        let batch = RecordBatch::try_new(reader_schema(), columns)
-            .map_err(|e| IoError::Line { at: self.source.clone(), message: e.to_string() })?;
-        Ok(Some(batch))
-    }
-
-    /// Parse one line; `Ok(None)` for blank or rejected lines. Fills `meta`.
-    fn parse_line<'l>(
-        &mut self,
-        raw: &'l [u8],
-        offset: u64,
-        line_no: Option<u64>,
-        too_long: bool,
-        meta: &mut String,
-    ) -> Result<Option<IdAndText<'l>>, IoError> {
-        if too_long {
-            self.reject(line_no, offset, format!("line longer than max_line_bytes ({} bytes)", self.opts.max_line_bytes), raw)?;
-            return Ok(None);
-        }
-        let line = trim_line(raw);
+        let line = trim_line(raw.bytes);
         if line.iter().all(u8::is_ascii_whitespace) {
-            return Ok(None);
+            return Ok(false);
         }
-        let text_line = match std::str::from_utf8(line) {
-            Ok(t) => t,
-            Err(e) => {
-                self.reject(line_no, offset, format!("invalid UTF-8 at byte {}", e.valid_up_to()), line)?;
-                return Ok(None);
-            }
+        let Ok(text_line) = simdutf8::basic::from_utf8(line) else {
+            let at = std::str::from_utf8(line).err().map(|e| e.valid_up_to()).unwrap_or(0);
+            self.reject(line_no, offset, format!("invalid UTF-8 at byte {at}"), line)?;
+            return Ok(false);
         };
         let parsed = {
             use serde::de::DeserializeSeed;
@@ -371,11 +343,27 @@ impl JsonlReader {
             Ok(f) => f,
             Err(e) => {
                 self.reject(line_no, offset, format!("not a JSON object: {e}"), line)?;
-                return Ok(None);
+                return Ok(false);
             }
         };
-        let mut text: Option<Cow<'l, str>> = None;
-        let mut id: Option<Cow<'l, str>> = None;
+        let mut meta = std::mem::take(&mut self.meta);
+        let kept = self.document(fields, offset, &mut meta, line_no, line, cols);
+        self.meta = meta;
+        kept
+    }
+
+    /// The id, text and `_meta` of a parsed line, appended to `cols` (or the line rejected).
+    fn document(
+        &mut self,
+        fields: Fields<'_>,
+        offset: u64,
+        meta: &mut String,
+        line_no: Option<u64>,
+        line: &[u8],
+        cols: &mut Columns,
+    ) -> Result<bool, IoError> {
+        let mut text: Option<Cow<'_, str>> = None;
+        let mut id: Option<Cow<'_, str>> = None;
         meta.clear();
         meta.push('{');
         let mut problem: Option<(String, String)> = None;
@@ -420,15 +408,18 @@ impl JsonlReader {
         }
         if let Some((field, message)) = problem {
             self.reject(line_no, offset, format!("field {field:?}: {message}"), line)?;
-            return Ok(None);
+            return Ok(false);
         }
-        let id = id.unwrap_or_else(|| Cow::Owned(format!("{}@{}", self.id_prefix, offset)));
-        Ok(text.map(|t| (id, t)))
+        let Some(text) = text else { return Ok(false) };
+        match id {
+            Some(id) => cols.ids.append_value(id),
+            None => cols.ids.append_value(format!("{}@{}", self.id_prefix, offset)),
+        }
+        cols.texts.append_value(text);
+        cols.metas.append_value(meta.as_str());
+        Ok(true)
     }
 }
-
-/// A document's id and text, borrowed from its line where possible.
-type IdAndText<'l> = (Cow<'l, str>, Cow<'l, str>);
 
 /// A JSON string value's content, borrowed when it has no escapes.
 fn json_str<'l>(raw: &'l RawValue) -> Result<Cow<'l, str>, serde_json::Error> {
@@ -447,30 +438,4 @@ fn trim_line(line: &[u8]) -> &[u8] {
         end -= 1;
     }
     &line[..end]
-}
-
-/// Appends strings into one Arrow buffer.
-#[derive(Default)]
-struct StringBuilder {
-    offsets: Vec<i32>,
-    data: Vec<u8>,
-}
-
-impl StringBuilder {
-    fn push(&mut self, s: &str) {
-        if self.offsets.is_empty() {
-            self.offsets.push(0);
-        }
-        self.data.extend_from_slice(s.as_bytes());
-        self.offsets.push(self.data.len() as i32);
-    }
-
-    fn finish(self) -> ArrayRef {
-        let mut offsets = self.offsets;
-        if offsets.is_empty() {
-            offsets.push(0);
-        }
-        // SAFETY-free: StringArray::new validates offsets and UTF-8; strings came from &str.
-        Arc::new(StringArray::new(arrow_buffer::OffsetBuffer::new(offsets.into()), self.data.into(), None))
-    }
 }
