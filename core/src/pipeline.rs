@@ -277,9 +277,18 @@ pub struct SinkSpec {
     pub row_group_size: Option<usize>,
     #[serde(default)]
     pub mode: WriteMode,
+    /// Threads compressing each zstd JSONL file besides the writer (0: the writer compresses).
+    /// Default: the cores the stages leave idle, at most 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression_threads: Option<u32>,
 }
 
 impl SinkSpec {
+    /// zstd worker threads per output file, given the cores no stage reserves.
+    pub fn compression_workers(&self, idle_cores: usize) -> u32 {
+        self.compression_threads.unwrap_or(idle_cores.min(2) as u32)
+    }
+
     /// The compression in effect.
     pub fn compression(&self) -> Compression {
         self.compression.unwrap_or(match self.format {

@@ -66,6 +66,12 @@ fn main() {
     let mb = raw.len() as f64 / (1 << 20) as f64;
     let zst = dir.path().join("c.jsonl.zst");
     std::fs::write(&zst, zstd::encode_all(&raw[..], 3).expect("zstd")).expect("write zst");
+    let gz = dir.path().join("c.jsonl.gz");
+    {
+        let mut e = flate2::write::GzEncoder::new(std::fs::File::create(&gz).expect("create"), flate2::Compression::default());
+        e.write_all(&raw).expect("gzip");
+        e.finish().expect("gzip");
+    }
     let pq = dir.path().join("c.parquet");
     {
         let mut r = JsonlReader::open(&input(&plain), Extent::Whole, ReadOptions::default()).expect("open");
@@ -102,6 +108,50 @@ fn main() {
     });
     let parse_zst = best_of(runs, || {
         std::hint::black_box(read_jsonl(&zst));
+    });
+    let parse_gz = best_of(runs, || {
+        std::hint::black_box(read_jsonl(&gz));
+    });
+    let gzip_decode = best_of(runs, || {
+        let mut d = flate2::read::MultiGzDecoder::new(std::io::BufReader::new(std::fs::File::open(&gz).expect("open")));
+        let mut buf = vec![0u8; 1 << 20];
+        let mut lines = 0usize;
+        loop {
+            let n = d.read(&mut buf).expect("read");
+            if n == 0 {
+                break;
+            }
+            lines += memchr_count(&buf[..n]);
+        }
+        std::hint::black_box(lines);
+    });
+    // Writers alone, from batches already in memory.
+    let batches = {
+        let mut r = JsonlReader::open(&input(&plain), Extent::Whole, ReadOptions::default()).expect("open");
+        let mut v = Vec::new();
+        while let Some(b) = r.next_batch(1000).expect("read") {
+            v.push(b);
+        }
+        v
+    };
+    let write_with = |path: &Path, make: &dyn Fn(&Loc) -> Box<dyn OutputWriter>| {
+        best_of(runs, || {
+            let mut w = make(&Loc::Local(path.to_path_buf()));
+            for b in &batches {
+                w.write_batch(b).expect("write");
+            }
+            w.finish().expect("finish");
+        })
+    };
+    let out_w = dir.path().join("w.jsonl.zst");
+    let write_zst = write_with(&out_w, &|l| Box::new(JsonlWriter::create(l, Compression::Zstd, "text").expect("create")));
+    let write_zst_mt = write_with(&out_w, &|l| {
+        Box::new(JsonlWriter::create(l, Compression::Zstd, "text").and_then(|w| w.with_compression_workers(2)).expect("create"))
+    });
+    let out_wp = dir.path().join("w.parquet");
+    let write_pq = write_with(&out_wp, &|l| Box::new(ParquetWriter::create(l, Compression::Zstd, 65536, "text").expect("create")));
+    let zstd_encode = best_of(runs, || {
+        std::hint::black_box(zstd::encode_all(std::fs::File::open(&plain).expect("open"), 3).expect("zstd").len());
     });
     let out = dir.path().join("out.jsonl.zst");
     let roundtrip_zst = best_of(runs, || {
@@ -146,7 +196,13 @@ fn main() {
     row("baseline: count lines of plain file (wc -l)", wc_l, wc_l);
     row("baseline: zstd decode + count lines (zstd -dc | wc -l)", zstd_decode, zstd_decode);
     row("JSONL plain: read + parse into Arrow", parse_plain, wc_l);
+    row("baseline: gzip decode + count lines (zcat | wc -l)", gzip_decode, gzip_decode);
+    row("baseline: zstd -3 compress of the plain file", zstd_encode, zstd_encode);
     row("JSONL.zst: decode + parse into Arrow", parse_zst, zstd_decode);
+    row("JSONL.gz: decode + parse into Arrow", parse_gz, gzip_decode);
+    row("write JSONL.zst from Arrow (writer thread only)", write_zst, zstd_encode);
+    row("write JSONL.zst from Arrow (+2 zstd workers)", write_zst_mt, zstd_encode);
+    row("write Parquet (zstd) from Arrow", write_pq, zstd_encode);
     row("JSONL.zst -> JSONL.zst: decode + parse + encode + write", roundtrip_zst, zstd_decode);
     row("Parquet (zstd): read into Arrow reader schema", parse_pq, zstd_decode);
     row("Parquet -> Parquet: read + write (zstd)", roundtrip_pq, zstd_decode);

@@ -123,6 +123,12 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// Cores that no stage reserves (`cpus` × its configured workers, one if autoscaled).
+    pub fn idle_cores(&self) -> usize {
+        let reserved: f64 = self.plan.stages.iter().map(|s| s.resources.cpus * s.num_workers.unwrap_or(1) as f64).sum();
+        self.allowed_cpus.len().saturating_sub(reserved.ceil() as usize)
+    }
+
     /// Record the run's first failure and make every thread wind down.
     pub fn fail(&self, e: RunError) {
         if let Ok(mut f) = self.failure.lock()

@@ -30,9 +30,12 @@ pub(crate) struct Written {
     pub docs_out: u64,
 }
 
-fn open_writer(sink: &SinkSpec, loc: &Loc, text_field: &str) -> Result<Box<dyn OutputWriter>, IoError> {
+fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, text_field: &str) -> Result<Box<dyn OutputWriter>, IoError> {
     Ok(match sink.format {
-        Format::Jsonl => Box::new(JsonlWriter::create(loc, sink.compression(), text_field)?),
+        Format::Jsonl => Box::new(
+            JsonlWriter::create(loc, sink.compression(), text_field)?
+                .with_compression_workers(sink.compression_workers(ctx.idle_cores()))?,
+        ),
         Format::Parquet => Box::new(ParquetWriter::create(loc, sink.compression(), sink.row_group_size.unwrap_or(65536), text_field)?),
         // Refused by the pipeline's validation; never a sink.
         Format::Video => {
@@ -108,7 +111,7 @@ fn write_task(
         out.next_seq += 1;
         if t.batch.num_rows() > 0 {
             if out.main.is_none() {
-                out.main = Some(open_writer(&plan.spec.sink, &partition.output, text_field)?);
+                out.main = Some(open_writer(ctx, &plan.spec.sink, &partition.output, text_field)?);
             }
             if let Some(w) = out.main.as_mut() {
                 w.write_batch(&t.batch)?;
@@ -119,7 +122,7 @@ fn write_task(
                 let slot = &mut out.branches[*b];
                 if slot.is_none() {
                     let br = &plan.branches[*b];
-                    *slot = Some(open_writer(&br.sink, &br.outputs[pi].1, text_field)?);
+                    *slot = Some(open_writer(ctx, &br.sink, &br.outputs[pi].1, text_field)?);
                 }
                 if let Some(w) = slot.as_mut() {
                     w.write_batch(side)?;

@@ -137,11 +137,12 @@ mod tests {
         let input = Box::new(std::io::BufReader::with_capacity(buf, std::io::Cursor::new(data.to_vec())));
         let mut s = LineSplitter::new(input, 0, max, 4);
         let mut out = Vec::new();
-        while s.next_lines(&mut |l| {
-            out.push((l.bytes.to_vec(), l.start, l.too_long));
-            true
-        })
-        .unwrap()
+        while s
+            .next_lines(&mut |l| {
+                out.push((l.bytes.to_vec(), l.start, l.too_long));
+                true
+            })
+            .unwrap()
         {}
         assert_eq!(s.offset(), data.len() as u64);
         out
@@ -176,11 +177,12 @@ mod tests {
         let mut s = LineSplitter::new(input, 0, 100, 4);
         let mut seen = Vec::new();
         // Take one line per call.
-        while s.next_lines(&mut |l| {
-            seen.push(l.bytes.to_vec());
-            false
-        })
-        .unwrap()
+        while s
+            .next_lines(&mut |l| {
+                seen.push(l.bytes.to_vec());
+                false
+            })
+            .unwrap()
         {}
         assert_eq!(seen, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]);
     }

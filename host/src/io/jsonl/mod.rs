@@ -169,6 +169,27 @@ mod tests {
     }
 
     #[test]
+    fn zstd_workers_write_the_same_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: String = (0..20_000).map(|i| format!("{{\"text\":\"doc {i} {}\",\"id\":\"d{i}\"}}\n", "w ".repeat(i % 50))).collect();
+        let p = write(dir.path(), "in.jsonl", lines.as_bytes());
+        let mut outputs = Vec::new();
+        for workers in [0, 2] {
+            let mut r = JsonlReader::open(&input(&p), Extent::Whole, opts()).unwrap();
+            let out = dir.path().join(format!("out-{workers}.jsonl.zst"));
+            let w = JsonlWriter::create(&Loc::Local(out.clone()), Compression::Zstd, "text").unwrap();
+            let mut w: Box<dyn OutputWriter> = Box::new(w.with_compression_workers(workers).unwrap());
+            while let Some(b) = r.next_batch(1000).unwrap() {
+                w.write_batch(&b).unwrap();
+            }
+            assert_eq!(w.finish().unwrap().documents, 20_000);
+            outputs.push(String::from_utf8(super::super::read_decoded(&out).unwrap()).unwrap());
+        }
+        assert_eq!(outputs[0], outputs[1]);
+        assert_eq!(outputs[0].lines().count(), 20_000);
+    }
+
+    #[test]
     fn dropped_writer_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let w = JsonlWriter::create(&Loc::Local(dir.path().join("o.jsonl")), Compression::None, "text").unwrap();

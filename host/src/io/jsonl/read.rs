@@ -11,8 +11,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::lines::{Line, LineSplitter};
 use super::super::{ID, InputFile, IoError, META, Reject, TEXT};
+use super::lines::{Line, LineSplitter};
 use curator_core::partition::Extent;
 
 /// Schema of the batches the readers produce.

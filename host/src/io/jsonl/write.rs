@@ -51,6 +51,17 @@ impl JsonlWriter {
         };
         Ok(JsonlWriter { spool, encoder, text_field: text_field.into(), docs: 0, line: Vec::new() })
     }
+
+    /// Compress zstd output on `workers` threads besides this one (0: on this thread). The
+    /// file is the same valid zstd stream; only who compresses changes.
+    pub fn with_compression_workers(mut self, workers: u32) -> Result<JsonlWriter, IoError> {
+        if let Encoder::Zstd(z) = &mut self.encoder
+            && workers > 0
+        {
+            z.multithread(workers).map_err(|e| self.spool.werr(e))?;
+        }
+        Ok(self)
+    }
 }
 
 /// Append one document of `batch` as a JSON object line: the text field, the input's other
