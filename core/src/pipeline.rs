@@ -281,6 +281,29 @@ pub struct SinkSpec {
     /// Default: the cores the stages leave idle, at most 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression_threads: Option<u32>,
+    /// How object-store requests that fail (5xx, dropped connections, timeouts) are retried,
+    /// for every object store the run reads or writes.
+    #[serde(default)]
+    pub retry: RetrySpec,
+}
+
+/// Retries of object-store requests, with exponential backoff (object_store's defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrySpec {
+    /// Attempts after the first (0: fail at the first error).
+    pub max_retries: u32,
+    /// Give up retrying a request this long after its first attempt.
+    pub retry_timeout_s: f64,
+    /// First backoff; each next one doubles, up to `max_backoff_s`.
+    pub initial_backoff_ms: u64,
+    pub max_backoff_s: f64,
+}
+
+impl Default for RetrySpec {
+    fn default() -> Self {
+        RetrySpec { max_retries: 10, retry_timeout_s: 180.0, initial_backoff_ms: 100, max_backoff_s: 15.0 }
+    }
 }
 
 impl SinkSpec {
@@ -475,6 +498,11 @@ impl PipelineSpec {
         let f = self.execution.max_failed_fraction;
         if !(0.0..=1.0).contains(&f) {
             errors.push(SpecError::new(file, "execution.max_failed_fraction", format!("must be between 0 and 1, found {f}")));
+        }
+        for (field, secs) in [("retry_timeout_s", self.sink.retry.retry_timeout_s), ("max_backoff_s", self.sink.retry.max_backoff_s)] {
+            if !(secs.is_finite() && secs >= 0.0) {
+                errors.push(SpecError::new(file, format!("sink.retry.{field}"), format!("must be a number of seconds >= 0, found {secs}")));
+            }
         }
         if self.sink.row_group_size == Some(0) {
             errors.push(SpecError::new(file, "sink.row_group_size", "must be > 0"));

@@ -3,6 +3,8 @@
 
 pub mod dedup;
 pub mod exec;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod gpu;
 pub mod install;
 pub mod io;

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-struct S3Server {
+pub(crate) struct S3Server {
     child: Child,
-    port: u16,
+    pub port: u16,
 }
 
 impl S3Server {
-    fn start() -> S3Server {
+    pub fn start() -> S3Server {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new("moto_server")
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -31,7 +31,7 @@ impl S3Server {
         server
     }
 
-    fn create_bucket(&self, name: &str) {
+    pub fn create_bucket(&self, name: &str) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(s, "PUT /{name} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", self.port).unwrap();
         let mut resp = String::new();
@@ -54,20 +54,31 @@ impl S3Server {
         assert!(resp.starts_with("HTTP/1.1 200"), "object not stored: {resp}");
     }
 
-    fn run(&self, pipeline: &std::path::Path) -> Run {
-        host()
-            .env("AWS_ACCESS_KEY_ID", "test")
+    pub fn run(&self, pipeline: &std::path::Path) -> Run {
+        self.run_via(self.port, pipeline)
+    }
+
+    /// Run with the S3 endpoint at `port` on loopback (this server, or a proxy in front of it).
+    pub fn run_via(&self, port: u16, pipeline: &std::path::Path) -> Run {
+        self.command(port).arg("run").arg(pipeline).arg("--plugins").arg(guests_dir()).output().unwrap().into()
+    }
+
+    /// The binary, with credentials for this server and its endpoint at `port`.
+    pub fn command(&self, port: u16) -> Command {
+        let mut c = host();
+        c.env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("AWS_REGION", "us-east-1")
-            .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{}", self.port))
-            .env("AWS_ALLOW_HTTP", "true")
-            .arg("run")
-            .arg(pipeline)
-            .arg("--plugins")
-            .arg(guests_dir())
-            .output()
-            .unwrap()
-            .into()
+            .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+            .env("AWS_ALLOW_HTTP", "true");
+        c
+    }
+
+    /// Keys under `prefix` in `bucket`.
+    pub fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let url = format!("http://127.0.0.1:{}/{bucket}?list-type=2&prefix={prefix}", self.port);
+        let body = ureq::get(&url).call().ok().and_then(|mut r| r.body_mut().read_to_string().ok()).unwrap_or_default();
+        body.split("<Key>").skip(1).filter_map(|k| k.split("</Key>").next()).map(str::to_string).collect()
     }
 }
 

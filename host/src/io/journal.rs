@@ -16,14 +16,20 @@ pub struct JournalEntry {
     pub branches: Vec<WrittenFile>,
 }
 
-/// The journal of finished partitions, `_journal.jsonl` in a local output directory: one
-/// line per committed output file, synced to disk before the next partition is reported
-/// done. A run that is killed resumes from it; a run that finishes replaces it with the
-/// output manifest.
+/// The journal of finished partitions, so that a killed run resumes from it; a run that
+/// finishes replaces it with the output manifest.
+///
+/// In a local output directory it is `_journal.jsonl`: one line per committed output file,
+/// synced to disk before the next partition is reported done. An object store cannot append,
+/// so there each entry is its own small object under `_journal/` (named by the entry's
+/// output path), uploaded whole (an object is never seen half-written) before the partition
+/// is reported done.
 pub struct Journal {
     /// Opened (and created) at the first record: a run that commits nothing leaves none.
     file: Option<std::fs::File>,
     path: PathBuf,
+    /// The object-store prefix entries go under (remote output directories).
+    remote: Option<Loc>,
 }
 
 impl Journal {
@@ -38,20 +44,43 @@ impl Journal {
         }
     }
 
-    /// Entries of the journal `name` in `dir`; `None` when there is no journal (no run was
-    /// interrupted there after committing a partition, or it is an object store). A torn last
-    /// line (a kill mid-write) is ignored.
-    pub fn load(dir: &Loc, name: &str) -> Option<Vec<JournalEntry>> {
-        let Loc::Local(d) = dir else { return None };
-        let text = std::fs::read_to_string(d.join(name)).ok()?;
-        Some(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    /// Where the entries of journal `name` live in a remote directory: `_journal/`,
+    /// `_journal.shard-0003-of-0008/`.
+    fn remote_prefix(dir: &Loc, name: &str) -> Loc {
+        dir.join(name.strip_suffix(".jsonl").unwrap_or(name))
     }
 
-    /// The journal of a local output directory (`None` for object stores). Nothing is
-    /// created until the first entry is recorded.
+    /// Entries of the journal `name` in `dir`; `None` when there is none (no run was
+    /// interrupted there after committing a partition). A torn last line (a kill mid-write)
+    /// is ignored.
+    pub fn load(dir: &Loc, name: &str) -> Option<Vec<JournalEntry>> {
+        match dir {
+            Loc::Local(d) => {
+                let text = std::fs::read_to_string(d.join(name)).ok()?;
+                Some(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+            }
+            Loc::Remote { .. } => {
+                let objects = Self::remote_prefix(dir, name).list_files().ok()?;
+                let entries: Vec<JournalEntry> = objects
+                    .iter()
+                    .filter(|(rel, _, _)| rel.ends_with(".json"))
+                    .filter_map(|(_, loc, _)| serde_json::from_slice(&loc.read_all().ok()?).ok())
+                    .collect();
+                (!entries.is_empty()).then_some(entries)
+            }
+        }
+    }
+
+    /// The journal of an output directory. Nothing is created until the first entry is
+    /// recorded.
     pub fn open_for_append(dir: &Loc, name: &str) -> Result<Option<Journal>, IoError> {
-        let Loc::Local(d) = dir else { return Ok(None) };
-        Ok(Some(Journal { file: None, path: d.join(name) }))
+        Ok(Some(match dir {
+            Loc::Local(d) => Journal { file: None, path: d.join(name), remote: None },
+            Loc::Remote { .. } => {
+                let prefix = Self::remote_prefix(dir, name);
+                Journal { file: None, path: PathBuf::from(prefix.display()), remote: Some(prefix) }
+            }
+        }))
     }
 
     /// Record a committed output file durably.
@@ -59,6 +88,10 @@ impl Journal {
         use std::io::Write;
         let err = |source: std::io::Error| IoError::Write { path: self.path.display().to_string(), source };
         let mut line = serde_json::to_vec(f).map_err(|e| err(e.into()))?;
+        if let Some(prefix) = &self.remote {
+            let key = format!("{:016x}.json", xxhash_rust::xxh3::xxh3_64(f.file.sources.join("\n").as_bytes()));
+            return super::writer::write_small(&prefix.join(&key), &line);
+        }
         line.push(b'\n');
         if self.file.is_none() {
             if let Some(d) = self.path.parent() {
@@ -71,8 +104,15 @@ impl Journal {
     }
 
     pub fn remove(dir: &Loc, name: &str) {
-        if let Loc::Local(d) = dir {
-            let _ = std::fs::remove_file(d.join(name));
+        match dir {
+            Loc::Local(d) => {
+                let _ = std::fs::remove_file(d.join(name));
+            }
+            Loc::Remote { .. } => {
+                for (_, loc, _) in Self::remote_prefix(dir, name).list_files().unwrap_or_default() {
+                    let _ = loc.delete();
+                }
+            }
         }
     }
 }

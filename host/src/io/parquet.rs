@@ -83,11 +83,36 @@ pub struct ParquetReader {
     opts: ReadOptions,
     json_columns: Vec<String>,
     row: u64,
+    /// The decoder panicked on this file: it reads nothing more.
+    failed: bool,
+}
+
+/// Run a call into the Parquet decoder, turning a panic (the parquet crate panics on some
+/// corrupt files rather than returning an error) into an error naming the file.
+fn decoder_guard<T>(source: &str, f: impl FnOnce() -> Result<T, IoError>) -> Result<T, IoError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        Err(IoError::Line { at: source.to_string(), message: format!("corrupt Parquet file (the decoder failed: {why})") })
+    })
 }
 
 impl ParquetReader {
     pub fn open(file: &InputFile, extent: Extent, opts: ReadOptions, batch_size: usize) -> Result<ParquetReader, IoError> {
         let source = file.display();
+        decoder_guard(&source, || Self::open_unguarded(file, source.clone(), extent, opts, batch_size))
+    }
+
+    fn open_unguarded(
+        file: &InputFile,
+        source: String,
+        extent: Extent,
+        opts: ReadOptions,
+        batch_size: usize,
+    ) -> Result<ParquetReader, IoError> {
         let reader = LocReader { loc: file.loc.clone(), size: file.size };
         let mut builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| perr(&source, e))?;
         // Our writer stores the list in the Arrow schema's metadata (embedded in the file).
@@ -110,18 +135,25 @@ impl ParquetReader {
         }
         let first_row = match extent {
             Extent::Units { start, end } => {
-                let skipped: i64 = builder.metadata().row_groups()[..start].iter().map(|rg| rg.num_rows()).sum();
+                let groups = builder.metadata().row_groups();
+                let skipped: i64 = groups[..start.min(groups.len())].iter().map(|rg| rg.num_rows()).sum();
                 builder = builder.with_row_groups((start..end).collect());
                 skipped.max(0) as u64
             }
             _ => 0,
         };
         let inner = builder.with_batch_size(batch_size.max(1)).build().map_err(|e| perr(&source, e))?;
-        Ok(ParquetReader { inner, source, id_prefix: file.loc.file_name(), opts, json_columns, row: first_row })
+        Ok(ParquetReader { inner, source, id_prefix: file.loc.file_name(), opts, json_columns, row: first_row, failed: false })
     }
 
     pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, IoError> {
-        let Some(batch) = self.inner.next() else { return Ok(None) };
+        if self.failed {
+            return Ok(None);
+        }
+        let source = self.source.clone();
+        let next = decoder_guard(&source, || Ok(self.inner.next()));
+        let next = next.inspect_err(|_| self.failed = true)?;
+        let Some(batch) = next else { return Ok(None) };
         let batch = batch.map_err(|e| perr(&self.source, e))?;
         self.convert(&batch).map(Some)
     }

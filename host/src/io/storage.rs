@@ -32,6 +32,49 @@ pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// How requests to object stores are retried (from the pipeline's `sink.retry`); set before
+/// the run opens its first store.
+static RETRY: std::sync::RwLock<Option<curator_core::pipeline::RetrySpec>> = std::sync::RwLock::new(None);
+
+/// Use `spec` for the object stores opened from now on.
+pub fn configure_retry(spec: &curator_core::pipeline::RetrySpec) {
+    if let Ok(mut r) = RETRY.write() {
+        *r = Some(spec.clone());
+    }
+}
+
+fn retry_config() -> object_store::RetryConfig {
+    let spec = RETRY.read().ok().and_then(|r| r.clone()).unwrap_or_default();
+    object_store::RetryConfig {
+        backoff: object_store::BackoffConfig {
+            init_backoff: std::time::Duration::from_millis(spec.initial_backoff_ms),
+            max_backoff: std::time::Duration::from_secs_f64(spec.max_backoff_s),
+            base: 2.0,
+        },
+        max_retries: spec.max_retries as usize,
+        retry_timeout: std::time::Duration::from_secs_f64(spec.retry_timeout_s),
+    }
+}
+
+/// The store behind `url` (configured from the environment, retrying as configured) and the
+/// path inside it.
+fn open_store(url: &url::Url) -> Result<(Box<dyn ObjectStore>, ObjPath), object_store::Error> {
+    use object_store::ObjectStoreScheme as S;
+    let (scheme, path) = S::parse(url)?;
+    let path = ObjPath::parse(path)?;
+    let store: Box<dyn ObjectStore> = match scheme {
+        S::AmazonS3 => Box::new(object_store::aws::AmazonS3Builder::from_env().with_url(url.as_str()).with_retry(retry_config()).build()?),
+        S::GoogleCloudStorage => {
+            Box::new(object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url.as_str()).with_retry(retry_config()).build()?)
+        }
+        S::MicrosoftAzure => {
+            Box::new(object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url.as_str()).with_retry(retry_config()).build()?)
+        }
+        _ => return object_store::parse_url_opts(url, std::env::vars()),
+    };
+    Ok((store, path))
+}
+
 /// Whether `host` (a URL's host, without port) is this machine: the only place plain HTTP is
 /// spoken to (test registries and servers on loopback).
 pub(crate) fn is_loopback(host: &str) -> bool {
@@ -76,7 +119,7 @@ impl Loc {
                 return Ok(Loc::Local(p));
             }
             let url = url::Url::parse(s).map_err(|e| obj_err(s, e))?;
-            let (store, path) = object_store::parse_url_opts(&url, std::env::vars()).map_err(|e| obj_err(s, e))?;
+            let (store, path) = open_store(&url).map_err(|e| obj_err(s, e))?;
             let base = format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""));
             return Ok(Loc::Remote { store: Arc::from(store), base, path });
         }

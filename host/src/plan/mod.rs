@@ -308,6 +308,7 @@ fn plan_locked(
         errors.extend(checks::check_setups(label, &stages, &failed, runtime));
     }
 
+    crate::io::storage::configure_retry(&spec.sink.retry);
     let mut sources = Vec::new();
     for p in spec.source.path.as_vec() {
         match Loc::parse(p, base) {

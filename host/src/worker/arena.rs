@@ -179,7 +179,7 @@ impl Arena {
         Ok(())
     }
 
-    pub(super) fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: the mapping is `len` readable bytes for as long as `self.map` lives.
         unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr(), self.map.len) }
     }
@@ -206,7 +206,7 @@ impl Arena {
     }
 
     /// Where this process writes the arena (a writable mapping only).
-    pub(super) fn base_mut(&mut self) -> *mut u8 {
+    pub(crate) fn base_mut(&mut self) -> *mut u8 {
         debug_assert!(self.writable);
         self.map.ptr.as_ptr()
     }

@@ -1,0 +1,3 @@
+#![no_main]
+//! See `curator_host::fuzz::jsonl_reader`.
+libfuzzer_sys::fuzz_target!(init: curator_host::fuzz::init(), |data: &[u8]| curator_host::fuzz::jsonl_reader(data));
