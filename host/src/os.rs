@@ -199,3 +199,17 @@ mod tests {
         }
     }
 }
+
+/// The mount point of the filesystem holding `path` (the longest mount point above its
+/// nearest existing ancestor), from `/proc/self/mounts`. `None` off Linux.
+pub fn mount_point(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let existing = path.ancestors().find(|a| a.exists())?.canonicalize().ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        // Spaces and tabs in mount points are written as octal escapes.
+        .map(|m| std::path::PathBuf::from(m.replace("\\040", " ").replace("\\011", "\t")))
+        .filter(|m| existing.starts_with(m))
+        .max_by_key(|m| m.as_os_str().len())
+}

@@ -7,6 +7,7 @@ mod catalogue;
 mod cli;
 mod dedup;
 mod dedup_phases;
+mod disk_full;
 mod executor;
 mod fuzz_smoke;
 mod io;

@@ -86,7 +86,7 @@ impl Journal {
     /// Record a committed output file durably.
     pub fn record(&mut self, f: &JournalEntry) -> Result<(), IoError> {
         use std::io::Write;
-        let err = |source: std::io::Error| IoError::Write { path: self.path.display().to_string(), source };
+        let err = |source: std::io::Error| IoError::write(self.path.display().to_string(), source);
         let mut line = serde_json::to_vec(f).map_err(|e| err(e.into()))?;
         if let Some(prefix) = &self.remote {
             let key = format!("{:016x}.json", xxhash_rust::xxh3::xxh3_64(f.file.sources.join("\n").as_bytes()));

@@ -43,12 +43,28 @@ pub enum IoError {
     Read { file: String, line: u64, source: std::io::Error },
     #[error("{path}: write failed: {source}")]
     Write { path: String, source: std::io::Error },
+    #[error("{path}: no space left on {filesystem} (free space there and run again: committed partitions are kept)")]
+    NoSpace { path: String, filesystem: String },
     #[error("{path}: {message}")]
     Parquet { path: String, message: String },
     #[error("output {path} already exists (sink.mode is \"error\"; use overwrite, append or ignore)")]
     Exists { path: String },
     #[error("inputs {a} and {b} would both be written to {out}")]
     Collision { a: String, b: String, out: String },
+}
+
+impl IoError {
+    /// A failed write to `path`; a full filesystem is named as such.
+    pub fn write(path: impl Into<String>, source: std::io::Error) -> IoError {
+        let path = path.into();
+        if source.kind() == std::io::ErrorKind::StorageFull {
+            let filesystem = crate::os::mount_point(std::path::Path::new(&path))
+                .map(|m| format!("the filesystem mounted at {}", m.display()))
+                .unwrap_or_else(|| "its filesystem".into());
+            return IoError::NoSpace { path, filesystem };
+        }
+        IoError::Write { path, source }
+    }
 }
 
 /// A line (or row) of input that could not be used, and why.

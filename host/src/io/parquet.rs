@@ -64,15 +64,19 @@ impl ChunkReader for LocReader {
 /// Row-group sizes (compressed bytes) of a Parquet file, for partitioning.
 pub fn row_group_sizes(file: &InputFile) -> Result<Vec<u64>, IoError> {
     let reader = LocReader { loc: file.loc.clone(), size: file.size };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| perr(&file.display(), e))?;
-    Ok(builder.metadata().row_groups().iter().map(|rg| rg.compressed_size().max(0) as u64).collect())
+    decoder_guard(&file.display(), || {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| perr(&file.display(), e))?;
+        Ok(builder.metadata().row_groups().iter().map(|rg| rg.compressed_size().max(0) as u64).collect())
+    })
 }
 
 /// Rows of a Parquet file, from its footer.
 pub fn row_count(file: &InputFile) -> Result<u64, IoError> {
     let reader = LocReader { loc: file.loc.clone(), size: file.size };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| perr(&file.display(), e))?;
-    Ok(builder.metadata().file_metadata().num_rows().max(0) as u64)
+    decoder_guard(&file.display(), || {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| perr(&file.display(), e))?;
+        Ok(builder.metadata().file_metadata().num_rows().max(0) as u64)
+    })
 }
 
 /// Reads a Parquet file (or some of its row groups) as reader-schema batches.
@@ -96,7 +100,7 @@ fn decoder_guard<T>(source: &str, f: impl FnOnce() -> Result<T, IoError>) -> Res
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown".into());
-        Err(IoError::Line { at: source.to_string(), message: format!("corrupt Parquet file (the decoder failed: {why})") })
+        Err(IoError::Parquet { path: source.to_string(), message: format!("corrupt Parquet file (the decoder failed: {why})") })
     })
 }
 
@@ -328,6 +332,18 @@ impl ParquetWriter {
         IoError::Parquet { path, message: e.to_string() }
     }
 
+    /// An error of the Parquet encoder: a failed write underneath (a full disk) as such.
+    fn encoder_err(&self, e: parquet::errors::ParquetError) -> IoError {
+        let path = self.spool.as_ref().map(|s| s.target.display()).unwrap_or_default();
+        match e {
+            parquet::errors::ParquetError::External(inner) => match inner.downcast::<std::io::Error>() {
+                Ok(io) => IoError::write(path, *io),
+                Err(other) => IoError::Parquet { path, message: other.to_string() },
+            },
+            other => IoError::Parquet { path, message: other.to_string() },
+        }
+    }
+
     /// Fix the schema from the first batch.
     fn infer(&mut self, metas: &[serde_json::Map<String, Value>], batch: &RecordBatch) -> Result<(), IoError> {
         let mut order: Vec<String> = Vec::new();
@@ -456,8 +472,11 @@ impl OutputWriter for ParquetWriter {
         }
         columns.push(Arc::new(extra.finish()));
         let out = RecordBatch::try_new(schema, columns).map_err(|e| self.werr(e))?;
-        let writer = self.writer.as_mut().ok_or_else(|| IoError::Parquet { path: String::new(), message: "writer not started".into() })?;
-        writer.write(&out).map_err(|e| IoError::Parquet { path: String::new(), message: e.to_string() })?;
+        let written = match self.writer.as_mut() {
+            Some(w) => w.write(&out),
+            None => return Err(self.werr("writer not started")),
+        };
+        written.map_err(|e| self.encoder_err(e))?;
         self.docs += n as u64;
         Ok(())
     }
@@ -473,7 +492,7 @@ impl OutputWriter for ParquetWriter {
             self.infer(&[], &empty)?;
         }
         let writer = self.writer.take().ok_or_else(|| self.werr("writer not started"))?;
-        let w = writer.into_inner().map_err(|e| self.werr(e))?;
+        let w = writer.into_inner().map_err(|e| self.encoder_err(e))?;
         let spool = self.spool.take().ok_or_else(|| self.werr("already finished"))?;
         let (bytes, sha256) = spool.commit(w)?;
         Ok(Committed { documents: self.docs, bytes, sha256 })

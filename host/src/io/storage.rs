@@ -265,7 +265,7 @@ impl Loc {
 
     /// Make the spooled file `tmp` this location: rename (local) or upload (remote).
     pub fn commit(&self, tmp: &Path) -> Result<(), IoError> {
-        let werr = |source| IoError::Write { path: self.display(), source };
+        let werr = |source| IoError::write(self.display(), source);
         match self {
             Loc::Local(p) => std::fs::rename(tmp, p).map_err(werr),
             Loc::Remote { store, path, .. } => {
@@ -301,7 +301,7 @@ impl Loc {
     /// Make the directory exist (local only; object stores have no directories).
     pub fn create_dir_all(&self) -> Result<(), IoError> {
         match self {
-            Loc::Local(p) => std::fs::create_dir_all(p).map_err(|source| IoError::Write { path: self.display(), source }),
+            Loc::Local(p) => std::fs::create_dir_all(p).map_err(|source| IoError::write(self.display(), source)),
             Loc::Remote { .. } => Ok(()),
         }
     }

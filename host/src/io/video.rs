@@ -82,7 +82,7 @@ fn local_copy(loc: &super::Loc, size: u64) -> Result<std::path::PathBuf, IoError
     if std::fs::metadata(&path).is_ok_and(|m| m.len() == size) {
         return Ok(path);
     }
-    let werr = |source| IoError::Write { path: path.display().to_string(), source };
+    let werr = |source| IoError::write(path.display().to_string(), source);
     std::fs::create_dir_all(&dir).map_err(werr)?;
     let tmp = dir.join(format!(".{}.tmp-{}", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(), std::process::id()));
     let mut out = std::fs::File::create(&tmp).map_err(werr)?;

@@ -84,7 +84,7 @@ pub type SpoolWriter = HashingWriter<BufWriter<File>>;
 impl Spool {
     pub fn create(target: &Loc) -> Result<(Spool, SpoolWriter), IoError> {
         let tmp = target.spool_path();
-        let werr = |source| IoError::Write { path: target.display(), source };
+        let werr = |source| IoError::write(target.display(), source);
         if let Some(dir) = tmp.parent() {
             std::fs::create_dir_all(dir).map_err(werr)?;
         }
@@ -93,7 +93,7 @@ impl Spool {
     }
 
     pub fn werr(&self, source: std::io::Error) -> IoError {
-        IoError::Write { path: self.target.display(), source }
+        IoError::write(self.target.display(), source)
     }
 
     /// Flush and sync `w`, then rename or upload the temp file into place.
