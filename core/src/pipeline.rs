@@ -608,6 +608,20 @@ impl PipelineSpec {
 mod tests {
     use super::*;
 
+    /// "Billion laughs": nine aliases of nine aliases, eleven levels deep (9^12 nodes once
+    /// expanded) is refused by the parser's node budget, in bounded memory.
+    #[test]
+    fn alias_bombs_are_refused() {
+        let mut yaml = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+        for (prev, name) in ('a'..='k').zip('b'..='l') {
+            let refs = vec![format!("*{prev}"); 9].join(", ");
+            yaml.push_str(&format!("{name}: &{name} [{refs}]\n"));
+        }
+        yaml.push_str("source: {path: in}\nsink: {path: out}\n");
+        let e = PipelineSpec::from_yaml("bomb.yaml", &yaml).unwrap_err().to_string();
+        assert!(e.contains("bomb.yaml") && e.contains("budget"), "{e}");
+    }
+
     const GOOD: &str = r#"
 name: demo
 source:

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod bombs;
 mod catalogue;
 mod cli;
 mod dedup;

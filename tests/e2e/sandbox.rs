@@ -99,6 +99,14 @@ fn invalid_output_is_refused() {
     assert_contained(&run, tmp.path(), "stage returned an invalid batch: selection index 4294967295 is out of range");
 }
 
+/// A guest claiming a batch of 2^32 - 1 rows and 4 GiB of text: refused by its sizes before
+/// anything is allocated for them.
+#[test]
+fn output_claiming_huge_sizes_is_refused() {
+    let (run, tmp) = run_hostile("huge_output", "");
+    assert_contained(&run, tmp.path(), "column \"text\": 2 offsets for 4294967295 rows");
+}
+
 #[test]
 fn harmless_mode_passes_everything() {
     let (run, tmp) = run_hostile("none", "");
@@ -132,6 +140,7 @@ fn process_isolation_contains_the_same_guests() {
         ("panic", "", "returned an error: trapped: wasm trap", "10..20"),
         ("fail", "", "returned an error: refusing this batch on purpose", "10..20"),
         ("bad_output", "", "selection index 4294967295 is out of range", "10..20"),
+        ("huge_output", "", "2 offsets for 4294967295 rows", "10..20"),
         ("open", ", path: /etc/passwd", "returned an error: cannot open /etc/passwd", "10..20"),
     ];
     for (mode, extra, reason, rows) in cases {

@@ -106,6 +106,25 @@ mod tests {
         assert!(e.contains("bad.jsonl:2: field \"text\": expected a string, found a number"), "{e}");
     }
 
+    /// A value nested 100,000 deep: the line is rejected naming the field (no consumer could
+    /// parse it back), in bounded stack and memory, and the next line is read. 128 levels pass.
+    #[test]
+    fn deeply_nested_values_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = format!("{{\"text\": \"x\", \"meta\": {}{}}}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let p = write(dir.path(), "deep.jsonl", format!("{deep}{{\"text\": \"after\"}}\n").as_bytes());
+        let (docs, rejects) = read_all(&p, Extent::Whole, opts());
+        assert_eq!(docs.iter().map(|d| d.1.as_str()).collect::<Vec<_>>(), vec!["after"]);
+        assert_eq!(rejects.len(), 1);
+        assert_eq!(rejects[0].reason, "field \"meta\": nested deeper than 128 levels");
+        assert_eq!(rejects[0].line, Some(1));
+        let ok = format!("{{\"text\": \"y\", \"m\": {}\"]\"{}}}\n", "[".repeat(128), "]".repeat(128));
+        let p = write(dir.path(), "ok.jsonl", ok.as_bytes());
+        let (docs, rejects) = read_all(&p, Extent::Whole, opts());
+        assert!(rejects.is_empty(), "{rejects:?}");
+        assert_eq!(docs.len(), 1);
+    }
+
     #[test]
     fn truncated_gzip_keeps_what_was_read() {
         let dir = tempfile::tempdir().unwrap();

@@ -386,6 +386,11 @@ impl LineParser {
                 && !keep.iter().any(|k| k == key.as_ref())
             {
                 continue;
+            } else if nesting_depth(raw.get()) > MAX_NESTING {
+                // Kept verbatim it would pass here, then break every consumer that parses it
+                // (serde_json, pyarrow and the Parquet writer stop at 128).
+                problem = Some((key.to_string(), format!("nested deeper than {MAX_NESTING} levels")));
+                break;
             }
             if meta.len() > 1 {
                 meta.push(',');
@@ -419,6 +424,40 @@ impl LineParser {
         cols.metas.append_value(meta.as_str());
         Ok(true)
     }
+}
+
+/// Deepest nesting a kept field may have (serde_json's own recursion limit).
+const MAX_NESTING: usize = 128;
+
+/// How deep arrays and objects nest in a well-formed JSON value (brackets inside strings
+/// do not count).
+fn nesting_depth(raw: &str) -> usize {
+    let bytes = raw.as_bytes();
+    if !matches!(bytes.first(), Some(b'[' | b'{')) {
+        return 0;
+    }
+    let (mut depth, mut max, mut in_str, mut escaped) = (0usize, 0usize, false, false);
+    for &b in bytes {
+        if in_str {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
 }
 
 /// A JSON string value's content, borrowed when it has no escapes.

@@ -5,9 +5,9 @@ use curator_sdk::prelude::*;
 /// Misbehaves according to `mode` when it sees a document containing `trigger`.
 #[stage(name = "hostile", cpus = 1.0, memory_mb = 64)]
 pub struct Hostile {
-    /// loop | bomb | open | fail | panic | bad_output | slow (sleep 20 ms a batch) |
-    /// leak (1 MiB a batch, never freed) | none
-    #[param(one_of = ["loop", "bomb", "open", "fail", "panic", "bad_output", "slow", "leak", "none"])]
+    /// loop | bomb | open | fail | panic | bad_output | huge_output (a batch claiming 2^32 - 1
+    /// rows and 4 GiB of text) | slow (sleep 20 ms a batch) | leak (1 MiB a batch, never freed) | none
+    #[param(one_of = ["loop", "bomb", "open", "fail", "panic", "bad_output", "huge_output", "slow", "leak", "none"])]
     pub mode: String,
     /// Path to open in `open` mode.
     #[param(default = "/etc/passwd")]
@@ -48,6 +48,16 @@ impl Stage for Hostile {
             "fail" => Err(StageError::Failed("refusing this batch on purpose".into())),
             "panic" => panic!("hostile stage panicked on purpose"),
             "bad_output" => Ok(Output::Selection(vec![u32::MAX])),
+            "huge_output" => Ok(Output::Batch(Batch {
+                num_rows: u32::MAX,
+                columns: vec![Column {
+                    name: "text".into(),
+                    ty: ColumnType::Utf8,
+                    validity: Vec::new(),
+                    offsets: vec![0, u32::MAX],
+                    data: Vec::new(),
+                }],
+            })),
             "leak" => {
                 std::hint::black_box(Box::leak(vec![7u8; 1 << 20].into_boxed_slice()));
                 Ok(Output::Selection((0..batch.num_rows).collect()))
