@@ -20,8 +20,11 @@ pub fn init() {
     std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
 }
 
+/// A harness: arbitrary bytes in, nothing out.
+pub type Harness = fn(&[u8]);
+
 /// Every harness, by the name its fuzz target and corpus directory carry.
-pub const TARGETS: [(&str, fn(&[u8])); 6] = [
+pub const TARGETS: [(&str, Harness); 6] = [
     ("jsonl_reader", jsonl_reader),
     ("parquet_reader", parquet_reader),
     ("pipeline_yaml", pipeline_yaml),

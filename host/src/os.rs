@@ -179,9 +179,33 @@ pub fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// The mount point of the filesystem holding `path` (the longest mount point above its
+/// nearest existing ancestor), from `/proc/self/mounts`. `None` off Linux.
+pub fn mount_point(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let existing = path.ancestors().find(|a| a.exists())?.canonicalize().ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        // Spaces and tabs in mount points are written as octal escapes.
+        .map(|m| std::path::PathBuf::from(m.replace("\\040", " ").replace("\\011", "\t")))
+        .filter(|m| existing.starts_with(m))
+        .max_by_key(|m| m.as_os_str().len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_points_are_found_for_existing_and_future_paths() {
+        if cfg!(target_os = "linux") {
+            assert_eq!(mount_point(std::path::Path::new("/")), Some(std::path::PathBuf::from("/")));
+            let dir = tempfile::tempdir().unwrap();
+            let m = mount_point(&dir.path().join("not/yet/there.jsonl")).unwrap();
+            assert!(dir.path().canonicalize().unwrap().starts_with(&m), "{m:?}");
+        }
+    }
 
     #[test]
     fn probes_answer_on_this_machine() {
@@ -200,16 +224,3 @@ mod tests {
     }
 }
 
-/// The mount point of the filesystem holding `path` (the longest mount point above its
-/// nearest existing ancestor), from `/proc/self/mounts`. `None` off Linux.
-pub fn mount_point(path: &std::path::Path) -> Option<std::path::PathBuf> {
-    let existing = path.ancestors().find(|a| a.exists())?.canonicalize().ok()?;
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        // Spaces and tabs in mount points are written as octal escapes.
-        .map(|m| std::path::PathBuf::from(m.replace("\\040", " ").replace("\\011", "\t")))
-        .filter(|m| existing.starts_with(m))
-        .max_by_key(|m| m.as_os_str().len())
-}

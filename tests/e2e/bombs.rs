@@ -47,7 +47,8 @@ fn compression_bombs_and_endless_lines_are_rejected_in_bounded_memory() {
     let p = write_pipeline(tmp.path(), "source:\n  path: in\n  max_line_bytes: 16MB\nsink:\n  path: out\n");
     let run = run_with_guests(&["run", p.to_str().unwrap()]);
     run.ok();
-    let ids = |f: &str| read_jsonl(&tmp.path().join("out").join(f)).iter().map(|d| d["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let ids =
+        |f: &str| read_jsonl(&tmp.path().join("out").join(f)).iter().map(|d| d["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
     assert_eq!(ids("bomb.jsonl"), vec!["before", "after"]);
     assert_eq!(ids("long.jsonl"), vec!["short"]);
     let mut rejected = read_jsonl(&tmp.path().join("out/_rejected/bomb.jsonl.jsonl"));

@@ -15,11 +15,7 @@ impl SmallFs {
     fn mount(at: &Path, size: &str) -> SmallFs {
         std::fs::create_dir_all(at).unwrap();
         let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(at).status();
-        assert!(
-            ok.is_ok_and(|s| s.success()),
-            "cannot mount a tmpfs at {} (the disk-full test needs root and mount(8))",
-            at.display()
-        );
+        assert!(ok.is_ok_and(|s| s.success()), "cannot mount a tmpfs at {} (the disk-full test needs root and mount(8))", at.display());
         SmallFs(at.to_path_buf())
     }
 
@@ -70,11 +66,7 @@ fn a_full_disk_fails_clearly_keeps_no_partial_file_and_the_rerun_completes() {
     let run = run_with_guests(&["run", p.to_str().unwrap()]);
     assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
     let fs_root = fs.0.canonicalize().unwrap();
-    assert!(
-        run.stderr.contains(&format!("no space left on the filesystem mounted at {}", fs_root.display())),
-        "{}",
-        run.stderr
-    );
+    assert!(run.stderr.contains(&format!("no space left on the filesystem mounted at {}", fs_root.display())), "{}", run.stderr);
     // The message names the output file that could not be written.
     assert!(run.stderr.contains(&format!("{}/part-", out.display())), "{}", run.stderr);
     // What is there under a final name is whole: each file holds all of its input's documents.
