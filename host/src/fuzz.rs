@@ -33,6 +33,19 @@ pub const TARGETS: [(&str, Harness); 6] = [
     ("worker_output", worker_output),
 ];
 
+/// The harness `CURATOR_FUZZ_TARGET` names (the process ends with the list if it names none).
+pub fn by_name_from_env() -> Harness {
+    static CHOSEN: std::sync::OnceLock<Harness> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let want = std::env::var("CURATOR_FUZZ_TARGET").unwrap_or_default();
+        TARGETS.iter().find(|(name, _)| *name == want).map(|(_, h)| *h).unwrap_or_else(|| {
+            let names: Vec<&str> = TARGETS.iter().map(|(n, _)| *n).collect();
+            eprintln!("CURATOR_FUZZ_TARGET={want:?} names no harness; one of {}", names.join(", "));
+            std::process::exit(2)
+        })
+    })
+}
+
 /// JSONL bytes (plain, gzip or zstd: the reader sniffs them) read to the end with a small
 /// line limit, so long lines and compression bombs meet the bound.
 pub fn jsonl_reader(data: &[u8]) {
