@@ -87,17 +87,8 @@ fn main() {
 
     // Baselines: raw zstd decode, and counting lines of the plain file (what `wc -l` does).
     let zstd_decode = best_of(runs, || {
-        let mut d = zstd::stream::read::Decoder::new(std::fs::File::open(&zst).expect("open")).expect("decoder");
-        let mut buf = vec![0u8; 1 << 20];
-        let mut lines = 0usize;
-        loop {
-            let n = d.read(&mut buf).expect("read");
-            if n == 0 {
-                break;
-            }
-            lines += memchr_count(&buf[..n]);
-        }
-        std::hint::black_box(lines);
+        let d = zstd::stream::read::Decoder::new(std::fs::File::open(&zst).expect("open")).expect("decoder");
+        std::hint::black_box(count_lines(d));
     });
     let wc_l = best_of(runs, || {
         let bytes = std::fs::read(&plain).expect("read");
@@ -113,17 +104,8 @@ fn main() {
         std::hint::black_box(read_jsonl(&gz));
     });
     let gzip_decode = best_of(runs, || {
-        let mut d = flate2::read::MultiGzDecoder::new(std::io::BufReader::new(std::fs::File::open(&gz).expect("open")));
-        let mut buf = vec![0u8; 1 << 20];
-        let mut lines = 0usize;
-        loop {
-            let n = d.read(&mut buf).expect("read");
-            if n == 0 {
-                break;
-            }
-            lines += memchr_count(&buf[..n]);
-        }
-        std::hint::black_box(lines);
+        let d = flate2::read::MultiGzDecoder::new(std::io::BufReader::new(std::fs::File::open(&gz).expect("open")));
+        std::hint::black_box(count_lines(d));
     });
     // Writers alone, from batches already in memory.
     let batches = {
@@ -206,6 +188,19 @@ fn main() {
     row("JSONL.zst -> JSONL.zst: decode + parse + encode + write", roundtrip_zst, zstd_decode);
     row("Parquet (zstd): read into Arrow reader schema", parse_pq, zstd_decode);
     row("Parquet -> Parquet: read + write (zstd)", roundtrip_pq, zstd_decode);
+}
+
+/// Lines of a decoded stream, read in 1 MiB chunks (the decode baselines).
+fn count_lines(mut d: impl Read) -> usize {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut lines = 0usize;
+    loop {
+        let n = d.read(&mut buf).expect("read");
+        if n == 0 {
+            return lines;
+        }
+        lines += memchr_count(&buf[..n]);
+    }
 }
 
 fn memchr_count(b: &[u8]) -> usize {

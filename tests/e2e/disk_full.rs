@@ -31,18 +31,6 @@ impl Drop for SmallFs {
     }
 }
 
-fn docs_of(dir: &Path) -> Vec<String> {
-    let mut docs = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".jsonl") && !name.starts_with(['_', '.']) {
-            docs.extend(read_jsonl(&e.path()).iter().map(|d| d.to_string()));
-        }
-    }
-    docs.sort();
-    docs
-}
-
 #[test]
 fn a_full_disk_fails_clearly_keeps_no_partial_file_and_the_rerun_completes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -56,7 +44,7 @@ fn a_full_disk_fails_clearly_keeps_no_partial_file_and_the_rerun_completes() {
     let yaml = |out: &Path| format!("source:\n  path: in\nsink:\n  path: {}\nbatch_size: 64\n", out.display());
     let clean = write_pipeline(tmp.path(), &yaml(&tmp.path().join("clean")));
     run_with_guests(&["run", clean.to_str().unwrap()]).ok();
-    let want = docs_of(&tmp.path().join("clean"));
+    let want = output_docs(&tmp.path().join("clean"), ".jsonl");
     assert_eq!(want.len(), 24 * 400);
 
     let fs = SmallFs::mount(&tmp.path().join("small"), "2m");
@@ -86,7 +74,7 @@ fn a_full_disk_fails_clearly_keeps_no_partial_file_and_the_rerun_completes() {
     fs.grow("64m");
     let rerun = run_with_guests(&["run", p.to_str().unwrap()]);
     rerun.ok();
-    assert_eq!(docs_of(&out), want);
+    assert_eq!(output_docs(&out, ".jsonl"), want);
     assert!(!out.join("_journal.jsonl").exists());
     eprintln!("{complete} partitions were whole when the disk filled; {}", rerun.stdout.lines().last().unwrap_or(""));
 }

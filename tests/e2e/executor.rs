@@ -76,15 +76,7 @@ fn run_that_fails_everywhere_stops() {
 }
 
 fn all_docs(out: &Path) -> Vec<String> {
-    let mut docs = Vec::new();
-    for e in std::fs::read_dir(out).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".jsonl.zst") && !name.starts_with(['_', '.']) {
-            docs.extend(read_jsonl(&e.path()).iter().map(|d| d.to_string()));
-        }
-    }
-    docs.sort();
-    docs
+    output_docs(out, ".jsonl.zst")
 }
 
 /// 200 input partitions; the run is killed with SIGKILL at ten different moments and run

@@ -139,15 +139,7 @@ fn downloaded(s3: &S3Server, tmp: &Path, url: &str) -> Vec<String> {
     let p = tmp.join("down.yaml");
     std::fs::write(&p, format!("source:\n  path: {url}\nsink:\n  path: {}\n", local.display())).unwrap();
     s3.run(&p).ok();
-    let mut docs = Vec::new();
-    for e in std::fs::read_dir(&local).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".jsonl") && !name.starts_with(['_', '.']) {
-            docs.extend(read_jsonl(&e.path()).iter().map(|d| d.to_string()));
-        }
-    }
-    docs.sort();
-    docs
+    output_docs(&local, ".jsonl")
 }
 
 const RETRY: &str = "  retry: {max_retries: 10, initial_backoff_ms: 20, max_backoff_s: 0.5, retry_timeout_s: 60}\n";

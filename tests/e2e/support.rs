@@ -129,6 +129,20 @@ pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
     String::from_utf8(bytes).expect("utf8").lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
 }
 
+/// The documents (as JSON text, sorted) of the output files directly in `dir` whose names end
+/// with `suffix` (`_`- and `.`-files skipped): a run's output as a multiset.
+pub fn output_docs(dir: &Path, suffix: &str) -> Vec<String> {
+    let mut docs = Vec::new();
+    for e in std::fs::read_dir(dir).expect("output directory").flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(suffix) && !name.starts_with(['_', '.']) {
+            docs.extend(read_jsonl(&e.path()).iter().map(|d| d.to_string()));
+        }
+    }
+    docs.sort();
+    docs
+}
+
 /// Files under `dir` whose names contain `.tmp-` (leftovers of an unfinished write).
 pub fn temp_leftovers(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
