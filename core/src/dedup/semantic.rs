@@ -72,7 +72,8 @@ pub const DOCS_PER_CLUSTER: u64 = 1000;
 pub const LARGE_CLUSTER: u64 = 50_000;
 /// Embedding width `plan` assumes (it does not read the vectors): bge-large / e5-large.
 pub const PLANNED_DIM: u64 = 1024;
-/// Rows × rows of one block of the pairwise phase.
+/// Earlier members per block of the pairwise phase (the CPU packs `tile × d` floats of them;
+/// the GPU computes `tile²` similarities at a time in device memory).
 pub const PAIR_TILE: u64 = 1024;
 /// The largest cluster `plan` expects, as a multiple of the mean cluster size (k-means on
 /// embeddings gives uneven clusters).
@@ -117,13 +118,14 @@ pub(super) fn plan(spec: &DedupSpec, n: u64, docs_spill: u64, budget: u64) -> De
     let k = p.clusters(n) as u64;
     let d = PLANNED_DIM;
     let fit = ((n as f64 * p.fit_fraction).ceil() as u64).clamp(1, n);
-    // k-means: the fit sample and twice the centroids in memory, a label and a
-    // distance per document; then the pairwise phase: those, plus the clusters in
-    // flight (a cluster's vectors and one tile of similarities each).
-    let kmeans = fit * d * 4 + 2 * k * d * 4 + n * 8 + PHASE_OVERHEAD_BYTES;
+    // k-means: the fit sample with a label and two bounds per row, the centroids three
+    // times (current, previous, packed for the kernel) and their fixed-point sums, a label
+    // and a distance per document; then the pairwise phase: those, plus the clusters in
+    // flight (a cluster's vectors, one packed tile of them, a best match per member).
+    let kmeans = fit * (d * 4 + 12) + k * d * (3 * 4 + 8) + n * 8 + PHASE_OVERHEAD_BYTES;
     let mean = n.div_ceil(k);
     let largest = (mean * CLUSTER_SKEW).min(n);
-    let pairwise = n * 12 + CLUSTERS_IN_FLIGHT * (largest * d * 4 + PAIR_TILE * PAIR_TILE * 4) + PHASE_OVERHEAD_BYTES;
+    let pairwise = n * 12 + CLUSTERS_IN_FLIGHT * (largest * (d * 4 + 12) + PAIR_TILE * d * 4) + PHASE_OVERHEAD_BYTES;
     let mut warnings = Vec::new();
     if mean > LARGE_CLUSTER {
         warnings.push(format!(
@@ -135,13 +137,13 @@ pub(super) fn plan(spec: &DedupSpec, n: u64, docs_spill: u64, budget: u64) -> De
         PhaseEstimate {
             phase: "kmeans",
             bytes: kmeans,
-            formula: format!("{fit} fitted × {d} dims × 4 B + 2 × {k} centroids × {d} × 4 B + {n} docs × 8 B + 16 MiB"),
+            formula: format!("{fit} fitted × ({d} dims × 4 B + 12 B) + {k} centroids × {d} × 20 B + {n} docs × 8 B + 16 MiB"),
         },
         PhaseEstimate {
             phase: "pairwise",
             bytes: pairwise,
             formula: format!(
-                "{n} docs × 12 B + {CLUSTERS_IN_FLIGHT} clusters in flight × (largest ~{largest} docs × {d} × 4 B + {PAIR_TILE}² × 4 B) + 16 MiB"
+                "{n} docs × 12 B + {CLUSTERS_IN_FLIGHT} clusters in flight × (largest ~{largest} docs × ({d} × 4 B + 12 B) + {PAIR_TILE} × {d} × 4 B) + 16 MiB"
             ),
         },
     ];

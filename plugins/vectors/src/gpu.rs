@@ -5,7 +5,7 @@
 //! the nearest centroid of each row (kernel), then the clusters' sums as a second GEMM,
 //! `onehot(labels)ᵀ·X`, so sums are deterministic (no atomics). Seeding is the CPU path's
 //! ([`crate::seed_plus_plus`]), so both start from the same centroids; they then differ only
-//! by float summation order (the CPU sums in exact fixed point).
+//! by float summation order (the CPU keeps exact fixed-point sums).
 //!
 //! The within-cluster pass gathers a cluster's rows in keep order on the device, and for
 //! each tile pair computes the similarities (GEMM) and folds them into each row's running
@@ -201,13 +201,19 @@ impl Gpu {
             inertia = dists.iter().map(|&v| f64::from(v)).sum();
             let mut counts = vec![0u64; k];
             labels.iter().for_each(|&l| counts[l as usize] += 1);
-            let shift =
-                crate::update(&mut centroids, &host_sums.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), &counts, data, &dists, d);
+            let shift = crate::update(
+                &mut centroids,
+                &host_sums.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+                &counts,
+                data,
+                || dists.clone(),
+                d,
+            );
             if shift <= tol {
                 break;
             }
         }
-        Ok((KMeans { centroids, k, d, iterations, inertia }, labels, dists))
+        Ok((KMeans { centroids, k, d, iterations, inertia, steps: Vec::new() }, labels, dists))
     }
 
     /// [`crate::semdedup`] for a cluster whose rows (positions into `data`, already on the

@@ -1,38 +1,30 @@
 //! Vector algorithms of semantic dedup (NeMo Curator's SemDeDup), on the CPU:
 //!
 //! - [`kmeans`]: Euclidean k-means on row-major `n × d` f32 data (embeddings, normalised by
-//!   the caller for cosine): k-means++ seeding on a sample, then Lloyd iterations whose
-//!   distance computations are GEMMs (`‖x‖² − 2 x·c + ‖c‖²`, the `x·c` block by
-//!   matrixmultiply), over row chunks on all threads, until the centroids move less than
-//!   `tol` (relative to the data's variance, as scikit-learn) or `max_iter`. After the first
-//!   iteration Hamerly's bounds skip the comparisons that cannot change a point's centroid
-//!   (same centroids as plain Lloyd): 1.25× on 200k × 32, k = 200; 1.04× on 384-dimensional
-//!   overlapping clusters, where few points are far enough inside their cluster to skip.
+//!   the caller for cosine): k-means++ seeding on a sample, then Lloyd iterations until the
+//!   centroids move less than `tol` (relative to the data's variance, as scikit-learn) or
+//!   `max_iter`. Rows are compared to every centroid by the fused distance kernel
+//!   ([`kernel`]: dot products and argmin in registers, no score matrix), over row chunks on
+//!   all threads. After the first iteration Hamerly's bounds keep, without reading them, the
+//!   rows whose centroid cannot change (same centroids as plain Lloyd), and the clusters' sums
+//!   are updated from the rows that moved only: an iteration after convergence costs O(n).
 //! - [`semdedup`]: within one cluster, the documents in keep order, each one's largest cosine
-//!   similarity to an earlier one (and which), computed in tiles so a cluster of any size
-//!   needs `tile²` floats at a time. A document is a duplicate at `eps` when that similarity
-//!   is ≥ 1 − eps; the earlier one stays.
+//!   similarity to an earlier one (and which), by the same kernel over `tile` earlier members
+//!   packed at a time. A document is a duplicate at `eps` when that similarity is ≥ 1 − eps;
+//!   the earlier one stays.
 //!
-//! Deterministic for a seed and a thread count-independent: chunks are reduced in order.
-
-use std::num::NonZeroUsize;
+//! Deterministic for a seed, and independent of the thread count: every dot product is summed
+//! in dimension order, and the clusters' sums are exact fixed-point integers.
 
 pub mod gpu;
 
-/// `c[m × n] = a[m × k] · b[k × n]ᵀ` where `b` is stored `n × k` row-major (rows of
-/// vectors against rows of vectors).
-fn dot_rows(a: &[f32], m: usize, b: &[f32], n: usize, k: usize, c: &mut [f32]) {
-    assert!(a.len() >= m * k && b.len() >= n * k && c.len() >= m * n);
-    // SAFETY: the strides address exactly a (m × k), bᵀ (k × n, read from b's n × k rows)
-    // and c (m × n), checked above.
-    unsafe {
-        matrixmultiply::sgemm(m, k, n, 1.0, a.as_ptr(), k as isize, 1, b.as_ptr(), 1, k as isize, 0.0, c.as_mut_ptr(), n as isize, 1);
-    }
-}
+pub mod kernel;
 
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, NonZeroUsize::get)
-}
+use kernel::{Candidates, Nearest, Packed, dist2, dot};
+use rayon::prelude::*;
+
+/// Rows per parallel work item (the threads take them as they finish the last).
+const CHUNK: usize = 1024;
 
 /// A splitmix64 stream (seeded, portable).
 pub struct Rng(u64);
@@ -82,60 +74,128 @@ pub struct KMeans {
     pub iterations: usize,
     /// Sum of squared distances to the nearest centroid at the last assignment.
     pub inertia: f64,
+    /// Each iteration's wall time and how many rows it compared to every centroid (the rest
+    /// kept their centroid by Hamerly's bounds); empty where not traced (the GPU).
+    pub steps: Vec<Step>,
+}
+
+/// One Lloyd iteration, as [`KMeans::steps`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    pub seconds: f64,
+    pub compared: usize,
 }
 
 /// Nearest centroid (and its squared distance) of each row of `data` (`n × d`), on all
 /// threads, in row chunks.
 pub fn assign(data: &[f32], d: usize, centroids: &[f32], k: usize) -> (Vec<u32>, Vec<f32>) {
-    let n = data.len() / d;
-    let c_norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
-    const CHUNK: usize = 1024;
+    let n = data.len() / d.max(1);
+    let packed = Packed::new(&centroids[..k * d], d);
     let mut labels = vec![0u32; n];
     let mut dists = vec![0f32; n];
-    let mut parts: Vec<(usize, &mut [u32], &mut [f32])> =
-        labels.chunks_mut(CHUNK).zip(dists.chunks_mut(CHUNK)).enumerate().map(|(i, (l, s))| (i * CHUNK, l, s)).collect();
-    let per_thread = parts.len().div_ceil(threads()).max(1);
-    std::thread::scope(|s| {
-        while !parts.is_empty() {
-            let mine: Vec<_> = parts.drain(..per_thread.min(parts.len())).collect();
-            let c_norms = &c_norms;
-            s.spawn(move || {
-                let mut scores = vec![0f32; CHUNK * k];
-                for (start, l, dd) in mine {
-                    let m = l.len();
-                    let rows = &data[start * d..(start + m) * d];
-                    dot_rows(rows, m, centroids, k, d, &mut scores);
-                    for r in 0..m {
-                        let x_norm: f32 = rows[r * d..(r + 1) * d].iter().map(|x| x * x).sum();
-                        let (mut best, mut best_d) = (0usize, f32::INFINITY);
-                        for (j, &dot) in scores[r * k..(r + 1) * k].iter().enumerate() {
-                            let dist = c_norms[j] - 2.0 * dot;
-                            if dist < best_d {
-                                best_d = dist;
-                                best = j;
-                            }
-                        }
-                        l[r] = best as u32;
-                        dd[r] = (best_d + x_norm).max(0.0);
-                    }
-                }
-            });
-        }
-    });
+    labels.par_chunks_mut(CHUNK).zip(dists.par_chunks_mut(CHUNK)).enumerate().for_each_init(
+        || vec![Nearest::NONE; CHUNK],
+        |near, (i, (l, dd))| {
+            let rows = &data[i * CHUNK * d..(i * CHUNK + l.len()) * d];
+            let near = &mut near[..l.len()];
+            near.fill(Nearest::NONE);
+            kernel::nearest(rows, &packed, Candidates::All, near);
+            for (((l, dd), o), x) in l.iter_mut().zip(dd.iter_mut()).zip(near.iter()).zip(rows.chunks_exact(d)) {
+                *l = o.label;
+                *dd = (o.best + dot(x, x)).max(0.0);
+            }
+        },
+    );
     (labels, dists)
 }
 
-/// Fixed-point scale of the centroid sums: exact integer addition, so the sums (and the
-/// centroids) do not depend on how rows are split between threads.
-const FIXED: f64 = (1u64 << 32) as f64;
+/// `x × scale` rounded to an integer, for `|x × scale| < 2⁵¹`: adding 1.5 × 2⁵² leaves the
+/// integer in the low mantissa bits (a float add and an integer subtract, which vectorise,
+/// where `as i64` does not).
+fn fixed(x: f32, scale: f64) -> i64 {
+    const MAGIC: f64 = 6_755_399_441_055_744.0;
+    (f64::from(x) * scale + MAGIC).to_bits() as i64 - MAGIC.to_bits() as i64
+}
 
-/// Each cluster's members summed (fixed point, `k × d`) and counted.
-type Sums = (Vec<i64>, Vec<u64>);
+/// No cluster (a row's label before its first assignment).
+const NO_CLUSTER: u32 = u32::MAX;
+
+/// A row that changed cluster in an assignment: (row, old label or [`NO_CLUSTER`], new label).
+type Change = (u32, u32, u32);
+
+/// Each cluster's member sum in fixed point (`k × d`) and member count, kept up to date from
+/// the rows that change cluster: integer addition is exact and commutes, so the sums do not
+/// depend on the threads or on the order of the changes, and an iteration where few rows move
+/// touches only those rows.
+struct FixedSums {
+    acc: Vec<i64>,
+    counts: Vec<u64>,
+    /// A power of two: as large as keeps `n × max |x| × scale` below 2⁶² and `max |x| × scale`
+    /// below 2⁵⁰ (so [`fixed`] is exact), at most 2⁴⁰.
+    scale: f64,
+    d: usize,
+}
+
+impl FixedSums {
+    fn new(data: &[f32], d: usize, k: usize) -> FixedSums {
+        let n = data.len() / d.max(1);
+        let max = data
+            .par_chunks(1 << 16)
+            .map(|c| c.iter().map(|x| x.abs()).filter(|x| x.is_finite()).fold(0f32, f32::max))
+            .reduce(|| 0.0, f32::max);
+        let e = if max > 0.0 {
+            let max = f64::from(max);
+            (62.0 - (n.max(1) as f64 * max).log2()).min(50.0 - max.log2()).floor().min(40.0)
+        } else {
+            0.0
+        };
+        FixedSums { acc: vec![0; k * d], counts: vec![0; k], scale: 2f64.powi(e as i32), d }
+    }
+
+    /// Moves each changed row's vector from its old cluster's sum to its new one's.
+    fn apply(&mut self, data: &[f32], changes: &[Change]) {
+        let (d, k) = (self.d, self.counts.len());
+        // The (row, sign) entries of each cluster, grouped by a counting sort.
+        let mut starts = vec![0usize; k + 1];
+        for &(_, old, new) in changes {
+            if old != NO_CLUSTER {
+                starts[old as usize + 1] += 1;
+            }
+            starts[new as usize + 1] += 1;
+        }
+        for c in 0..k {
+            starts[c + 1] += starts[c];
+        }
+        let mut next = starts.clone();
+        let mut entries = vec![(0u32, 0i64); starts[k]];
+        for &(row, old, new) in changes {
+            if old != NO_CLUSTER {
+                entries[next[old as usize]] = (row, -1);
+                next[old as usize] += 1;
+                self.counts[old as usize] -= 1;
+            }
+            entries[next[new as usize]] = (row, 1);
+            next[new as usize] += 1;
+            self.counts[new as usize] += 1;
+        }
+        let scale = self.scale;
+        self.acc.par_chunks_mut(d.max(1)).enumerate().for_each(|(c, sum)| {
+            for &(row, sign) in &entries[starts[c]..starts[c + 1]] {
+                let x = &data[row as usize * d..(row as usize + 1) * d];
+                sum.iter_mut().zip(x).for_each(|(s, x)| *s += sign * fixed(*x, scale));
+            }
+        });
+    }
+
+    /// The sums as floats (`k × d`).
+    fn as_f64(&self) -> Vec<f64> {
+        self.acc.iter().map(|&s| s as f64 / self.scale).collect()
+    }
+}
 
 /// k-means++ seeding on `sample` rows of `data`.
 pub(crate) fn seed_plus_plus(data: &[f32], d: usize, sample: &[usize], k: usize, rng: &mut Rng) -> Vec<f32> {
     let row = |i: usize| &data[sample[i] * d..(sample[i] + 1) * d];
-    let dist2 = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f32>();
     let mut centroids = Vec::with_capacity(k * d);
     let first = rng.below(sample.len());
     centroids.extend_from_slice(row(first));
@@ -157,21 +217,7 @@ pub(crate) fn seed_plus_plus(data: &[f32], d: usize, sample: &[usize], k: usize,
             pick
         };
         let c = row(pick).to_vec();
-        // Update the distances in parallel chunks.
-        let per = closest.len().div_ceil(threads()).max(1);
-        std::thread::scope(|s| {
-            for (t, part) in closest.chunks_mut(per).enumerate() {
-                let c = &c;
-                s.spawn(move || {
-                    for (j, v) in part.iter_mut().enumerate() {
-                        let x = dist2(row(t * per + j), c);
-                        if x < *v {
-                            *v = x;
-                        }
-                    }
-                });
-            }
-        });
+        closest.par_iter_mut().enumerate().for_each(|(i, v)| *v = v.min(dist2(row(i), &c)));
         centroids.extend_from_slice(&c);
     }
     centroids
@@ -202,10 +248,12 @@ pub(crate) fn variance(data: &[f32], d: usize, idx: &[usize]) -> f64 {
 }
 
 /// New centroids from the clusters' sums (`k × d`) and counts; an empty cluster takes the
-/// point farthest from its centroid (as scikit-learn). Returns the squared movement.
-pub(crate) fn update(centroids: &mut [f32], sums: &[f64], counts: &[u64], data: &[f32], dists: &[f32], d: usize) -> f64 {
-    let n = dists.len();
+/// point farthest from its centroid (as scikit-learn; `dists` gives every row's squared
+/// distance to its centroid, asked for only then). Returns the squared movement.
+pub(crate) fn update(centroids: &mut [f32], sums: &[f64], counts: &[u64], data: &[f32], dists: impl FnOnce() -> Vec<f32>, d: usize) -> f64 {
+    let n = data.len() / d.max(1);
     let mut shift = 0.0;
+    let mut dists = Some(dists);
     let mut far: Option<Vec<usize>> = None;
     let mut next_far = 0;
     for (c, &count) in counts.iter().enumerate() {
@@ -213,6 +261,7 @@ pub(crate) fn update(centroids: &mut [f32], sums: &[f64], counts: &[u64], data: 
             sums[c * d..(c + 1) * d].iter().map(|s| (s / count as f64) as f32).collect()
         } else {
             let far = far.get_or_insert_with(|| {
+                let dists = dists.take().map(|f| f()).unwrap_or_default();
                 let mut f: Vec<usize> = (0..n).collect();
                 f.sort_unstable_by(|&a, &b| dists[b].total_cmp(&dists[a]).then(a.cmp(&b)));
                 f
@@ -238,24 +287,19 @@ pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
     // the seeding sample).
     let tol = p.tol * variance(data, d, &idx);
     let mut iterations = 0;
-    let mut inertia = 0.0;
-    let mut b = Bounds { labels: vec![0; n], upper: vec![0.0; n], lower: vec![0.0; n] };
+    let mut b = Bounds { labels: vec![NO_CLUSTER; n], upper: vec![0.0; n], lower: vec![0.0; n] };
+    let mut sums = FixedSums::new(data, d, k);
+    let mut steps = Vec::new();
     for it in 0..p.max_iter.max(1) {
         iterations += 1;
-        let (sums, counts) = assign_bounded(data, d, &centroids, k, &mut b, it == 0);
-        // `upper` is each point's exact distance to its centroid after the pass.
-        let dists: Vec<f32> = b.upper.iter().map(|u| u * u).collect();
-        inertia = dists.iter().map(|&x| f64::from(x)).sum();
-        let sums: Vec<f64> = sums.iter().map(|&s| s as f64 / FIXED).collect();
+        let started = std::time::Instant::now();
+        let (compared, changes) = assign_bounded(data, d, &centroids, k, &mut b, it == 0);
+        sums.apply(data, &changes);
         let before = centroids.clone();
-        let shift = update(&mut centroids, &sums, &counts, data, &dists, d);
+        let shift = update(&mut centroids, &sums.as_f64(), &sums.counts, data, || distances(data, d, &before, &b.labels), d);
         // Hamerly's bounds follow the centroids: the distance to the own centroid grows by at
         // most its move, to any other shrinks by at most the largest other move.
-        let moves: Vec<f32> = before
-            .chunks_exact(d)
-            .zip(centroids.chunks_exact(d))
-            .map(|(a, c)| a.iter().zip(c).map(|(x, y)| (x - y) * (x - y)).sum::<f32>().sqrt())
-            .collect();
+        let moves: Vec<f32> = before.chunks_exact(d).zip(centroids.chunks_exact(d)).map(|(a, c)| dist2(a, c).sqrt()).collect();
         let (mut first, mut second, mut arg) = (0f32, 0f32, usize::MAX);
         for (j, &m) in moves.iter().enumerate() {
             if m > first {
@@ -264,163 +308,142 @@ pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
                 second = m;
             }
         }
-        for i in 0..n {
-            let a = b.labels[i] as usize;
-            b.lower[i] -= if a == arg { second } else { first };
-        }
+        b.labels.par_iter().zip(b.upper.par_iter_mut()).zip(b.lower.par_iter_mut()).for_each(|((&a, u), l)| {
+            *u += moves[a as usize];
+            *l -= if a as usize == arg { second } else { first };
+        });
+        steps.push(Step { seconds: started.elapsed().as_secs_f64(), compared });
+        // A negative `tol` runs every iteration (benchmarks against fixed-iteration libraries).
         if shift <= tol {
             break;
         }
     }
-    KMeans { centroids, k, d, iterations, inertia }
+    let inertia = distances(data, d, &centroids, &b.labels).iter().map(|&x| f64::from(x)).sum();
+    KMeans { centroids, k, d, iterations, inertia, steps }
 }
 
-/// Each point's centroid and Hamerly's bounds: `upper` its distance to that centroid,
-/// `lower` a lower bound on its distance to any other.
+/// Each row's squared distance to its centroid.
+fn distances(data: &[f32], d: usize, centroids: &[f32], labels: &[u32]) -> Vec<f32> {
+    labels
+        .par_iter()
+        .enumerate()
+        .map(|(i, &a)| dist2(&data[i * d..(i + 1) * d], &centroids[a as usize * d..(a as usize + 1) * d]))
+        .collect()
+}
+
+/// Each point's centroid and Hamerly's bounds: `upper` an upper bound on its distance to that
+/// centroid, `lower` a lower bound on its distance to any other.
 struct Bounds {
     labels: Vec<u32>,
     upper: Vec<f32>,
     lower: Vec<f32>,
 }
 
-/// A chunk of points: its first row, and its slices of the labels and bounds.
-type BoundsChunk<'a> = (usize, &'a mut [u32], &'a mut [f32], &'a mut [f32]);
-
 /// Half the distance from each centroid to its nearest other centroid: a point closer than
 /// that to its centroid cannot be closer to another.
-fn half_gaps(centroids: &[f32], k: usize, d: usize) -> Vec<f32> {
-    let norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
-    let mut dots = vec![0f32; k * k];
-    dot_rows(centroids, k, centroids, k, d, &mut dots);
-    (0..k)
-        .map(|j| {
-            let nearest = (0..k).filter(|&o| o != j).map(|o| norms[j] + norms[o] - 2.0 * dots[j * k + o]).fold(f32::INFINITY, f32::min);
-            0.5 * nearest.max(0.0).sqrt()
+fn half_gaps(packed: &Packed, centroids: &[f32]) -> Vec<f32> {
+    let mut near = vec![Nearest::NONE; packed.len()];
+    kernel::nearest(centroids, packed, Candidates::All, &mut near);
+    near.iter()
+        .enumerate()
+        .map(|(j, o)| {
+            // The nearest is the centroid itself unless another lies at no greater distance.
+            let other = if o.label as usize == j { o.second } else { o.best };
+            0.5 * (other + packed.norm(j)).max(0.0).sqrt()
         })
         .collect()
+}
+
+/// One thread's scratch space for the rows it compares to every centroid.
+#[derive(Default)]
+struct Scratch {
+    gathered: Vec<f32>,
+    todo: Vec<usize>,
+    near: Vec<Nearest>,
 }
 
 /// One Lloyd assignment with Hamerly's bounds (Hamerly 2010, "Making k-means even faster"):
 /// a point whose exact distance to its centroid is within both its lower bound and half the
 /// gap to that centroid's nearest neighbour keeps its centroid without being compared to the
-/// others; the rest (all of them when `all`) are compared to every centroid in one GEMM per
-/// chunk. The labels are those plain Lloyd gives (up to float ties). Returns each cluster's
-/// fixed-point sum and count (exact, so independent of the threads).
-fn assign_bounded(data: &[f32], d: usize, centroids: &[f32], k: usize, b: &mut Bounds, all: bool) -> Sums {
-    let c_norms: Vec<f32> = centroids.chunks_exact(d).map(|c| c.iter().map(|x| x * x).sum()).collect();
-    let gaps = half_gaps(centroids, k, d);
-    const CHUNK: usize = 1024;
-    let mut parts: Vec<BoundsChunk<'_>> = b
-        .labels
-        .chunks_mut(CHUNK)
-        .zip(b.upper.chunks_mut(CHUNK))
-        .zip(b.lower.chunks_mut(CHUNK))
+/// others; the rest (all of them when `all`) are compared to every centroid by the fused
+/// kernel. The labels are those plain Lloyd gives (up to float ties). The bounds are checked
+/// before the exact distance is computed, so a point whose bounds hold is not read at all.
+/// Returns how many rows were compared, and the rows that changed cluster.
+fn assign_bounded(data: &[f32], d: usize, centroids: &[f32], k: usize, b: &mut Bounds, all: bool) -> (usize, Vec<Change>) {
+    let packed = Packed::new(&centroids[..k * d], d);
+    let gaps = half_gaps(&packed, &centroids[..k * d]);
+    b.labels
+        .par_chunks_mut(CHUNK)
+        .zip(b.upper.par_chunks_mut(CHUNK))
+        .zip(b.lower.par_chunks_mut(CHUNK))
         .enumerate()
-        .map(|(i, ((l, u), lo))| (i * CHUNK, l, u, lo))
-        .collect();
-    let per_thread = parts.len().div_ceil(threads()).max(1);
-    let partials: Vec<Sums> = std::thread::scope(|s| {
-        let mut handles = Vec::new();
-        while !parts.is_empty() {
-            let mine: Vec<_> = parts.drain(..per_thread.min(parts.len())).collect();
-            let (c_norms, gaps) = (&c_norms, &gaps);
-            handles.push(s.spawn(move || {
-                let mut gathered = vec![0f32; CHUNK * d];
-                let mut scores = vec![0f32; CHUNK * k];
-                let mut todo = Vec::with_capacity(CHUNK);
-                let (mut acc, mut counts) = (vec![0i64; k * d], vec![0u64; k]);
-                for (start, labels, upper, lower) in mine {
-                    let m = labels.len();
-                    let rows = &data[start * d..(start + m) * d];
-                    todo.clear();
-                    for r in 0..m {
-                        let x = &rows[r * d..(r + 1) * d];
-                        if !all {
-                            let a = labels[r] as usize;
-                            let c = &centroids[a * d..(a + 1) * d];
-                            let u = x.iter().zip(c).map(|(p, q)| (p - q) * (p - q)).sum::<f32>().sqrt();
-                            upper[r] = u;
-                            // A small slack keeps float error from deciding near-ties.
-                            if u <= gaps[a].max(lower[r]) * (1.0 - 1e-5) - 1e-6 {
-                                continue;
-                            }
-                        }
-                        gathered[todo.len() * d..(todo.len() + 1) * d].copy_from_slice(x);
-                        todo.push(r);
+        .map_init(Scratch::default, |part, (i, ((labels, upper), lower))| {
+            let m = labels.len();
+            let rows = &data[i * CHUNK * d..(i * CHUNK + m) * d];
+            part.todo.clear();
+            part.gathered.clear();
+            for (r, x) in rows.chunks_exact(d).enumerate() {
+                if !all {
+                    let a = labels[r] as usize;
+                    // A small slack keeps float error from deciding near-ties.
+                    let bound = gaps[a].max(lower[r]) * (1.0 - 1e-5) - 1e-6;
+                    if upper[r] <= bound {
+                        continue;
                     }
-                    if !todo.is_empty() {
-                        dot_rows(&gathered, todo.len(), centroids, k, d, &mut scores);
-                        for (t, &r) in todo.iter().enumerate() {
-                            let x = &gathered[t * d..(t + 1) * d];
-                            let x_norm: f32 = x.iter().map(|v| v * v).sum();
-                            let (mut best, mut best_d, mut next_d) = (0usize, f32::INFINITY, f32::INFINITY);
-                            for (j, &dot) in scores[t * k..(t + 1) * k].iter().enumerate() {
-                                let dist = c_norms[j] - 2.0 * dot;
-                                if dist < best_d {
-                                    (next_d, best_d, best) = (best_d, dist, j);
-                                } else if dist < next_d {
-                                    next_d = dist;
-                                }
-                            }
-                            labels[r] = best as u32;
-                            let c = &centroids[best * d..(best + 1) * d];
-                            upper[r] = x.iter().zip(c).map(|(p, q)| (p - q) * (p - q)).sum::<f32>().sqrt();
-                            lower[r] = (next_d + x_norm).max(0.0).sqrt();
-                        }
-                    }
-                    for r in 0..m {
-                        let a = labels[r] as usize;
-                        counts[a] += 1;
-                        acc[a * d..(a + 1) * d]
-                            .iter_mut()
-                            .zip(&rows[r * d..(r + 1) * d])
-                            .for_each(|(s, x)| *s += (f64::from(*x) * FIXED) as i64);
+                    upper[r] = dist2(x, &centroids[a * d..(a + 1) * d]).sqrt();
+                    if upper[r] <= bound {
+                        continue;
                     }
                 }
-                (acc, counts)
-            }));
-        }
-        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-    });
-    let mut acc = vec![0i64; k * d];
-    let mut counts = vec![0u64; k];
-    for (a, c) in partials {
-        acc.iter_mut().zip(&a).for_each(|(x, y)| *x += y);
-        counts.iter_mut().zip(&c).for_each(|(x, y)| *x += y);
-    }
-    (acc, counts)
+                part.gathered.extend_from_slice(x);
+                part.todo.push(r);
+            }
+            part.near.clear();
+            part.near.resize(part.todo.len(), Nearest::NONE);
+            kernel::nearest(&part.gathered, &packed, Candidates::All, &mut part.near);
+            let mut changes = Vec::new();
+            for ((&r, o), x) in part.todo.iter().zip(&part.near).zip(part.gathered.chunks_exact(d)) {
+                let best = o.label as usize;
+                if labels[r] != o.label {
+                    changes.push(((i * CHUNK + r) as u32, labels[r], o.label));
+                }
+                labels[r] = o.label;
+                upper[r] = dist2(x, &centroids[best * d..(best + 1) * d]).sqrt();
+                lower[r] = (o.second + dot(x, x)).max(0.0).sqrt();
+            }
+            (part.todo.len(), changes)
+        })
+        .reduce(
+            || (0, Vec::new()),
+            |(n, mut a), (m, b)| {
+                a.extend(b);
+                (n + m, a)
+            },
+        )
 }
 
 /// SemDeDup within one cluster: `vectors` (`m × d`, unit length) are in keep order; for each,
 /// its largest cosine similarity to an earlier one and that one's index (`None` for the
-/// first). Computed in `tile × tile` blocks.
+/// first). The earlier vectors are packed `tile` at a time, so beyond the vectors themselves
+/// a cluster of any size needs `tile × d` floats.
 pub fn semdedup(vectors: &[f32], d: usize, tile: usize) -> Vec<(f32, Option<u32>)> {
     let m = vectors.len() / d.max(1);
-    let mut best: Vec<(f32, Option<u32>)> = vec![(f32::NEG_INFINITY, None); m];
     let tile = tile.max(1);
-    let mut block = vec![0f32; tile * tile];
-    for j0 in (0..m).step_by(tile) {
-        let jn = tile.min(m - j0);
-        // Rows i < j: blocks i0 ≤ j0.
-        for i0 in (0..=j0).step_by(tile) {
-            let i_n = tile.min(m - i0);
-            dot_rows(&vectors[j0 * d..(j0 + jn) * d], jn, &vectors[i0 * d..(i0 + i_n) * d], i_n, d, &mut block);
-            for jj in 0..jn {
-                let j = j0 + jj;
-                let row = &block[jj * i_n..(jj + 1) * i_n];
-                for (ii, &sim) in row.iter().enumerate() {
-                    let i = i0 + ii;
-                    if i >= j {
-                        break;
-                    }
-                    if sim > best[j].0 {
-                        best[j] = (sim, Some(i as u32));
-                    }
-                }
-            }
+    let mut near = vec![Nearest::NONE; m];
+    for i0 in (0..m).step_by(tile) {
+        let end = (i0 + tile).min(m);
+        let packed = Packed::by_dot(&vectors[i0 * d..end * d], d, i0);
+        // Only rows after i0 have earlier vectors in this tile.
+        let from = i0 + 1;
+        if from >= m {
+            break;
         }
+        near[from..].par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+            let r0 = from + c * CHUNK;
+            kernel::nearest(&vectors[r0 * d..(r0 + out.len()) * d], &packed, Candidates::Before { first_row: r0 }, out);
+        });
     }
-    best.into_iter().map(|(s, i)| if i.is_none() { (0.0, None) } else { (s, i) }).collect()
+    near.into_iter().map(|o| if o.label == u32::MAX { (0.0, None) } else { (-0.5 * o.best, Some(o.label)) }).collect()
 }
 
 #[cfg(test)]
@@ -484,15 +507,10 @@ mod tests {
         let mut centroids = seed_plus_plus(data, d, &idx, p.k, &mut rng);
         for _ in 0..p.max_iter {
             let (labels, dists) = assign(data, d, &centroids, p.k);
-            let (mut acc, mut counts) = (vec![0i64; p.k * d], vec![0u64; p.k]);
-            for (i, &l) in labels.iter().enumerate() {
-                counts[l as usize] += 1;
-                for j in 0..d {
-                    acc[l as usize * d + j] += (f64::from(data[i * d + j]) * FIXED) as i64;
-                }
-            }
-            let sums: Vec<f64> = acc.iter().map(|&s| s as f64 / FIXED).collect();
-            update(&mut centroids, &sums, &counts, data, &dists, d);
+            let mut sums = FixedSums::new(data, d, p.k);
+            let all: Vec<Change> = labels.iter().enumerate().map(|(i, &l)| (i as u32, NO_CLUSTER, l)).collect();
+            sums.apply(data, &all);
+            update(&mut centroids, &sums.as_f64(), &sums.counts, data, || dists.clone(), d);
         }
         centroids
     }
@@ -505,6 +523,14 @@ mod tests {
         let data: Vec<f32> = (0..3000 * d).map(|i| ((i / d) % 7) as f32 * 0.3 + rng.next_f64() as f32).collect();
         let p = KMeansParams { k: 10, max_iter: 15, tol: 0.0, seed: 3, init_sample: 200 };
         assert_eq!(kmeans(&data, d, &p).centroids, plain_lloyd(&data, d, &p));
+    }
+
+    #[test]
+    fn fixed_point_rounds_exactly() {
+        let scale = 2f64.powi(40);
+        for x in [0.0f32, 1.0, -1.0, 0.3, -0.7, 1e-12, -3.5e-9, 1023.75] {
+            assert_eq!(fixed(x, scale), (f64::from(x) * scale).round() as i64, "{x}");
+        }
     }
 
     #[test]

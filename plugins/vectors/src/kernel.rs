@@ -1,0 +1,371 @@
+//! The one distance kernel of this crate: rows of vectors against a packed set of vectors,
+//! each row's nearest and second-nearest by `‖c‖² − 2 x·c` (the squared Euclidean distance
+//! less `‖x‖²`), fused: the dot products stay in registers and the minimum is taken from them,
+//! so no `rows × k` score matrix is written or read back. k-means (assignment, Hamerly's gaps)
+//! and SemDeDup (the nearest earlier member, with zero norms: the largest dot product) both
+//! run on it.
+//!
+//! On x86-64 with AVX2 and FMA (detected at run time) the dot products come from a 6 × 16
+//! register-blocked micro-kernel written with `std::arch` intrinsics; elsewhere from a
+//! portable loop of the same blocking. Hand-written because no kept crate fuses the GEMM with
+//! the argmin: on two AVX2 cores (FMA peak ~185 GFLOP/s, measured), matrixmultiply's sgemm
+//! followed by a scan of the score matrix assigned 200k × 384 rows to 200 centroids at
+//! ~55 GFLOP/s, this kernel at 96–116 (`examples/kmeans-bench.rs`, `assign_gflops`).
+//!
+//! Each dot product is summed dimension by dimension in order, so a result does not depend on
+//! how rows are split into blocks or threads.
+
+/// Vectors per packed panel (two AVX registers).
+const NR: usize = 16;
+/// Rows per register block.
+const MR: usize = 6;
+/// Rows per cache block: the panel loop runs over this many rows (≤ 150 KB at d = 384) so the
+/// rows stay in L2 while each 16-vector panel stays in L1.
+const ROWS_PER_BLOCK: usize = 16 * MR;
+/// Dimensions per slice: a 16-vector panel slice is 8 KB, a row block's 3 KB.
+const DIMS_PER_SLICE: usize = 128;
+
+/// Vectors packed for the kernel: panels of 16, each stored dimension-major (`d × 16`), the
+/// last padded with vectors at infinite distance; with the squared norm of each.
+pub struct Packed {
+    panels: Vec<f32>,
+    norms: Vec<f32>,
+    /// Index of the first vector (labels are `first + position`).
+    first: usize,
+    len: usize,
+    d: usize,
+}
+
+impl Packed {
+    /// `vectors` (`len × d`, row-major), labelled `0..len`, with their squared norms
+    /// (k-means' distances).
+    pub fn new(vectors: &[f32], d: usize) -> Packed {
+        Packed::build(vectors, d, 0, true)
+    }
+
+    /// `vectors` labelled `first..`, with zero norms: the nearest is the one of largest dot
+    /// product (`best = −2 · max x·c`).
+    pub fn by_dot(vectors: &[f32], d: usize, first: usize) -> Packed {
+        Packed::build(vectors, d, first, false)
+    }
+
+    fn build(vectors: &[f32], d: usize, first: usize, with_norms: bool) -> Packed {
+        let len = vectors.len().checked_div(d).unwrap_or(0);
+        let panels_n = len.div_ceil(NR);
+        let mut panels = vec![0f32; panels_n * d * NR];
+        let mut norms = vec![f32::INFINITY; panels_n * NR];
+        for (c, v) in vectors.chunks_exact(d.max(1)).take(len).enumerate() {
+            let (p, j) = (c / NR, c % NR);
+            norms[c] = if with_norms { dot(v, v) } else { 0.0 };
+            for (t, &x) in v.iter().enumerate() {
+                panels[(p * d + t) * NR + j] = x;
+            }
+        }
+        Packed { panels, norms, first, len, d }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Squared norm of vector `c` (position, not label).
+    pub fn norm(&self, c: usize) -> f32 {
+        self.norms[c]
+    }
+}
+
+/// A row's nearest packed vector (label), and the two smallest `‖c‖² − 2 x·c`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Nearest {
+    pub label: u32,
+    pub best: f32,
+    pub second: f32,
+}
+
+impl Nearest {
+    /// Nothing seen yet.
+    pub const NONE: Nearest = Nearest { label: u32::MAX, best: f32::INFINITY, second: f32::INFINITY };
+}
+
+/// Which packed vectors a row may take.
+#[derive(Debug, Clone, Copy)]
+pub enum Candidates {
+    /// Every one.
+    All,
+    /// Row `r` takes only labels `< first_row + r` (SemDeDup: earlier members only).
+    Before { first_row: usize },
+}
+
+/// Folds `rows` (`m × d`) against `c` into `out` (one per row; start from
+/// [`Nearest::NONE`], or from an earlier fold against other vectors): a strictly smaller
+/// value replaces, so among equal ones the earliest label (in fold order) stays.
+pub fn nearest(rows: &[f32], c: &Packed, allowed: Candidates, out: &mut [Nearest]) {
+    let d = c.d;
+    let m = out.len();
+    assert!(rows.len() >= m * d, "rows shorter than m × d");
+    if m == 0 || c.len == 0 || d == 0 {
+        return;
+    }
+    let panels_n = c.len.div_ceil(NR);
+    let mut accs = [[[0f32; NR]; MR]; ROWS_PER_BLOCK / MR];
+    for r0 in (0..m).step_by(ROWS_PER_BLOCK) {
+        let r_end = (r0 + ROWS_PER_BLOCK).min(m);
+        for p in 0..panels_n {
+            let panel = &c.panels[p * d * NR..(p + 1) * d * NR];
+            let first_label = c.first + p * NR;
+            // Row blocks with an allowed vector in this panel.
+            let wanted = |rb: usize| match allowed {
+                Candidates::All => true,
+                Candidates::Before { first_row } => first_label < first_row + rb + MR.min(r_end - rb) - 1,
+            };
+            // Dimensions in slices, so a slice of the panel stays in L1 while the row blocks
+            // pass it.
+            for t0 in (0..d).step_by(DIMS_PER_SLICE) {
+                let kc = DIMS_PER_SLICE.min(d - t0);
+                let slice = &panel[t0 * NR..(t0 + kc) * NR];
+                for (rb, acc) in (r0..r_end).step_by(MR).zip(accs.iter_mut()) {
+                    if !wanted(rb) {
+                        continue;
+                    }
+                    let mr = MR.min(r_end - rb);
+                    // Missing rows of the last block repeat its first row (results ignored).
+                    let row = |i: usize| &rows[(rb + if i < mr { i } else { 0 }) * d + t0..][..kc];
+                    block([row(0), row(1), row(2), row(3), row(4), row(5)], slice, kc, acc, t0 == 0);
+                }
+            }
+            let norms: &[f32; NR] = c.norms[p * NR..(p + 1) * NR].try_into().expect("a panel has 16 norms");
+            for (rb, acc) in (r0..r_end).step_by(MR).zip(accs.iter_mut()) {
+                if !wanted(rb) {
+                    continue;
+                }
+                let mr = MR.min(r_end - rb);
+                let above: [f32; MR] = std::array::from_fn(|i| if i < mr { out[rb + i].second } else { f32::NEG_INFINITY });
+                // Only rows where some value beats their second best are merged.
+                let mut hits = finish(acc, norms, above);
+                while hits != 0 {
+                    let i = hits.trailing_zeros() as usize;
+                    hits &= hits - 1;
+                    let limit = match allowed {
+                        Candidates::All => usize::MAX,
+                        Candidates::Before { first_row } => first_row + rb + i,
+                    };
+                    let o = &mut out[rb + i];
+                    for (j, &v) in acc[i].iter().enumerate() {
+                        let label = first_label + j;
+                        if label >= limit {
+                            break;
+                        }
+                        if v < o.best {
+                            o.second = o.best;
+                            o.best = v;
+                            o.label = label as u32;
+                        } else if v < o.second {
+                            o.second = v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `acc[i][j] (+)= a[i] · panel[.., j]` over `kc` dimensions for a 6-row block against a
+/// 16-vector panel slice (`kc × 16`); `fresh` starts the sums at zero.
+fn block(a: [&[f32]; MR], panel: &[f32], kc: usize, acc: &mut [[f32; NR]; MR], fresh: bool) {
+    debug_assert!(a.iter().all(|r| r.len() >= kc) && panel.len() >= kc * NR);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA (checked above); every row holds ≥ kc floats and
+        // the panel kc × 16 (callers' slices, checked in debug builds and by construction).
+        unsafe { block_avx2(a, panel.as_ptr(), kc, acc, fresh) };
+        return;
+    }
+    block_portable(a, panel, kc, acc, fresh);
+}
+
+fn block_portable(a: [&[f32]; MR], panel: &[f32], kc: usize, acc: &mut [[f32; NR]; MR], fresh: bool) {
+    if fresh {
+        *acc = [[0f32; NR]; MR];
+    }
+    for t in 0..kc {
+        let b = &panel[t * NR..(t + 1) * NR];
+        for (row, out) in a.iter().zip(acc.iter_mut()) {
+            let x = row[t];
+            for (o, &y) in out.iter_mut().zip(b) {
+                *o += x * y;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn block_avx2(a: [&[f32]; MR], panel: *const f32, kc: usize, acc: &mut [[f32; NR]; MR], fresh: bool) {
+    use std::arch::x86_64::{__m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps, _mm256_storeu_ps};
+    let mut s: [[__m256; 2]; MR] = [[_mm256_setzero_ps(); 2]; MR];
+    if !fresh {
+        for (v, out) in s.iter_mut().zip(acc.iter()) {
+            // SAFETY: each accumulator row holds 16 floats.
+            unsafe { *v = [_mm256_loadu_ps(out.as_ptr()), _mm256_loadu_ps(out.as_ptr().add(8))] };
+        }
+    }
+    let p = a.map(<[f32]>::as_ptr);
+    for t in 0..kc {
+        // SAFETY: t < kc, and the panel holds kc × 16 floats, each row kc (the caller's contract).
+        unsafe {
+            let b0 = _mm256_loadu_ps(panel.add(t * NR));
+            let b1 = _mm256_loadu_ps(panel.add(t * NR + 8));
+            for i in 0..MR {
+                let x = _mm256_broadcast_ss(&*p[i].add(t));
+                s[i][0] = _mm256_fmadd_ps(x, b0, s[i][0]);
+                s[i][1] = _mm256_fmadd_ps(x, b1, s[i][1]);
+            }
+        }
+    }
+    for (out, v) in acc.iter_mut().zip(&s) {
+        // SAFETY: each accumulator row holds 16 floats.
+        unsafe {
+            _mm256_storeu_ps(out.as_mut_ptr(), v[0]);
+            _mm256_storeu_ps(out.as_mut_ptr().add(8), v[1]);
+        }
+    }
+}
+
+/// Turns dot products into `v[i][j] = ‖c_j‖² − 2 a[i] · c_j` (in place); bit `i` of the
+/// result is set when some `v[i][j] < above[i]`.
+fn finish(acc: &mut [[f32; NR]; MR], norms: &[f32; NR], above: [f32; MR]) -> u32 {
+    let mut hits = 0;
+    for (i, row) in acc.iter_mut().enumerate() {
+        let mut lower = false;
+        for (v, n) in row.iter_mut().zip(norms) {
+            *v = n - 2.0 * *v;
+            lower |= *v < above[i];
+        }
+        hits |= u32::from(lower) << i;
+    }
+    hits
+}
+
+/// `a · b`, in eight running sums (vectorised; AVX2 + FMA where the CPU has them).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut s = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            s[i] += x[i] * y[i];
+        }
+    }
+    s.iter().sum::<f32>() + tail
+}
+
+/// `‖a − b‖²`, in eight running sums (vectorised; AVX2 + FMA where the CPU has them).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+pub fn dist2(a: &[f32], b: &[f32]) -> f32 {
+    let mut s = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| (x - y) * (x - y)).sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            s[i] += (x[i] - y[i]) * (x[i] - y[i]);
+        }
+    }
+    s.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, d: usize, seed: u64) -> Vec<f32> {
+        let mut rng = crate::Rng::new(seed);
+        (0..n * d).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect()
+    }
+
+    /// Brute force in f64: each row's best and second-best `‖c‖² − 2 x·c` among allowed labels.
+    fn brute(rows: &[f32], vs: &[f32], d: usize, norms: bool, allowed: impl Fn(usize, usize) -> bool) -> Vec<(Option<usize>, f64, f64)> {
+        rows.chunks_exact(d)
+            .enumerate()
+            .map(|(r, x)| {
+                let mut all: Vec<(f64, usize)> = vs
+                    .chunks_exact(d)
+                    .enumerate()
+                    .filter(|&(c, _)| allowed(r, c))
+                    .map(|(c, v)| {
+                        let dot: f64 = x.iter().zip(v).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                        let n: f64 = if norms { v.iter().map(|a| f64::from(*a).powi(2)).sum() } else { 0.0 };
+                        (n - 2.0 * dot, c)
+                    })
+                    .collect();
+                all.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (all.first().map(|x| x.1), all.first().map_or(f64::INFINITY, |x| x.0), all.get(1).map_or(f64::INFINITY, |x| x.0))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nearest_and_second_match_brute_force_for_odd_shapes() {
+        // Row counts and vector counts that are not multiples of the blocks; d not of 8.
+        for (m, k, d) in [(1, 1, 1), (7, 17, 13), (100, 33, 384), (97, 16, 5)] {
+            let rows = data(m, d, m as u64);
+            let vs = data(k, d, k as u64 + 100);
+            let mut out = vec![Nearest::NONE; m];
+            nearest(&rows, &Packed::new(&vs, d), Candidates::All, &mut out);
+            for (o, (label, best, second)) in out.iter().zip(brute(&rows, &vs, d, true, |_, _| true)) {
+                assert_eq!(Some(o.label as usize), label, "{m} {k} {d}");
+                assert!((f64::from(o.best) - best).abs() < 1e-3 && (f64::from(o.second) - second).abs() < 1e-3 || second.is_infinite());
+            }
+        }
+    }
+
+    #[test]
+    fn portable_and_simd_blocks_agree() {
+        let d = 37;
+        let rows = data(MR, d, 1);
+        let panel = data(NR, d, 2);
+        let a: [&[f32]; MR] = std::array::from_fn(|i| &rows[i * d..(i + 1) * d]);
+        let (mut x, mut y) = ([[0f32; NR]; MR], [[0f32; NR]; MR]);
+        // In two slices (20 + 17 dimensions), as `nearest` runs them.
+        let half: [&[f32]; MR] = std::array::from_fn(|i| &a[i][20..]);
+        block(a, &panel, 20, &mut x, true);
+        block(half, &panel[20 * NR..], 17, &mut x, false);
+        block_portable(a, &panel, d, &mut y, true);
+        let norms: [f32; NR] = std::array::from_fn(|j| j as f32);
+        let above: [f32; MR] = std::array::from_fn(|i| if i % 2 == 0 { f32::INFINITY } else { -1e9 });
+        assert_eq!(finish(&mut x, &norms, above), 0b010101);
+        assert_eq!(finish(&mut y, &norms, above), 0b010101);
+        for (p, q) in x.iter().flatten().zip(y.iter().flatten()) {
+            assert!((p - q).abs() < 1e-4, "{p} {q}");
+        }
+    }
+
+    #[test]
+    fn before_takes_only_earlier_labels_across_folds() {
+        // SemDeDup's shape: rows 0..m against themselves in two packs of earlier vectors.
+        let (m, d) = (45, 9);
+        let vs = data(m, d, 4);
+        let mut out = vec![Nearest::NONE; m];
+        for (first, part) in [(0, &vs[..20 * d]), (20, &vs[20 * d..])] {
+            nearest(&vs, &Packed::by_dot(part, d, first), Candidates::Before { first_row: 0 }, &mut out);
+        }
+        for (r, (o, (label, best, _))) in out.iter().zip(brute(&vs, &vs, d, false, |r, c| c < r)).enumerate() {
+            assert_eq!(label.map(|l| l as u32).unwrap_or(u32::MAX), o.label, "row {r}");
+            assert!(r == 0 || (f64::from(o.best) - best).abs() < 1e-4);
+        }
+    }
+
+    #[test]
+    fn dot_and_dist2_match_naive() {
+        let a = data(1, 29, 8);
+        let b = data(1, 29, 9);
+        let naive_dot: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        let naive_d2: f32 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
+        assert!((dot(&a, &b) - naive_dot).abs() < 1e-5);
+        assert!((dist2(&a, &b) - naive_d2).abs() < 1e-5);
+    }
+}
