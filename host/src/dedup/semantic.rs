@@ -139,7 +139,7 @@ fn cluster_with(work: &Work, n: u64, d: usize, p: &SemanticParams, fit_model: Fi
     };
     let fit = read_rows(&file, &emb_path, d, &fit_rows)?;
     let centroids =
-        fit_model(&fit, &KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (20 * k).min(fit_rows.len()) })?;
+        fit_model(&fit, &KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (8 * k).min(fit_rows.len()) })?;
     drop(fit);
     tracing::info!(clusters = k, "dedup: k-means fitted on {} of {n} documents", fit_rows.len());
     // Assign in chunks read from the file.

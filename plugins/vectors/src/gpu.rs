@@ -213,7 +213,7 @@ impl Gpu {
                 break;
             }
         }
-        Ok((KMeans { centroids, k, d, iterations, inertia, steps: Vec::new() }, labels, dists))
+        Ok((KMeans { centroids, k, d, iterations, inertia, init_seconds: 0.0, steps: Vec::new() }, labels, dists))
     }
 
     /// [`crate::semdedup`] for a cluster whose rows (positions into `data`, already on the

@@ -1,9 +1,11 @@
 //! The one distance kernel of this crate: rows of vectors against a packed set of vectors,
 //! each row's nearest and second-nearest by `‖c‖² − 2 x·c` (the squared Euclidean distance
 //! less `‖x‖²`), fused: the dot products stay in registers and the minimum is taken from them,
-//! so no `rows × k` score matrix is written or read back. k-means (assignment, Hamerly's gaps)
-//! and SemDeDup (the nearest earlier member, with zero norms: the largest dot product) both
-//! run on it.
+//! so no `rows × k` score matrix is written or read back. Three folds share the blocked loop:
+//! [`nearest`] (k-means' plain assignment and the centroids' gaps; SemDeDup's nearest earlier
+//! member, with zero norms: the largest dot product), [`panel_minima`] (each 16-vector
+//! panel's two smallest values, for the bounded assignment's groups), and [`panel_row`] (one
+//! row against one panel).
 //!
 //! On x86-64 with AVX2 and FMA (detected at run time) the dot products come from a 6 × 16
 //! register-blocked micro-kernel written with `std::arch` intrinsics; elsewhere from a
@@ -47,6 +49,29 @@ impl Packed {
     /// product (`best = −2 · max x·c`).
     pub fn by_dot(vectors: &[f32], d: usize, first: usize) -> Packed {
         Packed::build(vectors, d, first, false)
+    }
+
+    /// The vectors `slots[i]` of `vectors` (`u32::MAX`: an empty slot, at infinite distance)
+    /// in slot order, with their squared norms: a caller that groups vectors by panel (16
+    /// slots each) reads the slots back from [`panel_minima`].
+    pub fn slots(vectors: &[f32], d: usize, slots: &[u32]) -> Packed {
+        let panels_n = slots.len().div_ceil(NR);
+        let mut panels = vec![0f32; panels_n * d * NR];
+        let mut norms = vec![f32::INFINITY; panels_n * NR];
+        for (i, &c) in slots.iter().enumerate() {
+            let Some(v) = vectors.get(c as usize * d..(c as usize + 1) * d) else { continue };
+            let (p, j) = (i / NR, i % NR);
+            norms[i] = dot(v, v);
+            for (t, &x) in v.iter().enumerate() {
+                panels[(p * d + t) * NR + j] = x;
+            }
+        }
+        Packed { panels, norms, first: 0, len: panels_n * NR, d }
+    }
+
+    /// Panels of 16 slots.
+    pub fn panels(&self) -> usize {
+        self.len.div_ceil(NR)
     }
 
     fn build(vectors: &[f32], d: usize, first: usize, with_norms: bool) -> Packed {
@@ -104,8 +129,133 @@ pub enum Candidates {
 /// [`Nearest::NONE`], or from an earlier fold against other vectors): a strictly smaller
 /// value replaces, so among equal ones the earliest label (in fold order) stays.
 pub fn nearest(rows: &[f32], c: &Packed, allowed: Candidates, out: &mut [Nearest]) {
-    let d = c.d;
     let m = out.len();
+    let out = std::cell::RefCell::new(out);
+    let above = |r: usize| out.borrow()[r].second;
+    drive(rows, m, c, allowed, above, |r, first_label, limit, values| {
+        let o = &mut out.borrow_mut()[r];
+        for (j, &v) in values.iter().enumerate() {
+            let label = first_label + j;
+            if label >= limit {
+                break;
+            }
+            if v < o.best {
+                o.second = o.best;
+                o.best = v;
+                o.label = label as u32;
+            } else if v < o.second {
+                o.second = v;
+            }
+        }
+    });
+}
+
+/// The smallest and second-smallest `‖c‖² − 2 x·c` of one row in one panel, and the slot
+/// (0..16) of the smallest (the first, on ties).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PanelMin {
+    pub best: f32,
+    pub second: f32,
+    pub slot: u8,
+}
+
+/// Each row of `rows` (`m × d`) against each panel of `c`, row-major into `out`
+/// (`m × panels`).
+pub fn panel_minima(rows: &[f32], c: &Packed, out: &mut [PanelMin]) {
+    let panels = c.panels();
+    let m = out.len().checked_div(panels).unwrap_or(0);
+    out.fill(PanelMin { best: f32::INFINITY, second: f32::INFINITY, slot: 0 });
+    drive(
+        rows,
+        m,
+        c,
+        Candidates::All,
+        |_| f32::INFINITY,
+        |r, first_label, _, values| {
+            out[r * panels + (first_label - c.first) / NR] = min_of(values);
+        },
+    );
+}
+
+/// Branch-free (the values of a panel come in no order a branch predictor could learn).
+fn min_of(values: &[f32; NR]) -> PanelMin {
+    let best = values.iter().copied().fold(f32::INFINITY, f32::min);
+    let slot = values.iter().position(|&v| v == best).unwrap_or(0);
+    let second = values.iter().enumerate().map(|(j, &v)| if j == slot { f32::INFINITY } else { v }).fold(f32::INFINITY, f32::min);
+    PanelMin { best, second, slot: slot as u8 }
+}
+
+/// One row against one panel: the 16 `‖c‖² − 2 x·c` (one row's work is too small for the
+/// blocked loop; four running sums per lane keep the FMA units busy).
+pub fn panel_row(x: &[f32], c: &Packed, panel: usize) -> [f32; NR] {
+    let d = c.d;
+    assert!(x.len() >= d && panel < c.panels(), "a row of d floats and a panel of the pack");
+    let p = &c.panels[panel * d * NR..(panel + 1) * d * NR];
+    let norms = &c.norms[panel * NR..(panel + 1) * NR];
+    let mut dots = [0f32; NR];
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA (checked above); x holds ≥ d floats, the panel
+        // d × 16 (asserted above).
+        unsafe { row_avx2(x.as_ptr(), p.as_ptr(), d, &mut dots) };
+        return std::array::from_fn(|j| norms[j] - 2.0 * dots[j]);
+    }
+    for (t, &xt) in x[..d].iter().enumerate() {
+        for (o, &y) in dots.iter_mut().zip(&p[t * NR..(t + 1) * NR]) {
+            *o += xt * y;
+        }
+    }
+    std::array::from_fn(|j| norms[j] - 2.0 * dots[j])
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_avx2(x: *const f32, panel: *const f32, d: usize, out: &mut [f32; NR]) {
+    use std::arch::x86_64::{
+        __m256, _mm256_add_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+    let mut s: [[__m256; 2]; 4] = [[_mm256_setzero_ps(); 2]; 4];
+    let mut t = 0;
+    // SAFETY (all blocks): t + u < d, the panel holds d × 16 floats and x d (the caller's contract).
+    while t + 4 <= d {
+        for (u, acc) in s.iter_mut().enumerate() {
+            unsafe {
+                let v = _mm256_broadcast_ss(&*x.add(t + u));
+                acc[0] = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel.add((t + u) * NR)), acc[0]);
+                acc[1] = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel.add((t + u) * NR + 8)), acc[1]);
+            }
+        }
+        t += 4;
+    }
+    while t < d {
+        unsafe {
+            let v = _mm256_broadcast_ss(&*x.add(t));
+            s[0][0] = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel.add(t * NR)), s[0][0]);
+            s[0][1] = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel.add(t * NR + 8)), s[0][1]);
+        }
+        t += 1;
+    }
+    let lo = _mm256_add_ps(_mm256_add_ps(s[0][0], s[1][0]), _mm256_add_ps(s[2][0], s[3][0]));
+    let hi = _mm256_add_ps(_mm256_add_ps(s[0][1], s[1][1]), _mm256_add_ps(s[2][1], s[3][1]));
+    // SAFETY: out holds 16 floats.
+    unsafe {
+        _mm256_storeu_ps(out.as_mut_ptr(), lo);
+        _mm256_storeu_ps(out.as_mut_ptr().add(8), hi);
+    }
+}
+
+/// The blocked loop of both: rows in cache blocks, each against every panel, six rows at a
+/// time; `sink(row, first label, label limit, values)` gets a row's 16 values of a panel when
+/// one of them is below `above(row)`.
+fn drive(
+    rows: &[f32],
+    m: usize,
+    c: &Packed,
+    allowed: Candidates,
+    above: impl Fn(usize) -> f32,
+    mut sink: impl FnMut(usize, usize, usize, &[f32; NR]),
+) {
+    let d = c.d;
     assert!(rows.len() >= m * d, "rows shorter than m × d");
     if m == 0 || c.len == 0 || d == 0 {
         return;
@@ -143,9 +293,8 @@ pub fn nearest(rows: &[f32], c: &Packed, allowed: Candidates, out: &mut [Nearest
                     continue;
                 }
                 let mr = MR.min(r_end - rb);
-                let above: [f32; MR] = std::array::from_fn(|i| if i < mr { out[rb + i].second } else { f32::NEG_INFINITY });
-                // Only rows where some value beats their second best are merged.
-                let mut hits = finish(acc, norms, above);
+                let bar: [f32; MR] = std::array::from_fn(|i| if i < mr { above(rb + i) } else { f32::NEG_INFINITY });
+                let mut hits = finish(acc, norms, bar);
                 while hits != 0 {
                     let i = hits.trailing_zeros() as usize;
                     hits &= hits - 1;
@@ -153,20 +302,7 @@ pub fn nearest(rows: &[f32], c: &Packed, allowed: Candidates, out: &mut [Nearest
                         Candidates::All => usize::MAX,
                         Candidates::Before { first_row } => first_row + rb + i,
                     };
-                    let o = &mut out[rb + i];
-                    for (j, &v) in acc[i].iter().enumerate() {
-                        let label = first_label + j;
-                        if label >= limit {
-                            break;
-                        }
-                        if v < o.best {
-                            o.second = o.best;
-                            o.best = v;
-                            o.label = label as u32;
-                        } else if v < o.second {
-                            o.second = v;
-                        }
-                    }
+                    sink(rb + i, first_label, limit, &acc[i]);
                 }
             }
         }
@@ -319,6 +455,41 @@ mod tests {
             for (o, (label, best, second)) in out.iter().zip(brute(&rows, &vs, d, true, |_, _| true)) {
                 assert_eq!(Some(o.label as usize), label, "{m} {k} {d}");
                 assert!((f64::from(o.best) - best).abs() < 1e-3 && (f64::from(o.second) - second).abs() < 1e-3 || second.is_infinite());
+            }
+        }
+    }
+
+    #[test]
+    fn panel_minima_and_panel_row_match_brute_force_over_slots() {
+        let (m, k, d) = (13, 21, 10);
+        let rows = data(m, d, 11);
+        let vs = data(k, d, 12);
+        // Two panels: vectors 20, 3, 7 and an empty slot, then 0..16 reversed.
+        let mut slots = vec![u32::MAX; 32];
+        slots[..3].copy_from_slice(&[20, 3, 7]);
+        for (i, s) in slots[16..].iter_mut().enumerate() {
+            *s = 15 - i as u32;
+        }
+        let packed = Packed::slots(&vs, d, &slots);
+        let mut mins = vec![PanelMin { best: 0.0, second: 0.0, slot: 0 }; m * 2];
+        panel_minima(&rows, &packed, &mut mins);
+        let value = |x: &[f32], c: u32| {
+            let c = &vs[c as usize * d..(c as usize + 1) * d];
+            dot(c, c) - 2.0 * dot(x, c)
+        };
+        for (r, x) in rows.chunks_exact(d).enumerate() {
+            for p in 0..2 {
+                let mut vals: Vec<(f32, usize)> =
+                    (0..16).filter(|&j| slots[p * 16 + j] != u32::MAX).map(|j| (value(x, slots[p * 16 + j]), j)).collect();
+                vals.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let got = mins[r * 2 + p];
+                assert_eq!(got.slot as usize, vals[0].1, "row {r} panel {p}");
+                assert!((got.best - vals[0].0).abs() < 1e-4 && (got.second - vals[1].0).abs() < 1e-4);
+                let row = panel_row(x, &packed, p);
+                for &(v, j) in &vals {
+                    assert!((row[j] - v).abs() < 1e-4);
+                }
+                assert!(row[3..16].iter().all(|v| v.is_infinite()) || p == 1);
             }
         }
     }

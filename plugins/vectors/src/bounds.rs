@@ -1,0 +1,273 @@
+//! The assignment step of k-means with Yinyang bounds (Ding et al. 2015, "Yinyang K-Means: a
+//! drop-in replacement of the classic K-Means with consistent speedup"): the centroids are
+//! split into groups of 16 (or a multiple: one kernel panel each; neighbours together, by
+//! k-means on the first centroids); every row keeps an upper bound on
+//! its distance to its centroid and, per group, a lower bound on its distance to the group's
+//! other centroids. When centroids move, the bounds follow by the moves (the upper grows by
+//! the own centroid's move, a group's lower bound shrinks by the group's largest move), and a
+//! row is compared only with the groups whose bound no longer clears its upper bound: none
+//! (the row is not read at all), a few (the row against those groups' panels), or most (every
+//! panel, by the blocked kernel, which hands back each panel's two smallest values: the
+//! nearest centroid and every group's new bound at once). The labels are those plain Lloyd
+//! gives, up to float ties. With one group this is Hamerly's algorithm (2010).
+
+use rayon::prelude::*;
+
+use crate::kernel::{self, Candidates, Nearest, Packed, PanelMin, dist2, dot};
+use crate::{CHUNK, Change, KMeansParams, NO_CLUSTER};
+
+/// Lower bounds kept at most (floats, all rows together: 256 MiB).
+const LOWER_BOUNDS_BUDGET: usize = 1 << 26;
+/// Slots of a kernel panel.
+const PANEL: usize = 16;
+/// Rows per call of the kernel's panel minima (their minima stay in L1).
+const BLOCK_ROWS: usize = 96;
+/// An empty slot.
+const EMPTY: u32 = u32::MAX;
+
+/// A small slack so float error does not decide near-ties: a bound counts as clearing an
+/// upper bound only when it does so by more than that.
+fn clears(lower: f32, upper: f32) -> bool {
+    upper <= lower * (1.0 - 1e-5) - 1e-6
+}
+
+/// Centroids in groups of `size` slots (whole kernel panels).
+pub(crate) struct Groups {
+    /// Slot → centroid ([`EMPTY`] pads a group), `groups × size`.
+    slots: Vec<u32>,
+    /// Centroid → group.
+    of: Vec<u32>,
+    size: usize,
+}
+
+impl Groups {
+    /// Groups of 16 of the `k` centroids (more, in multiples of 16, when `n` rows' bounds
+    /// would not fit [`LOWER_BOUNDS_BUDGET`]): the centroids sorted by their nearest centre of
+    /// a k-means of them, then cut into runs.
+    pub(crate) fn new(centroids: &[f32], k: usize, d: usize, n: usize, seed: u64) -> Groups {
+        let most = (LOWER_BOUNDS_BUDGET / n.max(1)).max(1);
+        let mut size = PANEL;
+        while k.div_ceil(size) > most {
+            size *= 2;
+        }
+        let t = k.div_ceil(size);
+        let near: Vec<u32> = if t <= 1 {
+            vec![0; k]
+        } else {
+            let p = KMeansParams { k: t, max_iter: 5, tol: 0.0, seed, init_sample: k };
+            let fit = crate::kmeans(&centroids[..k * d], d, &p);
+            crate::assign(&centroids[..k * d], d, &fit.centroids, fit.k).0
+        };
+        let mut order: Vec<u32> = (0..k as u32).collect();
+        order.sort_by_key(|&j| (near[j as usize], j));
+        let mut slots = vec![EMPTY; t * size];
+        let mut of = vec![0u32; k];
+        for (g, run) in order.chunks(size).enumerate() {
+            let mut run = run.to_vec();
+            run.sort_unstable();
+            for (i, &j) in run.iter().enumerate() {
+                slots[g * size + i] = j;
+                of[j as usize] = g as u32;
+            }
+        }
+        Groups { slots, of, size }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len() / self.size
+    }
+}
+
+/// Each row's centroid and bounds.
+pub(crate) struct Bounds {
+    pub(crate) labels: Vec<u32>,
+    /// An upper bound on the distance to the own centroid.
+    upper: Vec<f32>,
+    /// `n × groups`: a lower bound on the distance to every other centroid of each group.
+    lower: Vec<f32>,
+    groups: usize,
+}
+
+impl Bounds {
+    pub(crate) fn new(n: usize, groups: usize) -> Bounds {
+        Bounds { labels: vec![NO_CLUSTER; n], upper: vec![0.0; n], lower: vec![0.0; n * groups], groups }
+    }
+
+    /// The centroids moved by `moves` (`k`): the bounds follow.
+    pub(crate) fn follow(&mut self, moves: &[f32], groups: &Groups) {
+        let drift: Vec<f32> = groups
+            .slots
+            .chunks(groups.size)
+            .map(|run| run.iter().filter(|&&j| j != EMPTY).map(|&j| moves[j as usize]).fold(0.0, f32::max))
+            .collect();
+        let t = self.groups;
+        self.labels.par_iter().zip(self.upper.par_iter_mut()).zip(self.lower.par_chunks_mut(t)).for_each(|((&a, u), lower)| {
+            *u += moves[a as usize];
+            lower.iter_mut().zip(&drift).for_each(|(l, m)| *l -= m);
+        });
+    }
+}
+
+/// Half the distance from each centroid to its nearest other centroid: a point closer than
+/// that to its centroid cannot be closer to another.
+pub(crate) fn half_gaps(packed: &Packed, centroids: &[f32]) -> Vec<f32> {
+    let mut near = vec![Nearest::NONE; packed.len()];
+    kernel::nearest(centroids, packed, Candidates::All, &mut near);
+    near.iter()
+        .enumerate()
+        .map(|(j, o)| {
+            // The nearest is the centroid itself unless another lies at no greater distance.
+            let other = if o.label as usize == j { o.second } else { o.best };
+            0.5 * (other + packed.norm(j)).max(0.0).sqrt()
+        })
+        .collect()
+}
+
+/// One thread's scratch space.
+#[derive(Default)]
+struct Scratch {
+    /// Rows compared with every centroid: their positions in the chunk, copies, and minima.
+    full: Vec<usize>,
+    gathered: Vec<f32>,
+    minima: Vec<PanelMin>,
+    /// The groups one row is compared with, and the squared distances found (slot order).
+    looked: Vec<usize>,
+    some: Vec<f32>,
+}
+
+/// One assignment of every row of `data` to its nearest centroid, bounded. `all` compares
+/// every row with every centroid (the first iteration). `half_gaps[j]` is half the distance
+/// from centroid j to its nearest other (a row closer than that to its centroid stays).
+/// Returns how many row–centroid distances were computed, and the rows that changed cluster.
+pub(crate) fn assign(
+    data: &[f32],
+    d: usize,
+    centroids: &[f32],
+    groups: &Groups,
+    half_gaps: &[f32],
+    b: &mut Bounds,
+    all: bool,
+) -> (u64, Vec<Change>) {
+    let k = groups.of.len();
+    let t = b.groups;
+    let size = groups.size;
+    let packed = Packed::slots(centroids, d, &groups.slots);
+    let panels = packed.panels();
+    let centroid = |j: usize| &centroids[j * d..(j + 1) * d];
+    b.labels
+        .par_chunks_mut(CHUNK)
+        .zip(b.upper.par_chunks_mut(CHUNK))
+        .zip(b.lower.par_chunks_mut(CHUNK * t))
+        .enumerate()
+        .map_init(Scratch::default, |s, (i, ((labels, upper), lower))| {
+            let first_row = i * CHUNK;
+            let rows = &data[first_row * d..(first_row + labels.len()) * d];
+            let mut computed = 0u64;
+            let mut changes = Vec::new();
+            s.full.clear();
+            for (r, x) in rows.chunks_exact(d).enumerate() {
+                let a = labels[r] as usize;
+                if all || a >= k {
+                    s.full.push(r);
+                    continue;
+                }
+                let lb = &mut lower[r * t..(r + 1) * t];
+                let bound = lb.iter().copied().fold(f32::INFINITY, f32::min).max(half_gaps[a]);
+                if clears(bound, upper[r]) {
+                    continue;
+                }
+                let u = dist2(x, centroid(a)).sqrt();
+                computed += 1;
+                upper[r] = u;
+                if clears(bound, u) {
+                    continue;
+                }
+                s.looked.clear();
+                s.looked.extend((0..t).filter(|&g| !clears(lb[g], u)));
+                // One row against a panel costs about twice the blocked kernel's share.
+                if 2 * s.looked.len() * size > k {
+                    s.full.push(r);
+                    continue;
+                }
+                let norm = dot(x, x);
+                let (mut best, mut best_d2) = (a, u * u);
+                s.some.clear();
+                for &g in &s.looked {
+                    for q in g * size / PANEL..(g + 1) * size / PANEL {
+                        let values = kernel::panel_row(x, &packed, q);
+                        for (&j, v) in groups.slots[q * PANEL..(q + 1) * PANEL].iter().zip(values) {
+                            let d2 = v + norm;
+                            s.some.push(d2);
+                            let j = j as usize;
+                            if j == EMPTY as usize || j == a {
+                                continue;
+                            }
+                            computed += 1;
+                            if d2 < best_d2 || (d2 == best_d2 && j < best) {
+                                (best, best_d2) = (j, d2);
+                            }
+                        }
+                    }
+                }
+                // The groups looked at get exact bounds; a left centroid joins its group's.
+                for (&g, found) in s.looked.iter().zip(s.some.chunks_exact(size)) {
+                    let slots = &groups.slots[g * size..(g + 1) * size];
+                    lb[g] = slots
+                        .iter()
+                        .zip(found)
+                        .filter(|&(&j, _)| j != EMPTY && j as usize != a && j as usize != best)
+                        .map(|(_, &d2)| d2)
+                        .fold(f32::INFINITY, f32::min)
+                        .max(0.0)
+                        .sqrt();
+                }
+                if best != a {
+                    let ga = groups.of[a] as usize;
+                    lb[ga] = lb[ga].min(u);
+                    changes.push(((first_row + r) as u32, a as u32, best as u32));
+                    labels[r] = best as u32;
+                    upper[r] = dist2(x, centroid(best)).sqrt();
+                }
+            }
+            // The rest against every panel, a block of rows at a time.
+            for block in s.full.chunks(BLOCK_ROWS) {
+                s.gathered.clear();
+                for &r in block {
+                    s.gathered.extend_from_slice(&rows[r * d..(r + 1) * d]);
+                }
+                s.minima.resize(block.len() * panels, PanelMin { best: 0.0, second: 0.0, slot: 0 });
+                kernel::panel_minima(&s.gathered, &packed, &mut s.minima);
+                computed += (block.len() * k) as u64;
+                for (&r, (x, mins)) in block.iter().zip(s.gathered.chunks_exact(d).zip(s.minima.chunks_exact(panels))) {
+                    // The smallest value, the smaller centroid on ties (as plain Lloyd).
+                    let (mut q_best, mut best) = (0, EMPTY);
+                    for (q, m) in mins.iter().enumerate() {
+                        let j = groups.slots[q * PANEL + m.slot as usize];
+                        if best == EMPTY || m.best < mins[q_best].best || (m.best == mins[q_best].best && j < best) {
+                            (q_best, best) = (q, j);
+                        }
+                    }
+                    let norm = dot(x, x);
+                    let lb = &mut lower[r * t..(r + 1) * t];
+                    for (g, l) in lb.iter_mut().enumerate() {
+                        let qs = g * size / PANEL..(g + 1) * size / PANEL;
+                        let v = qs.map(|q| if q == q_best { mins[q].second } else { mins[q].best }).fold(f32::INFINITY, f32::min);
+                        *l = (v + norm).max(0.0).sqrt();
+                    }
+                    if labels[r] != best {
+                        changes.push(((first_row + r) as u32, labels[r], best));
+                        labels[r] = best;
+                    }
+                    upper[r] = dist2(x, centroid(best as usize)).sqrt();
+                }
+            }
+            (computed, changes)
+        })
+        .reduce(
+            || (0, Vec::new()),
+            |(n, mut a), (m, b)| {
+                a.extend(b);
+                (n + m, a)
+            },
+        )
+}
