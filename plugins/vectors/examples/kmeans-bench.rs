@@ -1,7 +1,12 @@
 //! k-means and the SemDeDup pass on random-but-clustered unit vectors, timed; the vectors are
 //! written for `scripts/semdedup/bench.py` (faiss, scikit-learn on the same data).
 //!
-//!     kmeans-bench N D K ITERS [OUT.f32|-] [cpu|gpu|both] [REMOVED.txt]
+//!     kmeans-bench N D K ITERS [OUT.f32|-] [cpu|gpu|both] [REMOVED.txt|-] [CENTRES NOISE]
+//!
+//! The data: CENTRES × K centres uniform in [−1, 1]^D (default 2 per cluster), each row one of
+//! them plus uniform noise of width NOISE (default 0.8; 3.0 makes the clusters overlap, as real
+//! embeddings do, and Lloyd take many iterations to settle), 2 % near-copies of earlier rows,
+//! all normalised.
 //!
 //! Prints one JSON line: k-means seconds (exactly ITERS Lloyd iterations: tol < 0), of them
 //! the seeding (`init_s`) and each iteration's `[seconds, share of the n × k distances
@@ -19,18 +24,20 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |i: usize, default: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default);
     let (n, d, k, iters) = (arg(1, 100_000), arg(2, 384), arg(3, 100), arg(4, 10));
-    // Clustered: 2k centres, points near them, 2 % near-copies of other points.
+    let per: usize = args.get(8).and_then(|s| s.parse().ok()).unwrap_or(2);
+    let noise: f64 = args.get(9).and_then(|s| s.parse().ok()).unwrap_or(0.8);
+    // Clustered: per × k centres, points near them, 2 % near-copies of other points.
     let mut rng = Rng::new(1);
-    let centres: Vec<f32> = (0..2 * k * d).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
+    let centres: Vec<f32> = (0..per * k * d).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
     let mut data = vec![0f32; n * d];
     for i in 0..n {
         let copy = i > 0 && rng.next_f64() < 0.02;
         let src = if copy { Some(rng.below(i)) } else { None };
-        let c = rng.below(2 * k);
+        let c = rng.below(per * k);
         for j in 0..d {
             data[i * d + j] = match src {
                 Some(s) => data[s * d + j] + ((rng.next_f64() - 0.5) * 0.002) as f32,
-                None => centres[c * d + j] + ((rng.next_f64() - 0.5) * 0.8) as f32,
+                None => centres[c * d + j] + ((rng.next_f64() - 0.5) * noise) as f32,
             };
         }
         let row = &mut data[i * d..(i + 1) * d];
@@ -73,7 +80,7 @@ fn main() {
             dups.len(),
             std::thread::available_parallelism().map_or(1, |n| n.get())
         ));
-        if let Some(path) = args.get(7) {
+        if let Some(path) = args.get(7).filter(|p| p.as_str() != "-") {
             let text: String = dups.iter().map(|(r, p)| format!("{r} {p}\n")).collect();
             std::fs::write(path, text).expect("write removed rows");
         }

@@ -130,21 +130,30 @@ pub enum Candidates {
 /// value replaces, so among equal ones the earliest label (in fold order) stays.
 pub fn nearest(rows: &[f32], c: &Packed, allowed: Candidates, out: &mut [Nearest]) {
     let m = out.len();
-    let out = std::cell::RefCell::new(out);
-    let above = |r: usize| out.borrow()[r].second;
-    drive(rows, m, c, allowed, above, |r, first_label, limit, values| {
-        let o = &mut out.borrow_mut()[r];
-        for (j, &v) in values.iter().enumerate() {
-            let label = first_label + j;
-            if label >= limit {
-                break;
-            }
-            if v < o.best {
-                o.second = o.best;
-                o.best = v;
-                o.label = label as u32;
-            } else if v < o.second {
-                o.second = v;
+    drive(rows, m, c, allowed, |rb, mr, first_label, acc, norms| {
+        let above: [f32; MR] = std::array::from_fn(|i| if i < mr { out[rb + i].second } else { f32::NEG_INFINITY });
+        // Only rows where some value beats their second best are merged.
+        let mut hits = finish(acc, norms, above);
+        while hits != 0 {
+            let i = hits.trailing_zeros() as usize;
+            hits &= hits - 1;
+            let limit = match allowed {
+                Candidates::All => usize::MAX,
+                Candidates::Before { first_row } => first_row + rb + i,
+            };
+            let o = &mut out[rb + i];
+            for (j, &v) in acc[i].iter().enumerate() {
+                let label = first_label + j;
+                if label >= limit {
+                    break;
+                }
+                if v < o.best {
+                    o.second = o.best;
+                    o.best = v;
+                    o.label = label as u32;
+                } else if v < o.second {
+                    o.second = v;
+                }
             }
         }
     });
@@ -164,17 +173,59 @@ pub struct PanelMin {
 pub fn panel_minima(rows: &[f32], c: &Packed, out: &mut [PanelMin]) {
     let panels = c.panels();
     let m = out.len().checked_div(panels).unwrap_or(0);
-    out.fill(PanelMin { best: f32::INFINITY, second: f32::INFINITY, slot: 0 });
-    drive(
-        rows,
-        m,
-        c,
-        Candidates::All,
-        |_| f32::INFINITY,
-        |r, first_label, _, values| {
-            out[r * panels + (first_label - c.first) / NR] = min_of(values);
-        },
-    );
+    drive(rows, m, c, Candidates::All, |rb, mr, first_label, acc, norms| {
+        let p = (first_label - c.first) / NR;
+        let mins = minima(acc, norms);
+        for (i, min) in mins.into_iter().enumerate().take(mr) {
+            out[(rb + i) * panels + p] = min;
+        }
+    });
+}
+
+/// [`PanelMin`] of each row of a block from its dot products.
+fn minima(acc: &[[f32; NR]; MR], norms: &[f32; NR]) -> [PanelMin; MR] {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA (checked above).
+        return unsafe { minima_avx2(acc, norms) };
+    }
+    std::array::from_fn(|i| min_of(&std::array::from_fn(|j| norms[j] - 2.0 * acc[i][j])))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn minima_avx2(acc: &[[f32; NR]; MR], norms: &[f32; NR]) -> [PanelMin; MR] {
+    use std::arch::x86_64::{
+        __m256, _CMP_EQ_OQ, _mm_cvtss_f32, _mm_min_ps, _mm_movehl_ps, _mm_shuffle_ps, _mm256_blendv_ps, _mm256_castps256_ps128,
+        _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cmpeq_epi32, _mm256_extractf128_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_min_ps,
+        _mm256_movemask_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32,
+    };
+    // The smallest of 8 lanes.
+    #[target_feature(enable = "avx2,fma")]
+    fn hmin(v: __m256) -> f32 {
+        let m = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+        _mm_cvtss_f32(_mm_min_ps(m, _mm_shuffle_ps::<0b01>(m, m)))
+    }
+    // SAFETY: `norms` and each accumulator row hold 16 floats.
+    let (n0, n1) = unsafe { (_mm256_loadu_ps(norms.as_ptr()), _mm256_loadu_ps(norms.as_ptr().add(8))) };
+    let minus2 = _mm256_set1_ps(-2.0);
+    let inf = _mm256_set1_ps(f32::INFINITY);
+    let (lanes0, lanes1) = (_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15));
+    std::array::from_fn(|i| {
+        // SAFETY: as above.
+        let (a0, a1) = unsafe { (_mm256_loadu_ps(acc[i].as_ptr()), _mm256_loadu_ps(acc[i].as_ptr().add(8))) };
+        let (v0, v1) = (_mm256_fmadd_ps(a0, minus2, n0), _mm256_fmadd_ps(a1, minus2, n1));
+        let best = hmin(_mm256_min_ps(v0, v1));
+        let b = _mm256_set1_ps(best);
+        let eq = (_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(v0, b)) as u32)
+            | ((_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(v1, b)) as u32) << 8);
+        let slot = if eq == 0 { 0 } else { eq.trailing_zeros() };
+        let at = _mm256_set1_epi32(slot as i32);
+        let w0 = _mm256_blendv_ps(v0, inf, _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes0, at)));
+        let w1 = _mm256_blendv_ps(v1, inf, _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes1, at)));
+        PanelMin { best, second: hmin(_mm256_min_ps(w0, w1)), slot: slot as u8 }
+    })
 }
 
 /// Branch-free (the values of a panel come in no order a branch predictor could learn).
@@ -245,15 +296,14 @@ unsafe fn row_avx2(x: *const f32, panel: *const f32, d: usize, out: &mut [f32; N
 }
 
 /// The blocked loop of both: rows in cache blocks, each against every panel, six rows at a
-/// time; `sink(row, first label, label limit, values)` gets a row's 16 values of a panel when
-/// one of them is below `above(row)`.
+/// time; `fold(first row, rows, first label, dot products, norms)` gets each block of up to six
+/// rows' dot products with a panel (rows past `rows` repeat the first; ignore them).
 fn drive(
     rows: &[f32],
     m: usize,
     c: &Packed,
     allowed: Candidates,
-    above: impl Fn(usize) -> f32,
-    mut sink: impl FnMut(usize, usize, usize, &[f32; NR]),
+    mut fold: impl FnMut(usize, usize, usize, &mut [[f32; NR]; MR], &[f32; NR]),
 ) {
     let d = c.d;
     assert!(rows.len() >= m * d, "rows shorter than m × d");
@@ -292,18 +342,7 @@ fn drive(
                 if !wanted(rb) {
                     continue;
                 }
-                let mr = MR.min(r_end - rb);
-                let bar: [f32; MR] = std::array::from_fn(|i| if i < mr { above(rb + i) } else { f32::NEG_INFINITY });
-                let mut hits = finish(acc, norms, bar);
-                while hits != 0 {
-                    let i = hits.trailing_zeros() as usize;
-                    hits &= hits - 1;
-                    let limit = match allowed {
-                        Candidates::All => usize::MAX,
-                        Candidates::Before { first_row } => first_row + rb + i,
-                    };
-                    sink(rb + i, first_label, limit, &acc[i]);
-                }
+                fold(rb, MR.min(r_end - rb), first_label, acc, norms);
             }
         }
     }
@@ -492,6 +531,27 @@ mod tests {
                 assert!(row[3..16].iter().all(|v| v.is_infinite()) || p == 1);
             }
         }
+    }
+
+    #[test]
+    fn vector_minima_match_the_scalar_ones_ties_included() {
+        let vals = data(MR, NR, 31);
+        let mut acc: [[f32; NR]; MR] = std::array::from_fn(|i| std::array::from_fn(|j| vals[i * NR + j]));
+        // A tie for the largest dot product: the first slot wins.
+        acc[2][4] = 9.0;
+        acc[2][9] = 9.0;
+        let norms: [f32; NR] = std::array::from_fn(|j| if j == 15 { f32::INFINITY } else { j as f32 * 0.01 });
+        let norms = {
+            let mut n = norms;
+            n[4] = 0.0;
+            n[9] = 0.0;
+            n
+        };
+        let got = minima(&acc, &norms);
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(*g, min_of(&std::array::from_fn(|j| norms[j] - 2.0 * acc[i][j])), "row {i}");
+        }
+        assert_eq!((got[2].slot, got[2].best, got[2].second), (4, -18.0, -18.0));
     }
 
     #[test]
