@@ -1,15 +1,20 @@
 //! The assignment step of k-means with Yinyang bounds (Ding et al. 2015, "Yinyang K-Means: a
-//! drop-in replacement of the classic K-Means with consistent speedup"): the centroids are
-//! split into groups of 16 (or a multiple: one kernel panel each; neighbours together, by
-//! k-means on the first centroids); every row keeps an upper bound on
-//! its distance to its centroid and, per group, a lower bound on its distance to the group's
-//! other centroids. When centroids move, the bounds follow by the moves (the upper grows by
-//! the own centroid's move, a group's lower bound shrinks by the group's largest move), and a
-//! row is compared only with the groups whose bound no longer clears its upper bound: none
-//! (the row is not read at all), a few (the row against those groups' panels), or most (every
-//! panel, by the blocked kernel, which hands back each panel's two smallest values: the
-//! nearest centroid and every group's new bound at once). The labels are those plain Lloyd
-//! gives, up to float ties. With one group this is Hamerly's algorithm (2010).
+//! drop-in replacement of the classic K-Means with consistent speedup"). The centroids are
+//! split into groups of 16 — one kernel panel each (a multiple of 16 when the rows' bounds
+//! would not fit [`LOWER_BOUNDS_BUDGET`]), neighbours together by a k-means of the first
+//! centroids. Every row keeps an upper bound on its distance to its centroid and, per group,
+//! a lower bound on its distance to the group's other centroids. When centroids move, the
+//! bounds follow (the upper grows by the own centroid's move, a group's lower bound shrinks by
+//! the group's largest move), and a row is compared only with the groups whose bound no longer
+//! clears its upper bound:
+//! - none: the row is not read at all;
+//! - some: each such group's panel against all the rows of the chunk that asked for it, by
+//!   the blocked kernel (rows read in place);
+//! - most (over 80 % of the centroids): every panel, by the same kernel.
+//!
+//! The kernel hands back each panel's two smallest values, so one pass gives the nearest
+//! centroid and every group's new bound. The labels are those plain Lloyd gives, up to float
+//! ties. With one group this is Hamerly's algorithm (2010).
 
 use rayon::prelude::*;
 
@@ -126,13 +131,41 @@ pub(crate) fn half_gaps(packed: &Packed, centroids: &[f32]) -> Vec<f32> {
 /// One thread's scratch space.
 #[derive(Default)]
 struct Scratch {
-    /// Rows compared with every centroid: their positions in the chunk, copies, and minima.
+    /// Rows compared with every centroid (positions in the chunk).
     full: Vec<usize>,
-    gathered: Vec<f32>,
+    /// (group, row) pairs: the rows compared with some groups only.
+    some: Vec<(usize, usize)>,
+    /// The best of each such pair's group: (value, centroid, second value).
+    found: Vec<(f32, u32, f32)>,
+    /// Per row of the chunk: the best value so far and its centroid (sparse rows).
+    best: Vec<(f32, u32)>,
+    asked: Vec<usize>,
     minima: Vec<PanelMin>,
-    /// The groups one row is compared with, and the squared distances found (slot order).
-    looked: Vec<usize>,
-    some: Vec<f32>,
+}
+
+impl Scratch {
+    /// `rows` (positions in `chunk`) against `panels`: each row's minima.
+    fn minima(&mut self, chunk: &[f32], rows: &[usize], packed: &Packed, panels: std::ops::Range<usize>) {
+        self.minima.clear();
+        self.minima.resize(rows.len() * panels.len(), PanelMin { best: 0.0, second: 0.0, slot: 0 });
+        kernel::panel_minima(chunk, rows, packed, panels, &mut self.minima);
+    }
+}
+
+/// The smallest value of a group's panels (`mins`, the group's first panel `q0`), its
+/// centroid, and the group's second-smallest value.
+fn group_best(mins: &[PanelMin], q0: usize, slots: &[u32]) -> (f32, u32, f32) {
+    let (mut best, mut label, mut second) = (f32::INFINITY, EMPTY, f32::INFINITY);
+    for (i, m) in mins.iter().enumerate() {
+        let j = slots[(q0 + i) * PANEL + m.slot as usize];
+        if label == EMPTY || m.best < best || (m.best == best && j < label) {
+            second = second.min(best).min(m.second);
+            (best, label) = (m.best, j);
+        } else {
+            second = second.min(m.best);
+        }
+    }
+    (best, label, second)
 }
 
 /// One assignment of every row of `data` to its nearest centroid, bounded. `all` compares
@@ -151,6 +184,7 @@ pub(crate) fn assign(
     let k = groups.of.len();
     let t = b.groups;
     let size = groups.size;
+    let per_group = size / PANEL;
     let packed = Packed::slots(centroids, d, &groups.slots);
     let panels = packed.panels();
     let centroid = |j: usize| &centroids[j * d..(j + 1) * d];
@@ -165,13 +199,16 @@ pub(crate) fn assign(
             let mut computed = 0u64;
             let mut changes = Vec::new();
             s.full.clear();
+            s.some.clear();
+            s.best.clear();
+            s.best.resize(labels.len(), (f32::INFINITY, EMPTY));
             for (r, x) in rows.chunks_exact(d).enumerate() {
                 let a = labels[r] as usize;
                 if all || a >= k {
                     s.full.push(r);
                     continue;
                 }
-                let lb = &mut lower[r * t..(r + 1) * t];
+                let lb = &lower[r * t..(r + 1) * t];
                 let bound = lb.iter().copied().fold(f32::INFINITY, f32::min).max(half_gaps[a]);
                 if clears(bound, upper[r]) {
                     continue;
@@ -182,63 +219,65 @@ pub(crate) fn assign(
                 if clears(bound, u) {
                     continue;
                 }
-                s.looked.clear();
-                s.looked.extend((0..t).filter(|&g| !clears(lb[g], u)));
-                // One row against a panel costs about twice the blocked kernel's share.
-                if 2 * s.looked.len() * size > k {
+                let looked = (0..t).filter(|&g| !clears(lb[g], u)).count();
+                // Over 80 % of the centroids: all of them, in one pass.
+                if looked * size * 10 > k * 8 {
                     s.full.push(r);
                     continue;
                 }
-                let norm = dot(x, x);
-                let (mut best, mut best_d2) = (a, u * u);
-                s.some.clear();
-                for &g in &s.looked {
-                    for q in g * size / PANEL..(g + 1) * size / PANEL {
-                        let values = kernel::panel_row(x, &packed, q);
-                        for (&j, v) in groups.slots[q * PANEL..(q + 1) * PANEL].iter().zip(values) {
-                            let d2 = v + norm;
-                            s.some.push(d2);
-                            let j = j as usize;
-                            if j == EMPTY as usize || j == a {
-                                continue;
-                            }
-                            computed += 1;
-                            if d2 < best_d2 || (d2 == best_d2 && j < best) {
-                                (best, best_d2) = (j, d2);
-                            }
-                        }
+                // The own centroid at its exact distance, as a value of the kernel's form.
+                s.best[r] = (u * u - dot(x, x), a as u32);
+                s.some.extend((0..t).filter(|&g| !clears(lb[g], u)).map(|g| (g, r)));
+            }
+            // The rows compared with some groups: each group with the rows that asked for it.
+            s.some.sort_unstable();
+            s.found.clear();
+            let mut at = 0;
+            while at < s.some.len() {
+                let g = s.some[at].0;
+                let end = at + s.some[at..].iter().take_while(|p| p.0 == g).count();
+                let mut asked = std::mem::take(&mut s.asked);
+                asked.clear();
+                asked.extend(s.some[at..end].iter().map(|p| p.1));
+                let q0 = g * per_group;
+                s.minima(rows, &asked, &packed, q0..q0 + per_group);
+                computed += (asked.len() * size) as u64;
+                for (&r, mins) in asked.iter().zip(s.minima.chunks_exact(per_group)) {
+                    let found = group_best(mins, q0, &groups.slots);
+                    let best = &mut s.best[r];
+                    if found.0 < best.0 || (found.0 == best.0 && found.1 < best.1) {
+                        *best = (found.0, found.1);
                     }
+                    s.found.push(found);
                 }
-                // The groups looked at get exact bounds; a left centroid joins its group's.
-                for (&g, found) in s.looked.iter().zip(s.some.chunks_exact(size)) {
-                    let slots = &groups.slots[g * size..(g + 1) * size];
-                    lb[g] = slots
-                        .iter()
-                        .zip(found)
-                        .filter(|&(&j, _)| j != EMPTY && j as usize != a && j as usize != best)
-                        .map(|(_, &d2)| d2)
-                        .fold(f32::INFINITY, f32::min)
-                        .max(0.0)
-                        .sqrt();
+                s.asked = asked;
+                at = end;
+            }
+            // Their new bounds, once each row's best is known.
+            for (&(g, r), &(value, label, second)) in s.some.iter().zip(&s.found) {
+                let norm = dot(&rows[r * d..(r + 1) * d], &rows[r * d..(r + 1) * d]);
+                let v = if label == s.best[r].1 { second } else { value };
+                lower[r * t + g] = (v + norm).max(0.0).sqrt();
+            }
+            for r in 0..labels.len() {
+                let (_, best) = s.best[r];
+                let a = labels[r];
+                if best == EMPTY || best == a {
+                    continue;
                 }
-                if best != a {
-                    let ga = groups.of[a] as usize;
-                    lb[ga] = lb[ga].min(u);
-                    changes.push(((first_row + r) as u32, a as u32, best as u32));
-                    labels[r] = best as u32;
-                    upper[r] = dist2(x, centroid(best)).sqrt();
-                }
+                // The centroid left is now one of its group's others.
+                let ga = groups.of[a as usize] as usize;
+                lower[r * t + ga] = lower[r * t + ga].min(upper[r]);
+                changes.push(((first_row + r) as u32, a, best));
+                labels[r] = best;
+                upper[r] = dist2(&rows[r * d..(r + 1) * d], centroid(best as usize)).sqrt();
             }
             // The rest against every panel, a block of rows at a time.
-            for block in s.full.chunks(BLOCK_ROWS) {
-                s.gathered.clear();
-                for &r in block {
-                    s.gathered.extend_from_slice(&rows[r * d..(r + 1) * d]);
-                }
-                s.minima.resize(block.len() * panels, PanelMin { best: 0.0, second: 0.0, slot: 0 });
-                kernel::panel_minima(&s.gathered, &packed, &mut s.minima);
+            let full = std::mem::take(&mut s.full);
+            for block in full.chunks(BLOCK_ROWS) {
+                s.minima(rows, block, &packed, 0..panels);
                 computed += (block.len() * k) as u64;
-                for (&r, (x, mins)) in block.iter().zip(s.gathered.chunks_exact(d).zip(s.minima.chunks_exact(panels))) {
+                for (&r, mins) in block.iter().zip(s.minima.chunks_exact(panels)) {
                     // The smallest value, the smaller centroid on ties (as plain Lloyd).
                     let (mut q_best, mut best) = (0, EMPTY);
                     for (q, m) in mins.iter().enumerate() {
@@ -247,10 +286,11 @@ pub(crate) fn assign(
                             (q_best, best) = (q, j);
                         }
                     }
+                    let x = &rows[r * d..(r + 1) * d];
                     let norm = dot(x, x);
                     let lb = &mut lower[r * t..(r + 1) * t];
                     for (g, l) in lb.iter_mut().enumerate() {
-                        let qs = g * size / PANEL..(g + 1) * size / PANEL;
+                        let qs = g * per_group..(g + 1) * per_group;
                         let v = qs.map(|q| if q == q_best { mins[q].second } else { mins[q].best }).fold(f32::INFINITY, f32::min);
                         *l = (v + norm).max(0.0).sqrt();
                     }
@@ -261,6 +301,7 @@ pub(crate) fn assign(
                     upper[r] = dist2(x, centroid(best as usize)).sqrt();
                 }
             }
+            s.full = full;
             (computed, changes)
         })
         .reduce(

@@ -1,11 +1,10 @@
 //! The one distance kernel of this crate: rows of vectors against a packed set of vectors,
 //! each row's nearest and second-nearest by `‖c‖² − 2 x·c` (the squared Euclidean distance
 //! less `‖x‖²`), fused: the dot products stay in registers and the minimum is taken from them,
-//! so no `rows × k` score matrix is written or read back. Three folds share the blocked loop:
+//! so no `rows × k` score matrix is written or read back. Two folds share the blocked loop:
 //! [`nearest`] (k-means' plain assignment and the centroids' gaps; SemDeDup's nearest earlier
-//! member, with zero norms: the largest dot product), [`panel_minima`] (each 16-vector
-//! panel's two smallest values, for the bounded assignment's groups), and [`panel_row`] (one
-//! row against one panel).
+//! member, with zero norms: the largest dot product) and [`panel_minima`] (each 16-vector
+//! panel's two smallest values, for the bounded assignment's groups).
 //!
 //! On x86-64 with AVX2 and FMA (detected at run time) the dot products come from a 6 × 16
 //! register-blocked micro-kernel written with `std::arch` intrinsics; elsewhere from a
@@ -16,6 +15,8 @@
 //!
 //! Each dot product is summed dimension by dimension in order, so a result does not depend on
 //! how rows are split into blocks or threads.
+
+use std::ops::Range;
 
 /// Vectors per packed panel (two AVX registers).
 const NR: usize = 16;
@@ -130,33 +131,42 @@ pub enum Candidates {
 /// value replaces, so among equal ones the earliest label (in fold order) stays.
 pub fn nearest(rows: &[f32], c: &Packed, allowed: Candidates, out: &mut [Nearest]) {
     let m = out.len();
-    drive(rows, m, c, allowed, |rb, mr, first_label, acc, norms| {
-        let above: [f32; MR] = std::array::from_fn(|i| if i < mr { out[rb + i].second } else { f32::NEG_INFINITY });
-        // Only rows where some value beats their second best are merged.
-        let mut hits = finish(acc, norms, above);
-        while hits != 0 {
-            let i = hits.trailing_zeros() as usize;
-            hits &= hits - 1;
-            let limit = match allowed {
-                Candidates::All => usize::MAX,
-                Candidates::Before { first_row } => first_row + rb + i,
-            };
-            let o = &mut out[rb + i];
-            for (j, &v) in acc[i].iter().enumerate() {
-                let label = first_label + j;
-                if label >= limit {
-                    break;
-                }
-                if v < o.best {
-                    o.second = o.best;
-                    o.best = v;
-                    o.label = label as u32;
-                } else if v < o.second {
-                    o.second = v;
+    let d = c.d;
+    assert!(rows.len() >= m * d, "rows shorter than m × d");
+    drive(
+        m,
+        |r| &rows[r * d..(r + 1) * d],
+        c,
+        0..c.panels(),
+        allowed,
+        |rb, mr, first_label, acc, norms| {
+            let above: [f32; MR] = std::array::from_fn(|i| if i < mr { out[rb + i].second } else { f32::NEG_INFINITY });
+            // Only rows where some value beats their second best are merged.
+            let mut hits = finish(acc, norms, above);
+            while hits != 0 {
+                let i = hits.trailing_zeros() as usize;
+                hits &= hits - 1;
+                let limit = match allowed {
+                    Candidates::All => usize::MAX,
+                    Candidates::Before { first_row } => first_row + rb + i,
+                };
+                let o = &mut out[rb + i];
+                for (j, &v) in acc[i].iter().enumerate() {
+                    let label = first_label + j;
+                    if label >= limit {
+                        break;
+                    }
+                    if v < o.best {
+                        o.second = o.best;
+                        o.best = v;
+                        o.label = label as u32;
+                    } else if v < o.second {
+                        o.second = v;
+                    }
                 }
             }
-        }
-    });
+        },
+    );
 }
 
 /// The smallest and second-smallest `‖c‖² − 2 x·c` of one row in one panel, and the slot
@@ -168,18 +178,26 @@ pub struct PanelMin {
     pub slot: u8,
 }
 
-/// Each row of `rows` (`m × d`) against each panel of `c`, row-major into `out`
-/// (`m × panels`).
-pub fn panel_minima(rows: &[f32], c: &Packed, out: &mut [PanelMin]) {
-    let panels = c.panels();
-    let m = out.len().checked_div(panels).unwrap_or(0);
-    drive(rows, m, c, Candidates::All, |rb, mr, first_label, acc, norms| {
-        let p = (first_label - c.first) / NR;
-        let mins = minima(acc, norms);
-        for (i, min) in mins.into_iter().enumerate().take(mr) {
-            out[(rb + i) * panels + p] = min;
-        }
-    });
+/// The rows `picks` of `rows` (`d` floats each; read in place, not copied) against the panels
+/// `panels` of `c`, row-major into `out` (`picks.len() × panels.len()`).
+pub fn panel_minima(rows: &[f32], picks: &[usize], c: &Packed, panels: Range<usize>, out: &mut [PanelMin]) {
+    let (d, width) = (c.d, panels.len());
+    assert!(picks.iter().all(|&r| (r + 1) * d <= rows.len()) && out.len() >= picks.len() * width, "picked rows and room for them");
+    let first = panels.start;
+    drive(
+        picks.len(),
+        |i| &rows[picks[i] * d..(picks[i] + 1) * d],
+        c,
+        panels,
+        Candidates::All,
+        |rb, mr, first_label, acc, norms| {
+            let p = (first_label - c.first) / NR - first;
+            let mins = minima(acc, norms);
+            for (i, min) in mins.into_iter().enumerate().take(mr) {
+                out[(rb + i) * width + p] = min;
+            }
+        },
+    );
 }
 
 /// [`PanelMin`] of each row of a block from its dot products.
@@ -236,85 +254,27 @@ fn min_of(values: &[f32; NR]) -> PanelMin {
     PanelMin { best, second, slot: slot as u8 }
 }
 
-/// One row against one panel: the 16 `‖c‖² − 2 x·c` (one row's work is too small for the
-/// blocked loop; four running sums per lane keep the FMA units busy).
-pub fn panel_row(x: &[f32], c: &Packed, panel: usize) -> [f32; NR] {
-    let d = c.d;
-    assert!(x.len() >= d && panel < c.panels(), "a row of d floats and a panel of the pack");
-    let p = &c.panels[panel * d * NR..(panel + 1) * d * NR];
-    let norms = &c.norms[panel * NR..(panel + 1) * NR];
-    let mut dots = [0f32; NR];
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has AVX2 and FMA (checked above); x holds ≥ d floats, the panel
-        // d × 16 (asserted above).
-        unsafe { row_avx2(x.as_ptr(), p.as_ptr(), d, &mut dots) };
-        return std::array::from_fn(|j| norms[j] - 2.0 * dots[j]);
-    }
-    for (t, &xt) in x[..d].iter().enumerate() {
-        for (o, &y) in dots.iter_mut().zip(&p[t * NR..(t + 1) * NR]) {
-            *o += xt * y;
-        }
-    }
-    std::array::from_fn(|j| norms[j] - 2.0 * dots[j])
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn row_avx2(x: *const f32, panel: *const f32, d: usize, out: &mut [f32; NR]) {
-    use std::arch::x86_64::{
-        __m256, _mm256_add_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps, _mm256_storeu_ps,
-    };
-    let mut s: [[__m256; 2]; 4] = [[_mm256_setzero_ps(); 2]; 4];
-    let mut t = 0;
-    // SAFETY (all blocks): t + u < d, the panel holds d × 16 floats and x d (the caller's contract).
-    while t + 4 <= d {
-        for (u, acc) in s.iter_mut().enumerate() {
-            unsafe {
-                let v = _mm256_broadcast_ss(&*x.add(t + u));
-                acc[0] = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel.add((t + u) * NR)), acc[0]);
-                acc[1] = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel.add((t + u) * NR + 8)), acc[1]);
-            }
-        }
-        t += 4;
-    }
-    while t < d {
-        unsafe {
-            let v = _mm256_broadcast_ss(&*x.add(t));
-            s[0][0] = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel.add(t * NR)), s[0][0]);
-            s[0][1] = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel.add(t * NR + 8)), s[0][1]);
-        }
-        t += 1;
-    }
-    let lo = _mm256_add_ps(_mm256_add_ps(s[0][0], s[1][0]), _mm256_add_ps(s[2][0], s[3][0]));
-    let hi = _mm256_add_ps(_mm256_add_ps(s[0][1], s[1][1]), _mm256_add_ps(s[2][1], s[3][1]));
-    // SAFETY: out holds 16 floats.
-    unsafe {
-        _mm256_storeu_ps(out.as_mut_ptr(), lo);
-        _mm256_storeu_ps(out.as_mut_ptr().add(8), hi);
-    }
-}
-
-/// The blocked loop of both: rows in cache blocks, each against every panel, six rows at a
-/// time; `fold(first row, rows, first label, dot products, norms)` gets each block of up to six
-/// rows' dot products with a panel (rows past `rows` repeat the first; ignore them).
-fn drive(
-    rows: &[f32],
+/// The blocked loop of both: `m` rows (`row(i)`, `d` floats each) in cache blocks, each
+/// against the panels asked for, six rows at a time; `fold(first row, rows, first label, dot
+/// products, norms)` gets each block of up to six rows' dot products with a panel (rows past
+/// `rows` repeat the first; ignore them).
+fn drive<'r>(
     m: usize,
+    row: impl Fn(usize) -> &'r [f32],
     c: &Packed,
+    panels: Range<usize>,
     allowed: Candidates,
     mut fold: impl FnMut(usize, usize, usize, &mut [[f32; NR]; MR], &[f32; NR]),
 ) {
     let d = c.d;
-    assert!(rows.len() >= m * d, "rows shorter than m × d");
+    assert!(panels.end <= c.panels(), "panels of the pack");
     if m == 0 || c.len == 0 || d == 0 {
         return;
     }
-    let panels_n = c.len.div_ceil(NR);
     let mut accs = [[[0f32; NR]; MR]; ROWS_PER_BLOCK / MR];
     for r0 in (0..m).step_by(ROWS_PER_BLOCK) {
         let r_end = (r0 + ROWS_PER_BLOCK).min(m);
-        for p in 0..panels_n {
+        for p in panels.clone() {
             let panel = &c.panels[p * d * NR..(p + 1) * d * NR];
             let first_label = c.first + p * NR;
             // Row blocks with an allowed vector in this panel.
@@ -333,8 +293,8 @@ fn drive(
                     }
                     let mr = MR.min(r_end - rb);
                     // Missing rows of the last block repeat its first row (results ignored).
-                    let row = |i: usize| &rows[(rb + if i < mr { i } else { 0 }) * d + t0..][..kc];
-                    block([row(0), row(1), row(2), row(3), row(4), row(5)], slice, kc, acc, t0 == 0);
+                    let at = |i: usize| &row(rb + if i < mr { i } else { 0 })[t0..t0 + kc];
+                    block([at(0), at(1), at(2), at(3), at(4), at(5)], slice, kc, acc, t0 == 0);
                 }
             }
             let norms: &[f32; NR] = c.norms[p * NR..(p + 1) * NR].try_into().expect("a panel has 16 norms");
@@ -499,7 +459,7 @@ mod tests {
     }
 
     #[test]
-    fn panel_minima_and_panel_row_match_brute_force_over_slots() {
+    fn panel_minima_match_brute_force_over_slots_and_ranges() {
         let (m, k, d) = (13, 21, 10);
         let rows = data(m, d, 11);
         let vs = data(k, d, 12);
@@ -511,7 +471,7 @@ mod tests {
         }
         let packed = Packed::slots(&vs, d, &slots);
         let mut mins = vec![PanelMin { best: 0.0, second: 0.0, slot: 0 }; m * 2];
-        panel_minima(&rows, &packed, &mut mins);
+        panel_minima(&rows, &(0..m).collect::<Vec<_>>(), &packed, 0..2, &mut mins);
         let value = |x: &[f32], c: u32| {
             let c = &vs[c as usize * d..(c as usize + 1) * d];
             dot(c, c) - 2.0 * dot(x, c)
@@ -524,11 +484,12 @@ mod tests {
                 let got = mins[r * 2 + p];
                 assert_eq!(got.slot as usize, vals[0].1, "row {r} panel {p}");
                 assert!((got.best - vals[0].0).abs() < 1e-4 && (got.second - vals[1].0).abs() < 1e-4);
-                let row = panel_row(x, &packed, p);
-                for &(v, j) in &vals {
-                    assert!((row[j] - v).abs() < 1e-4);
+                if p == 1 {
+                    // The second panel alone: the same minima.
+                    let mut one = [PanelMin { best: 0.0, second: 0.0, slot: 0 }];
+                    panel_minima(&rows, &[r], &packed, 1..2, &mut one);
+                    assert_eq!(one[0], got);
                 }
-                assert!(row[3..16].iter().all(|v| v.is_infinite()) || p == 1);
             }
         }
     }
