@@ -5,6 +5,7 @@
 //! request *mean*; the host decides what to do with them.
 
 pub mod dedup;
+pub mod io_spec;
 pub mod manifest;
 pub mod params;
 pub mod partition;

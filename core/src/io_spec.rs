@@ -1,0 +1,193 @@
+//! Where a pipeline reads from and writes to: the `source` and `sink` sections of the
+//! pipeline file (formats, paths, sizes, compression, write modes, object-store retries).
+//! Re-exported by [`crate::pipeline`], whose file they are part of.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::{default_id_field, default_text_field};
+
+/// File format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Jsonl,
+    Parquet,
+    /// Video files (MP4/MOV/MKV/WebM), one document per file: a source format only.
+    Video,
+}
+
+/// A size: bytes as a number, or text like `64MB`, `1.5GiB` (powers of 1024).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+impl Size {
+    pub fn bytes(&self) -> Option<u64> {
+        match self {
+            Size::Bytes(0) => None,
+            Size::Bytes(b) => Some(*b),
+            Size::Text(t) => crate::partition::parse_size(t),
+        }
+    }
+}
+
+/// Default longest JSONL line accepted (longer lines are rejected, not read into memory).
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 64 << 20;
+
+/// Where documents come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    /// A file, a directory (read recursively, sorted), an object-store URL (`s3://`, `gs://`,
+    /// `az://`, `file://`) or a list of them. Relative paths are resolved against the
+    /// pipeline file's directory.
+    pub path: OneOrMany,
+    /// `jsonl`, `parquet` or `video`; by default from each file's extension (`.parquet`, a
+    /// video extension such as `.mp4`, or JSONL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Format>,
+    /// Whole files per partition (exclusive with `blocksize`). Default: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_per_partition: Option<usize>,
+    /// Target bytes per partition (exclusive with `files_per_partition`): large files are
+    /// split (JSONL at line boundaries, Parquet by row groups), small ones grouped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocksize: Option<Size>,
+    /// Read only these fields (besides the text and id fields).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<String>>,
+    /// JSONL lines longer than this are rejected (default 64 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_line_bytes: Option<Size>,
+    /// Field holding the document text (default `text`).
+    #[serde(default = "default_text_field")]
+    pub text_field: String,
+    /// Field holding the document id (default `id`); generated from file and line if absent.
+    #[serde(default = "default_id_field")]
+    pub id_field: String,
+    /// Which files of a directory to read (default `.jsonl`, `.json`, `.jsonl.gz`, `.jsonl.zst`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_extensions: Option<Vec<String>>,
+    /// Read at most this many documents in total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// One path or a list of paths.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn as_vec(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// Compression of written files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    #[default]
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    /// File name suffix for this compression.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Compression::None => "",
+            Compression::Gzip => ".gz",
+            Compression::Zstd => ".zst",
+        }
+    }
+}
+
+/// What to do when an output file already exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteMode {
+    /// Refuse to start if an output file exists.
+    #[default]
+    Error,
+    /// Replace existing output files (and remove those a previous run listed in its manifest).
+    Overwrite,
+    /// Keep existing files; new outputs whose names are taken get a numeric suffix.
+    Append,
+    /// Skip partitions whose output file already exists (they are not read).
+    Ignore,
+}
+
+/// Where kept documents go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SinkSpec {
+    /// Output directory or object-store URL; one output file per partition. Relative paths
+    /// resolve against the pipeline file.
+    pub path: String,
+    #[serde(default)]
+    pub format: Format,
+    /// Default: none for JSONL, zstd for Parquet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
+    /// Rows per Parquet row group (default 65536).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_group_size: Option<usize>,
+    #[serde(default)]
+    pub mode: WriteMode,
+    /// Threads compressing each zstd JSONL file besides the writer (0: the writer compresses).
+    /// Default: the cores the stages leave idle, at most 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression_threads: Option<u32>,
+    /// How object-store requests that fail (5xx, dropped connections, timeouts) are retried,
+    /// for every object store the run reads or writes.
+    #[serde(default)]
+    pub retry: RetrySpec,
+}
+
+/// Retries of object-store requests, with exponential backoff (object_store's defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrySpec {
+    /// Attempts after the first (0: fail at the first error).
+    pub max_retries: u32,
+    /// Give up retrying a request this long after its first attempt.
+    pub retry_timeout_s: f64,
+    /// First backoff; each next one doubles, up to `max_backoff_s`.
+    pub initial_backoff_ms: u64,
+    pub max_backoff_s: f64,
+}
+
+impl Default for RetrySpec {
+    fn default() -> Self {
+        RetrySpec { max_retries: 10, retry_timeout_s: 180.0, initial_backoff_ms: 100, max_backoff_s: 15.0 }
+    }
+}
+
+impl SinkSpec {
+    /// zstd worker threads per output file, given the cores no stage reserves.
+    pub fn compression_workers(&self, idle_cores: usize) -> u32 {
+        self.compression_threads.unwrap_or(idle_cores.min(2) as u32)
+    }
+
+    /// The compression in effect.
+    pub fn compression(&self) -> Compression {
+        self.compression.unwrap_or(match self.format {
+            Format::Jsonl | Format::Video => Compression::None,
+            Format::Parquet => Compression::Zstd,
+        })
+    }
+}
