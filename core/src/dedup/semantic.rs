@@ -72,6 +72,8 @@ pub const DOCS_PER_CLUSTER: u64 = 1000;
 pub const LARGE_CLUSTER: u64 = 50_000;
 /// Embedding width `plan` assumes (it does not read the vectors): bge-large / e5-large.
 pub const PLANNED_DIM: u64 = 1024;
+/// Most memory k-means' Yinyang bounds take (`curator-vectors` keeps to it).
+pub const LOWER_BOUNDS_BYTES: u64 = 256 << 20;
 /// Earlier members per block of the pairwise phase (the CPU packs `tile × d` floats of them;
 /// the GPU computes `tile²` similarities at a time in device memory).
 pub const PAIR_TILE: u64 = 1024;
@@ -122,7 +124,9 @@ pub(super) fn plan(spec: &DedupSpec, n: u64, docs_spill: u64, budget: u64) -> De
     // times (current, previous, packed for the kernel) and their fixed-point sums, a label
     // and a distance per document; then the pairwise phase: those, plus the clusters in
     // flight (a cluster's vectors, one packed tile of them, a best match per member).
-    let kmeans = fit * (d * 4 + 12) + k * d * (3 * 4 + 8) + n * 8 + PHASE_OVERHEAD_BYTES;
+    // (The bounds: one per group of 16 centroids per fitted row, at most 256 MiB.)
+    let bounds = (fit * k.div_ceil(16) * 4).min(LOWER_BOUNDS_BYTES);
+    let kmeans = fit * (d * 4 + 12) + bounds + k * d * (3 * 4 + 8) + n * 8 + PHASE_OVERHEAD_BYTES;
     let mean = n.div_ceil(k);
     let largest = (mean * CLUSTER_SKEW).min(n);
     let pairwise = n * 12 + CLUSTERS_IN_FLIGHT * (largest * (d * 4 + 12) + PAIR_TILE * d * 4) + PHASE_OVERHEAD_BYTES;
@@ -137,7 +141,10 @@ pub(super) fn plan(spec: &DedupSpec, n: u64, docs_spill: u64, budget: u64) -> De
         PhaseEstimate {
             phase: "kmeans",
             bytes: kmeans,
-            formula: format!("{fit} fitted × ({d} dims × 4 B + 12 B) + {k} centroids × {d} × 20 B + {n} docs × 8 B + 16 MiB"),
+            formula: format!(
+                "{fit} fitted × ({d} dims × 4 B + 12 B) + bounds {} MiB + {k} centroids × {d} × 20 B + {n} docs × 8 B + 16 MiB",
+                bounds >> 20
+            ),
         },
         PhaseEstimate {
             phase: "pairwise",

@@ -57,6 +57,9 @@ pub(crate) fn scan(work: &Work, docs: &SpillDir, p: &SemanticParams, metrics: &R
             let col = task.batch.column_by_name(field).ok_or_else(missing)?;
             let list = col.as_any().downcast_ref::<FixedSizeListArray>().ok_or_else(missing)?;
             let d = list.value_length() as usize;
+            if d == 0 {
+                return Err(DedupError::Data { path: name.to_string(), message: format!("{field:?} has 0 dimensions") });
+            }
             let values = list.values().as_any().downcast_ref::<Float32Array>().ok_or_else(missing)?;
             let start = list.offset() * d;
             let mut v = values.values().get(start..start + list.len() * d).ok_or_else(missing)?.to_vec();

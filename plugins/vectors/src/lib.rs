@@ -96,7 +96,8 @@ pub struct Step {
 /// Nearest centroid (and its squared distance) of each row of `data` (`n × d`), on all
 /// threads, in row chunks.
 pub fn assign(data: &[f32], d: usize, centroids: &[f32], k: usize) -> (Vec<u32>, Vec<f32>) {
-    let n = data.len() / d.max(1);
+    assert!(d > 0, "vectors of at least one dimension");
+    let n = data.len() / d;
     let packed = Packed::new(&centroids[..k * d], d);
     let mut labels = vec![0u32; n];
     let mut dists = vec![0f32; n];
@@ -289,8 +290,9 @@ pub(crate) fn update(centroids: &mut [f32], sums: &[f64], counts: &[u64], data: 
 
 /// Fit k-means on `data` (`n × d`): k-means++ seeds from a sample, then Lloyd on all rows.
 pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
+    assert!(d > 0, "vectors of at least one dimension");
     let started = std::time::Instant::now();
-    let n = data.len() / d.max(1);
+    let n = data.len() / d;
     let k = p.k.clamp(1, n.max(1));
     let mut rng = Rng::new(p.seed);
     let idx = sample(n, p.init_sample.max(k).min(n), &mut rng);
