@@ -18,7 +18,7 @@
 
 use rayon::prelude::*;
 
-use crate::kernel::{self, Candidates, Nearest, Packed, PanelMin, dist2, dot};
+use crate::kernel::{self, Candidates, Nearest, Packed, PanelMin, dist2};
 use crate::{CHUNK, Change, KMeansParams, NO_CLUSTER};
 
 /// Lower bounds kept at most (floats, all rows together: 256 MiB).
@@ -91,11 +91,15 @@ pub(crate) struct Bounds {
     /// `n × groups`: a lower bound on the distance to every other centroid of each group.
     lower: Vec<f32>,
     groups: usize,
+    /// Each row's squared norm (once per fit, not per iteration).
+    norms: Vec<f32>,
 }
 
 impl Bounds {
-    pub(crate) fn new(n: usize, groups: usize) -> Bounds {
-        Bounds { labels: vec![NO_CLUSTER; n], upper: vec![0.0; n], lower: vec![0.0; n * groups], groups }
+    pub(crate) fn new(data: &[f32], d: usize, groups: usize) -> Bounds {
+        let norms: Vec<f32> = data.par_chunks(d).map(|x| kernel::dot(x, x)).collect();
+        let n = norms.len();
+        Bounds { labels: vec![NO_CLUSTER; n], upper: vec![0.0; n], lower: vec![0.0; n * groups], groups, norms }
     }
 
     /// The centroids moved by `moves` (`k`): the bounds follow.
@@ -188,6 +192,7 @@ pub(crate) fn assign(
     let packed = Packed::slots(centroids, d, &groups.slots);
     let panels = packed.panels();
     let centroid = |j: usize| &centroids[j * d..(j + 1) * d];
+    let norms = &b.norms;
     b.labels
         .par_chunks_mut(CHUNK)
         .zip(b.upper.par_chunks_mut(CHUNK))
@@ -196,6 +201,7 @@ pub(crate) fn assign(
         .map_init(Scratch::default, |s, (i, ((labels, upper), lower))| {
             let first_row = i * CHUNK;
             let rows = &data[first_row * d..(first_row + labels.len()) * d];
+            let norms = &norms[first_row..first_row + labels.len()];
             let mut computed = 0u64;
             let mut changes = Vec::new();
             s.full.clear();
@@ -219,15 +225,16 @@ pub(crate) fn assign(
                 if clears(bound, u) {
                     continue;
                 }
-                let looked = (0..t).filter(|&g| !clears(lb[g], u)).count();
+                let before = s.some.len();
+                s.some.extend((0..t).filter(|&g| !clears(lb[g], u)).map(|g| (g, r)));
                 // Over 80 % of the centroids: all of them, in one pass.
-                if looked * size * 10 > k * 8 {
+                if (s.some.len() - before) * size * 10 > k * 8 {
+                    s.some.truncate(before);
                     s.full.push(r);
                     continue;
                 }
                 // The own centroid at its exact distance, as a value of the kernel's form.
-                s.best[r] = (u * u - dot(x, x), a as u32);
-                s.some.extend((0..t).filter(|&g| !clears(lb[g], u)).map(|g| (g, r)));
+                s.best[r] = (u * u - norms[r], a as u32);
             }
             // The rows compared with some groups: each group with the rows that asked for it.
             s.some.sort_unstable();
@@ -255,9 +262,8 @@ pub(crate) fn assign(
             }
             // Their new bounds, once each row's best is known.
             for (&(g, r), &(value, label, second)) in s.some.iter().zip(&s.found) {
-                let norm = dot(&rows[r * d..(r + 1) * d], &rows[r * d..(r + 1) * d]);
                 let v = if label == s.best[r].1 { second } else { value };
-                lower[r * t + g] = (v + norm).max(0.0).sqrt();
+                lower[r * t + g] = (v + norms[r]).max(0.0).sqrt();
             }
             for r in 0..labels.len() {
                 let (_, best) = s.best[r];
@@ -287,7 +293,7 @@ pub(crate) fn assign(
                         }
                     }
                     let x = &rows[r * d..(r + 1) * d];
-                    let norm = dot(x, x);
+                    let norm = norms[r];
                     let lb = &mut lower[r * t..(r + 1) * t];
                     for (g, l) in lb.iter_mut().enumerate() {
                         let qs = g * per_group..(g + 1) * per_group;

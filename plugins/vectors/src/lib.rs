@@ -312,7 +312,7 @@ fn lloyd(data: &[f32], d: usize, centroids: &mut [f32], max_iter: usize, tol: f6
     let n = data.len() / d.max(1);
     let k = centroids.len() / d.max(1);
     let groups = bounds::Groups::new(centroids, k, d, n, seed);
-    let mut b = bounds::Bounds::new(n, groups.len());
+    let mut b = bounds::Bounds::new(data, d, groups.len());
     let mut sums = FixedSums::new(data, d, k);
     let mut steps = Vec::new();
     for it in 0..max_iter.max(1) {
