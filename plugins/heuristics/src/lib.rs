@@ -20,6 +20,7 @@ pub mod nemo;
 pub mod py;
 pub mod sentencepiece;
 pub mod tokenizer;
+pub mod wordpiece;
 
 /// One step of a fused chain's `filters` list, `{filter: <stage name>, <params>…}`: the stage
 /// name and the remaining fields (the params, plus whatever the chain itself reads, such as
