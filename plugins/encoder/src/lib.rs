@@ -167,6 +167,11 @@ impl Encoder {
         }
     }
 
+    /// Which tokenizer runs (our WordPiece, or the `tokenizers` crate and why).
+    pub fn tokenizer(&self) -> String {
+        self.tokenizer.describe()
+    }
+
     /// The longest sequence, in tokens.
     pub fn max_tokens(&self) -> usize {
         self.tokenizer.max_tokens()

@@ -29,13 +29,14 @@ pub fn load_encoder(stage: &str, model: &str, opts: &Options) -> Result<Encoder,
     log(
         Level::Info,
         &format!(
-            "{stage}: {} ({} layers, {} wide) on the {}, up to {} tokens, {} padded tokens per pass",
+            "{stage}: {} ({} layers, {} wide) on the {}, up to {} tokens, {} padded tokens per pass, tokenizer: {}",
             model,
             encoder.config.num_layers,
             encoder.config.hidden_size,
             encoder.device(),
             encoder.max_tokens(),
-            encoder.token_budget()
+            encoder.token_budget(),
+            encoder.tokenizer()
         ),
     );
     Ok(encoder)
