@@ -6,6 +6,7 @@
 
 pub mod dedup;
 pub mod io_spec;
+pub mod leak;
 pub mod manifest;
 pub mod params;
 pub mod partition;

@@ -39,6 +39,12 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     status_kb(&pid.to_string(), "VmRSS:").map(|kb| kb << 10)
 }
 
+/// Anonymous resident memory of process `pid` (`RssAnon`: its heap and stacks, not shared
+/// memory such as the batch arenas, not mapped files), bytes.
+pub fn anon_rss_bytes(pid: u32) -> Option<u64> {
+    status_kb(&pid.to_string(), "RssAnon:").map(|kb| kb << 10)
+}
+
 /// Resident memory of this process, bytes.
 pub fn own_rss_bytes() -> u64 {
     status_kb("self", "VmRSS:").map(|kb| kb << 10).unwrap_or(0)

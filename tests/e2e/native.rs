@@ -127,6 +127,23 @@ fn crashing_native_stages_cost_a_worker_not_the_run() {
     }
 }
 
+/// A native worker whose memory grows in every batch while its caches warm up (15 batches of
+/// +2 MiB) and then stays is not a leak: the WASM linear-memory rule (growth in 8 of 10
+/// batches) would have recycled it at its 10th batch, reloading its model each time.
+#[test]
+fn a_native_worker_warming_up_is_not_recycled() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("in")).unwrap();
+    let texts: Vec<String> = (0..60).map(|i| format!("doc {i}")).collect();
+    write_docs(&tmp.path().join("in/a.jsonl"), &texts);
+    let yaml = "source:\n  path: in\nsink:\n  path: out\nbatch_size: 1\nstages:\n  - plugin: native_probe\n    params: {mode: warm}\n    num_workers: 1\n";
+    let p = write_pipeline(tmp.path(), yaml);
+    let run = run_native(&["run", p.to_str().unwrap()]);
+    run.ok();
+    assert!(!run.stderr.contains("recycling"), "{}", run.stderr);
+    assert_eq!(read_jsonl(&tmp.path().join("out/a.jsonl")).len(), 60);
+}
+
 #[test]
 fn native_failure_without_ignore_fails_naming_the_batch() {
     let tmp = tempfile::tempdir().unwrap();

@@ -2,7 +2,6 @@
 //! the stage's input queue and pass results on. The autoscaler changes a pool's target; a
 //! worker above target retires between batches, a missing one is spawned.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -10,16 +9,13 @@ use std::time::{Duration, Instant};
 use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, StringArray};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
+use curator_core::leak::LeakWatch;
+
 use crate::plan::BranchKind;
 use crate::stage::{FailureClass, StageFailure};
 
 use super::instance::{Instance, Placement, instantiate};
 use super::{Ctx, DeadLetter, Outlet, RunError, Task};
-
-/// Leak detection: an instance whose linear memory grew in `LEAK_GROWTHS` of the last
-/// `LEAK_WINDOW` batches is replaced (WASM memory never shrinks, so steady growth is a leak).
-const LEAK_WINDOW: usize = 10;
-const LEAK_GROWTHS: usize = 8;
 
 /// The workers of one stage.
 pub(crate) struct Pool {
@@ -170,8 +166,7 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
     }
     let mut born = Instant::now();
     let mut batches = 0u64;
-    let mut grew: VecDeque<bool> = VecDeque::new();
-    let mut last_mem = inst.memory_bytes();
+    let mut leaks = LeakWatch::new(inst.leak_rule(), inst.memory_bytes() as u64);
     let retired = loop {
         if pool.retire() {
             break true;
@@ -202,21 +197,9 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
         if lifetime_over || batches_over {
             tracing::info!(stage = %stage.label, "recycling a worker after {batches} batches and {:.0}s", born.elapsed().as_secs_f64());
             recycle = true;
-        } else {
-            let mem = inst.memory_bytes();
-            grew.push_back(mem > last_mem);
-            last_mem = mem;
-            if grew.len() > LEAK_WINDOW {
-                grew.pop_front();
-            }
-            if grew.len() == LEAK_WINDOW && grew.iter().filter(|g| **g).count() >= LEAK_GROWTHS {
-                tracing::warn!(
-                    stage = %stage.label,
-                    "linear memory grew in {LEAK_GROWTHS}+ of the last {LEAK_WINDOW} batches (now {} MiB): recycling the instance (leak?)",
-                    mem >> 20
-                );
-                recycle = true;
-            }
+        } else if let Some(why) = leaks.observe(inst.memory_bytes() as u64) {
+            tracing::warn!(stage = %stage.label, "{why}: recycling the instance (leak?)");
+            recycle = true;
         }
         if recycle {
             // The old instance goes first: a native worker may hold the GPU share.
@@ -224,8 +207,7 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
             match instantiate(ctx, i, &at) {
                 Ok(fresh) => {
                     inst = fresh;
-                    grew.clear();
-                    last_mem = inst.memory_bytes();
+                    leaks = LeakWatch::new(inst.leak_rule(), inst.memory_bytes() as u64);
                     born = Instant::now();
                     batches = 0;
                 }

@@ -28,9 +28,14 @@ pub trait StageCall: Send {
     /// ([`stage_input`]). The output is not yet checked: see [`StageOutput::apply`].
     fn call(&mut self, input: &RecordBatch) -> Result<StageOutput, StageFailure>;
 
-    /// Memory the instance holds, in bytes (linear memory, or a worker's resident memory):
-    /// what leak detection watches.
+    /// Memory the instance holds, in bytes (linear memory, or a worker's anonymous resident
+    /// memory plus its GPU memory): what leak detection watches, under [`StageCall::leak_rule`].
     fn memory_bytes(&self) -> usize;
+
+    /// Which rule decides that [`StageCall::memory_bytes`] is leaking.
+    fn leak_rule(&self) -> curator_core::leak::LeakRule {
+        curator_core::leak::LeakRule::LinearMemory
+    }
 
     /// CPU time the last call used where this thread cannot see it (a worker process says
     /// how long its call took on its CPU); `None`: measure this thread.

@@ -169,6 +169,10 @@ impl StageCall for NativeInstance {
         crate::os::own_rss_bytes() as usize
     }
 
+    fn leak_rule(&self) -> curator_core::leak::LeakRule {
+        curator_core::leak::LeakRule::Resident
+    }
+
     fn teardown(self: Box<Self>) {}
 }
 

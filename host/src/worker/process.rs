@@ -234,9 +234,15 @@ impl StageCall for WorkerProcess {
         self.last_cpu
     }
 
-    /// Resident memory of the worker process, in bytes.
+    /// The worker's anonymous resident memory (not the shared arenas, not mapped files) plus
+    /// the GPU memory it held at the watchdog's last look, in bytes.
     fn memory_bytes(&self) -> usize {
-        crate::os::rss_bytes(self.watch.pid).unwrap_or(0) as usize
+        let anon = crate::os::anon_rss_bytes(self.watch.pid).unwrap_or(0);
+        (anon + self.watch.gpu_bytes.load(Ordering::Relaxed)) as usize
+    }
+
+    fn leak_rule(&self) -> curator_core::leak::LeakRule {
+        curator_core::leak::LeakRule::Resident
     }
 
     fn teardown(self: Box<Self>) {

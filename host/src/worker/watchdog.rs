@@ -4,7 +4,7 @@
 //! say why its worker died.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::stage::StageFailure;
@@ -37,6 +37,8 @@ pub(super) struct Watch {
     pub reason: Mutex<Option<StageFailure>>,
     pub busy_since: Mutex<Option<Instant>>,
     pub stop: AtomicBool,
+    /// GPU memory the worker held at the last NVML look (every 500 ms), bytes.
+    pub gpu_bytes: AtomicU64,
     pub stderr_tail: Mutex<std::collections::VecDeque<String>>,
 }
 
@@ -47,6 +49,7 @@ impl Watch {
             reason: Mutex::new(None),
             busy_since: Mutex::new(None),
             stop: AtomicBool::new(false),
+            gpu_bytes: AtomicU64::new(0),
             stderr_tail: Mutex::new(Default::default()),
         }
     }
@@ -77,7 +80,10 @@ pub fn gpu_used_by(nvml: &nvml_wrapper::Nvml, pid: u32) -> u64 {
 
 /// The watchdog loop; returns when the worker is gone, stopped, or `watch.stop` is set.
 pub(super) fn watchdog(watch: &Watch, limits: &WorkerLimits) {
-    let nvml = limits.gpu_memory_budget_bytes.and_then(|_| nvml_wrapper::Nvml::init().ok());
+    // A worker with a GPU (a budget or a device of its own) is watched through NVML.
+    let nvml = (limits.gpu_memory_budget_bytes.is_some() || limits.cuda_visible_devices.is_some())
+        .then(|| nvml_wrapper::Nvml::init().ok())
+        .flatten();
     let mut tick = 0u64;
     while !watch.stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
@@ -95,11 +101,17 @@ pub(super) fn watchdog(watch: &Watch, limits: &WorkerLimits) {
         if verdict.is_none() && busy.is_some_and(|t| t.elapsed() > limits.timeout) {
             verdict = Some(StageFailure::WorkerTimeout(limits.timeout));
         }
+        let gpu_used = match &nvml {
+            Some(nvml) if tick.is_multiple_of(10) => {
+                let used = gpu_used_by(nvml, watch.pid);
+                watch.gpu_bytes.store(used, Ordering::Relaxed);
+                Some(used)
+            }
+            _ => None,
+        };
         if verdict.is_none()
-            && tick.is_multiple_of(10)
-            && let (Some(nvml), Some(budget)) = (&nvml, limits.gpu_memory_budget_bytes)
+            && let (Some(used), Some(budget)) = (gpu_used, limits.gpu_memory_budget_bytes)
         {
-            let used = gpu_used_by(nvml, watch.pid);
             if used > budget + gpu_tolerance_bytes(budget) {
                 verdict = Some(StageFailure::Watchdog {
                     reason: format!(

@@ -7,15 +7,25 @@ use curator_sdk::prelude::*;
 #[stage(name = "native_probe", native, cpus = 1.0, memory_mb = 256)]
 pub struct NativeProbe {
     /// none | fail | panic | segfault | abort | leak (grows past the RAM budget) | oom | slow |
-    /// gpu_hog (allocates `gpu_gb` GiB on the GPU and holds it) | fail_init (refuses to start)
-    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog", "fail_init"])]
+    /// gpu_hog (allocates `gpu_gb` GiB on the GPU and holds it) | fail_init (refuses to start) |
+    /// warm (every batch, triggered or not, keeps `warm_mb` MiB more for the first
+    /// `warm_batches` batches, as caches warming up do)
+    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog", "fail_init", "warm"])]
     pub mode: String,
+    /// MiB kept per batch in `warm` mode.
+    #[param(default = 2)]
+    pub warm_mb: usize,
+    /// Batches that grow in `warm` mode.
+    #[param(default = 15)]
+    pub warm_batches: usize,
     /// GiB to allocate in `gpu_hog` mode.
     #[param(default = 8)]
     pub gpu_gb: usize,
     /// Misbehave only on documents containing this.
     #[param(default = "TRIGGER")]
     pub trigger: String,
+    #[state]
+    warm: Vec<Vec<u8>>,
 }
 
 impl Stage for NativeProbe {
@@ -27,6 +37,14 @@ impl Stage for NativeProbe {
     }
 
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        if self.mode == "warm" && self.warm.len() < self.warm_batches {
+            // Touched, so that it is resident, and kept.
+            let mut v = vec![0u8; self.warm_mb << 20];
+            for i in (0..v.len()).step_by(4096) {
+                v[i] = 1;
+            }
+            self.warm.push(v);
+        }
         let text = batch.column("text")?.strings()?;
         let mut triggered = false;
         let mut upper = Vec::with_capacity(text.len());
