@@ -111,8 +111,10 @@ typedef struct CuratorStageVTable {
     /*
      * Build an instance. `params_json`: the pipeline's params (checked against the
      * manifest's schema). `context_json`: what the host decided for this worker, e.g.
-     * {"worker": 0, "gpu_memory_budget_bytes": 21474836480, "cuda_visible_devices": "0"};
-     * a GPU framework should cap its allocator at the budget. On success store the
+     * {"worker": 0, "gpu_memory_budget_bytes": 21474836480, "cuda_visible_devices": "0",
+     *  "dirs": {"models": "/data/models"}, "cache_dir": "/home/u/.cache/curator"};
+     * a GPU framework should cap its allocator at the budget; "cache_dir" (absent with
+     * --no-cache) is where it may keep what it compiles at start-up. On success store the
      * instance in *state and return CURATOR_OK; on failure return an error code and store a
      * message in *error (owned by the plugin, freed with `free_error`).
      */

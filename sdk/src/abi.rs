@@ -141,6 +141,10 @@ pub struct WorkerContext {
     /// not sandboxed; this tells it where its grants are (see `granted_path`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub dirs: std::collections::BTreeMap<String, String>,
+    /// The host's cache directory (absent with `--no-cache`): where a stage may keep what it
+    /// compiles at start-up (GPU kernels, say) for the next worker or run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<String>,
 }
 
 static CONTEXT: std::sync::Mutex<Option<WorkerContext>> = std::sync::Mutex::new(None);

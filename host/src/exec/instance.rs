@@ -46,6 +46,7 @@ pub(crate) fn start_instance(
         gpu_memory_budget_bytes: limits.gpu_memory_budget_bytes,
         cuda_visible_devices: limits.cuda_visible_devices.clone(),
         dirs: stage.grants.iter().map(|g| (g.name.clone(), g.host_path.display().to_string())).collect(),
+        cache_dir: cache_dir.map(|d| d.display().to_string()),
     };
     match loaded {
         Loaded::Wasm(plugin) => Ok(Box::new(plugin.instantiate(&stage.label, &stage.params, &instance_limits(stage))?)),

@@ -3,24 +3,30 @@
 //! Everything CUDA is loaded at run time through cudarc (the driver, cuBLAS, NVRTC), so this
 //! builds with no CUDA toolkit and [`GpuModel::new`] answers [`EncoderError::NoGpu`] where
 //! there is no driver. Matrix products go to cuBLAS (`GemmEx`, fp16 in and out, f32 compute);
-//! the rest is six small kernels compiled by NVRTC at start-up (no headers: fp16 conversions
-//! are inline PTX).
+//! the rest is seven small kernels compiled by NVRTC for the device's architecture (no
+//! headers: fp16 conversions are inline PTX) and cached on disk per (source, NVRTC version,
+//! architecture), so a second worker or run loads them instead of compiling.
 //!
 //! One forward pass runs a batch of `B` sequences padded to the batch's longest `L` (the
 //! batcher sorts by length, so padding is small): embeddings + layer norm; per layer one QKV
 //! product, attention as two strided-batched products around a masked softmax, the output
 //! product + bias + residual + layer norm, the feed-forward pair with the activation fused
-//! into the bias add; then pooling on the device, and only `B × hidden` floats come back.
+//! into the bias add; then pooling on the device. [`GpuModel::pooled_batches`] queues a
+//! whole group of passes on the stream (ids uploaded once, activations in a reused
+//! workspace, every pass pooling into one output buffer) and copies the vectors back once, so
+//! the device never waits for the host between passes.
 //!
-//! Memory is checked before anything is allocated: weights + this batch's activations +
-//! [`CONTEXT_BYTES`] must fit the stage's budget, else the batch is refused as out of memory
-//! (the caller halves it), so the worker never grows past `gpu_memory_gb`.
+//! Memory is checked before anything is allocated: weights + the group's workspace and
+//! buffers + [`CONTEXT_BYTES`] must fit the stage's budget, else the group is refused as out
+//! of memory (the caller halves its passes), so the worker never grows past `gpu_memory_gb`.
 
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{CompileOptions, Ptx};
 use half::f16;
 
 use crate::EncoderError;
@@ -179,6 +185,8 @@ struct GLayer {
     out_norm: GNorm,
 }
 
+/// The compiled kernels, each behind a typed launcher whose parameter list is the kernel's C
+/// signature in `KERNELS`, in order.
 struct Kernels {
     embed: CudaFunction,
     add_norm: CudaFunction,
@@ -187,6 +195,64 @@ struct Kernels {
     softmax_rows: CudaFunction,
     bias_act: CudaFunction,
     pool: CudaFunction,
+}
+
+/// Threads per block of the row kernels.
+const THREADS: u32 = 256;
+
+/// One block per row, `h` floats of shared memory (the row kernels' layout).
+fn rows_cfg(rows: usize, h: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: (h * 4) as u32 }
+}
+
+/// One thread per element.
+fn flat_cfg(n: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (n.div_ceil(THREADS as usize) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// The device buffers of one forward pass, sized for the largest pass so far and reused:
+/// nothing is allocated or zeroed per batch.
+struct Workspace {
+    tokens: usize,
+    scores_len: usize,
+    x: CudaSlice<f16>,
+    qkv: CudaSlice<f16>,
+    q: CudaSlice<f16>,
+    k: CudaSlice<f16>,
+    v: CudaSlice<f16>,
+    ctx: CudaSlice<f16>,
+    merged: CudaSlice<f16>,
+    a: CudaSlice<f16>,
+    inter: CudaSlice<f16>,
+    scores: CudaSlice<f16>,
+}
+
+/// Device bytes of a workspace for `tokens` tokens and `scores` attention scores.
+fn workspace_bytes(hidden: usize, inter: usize, tokens: usize, scores: usize) -> u64 {
+    2 * (tokens as u64 * (10 * hidden + inter) as u64 + scores as u64)
+}
+
+impl Workspace {
+    fn new(stream: &Arc<CudaStream>, d: &Dims, tokens: usize, scores_len: usize) -> Result<Workspace, EncoderError> {
+        // SAFETY: every buffer is written by a kernel or a product before it is read, within
+        // the `tokens` (or `scores_len`) elements a pass uses; nothing reads past them.
+        let alloc = |n: usize| unsafe { stream.alloc::<f16>(n.max(1)) }.map_err(driver("allocate activations"));
+        let (h, i) = (d.hidden, d.inter);
+        Ok(Workspace {
+            tokens,
+            scores_len,
+            x: alloc(tokens * h)?,
+            qkv: alloc(tokens * 3 * h)?,
+            q: alloc(tokens * h)?,
+            k: alloc(tokens * h)?,
+            v: alloc(tokens * h)?,
+            ctx: alloc(tokens * h)?,
+            merged: alloc(tokens * h)?,
+            a: alloc(tokens * h)?,
+            inter: alloc(tokens * i)?,
+            scores: alloc(scores_len)?,
+        })
+    }
 }
 
 /// A model's weights on the GPU and what runs them.
@@ -203,6 +269,9 @@ pub struct GpuModel {
     dims: Dims,
     weight_bytes: u64,
     budget: Option<u64>,
+    workspace: Mutex<Option<Workspace>>,
+    /// How the kernels were obtained ("compiled", "cached").
+    pub kernels_from: &'static str,
 }
 
 #[derive(Clone, Copy)]
@@ -229,29 +298,62 @@ fn driver<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> EncoderError 
     }
 }
 
-/// Device bytes one forward pass of `batch` sequences padded to `len` tokens needs.
+/// Device bytes one forward pass of `batch` sequences padded to `len` tokens needs
+/// (activations, scores, its ids, lengths and pooled vectors).
 pub fn activation_bytes(config: &ModelConfig, batch: usize, len: usize) -> u64 {
     forward_bytes(config.hidden_size, config.intermediate_size, config.num_heads, batch, len)
 }
 
 fn forward_bytes(hidden: usize, inter: usize, heads: usize, batch: usize, len: usize) -> u64 {
-    let (t, h, i, heads, b) = ((batch * len) as u64, hidden as u64, inter as u64, heads as u64, batch as u64);
-    // x, qkv (3H), q/k/v (3H), ctx, merged, attention out: 10 H per token, plus the FFN's I
-    // (fp16); scores B × heads × L × L (fp16); ids, lengths and pooled vectors.
-    t * 2 * (10 * h + i) + 2 * b * heads * (len * len) as u64 + t * 4 + b * (4 + 4 * h)
+    workspace_bytes(hidden, inter, batch * len, batch * heads * len * len) + io_bytes(hidden, batch, batch * len)
+}
+
+/// Device bytes of a group's ids, lengths and pooled vectors.
+fn io_bytes(hidden: usize, seqs: usize, tokens: usize) -> u64 {
+    4 * tokens as u64 + seqs as u64 * (4 + 4 * hidden as u64)
+}
+
+/// The kernels' PTX for this device: from `cache` when an earlier process compiled it for
+/// the same source, NVRTC and architecture, else compiled by NVRTC (and written there).
+fn kernels_ptx(cache: Option<&Path>, arch: (i32, i32)) -> Result<(Ptx, &'static str), EncoderError> {
+    let mut nvrtc = (0, 0);
+    // SAFETY: NVRTC is present (checked by the caller); the call only writes two ints.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut nvrtc.0, &mut nvrtc.1) };
+    let key = xxhash_rust::xxh3::xxh3_128(format!("{KERNELS}\0nvrtc {}.{}", nvrtc.0, nvrtc.1).as_bytes());
+    let file = cache.map(|d| d.join(format!("encoder-{key:032x}-compute_{}{}.ptx", arch.0, arch.1)));
+    if let Some(text) = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok())
+        && text.contains(".entry embed")
+    {
+        return Ok((Ptx::from_src(text), "cached"));
+    }
+    // NVRTC wants a 'static name; one per architecture and process.
+    let name: &'static str = Box::leak(format!("compute_{}{}", arch.0, arch.1).into_boxed_str());
+    let opts = CompileOptions { arch: Some(name), ..Default::default() };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(|e| EncoderError::Gpu(format!("NVRTC: {e:?}")))?;
+    if let (Some(file), Some(bytes)) = (&file, ptx.as_bytes()) {
+        // Written under a temporary name, then renamed: a reader never sees half a file.
+        let text = bytes.split(|&b| b == 0).next().unwrap_or_default();
+        let tmp = file.with_extension(format!("tmp-{}", std::process::id()));
+        let written = file.parent().map(std::fs::create_dir_all).transpose().and_then(|_| std::fs::write(&tmp, text)).and_then(|_| std::fs::rename(&tmp, file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+    Ok((ptx, "compiled"))
 }
 
 impl GpuModel {
-    /// Open GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), compile the kernels
-    /// and upload the weights in fp16. `budget`: the bytes this model may use in all.
-    pub fn new(config: &ModelConfig, w: &Weights, budget: Option<u64>) -> Result<GpuModel, EncoderError> {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| GpuModel::open(config, w, budget))) {
+    /// Open GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), load the kernels
+    /// (from `kernel_cache` when present) and upload the weights in fp16. `budget`: the bytes
+    /// this model may use in all.
+    pub fn new(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| GpuModel::open(config, w, budget, kernel_cache))) {
             Ok(r) => r,
             Err(_) => Err(EncoderError::NoGpu("CUDA set-up panicked (a CUDA library is missing)".into())),
         }
     }
 
-    fn open(config: &ModelConfig, w: &Weights, budget: Option<u64>) -> Result<GpuModel, EncoderError> {
+    fn open(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
         // SAFETY: only probe for the shared libraries; cudarc panics on first use without them.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(EncoderError::NoGpu("no CUDA driver library (libcuda) found".into()));
@@ -263,9 +365,13 @@ impl GpuModel {
             return Err(EncoderError::NoGpu("no cuBLAS library found".into()));
         }
         let ctx = CudaContext::new(0).map_err(|e| EncoderError::NoGpu(format!("cannot open GPU 0: {e:?}")))?;
+        // SAFETY: this model uses one stream for everything, so no buffer is ever shared
+        // between streams and cudarc's cross-stream events are not needed.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(driver("cuBLAS"))?;
-        let ptx = cudarc::nvrtc::compile_ptx(KERNELS).map_err(|e| EncoderError::Gpu(format!("NVRTC: {e:?}")))?;
+        let arch = ctx.compute_capability().map_err(driver("compute capability"))?;
+        let (ptx, kernels_from) = kernels_ptx(kernel_cache, arch)?;
         let module = ctx.load_module(ptx).map_err(driver("load kernels"))?;
         let f = |name: &str| module.load_function(name).map_err(driver("kernel"));
         let k = Kernels {
@@ -329,7 +435,7 @@ impl GpuModel {
                 Activation::Relu => 2,
             },
         };
-        let model = GpuModel {
+        Ok(GpuModel {
             word: half(&w.word)?,
             position: half(&w.position)?,
             token_type: half(&w.token_type[..h])?,
@@ -342,12 +448,14 @@ impl GpuModel {
             dims,
             weight_bytes,
             budget,
-        };
-        Ok(model)
+            workspace: Mutex::new(None),
+            kernels_from,
+        })
     }
 
     /// `y[t × out] = x[t × inp] Wᵀ` (no bias: the next kernel adds it).
-    fn matmul(&self, l: &GLinear, x: &impl DevicePtr<f16>, t: usize, y: &mut impl DevicePtrMut<f16>) -> Result<(), EncoderError> {
+    fn matmul(&self, l: &GLinear, x: &CudaSlice<f16>, t: usize, y: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
+        debug_assert!(x.len() >= t * l.inp && y.len() >= t * l.out);
         let cfg = GemmConfig {
             transa: CUBLAS_OP_T,
             transb: CUBLAS_OP_N,
@@ -360,102 +468,95 @@ impl GpuModel {
             beta: f16::ZERO,
             ldc: l.out as i32,
         };
-        // SAFETY: W is out × inp, x is t × inp and y is t × out, all row-major, as sized here.
+        // SAFETY: W is out × inp, x holds t × inp and y t × out, all row-major (the workspace
+        // holds at least the pass's tokens).
         unsafe { self.blas.gemm(cfg, &l.w, x, y) }.map_err(driver("cuBLAS gemm"))
     }
 
-    /// One pooled vector per sequence (`[seqs.len() × hidden]`, f32).
-    pub fn pooled(&self, seqs: &[&[u32]], pooling: Pooling) -> Result<Vec<f32>, EncoderError> {
+    /// Pooled vectors of `batches` (each a list of indices into `seqs`, padded to its own
+    /// longest): `[Σ batch sizes × hidden]` f32, in batch order. Every pass of the group is
+    /// queued on the stream and the vectors come back in one copy: the host waits once.
+    pub fn pooled_batches(&self, seqs: &[Vec<u32>], batches: &[Vec<usize>], pooling: Pooling) -> Result<Vec<f32>, EncoderError> {
         let d = self.dims;
-        let (b, h) = (seqs.len(), d.hidden);
-        if b == 0 {
+        let h = d.hidden;
+        let shapes: Vec<(usize, usize)> = batches
+            .iter()
+            .map(|b| (b.len(), crate::batching::padded_len(b.iter().map(|&i| seqs[i].len()).max().unwrap_or(1).max(1))))
+            .collect();
+        let n: usize = shapes.iter().map(|s| s.0).sum();
+        let total: usize = shapes.iter().map(|(b, l)| b * l).sum();
+        if n == 0 {
             return Ok(Vec::new());
         }
-        let l = crate::batching::padded_len(seqs.iter().map(|s| s.len()).max().unwrap_or(1).max(1));
-        let t = b * l;
+        let tokens = shapes.iter().map(|(b, l)| b * l).max().unwrap_or(0);
+        let scores = shapes.iter().map(|(b, l)| b * d.heads * l * l).max().unwrap_or(0);
         if let Some(budget) = self.budget {
-            let need = self.weight_bytes + CONTEXT_BYTES + forward_bytes(d.hidden, d.inter, d.heads, b, l);
+            let need = self.weight_bytes + CONTEXT_BYTES + workspace_bytes(h, d.inter, tokens, scores) + io_bytes(h, n, total);
             if need > budget {
                 return Err(EncoderError::OutOfMemory(format!(
-                    "{b} sequences × {l} tokens need {} MiB, over the budget of {} MiB",
+                    "{n} sequences in passes of up to {tokens} padded tokens need {} MiB, over the budget of {} MiB",
                     need >> 20,
                     budget >> 20
                 )));
             }
         }
-        let mut ids = vec![0i32; t];
-        let mut lens = vec![0i32; b];
-        for (i, s) in seqs.iter().enumerate() {
-            for (j, &id) in s.iter().enumerate() {
-                ids[i * l + j] = id as i32;
+        let mut ids = vec![0i32; total];
+        let mut lens = Vec::with_capacity(n);
+        let mut at = 0;
+        for (batch, &(b, l)) in batches.iter().zip(&shapes) {
+            for (r, &i) in batch.iter().enumerate() {
+                for (j, &id) in seqs[i].iter().enumerate() {
+                    ids[at + r * l + j] = id as i32;
+                }
+                lens.push(seqs[i].len() as i32);
             }
-            lens[i] = s.len() as i32;
+            at += b * l;
         }
         let s = &self.stream;
+        let mut guard = self.workspace.lock().map_err(|_| EncoderError::Gpu("the workspace lock is poisoned".into()))?;
+        if guard.as_ref().is_none_or(|w| w.tokens < tokens || w.scores_len < scores) {
+            let (t0, s0) = guard.as_ref().map_or((0, 0), |w| (w.tokens, w.scores_len));
+            *guard = None; // free the old one first
+            *guard = Some(Workspace::new(s, &d, tokens.max(t0), scores.max(s0))?);
+        }
+        let Some(ws) = guard.as_mut() else { return Err(EncoderError::Gpu("no workspace".into())) };
         let d_ids = s.clone_htod(&ids).map_err(driver("copy ids"))?;
         let d_lens = s.clone_htod(&lens).map_err(driver("copy lengths"))?;
-        let alloc = |n: usize| s.alloc_zeros::<f16>(n).map_err(driver("allocate activations"));
-        let mut x = alloc(t * h)?;
-        let mut qkv = alloc(t * 3 * h)?;
-        let mut q = alloc(t * h)?;
-        let mut kk = alloc(t * h)?;
-        let mut v = alloc(t * h)?;
-        let mut scores = alloc(b * d.heads * l * l)?;
-        let mut ctx = alloc(t * h)?;
-        let mut merged = alloc(t * h)?;
-        let mut a = alloc(t * h)?;
-        let mut inter = alloc(t * d.inter)?;
-        let mut pooled = s.alloc_zeros::<f32>(b * h).map_err(driver("allocate output"))?;
+        let mut pooled = s.alloc_zeros::<f32>(n * h).map_err(driver("allocate output"))?;
+        let (mut t_at, mut s_at) = (0, 0);
+        for &(b, l) in &shapes {
+            let pass_ids = d_ids.slice(t_at..t_at + b * l);
+            let pass_lens = d_lens.slice(s_at..s_at + b);
+            let mut out = pooled.slice_mut(s_at * h..(s_at + b) * h);
+            self.forward(ws, &pass_ids, &pass_lens, b, l, pooling, &mut out)?;
+            t_at += b * l;
+            s_at += b;
+        }
+        s.clone_dtoh(&pooled).map_err(driver("copy results back"))
+    }
 
-        let threads = 256u32;
-        let norm_cfg =
-            |rows: usize| LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: (h * 4) as u32 };
-        let flat = |n: usize| LaunchConfig {
-            grid_dim: (n.div_ceil(threads as usize) as u32, 1, 1),
-            block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (l_i, h_i, heads_i, dh_i) = (l as i32, h as i32, d.heads as i32, d.head_dim as i32);
-        let (vocab_i, max_pos_i, off_i) = (d.vocab as i32, d.max_pos as i32, d.pos_offset as i32);
-
-        let mut launch = s.launch_builder(&self.k.embed);
-        launch
-            .arg(&d_ids)
-            .arg(&l_i)
-            .arg(&vocab_i)
-            .arg(&max_pos_i)
-            .arg(&off_i)
-            .arg(&self.word)
-            .arg(&self.position)
-            .arg(&self.token_type)
-            .arg(&self.embed_norm.gamma)
-            .arg(&self.embed_norm.beta)
-            .arg(&d.eps)
-            .arg(&h_i)
-            .arg(&mut x);
-        // SAFETY: the arguments match the kernel's signature; buffers are sized for t tokens.
-        unsafe { launch.launch(norm_cfg(t)) }.map_err(driver("embed"))?;
-
+    /// One pass: `b` sequences padded to `l` tokens, pooled into `out` (`b × hidden`).
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        &self,
+        ws: &mut Workspace,
+        ids: &CudaView<i32>,
+        lens: &CudaView<i32>,
+        b: usize,
+        l: usize,
+        pooling: Pooling,
+        out: &mut CudaViewMut<f32>,
+    ) -> Result<(), EncoderError> {
+        let d = self.dims;
+        let (t, h) = (b * l, d.hidden);
+        let k = &self.k;
+        k.embed(&self.stream, ids, l, &d, self, &mut ws.x)?;
         let scale = f16::from_f32(1.0 / (d.head_dim as f32).sqrt());
-        let (total_qkv, total_h) = ((t * 3 * h) as i64, (t * h) as i64);
-        let rows = (b * d.heads * l) as i64;
         for layer in &self.layers {
-            self.matmul(&layer.qkv, &x, t, &mut qkv)?;
-            let mut launch = s.launch_builder(&self.k.split_qkv);
-            launch
-                .arg(&qkv)
-                .arg(&layer.qkv.b)
-                .arg(&total_qkv)
-                .arg(&l_i)
-                .arg(&h_i)
-                .arg(&heads_i)
-                .arg(&dh_i)
-                .arg(&mut q)
-                .arg(&mut kk)
-                .arg(&mut v);
-            // SAFETY: as above.
-            unsafe { launch.launch(flat(t * 3 * h)) }.map_err(driver("split_qkv"))?;
+            self.matmul(&layer.qkv, &ws.x, t, &mut ws.qkv)?;
+            k.split_qkv(&self.stream, &ws.qkv, &layer.qkv.b, t, l, &d, &mut ws.q, &mut ws.k, &mut ws.v)?;
             // scores[bh] = Q Kᵀ / √dh, row-major L × L.
+            let (l_i, dh_i) = (l as i32, d.head_dim as i32);
             let cfg = StridedBatchedConfig {
                 gemm: GemmConfig {
                     transa: CUBLAS_OP_T,
@@ -474,18 +575,10 @@ impl GpuModel {
                 stride_b: (l * d.head_dim) as i64,
                 stride_c: (l * l) as i64,
             };
-            // SAFETY: b × heads matrices of L × dh (K, Q) and L × L (scores), as allocated.
-            unsafe { self.blas.gemm_strided_batched(cfg, &kk, &q, &mut scores) }.map_err(driver("cuBLAS scores"))?;
-            let mut launch = s.launch_builder(&self.k.softmax_rows);
-            launch.arg(&mut scores).arg(&rows).arg(&l_i).arg(&heads_i).arg(&d_lens);
-            let warps = 8u32;
-            let cfg_sm = LaunchConfig {
-                grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1),
-                block_dim: (warps * 32, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: as above.
-            unsafe { launch.launch(cfg_sm) }.map_err(driver("softmax"))?;
+            // SAFETY: b × heads matrices of L × dh (K, Q) and L × L (scores), within the
+            // workspace's sizes for this pass.
+            unsafe { self.blas.gemm_strided_batched(cfg, &ws.k, &ws.q, &mut ws.scores) }.map_err(driver("cuBLAS scores"))?;
+            k.softmax_rows(&self.stream, &mut ws.scores, b * d.heads * l, l, d.heads, lens)?;
             // ctx[bh] = P V, row-major L × dh.
             let cfg = StridedBatchedConfig {
                 gemm: GemmConfig {
@@ -505,56 +598,149 @@ impl GpuModel {
                 stride_b: (l * l) as i64,
                 stride_c: (l * d.head_dim) as i64,
             };
-            // SAFETY: V (L × dh), P (L × L), ctx (L × dh) per head, as allocated.
-            unsafe { self.blas.gemm_strided_batched(cfg, &v, &scores, &mut ctx) }.map_err(driver("cuBLAS context"))?;
-            let mut launch = s.launch_builder(&self.k.merge_heads);
-            launch.arg(&ctx).arg(&total_h).arg(&l_i).arg(&h_i).arg(&heads_i).arg(&dh_i).arg(&mut merged);
-            // SAFETY: as above.
-            unsafe { launch.launch(flat(t * h)) }.map_err(driver("merge_heads"))?;
-            self.matmul(&layer.attn_out, &merged, t, &mut a)?;
-            // a = LN(a + bias + x)
-            let mut launch = s.launch_builder(&self.k.add_norm);
-            launch
-                .arg(&a)
-                .arg(&layer.attn_out.b)
-                .arg(&x)
-                .arg(&layer.attn_norm.gamma)
-                .arg(&layer.attn_norm.beta)
-                .arg(&d.eps)
-                .arg(&h_i)
-                .arg(&mut merged);
-            // SAFETY: as above (the result lands in `merged`, free at this point).
-            unsafe { launch.launch(norm_cfg(t)) }.map_err(driver("add_norm"))?;
-            std::mem::swap(&mut a, &mut merged);
-            self.matmul(&layer.up, &a, t, &mut inter)?;
-            let total_i = (t * d.inter) as i64;
-            let inter_i = d.inter as i32;
-            let mut launch = s.launch_builder(&self.k.bias_act);
-            launch.arg(&mut inter).arg(&layer.up.b).arg(&total_i).arg(&inter_i).arg(&d.act);
-            // SAFETY: as above.
-            unsafe { launch.launch(flat(t * d.inter)) }.map_err(driver("bias_act"))?;
-            self.matmul(&layer.down, &inter, t, &mut merged)?;
+            // SAFETY: V (L × dh), P (L × L), ctx (L × dh) per head, within the workspace.
+            unsafe { self.blas.gemm_strided_batched(cfg, &ws.v, &ws.scores, &mut ws.ctx) }.map_err(driver("cuBLAS context"))?;
+            k.merge_heads(&self.stream, &ws.ctx, t, l, &d, &mut ws.merged)?;
+            self.matmul(&layer.attn_out, &ws.merged, t, &mut ws.a)?;
+            // merged = LN(a + bias + x); then it is the layer's attention output.
+            k.add_norm(&self.stream, &ws.a, &layer.attn_out.b, &ws.x, &layer.attn_norm, t, &d, &mut ws.merged)?;
+            std::mem::swap(&mut ws.a, &mut ws.merged);
+            self.matmul(&layer.up, &ws.a, t, &mut ws.inter)?;
+            k.bias_act(&self.stream, &mut ws.inter, &layer.up.b, t * d.inter, d.inter, d.act)?;
+            self.matmul(&layer.down, &ws.inter, t, &mut ws.merged)?;
             // x = LN(down + bias + a)
-            let mut launch = s.launch_builder(&self.k.add_norm);
-            launch
-                .arg(&merged)
-                .arg(&layer.down.b)
-                .arg(&a)
-                .arg(&layer.out_norm.gamma)
-                .arg(&layer.out_norm.beta)
-                .arg(&d.eps)
-                .arg(&h_i)
-                .arg(&mut x);
-            // SAFETY: as above.
-            unsafe { launch.launch(norm_cfg(t)) }.map_err(driver("add_norm"))?;
+            k.add_norm(&self.stream, &ws.merged, &layer.down.b, &ws.a, &layer.out_norm, t, &d, &mut ws.x)?;
         }
-        let mode: i32 = if pooling == Pooling::Cls { 1 } else { 0 };
-        let mut launch = s.launch_builder(&self.k.pool);
-        launch.arg(&x).arg(&d_lens).arg(&l_i).arg(&h_i).arg(&mode).arg(&mut pooled);
-        let cfg = LaunchConfig { grid_dim: (b as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: as above.
-        unsafe { launch.launch(cfg) }.map_err(driver("pool"))?;
-        s.clone_dtoh(&pooled).map_err(driver("copy results back"))
+        k.pool(&self.stream, &ws.x, lens, b, l, h, pooling, out)
+    }
+}
+
+impl Kernels {
+    /// `embed(ids, L, vocab, max_pos, pos_offset, word, pos, type0, gamma, beta, eps, H, out)`:
+    /// one block per token of the pass (`ids.len()` of them).
+    fn embed(&self, s: &Arc<CudaStream>, ids: &CudaView<i32>, l: usize, d: &Dims, m: &GpuModel, out: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
+        let (l, vocab, max_pos, off, h) = (l as i32, d.vocab as i32, d.max_pos as i32, d.pos_offset as i32, d.hidden as i32);
+        debug_assert!(out.len() >= ids.len() * d.hidden);
+        let mut a = s.launch_builder(&self.embed);
+        a.arg(ids).arg(&l).arg(&vocab).arg(&max_pos).arg(&off).arg(&m.word).arg(&m.position).arg(&m.token_type);
+        a.arg(&m.embed_norm.gamma).arg(&m.embed_norm.beta).arg(&d.eps).arg(&h).arg(out);
+        // SAFETY: the arguments are `embed`'s C parameters in order and type (int* ids,
+        // int L, int vocab, int max_pos, int pos_offset, 3 × unsigned short* tables,
+        // 2 × float* norm, float eps, int H, unsigned short* out); the kernel clamps ids to the
+        // vocabulary and positions to the table, and writes ids.len() rows of H into `out`.
+        unsafe { a.launch(rows_cfg(ids.len(), d.hidden)) }.map(drop).map_err(driver("embed"))
+    }
+
+    /// `add_norm(x, bias, residual, gamma, beta, eps, H, out)` over `t` rows.
+    #[allow(clippy::too_many_arguments)]
+    fn add_norm(
+        &self,
+        s: &Arc<CudaStream>,
+        x: &CudaSlice<f16>,
+        bias: &CudaSlice<f32>,
+        residual: &CudaSlice<f16>,
+        norm: &GNorm,
+        t: usize,
+        d: &Dims,
+        out: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let h = d.hidden as i32;
+        debug_assert!(x.len() >= t * d.hidden && residual.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
+        let mut a = s.launch_builder(&self.add_norm);
+        a.arg(x).arg(bias).arg(residual).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(out);
+        // SAFETY: `add_norm`'s C parameters in order and type (unsigned short* x, float* bias,
+        // unsigned short* residual, float* gamma, float* beta, float eps, int H, unsigned
+        // short* out); t blocks each read and write one row of H inside the t × H buffers.
+        unsafe { a.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("add_norm"))
+    }
+
+    /// `split_qkv(qkv, bias, total, L, H, heads, dh, q, k, v)` for `t` tokens.
+    #[allow(clippy::too_many_arguments)]
+    fn split_qkv(
+        &self,
+        s: &Arc<CudaStream>,
+        qkv: &CudaSlice<f16>,
+        bias: &CudaSlice<f32>,
+        t: usize,
+        l: usize,
+        d: &Dims,
+        q: &mut CudaSlice<f16>,
+        k: &mut CudaSlice<f16>,
+        v: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let total = (t * 3 * d.hidden) as i64;
+        let (l, h, heads, dh) = (l as i32, d.hidden as i32, d.heads as i32, d.head_dim as i32);
+        debug_assert!(qkv.len() as i64 >= total && q.len() >= t * d.hidden && k.len() >= t * d.hidden && v.len() >= t * d.hidden);
+        let mut a = s.launch_builder(&self.split_qkv);
+        a.arg(qkv).arg(bias).arg(&total).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(q).arg(k).arg(v);
+        // SAFETY: `split_qkv`'s C parameters in order and type (unsigned short* qkv, float*
+        // bias, long long total, int L, int H, int heads, int dh, 3 × unsigned short* out);
+        // each of the `total` threads reads one of t × 3H values and writes one of t × H.
+        unsafe { a.launch(flat_cfg(total as usize)) }.map(drop).map_err(driver("split_qkv"))
+    }
+
+    /// `merge_heads(ctx, total, L, H, heads, dh, out)` for `t` tokens.
+    fn merge_heads(&self, s: &Arc<CudaStream>, ctx: &CudaSlice<f16>, t: usize, l: usize, d: &Dims, out: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
+        let total = (t * d.hidden) as i64;
+        let (l, h, heads, dh) = (l as i32, d.hidden as i32, d.heads as i32, d.head_dim as i32);
+        debug_assert!(ctx.len() as i64 >= total && out.len() as i64 >= total);
+        let mut a = s.launch_builder(&self.merge_heads);
+        a.arg(ctx).arg(&total).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(out);
+        // SAFETY: `merge_heads`'s C parameters in order and type (unsigned short* ctx, long
+        // long total, int L, int H, int heads, int dh, unsigned short* out); each of the
+        // `total` (t × H) threads moves one value within the two t × H buffers.
+        unsafe { a.launch(flat_cfg(total as usize)) }.map(drop).map_err(driver("merge_heads"))
+    }
+
+    /// `softmax_rows(s, rows, L, heads, lens)`: one warp per row of `L` scores.
+    fn softmax_rows(&self, s: &Arc<CudaStream>, scores: &mut CudaSlice<f16>, rows: usize, l: usize, heads: usize, lens: &CudaView<i32>) -> Result<(), EncoderError> {
+        let (rows_i, l_i, heads_i) = (rows as i64, l as i32, heads as i32);
+        debug_assert!(scores.len() >= rows * l && lens.len() * heads * l == rows);
+        let mut a = s.launch_builder(&self.softmax_rows);
+        a.arg(scores).arg(&rows_i).arg(&l_i).arg(&heads_i).arg(lens);
+        let warps = 8u32;
+        let cfg = LaunchConfig { grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1), block_dim: (warps * 32, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: `softmax_rows`'s C parameters in order and type (unsigned short* s, long
+        // long rows, int L, int heads, int* lens); warps past `rows` return, each row is L
+        // values inside the scores buffer, and lens holds one length per sequence (rows /
+        // (heads × L) of them).
+        unsafe { a.launch(cfg) }.map(drop).map_err(driver("softmax"))
+    }
+
+    /// `bias_act(x, bias, total, N, act)` over `total` values of rows of `n`.
+    fn bias_act(&self, s: &Arc<CudaStream>, x: &mut CudaSlice<f16>, bias: &CudaSlice<f32>, total: usize, n: usize, act: i32) -> Result<(), EncoderError> {
+        let (total_i, n_i) = (total as i64, n as i32);
+        debug_assert!(x.len() >= total && bias.len() == n);
+        let mut a = s.launch_builder(&self.bias_act);
+        a.arg(x).arg(bias).arg(&total_i).arg(&n_i).arg(&act);
+        // SAFETY: `bias_act`'s C parameters in order and type (unsigned short* x, float* bias,
+        // long long total, int N, int act); each of `total` threads updates one value of x
+        // in place and reads bias[i % N].
+        unsafe { a.launch(flat_cfg(total)) }.map(drop).map_err(driver("bias_act"))
+    }
+
+    /// `pool(x, lens, L, H, mode, out)`: one block per sequence.
+    #[allow(clippy::too_many_arguments)]
+    fn pool(
+        &self,
+        s: &Arc<CudaStream>,
+        x: &CudaSlice<f16>,
+        lens: &CudaView<i32>,
+        b: usize,
+        l: usize,
+        h: usize,
+        pooling: Pooling,
+        out: &mut CudaViewMut<f32>,
+    ) -> Result<(), EncoderError> {
+        let (l_i, h_i, mode) = (l as i32, h as i32, i32::from(pooling == Pooling::Cls));
+        debug_assert!(x.len() >= b * l * h && lens.len() == b && out.len() == b * h);
+        let mut a = s.launch_builder(&self.pool);
+        a.arg(x).arg(lens).arg(&l_i).arg(&h_i).arg(&mode).arg(out);
+        let cfg = LaunchConfig { grid_dim: (b as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: `pool`'s C parameters in order and type (unsigned short* x, int* lens, int
+        // L, int H, int mode, float* out); block i reads sequence i's first lens[i] ≤ L rows
+        // of H and writes row i of `out` (b × H).
+        unsafe { a.launch(cfg) }.map(drop).map_err(driver("pool"))
     }
 }
 

@@ -91,11 +91,21 @@ pub struct Options {
     pub gpu_memory_bytes: Option<u64>,
     /// Documents tokenized per chunk (the unit that overlaps with the device).
     pub chunk_docs: usize,
+    /// Where compiled GPU kernels are cached (`None`: compile every time).
+    pub kernel_cache: Option<PathBuf>,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { device: Device::Auto, max_tokens: None, token_budget: 16384, max_docs: 1024, gpu_memory_bytes: None, chunk_docs: 2048 }
+        Options {
+            device: Device::Auto,
+            max_tokens: None,
+            token_budget: 16384,
+            max_docs: 1024,
+            gpu_memory_bytes: None,
+            chunk_docs: 2048,
+            kernel_cache: None,
+        }
     }
 }
 
@@ -138,10 +148,11 @@ impl Encoder {
         let weights = Weights::load(&dir.join("model.safetensors"), &config)?;
         let max_tokens = opts.max_tokens.or(config.max_seq_length).unwrap_or(config.max_tokens()).clamp(2, config.max_tokens());
         let tokenizer = Tokenizer::load(&dir.join("tokenizer.json"), max_tokens)?;
+        let cache = opts.kernel_cache.as_deref();
         let backend = match opts.device {
             Device::Cpu => Backend::Cpu,
-            Device::Gpu => Backend::Gpu(Box::new(gpu::GpuModel::new(&config, &weights, opts.gpu_memory_bytes)?)),
-            Device::Auto => match gpu::GpuModel::new(&config, &weights, opts.gpu_memory_bytes) {
+            Device::Gpu => Backend::Gpu(Box::new(gpu::GpuModel::new(&config, &weights, opts.gpu_memory_bytes, cache)?)),
+            Device::Auto => match gpu::GpuModel::new(&config, &weights, opts.gpu_memory_bytes, cache) {
                 Ok(g) => Backend::Gpu(Box::new(g)),
                 Err(EncoderError::NoGpu(_)) => Backend::Cpu,
                 Err(e) => return Err(e),
@@ -249,31 +260,58 @@ impl Encoder {
         let h = self.config.hidden_size;
         let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
         stats.tokens += lengths.iter().sum::<usize>();
-        let mut pending: std::collections::VecDeque<Vec<usize>> =
-            batching::by_token_budget(&lengths, self.token_budget(), self.max_docs).into();
-        while let Some(batch) = pending.pop_front() {
-            let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-            let result = match &self.backend {
-                Backend::Cpu => Ok(cpu::pooled(&self.config, &self.weights, &seqs, pooling)),
-                Backend::Gpu(g) => g.pooled(&seqs, pooling),
-            };
-            match result {
-                Ok(vecs) => {
+        let padded = |batch: &[usize]| batch.len() * batching::padded_len(batch.iter().map(|&i| lengths[i]).max().unwrap_or(1).max(1));
+        let g = match &self.backend {
+            Backend::Gpu(g) => g,
+            Backend::Cpu => {
+                for batch in batching::by_token_budget(&lengths, self.token_budget(), self.max_docs) {
+                    let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
+                    let vecs = cpu::pooled(&self.config, &self.weights, &seqs, pooling);
                     stats.batches += 1;
-                    stats.padded_tokens += batch.len() * batching::padded_len(lengths[batch[0]].max(1));
+                    stats.padded_tokens += padded(&batch);
                     for (k, &i) in batch.iter().enumerate() {
                         out[i * h..(i + 1) * h].copy_from_slice(&vecs[k * h..(k + 1) * h]);
                     }
                 }
-                Err(EncoderError::OutOfMemory(_)) if batch.len() > 1 => {
-                    // Halve the budget for this call and later ones, and run this batch in halves.
+                return Ok(());
+            }
+        };
+        // Passes go to the device in groups of up to GROUP_TOKENS padded tokens: one upload
+        // and one download per group, the host never waiting between passes.
+        const GROUP_TOKENS: usize = 1 << 22;
+        let mut pending = batching::by_token_budget(&lengths, self.token_budget(), self.max_docs);
+        let mut at = 0;
+        while at < pending.len() {
+            let mut end = at;
+            let mut group_tokens = 0;
+            while end < pending.len() && (end == at || group_tokens + padded(&pending[end]) <= GROUP_TOKENS) {
+                group_tokens += padded(&pending[end]);
+                end += 1;
+            }
+            let group = &pending[at..end];
+            match g.pooled_batches(ids, group, pooling) {
+                Ok(vecs) => {
+                    let mut row = 0;
+                    for batch in group {
+                        stats.batches += 1;
+                        stats.padded_tokens += padded(batch);
+                        for &i in batch {
+                            out[i * h..(i + 1) * h].copy_from_slice(&vecs[row * h..(row + 1) * h]);
+                            row += 1;
+                        }
+                    }
+                    at = end;
+                }
+                Err(EncoderError::OutOfMemory(_)) if group.iter().any(|b| b.len() > 1) => {
+                    // Halve the passes (this call and later ones) and re-cut what is left.
                     stats.oom_retries += 1;
-                    let width = batching::padded_len(lengths[batch[0]].max(1));
-                    let smaller = (batch.len() / 2 * width).max(8);
-                    self.token_budget.fetch_min(smaller, Ordering::Relaxed);
-                    let (a, b) = batch.split_at(batch.len() / 2);
-                    pending.push_front(b.to_vec());
-                    pending.push_front(a.to_vec());
+                    let widest = group.iter().map(|b| padded(b)).max().unwrap_or(8);
+                    self.token_budget.fetch_min((widest / 2).max(8), Ordering::Relaxed);
+                    let rest: Vec<usize> = pending[at..].iter().flatten().copied().collect();
+                    let rest_lengths: Vec<usize> = rest.iter().map(|&i| lengths[i]).collect();
+                    let recut = batching::by_token_budget(&rest_lengths, self.token_budget(), self.max_docs);
+                    pending.truncate(at);
+                    pending.extend(recut.into_iter().map(|b| b.into_iter().map(|k| rest[k]).collect()));
                 }
                 Err(e) => return Err(e),
             }

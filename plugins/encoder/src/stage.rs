@@ -13,6 +13,7 @@ pub fn encoder_options(device: &str, max_tokens: usize, max_batch_tokens: usize,
         token_budget: max_batch_tokens,
         max_docs,
         gpu_memory_bytes: curator_sdk::native::context().gpu_memory_budget_bytes,
+        kernel_cache: curator_sdk::native::context().cache_dir.map(|d| std::path::PathBuf::from(d).join("kernels")),
         ..Options::default()
     })
 }
