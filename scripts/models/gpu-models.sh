@@ -4,10 +4,12 @@
 #   scripts/models/gpu-models.sh KIT [parity|speed|run|oom|share|all]...
 #
 # parity: encoder-check on the GPU against the PyTorch references (embedder and classifier).
-# speed:  forward pass alone and tokenize+forward, ours vs PyTorch fp16 (same token ids) and
-#         sentence-transformers' encode() if installed, on the kit's corpus.
+# speed:  forward pass alone and tokenize+forward, ours vs PyTorch fp16 (same token ids, same
+#         batches, at each budget in $BUDGETS) and sentence-transformers' encode() when ST=1;
+#         the tokenizer on one core against the tokenizers crate.
+# startup: curator-host run on 200 documents with a cold, then a warm kernel cache.
 # run:    curator-host run: read JSONL -> embedder (GPU) -> Parquet on the corpus, docs/s and
-#         the GPU's busy % (nvidia-smi every 100 ms).
+#         the GPU's busy % (nvidia-smi every 100 ms), with the stage's defaults, then tuned.
 # oom:    a token budget far over the card (no memory cap): CUDA out-of-memory, halved, recovered.
 # share:  embedder + classifier in one pipeline, 4 GB each on one card; the per-process GPU
 #         memory (nvidia-smi every 100 ms) against those budgets.
@@ -26,12 +28,12 @@ want() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 [ -f "$work/minilm-classifier/model.safetensors" ] || python3 -c "import sys; sys.path.insert(0, '$kit'); import fetch; from pathlib import Path; fetch.make_classifier(Path('$model'), Path('$work'))"
 clf="$work/minilm-classifier"
-# The kit's corpus twice, with fresh ids (what travels to the GPU machine is capped).
+# The kit's corpus seven times, with fresh ids (what travels to the GPU machine is capped).
 if [ ! -f "$work/corpus.jsonl" ]; then
     python3 - "$kit/corpus.jsonl" "$work/corpus.jsonl" <<'PY'
 import json, sys
 out = open(sys.argv[2], "w")
-for rep in range(2):
+for rep in range(7):
     for line in open(sys.argv[1]):
         d = json.loads(line); d["id"] = f"c{rep}-{d['id']}"
         out.write(json.dumps(d, ensure_ascii=False) + "\n")
@@ -45,17 +47,60 @@ if want parity; then
     "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --classifier "$clf" --device gpu
 fi
 if want speed; then
-    echo "== speed: ours (forward alone, then tokenize + forward overlapped)"
-    "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --device gpu --corpus "$corpus" --docs "$docs" --dump-ids "$work/ids.bin"
-    echo "== speed: PyTorch on the same token ids"
-    python3 "$kit/torch_bench.py" "$model" "$work/ids.bin" --corpus "$corpus" --docs "$docs"
+    # Ours and PyTorch on the same token ids and the same batches, one budget after another.
+    for budget in ${BUDGETS:-65536 16384}; do
+        echo "== speed: ours, budget $budget (forward alone two ways, then tokenize + forward overlapped)"
+        "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --device gpu --corpus "$corpus" --docs "$docs" \
+            --budget "$budget" --dump-ids "$work/ids.bin"
+        echo "== speed: PyTorch, same ids, same batches (budget $budget)"
+        python3 "$kit/torch_bench.py" "$model" "$work/ids.bin" --budget "$budget" ${ST:+--corpus "$corpus" --docs "$docs"}
+        ST=
+    done
+    if [ -x "$kit/tokenizer-bench" ]; then
+        echo "== tokenizer, one core: tokenizers crate vs ours on the corpus"
+        "$kit/tokenizer-bench" "$model/tokenizer.json" "$corpus" --docs 5000 --rounds 2
+        "$kit/tokenizer-bench" "$model/tokenizer.json" "$corpus" --docs 5000 --rounds 2 --max-tokens 256
+    fi
+fi
+if want startup; then
+    echo "== start-up: curator-host run on 200 documents, a cold kernel cache then a warm one"
+    mkdir -p in-small && head -200 "$corpus" > in-small/small.jsonl
+    cat > small.yaml <<YAML
+source: {path: in-small}
+stages:
+  - plugin: embedder
+    params: {model: /models/minilm16, device: gpu}
+    grants: {models: $kit}
+sink: {path: out-small, format: parquet, mode: overwrite}
+YAML
+    export CURATOR_CACHE_DIR="$work/cache"
+    rm -rf "$CURATOR_CACHE_DIR"
+    for pass in cold warm warm; do
+        start=$(date +%s.%N)
+        "$kit/curator-host" run small.yaml --plugins "$kit/plugins" > "small-$pass.log" 2>&1 || { cat "small-$pass.log"; exit 1; }
+        end=$(date +%s.%N)
+        echo "$pass cache: $(python3 -c "print(f'{$end - $start:.2f}')") s for the whole run (process start to exit)"
+    done
+    ls "$CURATOR_CACHE_DIR/kernels" || true
+    grep -h "embedder:" small-warm.log | head -2 || true
+    unset CURATOR_CACHE_DIR
 fi
 sample() { # file: GPU util % every 100 ms until killed
     nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$1" 2>/dev/null &
     echo $!
 }
-run_embed() { # tag [num_workers]: JSONL -> embedder (GPU) -> Parquet; docs/s and GPU busy
-    cat > "embed-$1.yaml" <<YAML
+run_embed() { # tag [num_workers] [defaults]: JSONL -> embedder (GPU) -> Parquet; docs/s and GPU busy
+    if [ "${3:-}" = defaults ]; then
+        cat > "embed-$1.yaml" <<YAML
+source: {path: in}
+stages:
+  - plugin: embedder
+    params: {model: /models/minilm16}
+    grants: {models: $kit}
+sink: {path: out-embed-$1, format: parquet, mode: overwrite}
+YAML
+    else
+        cat > "embed-$1.yaml" <<YAML
 source: {path: in}
 batch_size: 8192
 stages:
@@ -66,6 +111,7 @@ ${2:+    num_workers: $2
 }    grants: {models: $kit}
 sink: {path: out-embed-$1, format: parquet, mode: overwrite}
 YAML
+    fi
     pid=$(sample "util-$1.txt")
     start=$(date +%s.%N)
     "$kit/curator-host" run "embed-$1.yaml" --plugins "$kit/plugins" > "run-$1.log" 2>&1 || { cat "run-$1.log"; exit 1; }
@@ -82,8 +128,11 @@ PY
     grep "wrote" "run-$1.log" | tail -1
 }
 if want run; then
-    echo "== curator-host run: JSONL -> embedder (GPU) -> Parquet, $docs documents, workers as placed"
+    echo "== curator-host run: JSONL -> embedder (GPU) -> Parquet, $docs documents, the stage's defaults"
     mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    run_embed defaults "" defaults
+    grep -h "recycling" run-defaults.log | head -3 || true
+    echo "== the same, tuned (max_batch_tokens 65536, batch_size 8192, 8 GB)"
     run_embed placed
 fi
 if want oom; then

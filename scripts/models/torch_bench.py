@@ -1,15 +1,25 @@
 #!/usr/bin/env python3
 """PyTorch baselines for the encoder stages, on a GPU machine (no network needed).
 
-    python3 scripts/models/torch_bench.py MODEL_DIR IDS_FILE [--corpus FILE.jsonl --docs N]
+    python3 scripts/models/torch_bench.py MODEL_DIR IDS_FILE [--budget T] [--max-docs N]
+                                          [--rounds R] [--corpus FILE.jsonl --docs N]
 
-1. forward pass only, fp16, length-sorted batches of --batch (1024) sequences padded to the
-   batch's longest, on the token ids in IDS_FILE (written by `encoder-check --dump-ids`, so
-   both sides run the same tokens): transformers' BertModel with SDPA attention when
-   transformers is installed, else a plain PyTorch BERT with scaled_dot_product_attention.
-   Mean pooling included. Timed after a warm-up, with torch.cuda.synchronize().
-2. sentence-transformers' encode() end to end on the corpus texts, when it is installed.
-Prints one JSON object.
+The forward pass, fairly: the token ids in IDS_FILE are the ones ours ran (written by
+`encoder-check --dump-ids`), cut into the same batches ours runs (sorted longest first,
+grouped under a budget of padded tokens, each batch padded to its longest rounded up to a
+multiple of 8: `plugins/encoder/src/batching.rs`, same --budget and --max-docs). Every batch's
+ids and mask are built and moved to the device *before* the clock starts; the timed region is
+the forward pass plus masked mean pooling, fp16 (transformers' BertModel with SDPA attention
+when transformers is installed, else a plain PyTorch BERT on scaled_dot_product_attention),
+under torch.inference_mode, after a full untimed warm-up round. Two ways:
+- `per_batch`: the pooled vectors of each batch copied to the host (`.cpu()`) before the next
+  batch starts, as a stage that hands vectors back per batch would;
+- `one_sync`: every batch queued, one torch.cuda.synchronize() at the end (the pooled vectors
+  stay on the device).
+Each is timed --rounds times, alternating; the best and the range are reported.
+
+With --corpus, sentence-transformers' `encode` end to end on the corpus texts (fp16,
+batch_size 1024), when it is installed. Prints one JSON object.
 """
 import argparse
 import json
@@ -31,6 +41,27 @@ def read_ids(path):
         seqs.append(list(struct.unpack_from(f"<{k}I", data, at)))
         at += 4 * k
     return seqs
+
+
+def padded_len(n):
+    return (n + 7) // 8 * 8
+
+
+def by_token_budget(lengths, budget, max_docs):
+    """plugins/encoder/src/batching.rs::by_token_budget, line for line."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches, current, width = [], [], 0
+    for i in order:
+        if not current:
+            width = padded_len(max(lengths[i], 1))
+        elif (len(current) + 1) * width > budget or len(current) >= max(max_docs, 1):
+            batches.append(current)
+            current = []
+            width = padded_len(max(lengths[i], 1))
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
 
 
 def load_safetensors(path):
@@ -78,11 +109,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("ids")
-    ap.add_argument("--batch", type=int, default=1024)
+    ap.add_argument("--budget", type=int, default=65536, help="padded tokens per batch (ours: max_batch_tokens)")
+    ap.add_argument("--max-docs", type=int, default=1024, help="documents per batch at most (ours: model_inference_batch_size)")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--corpus")
     ap.add_argument("--docs", type=int, default=100000)
     args = ap.parse_args()
-    report = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    report = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "budget": args.budget, "max_docs": args.max_docs}
     seqs = read_ids(args.ids)
     try:
         from transformers import BertModel
@@ -94,31 +127,51 @@ def main():
         model = PlainBert(cfg, load_safetensors(Path(args.model) / "model.safetensors"))
         run = model.forward
         report["impl"] = f"plain PyTorch BERT (sdpa); transformers unavailable: {type(e).__name__}"
-    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
-    batches = [order[i:i + args.batch] for i in range(0, len(order), args.batch)]
+    lengths = [len(s) for s in seqs]
+    batches = by_token_budget(lengths, args.budget, args.max_docs)
+    # Every batch on the device before any clock starts.
+    prepared = []
+    for bi in batches:
+        l = padded_len(max(lengths[i] for i in bi))
+        ids = torch.zeros((len(bi), l), dtype=torch.int64)
+        mask = torch.zeros((len(bi), l), dtype=torch.int64)
+        for r, i in enumerate(bi):
+            ids[r, :lengths[i]] = torch.tensor(seqs[i])
+            mask[r, :lengths[i]] = 1
+        prepared.append((ids.cuda(), mask.cuda()))
+    torch.cuda.synchronize()
 
-    def forward_all(limit=None):
-        for bi in batches[:limit]:
-            l = len(seqs[bi[0]])
-            ids = torch.zeros((len(bi), l), dtype=torch.int64)
-            mask = torch.zeros((len(bi), l), dtype=torch.int64)
-            for r, i in enumerate(bi):
-                ids[r, :len(seqs[i])] = torch.tensor(seqs[i])
-                mask[r, :len(seqs[i])] = 1
-            ids, mask = ids.cuda(non_blocking=True), mask.cuda(non_blocking=True)
-            out = run(ids, mask)
-            m = mask.unsqueeze(-1).to(out.dtype)
-            _ = ((out * m).sum(1) / m.sum(1)).float().cpu()
+    def pooled(ids, mask):
+        out = run(ids, mask)
+        m = mask.unsqueeze(-1).to(out.dtype)
+        return ((out * m).sum(1) / m.sum(1)).float()
 
+    def per_batch():
+        for ids, mask in prepared:
+            _ = pooled(ids, mask).cpu()
+
+    def one_sync():
+        keep = [pooled(ids, mask) for ids, mask in prepared]
+        torch.cuda.synchronize()
+        return keep
+
+    times = {"per_batch": [], "one_sync": []}
     with torch.inference_mode():
-        forward_all(3)
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        forward_all()
-        torch.cuda.synchronize()
-        dt = time.perf_counter() - t
-    tokens = sum(len(s) for s in seqs)
-    report.update(docs=len(seqs), forward_docs_per_s=len(seqs) / dt, forward_tokens_per_s=tokens / dt, batch=args.batch)
+        one_sync()  # warm-up: every shape once
+        for _ in range(args.rounds):
+            for name, fn in (("per_batch", per_batch), ("one_sync", one_sync)):
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                times[name].append(time.perf_counter() - t)
+    tokens = sum(lengths)
+    padded = sum(len(b) * padded_len(max(lengths[i] for i in b)) for b in batches)
+    report.update(docs=len(seqs), tokens=tokens, padded_tokens=padded, batches=len(batches))
+    for name, ts in times.items():
+        report[f"{name}_seconds"] = [round(t, 4) for t in ts]
+        report[f"{name}_tokens_per_s"] = tokens / min(ts)
+        report[f"{name}_docs_per_s"] = len(seqs) / min(ts)
     if args.corpus:
         try:
             from sentence_transformers import SentenceTransformer
@@ -129,9 +182,9 @@ def main():
                     break
             st = SentenceTransformer(args.model, device="cuda")
             st.half()
-            st.encode(texts[:2048], batch_size=256)
+            st.encode(texts[:2048], batch_size=1024)
             t = time.perf_counter()
-            st.encode(texts, batch_size=256)
+            st.encode(texts, batch_size=1024)
             report["st_encode_docs_per_s"] = len(texts) / (time.perf_counter() - t)
         except Exception as e:
             report["st_encode"] = f"unavailable: {type(e).__name__}: {e}"[:200]

@@ -113,6 +113,8 @@ typedef struct CuratorStageVTable {
      * manifest's schema). `context_json`: what the host decided for this worker, e.g.
      * {"worker": 0, "gpu_memory_budget_bytes": 21474836480, "cuda_visible_devices": "0",
      *  "dirs": {"models": "/data/models"}, "cache_dir": "/home/u/.cache/curator"};
+     * "check_only": true marks the throw-away instance that checks the set-up while a run is
+     * planned (validate params and inputs; devices need not be touched);
      * a GPU framework should cap its allocator at the budget; "cache_dir" (absent with
      * --no-cache) is where it may keep what it compiles at start-up. On success store the
      * instance in *state and return CURATOR_OK; on failure return an error code and store a

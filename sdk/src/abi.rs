@@ -145,6 +145,11 @@ pub struct WorkerContext {
     /// compiles at start-up (GPU kernels, say) for the next worker or run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_dir: Option<String>,
+    /// This instance only checks the set-up while a run is planned, and is dropped right
+    /// after `init`: validate params and inputs, but leave devices alone (a GPU stage need
+    /// not load its model onto the card).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_only: bool,
 }
 
 static CONTEXT: std::sync::Mutex<Option<WorkerContext>> = std::sync::Mutex::new(None);

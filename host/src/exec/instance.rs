@@ -39,6 +39,7 @@ pub(crate) fn start_instance(
     allowed_cpus: &[usize],
     cache_dir: Option<&std::path::Path>,
     at: &Placement,
+    check_only: bool,
 ) -> Result<Instance, StageFailure> {
     let limits = worker_limits(stage, allowed_cpus, at);
     let context = WorkerContext {
@@ -47,6 +48,7 @@ pub(crate) fn start_instance(
         cuda_visible_devices: limits.cuda_visible_devices.clone(),
         dirs: stage.grants.iter().map(|g| (g.name.clone(), g.host_path.display().to_string())).collect(),
         cache_dir: cache_dir.map(|d| d.display().to_string()),
+        check_only,
     };
     match loaded {
         Loaded::Wasm(plugin) => Ok(Box::new(plugin.instantiate(&stage.label, &stage.params, &instance_limits(stage))?)),
@@ -84,14 +86,14 @@ pub fn check_setup(stage: &PlannedStage, runtime: &crate::wasm::WasmRuntime) -> 
         _ => Loaded::Wasm(Box::new(runtime.load(&stage.plugin.path, stage.plugin.manifest.clone())?)),
     };
     let at = Placement { k: 0, gpu: stage.gpu.first().cloned() };
-    start_instance(stage, &loaded, &crate::os::allowed_cpus(), runtime.cache_dir(), &at)?.teardown();
+    start_instance(stage, &loaded, &crate::os::allowed_cpus(), runtime.cache_dir(), &at, true)?.teardown();
     Ok(())
 }
 
 /// Start an instance of stage `i` for a worker of this run.
 pub(crate) fn instantiate(ctx: &Ctx, i: usize, at: &Placement) -> Result<Instance, RunError> {
     let stage = &ctx.plan.stages[i];
-    start_instance(stage, &ctx.compiled[i], &ctx.allowed_cpus, ctx.cache_dir.as_deref(), at).map_err(|e| RunError::start(stage, e))
+    start_instance(stage, &ctx.compiled[i], &ctx.allowed_cpus, ctx.cache_dir.as_deref(), at, false).map_err(|e| RunError::start(stage, e))
 }
 
 /// The sandbox limits of a WASM instance of `stage`.

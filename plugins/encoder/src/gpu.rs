@@ -93,38 +93,78 @@ extern "C" __global__ void add_norm(const unsigned short* x, const float* bias, 
     norm_row(row, H, gamma, beta, eps, out + base, red);
 }
 
-// [T, 3H] (+ bias) into q, k, v as [B, heads, L, dh].
-extern "C" __global__ void split_qkv(const unsigned short* qkv, const float* bias, long long total, int L, int H, int heads, int dh,
+// [T, 3H] (+ bias) into q, k, v as [B, heads, L, dh]: one block per token row (no 64-bit
+// division per element).
+extern "C" __global__ void split_qkv(const unsigned short* qkv, const float* bias, int L, int H, int heads, int dh,
                                      unsigned short* q, unsigned short* k, unsigned short* v) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
-    long long t = i / (3 * H);
-    int c = (int)(i % (3 * H));
-    int which = c / H, hc = c % H, head = hc / dh, d = hc % dh;
-    long long b = t / L, l = t % L;
-    long long dst = ((b * heads + head) * L + l) * dh + d;
-    unsigned short val = f2h(h2f(qkv[i]) + bias[c]);
-    if (which == 0) q[dst] = val; else if (which == 1) k[dst] = val; else v[dst] = val;
+    int t = blockIdx.x;
+    int b = t / L, l = t - b * L;
+    const unsigned short* row = qkv + (long long)t * 3 * H;
+    for (int c = threadIdx.x; c < 3 * H; c += blockDim.x) {
+        int which = c / H, hc = c - which * H, head = hc / dh, d = hc - head * dh;
+        long long dst = (((long long)b * heads + head) * L + l) * dh + d;
+        unsigned short val = f2h(h2f(row[c]) + bias[c]);
+        if (which == 0) q[dst] = val; else if (which == 1) k[dst] = val; else v[dst] = val;
+    }
 }
 
-// [B, heads, L, dh] back to [T, H].
-extern "C" __global__ void merge_heads(const unsigned short* ctx, long long total, int L, int H, int heads, int dh, unsigned short* out) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
-    long long t = i / H;
-    int c = (int)(i % H), head = c / dh, d = c % dh;
-    long long b = t / L, l = t % L;
-    out[i] = ctx[((b * heads + head) * L + l) * dh + d];
+// [B, heads, L, dh] back to [T, H]: one block per token row.
+extern "C" __global__ void merge_heads(const unsigned short* ctx, int L, int H, int heads, int dh, unsigned short* out) {
+    int t = blockIdx.x;
+    int b = t / L, l = t - b * L;
+    for (int c = threadIdx.x; c < H; c += blockDim.x) {
+        int head = c / dh, d = c - head * dh;
+        out[(long long)t * H + c] = ctx[(((long long)b * heads + head) * L + l) * dh + d];
+    }
 }
 
 // Softmax over each row of scores [B * heads * L, L], keys at or past the sequence's length
-// masked out. One warp per row.
+// masked out. One warp per row. Rows of up to 1024 scores are read once into registers (two
+// fp16 values per 32-bit load) and written once; longer rows take three passes.
+#define SOFTMAX_PAIRS 16
 extern "C" __global__ void softmax_rows(unsigned short* s, long long rows, int L, int heads, const int* lens) {
     long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= rows) return;
     int len = lens[r / ((long long)heads * L)];
     unsigned short* row = s + r * L;
+    if (L % 2 == 0 && L <= 64 * SOFTMAX_PAIRS) {
+        unsigned int* row2 = (unsigned int*)row;
+        int pairs = L / 2;
+        float e[2 * SOFTMAX_PAIRS];
+        float m = -1e30f;
+#pragma unroll
+        for (int k = 0; k < SOFTMAX_PAIRS; k++) {
+            int p = lane + 32 * k;
+            e[2 * k] = -1e30f;
+            e[2 * k + 1] = -1e30f;
+            if (p < pairs && 2 * p < len) {
+                unsigned int u = row2[p];
+                e[2 * k] = h2f((unsigned short)(u & 0xffff));
+                if (2 * p + 1 < len) e[2 * k + 1] = h2f((unsigned short)(u >> 16));
+                m = fmaxf(m, fmaxf(e[2 * k], e[2 * k + 1]));
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < SOFTMAX_PAIRS; k++) {
+            int p = lane + 32 * k;
+            float a = (p < pairs && 2 * p < len) ? __expf(e[2 * k] - m) : 0.0f;
+            float c = (p < pairs && 2 * p + 1 < len) ? __expf(e[2 * k + 1] - m) : 0.0f;
+            e[2 * k] = a;
+            e[2 * k + 1] = c;
+            sum += a + c;
+        }
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+        float inv = 1.0f / sum;
+#pragma unroll
+        for (int k = 0; k < SOFTMAX_PAIRS; k++) {
+            int p = lane + 32 * k;
+            if (p < pairs) row2[p] = (unsigned int)f2h(e[2 * k] * inv) | ((unsigned int)f2h(e[2 * k + 1] * inv) << 16);
+        }
+        return;
+    }
     float m = -1e30f;
     for (int j = lane; j < len; j += 32) m = fmaxf(m, h2f(row[j]));
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
@@ -135,15 +175,27 @@ extern "C" __global__ void softmax_rows(unsigned short* s, long long rows, int L
     for (int j = lane; j < L; j += 32) row[j] = j < len ? f2h(__expf(h2f(row[j]) - m) * inv) : (unsigned short)0;
 }
 
-// x[T, N] = act(x + bias); act 0 gelu (erf), 1 gelu (tanh), 2 relu.
-extern "C" __global__ void bias_act(unsigned short* x, const float* bias, long long total, int N, int act) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
-    float v = h2f(x[i]) + bias[i % N];
-    if (act == 0) v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    else if (act == 1) v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    else v = fmaxf(v, 0.0f);
-    x[i] = f2h(v);
+__device__ __forceinline__ float act_fn(float v, int act) {
+    if (act == 0) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    if (act == 1) return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    return fmaxf(v, 0.0f);
+}
+
+// Each row of x[rows, N] = act(row + bias); act 0 gelu (erf), 1 gelu (tanh), 2 relu. One block
+// per row, two fp16 values per 32-bit access when N is even.
+extern "C" __global__ void bias_act(unsigned short* x, const float* bias, int N, int act) {
+    unsigned short* row = x + (long long)blockIdx.x * N;
+    if (N % 2 == 0) {
+        unsigned int* row2 = (unsigned int*)row;
+        for (int p = threadIdx.x; p < N / 2; p += blockDim.x) {
+            unsigned int u = row2[p];
+            float a = act_fn(h2f((unsigned short)(u & 0xffff)) + bias[2 * p], act);
+            float c = act_fn(h2f((unsigned short)(u >> 16)) + bias[2 * p + 1], act);
+            row2[p] = (unsigned int)f2h(a) | ((unsigned int)f2h(c) << 16);
+        }
+        return;
+    }
+    for (int j = threadIdx.x; j < N; j += blockDim.x) row[j] = f2h(act_fn(h2f(row[j]) + bias[j], act));
 }
 
 // One block per sequence: the mean of its first len token states (mode 0) or the first (1).
@@ -200,14 +252,9 @@ struct Kernels {
 /// Threads per block of the row kernels.
 const THREADS: u32 = 256;
 
-/// One block per row, `h` floats of shared memory (the row kernels' layout).
-fn rows_cfg(rows: usize, h: usize) -> LaunchConfig {
-    LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: (h * 4) as u32 }
-}
-
-/// One thread per element.
-fn flat_cfg(n: usize) -> LaunchConfig {
-    LaunchConfig { grid_dim: (n.div_ceil(THREADS as usize) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+/// One block per row, `floats` floats of shared memory (the row kernels' layout).
+fn rows_cfg(rows: usize, floats: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: (floats * 4) as u32 }
 }
 
 /// The device buffers of one forward pass, sized for the largest pass so far and reused:
@@ -334,7 +381,12 @@ fn kernels_ptx(cache: Option<&Path>, arch: (i32, i32)) -> Result<(Ptx, &'static 
         // Written under a temporary name, then renamed: a reader never sees half a file.
         let text = bytes.split(|&b| b == 0).next().unwrap_or_default();
         let tmp = file.with_extension(format!("tmp-{}", std::process::id()));
-        let written = file.parent().map(std::fs::create_dir_all).transpose().and_then(|_| std::fs::write(&tmp, text)).and_then(|_| std::fs::rename(&tmp, file));
+        let written = file
+            .parent()
+            .map(std::fs::create_dir_all)
+            .transpose()
+            .and_then(|_| std::fs::write(&tmp, text))
+            .and_then(|_| std::fs::rename(&tmp, file));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
@@ -606,7 +658,7 @@ impl GpuModel {
             k.add_norm(&self.stream, &ws.a, &layer.attn_out.b, &ws.x, &layer.attn_norm, t, &d, &mut ws.merged)?;
             std::mem::swap(&mut ws.a, &mut ws.merged);
             self.matmul(&layer.up, &ws.a, t, &mut ws.inter)?;
-            k.bias_act(&self.stream, &mut ws.inter, &layer.up.b, t * d.inter, d.inter, d.act)?;
+            k.bias_act(&self.stream, &mut ws.inter, &layer.up.b, t, d.inter, d.act)?;
             self.matmul(&layer.down, &ws.inter, t, &mut ws.merged)?;
             // x = LN(down + bias + a)
             k.add_norm(&self.stream, &ws.merged, &layer.down.b, &ws.a, &layer.out_norm, t, &d, &mut ws.x)?;
@@ -618,7 +670,15 @@ impl GpuModel {
 impl Kernels {
     /// `embed(ids, L, vocab, max_pos, pos_offset, word, pos, type0, gamma, beta, eps, H, out)`:
     /// one block per token of the pass (`ids.len()` of them).
-    fn embed(&self, s: &Arc<CudaStream>, ids: &CudaView<i32>, l: usize, d: &Dims, m: &GpuModel, out: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
+    fn embed(
+        &self,
+        s: &Arc<CudaStream>,
+        ids: &CudaView<i32>,
+        l: usize,
+        d: &Dims,
+        m: &GpuModel,
+        out: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
         let (l, vocab, max_pos, off, h) = (l as i32, d.vocab as i32, d.max_pos as i32, d.pos_offset as i32, d.hidden as i32);
         debug_assert!(out.len() >= ids.len() * d.hidden);
         let mut a = s.launch_builder(&self.embed);
@@ -654,7 +714,7 @@ impl Kernels {
         unsafe { a.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("add_norm"))
     }
 
-    /// `split_qkv(qkv, bias, total, L, H, heads, dh, q, k, v)` for `t` tokens.
+    /// `split_qkv(qkv, bias, L, H, heads, dh, q, k, v)`: one block per token of `t`.
     #[allow(clippy::too_many_arguments)]
     fn split_qkv(
         &self,
@@ -668,38 +728,56 @@ impl Kernels {
         k: &mut CudaSlice<f16>,
         v: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
-        let total = (t * 3 * d.hidden) as i64;
         let (l, h, heads, dh) = (l as i32, d.hidden as i32, d.heads as i32, d.head_dim as i32);
-        debug_assert!(qkv.len() as i64 >= total && q.len() >= t * d.hidden && k.len() >= t * d.hidden && v.len() >= t * d.hidden);
+        debug_assert!(qkv.len() >= t * 3 * d.hidden && q.len() >= t * d.hidden && k.len() >= t * d.hidden && v.len() >= t * d.hidden);
         let mut a = s.launch_builder(&self.split_qkv);
-        a.arg(qkv).arg(bias).arg(&total).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(q).arg(k).arg(v);
+        a.arg(qkv).arg(bias).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(q).arg(k).arg(v);
         // SAFETY: `split_qkv`'s C parameters in order and type (unsigned short* qkv, float*
-        // bias, long long total, int L, int H, int heads, int dh, 3 × unsigned short* out);
-        // each of the `total` threads reads one of t × 3H values and writes one of t × H.
-        unsafe { a.launch(flat_cfg(total as usize)) }.map(drop).map_err(driver("split_qkv"))
+        // bias, int L, int H, int heads, int dh, 3 × unsigned short* out); block r reads row r
+        // of the t × 3H product and writes its 3H values inside the three t × H buffers.
+        unsafe { a.launch(rows_cfg(t, 0)) }.map(drop).map_err(driver("split_qkv"))
     }
 
-    /// `merge_heads(ctx, total, L, H, heads, dh, out)` for `t` tokens.
-    fn merge_heads(&self, s: &Arc<CudaStream>, ctx: &CudaSlice<f16>, t: usize, l: usize, d: &Dims, out: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
-        let total = (t * d.hidden) as i64;
+    /// `merge_heads(ctx, L, H, heads, dh, out)`: one block per token of `t`.
+    fn merge_heads(
+        &self,
+        s: &Arc<CudaStream>,
+        ctx: &CudaSlice<f16>,
+        t: usize,
+        l: usize,
+        d: &Dims,
+        out: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
         let (l, h, heads, dh) = (l as i32, d.hidden as i32, d.heads as i32, d.head_dim as i32);
-        debug_assert!(ctx.len() as i64 >= total && out.len() as i64 >= total);
+        debug_assert!(ctx.len() >= t * d.hidden && out.len() >= t * d.hidden);
         let mut a = s.launch_builder(&self.merge_heads);
-        a.arg(ctx).arg(&total).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(out);
-        // SAFETY: `merge_heads`'s C parameters in order and type (unsigned short* ctx, long
-        // long total, int L, int H, int heads, int dh, unsigned short* out); each of the
-        // `total` (t × H) threads moves one value within the two t × H buffers.
-        unsafe { a.launch(flat_cfg(total as usize)) }.map(drop).map_err(driver("merge_heads"))
+        a.arg(ctx).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(out);
+        // SAFETY: `merge_heads`'s C parameters in order and type (unsigned short* ctx, int L,
+        // int H, int heads, int dh, unsigned short* out); block r writes row r of `out` from
+        // the same token's values in ctx, both t × H.
+        unsafe { a.launch(rows_cfg(t, 0)) }.map(drop).map_err(driver("merge_heads"))
     }
 
     /// `softmax_rows(s, rows, L, heads, lens)`: one warp per row of `L` scores.
-    fn softmax_rows(&self, s: &Arc<CudaStream>, scores: &mut CudaSlice<f16>, rows: usize, l: usize, heads: usize, lens: &CudaView<i32>) -> Result<(), EncoderError> {
+    fn softmax_rows(
+        &self,
+        s: &Arc<CudaStream>,
+        scores: &mut CudaSlice<f16>,
+        rows: usize,
+        l: usize,
+        heads: usize,
+        lens: &CudaView<i32>,
+    ) -> Result<(), EncoderError> {
         let (rows_i, l_i, heads_i) = (rows as i64, l as i32, heads as i32);
         debug_assert!(scores.len() >= rows * l && lens.len() * heads * l == rows);
         let mut a = s.launch_builder(&self.softmax_rows);
         a.arg(scores).arg(&rows_i).arg(&l_i).arg(&heads_i).arg(lens);
         let warps = 8u32;
-        let cfg = LaunchConfig { grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1), block_dim: (warps * 32, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1),
+            block_dim: (warps * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
         // SAFETY: `softmax_rows`'s C parameters in order and type (unsigned short* s, long
         // long rows, int L, int heads, int* lens); warps past `rows` return, each row is L
         // values inside the scores buffer, and lens holds one length per sequence (rows /
@@ -707,16 +785,23 @@ impl Kernels {
         unsafe { a.launch(cfg) }.map(drop).map_err(driver("softmax"))
     }
 
-    /// `bias_act(x, bias, total, N, act)` over `total` values of rows of `n`.
-    fn bias_act(&self, s: &Arc<CudaStream>, x: &mut CudaSlice<f16>, bias: &CudaSlice<f32>, total: usize, n: usize, act: i32) -> Result<(), EncoderError> {
-        let (total_i, n_i) = (total as i64, n as i32);
-        debug_assert!(x.len() >= total && bias.len() == n);
+    /// `bias_act(x, bias, N, act)` over `rows` rows of `n` values.
+    fn bias_act(
+        &self,
+        s: &Arc<CudaStream>,
+        x: &mut CudaSlice<f16>,
+        bias: &CudaSlice<f32>,
+        rows: usize,
+        n: usize,
+        act: i32,
+    ) -> Result<(), EncoderError> {
+        let n_i = n as i32;
+        debug_assert!(x.len() >= rows * n && bias.len() == n);
         let mut a = s.launch_builder(&self.bias_act);
-        a.arg(x).arg(bias).arg(&total_i).arg(&n_i).arg(&act);
+        a.arg(x).arg(bias).arg(&n_i).arg(&act);
         // SAFETY: `bias_act`'s C parameters in order and type (unsigned short* x, float* bias,
-        // long long total, int N, int act); each of `total` threads updates one value of x
-        // in place and reads bias[i % N].
-        unsafe { a.launch(flat_cfg(total)) }.map(drop).map_err(driver("bias_act"))
+        // int N, int act); block r updates row r of x (N values) in place, inside rows × N.
+        unsafe { a.launch(rows_cfg(rows, 0)) }.map(drop).map_err(driver("bias_act"))
     }
 
     /// `pool(x, lens, L, H, mode, out)`: one block per sequence.
@@ -747,6 +832,26 @@ impl Kernels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernels compile (NVRTC needs no GPU). Skipped, with the reason printed, where no
+    /// NVRTC library is found; scripts/models/gpu-models.sh runs them on a GPU.
+    #[test]
+    fn kernels_compile_with_nvrtc() {
+        // SAFETY: only probes for the shared library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: no NVRTC library (libnvrtc) on this machine");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("curator-kernels-{}", std::process::id()));
+        let (ptx, from) = kernels_ptx(Some(&dir), (9, 0)).unwrap();
+        assert_eq!(from, "compiled");
+        for entry in ["embed", "add_norm", "split_qkv", "merge_heads", "softmax_rows", "bias_act", "pool"] {
+            assert!(ptx.to_src().contains(&format!(".entry {entry}")), "{entry} missing");
+        }
+        // The second time it comes from the cache.
+        assert_eq!(kernels_ptx(Some(&dir), (9, 0)).unwrap().1, "cached");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn activation_memory_grows_with_tokens_and_attention() {

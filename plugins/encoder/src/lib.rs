@@ -55,6 +55,9 @@ impl EncoderError {
     }
 }
 
+/// Padded tokens queued on the device per group by default (4 Mi: 16 MiB of ids).
+const GROUP_TOKENS: usize = 1 << 22;
+
 /// Where the encoder runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Device {
@@ -136,6 +139,8 @@ pub struct Encoder {
     tokenizer: Tokenizer,
     backend: Backend,
     token_budget: AtomicUsize,
+    /// Padded tokens of the passes queued on the device before the host waits for them.
+    group_tokens: AtomicUsize,
     max_docs: usize,
     chunk_docs: usize,
     stats: std::sync::Mutex<Stats>,
@@ -164,10 +169,19 @@ impl Encoder {
             tokenizer,
             backend,
             token_budget: AtomicUsize::new(opts.token_budget.max(8)),
+            group_tokens: AtomicUsize::new(GROUP_TOKENS),
             max_docs: opts.max_docs.max(1),
             chunk_docs: opts.chunk_docs.max(1),
             stats: Default::default(),
         })
+    }
+
+    /// How the GPU kernels were obtained ("compiled" or "cached"); `None` on the CPU.
+    pub fn kernels_from(&self) -> Option<&'static str> {
+        match &self.backend {
+            Backend::Gpu(g) => Some(g.kernels_from),
+            Backend::Cpu => None,
+        }
     }
 
     /// "gpu" or "cpu".
@@ -196,6 +210,12 @@ impl Encoder {
     /// Set the padded tokens per forward pass (`tune` sweeps it).
     pub fn set_token_budget(&self, budget: usize) {
         self.token_budget.store(budget.max(8), Ordering::Relaxed);
+    }
+
+    /// Padded tokens queued on the device before the host waits (0: wait after every pass,
+    /// as benchmarks that copy each pass's vectors back do).
+    pub fn set_group_tokens(&self, tokens: usize) {
+        self.group_tokens.store(tokens, Ordering::Relaxed);
     }
 
     /// Counters of the last call.
@@ -276,15 +296,15 @@ impl Encoder {
                 return Ok(());
             }
         };
-        // Passes go to the device in groups of up to GROUP_TOKENS padded tokens: one upload
+        // Passes go to the device in groups of up to `group_tokens` padded tokens: one upload
         // and one download per group, the host never waiting between passes.
-        const GROUP_TOKENS: usize = 1 << 22;
+        let group_limit = self.group_tokens.load(Ordering::Relaxed);
         let mut pending = batching::by_token_budget(&lengths, self.token_budget(), self.max_docs);
         let mut at = 0;
         while at < pending.len() {
             let mut end = at;
             let mut group_tokens = 0;
-            while end < pending.len() && (end == at || group_tokens + padded(&pending[end]) <= GROUP_TOKENS) {
+            while end < pending.len() && (end == at || group_tokens + padded(&pending[end]) <= group_limit) {
                 group_tokens += padded(&pending[end]);
                 end += 1;
             }

@@ -7,13 +7,27 @@ use crate::{Device, Encoder, EncoderError, Options};
 
 /// Options for the encoder from a stage's params (shared by the embedder and classifier).
 pub fn encoder_options(device: &str, max_tokens: usize, max_batch_tokens: usize, max_docs: usize) -> Result<Options, StageError> {
+    options_in(&curator_sdk::native::context(), device, max_tokens, max_batch_tokens, max_docs)
+}
+
+/// [`encoder_options`] for a worker whose context is `context`.
+fn options_in(
+    context: &curator_sdk::native::WorkerContext,
+    device: &str,
+    max_tokens: usize,
+    max_batch_tokens: usize,
+    max_docs: usize,
+) -> Result<Options, StageError> {
+    let device = device.parse::<Device>().map_err(StageError::InvalidParams)?;
     Ok(Options {
-        device: device.parse::<Device>().map_err(StageError::InvalidParams)?,
+        // Planning's set-up check reads the model (config, tokenizer, weights) but does not
+        // put it on the GPU: that happens once, in the worker that runs.
+        device: if context.check_only { Device::Cpu } else { device },
         max_tokens: (max_tokens > 0).then_some(max_tokens),
         token_budget: max_batch_tokens,
         max_docs,
-        gpu_memory_bytes: curator_sdk::native::context().gpu_memory_budget_bytes,
-        kernel_cache: curator_sdk::native::context().cache_dir.map(|d| std::path::PathBuf::from(d).join("kernels")),
+        gpu_memory_bytes: context.gpu_memory_budget_bytes,
+        kernel_cache: context.cache_dir.as_ref().map(|d| std::path::PathBuf::from(d).join("kernels")),
         ..Options::default()
     })
 }
@@ -27,10 +41,11 @@ pub fn load_encoder(stage: &str, model: &str, opts: &Options) -> Result<Encoder,
         }
         other => StageError::Failed(other.to_string()),
     })?;
+    let check = if curator_sdk::native::context().check_only { " (set-up check: the worker that runs puts it on the GPU)" } else { "" };
     log(
         Level::Info,
         &format!(
-            "{stage}: {} ({} layers, {} wide) on the {}, up to {} tokens, {} padded tokens per pass, tokenizer: {}",
+            "{stage}: {} ({} layers, {} wide) on the {}{check}, up to {} tokens, {} padded tokens per pass, tokenizer: {}",
             model,
             encoder.config.num_layers,
             encoder.config.hidden_size,
@@ -64,4 +79,21 @@ pub fn texts<'a>(batch: &'a Batch, field: &str) -> Result<Vec<&'a str>, StageErr
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use curator_sdk::native::WorkerContext;
+
+    #[test]
+    fn the_set_up_check_leaves_the_gpu_alone_and_workers_cache_kernels() {
+        let ctx = WorkerContext { check_only: true, ..Default::default() };
+        assert_eq!(options_in(&ctx, "gpu", 0, 16384, 1024).unwrap().device, Device::Cpu);
+        let ctx = WorkerContext { cache_dir: Some("/c".into()), gpu_memory_budget_bytes: Some(1 << 30), ..Default::default() };
+        let opts = options_in(&ctx, "gpu", 256, 16384, 1024).unwrap();
+        assert_eq!((opts.device, opts.max_tokens, opts.gpu_memory_bytes), (Device::Gpu, Some(256), Some(1 << 30)));
+        assert_eq!(opts.kernel_cache, Some(std::path::PathBuf::from("/c/kernels")));
+        assert!(options_in(&ctx, "tpu", 0, 1, 1).is_err());
+    }
 }
