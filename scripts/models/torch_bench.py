@@ -112,6 +112,7 @@ def main():
     ap.add_argument("--budget", type=int, default=65536, help="padded tokens per batch (ours: max_batch_tokens)")
     ap.add_argument("--max-docs", type=int, default=1024, help="documents per batch at most (ours: model_inference_batch_size)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="also print PyTorch's kernel times (torch.profiler) over one round")
     ap.add_argument("--corpus")
     ap.add_argument("--docs", type=int, default=100000)
     args = ap.parse_args()
@@ -165,6 +166,11 @@ def main():
                 fn()
                 torch.cuda.synchronize()
                 times[name].append(time.perf_counter() - t)
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+        with torch.inference_mode(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            one_sync()
+        report["profile"] = prof.key_averages().table(sort_by="cuda_time_total", row_limit=18, max_name_column_width=70)
     tokens = sum(lengths)
     padded = sum(len(b) * padded_len(max(lengths[i] for i in b)) for b in batches)
     report.update(docs=len(seqs), tokens=tokens, padded_tokens=padded, batches=len(batches))
@@ -188,7 +194,10 @@ def main():
             report["st_encode_docs_per_s"] = len(texts) / (time.perf_counter() - t)
         except Exception as e:
             report["st_encode"] = f"unavailable: {type(e).__name__}: {e}"[:200]
+    table = report.pop("profile", None)
     print(json.dumps(report, indent=2))
+    if table:
+        print(table)
 
 
 if __name__ == "__main__":

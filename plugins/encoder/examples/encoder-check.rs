@@ -126,6 +126,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         enc.embed(&refs, None, Pooling::Mean, true)?;
         let e2e_s = t.elapsed().as_secs_f64();
         let s = enc.stats();
+        let profile = enc.gpu_profile();
+        if !profile.is_empty() {
+            report["profile_ms"] = json!(profile.into_iter().collect::<std::collections::BTreeMap<_, _>>());
+        }
         report["docs"] = json!(refs.len());
         report["mean_tokens"] = json!(tokens as f64 / refs.len().max(1) as f64);
         report["tokenize_docs_per_s"] = json!(refs.len() as f64 / tok_s);

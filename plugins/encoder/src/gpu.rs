@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use half::f16;
 
@@ -36,6 +36,9 @@ use crate::weights::{Linear, Norm, Weights};
 /// What a CUDA context, cuBLAS' workspace and the kernels' modules take on the device besides
 /// weights and activations (measured on an H100 with CUDA 13: see the issue note).
 pub const CONTEXT_BYTES: u64 = 600 << 20;
+
+/// cuBLAS' workspace (part of [`CONTEXT_BYTES`]).
+const BLAS_WORKSPACE: usize = 32 << 20;
 
 const KERNELS: &str = r#"
 __device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
@@ -91,6 +94,54 @@ extern "C" __global__ void add_norm(const unsigned short* x, const float* bias, 
     for (int j = threadIdx.x; j < H; j += blockDim.x) row[j] = h2f(x[base + j]) + bias[j] + h2f(residual[base + j]);
     __syncthreads();
     norm_row(row, H, gamma, beta, eps, out + base, red);
+}
+
+// out = LayerNorm(x + bias + residual) for rows of H <= 1024 values (H even): one warp per
+// row, the row read once into registers (two fp16 values per 32-bit load), warp shuffles only.
+#define NORM_PAIRS 16
+extern "C" __global__ void add_norm_warp(const unsigned short* x, const float* bias, const unsigned short* residual,
+                                         const float* gamma, const float* beta, float eps, int H, long long rows,
+                                         unsigned short* out) {
+    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    const unsigned int* x2 = (const unsigned int*)(x + r * H);
+    const unsigned int* r2 = (const unsigned int*)(residual + r * H);
+    unsigned int* o2 = (unsigned int*)(out + r * H);
+    int pairs = H / 2;
+    float v[2 * NORM_PAIRS];
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_PAIRS; k++) {
+        int p = lane + 32 * k;
+        v[2 * k] = 0.0f;
+        v[2 * k + 1] = 0.0f;
+        if (p < pairs) {
+            unsigned int a = x2[p], c = r2[p];
+            v[2 * k] = h2f((unsigned short)(a & 0xffff)) + bias[2 * p] + h2f((unsigned short)(c & 0xffff));
+            v[2 * k + 1] = h2f((unsigned short)(a >> 16)) + bias[2 * p + 1] + h2f((unsigned short)(c >> 16));
+            s += v[2 * k] + v[2 * k + 1];
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    float mean = s / H;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_PAIRS; k++) {
+        if (lane + 32 * k < pairs) {
+            float d0 = v[2 * k] - mean, d1 = v[2 * k + 1] - mean;
+            q += d0 * d0 + d1 * d1;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffff, q, o);
+    float inv = rsqrtf(q / H + eps);
+#pragma unroll
+    for (int k = 0; k < NORM_PAIRS; k++) {
+        int p = lane + 32 * k;
+        if (p < pairs)
+            o2[p] = (unsigned int)f2h((v[2 * k] - mean) * inv * gamma[2 * p] + beta[2 * p])
+                  | ((unsigned int)f2h((v[2 * k + 1] - mean) * inv * gamma[2 * p + 1] + beta[2 * p + 1]) << 16);
+    }
 }
 
 // [T, 3H] (+ bias) into q, k, v as [B, heads, L, dh]: one block per token row (no 64-bit
@@ -214,6 +265,149 @@ extern "C" __global__ void pool(const unsigned short* x, const int* lens, int L,
         out[(long long)b * H + j] = acc;
     }
 }
+// Fused attention (FlashAttention-2's scheme on the tensor cores, mma.m16n8k16, fp16 in, f32
+// accumulation), straight from the QKV product [T, 3H] (bias not yet added) into the context
+// [T, H]: no split, no score matrix, no merge. One warp per 16 query rows of one (sequence,
+// head); keys in blocks of 16, softmax online. Keys at or past the sequence's length are
+// masked (their values read as 0, so garbage in padded rows never reaches real ones); query
+// tiles wholly past it are skipped (padded rows are never read for real tokens). The key bias
+// shifts every score of a row equally and softmax ignores that, so it is dropped; the value
+// bias is added once at the end (the weights of a row sum to 1).
+__device__ __forceinline__ unsigned int pack2(float lo, float hi) {
+    return (unsigned int)f2h(lo) | ((unsigned int)f2h(hi) << 16);
+}
+__device__ __forceinline__ void mma16816(float* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <int DH>
+__device__ void attention(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale,
+                          unsigned short* out) {
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int g = lane >> 2, tig = lane & 3;
+    int head = blockIdx.y, b = blockIdx.z;
+    int q0 = blockIdx.x * 64 + warp * 16;
+    int len = lens[b];
+    if (q0 >= len) return;
+    long long H3 = 3LL * H;
+    const unsigned short* base = qkv + (long long)b * L * H3;
+    int qc = head * DH, kc = H + head * DH, vc = 2 * H + head * DH;
+    // Q fragments (rows q0+g, q0+g+8), bias added and scaled.
+    unsigned int qa[DH / 16][4];
+#pragma unroll
+    for (int s = 0; s < DH / 16; s++) {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            int col = 16 * s + tig * 2 + 8 * half;
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                int row = q0 + g + 8 * r;
+                float x0 = 0.0f, x1 = 0.0f;
+                if (row < L) {
+                    unsigned int u = *(const unsigned int*)(base + row * H3 + qc + col);
+                    x0 = (h2f((unsigned short)(u & 0xffff)) + bias[qc + col]) * scale;
+                    x1 = (h2f((unsigned short)(u >> 16)) + bias[qc + col + 1]) * scale;
+                }
+                qa[s][half * 2 + r] = pack2(x0, x1);
+            }
+        }
+    }
+    float o[DH / 8][4];
+#pragma unroll
+    for (int j = 0; j < DH / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = -1e30f, m1 = -1e30f, l0 = 0.0f, l1 = 0.0f;
+    for (int k0 = 0; k0 < len; k0 += 16) {
+        float sc[2][4];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+            int key = k0 + 8 * j + g;
+#pragma unroll
+            for (int s = 0; s < DH / 16; s++) {
+                unsigned int b0 = 0, b1 = 0;
+                if (key < L) {
+                    const unsigned short* kp = base + key * H3 + kc + 16 * s + tig * 2;
+                    b0 = *(const unsigned int*)kp;
+                    b1 = *(const unsigned int*)(kp + 8);
+                }
+                mma16816(sc[j], qa[s], b0, b1);
+            }
+        }
+        // Mask keys past the sequence, then the online softmax of rows g (c0, c1) and g+8 (c2, c3).
+        float mx0 = -1e30f, mx1 = -1e30f;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = k0 + 8 * j + tig * 2 + (e & 1);
+                if (key >= len) sc[j][e] = -1e30f;
+            }
+            mx0 = fmaxf(mx0, fmaxf(sc[j][0], sc[j][1]));
+            mx1 = fmaxf(mx1, fmaxf(sc[j][2], sc[j][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
+        float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+        float f0 = __expf(m0 - n0), f1 = __expf(m1 - n1);
+        m0 = n0;
+        m1 = n1;
+        l0 *= f0;
+        l1 *= f1;
+#pragma unroll
+        for (int j = 0; j < DH / 8; j++) {
+            o[j][0] *= f0;
+            o[j][1] *= f0;
+            o[j][2] *= f1;
+            o[j][3] *= f1;
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            sc[j][0] = __expf(sc[j][0] - n0);
+            sc[j][1] = __expf(sc[j][1] - n0);
+            sc[j][2] = __expf(sc[j][2] - n1);
+            sc[j][3] = __expf(sc[j][3] - n1);
+            l0 += sc[j][0] + sc[j][1];
+            l1 += sc[j][2] + sc[j][3];
+        }
+        // P as the A operand (16 rows x 16 keys), straight from the score registers.
+        unsigned int pa[4] = {pack2(sc[0][0], sc[0][1]), pack2(sc[0][2], sc[0][3]), pack2(sc[1][0], sc[1][1]), pack2(sc[1][2], sc[1][3])};
+        int ka = k0 + tig * 2;
+#pragma unroll
+        for (int j = 0; j < DH / 8; j++) {
+            int col = vc + 8 * j + g;
+            unsigned short v[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = ka + (e & 1) + 8 * (e >> 1);
+                v[e] = key < len ? base[key * H3 + col] : (unsigned short)0;
+            }
+            mma16816(o[j], pa, (unsigned int)v[0] | ((unsigned int)v[1] << 16), (unsigned int)v[2] | ((unsigned int)v[3] << 16));
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffff, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffff, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffff, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffff, l1, 2);
+    float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    unsigned short* ob = out + (long long)b * L * H + head * DH;
+#pragma unroll
+    for (int j = 0; j < DH / 8; j++) {
+        int col = 8 * j + tig * 2;
+        float bv0 = bias[vc + col], bv1 = bias[vc + col + 1];
+        int r0 = q0 + g, r1 = q0 + g + 8;
+        if (r0 < L) *(unsigned int*)(ob + (long long)r0 * H + col) = pack2(o[j][0] * i0 + bv0, o[j][1] * i0 + bv1);
+        if (r1 < L) *(unsigned int*)(ob + (long long)r1 * H + col) = pack2(o[j][2] * i1 + bv0, o[j][3] * i1 + bv1);
+    }
+}
+extern "C" __global__ void attention32(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale, unsigned short* out) {
+    attention<32>(qkv, bias, lens, L, H, heads, scale, out);
+}
+extern "C" __global__ void attention64(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale, unsigned short* out) {
+    attention<64>(qkv, bias, lens, L, H, heads, scale, out);
+}
 "#;
 
 struct GLinear {
@@ -242,11 +436,15 @@ struct GLayer {
 struct Kernels {
     embed: CudaFunction,
     add_norm: CudaFunction,
+    add_norm_warp: CudaFunction,
     split_qkv: CudaFunction,
     merge_heads: CudaFunction,
     softmax_rows: CudaFunction,
     bias_act: CudaFunction,
     pool: CudaFunction,
+    /// Fused attention for heads of 32 and 64 dimensions.
+    attention32: CudaFunction,
+    attention64: CudaFunction,
 }
 
 /// Threads per block of the row kernels.
@@ -274,12 +472,16 @@ struct Workspace {
     scores: CudaSlice<f16>,
 }
 
-/// Device bytes of a workspace for `tokens` tokens and `scores` attention scores.
+/// Device bytes of a workspace for `tokens` tokens and `scores` attention scores (0: fused
+/// attention, without the q, k, v and context buffers).
 fn workspace_bytes(hidden: usize, inter: usize, tokens: usize, scores: usize) -> u64 {
-    2 * (tokens as u64 * (10 * hidden + inter) as u64 + scores as u64)
+    let per_token = if scores > 0 { 10 * hidden + inter } else { 6 * hidden + inter };
+    2 * (tokens as u64 * per_token as u64 + scores as u64)
 }
 
 impl Workspace {
+    /// Buffers for passes of `tokens` tokens; the split-attention buffers (q, k, v, ctx and
+    /// `scores_len` scores) only when the fused kernel does not fit the model (`scores_len` 0).
     fn new(stream: &Arc<CudaStream>, d: &Dims, tokens: usize, scores_len: usize) -> Result<Workspace, EncoderError> {
         // SAFETY: every buffer is written by a kernel or a product before it is read, within
         // the `tokens` (or `scores_len`) elements a pass uses; nothing reads past them.
@@ -290,10 +492,10 @@ impl Workspace {
             scores_len,
             x: alloc(tokens * h)?,
             qkv: alloc(tokens * 3 * h)?,
-            q: alloc(tokens * h)?,
-            k: alloc(tokens * h)?,
-            v: alloc(tokens * h)?,
-            ctx: alloc(tokens * h)?,
+            q: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
+            k: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
+            v: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
+            ctx: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
             merged: alloc(tokens * h)?,
             a: alloc(tokens * h)?,
             inter: alloc(tokens * i)?,
@@ -307,6 +509,8 @@ pub struct GpuModel {
     _ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     blas: CudaBlas,
+    /// Held for cuBLAS (set on the handle), never read here.
+    _blas_workspace: CudaSlice<u8>,
     k: Kernels,
     word: CudaSlice<f16>,
     position: CudaSlice<f16>,
@@ -319,7 +523,13 @@ pub struct GpuModel {
     workspace: Mutex<Option<Workspace>>,
     /// How the kernels were obtained ("compiled", "cached").
     pub kernels_from: &'static str,
+    /// Device milliseconds per step of the forward pass, when `CURATOR_ENCODER_PROFILE` is set
+    /// (events between the steps; for benchmarks, not for runs).
+    profile: Option<Mutex<std::collections::BTreeMap<&'static str, f64>>>,
 }
+
+/// Events between the steps of a group of passes (profiling only).
+type Marks = Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>;
 
 #[derive(Clone, Copy)]
 struct Dims {
@@ -352,7 +562,14 @@ pub fn activation_bytes(config: &ModelConfig, batch: usize, len: usize) -> u64 {
 }
 
 fn forward_bytes(hidden: usize, inter: usize, heads: usize, batch: usize, len: usize) -> u64 {
-    workspace_bytes(hidden, inter, batch * len, batch * heads * len * len) + io_bytes(hidden, batch, batch * len)
+    let scores = if fused_attention(hidden / heads.max(1), batch) { 0 } else { batch * heads * len * len };
+    workspace_bytes(hidden, inter, batch * len, scores) + io_bytes(hidden, batch, batch * len)
+}
+
+/// Whether a pass of `batch` sequences with heads of `head_dim` runs the fused attention
+/// kernel (heads of 32 or 64; at most 65,535 sequences, the grid's z limit).
+fn fused_attention(head_dim: usize, batch: usize) -> bool {
+    matches!(head_dim, 32 | 64) && batch <= 65_535 && std::env::var_os("CURATOR_ENCODER_SPLIT_ATTENTION").is_none()
 }
 
 /// Device bytes of a group's ids, lengths and pooled vectors.
@@ -422,6 +639,16 @@ impl GpuModel {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(driver("cuBLAS"))?;
+        // cuBLAS' own workspace, as PyTorch gives it on Hopper (its faster kernels need one).
+        let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE).map_err(driver("cuBLAS workspace"))?;
+        {
+            let (ptr, _record) = blas_workspace.device_ptr(&stream);
+            // SAFETY: the buffer is BLAS_WORKSPACE bytes on this handle's device and stream, and
+            // outlives the handle (the model drops `blas` before `_blas_workspace`).
+            unsafe { cudarc::cublas::sys::cublasSetWorkspace_v2(*blas.handle(), ptr as *mut std::ffi::c_void, BLAS_WORKSPACE) }
+                .result()
+                .map_err(driver("cuBLAS workspace"))?;
+        }
         let arch = ctx.compute_capability().map_err(driver("compute capability"))?;
         let (ptx, kernels_from) = kernels_ptx(kernel_cache, arch)?;
         let module = ctx.load_module(ptx).map_err(driver("load kernels"))?;
@@ -429,11 +656,14 @@ impl GpuModel {
         let k = Kernels {
             embed: f("embed")?,
             add_norm: f("add_norm")?,
+            add_norm_warp: f("add_norm_warp")?,
             split_qkv: f("split_qkv")?,
             merge_heads: f("merge_heads")?,
             softmax_rows: f("softmax_rows")?,
             bias_act: f("bias_act")?,
             pool: f("pool")?,
+            attention32: f("attention32")?,
+            attention64: f("attention64")?,
         };
         let weight_bytes = w.gpu_bytes() as u64;
         if let Some(b) = budget
@@ -496,12 +726,14 @@ impl GpuModel {
             _ctx: ctx,
             stream,
             blas,
+            _blas_workspace: blas_workspace,
             k,
             dims,
             weight_bytes,
             budget,
             workspace: Mutex::new(None),
             kernels_from,
+            profile: std::env::var_os("CURATOR_ENCODER_PROFILE").map(|_| Mutex::new(Default::default())),
         })
     }
 
@@ -541,7 +773,7 @@ impl GpuModel {
             return Ok(Vec::new());
         }
         let tokens = shapes.iter().map(|(b, l)| b * l).max().unwrap_or(0);
-        let scores = shapes.iter().map(|(b, l)| b * d.heads * l * l).max().unwrap_or(0);
+        let scores = shapes.iter().filter(|(b, _)| !fused_attention(d.head_dim, *b)).map(|(b, l)| b * d.heads * l * l).max().unwrap_or(0);
         if let Some(budget) = self.budget {
             let need = self.weight_bytes + CONTEXT_BYTES + workspace_bytes(h, d.inter, tokens, scores) + io_bytes(h, n, total);
             if need > budget {
@@ -576,15 +808,42 @@ impl GpuModel {
         let d_lens = s.clone_htod(&lens).map_err(driver("copy lengths"))?;
         let mut pooled = s.alloc_zeros::<f32>(n * h).map_err(driver("allocate output"))?;
         let (mut t_at, mut s_at) = (0, 0);
+        let mut marks: Marks = self.profile.as_ref().map(|_| Vec::new());
         for &(b, l) in &shapes {
             let pass_ids = d_ids.slice(t_at..t_at + b * l);
             let pass_lens = d_lens.slice(s_at..s_at + b);
             let mut out = pooled.slice_mut(s_at * h..(s_at + b) * h);
-            self.forward(ws, &pass_ids, &pass_lens, b, l, pooling, &mut out)?;
+            self.forward(ws, &pass_ids, &pass_lens, b, l, pooling, &mut out, &mut marks)?;
             t_at += b * l;
             s_at += b;
         }
-        s.clone_dtoh(&pooled).map_err(driver("copy results back"))
+        self.mark(&mut marks, "end")?;
+        let vectors = s.clone_dtoh(&pooled).map_err(driver("copy results back"))?;
+        if let (Some(marks), Some(profile)) = (marks, &self.profile)
+            && let Ok(mut totals) = profile.lock()
+        {
+            for w in marks.windows(2) {
+                if w[0].0 != "end" {
+                    *totals.entry(w[0].0).or_default() += f64::from(w[0].1.elapsed_ms(&w[1].1).unwrap_or(0.0));
+                }
+            }
+        }
+        Ok(vectors)
+    }
+
+    /// Record that step `name` starts here (profiling only).
+    fn mark(&self, marks: &mut Marks, name: &'static str) -> Result<(), EncoderError> {
+        if let Some(m) = marks {
+            let flags = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+            m.push((name, self.stream.record_event(Some(flags)).map_err(driver("event"))?));
+        }
+        Ok(())
+    }
+
+    /// Device milliseconds per step so far (empty unless `CURATOR_ENCODER_PROFILE` is set).
+    pub fn profile(&self) -> Vec<(String, f64)> {
+        let Some(Ok(p)) = self.profile.as_ref().map(|p| p.lock()) else { return Vec::new() };
+        p.iter().map(|(k, v)| (k.to_string(), *v)).collect()
     }
 
     /// One pass: `b` sequences padded to `l` tokens, pooled into `out` (`b × hidden`).
@@ -598,76 +857,151 @@ impl GpuModel {
         l: usize,
         pooling: Pooling,
         out: &mut CudaViewMut<f32>,
+        marks: &mut Marks,
     ) -> Result<(), EncoderError> {
         let d = self.dims;
         let (t, h) = (b * l, d.hidden);
         let k = &self.k;
+        self.mark(marks, "embed")?;
         k.embed(&self.stream, ids, l, &d, self, &mut ws.x)?;
-        let scale = f16::from_f32(1.0 / (d.head_dim as f32).sqrt());
+        let fused = fused_attention(d.head_dim, b);
         for layer in &self.layers {
+            self.mark(marks, "gemm qkv")?;
             self.matmul(&layer.qkv, &ws.x, t, &mut ws.qkv)?;
-            k.split_qkv(&self.stream, &ws.qkv, &layer.qkv.b, t, l, &d, &mut ws.q, &mut ws.k, &mut ws.v)?;
-            // scores[bh] = Q Kᵀ / √dh, row-major L × L.
-            let (l_i, dh_i) = (l as i32, d.head_dim as i32);
-            let cfg = StridedBatchedConfig {
-                gemm: GemmConfig {
-                    transa: CUBLAS_OP_T,
-                    transb: CUBLAS_OP_N,
-                    m: l_i,
-                    n: l_i,
-                    k: dh_i,
-                    alpha: scale,
-                    lda: dh_i,
-                    ldb: dh_i,
-                    beta: f16::ZERO,
-                    ldc: l_i,
-                },
-                batch_size: (b * d.heads) as i32,
-                stride_a: (l * d.head_dim) as i64,
-                stride_b: (l * d.head_dim) as i64,
-                stride_c: (l * l) as i64,
-            };
-            // SAFETY: b × heads matrices of L × dh (K, Q) and L × L (scores), within the
-            // workspace's sizes for this pass.
-            unsafe { self.blas.gemm_strided_batched(cfg, &ws.k, &ws.q, &mut ws.scores) }.map_err(driver("cuBLAS scores"))?;
-            k.softmax_rows(&self.stream, &mut ws.scores, b * d.heads * l, l, d.heads, lens)?;
-            // ctx[bh] = P V, row-major L × dh.
-            let cfg = StridedBatchedConfig {
-                gemm: GemmConfig {
-                    transa: CUBLAS_OP_N,
-                    transb: CUBLAS_OP_N,
-                    m: dh_i,
-                    n: l_i,
-                    k: l_i,
-                    alpha: f16::ONE,
-                    lda: dh_i,
-                    ldb: l_i,
-                    beta: f16::ZERO,
-                    ldc: dh_i,
-                },
-                batch_size: (b * d.heads) as i32,
-                stride_a: (l * d.head_dim) as i64,
-                stride_b: (l * l) as i64,
-                stride_c: (l * d.head_dim) as i64,
-            };
-            // SAFETY: V (L × dh), P (L × L), ctx (L × dh) per head, within the workspace.
-            unsafe { self.blas.gemm_strided_batched(cfg, &ws.v, &ws.scores, &mut ws.ctx) }.map_err(driver("cuBLAS context"))?;
-            k.merge_heads(&self.stream, &ws.ctx, t, l, &d, &mut ws.merged)?;
+            if fused {
+                self.mark(marks, "attention")?;
+                k.attention(&self.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, &mut ws.merged)?;
+            } else {
+                self.split_attention(ws, &layer.qkv.b, lens, b, l, marks)?;
+            }
+            self.mark(marks, "gemm attn_out")?;
             self.matmul(&layer.attn_out, &ws.merged, t, &mut ws.a)?;
+            self.mark(marks, "add_norm")?;
             // merged = LN(a + bias + x); then it is the layer's attention output.
             k.add_norm(&self.stream, &ws.a, &layer.attn_out.b, &ws.x, &layer.attn_norm, t, &d, &mut ws.merged)?;
             std::mem::swap(&mut ws.a, &mut ws.merged);
+            self.mark(marks, "gemm up")?;
             self.matmul(&layer.up, &ws.a, t, &mut ws.inter)?;
+            self.mark(marks, "bias_act")?;
             k.bias_act(&self.stream, &mut ws.inter, &layer.up.b, t, d.inter, d.act)?;
+            self.mark(marks, "gemm down")?;
             self.matmul(&layer.down, &ws.inter, t, &mut ws.merged)?;
             // x = LN(down + bias + a)
+            self.mark(marks, "add_norm")?;
             k.add_norm(&self.stream, &ws.merged, &layer.down.b, &ws.a, &layer.out_norm, t, &d, &mut ws.x)?;
         }
+        self.mark(marks, "pool")?;
         k.pool(&self.stream, &ws.x, lens, b, l, h, pooling, out)
+    }
+
+    /// Attention as separate steps (heads the fused kernel does not cover): split into
+    /// per-head Q, K, V, scores by cuBLAS, softmax, context by cuBLAS, heads merged into
+    /// `ws.merged`.
+    fn split_attention(
+        &self,
+        ws: &mut Workspace,
+        qkv_bias: &CudaSlice<f32>,
+        lens: &CudaView<i32>,
+        b: usize,
+        l: usize,
+        marks: &mut Marks,
+    ) -> Result<(), EncoderError> {
+        let d = self.dims;
+        let t = b * l;
+        let k = &self.k;
+        let scale = f16::from_f32(1.0 / (d.head_dim as f32).sqrt());
+        self.mark(marks, "split_qkv")?;
+        k.split_qkv(&self.stream, &ws.qkv, qkv_bias, t, l, &d, &mut ws.q, &mut ws.k, &mut ws.v)?;
+        // scores[bh] = Q Kᵀ / √dh, row-major L × L.
+        let (l_i, dh_i) = (l as i32, d.head_dim as i32);
+        let cfg = StridedBatchedConfig {
+            gemm: GemmConfig {
+                transa: CUBLAS_OP_T,
+                transb: CUBLAS_OP_N,
+                m: l_i,
+                n: l_i,
+                k: dh_i,
+                alpha: scale,
+                lda: dh_i,
+                ldb: dh_i,
+                beta: f16::ZERO,
+                ldc: l_i,
+            },
+            batch_size: (b * d.heads) as i32,
+            stride_a: (l * d.head_dim) as i64,
+            stride_b: (l * d.head_dim) as i64,
+            stride_c: (l * l) as i64,
+        };
+        // SAFETY: b × heads matrices of L × dh (K, Q) and L × L (scores), within the
+        // workspace's sizes for this pass.
+        self.mark(marks, "gemm scores")?;
+        unsafe { self.blas.gemm_strided_batched(cfg, &ws.k, &ws.q, &mut ws.scores) }.map_err(driver("cuBLAS scores"))?;
+        self.mark(marks, "softmax")?;
+        k.softmax_rows(&self.stream, &mut ws.scores, b * d.heads * l, l, d.heads, lens)?;
+        // ctx[bh] = P V, row-major L × dh.
+        let cfg = StridedBatchedConfig {
+            gemm: GemmConfig {
+                transa: CUBLAS_OP_N,
+                transb: CUBLAS_OP_N,
+                m: dh_i,
+                n: l_i,
+                k: l_i,
+                alpha: f16::ONE,
+                lda: dh_i,
+                ldb: l_i,
+                beta: f16::ZERO,
+                ldc: dh_i,
+            },
+            batch_size: (b * d.heads) as i32,
+            stride_a: (l * d.head_dim) as i64,
+            stride_b: (l * l) as i64,
+            stride_c: (l * d.head_dim) as i64,
+        };
+        // SAFETY: V (L × dh), P (L × L), ctx (L × dh) per head, within the workspace.
+        self.mark(marks, "gemm context")?;
+        unsafe { self.blas.gemm_strided_batched(cfg, &ws.v, &ws.scores, &mut ws.ctx) }.map_err(driver("cuBLAS context"))?;
+        self.mark(marks, "merge_heads")?;
+        k.merge_heads(&self.stream, &ws.ctx, t, l, &d, &mut ws.merged)?;
+        Ok(())
     }
 }
 
 impl Kernels {
+    /// `attention32` / `attention64(qkv, bias, lens, L, H, heads, scale, out)`: a block of
+    /// four warps per 64 queries of one (sequence, head).
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        s: &Arc<CudaStream>,
+        qkv: &CudaSlice<f16>,
+        bias: &CudaSlice<f32>,
+        lens: &CudaView<i32>,
+        b: usize,
+        l: usize,
+        d: &Dims,
+        out: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let f = match d.head_dim {
+            32 => &self.attention32,
+            64 => &self.attention64,
+            other => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
+        };
+        let (l_i, h_i, heads_i) = (l as i32, d.hidden as i32, d.heads as i32);
+        let scale = 1.0 / (d.head_dim as f32).sqrt();
+        debug_assert!(qkv.len() >= b * l * 3 * d.hidden && out.len() >= b * l * d.hidden && bias.len() == 3 * d.hidden);
+        debug_assert!(lens.len() == b && l % 8 == 0 && d.hidden % 2 == 0 && b <= 65_535);
+        let mut a = s.launch_builder(f);
+        a.arg(qkv).arg(bias).arg(lens).arg(&l_i).arg(&h_i).arg(&heads_i).arg(&scale).arg(out);
+        let cfg = LaunchConfig { grid_dim: (l.div_ceil(64) as u32, d.heads as u32, b as u32), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the C parameters of `attention32`/`attention64` in order and type (unsigned
+        // short* qkv, float* bias, int* lens, int L, int H, int heads, float scale, unsigned
+        // short* out), the variant matching the head size; block (x, head, seq) reads rows of
+        // sequence `seq` only (b × L rows of 3H) and only below L, and writes its queries' rows
+        // (below L) of `out` (b × L × H); lens holds b lengths ≤ L. Every 32-bit access is at
+        // an even element offset (H, L and the head size are even).
+        unsafe { a.launch(cfg) }.map(drop).map_err(driver("attention"))
+    }
+
     /// `embed(ids, L, vocab, max_pos, pos_offset, word, pos, type0, gamma, beta, eps, H, out)`:
     /// one block per token of the pass (`ids.len()` of them).
     fn embed(
@@ -706,6 +1040,17 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let h = d.hidden as i32;
         debug_assert!(x.len() >= t * d.hidden && residual.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
+        if d.hidden <= 1024 && d.hidden % 2 == 0 {
+            let rows = t as i64;
+            let mut a = s.launch_builder(&self.add_norm_warp);
+            a.arg(x).arg(bias).arg(residual).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(&rows).arg(out);
+            let cfg = LaunchConfig { grid_dim: (t.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: `add_norm_warp`'s C parameters in order and type (unsigned short* x,
+            // float* bias, unsigned short* residual, float* gamma, float* beta, float eps, int H,
+            // long long rows, unsigned short* out); warp r < rows reads row r of x and residual
+            // (H ≤ 1024 even values, 32-bit aligned) into registers before writing row r of out.
+            return unsafe { a.launch(cfg) }.map(drop).map_err(driver("add_norm"));
+        }
         let mut a = s.launch_builder(&self.add_norm);
         a.arg(x).arg(bias).arg(residual).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(out);
         // SAFETY: `add_norm`'s C parameters in order and type (unsigned short* x, float* bias,
@@ -845,7 +1190,18 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("curator-kernels-{}", std::process::id()));
         let (ptx, from) = kernels_ptx(Some(&dir), (9, 0)).unwrap();
         assert_eq!(from, "compiled");
-        for entry in ["embed", "add_norm", "split_qkv", "merge_heads", "softmax_rows", "bias_act", "pool"] {
+        for entry in [
+            "embed",
+            "add_norm",
+            "split_qkv",
+            "merge_heads",
+            "softmax_rows",
+            "bias_act",
+            "pool",
+            "attention32",
+            "attention64",
+            "add_norm_warp",
+        ] {
             assert!(ptx.to_src().contains(&format!(".entry {entry}")), "{entry} missing");
         }
         // The second time it comes from the cache.

@@ -55,8 +55,10 @@ impl EncoderError {
     }
 }
 
-/// Padded tokens queued on the device per group by default (4 Mi: 16 MiB of ids).
-const GROUP_TOKENS: usize = 1 << 22;
+/// Padded tokens queued on the device per group by default (256 Ki, four passes of 64 Ki):
+/// small enough that building and uploading the next group's ids is short, large enough that
+/// the device runs several passes per wait.
+const GROUP_TOKENS: usize = 1 << 18;
 
 /// Where the encoder runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +183,14 @@ impl Encoder {
         match &self.backend {
             Backend::Gpu(g) => Some(g.kernels_from),
             Backend::Cpu => None,
+        }
+    }
+
+    /// Device milliseconds per forward step (`CURATOR_ENCODER_PROFILE`; GPU only).
+    pub fn gpu_profile(&self) -> Vec<(String, f64)> {
+        match &self.backend {
+            Backend::Gpu(g) => g.profile(),
+            Backend::Cpu => Vec::new(),
         }
     }
 
