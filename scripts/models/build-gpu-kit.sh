@@ -2,7 +2,7 @@
 # Build what scripts/models/gpu-models.sh needs into a kit for a GPU machine without Rust:
 # the host and the embedder/classifier plugins (stripped), encoder-check, all-MiniLM-L6-v2 in
 # fp16, the PyTorch references, the scripts, and a real-text corpus (scripts/dedup/make-corpus.py,
-# 15k documents; gpu-models.sh repeats it seven times with fresh ids: 105k). Packs it as KIT.tar.xz
+# 15k documents; gpu-models.sh repeats it eight times with fresh ids: ~113k). Packs it as KIT.tar.xz
 # (what travels to the GPU machine, working tree included, must stay under 64 MiB).
 #
 #   scripts/models/build-gpu-kit.sh .device/models-kit [DOCS]

@@ -14,6 +14,9 @@
 # share:  embedder + classifier in one pipeline, 4 GB each on one card; the per-process GPU
 #         memory (nvidia-smi every 100 ms) against those budgets.
 # workers: the run step with 1, 2, 3 and 4 embedder workers (num_workers).
+# scale:  the run step with the stage's defaults on one GPU (CUDA_VISIBLE_DEVICES=0), then on
+#         every GPU of the machine.
+# st:     sentence-transformers' encode() on the corpus (the end-to-end baseline).
 # semantic: embedder then semantic dedup on the GPU and on the CPU; removed sets compared.
 # tune:   curator-host tune for the embedder (budget 8 GB) and the classifier (4 GB), a hand
 #         sweep of the forward pass (encoder-check --budget) beside it, and --apply on a copy.
@@ -28,12 +31,12 @@ want() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 [ -f "$work/minilm-classifier/model.safetensors" ] || python3 -c "import sys; sys.path.insert(0, '$kit'); import fetch; from pathlib import Path; fetch.make_classifier(Path('$model'), Path('$work'))"
 clf="$work/minilm-classifier"
-# The kit's corpus seven times, with fresh ids (what travels to the GPU machine is capped).
+# The kit's corpus eight times, with fresh ids (what travels to the GPU machine is capped).
 if [ ! -f "$work/corpus.jsonl" ]; then
     python3 - "$kit/corpus.jsonl" "$work/corpus.jsonl" <<'PY'
 import json, sys
 out = open(sys.argv[2], "w")
-for rep in range(7):
+for rep in range(8):
     for line in open(sys.argv[1]):
         d = json.loads(line); d["id"] = f"c{rep}-{d['id']}"
         out.write(json.dumps(d, ensure_ascii=False) + "\n")
@@ -204,6 +207,26 @@ YAML
         "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --device gpu --corpus sweep.jsonl --docs 20000 --budget "$b" \
           | python3 -c "import json,sys; r=json.load(sys.stdin); print(f'budget {r[\"budget\"]}: forward {r[\"forward_docs_per_s\"]:.0f} docs/s, tokenize+forward {r[\"embed_docs_per_s\"]:.0f} docs/s')"
     done
+fi
+if want scale; then
+    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    echo "== scale: JSONL -> embedder -> Parquet with the stage's defaults, one GPU, then all $(nvidia-smi -L | wc -l)"
+    CUDA_VISIBLE_DEVICES=0 run_embed one-gpu "" defaults
+    run_embed all-gpus "" defaults
+fi
+if want st; then
+    echo "== sentence-transformers encode (fp16, batch_size 1024) on the corpus, $docs documents"
+    python3 - "$corpus" "$model" <<'PY' 2>&1 | grep -v Loading
+import json, sys, time
+from sentence_transformers import SentenceTransformer
+texts = [json.loads(l)["text"] for l in open(sys.argv[1])]
+st = SentenceTransformer(sys.argv[2], device="cuda")
+st.half()
+st.encode(texts[:2048], batch_size=1024)
+t = time.perf_counter()
+st.encode(texts, batch_size=1024)
+print(f"sentence-transformers encode: {len(texts) / (time.perf_counter() - t):.0f} docs/s ({len(texts)} documents, tokenizing included)")
+PY
 fi
 if want twogpu; then
     mkdir -p in && ln -sf "$corpus" in/corpus.jsonl

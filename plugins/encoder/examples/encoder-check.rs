@@ -115,7 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 times.push(t.elapsed().as_secs_f64());
             }
         }
-        enc.set_group_tokens(1 << 22);
+        enc.set_group_tokens(0);
         let best = |v: &[f64]| v.iter().cloned().fold(f64::MAX, f64::min);
         let fwd_s = best(&grouped);
         report["forward_grouped_seconds"] = json!(grouped);

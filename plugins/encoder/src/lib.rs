@@ -55,10 +55,11 @@ impl EncoderError {
     }
 }
 
-/// Padded tokens queued on the device per group by default (256 Ki, four passes of 64 Ki):
-/// small enough that building and uploading the next group's ids is short, large enough that
-/// the device runs several passes per wait.
-const GROUP_TOKENS: usize = 1 << 18;
+/// Padded tokens queued on the device per group by default: 0, one pass per group. Measured on
+/// an H100 (MiniLM-L6, 98,707 documents, passes of 64 Ki tokens): one wait per pass 1.92 s,
+/// one per four passes 2.09 s; the wait costs less than building a bigger group's ids while
+/// the device is idle.
+const GROUP_TOKENS: usize = 0;
 
 /// Where the encoder runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
