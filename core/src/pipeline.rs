@@ -406,6 +406,15 @@ impl PipelineSpec {
         self.batch_size.unwrap_or(DEFAULT_BATCH_SIZE)
     }
 
+    /// Documents per batch the source reads, given each stage's own batch size (its pipeline
+    /// `batch_size:` or its manifest's): the pipeline's `batch_size` when set; else the largest
+    /// stage batch size, at least [`DEFAULT_BATCH_SIZE`]. A stage only ever cuts batches
+    /// smaller, so reading small batches would hold back a stage that asks for big ones (a GPU
+    /// stage's 8,192 documents a call).
+    pub fn read_batch_size(&self, stage_sizes: impl IntoIterator<Item = Option<usize>>) -> usize {
+        self.batch_size.unwrap_or_else(|| stage_sizes.into_iter().flatten().fold(DEFAULT_BATCH_SIZE, usize::max))
+    }
+
     /// The plugin stages with their index in `stages`.
     pub fn plugin_stages(&self) -> impl Iterator<Item = (usize, &StageSpec)> {
         self.stages.iter().enumerate().filter_map(|(i, s)| s.plugin().map(|p| (i, p)))
@@ -458,12 +467,22 @@ stages:
 "#;
 
     #[test]
+    fn the_source_reads_batches_as_big_as_the_biggest_stage_asks() {
+        let p = PipelineSpec::from_yaml("p.yaml", "source: {path: in}\nsink: {path: out}\nstages: []\n").unwrap();
+        assert_eq!(p.read_batch_size([None, None]), DEFAULT_BATCH_SIZE);
+        assert_eq!(p.read_batch_size([Some(100), None]), DEFAULT_BATCH_SIZE, "never smaller than the default");
+        assert_eq!(p.read_batch_size([Some(100), Some(8192)]), 8192);
+    }
+
+    #[test]
     fn parses_good_pipeline() {
         let p = PipelineSpec::from_yaml("p.yaml", GOOD).unwrap();
         assert_eq!(p.stages.len(), 2);
         assert_eq!(p.source.text_field, "text");
         assert_eq!(p.sink.compression(), Compression::Zstd);
         assert_eq!(p.batch_size(), 500);
+        // An explicit batch size is what the source reads, whatever the stages ask.
+        assert_eq!(p.read_batch_size([Some(8192), None]), 500);
         let s1 = p.stages[1].plugin().unwrap();
         assert_eq!(s1.grants["models"].path(), "./models");
         assert!(s1.grants["scratch"].writable());

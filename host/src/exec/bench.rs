@@ -52,7 +52,7 @@ fn read_all(plan: &Plan) -> Result<Vec<RecordBatch>, BenchError> {
 /// last batch cut to fit).
 pub fn read_sample(plan: &Plan, max_docs: usize) -> Result<Vec<RecordBatch>, BenchError> {
     let opts = plan.read_options(false);
-    let batch_size = plan.spec.batch_size();
+    let batch_size = plan.read_batch_size();
     let mut out = Vec::new();
     let mut docs = 0;
     let mut keep = |b: RecordBatch, out: &mut Vec<RecordBatch>| {

@@ -73,7 +73,7 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
     };
     let src = &plan.spec.source;
     let opts = plan.read_options(ctx.strict);
-    let batch_size = plan.spec.batch_size();
+    let batch_size = plan.read_batch_size();
     let mut total = 0u64;
     let mut rejected = 0u64;
     loop {

@@ -159,6 +159,12 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Documents per batch the source reads ([`PipelineSpec::read_batch_size`] over the
+    /// stages' resolved batch sizes).
+    pub fn read_batch_size(&self) -> usize {
+        self.spec.read_batch_size(self.stages.iter().map(|s| s.batch_size))
+    }
+
     /// `file`, `file bytes a..b` or `file row groups a..b`, for messages and manifests.
     pub fn describe_part(&self, part: &Part) -> String {
         describe(&self.inputs, part)
