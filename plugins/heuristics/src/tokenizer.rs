@@ -23,7 +23,7 @@ pub enum TokenizerError {
 }
 
 enum Kind {
-    WordPiece(WordPiece),
+    WordPiece(Box<WordPiece>),
     Bpe {
         ranks: HashMap<(String, String), usize>,
         add_prefix_space: bool,
@@ -47,10 +47,10 @@ impl Tokenizer {
         let v: Value = curator_sdk::serde_json::from_str(json).map_err(|e| TokenizerError::Json(e.to_string()))?;
         let model = &v["model"];
         let kind = match model["type"].as_str() {
-            Some("WordPiece") => Kind::WordPiece(WordPiece::from_json(json).map_err(|e| match e {
+            Some("WordPiece") => Kind::WordPiece(Box::new(WordPiece::from_json(json).map_err(|e| match e {
                 Unsupported::Json(e) => TokenizerError::Json(e),
                 Unsupported::Shape(e) => unsupported(e),
-            })?),
+            })?)),
             Some("BPE") => {
                 let special = match v["post_processor"]["type"].as_str() {
                     None => 0,
