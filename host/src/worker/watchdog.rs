@@ -111,18 +111,17 @@ pub(super) fn watchdog(watch: &Watch, limits: &WorkerLimits) {
         };
         if verdict.is_none()
             && let (Some(used), Some(budget)) = (gpu_used, limits.gpu_memory_budget_bytes)
+            && used > budget + gpu_tolerance_bytes(budget)
         {
-            if used > budget + gpu_tolerance_bytes(budget) {
-                verdict = Some(StageFailure::Watchdog {
-                    reason: format!(
-                        "GPU memory {} MiB is over its budget of {} MiB (+{} MiB tolerance)",
-                        used >> 20,
-                        budget >> 20,
-                        gpu_tolerance_bytes(budget) >> 20
-                    ),
-                    memory: true,
-                });
-            }
+            verdict = Some(StageFailure::Watchdog {
+                reason: format!(
+                    "GPU memory {} MiB is over its budget of {} MiB (+{} MiB tolerance)",
+                    used >> 20,
+                    budget >> 20,
+                    gpu_tolerance_bytes(budget) >> 20
+                ),
+                memory: true,
+            });
         }
         if let Some(v) = verdict {
             tracing::warn!("stopping worker process {}: {v}", watch.pid);

@@ -989,7 +989,7 @@ impl Kernels {
         let (l_i, h_i, heads_i) = (l as i32, d.hidden as i32, d.heads as i32);
         let scale = 1.0 / (d.head_dim as f32).sqrt();
         debug_assert!(qkv.len() >= b * l * 3 * d.hidden && out.len() >= b * l * d.hidden && bias.len() == 3 * d.hidden);
-        debug_assert!(lens.len() == b && l % 8 == 0 && d.hidden % 2 == 0 && b <= 65_535);
+        debug_assert!(lens.len() == b && l.is_multiple_of(8) && d.hidden.is_multiple_of(2) && b <= 65_535);
         let mut a = s.launch_builder(f);
         a.arg(qkv).arg(bias).arg(lens).arg(&l_i).arg(&h_i).arg(&heads_i).arg(&scale).arg(out);
         let cfg = LaunchConfig { grid_dim: (l.div_ceil(64) as u32, d.heads as u32, b as u32), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
@@ -1040,7 +1040,7 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let h = d.hidden as i32;
         debug_assert!(x.len() >= t * d.hidden && residual.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
-        if d.hidden <= 1024 && d.hidden % 2 == 0 {
+        if d.hidden <= 1024 && d.hidden.is_multiple_of(2) {
             let rows = t as i64;
             let mut a = s.launch_builder(&self.add_norm_warp);
             a.arg(x).arg(bias).arg(residual).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(&rows).arg(out);
