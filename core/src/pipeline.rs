@@ -15,6 +15,9 @@ pub use crate::step::{DedupStep, RemoveIdsSpec, RemoveIdsStep, Step};
 
 /// Default documents per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 1000;
+
+/// The largest batch the source reads because a GPU stage asks for it (not the pipeline).
+pub const MAX_AUTO_BATCH_SIZE: usize = 8192;
 /// Default wall-clock limit of one stage call, in seconds.
 pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
 
@@ -406,13 +409,15 @@ impl PipelineSpec {
         self.batch_size.unwrap_or(DEFAULT_BATCH_SIZE)
     }
 
-    /// Documents per batch the source reads, given each stage's own batch size (its pipeline
-    /// `batch_size:` or its manifest's): the pipeline's `batch_size` when set; else the largest
-    /// stage batch size, at least [`DEFAULT_BATCH_SIZE`]. A stage only ever cuts batches
-    /// smaller, so reading small batches would hold back a stage that asks for big ones (a GPU
-    /// stage's 8,192 documents a call).
-    pub fn read_batch_size(&self, stage_sizes: impl IntoIterator<Item = Option<usize>>) -> usize {
-        self.batch_size.unwrap_or_else(|| stage_sizes.into_iter().flatten().fold(DEFAULT_BATCH_SIZE, usize::max))
+    /// Documents per batch the source reads, given the batch sizes of the stages that run on
+    /// a GPU (each one's pipeline `batch_size:` or its manifest's): the pipeline's `batch_size`
+    /// when set; else the largest of those, at least [`DEFAULT_BATCH_SIZE`] and at most
+    /// [`MAX_AUTO_BATCH_SIZE`]. A stage only ever cuts batches smaller, so reading small
+    /// batches would hold back a GPU stage that asks for big ones (8,192 documents a call),
+    /// while the cap bounds what the queues hold.
+    pub fn read_batch_size(&self, gpu_stage_sizes: impl IntoIterator<Item = Option<usize>>) -> usize {
+        self.batch_size
+            .unwrap_or_else(|| gpu_stage_sizes.into_iter().flatten().fold(DEFAULT_BATCH_SIZE, usize::max).min(MAX_AUTO_BATCH_SIZE))
     }
 
     /// The plugin stages with their index in `stages`.
@@ -472,6 +477,7 @@ stages:
         assert_eq!(p.read_batch_size([None, None]), DEFAULT_BATCH_SIZE);
         assert_eq!(p.read_batch_size([Some(100), None]), DEFAULT_BATCH_SIZE, "never smaller than the default");
         assert_eq!(p.read_batch_size([Some(100), Some(8192)]), 8192);
+        assert_eq!(p.read_batch_size([Some(16384)]), MAX_AUTO_BATCH_SIZE, "capped");
     }
 
     #[test]

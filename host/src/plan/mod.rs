@@ -160,9 +160,9 @@ pub struct Plan {
 
 impl Plan {
     /// Documents per batch the source reads ([`PipelineSpec::read_batch_size`] over the
-    /// stages' resolved batch sizes).
+    /// resolved batch sizes of the stages placed on a GPU).
     pub fn read_batch_size(&self) -> usize {
-        self.spec.read_batch_size(self.stages.iter().map(|s| s.batch_size))
+        self.spec.read_batch_size(self.stages.iter().filter(|s| !s.gpu.is_empty()).map(|s| s.batch_size))
     }
 
     /// `file`, `file bytes a..b` or `file row groups a..b`, for messages and manifests.
