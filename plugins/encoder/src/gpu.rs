@@ -1210,17 +1210,25 @@ mod tests {
     }
 
     #[test]
-    fn activation_memory_grows_with_tokens_and_attention() {
-        let c = ModelConfig::parse(
+    fn activation_memory_is_the_workspace_and_the_io_of_a_pass() {
+        let minilm = ModelConfig::parse(
             r#"{"hidden_size":384,"intermediate_size":1536,"num_attention_heads":12,"num_hidden_layers":6,"vocab_size":30522}"#,
         )
         .unwrap();
-        let small = activation_bytes(&c, 64, 128);
-        assert_eq!(small, activation_bytes(&c, 64, 128));
-        assert!(activation_bytes(&c, 128, 128) > 2 * small - 1);
-        // At equal tokens, longer sequences cost more (L² attention scores).
-        assert!(activation_bytes(&c, 32, 256) > small);
-        // ~12 KB per token for MiniLM plus scores.
-        assert!(small > 64 * 128 * 11_000 && small < 64 * 128 * 20_000, "{small}");
+        // Heads of 32: fused attention, no q/k/v/context buffers and no scores. 64 × 128 tokens:
+        // 2 B × T × (6 H + I) of activations, 4 B per id, and per sequence its length and its
+        // pooled vector.
+        let t: u64 = 64 * 128;
+        assert_eq!(activation_bytes(&minilm, 64, 128), 2 * t * (6 * 384 + 1536) + 4 * t + 64 * (4 + 4 * 384));
+        // At equal tokens, the fused path's memory does not grow with the sequence length.
+        assert!(activation_bytes(&minilm, 32, 256) <= activation_bytes(&minilm, 64, 128));
+        // Heads of 48 take the split path: four more buffers of T × H and the L² scores.
+        let odd = ModelConfig::parse(
+            r#"{"hidden_size":384,"intermediate_size":1536,"num_attention_heads":8,"num_hidden_layers":6,"vocab_size":30522}"#,
+        )
+        .unwrap();
+        let scores: u64 = 2 * 64 * 8 * 128 * 128;
+        assert_eq!(activation_bytes(&odd, 64, 128), 2 * t * (10 * 384 + 1536) + scores + 4 * t + 64 * (4 + 4 * 384));
+        assert!(activation_bytes(&odd, 32, 256) > activation_bytes(&odd, 64, 128), "L² scores");
     }
 }
