@@ -1,0 +1,244 @@
+//! One typed launcher per kernel of `kernels.cu`: its parameters are the kernel's C signature,
+//! in order and type, and its one SAFETY note says what matches what and which rows the grid
+//! touches.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use half::f16;
+
+use super::{Dims, GNorm, GpuModel, driver};
+use crate::EncoderError;
+use crate::config::Pooling;
+
+/// The compiled kernels, each behind a typed launcher whose parameter list is the kernel's C
+/// signature in `kernels.cu`, in order.
+pub(super) struct Kernels {
+    pub(super) embed: CudaFunction,
+    pub(super) add_norm: CudaFunction,
+    pub(super) add_norm_warp: CudaFunction,
+    pub(super) split_qkv: CudaFunction,
+    pub(super) merge_heads: CudaFunction,
+    pub(super) softmax_rows: CudaFunction,
+    pub(super) bias_act: CudaFunction,
+    pub(super) pool: CudaFunction,
+    /// Fused attention for heads of 32 and 64 dimensions.
+    pub(super) attention32: CudaFunction,
+    pub(super) attention64: CudaFunction,
+}
+
+/// Threads per block of the row kernels.
+pub(super) const THREADS: u32 = 256;
+
+/// One block per row, `floats` floats of shared memory (the row kernels' layout).
+pub(super) fn rows_cfg(rows: usize, floats: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: (floats * 4) as u32 }
+}
+
+impl Kernels {
+    /// `attention32` / `attention64(qkv, bias, lens, L, H, heads, scale, out)`: a block of
+    /// four warps per 64 queries of one (sequence, head).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attention(
+        &self,
+        s: &Arc<CudaStream>,
+        qkv: &CudaSlice<f16>,
+        bias: &CudaSlice<f32>,
+        lens: &CudaView<i32>,
+        b: usize,
+        l: usize,
+        d: &Dims,
+        out: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let f = match d.head_dim {
+            32 => &self.attention32,
+            64 => &self.attention64,
+            other => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
+        };
+        let (l_i, h_i, heads_i) = (l as i32, d.hidden as i32, d.heads as i32);
+        let scale = 1.0 / (d.head_dim as f32).sqrt();
+        debug_assert!(qkv.len() >= b * l * 3 * d.hidden && out.len() >= b * l * d.hidden && bias.len() == 3 * d.hidden);
+        debug_assert!(lens.len() == b && l.is_multiple_of(8) && d.hidden.is_multiple_of(2) && b <= 65_535);
+        let mut a = s.launch_builder(f);
+        a.arg(qkv).arg(bias).arg(lens).arg(&l_i).arg(&h_i).arg(&heads_i).arg(&scale).arg(out);
+        let cfg = LaunchConfig { grid_dim: (l.div_ceil(64) as u32, d.heads as u32, b as u32), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the C parameters of `attention32`/`attention64` in order and type (unsigned
+        // short* qkv, float* bias, int* lens, int L, int H, int heads, float scale, unsigned
+        // short* out), the variant matching the head size; block (x, head, seq) reads rows of
+        // sequence `seq` only (b × L rows of 3H) and only below L, and writes its queries' rows
+        // (below L) of `out` (b × L × H); lens holds b lengths ≤ L. Every 32-bit access is at
+        // an even element offset (H, L and the head size are even).
+        unsafe { a.launch(cfg) }.map(drop).map_err(driver("attention"))
+    }
+
+    /// `embed(ids, L, vocab, max_pos, pos_offset, word, pos, type0, gamma, beta, eps, H, out)`:
+    /// one block per token of the pass (`ids.len()` of them).
+    pub(super) fn embed(
+        &self,
+        s: &Arc<CudaStream>,
+        ids: &CudaView<i32>,
+        l: usize,
+        d: &Dims,
+        m: &GpuModel,
+        out: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let (l, vocab, max_pos, off, h) = (l as i32, d.vocab as i32, d.max_pos as i32, d.pos_offset as i32, d.hidden as i32);
+        debug_assert!(out.len() >= ids.len() * d.hidden);
+        let mut a = s.launch_builder(&self.embed);
+        a.arg(ids).arg(&l).arg(&vocab).arg(&max_pos).arg(&off).arg(&m.word).arg(&m.position).arg(&m.token_type);
+        a.arg(&m.embed_norm.gamma).arg(&m.embed_norm.beta).arg(&d.eps).arg(&h).arg(out);
+        // SAFETY: the arguments are `embed`'s C parameters in order and type (int* ids,
+        // int L, int vocab, int max_pos, int pos_offset, 3 × unsigned short* tables,
+        // 2 × float* norm, float eps, int H, unsigned short* out); the kernel clamps ids to the
+        // vocabulary and positions to the table, and writes ids.len() rows of H into `out`.
+        unsafe { a.launch(rows_cfg(ids.len(), d.hidden)) }.map(drop).map_err(driver("embed"))
+    }
+
+    /// `add_norm(x, bias, residual, gamma, beta, eps, H, out)` over `t` rows.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn add_norm(
+        &self,
+        s: &Arc<CudaStream>,
+        x: &CudaSlice<f16>,
+        bias: &CudaSlice<f32>,
+        residual: &CudaSlice<f16>,
+        norm: &GNorm,
+        t: usize,
+        d: &Dims,
+        out: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let h = d.hidden as i32;
+        debug_assert!(x.len() >= t * d.hidden && residual.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
+        if d.hidden <= 1024 && d.hidden.is_multiple_of(2) {
+            let rows = t as i64;
+            let mut a = s.launch_builder(&self.add_norm_warp);
+            a.arg(x).arg(bias).arg(residual).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(&rows).arg(out);
+            let cfg = LaunchConfig { grid_dim: (t.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: `add_norm_warp`'s C parameters in order and type (unsigned short* x,
+            // float* bias, unsigned short* residual, float* gamma, float* beta, float eps, int H,
+            // long long rows, unsigned short* out); warp r < rows reads row r of x and residual
+            // (H ≤ 1024 even values, 32-bit aligned) into registers before writing row r of out.
+            return unsafe { a.launch(cfg) }.map(drop).map_err(driver("add_norm"));
+        }
+        let mut a = s.launch_builder(&self.add_norm);
+        a.arg(x).arg(bias).arg(residual).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(out);
+        // SAFETY: `add_norm`'s C parameters in order and type (unsigned short* x, float* bias,
+        // unsigned short* residual, float* gamma, float* beta, float eps, int H, unsigned
+        // short* out); t blocks each read and write one row of H inside the t × H buffers.
+        unsafe { a.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("add_norm"))
+    }
+
+    /// `split_qkv(qkv, bias, L, H, heads, dh, q, k, v)`: one block per token of `t`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn split_qkv(
+        &self,
+        s: &Arc<CudaStream>,
+        qkv: &CudaSlice<f16>,
+        bias: &CudaSlice<f32>,
+        t: usize,
+        l: usize,
+        d: &Dims,
+        q: &mut CudaSlice<f16>,
+        k: &mut CudaSlice<f16>,
+        v: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let (l, h, heads, dh) = (l as i32, d.hidden as i32, d.heads as i32, d.head_dim as i32);
+        debug_assert!(qkv.len() >= t * 3 * d.hidden && q.len() >= t * d.hidden && k.len() >= t * d.hidden && v.len() >= t * d.hidden);
+        let mut a = s.launch_builder(&self.split_qkv);
+        a.arg(qkv).arg(bias).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(q).arg(k).arg(v);
+        // SAFETY: `split_qkv`'s C parameters in order and type (unsigned short* qkv, float*
+        // bias, int L, int H, int heads, int dh, 3 × unsigned short* out); block r reads row r
+        // of the t × 3H product and writes its 3H values inside the three t × H buffers.
+        unsafe { a.launch(rows_cfg(t, 0)) }.map(drop).map_err(driver("split_qkv"))
+    }
+
+    /// `merge_heads(ctx, L, H, heads, dh, out)`: one block per token of `t`.
+    pub(super) fn merge_heads(
+        &self,
+        s: &Arc<CudaStream>,
+        ctx: &CudaSlice<f16>,
+        t: usize,
+        l: usize,
+        d: &Dims,
+        out: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let (l, h, heads, dh) = (l as i32, d.hidden as i32, d.heads as i32, d.head_dim as i32);
+        debug_assert!(ctx.len() >= t * d.hidden && out.len() >= t * d.hidden);
+        let mut a = s.launch_builder(&self.merge_heads);
+        a.arg(ctx).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(out);
+        // SAFETY: `merge_heads`'s C parameters in order and type (unsigned short* ctx, int L,
+        // int H, int heads, int dh, unsigned short* out); block r writes row r of `out` from
+        // the same token's values in ctx, both t × H.
+        unsafe { a.launch(rows_cfg(t, 0)) }.map(drop).map_err(driver("merge_heads"))
+    }
+
+    /// `softmax_rows(s, rows, L, heads, lens)`: one warp per row of `L` scores.
+    pub(super) fn softmax_rows(
+        &self,
+        s: &Arc<CudaStream>,
+        scores: &mut CudaSlice<f16>,
+        rows: usize,
+        l: usize,
+        heads: usize,
+        lens: &CudaView<i32>,
+    ) -> Result<(), EncoderError> {
+        let (rows_i, l_i, heads_i) = (rows as i64, l as i32, heads as i32);
+        debug_assert!(scores.len() >= rows * l && lens.len() * heads * l == rows);
+        let mut a = s.launch_builder(&self.softmax_rows);
+        a.arg(scores).arg(&rows_i).arg(&l_i).arg(&heads_i).arg(lens);
+        let warps = 8u32;
+        let cfg = LaunchConfig {
+            grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1),
+            block_dim: (warps * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `softmax_rows`'s C parameters in order and type (unsigned short* s, long
+        // long rows, int L, int heads, int* lens); warps past `rows` return, each row is L
+        // values inside the scores buffer, and lens holds one length per sequence (rows /
+        // (heads × L) of them).
+        unsafe { a.launch(cfg) }.map(drop).map_err(driver("softmax"))
+    }
+
+    /// `bias_act(x, bias, N, act)` over `rows` rows of `n` values.
+    pub(super) fn bias_act(
+        &self,
+        s: &Arc<CudaStream>,
+        x: &mut CudaSlice<f16>,
+        bias: &CudaSlice<f32>,
+        rows: usize,
+        n: usize,
+        act: i32,
+    ) -> Result<(), EncoderError> {
+        let n_i = n as i32;
+        debug_assert!(x.len() >= rows * n && bias.len() == n);
+        let mut a = s.launch_builder(&self.bias_act);
+        a.arg(x).arg(bias).arg(&n_i).arg(&act);
+        // SAFETY: `bias_act`'s C parameters in order and type (unsigned short* x, float* bias,
+        // int N, int act); block r updates row r of x (N values) in place, inside rows × N.
+        unsafe { a.launch(rows_cfg(rows, 0)) }.map(drop).map_err(driver("bias_act"))
+    }
+
+    /// `pool(x, lens, L, H, mode, out)`: one block per sequence.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn pool(
+        &self,
+        s: &Arc<CudaStream>,
+        x: &CudaSlice<f16>,
+        lens: &CudaView<i32>,
+        b: usize,
+        l: usize,
+        h: usize,
+        pooling: Pooling,
+        out: &mut CudaViewMut<f32>,
+    ) -> Result<(), EncoderError> {
+        let (l_i, h_i, mode) = (l as i32, h as i32, i32::from(pooling == Pooling::Cls));
+        debug_assert!(x.len() >= b * l * h && lens.len() == b && out.len() == b * h);
+        let mut a = s.launch_builder(&self.pool);
+        a.arg(x).arg(lens).arg(&l_i).arg(&h_i).arg(&mode).arg(out);
+        let cfg = LaunchConfig { grid_dim: (b as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: `pool`'s C parameters in order and type (unsigned short* x, int* lens, int
+        // L, int H, int mode, float* out); block i reads sequence i's first lens[i] ≤ L rows
+        // of H and writes row i of `out` (b × H).
+        unsafe { a.launch(cfg) }.map(drop).map_err(driver("pool"))
+    }
+}

@@ -1,0 +1,637 @@
+//! The GPU back-end: the encoder in fp16 (f32 accumulation, f32 layer norms and softmax).
+//!
+//! Everything CUDA is loaded at run time through cudarc (the driver, cuBLAS, NVRTC), so this
+//! builds with no CUDA toolkit and [`GpuModel::new`] answers [`EncoderError::NoGpu`] where
+//! there is no driver. Matrix products go to cuBLAS (`GemmEx`, fp16 in and out, f32 compute);
+//! the rest is seven small kernels compiled by NVRTC for the device's architecture (no
+//! headers: fp16 conversions are inline PTX) and cached on disk per (source, NVRTC version,
+//! architecture), so a second worker or run loads them instead of compiling.
+//!
+//! One forward pass runs a batch of `B` sequences padded to the batch's longest `L` (the
+//! batcher sorts by length, so padding is small): embeddings + layer norm; per layer one QKV
+//! product, attention as two strided-batched products around a masked softmax, the output
+//! product + bias + residual + layer norm, the feed-forward pair with the activation fused
+//! into the bias add; then pooling on the device. [`GpuModel::pooled_batches`] queues a
+//! whole group of passes on the stream (ids uploaded once, activations in a reused
+//! workspace, every pass pooling into one output buffer) and copies the vectors back once, so
+//! the device never waits for the host between passes.
+//!
+//! Memory is checked before anything is allocated: weights + the group's workspace and
+//! buffers + [`CONTEXT_BYTES`] must fit the stage's budget, else the group is refused as out
+//! of memory (the caller halves its passes), so the worker never grows past `gpu_memory_gb`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use half::f16;
+
+use crate::EncoderError;
+use crate::config::{Activation, ModelConfig, Pooling};
+use crate::weights::{Linear, Norm, Weights};
+
+mod launch;
+use launch::Kernels;
+
+/// What a CUDA context, cuBLAS' workspace and the kernels' modules take on the device besides
+/// weights and activations (measured on an H100 with CUDA 13: see the issue note).
+pub const CONTEXT_BYTES: u64 = 600 << 20;
+
+/// cuBLAS' workspace (part of [`CONTEXT_BYTES`]).
+const BLAS_WORKSPACE: usize = 32 << 20;
+
+const KERNELS: &str = include_str!("kernels.cu");
+
+struct GLinear {
+    w: CudaSlice<f16>,
+    b: CudaSlice<f32>,
+    out: usize,
+    inp: usize,
+}
+
+struct GNorm {
+    gamma: CudaSlice<f32>,
+    beta: CudaSlice<f32>,
+}
+
+struct GLayer {
+    qkv: GLinear,
+    attn_out: GLinear,
+    attn_norm: GNorm,
+    up: GLinear,
+    down: GLinear,
+    out_norm: GNorm,
+}
+
+/// The device buffers of one forward pass, sized for the largest pass so far and reused:
+/// nothing is allocated or zeroed per batch.
+struct Workspace {
+    tokens: usize,
+    scores_len: usize,
+    x: CudaSlice<f16>,
+    qkv: CudaSlice<f16>,
+    q: CudaSlice<f16>,
+    k: CudaSlice<f16>,
+    v: CudaSlice<f16>,
+    ctx: CudaSlice<f16>,
+    merged: CudaSlice<f16>,
+    a: CudaSlice<f16>,
+    inter: CudaSlice<f16>,
+    scores: CudaSlice<f16>,
+}
+
+/// Device bytes of a workspace for `tokens` tokens and `scores` attention scores (0: fused
+/// attention, without the q, k, v and context buffers).
+fn workspace_bytes(hidden: usize, inter: usize, tokens: usize, scores: usize) -> u64 {
+    let per_token = if scores > 0 { 10 * hidden + inter } else { 6 * hidden + inter };
+    2 * (tokens as u64 * per_token as u64 + scores as u64)
+}
+
+impl Workspace {
+    /// Buffers for passes of `tokens` tokens; the split-attention buffers (q, k, v, ctx and
+    /// `scores_len` scores) only when the fused kernel does not fit the model (`scores_len` 0).
+    fn new(stream: &Arc<CudaStream>, d: &Dims, tokens: usize, scores_len: usize) -> Result<Workspace, EncoderError> {
+        // SAFETY: every buffer is written by a kernel or a product before it is read, within
+        // the `tokens` (or `scores_len`) elements a pass uses; nothing reads past them.
+        let alloc = |n: usize| unsafe { stream.alloc::<f16>(n.max(1)) }.map_err(driver("allocate activations"));
+        let (h, i) = (d.hidden, d.inter);
+        Ok(Workspace {
+            tokens,
+            scores_len,
+            x: alloc(tokens * h)?,
+            qkv: alloc(tokens * 3 * h)?,
+            q: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
+            k: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
+            v: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
+            ctx: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
+            merged: alloc(tokens * h)?,
+            a: alloc(tokens * h)?,
+            inter: alloc(tokens * i)?,
+            scores: alloc(scores_len)?,
+        })
+    }
+}
+
+/// A model's weights on the GPU and what runs them.
+pub struct GpuModel {
+    _ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    /// Held for cuBLAS (set on the handle), never read here.
+    _blas_workspace: CudaSlice<u8>,
+    k: Kernels,
+    word: CudaSlice<f16>,
+    position: CudaSlice<f16>,
+    token_type: CudaSlice<f16>,
+    embed_norm: GNorm,
+    layers: Vec<GLayer>,
+    dims: Dims,
+    weight_bytes: u64,
+    budget: Option<u64>,
+    workspace: Mutex<Option<Workspace>>,
+    /// How the kernels were obtained ("compiled", "cached").
+    pub kernels_from: &'static str,
+    /// Device milliseconds per step of the forward pass, when `CURATOR_ENCODER_PROFILE` is set
+    /// (events between the steps; for benchmarks, not for runs).
+    profile: Option<Mutex<std::collections::BTreeMap<&'static str, f64>>>,
+}
+
+/// Events between the steps of a group of passes (profiling only).
+type Marks = Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>;
+
+#[derive(Clone, Copy)]
+struct Dims {
+    hidden: usize,
+    inter: usize,
+    heads: usize,
+    head_dim: usize,
+    vocab: usize,
+    max_pos: usize,
+    pos_offset: usize,
+    eps: f32,
+    act: i32,
+}
+
+fn driver<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> EncoderError {
+    move |err| {
+        let text = format!("{err:?}");
+        if text.contains("OUT_OF_MEMORY") || text.contains("ALLOC_FAILED") {
+            EncoderError::OutOfMemory(format!("{what}: {text}"))
+        } else {
+            EncoderError::Gpu(format!("{what}: {text}"))
+        }
+    }
+}
+
+/// Device bytes one forward pass of `batch` sequences padded to `len` tokens needs
+/// (activations, scores, its ids, lengths and pooled vectors).
+pub fn activation_bytes(config: &ModelConfig, batch: usize, len: usize) -> u64 {
+    forward_bytes(config.hidden_size, config.intermediate_size, config.num_heads, batch, len)
+}
+
+fn forward_bytes(hidden: usize, inter: usize, heads: usize, batch: usize, len: usize) -> u64 {
+    let scores = if fused_attention(hidden / heads.max(1), batch) { 0 } else { batch * heads * len * len };
+    workspace_bytes(hidden, inter, batch * len, scores) + io_bytes(hidden, batch, batch * len)
+}
+
+/// Whether a pass of `batch` sequences with heads of `head_dim` runs the fused attention
+/// kernel (heads of 32 or 64; at most 65,535 sequences, the grid's z limit).
+fn fused_attention(head_dim: usize, batch: usize) -> bool {
+    matches!(head_dim, 32 | 64) && batch <= 65_535 && std::env::var_os("CURATOR_ENCODER_SPLIT_ATTENTION").is_none()
+}
+
+/// Device bytes of a group's ids, lengths and pooled vectors.
+fn io_bytes(hidden: usize, seqs: usize, tokens: usize) -> u64 {
+    4 * tokens as u64 + seqs as u64 * (4 + 4 * hidden as u64)
+}
+
+/// The kernels' PTX for this device: from `cache` when an earlier process compiled it for
+/// the same source, NVRTC and architecture, else compiled by NVRTC (and written there).
+fn kernels_ptx(cache: Option<&Path>, arch: (i32, i32)) -> Result<(Ptx, &'static str), EncoderError> {
+    let mut nvrtc = (0, 0);
+    // SAFETY: NVRTC is present (checked by the caller); the call only writes two ints.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut nvrtc.0, &mut nvrtc.1) };
+    let key = xxhash_rust::xxh3::xxh3_128(format!("{KERNELS}\0nvrtc {}.{}", nvrtc.0, nvrtc.1).as_bytes());
+    let file = cache.map(|d| d.join(format!("encoder-{key:032x}-compute_{}{}.ptx", arch.0, arch.1)));
+    if let Some(text) = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok())
+        && text.contains(".entry embed")
+    {
+        return Ok((Ptx::from_src(text), "cached"));
+    }
+    // NVRTC wants a 'static name; one per architecture and process.
+    let name: &'static str = Box::leak(format!("compute_{}{}", arch.0, arch.1).into_boxed_str());
+    let opts = CompileOptions { arch: Some(name), ..Default::default() };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(|e| EncoderError::Gpu(format!("NVRTC: {e:?}")))?;
+    if let (Some(file), Some(bytes)) = (&file, ptx.as_bytes()) {
+        // Written under a temporary name, then renamed: a reader never sees half a file.
+        let text = bytes.split(|&b| b == 0).next().unwrap_or_default();
+        let tmp = file.with_extension(format!("tmp-{}", std::process::id()));
+        let written = file
+            .parent()
+            .map(std::fs::create_dir_all)
+            .transpose()
+            .and_then(|_| std::fs::write(&tmp, text))
+            .and_then(|_| std::fs::rename(&tmp, file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+    Ok((ptx, "compiled"))
+}
+
+impl GpuModel {
+    /// Open GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), load the kernels
+    /// (from `kernel_cache` when present) and upload the weights in fp16. `budget`: the bytes
+    /// this model may use in all.
+    pub fn new(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| GpuModel::open(config, w, budget, kernel_cache))) {
+            Ok(r) => r,
+            Err(_) => Err(EncoderError::NoGpu("CUDA set-up panicked (a CUDA library is missing)".into())),
+        }
+    }
+
+    fn open(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
+        // SAFETY: only probe for the shared libraries; cudarc panics on first use without them.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(EncoderError::NoGpu("no CUDA driver library (libcuda) found".into()));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(EncoderError::NoGpu("no NVRTC library found".into()));
+        }
+        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+            return Err(EncoderError::NoGpu("no cuBLAS library found".into()));
+        }
+        let ctx = CudaContext::new(0).map_err(|e| EncoderError::NoGpu(format!("cannot open GPU 0: {e:?}")))?;
+        // SAFETY: this model uses one stream for everything, so no buffer is ever shared
+        // between streams and cudarc's cross-stream events are not needed.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone()).map_err(driver("cuBLAS"))?;
+        // cuBLAS' own workspace, as PyTorch gives it on Hopper (its faster kernels need one).
+        let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE).map_err(driver("cuBLAS workspace"))?;
+        {
+            let (ptr, _record) = blas_workspace.device_ptr(&stream);
+            // SAFETY: the buffer is BLAS_WORKSPACE bytes on this handle's device and stream, and
+            // outlives the handle (the model drops `blas` before `_blas_workspace`).
+            unsafe { cudarc::cublas::sys::cublasSetWorkspace_v2(*blas.handle(), ptr as *mut std::ffi::c_void, BLAS_WORKSPACE) }
+                .result()
+                .map_err(driver("cuBLAS workspace"))?;
+        }
+        let arch = ctx.compute_capability().map_err(driver("compute capability"))?;
+        let (ptx, kernels_from) = kernels_ptx(kernel_cache, arch)?;
+        let module = ctx.load_module(ptx).map_err(driver("load kernels"))?;
+        let f = |name: &str| module.load_function(name).map_err(driver("kernel"));
+        let k = Kernels {
+            embed: f("embed")?,
+            add_norm: f("add_norm")?,
+            add_norm_warp: f("add_norm_warp")?,
+            split_qkv: f("split_qkv")?,
+            merge_heads: f("merge_heads")?,
+            softmax_rows: f("softmax_rows")?,
+            bias_act: f("bias_act")?,
+            pool: f("pool")?,
+            attention32: f("attention32")?,
+            attention64: f("attention64")?,
+        };
+        let weight_bytes = w.gpu_bytes() as u64;
+        if let Some(b) = budget
+            && weight_bytes + CONTEXT_BYTES > b
+        {
+            return Err(EncoderError::OutOfMemory(format!(
+                "the model's weights ({} MiB) and CUDA's context ({} MiB) do not fit the stage's GPU memory budget ({} MiB)",
+                weight_bytes >> 20,
+                CONTEXT_BYTES >> 20,
+                b >> 20
+            )));
+        }
+        let half = |v: &[f32]| -> Result<CudaSlice<f16>, EncoderError> {
+            let h: Vec<f16> = v.iter().map(|x| f16::from_f32(*x)).collect();
+            stream.clone_htod(&h).map_err(driver("upload weights"))
+        };
+        let full = |v: &[f32]| stream.clone_htod(v).map_err(driver("upload weights"));
+        let lin = |l: &Linear| -> Result<GLinear, EncoderError> { Ok(GLinear { w: half(&l.w)?, b: full(&l.b)?, out: l.out, inp: l.inp }) };
+        let norm = |n: &Norm| -> Result<GNorm, EncoderError> { Ok(GNorm { gamma: full(&n.gamma)?, beta: full(&n.beta)? }) };
+        let mut layers = Vec::with_capacity(w.layers.len());
+        for l in &w.layers {
+            // Q, K and V as one [3H, H] product.
+            let qkv = Linear {
+                w: [l.query.w.as_slice(), &l.key.w, &l.value.w].concat(),
+                b: [l.query.b.as_slice(), &l.key.b, &l.value.b].concat(),
+                out: 3 * l.query.out,
+                inp: l.query.inp,
+            };
+            layers.push(GLayer {
+                qkv: lin(&qkv)?,
+                attn_out: lin(&l.attn_out)?,
+                attn_norm: norm(&l.attn_norm)?,
+                up: lin(&l.up)?,
+                down: lin(&l.down)?,
+                out_norm: norm(&l.out_norm)?,
+            });
+        }
+        let h = config.hidden_size;
+        let dims = Dims {
+            hidden: h,
+            inter: config.intermediate_size,
+            heads: config.num_heads,
+            head_dim: config.head_dim(),
+            vocab: config.vocab_size,
+            max_pos: config.max_positions,
+            pos_offset: config.position_offset(),
+            eps: config.layer_norm_eps,
+            act: match config.activation {
+                Activation::Gelu => 0,
+                Activation::GeluTanh => 1,
+                Activation::Relu => 2,
+            },
+        };
+        Ok(GpuModel {
+            word: half(&w.word)?,
+            position: half(&w.position)?,
+            token_type: half(&w.token_type[..h])?,
+            embed_norm: norm(&w.embed_norm)?,
+            layers,
+            _ctx: ctx,
+            stream,
+            blas,
+            _blas_workspace: blas_workspace,
+            k,
+            dims,
+            weight_bytes,
+            budget,
+            workspace: Mutex::new(None),
+            kernels_from,
+            profile: std::env::var_os("CURATOR_ENCODER_PROFILE").map(|_| Mutex::new(Default::default())),
+        })
+    }
+
+    /// `y[t × out] = x[t × inp] Wᵀ` (no bias: the next kernel adds it).
+    fn matmul(&self, l: &GLinear, x: &CudaSlice<f16>, t: usize, y: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
+        debug_assert!(x.len() >= t * l.inp && y.len() >= t * l.out);
+        let cfg = GemmConfig {
+            transa: CUBLAS_OP_T,
+            transb: CUBLAS_OP_N,
+            m: l.out as i32,
+            n: t as i32,
+            k: l.inp as i32,
+            alpha: f16::ONE,
+            lda: l.inp as i32,
+            ldb: l.inp as i32,
+            beta: f16::ZERO,
+            ldc: l.out as i32,
+        };
+        // SAFETY: W is out × inp, x holds t × inp and y t × out, all row-major (the workspace
+        // holds at least the pass's tokens).
+        unsafe { self.blas.gemm(cfg, &l.w, x, y) }.map_err(driver("cuBLAS gemm"))
+    }
+
+    /// Pooled vectors of `batches` (each a list of indices into `seqs`, padded to its own
+    /// longest): `[Σ batch sizes × hidden]` f32, in batch order. Every pass of the group is
+    /// queued on the stream and the vectors come back in one copy: the host waits once.
+    pub fn pooled_batches(&self, seqs: &[Vec<u32>], batches: &[Vec<usize>], pooling: Pooling) -> Result<Vec<f32>, EncoderError> {
+        let d = self.dims;
+        let h = d.hidden;
+        let shapes: Vec<(usize, usize)> = batches
+            .iter()
+            .map(|b| (b.len(), crate::batching::padded_len(b.iter().map(|&i| seqs[i].len()).max().unwrap_or(1).max(1))))
+            .collect();
+        let n: usize = shapes.iter().map(|s| s.0).sum();
+        let total: usize = shapes.iter().map(|(b, l)| b * l).sum();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let tokens = shapes.iter().map(|(b, l)| b * l).max().unwrap_or(0);
+        let scores = shapes.iter().filter(|(b, _)| !fused_attention(d.head_dim, *b)).map(|(b, l)| b * d.heads * l * l).max().unwrap_or(0);
+        if let Some(budget) = self.budget {
+            let need = self.weight_bytes + CONTEXT_BYTES + workspace_bytes(h, d.inter, tokens, scores) + io_bytes(h, n, total);
+            if need > budget {
+                return Err(EncoderError::OutOfMemory(format!(
+                    "{n} sequences in passes of up to {tokens} padded tokens need {} MiB, over the budget of {} MiB",
+                    need >> 20,
+                    budget >> 20
+                )));
+            }
+        }
+        let mut ids = vec![0i32; total];
+        let mut lens = Vec::with_capacity(n);
+        let mut at = 0;
+        for (batch, &(b, l)) in batches.iter().zip(&shapes) {
+            for (r, &i) in batch.iter().enumerate() {
+                for (j, &id) in seqs[i].iter().enumerate() {
+                    ids[at + r * l + j] = id as i32;
+                }
+                lens.push(seqs[i].len() as i32);
+            }
+            at += b * l;
+        }
+        let s = &self.stream;
+        let mut guard = self.workspace.lock().map_err(|_| EncoderError::Gpu("the workspace lock is poisoned".into()))?;
+        if guard.as_ref().is_none_or(|w| w.tokens < tokens || w.scores_len < scores) {
+            let (t0, s0) = guard.as_ref().map_or((0, 0), |w| (w.tokens, w.scores_len));
+            *guard = None; // free the old one first
+            *guard = Some(Workspace::new(s, &d, tokens.max(t0), scores.max(s0))?);
+        }
+        let Some(ws) = guard.as_mut() else { return Err(EncoderError::Gpu("no workspace".into())) };
+        let d_ids = s.clone_htod(&ids).map_err(driver("copy ids"))?;
+        let d_lens = s.clone_htod(&lens).map_err(driver("copy lengths"))?;
+        let mut pooled = s.alloc_zeros::<f32>(n * h).map_err(driver("allocate output"))?;
+        let (mut t_at, mut s_at) = (0, 0);
+        let mut marks: Marks = self.profile.as_ref().map(|_| Vec::new());
+        for &(b, l) in &shapes {
+            let pass_ids = d_ids.slice(t_at..t_at + b * l);
+            let pass_lens = d_lens.slice(s_at..s_at + b);
+            let mut out = pooled.slice_mut(s_at * h..(s_at + b) * h);
+            self.forward(ws, &pass_ids, &pass_lens, b, l, pooling, &mut out, &mut marks)?;
+            t_at += b * l;
+            s_at += b;
+        }
+        self.mark(&mut marks, "end")?;
+        let vectors = s.clone_dtoh(&pooled).map_err(driver("copy results back"))?;
+        if let (Some(marks), Some(profile)) = (marks, &self.profile)
+            && let Ok(mut totals) = profile.lock()
+        {
+            for w in marks.windows(2) {
+                if w[0].0 != "end" {
+                    *totals.entry(w[0].0).or_default() += f64::from(w[0].1.elapsed_ms(&w[1].1).unwrap_or(0.0));
+                }
+            }
+        }
+        Ok(vectors)
+    }
+
+    /// Record that step `name` starts here (profiling only).
+    fn mark(&self, marks: &mut Marks, name: &'static str) -> Result<(), EncoderError> {
+        if let Some(m) = marks {
+            let flags = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+            m.push((name, self.stream.record_event(Some(flags)).map_err(driver("event"))?));
+        }
+        Ok(())
+    }
+
+    /// Device milliseconds per step so far (empty unless `CURATOR_ENCODER_PROFILE` is set).
+    pub fn profile(&self) -> Vec<(String, f64)> {
+        let Some(Ok(p)) = self.profile.as_ref().map(|p| p.lock()) else { return Vec::new() };
+        p.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    /// One pass: `b` sequences padded to `l` tokens, pooled into `out` (`b × hidden`).
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        &self,
+        ws: &mut Workspace,
+        ids: &CudaView<i32>,
+        lens: &CudaView<i32>,
+        b: usize,
+        l: usize,
+        pooling: Pooling,
+        out: &mut CudaViewMut<f32>,
+        marks: &mut Marks,
+    ) -> Result<(), EncoderError> {
+        let d = self.dims;
+        let (t, h) = (b * l, d.hidden);
+        let k = &self.k;
+        self.mark(marks, "embed")?;
+        k.embed(&self.stream, ids, l, &d, self, &mut ws.x)?;
+        let fused = fused_attention(d.head_dim, b);
+        for layer in &self.layers {
+            self.mark(marks, "gemm qkv")?;
+            self.matmul(&layer.qkv, &ws.x, t, &mut ws.qkv)?;
+            if fused {
+                self.mark(marks, "attention")?;
+                k.attention(&self.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, &mut ws.merged)?;
+            } else {
+                self.split_attention(ws, &layer.qkv.b, lens, b, l, marks)?;
+            }
+            self.mark(marks, "gemm attn_out")?;
+            self.matmul(&layer.attn_out, &ws.merged, t, &mut ws.a)?;
+            self.mark(marks, "add_norm")?;
+            // merged = LN(a + bias + x); then it is the layer's attention output.
+            k.add_norm(&self.stream, &ws.a, &layer.attn_out.b, &ws.x, &layer.attn_norm, t, &d, &mut ws.merged)?;
+            std::mem::swap(&mut ws.a, &mut ws.merged);
+            self.mark(marks, "gemm up")?;
+            self.matmul(&layer.up, &ws.a, t, &mut ws.inter)?;
+            self.mark(marks, "bias_act")?;
+            k.bias_act(&self.stream, &mut ws.inter, &layer.up.b, t, d.inter, d.act)?;
+            self.mark(marks, "gemm down")?;
+            self.matmul(&layer.down, &ws.inter, t, &mut ws.merged)?;
+            // x = LN(down + bias + a)
+            self.mark(marks, "add_norm")?;
+            k.add_norm(&self.stream, &ws.merged, &layer.down.b, &ws.a, &layer.out_norm, t, &d, &mut ws.x)?;
+        }
+        self.mark(marks, "pool")?;
+        k.pool(&self.stream, &ws.x, lens, b, l, h, pooling, out)
+    }
+
+    /// Attention as separate steps (heads the fused kernel does not cover): split into
+    /// per-head Q, K, V, scores by cuBLAS, softmax, context by cuBLAS, heads merged into
+    /// `ws.merged`.
+    fn split_attention(
+        &self,
+        ws: &mut Workspace,
+        qkv_bias: &CudaSlice<f32>,
+        lens: &CudaView<i32>,
+        b: usize,
+        l: usize,
+        marks: &mut Marks,
+    ) -> Result<(), EncoderError> {
+        let d = self.dims;
+        let t = b * l;
+        let k = &self.k;
+        let scale = f16::from_f32(1.0 / (d.head_dim as f32).sqrt());
+        self.mark(marks, "split_qkv")?;
+        k.split_qkv(&self.stream, &ws.qkv, qkv_bias, t, l, &d, &mut ws.q, &mut ws.k, &mut ws.v)?;
+        // scores[bh] = Q Kᵀ / √dh, row-major L × L.
+        let (l_i, dh_i) = (l as i32, d.head_dim as i32);
+        let cfg = StridedBatchedConfig {
+            gemm: GemmConfig {
+                transa: CUBLAS_OP_T,
+                transb: CUBLAS_OP_N,
+                m: l_i,
+                n: l_i,
+                k: dh_i,
+                alpha: scale,
+                lda: dh_i,
+                ldb: dh_i,
+                beta: f16::ZERO,
+                ldc: l_i,
+            },
+            batch_size: (b * d.heads) as i32,
+            stride_a: (l * d.head_dim) as i64,
+            stride_b: (l * d.head_dim) as i64,
+            stride_c: (l * l) as i64,
+        };
+        // SAFETY: b × heads matrices of L × dh (K, Q) and L × L (scores), within the
+        // workspace's sizes for this pass.
+        self.mark(marks, "gemm scores")?;
+        unsafe { self.blas.gemm_strided_batched(cfg, &ws.k, &ws.q, &mut ws.scores) }.map_err(driver("cuBLAS scores"))?;
+        self.mark(marks, "softmax")?;
+        k.softmax_rows(&self.stream, &mut ws.scores, b * d.heads * l, l, d.heads, lens)?;
+        // ctx[bh] = P V, row-major L × dh.
+        let cfg = StridedBatchedConfig {
+            gemm: GemmConfig {
+                transa: CUBLAS_OP_N,
+                transb: CUBLAS_OP_N,
+                m: dh_i,
+                n: l_i,
+                k: l_i,
+                alpha: f16::ONE,
+                lda: dh_i,
+                ldb: l_i,
+                beta: f16::ZERO,
+                ldc: dh_i,
+            },
+            batch_size: (b * d.heads) as i32,
+            stride_a: (l * d.head_dim) as i64,
+            stride_b: (l * l) as i64,
+            stride_c: (l * d.head_dim) as i64,
+        };
+        // SAFETY: V (L × dh), P (L × L), ctx (L × dh) per head, within the workspace.
+        self.mark(marks, "gemm context")?;
+        unsafe { self.blas.gemm_strided_batched(cfg, &ws.v, &ws.scores, &mut ws.ctx) }.map_err(driver("cuBLAS context"))?;
+        self.mark(marks, "merge_heads")?;
+        k.merge_heads(&self.stream, &ws.ctx, t, l, &d, &mut ws.merged)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernels compile (NVRTC needs no GPU). Skipped, with the reason printed, where no
+    /// NVRTC library is found; scripts/models/gpu-models.sh runs them on a GPU.
+    #[test]
+    fn kernels_compile_with_nvrtc() {
+        // SAFETY: only probes for the shared library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: no NVRTC library (libnvrtc) on this machine");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("curator-kernels-{}", std::process::id()));
+        let (ptx, from) = kernels_ptx(Some(&dir), (9, 0)).unwrap();
+        assert_eq!(from, "compiled");
+        for entry in [
+            "embed",
+            "add_norm",
+            "split_qkv",
+            "merge_heads",
+            "softmax_rows",
+            "bias_act",
+            "pool",
+            "attention32",
+            "attention64",
+            "add_norm_warp",
+        ] {
+            assert!(ptx.to_src().contains(&format!(".entry {entry}")), "{entry} missing");
+        }
+        // The second time it comes from the cache.
+        assert_eq!(kernels_ptx(Some(&dir), (9, 0)).unwrap().1, "cached");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn activation_memory_is_the_workspace_and_the_io_of_a_pass() {
+        let minilm = ModelConfig::parse(
+            r#"{"hidden_size":384,"intermediate_size":1536,"num_attention_heads":12,"num_hidden_layers":6,"vocab_size":30522}"#,
+        )
+        .unwrap();
+        // Heads of 32: fused attention, no q/k/v/context buffers and no scores. 64 × 128 tokens:
+        // 2 B × T × (6 H + I) of activations, 4 B per id, and per sequence its length and its
+        // pooled vector.
+        let t: u64 = 64 * 128;
+        assert_eq!(activation_bytes(&minilm, 64, 128), 2 * t * (6 * 384 + 1536) + 4 * t + 64 * (4 + 4 * 384));
+        // At equal tokens, the fused path's memory does not grow with the sequence length.
+        assert!(activation_bytes(&minilm, 32, 256) <= activation_bytes(&minilm, 64, 128));
+        // Heads of 48 take the split path: four more buffers of T × H and the L² scores.
+        let odd = ModelConfig::parse(
+            r#"{"hidden_size":384,"intermediate_size":1536,"num_attention_heads":8,"num_hidden_layers":6,"vocab_size":30522}"#,
+        )
+        .unwrap();
+        let scores: u64 = 2 * 64 * 8 * 128 * 128;
+        assert_eq!(activation_bytes(&odd, 64, 128), 2 * t * (10 * 384 + 1536) + scores + 4 * t + 64 * (4 + 4 * 384));
+        assert!(activation_bytes(&odd, 32, 256) > activation_bytes(&odd, 64, 128), "L² scores");
+    }
+}
