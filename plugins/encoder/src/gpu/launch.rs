@@ -28,10 +28,10 @@ pub(super) struct Kernels {
 }
 
 /// Threads per block of the row kernels.
-pub(super) const THREADS: u32 = 256;
+const THREADS: u32 = 256;
 
 /// One block per row, `floats` floats of shared memory (the row kernels' layout).
-pub(super) fn rows_cfg(rows: usize, floats: usize) -> LaunchConfig {
+fn rows_cfg(rows: usize, floats: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: (floats * 4) as u32 }
 }
 

@@ -180,7 +180,9 @@ fn forward_bytes(hidden: usize, inter: usize, heads: usize, batch: usize, len: u
 /// Whether a pass of `batch` sequences with heads of `head_dim` runs the fused attention
 /// kernel (heads of 32 or 64; at most 65,535 sequences, the grid's z limit).
 fn fused_attention(head_dim: usize, batch: usize) -> bool {
-    matches!(head_dim, 32 | 64) && batch <= 65_535 && std::env::var_os("CURATOR_ENCODER_SPLIT_ATTENTION").is_none()
+    // `CURATOR_ENCODER_SPLIT_ATTENTION` forces the split path (to compare the two); read once.
+    static SPLIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    matches!(head_dim, 32 | 64) && batch <= 65_535 && !*SPLIT.get_or_init(|| std::env::var_os("CURATOR_ENCODER_SPLIT_ATTENTION").is_some())
 }
 
 /// Device bytes of a group's ids, lengths and pooled vectors.
