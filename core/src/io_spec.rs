@@ -5,8 +5,6 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{default_id_field, default_text_field};
-
 /// File format.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -190,4 +188,11 @@ impl SinkSpec {
             Format::Parquet => Compression::Zstd,
         })
     }
+}
+
+pub(crate) fn default_text_field() -> String {
+    "text".into()
+}
+pub(crate) fn default_id_field() -> String {
+    "id".into()
 }

@@ -3,15 +3,12 @@
 //! Every error names the file and the path inside it, e.g.
 //! `pipeline.yaml: stages[2].params.min_words: expected an integer, found "ten"`.
 
-use std::collections::BTreeMap;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::io_spec::{Compression, DEFAULT_MAX_LINE_BYTES, Format, OneOrMany, RetrySpec, SinkSpec, Size, SourceSpec, WriteMode};
-use crate::resources::ResourceOverride;
 pub use crate::spec_error::{SpecError, SpecErrors};
-pub use crate::step::{DedupStep, RemoveIdsSpec, RemoveIdsStep, Step};
+pub use crate::step::{DedupStep, Grant, Isolation, RemoveIdsSpec, RemoveIdsStep, StageSpec, Step};
 
 /// Default documents per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 1000;
@@ -138,98 +135,6 @@ fn default_cpu_share() -> f64 {
 }
 fn default_autoscale_interval() -> f64 {
     180.0
-}
-
-/// A directory granted to a stage: a path (read-only) or `{path, writable}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum Grant {
-    Path(String),
-    Full {
-        path: String,
-        #[serde(default)]
-        writable: bool,
-    },
-}
-
-impl Grant {
-    pub fn path(&self) -> &str {
-        match self {
-            Grant::Path(p) | Grant::Full { path: p, .. } => p,
-        }
-    }
-    pub fn writable(&self) -> bool {
-        matches!(self, Grant::Full { writable: true, .. })
-    }
-}
-
-/// Where a stage's instances run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Isolation {
-    /// In the host process (WASM only): the sandbox checks the time limit in the guest's code.
-    InProcess,
-    /// In a worker process the host stops when a call runs over its time limit.
-    Process,
-}
-
-/// One stage of the pipeline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StageSpec {
-    /// Name of the plugin (as in `curator-host plugin list`).
-    pub plugin: String,
-    /// Label in logs and errors (default: the plugin name).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Parameters, checked against the plugin's params schema before any data is read.
-    #[serde(default = "empty_object")]
-    pub params: serde_json::Value,
-    /// Overrides of the manifest's resource request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceOverride>,
-    /// Documents per batch for this stage.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_size: Option<usize>,
-    /// Wall-clock limit per call, in seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_s: Option<f64>,
-    /// Where a WASM stage runs: `in_process` (the default: in the host, its time limit checked
-    /// by the compiled code at every loop and call) or `process` (in a worker process that is
-    /// stopped when a call runs over: the code runs without those checks, ~20 % faster on
-    /// heavy stages, for one copy of each batch to and from the worker). Native stages always
-    /// run in worker processes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub isolation: Option<Isolation>,
-    /// Directories granted to the stage, by the name its manifest requests them under.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub grants: BTreeMap<String, Grant>,
-    /// A fixed number of workers for this stage (autoscaling leaves it alone).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub num_workers: Option<usize>,
-    /// A second branch: the documents this stage dropped, written to their own sink.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rejected: Option<SinkSpec>,
-    /// A second branch: a copy of what this stage kept, written to their own sink.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tee: Option<SinkSpec>,
-}
-
-impl StageSpec {
-    /// The label used in logs and errors.
-    pub fn label(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.plugin)
-    }
-}
-
-pub(crate) fn default_text_field() -> String {
-    "text".into()
-}
-pub(crate) fn default_id_field() -> String {
-    "id".into()
-}
-fn empty_object() -> serde_json::Value {
-    serde_json::Value::Object(Default::default())
 }
 
 impl PipelineSpec {

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod registry;
 pub mod scaffold;
 pub mod stage;
+pub mod task;
 pub mod trust;
 pub mod tune;
 pub mod wasm;

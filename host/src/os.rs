@@ -199,6 +199,29 @@ pub fn mount_point(path: &std::path::Path) -> Option<std::path::PathBuf> {
         .max_by_key(|m| m.as_os_str().len())
 }
 
+/// Where compiled artifacts are cached: `$CURATOR_CACHE_DIR`, else `$XDG_CACHE_HOME/curator`,
+/// else `$HOME/.cache/curator`.
+pub fn default_cache_dir() -> Option<std::path::PathBuf> {
+    if let Some(d) = std::env::var_os("CURATOR_CACHE_DIR") {
+        return Some(std::path::PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(std::path::PathBuf::from(d).join("curator"));
+    }
+    std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache").join("curator"))
+}
+
+/// For the resume tests: `CURATOR_DEDUP_CRASH_AT=<marker>` kills this process with SIGKILL
+/// right after that marker is written (as `kill -9` would at that moment).
+pub(crate) fn crash_point(marker: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT.get_or_init(|| std::env::var("CURATOR_DEDUP_CRASH_AT").ok()).as_deref() == Some(marker) {
+        tracing::warn!("CURATOR_DEDUP_CRASH_AT={marker}: killing this process");
+        kill(std::process::id());
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,7 +142,7 @@ fn trial(stage: &PlannedStage, sample: &[RecordBatch], size: usize, card_bytes: 
         gpu_memory_budget_bytes: Some(card_bytes),
         cuda_visible_devices: limits.cuda_visible_devices.clone(),
         dirs: stage.grants.iter().map(|g| (g.name.clone(), g.host_path.display().to_string())).collect(),
-        cache_dir: crate::wasm::default_cache_dir().map(|d| d.display().to_string()),
+        cache_dir: crate::os::default_cache_dir().map(|d| d.display().to_string()),
         check_only: false,
     };
     let failed = |why: String| Trial { size, peak_bytes: 0, docs_per_s: 0.0, failed: Some(why) };

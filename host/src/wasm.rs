@@ -76,18 +76,6 @@ impl Drop for WasmRuntime {
     }
 }
 
-/// Where compiled artifacts are cached: `$CURATOR_CACHE_DIR`, else `$XDG_CACHE_HOME/curator`,
-/// else `$HOME/.cache/curator`.
-pub fn default_cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("CURATOR_CACHE_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(d).join("curator"));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("curator"))
-}
-
 struct ShaHasher(Sha256);
 impl std::hash::Hasher for ShaHasher {
     fn finish(&self) -> u64 {

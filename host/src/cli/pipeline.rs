@@ -8,8 +8,9 @@ use anyhow::{Context, Result};
 
 use curator_host::exec::{self, RunOptions};
 use curator_host::io::writer::Spool;
+use curator_host::os::default_cache_dir;
 use curator_host::plan::{self, PlanError};
-use curator_host::wasm::{WasmRuntime, default_cache_dir};
+use curator_host::wasm::WasmRuntime;
 
 use super::{EXIT_FAILED, EXIT_INVALID, PluginDirs, fmt_resources, plain_table, render, scan_for};
 
@@ -162,7 +163,7 @@ pub(crate) fn plan_command(
             return Ok(ExitCode::from(EXIT_INVALID));
         }
     };
-    let report = curator_host::dedup::report::report(&plan, &RunOptions { workers, ..Default::default() }, memory_bytes);
+    let report = curator_host::plan::report::report(&plan, workers, memory_bytes);
     if json {
         out!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -177,9 +178,10 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
     let RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard, phase } = flags;
     let reg = scan_for(pipeline, dirs);
     let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
+    let check_setup = |s: &plan::PlannedStage| exec::check_setup(s, &runtime);
     let opts_plan = plan::PlanOptions {
         restart: restart && !dry_run,
-        check_setup: Some(&runtime),
+        check_setup: Some(&check_setup),
         memory_bytes: None,
         ignore_memory_plan,
         shard,
@@ -194,14 +196,14 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
         }
     };
     if dry_run {
-        let workers = exec::initial_workers(&plan, &opts);
+        let workers = curator_host::plan::capacity::initial_workers(&plan, opts.workers);
         out!(
             "pipeline {} is valid: {} input file(s) in {} partition(s), {} stage(s), {:.2} core(s) for workers",
             plan.file_label,
             plan.inputs.len(),
             plan.partitions.len(),
             plan.stages.len(),
-            exec::capacity(&plan, &opts).cpus,
+            curator_host::plan::capacity::capacity(&plan, opts.workers).cpus,
         );
         for (s, n) in plan.stages.iter().zip(workers) {
             out!(

@@ -14,8 +14,8 @@ use super::DedupError;
 use super::index::{Index, load_pairs, save_pairs, utf8};
 use super::scans::Scanned;
 use super::work::{RecordFile, Work};
-use crate::exec::SpillDir;
 use crate::metrics::RunMetrics;
+use crate::task::SpillDir;
 
 const RECORD: usize = 20;
 

@@ -21,8 +21,8 @@ use super::index::{Index, IndexedFile, load_pairs, save_pairs, utf8};
 use super::scans::Sigs;
 use super::work::{RecordFile, Work, read_all, write_atomic};
 
-use crate::exec::SpillDir;
 use crate::metrics::RunMetrics;
+use crate::task::SpillDir;
 
 /// The column the `minhash` stage writes.
 pub const SIGNATURE: &str = "minhash_signature";

@@ -8,7 +8,7 @@ use arrow_array::StringArray;
 
 use super::DedupError;
 use super::work::{Work, write_atomic};
-use crate::exec::{SpillDir, Task};
+use crate::task::{SpillDir, Task};
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct IndexedFile {

@@ -19,8 +19,6 @@ mod exact;
 mod fuzzy;
 mod index;
 mod output;
-pub mod remove_ids;
-pub mod report;
 pub mod scans;
 pub mod semantic;
 pub mod work;
@@ -36,10 +34,9 @@ pub use index::Index;
 pub use output::Verdict;
 pub(crate) use output::{DedupReplay, write_duplicates};
 
-use crate::exec::SpillDir;
 use crate::io::IoError;
 use crate::metrics::RunMetrics;
-use crate::plan::PlannedDedup;
+use crate::task::SpillDir;
 use work::{Layout, Work};
 
 /// Why a dedup phase failed.
@@ -110,17 +107,6 @@ pub fn human(bytes: u64) -> String {
     if u == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", units[u]) }
 }
 
-/// For the resume tests: `CURATOR_DEDUP_CRASH_AT=<marker>` kills this process with SIGKILL
-/// right after that marker is written (as `kill -9` would at that moment).
-pub(crate) fn crash_point(marker: &str) {
-    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    if AT.get_or_init(|| std::env::var("CURATOR_DEDUP_CRASH_AT").ok()).as_deref() == Some(marker) {
-        tracing::warn!("CURATOR_DEDUP_CRASH_AT={marker}: killing this process");
-        crate::os::kill(std::process::id());
-        std::thread::sleep(std::time::Duration::from_secs(10));
-    }
-}
-
 /// Documents per text-check chunk: the plan's, or `CURATOR_DEDUP_CHECK_CHUNK` (tests use it
 /// to force many chunks on small data).
 fn check_chunk(planned: u64) -> u64 {
@@ -155,14 +141,22 @@ impl PhaseClock {
     }
 }
 
+/// What a dedup phase needs of its step: the step's own settings and the capacity planning
+/// gave it on this machine (bands per iteration, iterations, partitions, chunk sizes).
+#[derive(Clone, Copy)]
+pub struct StepPlan<'a> {
+    pub spec: &'a curator_core::DedupSpec,
+    pub capacity: &'a curator_core::dedup::DedupPlan,
+}
+
 /// The step's layout: what this machine's plan picked, unless the work directory recorded
 /// one first (`Work::layout`).
-pub(crate) fn layout(dedup: &PlannedDedup, work: &Work) -> Result<Layout, DedupError> {
+pub(crate) fn layout(dedup: StepPlan<'_>, work: &Work) -> Result<Layout, DedupError> {
     let cap = &dedup.capacity;
     work.layout(Layout { bands_per_iteration: cap.bands_per_iteration, iterations: cap.iterations, partitions: cap.partitions })
 }
 
-fn new_stats(dedup: &PlannedDedup, layout: Option<Layout>) -> DedupStats {
+fn new_stats(dedup: StepPlan<'_>, layout: Option<Layout>) -> DedupStats {
     let spec = &dedup.spec;
     let cap = &dedup.capacity;
     let layout =
@@ -180,7 +174,7 @@ fn new_stats(dedup: &PlannedDedup, layout: Option<Layout>) -> DedupStats {
 /// Docs phase, after the documents are spilled: the keys (exact) or signatures (fuzzy) of
 /// the documents of the partitions `owned` picks, into docs shard `shard`'s scan directory.
 pub(crate) fn scan_shard(
-    dedup: &PlannedDedup,
+    dedup: StepPlan<'_>,
     work: &Work,
     docs: &SpillDir,
     shard: Shard,
@@ -208,7 +202,7 @@ pub(crate) fn scan_shard(
 /// over the signatures of every docs shard (`count` of them when known). Exact dedup has no
 /// buckets.
 pub(crate) fn bucket_shard(
-    dedup: &PlannedDedup,
+    dedup: StepPlan<'_>,
     work: &Work,
     shard: Shard,
     count: Option<usize>,
@@ -239,7 +233,7 @@ pub(crate) fn bucket_shard(
 /// Components phase: groups from the keys (exact) or from every pass's candidate pairs,
 /// verified (fuzzy), over every docs shard's documents; the run-wide index and the verdict.
 pub(crate) fn components(
-    dedup: &PlannedDedup,
+    dedup: StepPlan<'_>,
     work: &Work,
     docs: &SpillDir,
     count: Option<usize>,
@@ -315,7 +309,7 @@ pub(crate) const STATS: &str = "stats.json";
 /// Run the phases of `dedup` over the documents in `docs` (all partitions spilled), on this
 /// machine: the docs shard 0 of 1 scan, every bucket pass, the components.
 pub(crate) fn find_duplicates(
-    dedup: &PlannedDedup,
+    dedup: StepPlan<'_>,
     work: &Work,
     docs: &SpillDir,
     metrics: &RunMetrics,
@@ -339,7 +333,7 @@ pub(crate) fn find_duplicates(
 
 /// Semantic dedup on this machine: embeddings, k-means, the within-cluster pass.
 fn find_semantic(
-    dedup: &PlannedDedup,
+    dedup: StepPlan<'_>,
     work: &Work,
     docs: &SpillDir,
     metrics: &RunMetrics,

@@ -11,9 +11,9 @@ use curator_core::DedupAction;
 
 use super::index::{Index, IndexedFile, utf8};
 use super::{DedupError, DedupStats};
-use crate::exec::{RunError, SpillDir, Task};
 use crate::io::writer::Spool;
 use crate::io::{IoError, Loc};
+use crate::task::{SpillDir, Task};
 
 /// Every document in a group of two or more, with its group's survivor, by position.
 pub struct Verdict {
@@ -99,19 +99,19 @@ impl DedupReplay<'_> {
     }
 }
 
-impl crate::exec::Replay for DedupReplay<'_> {
+impl crate::task::Replay for DedupReplay<'_> {
     fn len(&self) -> usize {
         self.index.files.len()
     }
 
-    fn task(&self, i: usize) -> Result<Option<Task>, RunError> {
+    fn task(&self, i: usize) -> Result<Option<Task>, IoError> {
         let f = &self.index.files[i];
         let Some(&local) = self.local.get(&f.partition) else { return Ok(None) };
         let mut task = self.docs.read(&self.index.path(self.docs, f))?;
         task.meta.file_index = local;
-        task.batch = self.apply(f, task.batch).map_err(|e| {
-            RunError::Io(IoError::Line { at: task.meta.to_string(), message: format!("cannot apply the dedup verdict: {e}") })
-        })?;
+        task.batch = self
+            .apply(f, task.batch)
+            .map_err(|e| IoError::Line { at: task.meta.to_string(), message: format!("cannot apply the dedup verdict: {e}") })?;
         Ok(Some(task))
     }
 }

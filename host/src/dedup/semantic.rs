@@ -21,8 +21,8 @@ use curator_vectors::{KMeansParams, assign, kmeans, semdedup};
 use super::DedupError;
 use super::index::{Index, par_map, save_pairs};
 use super::work::{RecordFile, Work, write_atomic};
-use crate::exec::SpillDir;
 use crate::metrics::RunMetrics;
+use crate::task::SpillDir;
 
 const EMB: &str = "emb.bin";
 const META: &str = "emb.json";

@@ -139,7 +139,7 @@ impl Work {
     /// Record that phase `name` finished (after its outputs are renamed into place).
     pub fn mark(&self, name: &str) -> Result<(), DedupError> {
         write_atomic(&self.path(&format!("{name}.done")), b"")?;
-        crate::dedup::crash_point(name);
+        crate::os::crash_point(name);
         Ok(())
     }
 

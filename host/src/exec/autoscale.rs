@@ -8,31 +8,11 @@ use std::time::{Duration, Instant};
 
 use curator_core::scaling::{Capacity, StageLoad, allocate};
 
+use crate::plan::capacity::load;
+
+use super::Ctx;
 use super::stage::Pool;
 use super::summary::ScaleEvent;
-use super::{Ctx, RunOptions};
-use crate::plan::{Plan, PlannedStage};
-
-/// What the machine offers the stage workers of a run.
-pub fn capacity(plan: &Plan, opts: &RunOptions) -> Capacity {
-    let cpus = match opts.workers {
-        Some(n) => n.max(1) as f64,
-        None => crate::os::available_cores() as f64 * plan.spec.execution.cpu_allocation_percentage,
-    };
-    Capacity { cpus, memory_mb: crate::os::available_memory_mb().map(|m| (m as f64 * curator_core::scaling::WORKER_MEMORY_SHARE) as u64) }
-}
-
-/// What the allocation policy needs to know of a stage: its reservation per worker (the
-/// memory its workers are allowed), and its measured busy time.
-pub(crate) fn load(stage: &PlannedStage, busy_s: Option<f64>) -> StageLoad {
-    StageLoad { cpus: stage.resources.cpus, memory_mb: stage.memory.reserved_mb, busy_s, fixed: stage.fixed_workers() }
-}
-
-/// Workers per stage before anything is measured (streaming mode).
-pub fn initial_workers(plan: &Plan, opts: &RunOptions) -> Vec<usize> {
-    let loads: Vec<StageLoad> = plan.stages.iter().map(|s| load(s, None)).collect();
-    allocate(&capacity(plan, opts), &loads, plan.spec.execution.max_workers_per_stage)
-}
 
 pub(crate) fn record_scaling(ctx: &Ctx, scaling: &mut Vec<ScaleEvent>, t0: Instant, pools: &[Arc<Pool>], counts: &[usize], why: &str) {
     let mut workers = vec![0; ctx.plan.stages.len()];

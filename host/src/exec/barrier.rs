@@ -21,7 +21,6 @@ use curator_core::scaling::Capacity;
 use curator_core::shard::{Phase, Shard};
 
 use super::graph::{Sink, Source, run_graph};
-use super::spill::SpillDir;
 use super::summary::ScaleEvent;
 use super::write::Written;
 use super::{Ctx, RunError};
@@ -29,6 +28,7 @@ use crate::dedup::work::{Work, fingerprint};
 use crate::dedup::{DedupReplay, DedupStats, find_duplicates, writes_documents};
 use crate::io::journal::Journal;
 use crate::plan::{Plan, PlannedDedup};
+use crate::task::SpillDir;
 
 /// What the three steps did: (documents read, lines rejected), what the sink got, the step's
 /// statistics, and its work directory (removed by the caller once the run is complete).
@@ -53,13 +53,13 @@ pub(super) fn run_with_dedup(
     let mut docs_stats = DedupStats::default();
     let read = spill_documents(plan, d, &reader, new_ctx, capacity, t0, scaling, &mut docs_stats)?;
     let ctx = new_ctx(plan.clone());
-    let (index, verdict, mut stats) = find_duplicates(d, &work, &reader, &ctx.metrics)?;
+    let (index, verdict, mut stats) = find_duplicates(d.step_plan(), &work, &reader, &ctx.metrics)?;
     stats.phases.splice(0..0, docs_stats.phases);
     let written = write_output(plan, d, &ctx, &reader, &index, &verdict, &mut stats, capacity, t0, scaling)?;
     let dup_clock = crate::dedup::PhaseClock::start("duplicates", None);
     let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
     tracing::info!("dedup {:?}: {listed} duplicate id(s) in {}", d.label, plan.output_dir.join("_duplicates").display());
-    crate::dedup::crash_point("duplicates");
+    crate::os::crash_point("duplicates");
     Ok(Barrier { read, written, stats, work })
 }
 
@@ -86,16 +86,16 @@ pub(super) fn run_phase(
             let mut stats = DedupStats::default();
             read = spill_documents(plan, d, &reader, new_ctx, capacity, t0, scaling, &mut stats)?;
             let owned: HashSet<usize> = d.all_partitions.iter().map(|p| p.index).collect();
-            let scan = crate::dedup::scan_shard(d, &work, &reader, shard, |p| owned.contains(&p), &ctx.metrics)?;
+            let scan = crate::dedup::scan_shard(d.step_plan(), &work, &reader, shard, |p| owned.contains(&p), &ctx.metrics)?;
             let part = crate::dedup::scans::part(&work, shard)?;
             if read != (0, 0) || !part.path(READ).exists() {
                 crate::dedup::work::write_atomic(&part.path(READ), &serde_json::to_vec(&read).unwrap_or_default())?;
             }
             DedupStats { phases: [stats.phases, scan.phases].concat(), ..scan }
         }
-        Phase::Buckets => crate::dedup::bucket_shard(d, &work, shard, None, &ctx.metrics)?,
+        Phase::Buckets => crate::dedup::bucket_shard(d.step_plan(), &work, shard, None, &ctx.metrics)?,
         Phase::Components => {
-            let (index, verdict, mut stats) = crate::dedup::components(d, &work, &reader, None, &ctx.metrics)?;
+            let (index, verdict, mut stats) = crate::dedup::components(d.step_plan(), &work, &reader, None, &ctx.metrics)?;
             crate::dedup::work::write_atomic(&work.path(crate::dedup::STATS), &serde_json::to_vec(&stats).unwrap_or_default())?;
             let dup_clock = crate::dedup::PhaseClock::start("duplicates", None);
             crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
@@ -155,7 +155,7 @@ fn spill_documents(
     } else {
         tracing::info!("dedup {:?}: every partition's documents were spilled by an earlier run", d.label);
     }
-    crate::dedup::crash_point("docs");
+    crate::os::crash_point("docs");
     docs_clock.finish(stats, docs_resumed);
     Ok(read)
 }

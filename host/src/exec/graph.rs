@@ -11,43 +11,20 @@ use crossbeam_channel::bounded;
 use curator_core::pipeline::ExecutionMode;
 use curator_core::scaling::{Capacity, StageLoad, allocate};
 
-use super::autoscale::{autoscaler, load, record_scaling};
-use super::spill::SpillDir;
+use super::autoscale::{autoscaler, record_scaling};
 use super::stage::Pool;
 use super::summary::ScaleEvent;
 use super::write::{self, Written};
 use super::{Ctx, Outlet, RunError, Task, read};
 use crate::io::journal::Journal;
+use crate::plan::capacity::load;
+use crate::task::{Replay, SpillDir};
 
 /// Where the tasks of one scheduling step come from and go to.
 pub(crate) enum Source<'a> {
     Read,
     /// Tasks kept on disk by an earlier step, replayed in order.
     Replay(&'a dyn Replay),
-}
-
-/// Tasks an earlier step left on disk: a spill directory, or the documents behind a dedup
-/// step (with its verdict applied).
-pub(crate) trait Replay: Sync {
-    /// How many items there are.
-    fn len(&self) -> usize;
-    /// Item `i` as a task, or `None` when it is not replayed.
-    fn task(&self, i: usize) -> Result<Option<Task>, RunError>;
-}
-
-/// A spill directory's tasks, in partition and sequence order.
-pub(crate) struct SpillReplay<'a> {
-    pub dir: &'a SpillDir,
-    pub files: Vec<std::path::PathBuf>,
-}
-
-impl Replay for SpillReplay<'_> {
-    fn len(&self) -> usize {
-        self.files.len()
-    }
-    fn task(&self, i: usize) -> Result<Option<Task>, RunError> {
-        Ok(Some(self.dir.read(&self.files[i])?))
-    }
 }
 
 pub(crate) enum Sink<'a> {
@@ -171,7 +148,7 @@ pub(crate) fn run_graph(
                             }
                             Ok(None) => {}
                             Err(e) => {
-                                ctx.fail_source(e);
+                                ctx.fail_source(e.into());
                                 break;
                             }
                         }

@@ -63,7 +63,7 @@ pub(crate) fn start_instance(
             let w = WorkerProcess::spawn(&stage.label, &stage.plugin.path, WorkerPlugin::Wasm(&spec), &stage.params, &context, &limits)?;
             Ok(Box::new(w))
         }
-        Loaded::RemoveIds(ids) => Ok(Box::new(crate::dedup::remove_ids::RemoveIds { ids: ids.clone() })),
+        Loaded::RemoveIds(ids) => Ok(Box::new(crate::stage::remove_ids::RemoveIds { ids: ids.clone() })),
         Loaded::Native => {
             let w = WorkerProcess::spawn(&stage.label, &stage.plugin.path, WorkerPlugin::Native, &stage.params, &context, &limits)?;
             Ok(Box::new(w))
@@ -148,11 +148,11 @@ mod tests {
         for (kind, isolation) in [(PluginKind::Native, Isolation::Process), (PluginKind::Wasm, Isolation::Process)] {
             let s = stage(kind, isolation);
             assert_eq!(s.resources.memory_mb, None);
-            let reserved = super::super::autoscale::load(&s, None).memory_mb;
+            let reserved = crate::plan::capacity::load(&s, None).memory_mb;
             let allowed = worker_limits(&s, &[0], &at).memory_mb;
             assert_eq!(reserved, allowed, "{kind:?} {isolation:?}");
         }
         let s = stage(PluginKind::Wasm, Isolation::InProcess);
-        assert_eq!(super::super::autoscale::load(&s, None).memory_mb, instance_limits(&s).memory_mb);
+        assert_eq!(crate::plan::capacity::load(&s, None).memory_mb, instance_limits(&s).memory_mb);
     }
 }

@@ -21,7 +21,6 @@ pub(crate) mod instance;
 mod progress;
 mod read;
 mod run;
-mod spill;
 mod stage;
 mod summary;
 mod write;
@@ -32,20 +31,19 @@ use std::sync::{Arc, Mutex};
 use arrow_array::{Array, RecordBatch, StringArray};
 use crossbeam_channel::Sender;
 
+use curator_core::PluginKind;
 use curator_core::placement::Assignment;
-use curator_core::{PluginKind, TaskMeta};
 
 use crate::metrics::RunMetrics;
 use crate::plan::{BranchKind, Plan};
 use crate::wasm::{CompiledPlugin, WasmRuntime};
 
-pub use autoscale::{capacity, initial_workers};
+pub use crate::task::DeadLetter;
+pub(crate) use crate::task::Task;
 pub use error::RunError;
-pub(crate) use graph::Replay;
 pub use instance::check_setup;
 pub use run::run;
-pub(crate) use spill::SpillDir;
-pub use summary::{DeadLetter, RunSummary, ScaleEvent, StageStats};
+pub use summary::{RunSummary, ScaleEvent, StageStats};
 
 /// Knobs of one run that are not in the pipeline file.
 #[derive(Debug, Clone, Default)]
@@ -57,22 +55,6 @@ pub struct RunOptions {
     pub strict: bool,
     /// Serve Prometheus metrics on this address during the run.
     pub metrics_addr: Option<std::net::SocketAddr>,
-}
-
-/// A batch on its way through the stages.
-pub(crate) struct Task {
-    pub meta: TaskMeta,
-    pub batch: RecordBatch,
-    /// Documents that failed so far (with `ignore_failures: true`).
-    pub dead: Vec<DeadLetter>,
-    /// Documents for branch sinks: (branch index, batch).
-    pub side: Vec<(usize, RecordBatch)>,
-}
-
-impl Task {
-    pub fn new(meta: TaskMeta, batch: RecordBatch) -> Task {
-        Task { meta, batch, dead: Vec::new(), side: Vec::new() }
-    }
 }
 
 /// Where a thread sends finished tasks.
@@ -184,7 +166,7 @@ pub(crate) fn compile(plan: &Plan, runtime: &WasmRuntime) -> Result<Vec<Loaded>,
     let mut compiled = Vec::new();
     for s in &plan.stages {
         if let Some(crate::plan::Builtin::RemoveIds { paths, field }) = &s.builtin {
-            let ids = crate::dedup::remove_ids::load_ids(paths, field)?;
+            let ids = crate::stage::remove_ids::load_ids(paths, field)?;
             tracing::info!(stage = %s.label, "{} id(s) to remove", ids.len());
             compiled.push(Loaded::RemoveIds(Arc::new(ids)));
             continue;

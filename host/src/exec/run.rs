@@ -10,10 +10,8 @@ use std::time::Instant;
 use curator_core::pipeline::{ExecutionMode, WriteMode};
 use curator_core::shard::Phase;
 
-use super::autoscale::capacity;
-use super::graph::{Sink, Source, SpillReplay, run_graph};
+use super::graph::{Sink, Source, run_graph};
 use super::progress::spawn_status;
-use super::spill::SpillDir;
 use super::summary::RunSummary;
 use super::{Ctx, Loaded, RunError, RunOptions, StopOnDrop};
 use crate::io::IoError;
@@ -21,6 +19,8 @@ use crate::io::journal::{Journal, remove_stale_spools};
 use crate::io::writer::{OutputManifest, WrittenFile};
 use crate::metrics::RunMetrics;
 use crate::plan::{Plan, merged_manifest};
+use crate::task::SpillDir;
+use crate::task::SpillReplay;
 use crate::wasm::WasmRuntime;
 
 /// Run a checked plan.
@@ -42,7 +42,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
         .iter()
         .filter(|c| matches!(c, Loaded::Wasm(c) if c.from_cache) || matches!(c, Loaded::WasmWorker { from_cache: true }))
         .count();
-    let capacity = capacity(plan, opts);
+    let capacity = crate::plan::capacity::capacity(plan, opts.workers);
     let cores = capacity.cpus.ceil().max(1.0) as usize;
     let gpus = opts.metrics_addr.is_some() && !crate::gpu::discover().gpus.is_empty();
     let metrics = Arc::new(RunMetrics::new(plan.stages.iter().map(|s| s.label.clone()), gpus));

@@ -81,21 +81,6 @@ pub struct RunSummary {
     pub dedup: Option<crate::dedup::DedupStats>,
 }
 
-/// Documents a stage could not process (with `ignore_failures: true`).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct DeadLetter {
-    pub stage: String,
-    pub plugin: String,
-    pub source: String,
-    /// Rows `[start, end)` of the source part, when known (a stage that returned a whole new
-    /// batch upstream loses the correspondence).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rows: Option<[u64; 2]>,
-    pub documents: u64,
-    pub error: String,
-    pub ids: Vec<String>,
-}
-
 /// Per-stage counters at the end of a run.
 pub(crate) fn stage_stats(plan: &Plan, metrics: &RunMetrics, scaling: &[ScaleEvent]) -> Vec<StageStats> {
     plan.stages

@@ -20,8 +20,8 @@ use crate::io::parquet::ParquetWriter;
 use crate::io::writer::{OutputWriter, RecordWriter, WrittenFile};
 use crate::io::{IoError, Loc};
 
-use super::spill::SpillDir;
 use super::{Ctx, DeadLetter, RunError, Task};
+use crate::task::SpillDir;
 
 /// What a writer thread committed: (partition index, entry) pairs and documents written.
 #[derive(Default)]
@@ -173,7 +173,7 @@ fn write_task(
         && let Some(j) = j.as_mut()
     {
         j.record(&entry)?;
-        crate::dedup::crash_point("output-partition");
+        crate::os::crash_point("output-partition");
     }
     written.entries.push((pi, entry));
     Ok(())

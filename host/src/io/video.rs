@@ -76,7 +76,7 @@ impl VideoReader {
 /// renamed when complete, reused while the object's size is unchanged.
 fn local_copy(loc: &super::Loc, size: u64) -> Result<std::path::PathBuf, IoError> {
     let url = loc.display();
-    let dir = crate::wasm::default_cache_dir().unwrap_or_else(std::env::temp_dir).join("videos");
+    let dir = crate::os::default_cache_dir().unwrap_or_else(std::env::temp_dir).join("videos");
     let ext = url.rsplit_once('.').map(|(_, e)| e).filter(|e| e.len() <= 5 && !e.contains('/')).unwrap_or("bin");
     let path = dir.join(format!("{:016x}-{size}.{ext}", xxhash_rust::xxh3::xxh3_64(url.as_bytes())));
     if std::fs::metadata(&path).is_ok_and(|m| m.len() == size) {

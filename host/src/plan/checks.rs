@@ -5,8 +5,8 @@ use curator_core::SpecError;
 use curator_core::placement::{GpuRequest, GpuStage};
 
 use super::PlannedStage;
+use super::SetupCheck;
 use crate::io::Loc;
-use crate::wasm::WasmRuntime;
 
 /// What a directory holds that a run with `mode: error` must not mix with: `None` when it is
 /// absent or holds no file (temp files of killed runs, empty folders and the spill directory
@@ -95,15 +95,16 @@ pub(super) fn check_memory(label: &str, stages: &[PlannedStage]) -> Vec<SpecErro
 }
 
 /// Start each stage that planned cleanly once, in a throw-away instance or worker
-/// (`exec::check_setup`): its own setup's refusal becomes a plan error at `stages[i].params`.
-pub(super) fn check_setups(label: &str, stages: &[PlannedStage], failed: &[SpecError], runtime: &WasmRuntime) -> Vec<SpecError> {
+/// (`check`, the executor's `exec::check_setup`): its own setup's refusal becomes a plan error
+/// at `stages[i].params`.
+pub(super) fn check_setups(label: &str, stages: &[PlannedStage], failed: &[SpecError], check: &SetupCheck<'_>) -> Vec<SpecError> {
     let mut errors = Vec::new();
     for st in stages {
         let gpu_needed_but_unplaced = st.resources.needs_gpu() && st.gpu.is_empty();
         if gpu_needed_but_unplaced || failed.iter().any(|e| e.path.starts_with(&format!("stages[{}]", st.index))) {
             continue;
         }
-        if let Err(e) = crate::exec::check_setup(st, runtime) {
+        if let Err(e) = check(st) {
             let (path, message) = match e {
                 crate::stage::StageFailure::InvalidParams(m) => {
                     ("params", format!("plugin {:?} rejected its params: {m}", st.plugin.manifest.name))

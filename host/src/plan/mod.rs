@@ -2,9 +2,11 @@
 //! against its schema, resources merged and validated, grants matched to requests, inputs
 //! listed and output names fixed. Nothing here reads documents.
 
+pub mod capacity;
 mod checks;
 pub mod lock;
 mod outputs;
+pub mod report;
 mod stages;
 
 pub use outputs::{merged_manifest, partition_output_name};
@@ -24,7 +26,7 @@ use crate::io::journal::Journal;
 use crate::io::writer::{OutputManifest, WrittenFile};
 use crate::io::{self, InputFile, IoError, Loc};
 use crate::registry::{PluginEntry, Registry};
-use crate::wasm::{DirGrant, WasmRuntime};
+use crate::wasm::DirGrant;
 
 /// One stage, ready to compile and instantiate.
 #[derive(Debug, Clone)]
@@ -76,6 +78,13 @@ pub struct PlannedDedup {
     pub capacity: curator_core::dedup::DedupPlan,
     /// The memory the capacity was planned for, in bytes.
     pub memory_bytes: u64,
+}
+
+impl PlannedDedup {
+    /// What the step's phases need of it.
+    pub fn step_plan(&self) -> crate::dedup::StepPlan<'_> {
+        crate::dedup::StepPlan { spec: &self.spec, capacity: &self.capacity }
+    }
 }
 
 impl PlannedStage {
@@ -218,6 +227,10 @@ impl From<curator_core::SpecErrors> for PlanError {
     }
 }
 
+/// Starts a planned stage once in a throw-away instance or worker and says whether its own
+/// `setup` accepts its params.
+pub type SetupCheck<'a> = dyn Fn(&PlannedStage) -> Result<(), crate::stage::StageFailure> + 'a;
+
 /// How far planning goes.
 #[derive(Clone, Copy, Default)]
 pub struct PlanOptions<'a> {
@@ -225,7 +238,9 @@ pub struct PlanOptions<'a> {
     pub restart: bool,
     /// Start each stage once in a throw-away instance (or worker) to check that its `setup`
     /// accepts the params: a stage that would refuse them fails the plan, not the run.
-    pub check_setup: Option<&'a WasmRuntime>,
+    /// The check itself is the executor's (`exec::check_setup`), passed in by the caller: the
+    /// planner sits below the executor and never calls up into it.
+    pub check_setup: Option<&'a SetupCheck<'a>>,
     /// Plan a dedup step for this much memory instead of this machine's available memory.
     pub memory_bytes: Option<u64>,
     /// Run a dedup step even when its planned memory exceeds the machine's.
@@ -309,9 +324,9 @@ fn plan_locked(
     if errors.is_empty() && opts.check_setup.is_some() {
         errors.extend(create_writable_grants(label, &stages));
     }
-    if let Some(runtime) = opts.check_setup {
+    if let Some(check) = opts.check_setup {
         let failed = errors.clone();
-        errors.extend(checks::check_setups(label, &stages, &failed, runtime));
+        errors.extend(checks::check_setups(label, &stages, &failed, check));
     }
 
     crate::io::storage::configure_retry(&spec.sink.retry);

@@ -70,7 +70,7 @@ pub(super) fn plan_stages(
                         }
                     })
                     .collect();
-                stages.push(crate::dedup::remove_ids::planned(i, step.label(), paths, &r.remove_ids.field, spec));
+                stages.push(remove_ids_stage(i, step.label(), paths, &r.remove_ids.field, spec));
             }
         }
     }
@@ -79,6 +79,46 @@ pub(super) fn plan_stages(
 
 /// The plugin that computes MinHash signatures for fuzzy dedup.
 pub const MINHASH_PLUGIN: &str = "minhash";
+
+/// The planned stage of a `remove_ids` step at `stages[index]`.
+fn remove_ids_stage(index: usize, label: &str, paths: Vec<Loc>, field: &str, spec: &curator_core::PipelineSpec) -> PlannedStage {
+    let manifest = curator_core::Manifest::from_json(
+        serde_json::json!({
+            "name": "remove_ids", "version": env!("CARGO_PKG_VERSION"), "kind": "wasm",
+            "abi": {"major": curator_core::ABI_MAJOR, "minor": curator_core::ABI_MINOR},
+            "description": "drop documents whose id is listed",
+            "resources": {"cpus": 1.0, "memory_mb": 256},
+            "input_columns": [crate::io::ID],
+            "params_schema": {"type": "object"}
+        })
+        .to_string()
+        .as_bytes(),
+    )
+    .expect("the built-in manifest is valid");
+    let resources = manifest.resources.clone();
+    let mut s = PlannedStage {
+        index,
+        label: label.to_string(),
+        plugin: crate::registry::PluginEntry {
+            manifest,
+            path: "(built in) remove_ids".into(),
+            size: 0,
+            standing: crate::trust::Standing::BuiltIn,
+        },
+        params: serde_json::json!({}),
+        resources,
+        batch_size: None,
+        timeout: std::time::Duration::from_secs_f64(spec.timeout_s.unwrap_or(curator_core::pipeline::DEFAULT_TIMEOUT_S)),
+        grants: Vec::new(),
+        isolation: curator_core::Isolation::InProcess,
+        memory: curator_core::MemoryBudget { reserved_mb: 0, guest_cap_mb: None, process_mb: None },
+        num_workers: None,
+        gpu: Vec::new(),
+        builtin: Some(super::Builtin::RemoveIds { paths, field: field.to_string() }),
+    };
+    s.memory = curator_core::memory_budget(&s.resources, s.runs());
+    s
+}
 
 /// The `minhash` stage a fuzzy dedup step runs in front of its barrier. With `device: auto`
 /// it keeps the plugin's GPU request when this machine has a GPU and runs on the CPU

@@ -14,6 +14,7 @@
 mod failure;
 pub mod input;
 mod output;
+pub mod remove_ids;
 pub mod wit;
 
 use arrow_array::RecordBatch;

@@ -1,6 +1,6 @@
 //! `- remove_ids: {path, field}`: drop the documents whose id is listed, as NeMo Curator's
-//! removal workflow does with the ids its identification step wrote. A built-in stage: the
-//! ids (Parquet, e.g. a `_duplicates/` directory, or JSONL) are read once when the run
+//! removal workflow does with the ids its identification step wrote. A built-in stage (the
+//! planner gives it its manifest, `plan/stages.rs`): the ids (Parquet, e.g. a `_duplicates/` directory, or JSONL) are read once when the run
 //! starts and held in one set shared by its workers.
 
 use std::collections::HashSet;
@@ -8,45 +8,8 @@ use std::sync::Arc;
 
 use arrow_array::{Array, BooleanArray, StringArray};
 
+use super::{Keep, StageCall, StageFailure, StageOutput};
 use crate::io::{IoError, Loc};
-use crate::plan::{Builtin, PlannedStage};
-use crate::registry::PluginEntry;
-use crate::stage::{Keep, StageCall, StageFailure, StageOutput};
-
-/// The planned stage of a `remove_ids` step at `stages[index]`.
-pub fn planned(index: usize, label: &str, paths: Vec<Loc>, field: &str, spec: &curator_core::PipelineSpec) -> PlannedStage {
-    let manifest = curator_core::Manifest::from_json(
-        serde_json::json!({
-            "name": "remove_ids", "version": env!("CARGO_PKG_VERSION"), "kind": "wasm",
-            "abi": {"major": curator_core::ABI_MAJOR, "minor": curator_core::ABI_MINOR},
-            "description": "drop documents whose id is listed",
-            "resources": {"cpus": 1.0, "memory_mb": 256},
-            "input_columns": [crate::io::ID],
-            "params_schema": {"type": "object"}
-        })
-        .to_string()
-        .as_bytes(),
-    )
-    .expect("the built-in manifest is valid");
-    let resources = manifest.resources.clone();
-    let mut s = PlannedStage {
-        index,
-        label: label.to_string(),
-        plugin: PluginEntry { manifest, path: "(built in) remove_ids".into(), size: 0, standing: crate::trust::Standing::BuiltIn },
-        params: serde_json::json!({}),
-        resources,
-        batch_size: None,
-        timeout: std::time::Duration::from_secs_f64(spec.timeout_s.unwrap_or(curator_core::pipeline::DEFAULT_TIMEOUT_S)),
-        grants: Vec::new(),
-        isolation: curator_core::Isolation::InProcess,
-        memory: curator_core::MemoryBudget { reserved_mb: 0, guest_cap_mb: None, process_mb: None },
-        num_workers: None,
-        gpu: Vec::new(),
-        builtin: Some(Builtin::RemoveIds { paths, field: field.to_string() }),
-    };
-    s.memory = curator_core::memory_budget(&s.resources, s.runs());
-    s
-}
 
 fn bad(path: &str, message: impl std::fmt::Display) -> IoError {
     IoError::Line { at: path.to_string(), message: format!("cannot read ids: {message}") }

@@ -11,7 +11,7 @@ use curator_core::TaskMeta;
 
 use crate::io::IoError;
 
-use super::{DeadLetter, Task};
+use super::{DeadLetter, Replay, Task};
 
 /// Schema-metadata key of a spilled batch's task description.
 const KEY: &str = "curator.task";
@@ -108,7 +108,7 @@ impl SpillDir {
         let global = self.global.as_ref().and_then(|g| g.get(partition).copied()).unwrap_or(partition);
         let marker = self.done_marker(global);
         std::fs::write(&marker, b"").map_err(|e| werr(&marker, e))?;
-        crate::dedup::crash_point(&format!("spill-{global}"));
+        crate::os::crash_point(&format!("spill-{global}"));
         Ok(())
     }
 
@@ -165,6 +165,21 @@ impl SpillDir {
 
     pub fn remove(self) {
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A spill directory's tasks, in partition and sequence order.
+pub(crate) struct SpillReplay<'a> {
+    pub dir: &'a SpillDir,
+    pub files: Vec<std::path::PathBuf>,
+}
+
+impl Replay for SpillReplay<'_> {
+    fn len(&self) -> usize {
+        self.files.len()
+    }
+    fn task(&self, i: usize) -> Result<Option<Task>, IoError> {
+        Ok(Some(self.dir.read(&self.files[i])?))
     }
 }
 

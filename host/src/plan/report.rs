@@ -2,9 +2,9 @@
 
 use curator_core::dedup::{Corpus, DedupPlan, plan_dedup};
 
-use super::human;
-use crate::exec::{RunOptions, capacity, initial_workers};
-use crate::plan::Plan;
+use super::Plan;
+use super::capacity::{capacity, initial_workers};
+use crate::dedup::human;
 
 #[derive(Debug, serde::Serialize)]
 pub struct Report {
@@ -59,13 +59,14 @@ pub struct DedupReport {
 }
 
 /// The report for a checked plan. `memory`: what the plan was made for (default: available).
-pub fn report(plan: &Plan, opts: &RunOptions, memory: Option<u64>) -> Report {
+pub fn report(plan: &Plan, workers: Option<usize>, memory: Option<u64>) -> Report {
     let memory = memory.unwrap_or_else(crate::os::available_memory_bytes);
     let corpus: Corpus = match &plan.dedup {
         Some(d) => d.corpus,
-        None => super::estimate::corpus(&plan.inputs, plan.spec.source.limit),
+        None => crate::dedup::estimate::corpus(&plan.inputs, plan.spec.source.limit),
     };
-    let workers = initial_workers(plan, opts);
+    let cores = capacity(plan, workers).cpus;
+    let workers = initial_workers(plan, workers);
     let stages = plan
         .stages
         .iter()
@@ -124,7 +125,7 @@ pub fn report(plan: &Plan, opts: &RunOptions, memory: Option<u64>) -> Report {
         partitions: plan.dedup.as_ref().map(|d| d.all_partitions.len()).unwrap_or(plan.partitions.len()),
         corpus: CorpusReport { documents: corpus.docs, bytes: corpus.bytes },
         memory_bytes: memory,
-        cores_for_workers: capacity(plan, opts).cpus,
+        cores_for_workers: cores,
         stages,
         dedup,
         warnings,

@@ -1,0 +1,53 @@
+//! The run's shared types: a batch on its way through the stages ([`Task`]), the documents a
+//! stage could not process ([`DeadLetter`]), tasks kept on disk between scheduling steps
+//! ([`SpillDir`]) and the tasks an earlier step replays ([`Replay`]). The executor and the
+//! dedup step both use them; neither owns them.
+
+mod spill;
+
+use arrow_array::RecordBatch;
+use curator_core::TaskMeta;
+
+use crate::io::IoError;
+
+pub(crate) use spill::{SpillDir, SpillReplay};
+
+/// A batch on its way through the stages.
+pub(crate) struct Task {
+    pub meta: TaskMeta,
+    pub batch: RecordBatch,
+    /// Documents that failed so far (with `ignore_failures: true`).
+    pub dead: Vec<DeadLetter>,
+    /// Documents for branch sinks: (branch index, batch).
+    pub side: Vec<(usize, RecordBatch)>,
+}
+
+impl Task {
+    pub fn new(meta: TaskMeta, batch: RecordBatch) -> Task {
+        Task { meta, batch, dead: Vec::new(), side: Vec::new() }
+    }
+}
+
+/// Documents a stage could not process (with `ignore_failures: true`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct DeadLetter {
+    pub stage: String,
+    pub plugin: String,
+    pub source: String,
+    /// Rows `[start, end)` of the source part, when known (a stage that returned a whole new
+    /// batch upstream loses the correspondence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows: Option<[u64; 2]>,
+    pub documents: u64,
+    pub error: String,
+    pub ids: Vec<String>,
+}
+
+/// Tasks an earlier step left on disk: a spill directory, or the documents behind a dedup
+/// step (with its verdict applied).
+pub(crate) trait Replay: Sync {
+    /// How many items there are.
+    fn len(&self) -> usize;
+    /// Item `i` as a task, or `None` when it is not replayed.
+    fn task(&self, i: usize) -> Result<Option<Task>, IoError>;
+}
