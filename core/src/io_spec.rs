@@ -151,9 +151,10 @@ pub struct SinkSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression_threads: Option<u32>,
     /// How object-store requests that fail (5xx, dropped connections, timeouts) are retried,
-    /// for every object store the run reads or writes.
-    #[serde(default)]
-    pub retry: RetrySpec,
+    /// for every object store the run reads or writes. Run-wide, so it is set on the main
+    /// sink only; a `rejected:` or `tee:` sink that sets it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetrySpec>,
 }
 
 /// Retries of object-store requests, with exponential backoff (object_store's defaults).
@@ -176,6 +177,11 @@ impl Default for RetrySpec {
 }
 
 impl SinkSpec {
+    /// The retry settings, or object_store's defaults.
+    pub fn retry(&self) -> RetrySpec {
+        self.retry.clone().unwrap_or_default()
+    }
+
     /// zstd worker threads per output file, given the cores no stage reserves.
     pub fn compression_workers(&self, idle_cores: usize) -> u32 {
         self.compression_threads.unwrap_or(idle_cores.min(2) as u32)

@@ -223,7 +223,8 @@ impl PipelineSpec {
         if !(0.0..=1.0).contains(&f) {
             errors.push(SpecError::new(file, "execution.max_failed_fraction", format!("must be between 0 and 1, found {f}")));
         }
-        for (field, secs) in [("retry_timeout_s", self.sink.retry.retry_timeout_s), ("max_backoff_s", self.sink.retry.max_backoff_s)] {
+        let retry = self.sink.retry();
+        for (field, secs) in [("retry_timeout_s", retry.retry_timeout_s), ("max_backoff_s", retry.max_backoff_s)] {
             if !(secs.is_finite() && secs >= 0.0) {
                 errors.push(SpecError::new(file, format!("sink.retry.{field}"), format!("must be a number of seconds >= 0, found {secs}")));
             }
@@ -281,6 +282,13 @@ impl PipelineSpec {
                         file,
                         at(&format!("{field}.path")),
                         format!("{:?} is already another sink's directory", b.path),
+                    ));
+                }
+                if b.retry.is_some() {
+                    errors.push(SpecError::new(
+                        file,
+                        at(&format!("{field}.retry")),
+                        "object-store retries are run-wide (every store the run reads or writes): set them once, as sink.retry",
                     ));
                 }
                 if b.row_group_size == Some(0) {
@@ -463,6 +471,20 @@ stages:
     fn zero_batch_size_refused() {
         let bad = GOOD.replace("batch_size: 500", "batch_size: 0");
         assert_eq!(PipelineSpec::from_yaml("p.yaml", &bad).unwrap_err().to_string(), "p.yaml: batch_size: must be > 0");
+    }
+
+    #[test]
+    fn retry_is_set_once_on_the_main_sink() {
+        let main = GOOD.replace("sink:\n", "sink:\n  retry: {max_retries: 3}\n");
+        let spec = PipelineSpec::from_yaml("p.yaml", &main).unwrap();
+        assert_eq!(spec.sink.retry().max_retries, 3);
+        assert_eq!(PipelineSpec::from_yaml("p.yaml", GOOD).unwrap().sink.retry(), RetrySpec::default());
+        let branch = GOOD.replace(
+            "  - plugin: unicode_normalize\n",
+            "  - plugin: unicode_normalize\n    rejected: {path: rej, retry: {max_retries: 3}}\n",
+        );
+        let err = PipelineSpec::from_yaml("p.yaml", &branch).unwrap_err().to_string();
+        assert!(err.contains("stages[1].rejected.retry: object-store retries are run-wide"), "{err}");
     }
 
     #[test]

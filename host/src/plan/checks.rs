@@ -94,6 +94,24 @@ pub(super) fn check_memory(label: &str, stages: &[PlannedStage]) -> Vec<SpecErro
     )]
 }
 
+/// `sink.mode: error` writes only into an empty directory: an error when `dir` holds outputs,
+/// unless they are an interrupted run's (its journal `journal_name` is there, and `restart`
+/// is not asked).
+pub(super) fn check_output_empty(label: &str, dir: &Loc, restart: bool, journal_name: &str) -> Option<SpecError> {
+    if !restart && crate::io::journal::Journal::load(dir, journal_name).is_some() {
+        return None;
+    }
+    let why = holds_outputs(dir)?;
+    Some(SpecError::new(
+        label,
+        "sink.path",
+        format!(
+            "{} already holds {why}; with sink.mode: error a run writes only into an empty directory (choose another, or set mode: overwrite, append or ignore)",
+            dir.display()
+        ),
+    ))
+}
+
 /// Start each stage that planned cleanly once, in a throw-away instance or worker
 /// (`check`, the executor's `exec::check_setup`): its own setup's refusal becomes a plan error
 /// at `stages[i].params`.

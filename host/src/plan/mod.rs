@@ -4,21 +4,24 @@
 
 pub mod capacity;
 mod checks;
+mod dedup_step;
 pub mod lock;
 mod outputs;
+mod partitions;
 pub mod report;
 mod stages;
 
+pub use dedup_step::PlannedDedup;
 pub use outputs::{merged_manifest, partition_output_name};
 
-use checks::{check_memory, holds_outputs, place_gpu_stages};
-use outputs::{describe, plan_branches, sink_ext};
+use checks::{check_memory, place_gpu_stages};
+use outputs::{describe, plan_branches};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use curator_core::partition::{FileInfo, Part, PartitionBy, Splittable, partition};
-use curator_core::pipeline::{DEFAULT_MAX_LINE_BYTES, Format, WriteMode};
+use curator_core::partition::Part;
+use curator_core::pipeline::{DEFAULT_MAX_LINE_BYTES, WriteMode};
 use curator_core::placement::Assignment;
 use curator_core::{Isolation, MemoryBudget, PipelineSpec, PluginKind, Resources, Runs, SinkSpec, SpecError};
 
@@ -56,35 +59,6 @@ pub struct PlannedStage {
 pub enum Builtin {
     /// Drop documents whose id is in the files at `paths` (column or field `field`).
     RemoveIds { paths: Vec<Loc>, field: String },
-}
-
-/// A dedup step: where its barrier falls and how it will run on this machine.
-#[derive(Debug, Clone)]
-pub struct PlannedDedup {
-    /// Index of the step in the pipeline's `stages`.
-    pub step: usize,
-    pub label: String,
-    pub spec: curator_core::DedupSpec,
-    /// Planned stages in front of the barrier (`stages[..before]`); the rest run after it.
-    pub before: usize,
-    /// Every partition of the input (the step needs all of them, even those a resumed run
-    /// already wrote out).
-    pub all_partitions: Vec<PlannedPartition>,
-    /// Local directory of the step's spill and checkpoints.
-    pub work_dir: PathBuf,
-    /// The corpus as estimated from file sizes and a sample.
-    pub corpus: curator_core::dedup::Corpus,
-    /// Bands per iteration, partitions, memory and disk of each phase.
-    pub capacity: curator_core::dedup::DedupPlan,
-    /// The memory the capacity was planned for, in bytes.
-    pub memory_bytes: u64,
-}
-
-impl PlannedDedup {
-    /// What the step's phases need of it.
-    pub fn step_plan(&self) -> crate::dedup::StepPlan<'_> {
-        crate::dedup::StepPlan { spec: &self.spec, capacity: &self.capacity }
-    }
 }
 
 impl PlannedStage {
@@ -306,30 +280,92 @@ fn plan_locked(
     opts: PlanOptions<'_>,
     locked: Option<(&Path, &lock::LockFile)>,
 ) -> Result<Plan, PlanError> {
-    let restart = opts.restart;
     let mut errors = Vec::new();
-    let (mut stages, barrier) = stages::plan_stages(&spec, label, base, registry, &mut errors);
+    let (stages, barrier) = checked_stages(&spec, label, base, registry, opts, locked, &mut errors);
+    crate::io::storage::configure_retry(&spec.sink.retry());
+    let located = locate(&spec, label, base, &mut errors);
+    // The shard that cuts partitions (a buckets or components phase reads all of them).
+    let part_shard = opts.shard.filter(|_| opts.phase.is_none_or(|p| p.over_partitions()));
+    let journal_name = Journal::name(part_shard);
+    if spec.sink.mode == WriteMode::Error
+        && opts.shard.is_none()
+        && opts.phase.is_none()
+        && let Some(d) = &located.output_dir
+    {
+        errors.extend(checks::check_output_empty(label, d, opts.restart, &journal_name));
+    }
+    let (Some(output_dir), true) = (located.output_dir, errors.is_empty()) else {
+        return Err(PlanError::Spec(errors));
+    };
+    let inputs = located.inputs;
+    let parts = partitions::plan_partitions(&spec, &inputs, &output_dir, &journal_name, opts.restart, part_shard, barrier.is_some())?;
+    let branches =
+        plan_branches(&spec, label, &stages, base, &inputs, &parts.planned, &parts.resumed_branches, parts.resuming, part_shard.is_some())?;
+    let dedup = match barrier {
+        Some(before) => dedup_step::plan_dedup_step(&spec, label, before, parts.all, &inputs, &output_dir, opts)?,
+        None => None,
+    };
+    dedup_step::check_phase(&spec, label, dedup.as_ref(), &output_dir, opts)?;
+    let fingerprint = crate::dedup::work::fingerprint(&spec, spec.stages.len().saturating_sub(1), &inputs);
+    Ok(Plan {
+        spec,
+        file_label: label.to_string(),
+        stages,
+        inputs,
+        partitions: parts.planned,
+        skipped: parts.skipped,
+        output_dir,
+        prior_manifest: parts.prior_manifest,
+        resumed: parts.resumed,
+        branches,
+        dedup,
+        shard: part_shard,
+        phase: opts.phase.map(|p| (p, opts.shard.unwrap_or(curator_core::shard::Shard { index: 0, count: 1 }))),
+        fingerprint,
+    })
+}
+
+/// Every stage resolved, checked against the lock file, placed and (with `check_setup`)
+/// started once; also where the dedup barrier falls. Problems go to `errors`.
+fn checked_stages(
+    spec: &PipelineSpec,
+    label: &str,
+    base: &Path,
+    registry: &Registry,
+    opts: PlanOptions<'_>,
+    locked: Option<(&Path, &lock::LockFile)>,
+    errors: &mut Vec<SpecError>,
+) -> (Vec<PlannedStage>, Option<usize>) {
+    let (mut stages, barrier) = stages::plan_stages(spec, label, base, registry, errors);
     // Before anything starts a plugin: each must be the file the lock pins.
     if let Some((file, lock)) = locked {
         errors.extend(lock::check(label, file, &stages, lock));
     }
     // Only stages that resolved cleanly are placed and started; the others already failed.
-    let clean = errors.is_empty();
-    if clean {
+    if errors.is_empty() {
         let cores = crate::os::available_cores() as f64 * spec.execution.cpu_allocation_percentage;
         errors.extend(place_gpu_stages(label, &mut stages, cores));
         errors.extend(check_memory(label, &stages));
     }
-    // Only a plan that starts stages (run, not `plan`) creates them.
-    if errors.is_empty() && opts.check_setup.is_some() {
-        errors.extend(create_writable_grants(label, &stages));
-    }
     if let Some(check) = opts.check_setup {
+        // Only a plan that starts stages (run, not `plan`) creates their directories.
+        if errors.is_empty() {
+            errors.extend(create_writable_grants(label, &stages));
+        }
         let failed = errors.clone();
         errors.extend(checks::check_setups(label, &stages, &failed, check));
     }
+    (stages, barrier)
+}
 
-    crate::io::storage::configure_retry(&spec.sink.retry);
+/// Where the pipeline reads from and writes to.
+struct Located {
+    output_dir: Option<Loc>,
+    inputs: Vec<InputFile>,
+}
+
+/// The source paths listed and the sink's directory parsed; problems go to `errors`.
+fn locate(spec: &PipelineSpec, label: &str, base: &Path, errors: &mut Vec<SpecError>) -> Located {
     let mut sources = Vec::new();
     for p in spec.source.path.as_vec() {
         match Loc::parse(p, base) {
@@ -358,214 +394,5 @@ fn plan_locked(
             }
         }
     };
-    // The shard that cuts partitions (a buckets or components phase reads all of them).
-    let part_shard = opts.shard.filter(|_| opts.phase.is_none_or(|p| p.over_partitions()));
-    let journal_name = Journal::name(part_shard);
-    let journal_present = !restart && output_dir.as_ref().is_some_and(|d| Journal::load(d, &journal_name).is_some());
-    // Shards share the output directory: each checks only its own outputs (below).
-    if spec.sink.mode == WriteMode::Error
-        && opts.shard.is_none()
-        && opts.phase.is_none()
-        && !journal_present
-        && let Some(d) = &output_dir
-        && let Some(why) = holds_outputs(d)
-    {
-        errors.push(SpecError::new(
-            label,
-            "sink.path",
-            format!("{} already holds {why}; with sink.mode: error a run writes only into an empty directory (choose another, or set mode: overwrite, append or ignore)", d.display()),
-        ));
-    }
-    let Some(output_dir) = output_dir.filter(|_| errors.is_empty()) else {
-        return Err(PlanError::Spec(errors));
-    };
-    let by = match (spec.source.files_per_partition, spec.source.blocksize.as_ref().and_then(|b| b.bytes())) {
-        (_, Some(bytes)) => PartitionBy::Bytes(bytes),
-        (Some(n), None) => PartitionBy::Files(n),
-        (None, None) => PartitionBy::Files(1),
-    };
-    let mut infos = Vec::with_capacity(inputs.len());
-    for f in &inputs {
-        let split = match (f.format, f.compressed, by) {
-            (_, _, PartitionBy::Files(_)) => Splittable::No,
-            (Format::Parquet, _, _) => Splittable::Units(io::parquet::row_group_sizes(f)?),
-            (Format::Jsonl, true, _) => Splittable::No,
-            (Format::Jsonl, false, _) => Splittable::Bytes,
-            (Format::Video, _, _) => Splittable::No,
-        };
-        infos.push(FileInfo { size: f.size, split });
-    }
-    let ext = sink_ext(&spec.sink);
-    let prior_manifest = OutputManifest::load(&output_dir);
-    let journal = if restart {
-        Journal::remove(&output_dir, &journal_name);
-        None
-    } else {
-        Journal::load(&output_dir, &journal_name)
-    };
-    let resuming = journal.is_some();
-    let journal = journal.unwrap_or_default();
-    let mut resumed = Vec::new();
-    let mut resumed_branches: Vec<Vec<WrittenFile>> = Vec::new();
-    let mut partitions: Vec<PlannedPartition> = Vec::new();
-    let mut skipped = 0;
-    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let mut all_partitions = Vec::new();
-    let every = partition(&infos, by);
-    let owners = part_shard.map(|s| {
-        let size = |part: &Part| match part.extent {
-            curator_core::partition::Extent::Bytes { start, end } => end.saturating_sub(start),
-            _ => inputs[part.file].size,
-        };
-        curator_core::shard::owners(&every.iter().map(|p| p.parts.iter().map(size).sum()).collect::<Vec<u64>>(), s.count)
-    });
-    for (k, p) in every.into_iter().enumerate() {
-        if let (Some(s), Some(o)) = (part_shard, &owners)
-            && o[k] != s.index
-        {
-            continue;
-        }
-        if barrier.is_some() {
-            let output_rel = partition_output_name(&inputs, &p.parts, p.index, &ext);
-            all_partitions.push(PlannedPartition {
-                index: p.index,
-                output: output_dir.join(&output_rel),
-                parts: p.parts.clone(),
-                output_rel,
-            });
-        }
-        let mut output_rel = partition_output_name(&inputs, &p.parts, p.index, &ext);
-        if let Some(other) = partitions.iter().find(|q| q.output_rel == output_rel) {
-            return Err(IoError::Collision {
-                a: inputs[other.parts[0].file].display(),
-                b: inputs[p.parts[0].file].display(),
-                out: output_dir.join(&output_rel).display(),
-            }
-            .into());
-        }
-        let mut output = output_dir.join(&output_rel);
-        let sources: Vec<String> = p.parts.iter().map(|part| describe(&inputs, part)).collect();
-        if let Some(done) =
-            journal.iter().find(|j| j.file.sources == sources && (j.file.is_empty() || output_dir.join(&j.file.path).exists()))
-        {
-            resumed.push(done.file.clone());
-            resumed_branches.push(done.branches.clone());
-            taken.insert(done.file.path.clone());
-            continue;
-        }
-        // Resuming: an output not in the journal is from the interrupted run; redo it.
-        if output.exists() && !resuming {
-            match spec.sink.mode {
-                WriteMode::Error => return Err(IoError::Exists { path: output.display() }.into()),
-                WriteMode::Ignore => {
-                    skipped += 1;
-                    continue;
-                }
-                WriteMode::Append => {
-                    let stem = output_rel.strip_suffix(&ext).unwrap_or(&output_rel).to_string();
-                    for k in 1.. {
-                        let candidate = format!("{stem}.{k}{ext}");
-                        let loc = output_dir.join(&candidate);
-                        if !taken.contains(&candidate) && !loc.exists() {
-                            output_rel = candidate;
-                            output = loc;
-                            break;
-                        }
-                    }
-                }
-                WriteMode::Overwrite => {}
-            }
-        }
-        taken.insert(output_rel.clone());
-        partitions.push(PlannedPartition { index: p.index, parts: p.parts, output_rel, output });
-    }
-    let branches = plan_branches(&spec, label, &stages, base, &inputs, &partitions, &resumed_branches, resuming, part_shard.is_some())?;
-    let dedup = match (barrier, spec.dedup()) {
-        (Some(before), Some((step, d))) => {
-            let memory = opts.memory_bytes.unwrap_or_else(crate::os::available_memory_bytes);
-            let work_dir = crate::dedup::work::work_dir(&spec, &output_dir);
-            let corpus = crate::dedup::estimate::corpus(&inputs, spec.source.limit);
-            let capacity = curator_core::dedup::plan_dedup(&d.dedup, corpus, memory);
-            if !capacity.fits && !opts.ignore_memory_plan {
-                return Err(SpecError::new(
-                    label,
-                    format!("stages[{step}].dedup"),
-                    format!(
-                        "needs about {} of memory at its peak ({}), more than the {} this machine allows a dedup phase ({:.0} % of {}); lower bands_per_iteration, raise partitions, or pass --ignore-memory-plan (see `curator-host plan`)",
-                        crate::dedup::human(capacity.peak_bytes),
-                        capacity.phases.iter().max_by_key(|p| p.bytes).map(|p| p.formula.as_str()).unwrap_or(""),
-                        crate::dedup::human(capacity.budget_bytes),
-                        curator_core::dedup::DEDUP_MEMORY_SHARE * 100.0,
-                        crate::dedup::human(memory),
-                    ),
-                )
-                .into());
-            }
-            Some(PlannedDedup {
-                step,
-                label: spec.stages[step].label().to_string(),
-                spec: d.dedup.clone(),
-                before,
-                all_partitions,
-                work_dir,
-                corpus,
-                capacity,
-                memory_bytes: memory,
-            })
-        }
-        _ => None,
-    };
-    match (&dedup, opts.phase) {
-        (Some(d), None) if opts.shard.is_some() => {
-            return Err(SpecError::new(
-                label,
-                format!("stages[{}].dedup", d.step),
-                "a dedup step needs every partition: run it sharded in phases (--phase docs, buckets, components, output; README: Running on a cluster)",
-            )
-            .into());
-        }
-        (Some(d), Some(_)) if d.spec.method == curator_core::DedupMethod::Semantic => {
-            return Err(SpecError::new(
-                label,
-                format!("stages[{}].dedup", d.step),
-                "semantic dedup does not run in phases (k-means needs every embedding on one machine); run it without --phase",
-            )
-            .into());
-        }
-        (None, Some(p)) => {
-            return Err(SpecError::new(label, "stages", format!("--phase {}: the pipeline has no dedup step", p.name())).into());
-        }
-        (Some(_), Some(_)) if spec.execution.spill_dir.is_none() && output_dir.is_remote() => {
-            return Err(SpecError::new(
-                label,
-                "execution.spill_dir",
-                "the phases of a dedup step share a work directory, and with an object-store sink the default one is on each machine's own disk: set execution.spill_dir to a directory every node mounts",
-            )
-            .into());
-        }
-        _ => {}
-    }
-    if let (Some(p), Some(s)) = (opts.phase, opts.shard)
-        && !p.sharded()
-        && s.count > 1
-    {
-        return Err(SpecError::new(label, "stages", format!("--phase {} is one job; it takes no --shard", p.name())).into());
-    }
-    let fingerprint = crate::dedup::work::fingerprint(&spec, spec.stages.len().saturating_sub(1), &inputs);
-    Ok(Plan {
-        spec,
-        file_label: label.to_string(),
-        stages,
-        inputs,
-        partitions,
-        skipped,
-        output_dir,
-        prior_manifest,
-        resumed,
-        branches,
-        dedup,
-        shard: part_shard,
-        phase: opts.phase.map(|p| (p, opts.shard.unwrap_or(curator_core::shard::Shard { index: 0, count: 1 }))),
-        fingerprint,
-    })
+    Located { output_dir, inputs }
 }
