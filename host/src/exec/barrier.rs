@@ -14,16 +14,13 @@
 //! `curator_core::shard::Phase`), every job sharing the work directory.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Mutex;
 
-use curator_core::scaling::Capacity;
 use curator_core::shard::{Phase, Shard};
 
 use super::graph::{Sink, Source, run_graph};
-use super::summary::ScaleEvent;
 use super::write::Written;
-use super::{Ctx, RunError};
+use super::{RunError, Schedule};
 use crate::dedup::work::{Work, fingerprint};
 use crate::dedup::{DedupReplay, DedupStats, find_duplicates, writes_documents};
 use crate::io::journal::Journal;
@@ -40,22 +37,15 @@ pub(super) struct Barrier {
 }
 
 /// The whole step on this machine: documents, the step's phases, output, `_duplicates/`.
-pub(super) fn run_with_dedup(
-    plan: &Plan,
-    d: &PlannedDedup,
-    new_ctx: &dyn Fn(Plan) -> Arc<Ctx>,
-    capacity: &Capacity,
-    t0: Instant,
-    scaling: &mut Vec<ScaleEvent>,
-) -> Result<Barrier, RunError> {
+pub(super) fn run_with_dedup(plan: &Plan, d: &PlannedDedup, sched: &mut Schedule<'_>) -> Result<Barrier, RunError> {
     let work = Work::open(&d.work_dir, &fingerprint(&plan.spec, d.step, &plan.inputs), false)?;
     let reader = SpillDir::open(work.path("docs"), None)?;
     let mut docs_stats = DedupStats::default();
-    let read = spill_documents(plan, d, &reader, new_ctx, capacity, t0, scaling, &mut docs_stats)?;
-    let ctx = new_ctx(plan.clone());
+    let read = spill_documents(plan, d, &reader, sched, &mut docs_stats)?;
+    let ctx = (sched.new_ctx)(plan.clone());
     let (index, verdict, mut stats) = find_duplicates(d.step_plan(), &work, &reader, &ctx.metrics)?;
     stats.phases.splice(0..0, docs_stats.phases);
-    let written = write_output(plan, d, &ctx, &reader, &index, &verdict, &mut stats, capacity, t0, scaling)?;
+    let written = write_output(plan, d, &reader, (&index, &verdict), &mut stats, sched)?;
     let dup_clock = crate::dedup::PhaseClock::start("duplicates", None);
     let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
     tracing::info!("dedup {:?}: {listed} duplicate id(s) in {}", d.label, plan.output_dir.join("_duplicates").display());
@@ -65,26 +55,22 @@ pub(super) fn run_with_dedup(
 
 /// One phase of the step (`run --phase`), as one job of a cluster: the work directory is
 /// shared by every job and outlives each of them.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn run_phase(
     plan: &Plan,
     d: &PlannedDedup,
     (phase, shard): (Phase, Shard),
-    new_ctx: &dyn Fn(Plan) -> Arc<Ctx>,
-    capacity: &Capacity,
-    t0: Instant,
-    scaling: &mut Vec<ScaleEvent>,
+    sched: &mut Schedule<'_>,
 ) -> Result<Barrier, RunError> {
     let work = Work::open(&d.work_dir, &fingerprint(&plan.spec, d.step, &plan.inputs), true)?;
     let reader = SpillDir::open(work.path("docs"), None)?;
-    let ctx = new_ctx(plan.clone());
+    let ctx = (sched.new_ctx)(plan.clone());
     let mut read = (0, 0);
     let mut written = Written::default();
     tracing::info!("dedup {:?}: phase {} as shard {} of {}", d.label, phase.name(), shard.index, shard.count);
     let stats = match phase {
         Phase::Docs => {
             let mut stats = DedupStats::default();
-            read = spill_documents(plan, d, &reader, new_ctx, capacity, t0, scaling, &mut stats)?;
+            read = spill_documents(plan, d, &reader, sched, &mut stats)?;
             let owned: HashSet<usize> = d.all_partitions.iter().map(|p| p.index).collect();
             let scan = crate::dedup::scan_shard(d.step_plan(), &work, &reader, shard, |p| owned.contains(&p), &ctx.metrics)?;
             let part = crate::dedup::scans::part(&work, shard)?;
@@ -106,7 +92,7 @@ pub(super) fn run_phase(
             // What the docs shard of the same partitions read, when the shard counts agree.
             let part = work.path(&format!("scan-{}/{READ}", shard.tag()));
             read = std::fs::read(&part).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or((0, 0));
-            written = write_output(plan, d, &ctx, &reader, &index, &verdict, &mut stats, capacity, t0, scaling)?;
+            written = write_output(plan, d, &reader, (&index, &verdict), &mut stats, sched)?;
             stats
         }
     };
@@ -118,15 +104,11 @@ const READ: &str = "read.json";
 
 /// The stages in front of the barrier, from the source into the documents spill, for every
 /// partition of `d.all_partitions` not spilled yet; (documents read, lines rejected).
-#[allow(clippy::too_many_arguments)]
 fn spill_documents(
     plan: &Plan,
     d: &PlannedDedup,
     reader: &SpillDir,
-    new_ctx: &dyn Fn(Plan) -> Arc<Ctx>,
-    capacity: &Capacity,
-    t0: Instant,
-    scaling: &mut Vec<ScaleEvent>,
+    sched: &mut Schedule<'_>,
     stats: &mut DedupStats,
 ) -> Result<(u64, u64), RunError> {
     let docs_dir = reader.path().to_path_buf();
@@ -149,9 +131,9 @@ fn spill_documents(
         let spill = SpillDir::open(docs_dir.clone(), Some(todo.iter().map(|p| p.index).collect()))?;
         let mut front = plan.clone();
         front.partitions = todo;
-        let ctx = new_ctx(front);
+        let ctx = (sched.new_ctx)(front);
         let stages: Vec<usize> = (0..d.before).collect();
-        read = run_graph(&ctx, Source::Read, &stages, Sink::Spill(&spill), capacity, t0, scaling)?.0;
+        read = run_graph(&ctx, Source::Read, &stages, Sink::Spill(&spill), sched)?.0;
     } else {
         tracing::info!("dedup {:?}: every partition's documents were spilled by an earlier run", d.label);
     }
@@ -162,18 +144,13 @@ fn spill_documents(
 
 /// The spilled documents replayed with the verdict applied through the stages after the
 /// barrier into the sink, for the partitions `plan.partitions` holds (journaled as any run).
-#[allow(clippy::too_many_arguments)]
 fn write_output(
     plan: &Plan,
     d: &PlannedDedup,
-    ctx: &Arc<Ctx>,
     reader: &SpillDir,
-    index: &crate::dedup::Index,
-    verdict: &crate::dedup::Verdict,
+    (index, verdict): (&crate::dedup::Index, &crate::dedup::Verdict),
     stats: &mut DedupStats,
-    capacity: &Capacity,
-    t0: Instant,
-    scaling: &mut Vec<ScaleEvent>,
+    sched: &mut Schedule<'_>,
 ) -> Result<Written, RunError> {
     let out_clock = crate::dedup::PhaseClock::start("output", None);
     let mut written = Written::default();
@@ -188,7 +165,8 @@ fn write_output(
         };
         let journal = Mutex::new(Journal::open_for_append(&plan.output_dir, &plan.journal_name())?);
         let stages: Vec<usize> = (d.before..plan.stages.len()).collect();
-        written = run_graph(ctx, Source::Replay(&replay), &stages, Sink::Write(&journal), capacity, t0, scaling)?.1;
+        let ctx = (sched.new_ctx)(plan.clone());
+        written = run_graph(&ctx, Source::Replay(&replay), &stages, Sink::Write(&journal), sched)?.1;
     }
     out_clock.finish(stats, false);
     Ok(written)

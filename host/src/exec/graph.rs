@@ -4,16 +4,15 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use crossbeam_channel::bounded;
 
 use curator_core::pipeline::ExecutionMode;
-use curator_core::scaling::{Capacity, StageLoad, allocate};
+use curator_core::scaling::{StageLoad, allocate};
 
+use super::Schedule;
 use super::autoscale::{autoscaler, record_scaling};
 use super::stage::Pool;
-use super::summary::ScaleEvent;
 use super::write::{self, Written};
 use super::{Ctx, Outlet, RunError, Task, read};
 use crate::io::journal::Journal;
@@ -39,10 +38,9 @@ pub(crate) fn run_graph(
     source: Source,
     stages: &[usize],
     sink: Sink,
-    capacity: &Capacity,
-    t0: Instant,
-    scaling: &mut Vec<ScaleEvent>,
+    sched: &mut Schedule<'_>,
 ) -> Result<((u64, u64), Written), RunError> {
+    let (capacity, t0) = (&sched.capacity, sched.started);
     let plan = &ctx.plan;
     let cores = capacity.cpus.ceil().max(1.0) as usize;
     let parallel_parts = plan.partitions.len().max(1);
@@ -68,7 +66,7 @@ pub(crate) fn run_graph(
     // Every worker sets up its instance before any data is read.
     let loads: Vec<StageLoad> = stages.iter().map(|&i| load(&plan.stages[i], None)).collect();
     let counts = allocate(capacity, &loads, plan.spec.execution.max_workers_per_stage);
-    record_scaling(ctx, scaling, t0, &pools, &counts, "initial allocation");
+    record_scaling(ctx, &mut sched.scaling, t0, &pools, &counts, "initial allocation");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let mut expected = 0;
     for (pool, n) in pools.iter().zip(&counts) {
@@ -199,7 +197,7 @@ pub(crate) fn run_graph(
         if let Some(h) = scaler
             && let Ok(events) = h.join()
         {
-            scaling.extend(events);
+            sched.scaling.extend(events);
         }
         for p in &pools {
             p.join();

@@ -57,6 +57,17 @@ pub struct RunOptions {
     pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
+/// What the scheduling steps of one run share (a dedup step runs several, batch mode one per
+/// stage): what the machine offers the workers, when the run started, the worker
+/// re-allocations so far (for the summary), and how a step gets its context.
+pub(crate) struct Schedule<'a> {
+    pub capacity: curator_core::scaling::Capacity,
+    pub started: std::time::Instant,
+    pub scaling: Vec<ScaleEvent>,
+    /// A fresh context for a step over `plan` (counters and metrics shared by all steps).
+    pub new_ctx: &'a dyn Fn(Plan) -> Arc<Ctx>,
+}
+
 /// Where a thread sends finished tasks.
 #[derive(Clone)]
 pub(crate) enum Outlet {
