@@ -40,9 +40,8 @@ pub(crate) fn run_graph(
     sink: Sink,
     sched: &mut Schedule<'_>,
 ) -> Result<((u64, u64), Written), RunError> {
-    let (capacity, t0) = (&sched.capacity, sched.started);
     let plan = &ctx.plan;
-    let cores = capacity.cpus.ceil().max(1.0) as usize;
+    let cores = sched.capacity.cpus.ceil().max(1.0) as usize;
     let parallel_parts = plan.partitions.len().max(1);
     let sinks = cores.min(parallel_parts).max(1);
     let mut sink_txs = Vec::with_capacity(sinks);
@@ -62,30 +61,7 @@ pub(crate) fn run_graph(
     }
     pools.reverse();
     let first = next;
-
-    // Every worker sets up its instance before any data is read.
-    let loads: Vec<StageLoad> = stages.iter().map(|&i| load(&plan.stages[i], None)).collect();
-    let counts = allocate(capacity, &loads, plan.spec.execution.max_workers_per_stage);
-    record_scaling(ctx, &mut sched.scaling, t0, &pools, &counts, "initial allocation");
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let mut expected = 0;
-    for (pool, n) in pools.iter().zip(&counts) {
-        expected += pool.scale_to(ctx, *n, Some(&ready_tx));
-    }
-    drop(ready_tx);
-    let mut startup_error = None;
-    for _ in 0..expected {
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                startup_error.get_or_insert(e);
-            }
-            Err(_) => {
-                startup_error.get_or_insert(RunError::Panic("a worker exited during setup".into()));
-            }
-        }
-    }
-    if let Some(e) = startup_error {
+    if let Err(e) = start_workers(ctx, &pools, sched) {
         // Nothing has been read: close every pool (the workers that did start see their
         // input close and leave) and report the first error.
         ctx.fail(e);
@@ -99,73 +75,20 @@ pub(crate) fn run_graph(
         }
         return Err(ctx.take_failure().unwrap_or_else(|| RunError::Panic("a worker failed to start".into())));
     }
-
+    // Partitions are independent: several readers take them in turn. A `limit` needs the
+    // documents in input order, so it reads with one.
+    let readers = if plan.spec.source.limit.is_some() { 1 } else { cores.min(parallel_parts).max(1) };
     let next_item = AtomicUsize::new(0);
     let stop_scaler = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let mut sink_handles = Vec::new();
-        for (k, rx) in sink_rxs.into_iter().enumerate() {
-            let ctx = &**ctx;
-            let h = match &sink {
-                Sink::Write(journal) => std::thread::Builder::new()
-                    .name(format!("curator-writer-{k}"))
-                    .spawn_scoped(scope, move || write::write_loop(ctx, rx, journal)),
-                Sink::Spill(dir) => std::thread::Builder::new()
-                    .name(format!("curator-spill-{k}"))
-                    .spawn_scoped(scope, move || write::spill_loop(ctx, rx, dir)),
-            };
-            match h {
-                Ok(h) => sink_handles.push(h),
-                Err(e) => ctx.fail(RunError::Panic(format!("cannot start a writer: {e}"))),
-            }
-        }
-        // Partitions are independent: several readers take them in turn. A `limit` needs the
-        // documents in input order, so it reads with one.
-        let readers = if plan.spec.source.limit.is_some() { 1 } else { cores.min(parallel_parts).max(1) };
-        let mut source_handles = Vec::new();
-        for r in 0..readers {
-            let (ctx, out, next_item) = (&**ctx, first.clone(), &next_item);
-            let h = match &source {
-                Source::Read => std::thread::Builder::new().name(format!("curator-reader-{r}")).spawn_scoped(scope, move || {
-                    read::read_partitions(ctx, next_item, out).unwrap_or_else(|e| {
-                        ctx.fail_source(e);
-                        (0, 0)
-                    })
-                }),
-                Source::Replay(items) => std::thread::Builder::new().name(format!("curator-unspill-{r}")).spawn_scoped(scope, move || {
-                    loop {
-                        let i = next_item.fetch_add(1, Ordering::Relaxed);
-                        if i >= items.len() || ctx.sources_stopped() {
-                            break;
-                        }
-                        match items.task(i) {
-                            Ok(Some(task)) => {
-                                if out.send(task, &ctx.metrics).is_err() {
-                                    break;
-                                }
-                            }
-                            Ok(None) => {}
-                            Err(e) => {
-                                ctx.fail_source(e.into());
-                                break;
-                            }
-                        }
-                    }
-                    (0, 0)
-                }),
-            };
-            match h {
-                Ok(h) => source_handles.push(h),
-                Err(e) => ctx.fail(RunError::Panic(format!("cannot start a reader: {e}"))),
-            }
-        }
+        let sink_handles: Vec<_> = sink_rxs.into_iter().enumerate().filter_map(|(k, rx)| spawn_sink(scope, ctx, &sink, k, rx)).collect();
+        let source_handles: Vec<_> = (0..readers).filter_map(|r| spawn_source(scope, ctx, &source, r, &first, &next_item)).collect();
         drop(first);
-
         let autoscale =
             plan.spec.execution.execution_mode == ExecutionMode::Streaming && pools.iter().filter(|p| p.fixed.is_none()).count() > 1;
         let scaler = autoscale
             .then(|| {
-                let (pools, stop) = (&pools, &stop_scaler);
+                let (pools, stop, capacity, t0) = (&pools, &stop_scaler, &sched.capacity, sched.started);
                 std::thread::Builder::new()
                     .name("curator-autoscaler".into())
                     .spawn_scoped(scope, move || autoscaler(ctx, pools, capacity, t0, stop))
@@ -207,4 +130,99 @@ pub(crate) fn run_graph(
             None => Ok((read, written)),
         }
     })
+}
+
+/// The first allocation's workers, each with its instance set up, before any data is read;
+/// the first setup error if one failed.
+fn start_workers(ctx: &Arc<Ctx>, pools: &[Arc<Pool>], sched: &mut Schedule<'_>) -> Result<(), RunError> {
+    let plan = &ctx.plan;
+    let loads: Vec<StageLoad> = pools.iter().map(|p| load(&plan.stages[p.stage], None)).collect();
+    let counts = allocate(&sched.capacity, &loads, plan.spec.execution.max_workers_per_stage);
+    record_scaling(ctx, &mut sched.scaling, sched.started, pools, &counts, "initial allocation");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let mut expected = 0;
+    for (pool, n) in pools.iter().zip(&counts) {
+        expected += pool.scale_to(ctx, *n, Some(&ready_tx));
+    }
+    drop(ready_tx);
+    let mut startup_error = None;
+    for _ in 0..expected {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                startup_error.get_or_insert(e);
+            }
+            Err(_) => {
+                startup_error.get_or_insert(RunError::Panic("a worker exited during setup".into()));
+            }
+        }
+    }
+    startup_error.map_or(Ok(()), Err)
+}
+
+/// Sink thread `k`: writes (or spills) the partitions sent to its queue.
+fn spawn_sink<'s>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    ctx: &'s Ctx,
+    sink: &'s Sink<'s>,
+    k: usize,
+    rx: crossbeam_channel::Receiver<Task>,
+) -> Option<std::thread::ScopedJoinHandle<'s, Written>> {
+    let h = match sink {
+        Sink::Write(journal) => {
+            std::thread::Builder::new().name(format!("curator-writer-{k}")).spawn_scoped(scope, move || write::write_loop(ctx, rx, journal))
+        }
+        Sink::Spill(dir) => {
+            std::thread::Builder::new().name(format!("curator-spill-{k}")).spawn_scoped(scope, move || write::spill_loop(ctx, rx, dir))
+        }
+    };
+    h.map_err(|e| ctx.fail(RunError::Panic(format!("cannot start a writer: {e}")))).ok()
+}
+
+/// Source thread `r`: reads partitions (or replays items) in turn, taking the next index
+/// from `next_item`; (documents read, lines rejected).
+fn spawn_source<'s>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    ctx: &'s Ctx,
+    source: &'s Source<'s>,
+    r: usize,
+    first: &Outlet,
+    next_item: &'s AtomicUsize,
+) -> Option<std::thread::ScopedJoinHandle<'s, (u64, u64)>> {
+    let out = first.clone();
+    let h = match source {
+        Source::Read => std::thread::Builder::new().name(format!("curator-reader-{r}")).spawn_scoped(scope, move || {
+            read::read_partitions(ctx, next_item, out).unwrap_or_else(|e| {
+                ctx.fail_source(e);
+                (0, 0)
+            })
+        }),
+        Source::Replay(items) => std::thread::Builder::new().name(format!("curator-unspill-{r}")).spawn_scoped(scope, move || {
+            replay_items(ctx, *items, next_item, &out);
+            (0, 0)
+        }),
+    };
+    h.map_err(|e| ctx.fail(RunError::Panic(format!("cannot start a reader: {e}")))).ok()
+}
+
+/// Replay items in turn until they run out, sources stop or nobody receives.
+fn replay_items(ctx: &Ctx, items: &dyn Replay, next_item: &AtomicUsize, out: &Outlet) {
+    loop {
+        let i = next_item.fetch_add(1, Ordering::Relaxed);
+        if i >= items.len() || ctx.sources_stopped() {
+            return;
+        }
+        match items.task(i) {
+            Ok(Some(task)) => {
+                if out.send(task, &ctx.metrics).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                ctx.fail_source(e.into());
+                return;
+            }
+        }
+    }
 }
