@@ -3,11 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use curator_host::exec::RunOptions;
-use curator_host::plan;
 use curator_host::registry::{self, Registry};
 
 /// Exit code when the pipeline or configuration is invalid (nothing was read).
@@ -258,7 +257,9 @@ mod plugin_cli;
 use plugin_cli::PluginCommand;
 #[path = "cli/pipeline.rs"]
 mod pipeline_cli;
-use pipeline_cli::{RunFlags, bench, plan_command, run, tune_command};
+use pipeline_cli::{RunFlags, bench, lock_command, plan_command, run, tune_command};
+#[path = "cli/host.rs"]
+mod host_cli;
 
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CURATOR_LOG")
@@ -291,20 +292,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             shard_from_env,
             phase,
         } => {
-            let shard = match (shard, shard_from_env) {
-                (Some(s), _) => Some(curator_core::shard::Shard::parse(&s)),
-                (None, true) => Some(curator_core::shard::Shard::from_env(|k| std::env::var(k).ok())),
-                (None, false) => None,
-            };
-            let shard = match shard.transpose() {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(ExitCode::from(EXIT_INVALID));
-                }
-            };
-            let phase = match phase.as_deref().map(curator_core::shard::Phase::parse).transpose() {
-                Ok(p) => p,
+            let (shard, phase) = match parse_shard_and_phase(shard, shard_from_env, phase) {
+                Ok(x) => x,
                 Err(e) => {
                     eprintln!("error: {e}");
                     return Ok(ExitCode::from(EXIT_INVALID));
@@ -314,121 +303,39 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, flags)
         }
         Command::Plan { pipeline, plugins, memory, workers, json } => plan_command(&pipeline, &plugins, memory.as_deref(), workers, json),
-        Command::DedupGpu { work, docs, dim, spec } => {
-            let spec: curator_core::DedupSpec = serde_json::from_str(&spec).context("--spec is not a dedup step")?;
-            curator_host::dedup::semantic::gpu_phases(&work, docs, dim, &spec.semantic())?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::DedupGpu { work, docs, dim, spec } => host_cli::dedup_gpu(&work, docs, dim, &spec),
         Command::Tune { pipeline, plugins, stage, gpu_memory, margin, sample, start, apply, json } => {
             let opts = curator_host::tune::TuneOptions { stage, gpu_memory_gb: gpu_memory, margin, sample_docs: sample, start };
             tune_command(&pipeline, &plugins, &opts, apply, json)
         }
-        Command::Lock { pipeline, plugins } => {
-            let opts = plan::PlanOptions { skip_lock: true, ..Default::default() };
-            let plan = match plan::plan_file(&pipeline, &scan_for(&pipeline, &plugins), opts) {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(ExitCode::from(EXIT_INVALID));
-                }
-            };
-            let lock = plan::lock::build(&plan.stages)?;
-            let path = plan::lock::lock_path(&pipeline);
-            std::fs::write(&path, serde_json::to_vec_pretty(&lock)?).with_context(|| format!("cannot write {}", path.display()))?;
-            for p in &lock.plugins {
-                out!("{} {} (ABI {}, {}) sha256 {}", p.name, p.version, p.abi, p.kind, p.sha256);
-            }
-            out!("wrote {} ({} plugin(s))", path.display(), lock.plugins.len());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Lock { pipeline, plugins } => lock_command(&pipeline, &plugins),
         Command::New { what: NewCommand::Stage { name, native, kind, dir, sdk, sdk_git } } => {
-            use curator_host::scaffold::{Kind, Sdk, new_stage};
-            let sdk = match (sdk, sdk_git) {
-                (Some(p), _) => Sdk::Path(std::path::absolute(&p).unwrap_or(p)),
-                (None, Some(url)) => Sdk::Git(url),
-                (None, None) => Sdk::default_for_this_host(),
-            };
-            let kind = Kind::parse(&kind).unwrap_or(Kind::Filter);
-            match new_stage(&dir, &name, kind, native, &sdk) {
-                Ok(s) => {
-                    out!("created {} ({} files)", s.dir.display(), s.files.len());
-                    out!("  cd {} && {}    # builds {}", s.dir.display(), s.build, s.artifact);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Ok(ExitCode::from(EXIT_INVALID))
-                }
-            }
+            host_cli::new_stage(&name, native, &kind, &dir, sdk, sdk_git)
         }
-        Command::Merge { output } => {
-            let loc = curator_host::io::Loc::parse(&output, &std::env::current_dir().unwrap_or_default())?;
-            match curator_host::io::shards::merge(&loc) {
-                Ok(m) => {
-                    out!(
-                        "merged {} shard(s) of {}: {} file(s), read {} documents, wrote {}, rejected {}, dead-lettered {}",
-                        m.shards,
-                        loc.display(),
-                        m.files,
-                        m.documents_in,
-                        m.documents_out,
-                        m.rejected,
-                        m.failed
-                    );
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Ok(ExitCode::from(EXIT_FAILED))
-                }
-            }
-        }
+        Command::Merge { output } => host_cli::merge(&output),
         Command::Bench { pipeline, plugins, native_plugins, repeat, json } => bench(&pipeline, &plugins, native_plugins, repeat, json),
         Command::Plugin { command } => plugin_cli::run(command),
         Command::Worker { plugin, manifest: true, .. } => {
             Ok(ExitCode::from(curator_host::worker::serve::serve_manifest(&plugin).clamp(0, 255) as u8))
         }
-        Command::Worker { plugin, params, context, cpus, wasm, shm, .. } => {
-            let context = serde_json::from_str(&context).context("--context is not a worker context")?;
-            let spec: Option<curator_host::worker::WasmWorkerSpec> =
-                wasm.map(|w| serde_json::from_str(&w)).transpose().context("--wasm is not a WASM worker spec")?;
-            let [input, output] = shm[..] else { anyhow::bail!("--shm needs the input and output arena descriptors") };
-            let args = curator_host::worker::serve::WorkerArgs {
-                plugin: &plugin,
-                params: &params,
-                context: &context,
-                cpus: &cpus,
-                shm: (input, output),
-                wasm: spec.as_ref(),
-            };
-            Ok(ExitCode::from(curator_host::worker::serve::serve(&args).clamp(0, 255) as u8))
-        }
-        Command::Gpus { json } => {
-            let inv = curator_host::gpu::discover();
-            if json {
-                out!("{}", serde_json::to_string_pretty(&inv)?);
-            } else {
-                if let Some(d) = &inv.driver {
-                    out!("driver {d}");
-                }
-                if inv.gpus.is_empty() {
-                    out!("no GPUs{}", inv.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default());
-                }
-                for g in &inv.gpus {
-                    out!("{:>3}  {:<28} {:>8} MiB total {:>8} MiB free  {}", g.index, g.name, g.memory_total_mb, g.memory_free_mb, g.uuid);
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Schema { what } => {
-            let schema = match what {
-                SchemaKind::Manifest => schemars::schema_for!(curator_core::Manifest),
-                SchemaKind::Pipeline => schemars::schema_for!(curator_core::PipelineSpec),
-            };
-            out!("{}", serde_json::to_string_pretty(&schema)?);
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Worker { plugin, params, context, cpus, wasm, shm, .. } => host_cli::worker(&plugin, &params, &context, &cpus, wasm, &shm),
+        Command::Gpus { json } => host_cli::gpus(json),
+        Command::Schema { what } => host_cli::schema(what),
     }
+}
+
+/// `--shard I/N` (or `--shard-from-env`) and `--phase P`, parsed.
+type ShardAndPhase = (Option<curator_core::shard::Shard>, Option<curator_core::shard::Phase>);
+
+fn parse_shard_and_phase(shard: Option<String>, from_env: bool, phase: Option<String>) -> Result<ShardAndPhase, String> {
+    let shard = match (shard, from_env) {
+        (Some(s), _) => Some(curator_core::shard::Shard::parse(&s)),
+        (None, true) => Some(curator_core::shard::Shard::from_env(|k| std::env::var(k).ok())),
+        (None, false) => None,
+    };
+    let shard = shard.transpose().map_err(|e| e.to_string())?;
+    let phase = phase.as_deref().map(curator_core::shard::Phase::parse).transpose().map_err(|e| e.to_string())?;
+    Ok((shard, phase))
 }
 
 fn scan(dirs: &PluginDirs) -> Registry {

@@ -300,3 +300,24 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `lock PIPELINE`: pin every plugin the pipeline uses (name, version, ABI, sha256) in
+/// `PIPELINE.lock`, which later runs check before any stage starts.
+pub(crate) fn lock_command(pipeline: &Path, dirs: &PluginDirs) -> Result<ExitCode> {
+    let opts = plan::PlanOptions { skip_lock: true, ..Default::default() };
+    let plan = match plan::plan_file(pipeline, &scan_for(pipeline, dirs), opts) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    let lock = plan::lock::build(&plan.stages)?;
+    let path = plan::lock::lock_path(pipeline);
+    std::fs::write(&path, serde_json::to_vec_pretty(&lock)?).with_context(|| format!("cannot write {}", path.display()))?;
+    for p in &lock.plugins {
+        out!("{} {} (ABI {}, {}) sha256 {}", p.name, p.version, p.abi, p.kind, p.sha256);
+    }
+    out!("wrote {} ({} plugin(s))", path.display(), lock.plugins.len());
+    Ok(ExitCode::SUCCESS)
+}
