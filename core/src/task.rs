@@ -5,22 +5,25 @@ use std::fmt;
 /// Metadata carried with every batch.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskMeta {
-    /// Sequence number of the batch in the run (the order outputs are written in).
+    /// Sequence number of the batch within its partition, from 0 (the order the partition's
+    /// output is written in).
     pub seq: u64,
-    /// Index of the source file in the run's input list.
-    pub file_index: usize,
-    /// Source file, as the user named it.
+    /// Index of the batch's partition among the partitions the reading graph processes (a
+    /// graph over a subset of them, such as a dedup step's output, numbers its own).
+    pub partition: usize,
+    /// The part of a source file the batch was read from, as the user named the file
+    /// (`file`, `file bytes a..b` or `file row groups a..b`).
     pub source: String,
-    /// First document of the batch, counted from 0 within the source file.
+    /// First document of the batch, counted from 0 within `source`.
     pub first_row: u64,
     /// Number of documents the batch started with.
     pub num_rows: u64,
-    /// Whether this is the last batch of its source file.
-    pub last_of_file: bool,
+    /// Whether this is the last batch of its partition.
+    pub last_of_partition: bool,
 }
 
 impl TaskMeta {
-    /// The half-open row range `first..end` of the batch in its source file.
+    /// The half-open row range `first..end` of the batch in `source`.
     pub fn row_range(&self) -> std::ops::Range<u64> {
         self.first_row..self.first_row + self.num_rows
     }

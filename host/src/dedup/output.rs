@@ -108,7 +108,7 @@ impl crate::task::Replay for DedupReplay<'_> {
         let f = &self.index.files[i];
         let Some(&local) = self.local.get(&f.partition) else { return Ok(None) };
         let mut task = self.docs.read(&self.index.path(self.docs, f))?;
-        task.meta.file_index = local;
+        task.meta.partition = local;
         task.batch = self
             .apply(f, task.batch)
             .map_err(|e| IoError::Line { at: task.meta.to_string(), message: format!("cannot apply the dedup verdict: {e}") })?;

@@ -83,7 +83,7 @@ impl Outlet {
     pub fn send(&self, t: Task, metrics: &RunMetrics) -> Result<(), ()> {
         let (gauge, tx) = match self {
             Outlet::Stage(i, tx) => (&metrics.stages[*i].queued, tx),
-            Outlet::Sinks(txs) => (&metrics.sink_queued, &txs[t.meta.file_index % txs.len()]),
+            Outlet::Sinks(txs) => (&metrics.sink_queued, &txs[t.meta.partition % txs.len()]),
         };
         gauge.fetch_add(1, Ordering::Relaxed);
         tx.send(t).map_err(|_| {

@@ -114,7 +114,7 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
                 {
                     return Ok((total, rejected));
                 }
-                let meta = TaskMeta { seq, file_index: pi, source: source.clone(), first_row: row, num_rows: n, last_of_file: false };
+                let meta = TaskMeta { seq, partition: pi, source: source.clone(), first_row: row, num_rows: n, last_of_partition: false };
                 // Number the rows so failures and branches can be traced to the source.
                 let batch = with_row_numbers(batch, row)
                     .map_err(|e| RunError::Io(IoError::Line { at: meta.to_string(), message: format!("cannot number rows: {e}") }))?;
@@ -125,10 +125,10 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
         }
         let mut last = pending.unwrap_or_else(|| {
             let source = partition.parts.first().map(|p| plan.describe_part(p)).unwrap_or_default();
-            let meta = TaskMeta { seq, file_index: pi, source, first_row: 0, num_rows: 0, last_of_file: true };
+            let meta = TaskMeta { seq, partition: pi, source, first_row: 0, num_rows: 0, last_of_partition: true };
             Task::new(meta, RecordBatch::new_empty(reader_schema()))
         });
-        last.meta.last_of_file = true;
+        last.meta.last_of_partition = true;
         if let Some(w) = rejects {
             let n = w.finish()?;
             rejected += n;

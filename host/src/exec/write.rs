@@ -93,7 +93,7 @@ fn write_task(
     account(ctx, &task)?;
     let plan = &ctx.plan;
     let text_field = &plan.spec.source.text_field;
-    let pi = task.meta.file_index;
+    let pi = task.meta.partition;
     let partition = &plan.partitions[pi];
     let out = match open.entry(pi) {
         std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
@@ -130,7 +130,7 @@ fn write_task(
             }
         }
         out.dead.extend(t.dead);
-        finished |= t.meta.last_of_file;
+        finished |= t.meta.last_of_partition;
     }
     if !finished {
         return Ok(());
@@ -196,10 +196,10 @@ pub(crate) fn spill_loop(ctx: &Ctx, rx: Receiver<Task>, dir: &SpillDir) -> Writt
             continue;
         }
         written.docs_out += task.batch.num_rows() as u64;
-        let pi = task.meta.file_index;
+        let pi = task.meta.partition;
         let p = progress.entry(pi).or_insert((0, None));
         p.0 += 1;
-        if task.meta.last_of_file {
+        if task.meta.last_of_partition {
             p.1 = Some(task.meta.seq + 1);
         }
         if p.1 == Some(p.0) {

@@ -84,7 +84,7 @@ impl SpillDir {
     }
 
     /// The spill directory at `path`, keeping what it holds (a resumed dedup step). Tasks are
-    /// written under `global[meta.file_index]` when given.
+    /// written under `global[meta.partition]` when given.
     pub fn open(path: PathBuf, global: Option<Vec<usize>>) -> Result<SpillDir, IoError> {
         std::fs::create_dir_all(&path).map_err(|e| werr(&path, e))?;
         Ok(SpillDir { path, global })
@@ -95,7 +95,7 @@ impl SpillDir {
     }
 
     fn stem(meta: &TaskMeta) -> String {
-        format!("{:08}-{:010}", meta.file_index, meta.seq)
+        format!("{:08}-{:010}", meta.partition, meta.seq)
     }
 
     /// The marker of a partition whose every batch is spilled.
@@ -127,7 +127,7 @@ impl SpillDir {
     pub fn write(&self, task: &Task) -> Result<(), IoError> {
         let mut meta = task.meta.clone();
         if let Some(g) = &self.global {
-            meta.file_index = g.get(meta.file_index).copied().unwrap_or(meta.file_index);
+            meta.partition = g.get(meta.partition).copied().unwrap_or(meta.partition);
         }
         let stem = Self::stem(&meta);
         for (k, (_, side)) in task.side.iter().enumerate() {
@@ -202,7 +202,7 @@ mod tests {
             vec![Arc::new(Int64Array::from(vec![7])) as ArrayRef],
         )
         .unwrap();
-        let meta = TaskMeta { seq: 3, file_index: 12, source: "a.jsonl".into(), first_row: 40, num_rows: 3, last_of_file: true };
+        let meta = TaskMeta { seq: 3, partition: 12, source: "a.jsonl".into(), first_row: 40, num_rows: 3, last_of_partition: true };
         let dead = DeadLetter {
             stage: "s".into(),
             plugin: "p".into(),
