@@ -359,9 +359,66 @@ pub struct DedupPlan {
     pub warnings: Vec<String>,
 }
 
+/// The phases of a dedup step, as they are planned (`PhaseEstimate`), timed and reported (the
+/// host's `_summary.json`). Serialized in lower case: `"documents"`, `"scan"`, ….
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DedupPhase {
+    /// The stages in front of the barrier, from the source into the documents spill.
+    Documents,
+    /// Keys (exact), signatures (fuzzy) or embeddings (semantic) read from the spill.
+    Scan,
+    /// Fuzzy: the LSH passes, bands into candidate pairs.
+    Buckets,
+    /// Exact: keys grouped, one hash partition at a time.
+    Group,
+    /// Fuzzy: candidate pairs triaged, checked and joined by union-find.
+    Components,
+    /// Semantic: k-means and the pairwise pass on the GPU, in one process.
+    Gpu,
+    /// Semantic: k-means on the CPU.
+    Kmeans,
+    /// Semantic: the within-cluster similarity pass on the CPU.
+    Pairwise,
+    /// The spill replayed with the verdict applied, through the stages after the barrier.
+    Output,
+    /// `_duplicates/` written.
+    Duplicates,
+}
+
+impl DedupPhase {
+    pub fn name(self) -> &'static str {
+        match self {
+            DedupPhase::Documents => "documents",
+            DedupPhase::Scan => "scan",
+            DedupPhase::Buckets => "buckets",
+            DedupPhase::Group => "group",
+            DedupPhase::Components => "components",
+            DedupPhase::Gpu => "gpu",
+            DedupPhase::Kmeans => "kmeans",
+            DedupPhase::Pairwise => "pairwise",
+            DedupPhase::Output => "output",
+            DedupPhase::Duplicates => "duplicates",
+        }
+    }
+}
+
+impl std::fmt::Display for DedupPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl DedupPlan {
+    /// The planned peak memory of `phase`, when the plan estimates it.
+    pub fn planned_bytes(&self, phase: DedupPhase) -> Option<u64> {
+        self.phases.iter().find(|p| p.phase == phase).map(|p| p.bytes)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PhaseEstimate {
-    pub phase: &'static str,
+    pub phase: DedupPhase,
     pub bytes: u64,
     /// The formula, for people.
     pub formula: String,
@@ -388,7 +445,7 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
             let partitions = spec.partitions.unwrap_or_else(|| ceil_div(records, room.min(EXACT_PARTITION_BYTES)).max(1) as usize);
             let group = ceil_div(records, partitions as u64) + PHASE_OVERHEAD_BYTES;
             let phases = vec![PhaseEstimate {
-                phase: "group",
+                phase: DedupPhase::Group,
                 bytes: group,
                 formula: format!("{n} docs × {EXACT_RECORD_BYTES} B / {partitions} partitions + 16 MiB"),
             }];
@@ -433,14 +490,14 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
             let components = n * UNION_FIND_BYTES + edges * EDGE_BYTES + n / 8 + sets + PHASE_OVERHEAD_BYTES;
             let phases = vec![
                 PhaseEstimate {
-                    phase: "buckets",
+                    phase: DedupPhase::Buckets,
                     bytes: bucket,
                     formula: format!(
                         "{n} docs × {BUCKET_RECORD_BYTES} B × {bpi} bands per iteration / {partitions} partitions × 1.125 + ~{pass_edges} pairs × {EDGE_BYTES} B + 16 MiB"
                     ),
                 },
                 PhaseEstimate {
-                    phase: "components",
+                    phase: DedupPhase::Components,
                     bytes: components,
                     formula: format!(
                         "{n} docs × {UNION_FIND_BYTES} B + ~{edges} candidate pairs × {EDGE_BYTES} B + {} docs' shingle sets × {set_bytes} B + 16 MiB",

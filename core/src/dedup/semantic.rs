@@ -139,7 +139,7 @@ pub(super) fn plan(spec: &DedupSpec, n: u64, docs_spill: u64, budget: u64) -> De
     }
     let phases = vec![
         PhaseEstimate {
-            phase: "kmeans",
+            phase: super::DedupPhase::Kmeans,
             bytes: kmeans,
             formula: format!(
                 "{fit} fitted × ({d} dims × 4 B + 12 B) + bounds {} MiB + {k} centroids × {d} × 20 B + {n} docs × 8 B + 16 MiB",
@@ -147,7 +147,7 @@ pub(super) fn plan(spec: &DedupSpec, n: u64, docs_spill: u64, budget: u64) -> De
             ),
         },
         PhaseEstimate {
-            phase: "pairwise",
+            phase: super::DedupPhase::Pairwise,
             bytes: pairwise,
             formula: format!(
                 "{n} docs × 12 B + {CLUSTERS_IN_FLIGHT} clusters in flight × (largest ~{largest} docs × ({d} × 4 B + 12 B) + {PAIR_TILE} × {d} × 4 B) + 16 MiB"

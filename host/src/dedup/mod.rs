@@ -26,6 +26,7 @@ pub mod work;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use curator_core::dedup::DedupPhase;
 use curator_core::shard::Shard;
 use curator_core::{DedupAction, DedupMethod};
 
@@ -82,7 +83,7 @@ pub struct DedupStats {
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PhaseStats {
-    pub phase: String,
+    pub phase: DedupPhase,
     pub seconds: f64,
     pub peak_rss_bytes: u64,
     /// Resident memory when the phase started (what earlier phases left: the process, the
@@ -116,22 +117,22 @@ fn check_chunk(planned: u64) -> u64 {
 /// Times a phase and samples the process's peak RSS (the high-water mark is reset first
 /// where the kernel allows it, so each phase reports its own).
 pub(crate) struct PhaseClock {
-    name: &'static str,
+    phase: DedupPhase,
     t0: Instant,
     planned: Option<u64>,
     start_rss: u64,
 }
 
 impl PhaseClock {
-    pub(crate) fn start(name: &'static str, planned: Option<u64>) -> PhaseClock {
+    pub(crate) fn start(phase: DedupPhase, planned: Option<u64>) -> PhaseClock {
         crate::os::release_free_memory();
         crate::os::reset_peak_rss();
-        tracing::info!("dedup: {name}");
-        PhaseClock { name, t0: Instant::now(), planned, start_rss: crate::os::own_rss_bytes() }
+        tracing::info!("dedup: {phase}");
+        PhaseClock { phase, t0: Instant::now(), planned, start_rss: crate::os::own_rss_bytes() }
     }
     pub(crate) fn finish(self, stats: &mut DedupStats, resumed: bool) {
         stats.phases.push(PhaseStats {
-            phase: self.name.to_string(),
+            phase: self.phase,
             seconds: self.t0.elapsed().as_secs_f64(),
             peak_rss_bytes: crate::os::own_peak_rss_bytes(),
             start_rss_bytes: self.start_rss,
@@ -185,7 +186,7 @@ pub(crate) fn scan_shard(
     let mut stats = new_stats(dedup, Some(layout));
     let part = scans::part(work, shard)?;
     let resumed = part.done("scan");
-    let clock = PhaseClock::start("scan", None);
+    let clock = PhaseClock::start(DedupPhase::Scan, None);
     let index = match dedup.spec.method {
         DedupMethod::Exact => exact::scan(&part, docs, owned, dedup.spec.hash.unwrap_or_default(), layout.partitions, metrics)?,
         DedupMethod::Fuzzy => fuzzy::scan(&part, docs, owned, &dedup.spec.fuzzy(), metrics)?,
@@ -217,12 +218,12 @@ pub(crate) fn bucket_shard(
     let scanned = scans::gather(work, count)?;
     stats.documents = scanned.index.documents();
     let sigs = scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4)?;
-    let planned = dedup.capacity.phases.iter().find(|p| p.phase == "buckets").map(|p| p.bytes);
+    let planned = dedup.capacity.planned_bytes(DedupPhase::Buckets);
     let mine: Vec<usize> = (0..layout.iterations).filter(|&it| curator_core::shard::owns_pass(shard, it)).collect();
     metrics.dedup.iterations_total.store(mine.len() as u64, Ordering::Relaxed);
     for (k, &it) in mine.iter().enumerate() {
         let resumed = work.done(&format!("buckets-{it:03}"));
-        let clock = PhaseClock::start("buckets", planned);
+        let clock = PhaseClock::start(DedupPhase::Buckets, planned);
         fuzzy::buckets(work, &sigs, stats.documents as u32, &p, layout.bands_per_iteration, layout.partitions, it)?;
         clock.finish(&mut stats, resumed);
         metrics.dedup.iterations_done.store(k as u64 + 1, Ordering::Relaxed);
@@ -243,11 +244,11 @@ pub(crate) fn components(
     let mut stats = new_stats(dedup, Some(layout));
     let scanned = scans::gather(work, count)?;
     stats.documents = scanned.index.documents();
-    let planned = |phase: &str| dedup.capacity.phases.iter().find(|p| p.phase == phase).map(|p| p.bytes);
+    let planned = |phase| dedup.capacity.planned_bytes(phase);
     let resumed = work.done("groups");
     let groups = match dedup.spec.method {
         DedupMethod::Exact => {
-            let clock = PhaseClock::start("group", planned("group"));
+            let clock = PhaseClock::start(DedupPhase::Group, planned(DedupPhase::Group));
             let g = exact::group(work, &scanned, layout.partitions)?;
             clock.finish(&mut stats, resumed);
             g
@@ -255,7 +256,7 @@ pub(crate) fn components(
         _ => {
             let p = dedup.spec.fuzzy();
             let sigs = scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4)?;
-            let clock = PhaseClock::start("components", planned("components"));
+            let clock = PhaseClock::start(DedupPhase::Components, planned(DedupPhase::Components));
             let chunk = check_chunk(dedup.capacity.check_docs_per_chunk);
             let found = fuzzy::components(work, docs, &scanned.index, &sigs, &p, layout.iterations, chunk, metrics)?;
             clock.finish(&mut stats, resumed);
@@ -340,9 +341,9 @@ fn find_semantic(
 ) -> Result<(Index, Verdict, DedupStats), DedupError> {
     let spec = &dedup.spec;
     let mut stats = new_stats(dedup, None);
-    let planned = |phase: &str| dedup.capacity.phases.iter().find(|p| p.phase == phase).map(|p| p.bytes);
+    let planned = |phase| dedup.capacity.planned_bytes(phase);
     let resumed = work.done("scan");
-    let clock = PhaseClock::start("scan", None);
+    let clock = PhaseClock::start(DedupPhase::Scan, None);
     let (index, dim) = semantic::scan(work, docs, &spec.semantic(), metrics)?;
     clock.finish(&mut stats, resumed);
     stats.documents = index.documents();
@@ -356,7 +357,7 @@ fn find_semantic(
         curator_core::dedup::Device::Auto => !crate::gpu::discover().gpus.is_empty(),
     };
     if use_gpu && !work.done("groups") {
-        let clock = PhaseClock::start("gpu", None);
+        let clock = PhaseClock::start(DedupPhase::Gpu, None);
         match semantic::run_on_gpu(work, stats.documents, dim, spec) {
             Ok(()) => {}
             Err(e) if spec.device == curator_core::dedup::Device::Auto => {
@@ -367,11 +368,11 @@ fn find_semantic(
         clock.finish(&mut stats, false);
     }
     let resumed = work.done("kmeans");
-    let clock = PhaseClock::start("kmeans", planned("kmeans"));
+    let clock = PhaseClock::start(DedupPhase::Kmeans, planned(DedupPhase::Kmeans));
     let assigned = semantic::cluster(work, stats.documents, dim, &p)?;
     clock.finish(&mut stats, resumed);
     let resumed = work.done("groups");
-    let clock = PhaseClock::start("pairwise", planned("pairwise"));
+    let clock = PhaseClock::start(DedupPhase::Pairwise, planned(DedupPhase::Pairwise));
     let groups = semantic::pairwise(work, dim, &assigned, &p)?;
     clock.finish(&mut stats, resumed);
     stats.semantic = work::read_all(&work.path(semantic::STATS)).ok().and_then(|b| serde_json::from_slice(&b).ok());

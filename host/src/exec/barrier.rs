@@ -46,7 +46,7 @@ pub(super) fn run_with_dedup(plan: &Plan, d: &PlannedDedup, sched: &mut Schedule
     let (index, verdict, mut stats) = find_duplicates(d.step_plan(), &work, &reader, &ctx.metrics)?;
     stats.phases.splice(0..0, docs_stats.phases);
     let written = write_output(plan, d, &reader, (&index, &verdict), &mut stats, sched)?;
-    let dup_clock = crate::dedup::PhaseClock::start("duplicates", None);
+    let dup_clock = crate::dedup::PhaseClock::start(curator_core::dedup::DedupPhase::Duplicates, None);
     let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
     tracing::info!("dedup {:?}: {listed} duplicate id(s) in {}", d.label, plan.output_dir.join("_duplicates").display());
     crate::os::crash_point("duplicates");
@@ -83,7 +83,7 @@ pub(super) fn run_phase(
         Phase::Components => {
             let (index, verdict, mut stats) = crate::dedup::components(d.step_plan(), &work, &reader, None, &ctx.metrics)?;
             crate::dedup::work::write_atomic(&work.path(crate::dedup::STATS), &serde_json::to_vec(&stats).unwrap_or_default())?;
-            let dup_clock = crate::dedup::PhaseClock::start("duplicates", None);
+            let dup_clock = crate::dedup::PhaseClock::start(curator_core::dedup::DedupPhase::Duplicates, None);
             crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
             stats
         }
@@ -114,7 +114,7 @@ fn spill_documents(
     let docs_dir = reader.path().to_path_buf();
     let todo: Vec<_> = d.all_partitions.iter().filter(|p| !reader.done_marker(p.index).exists()).cloned().collect();
     let mut read = (0, 0);
-    let docs_clock = crate::dedup::PhaseClock::start("documents", None);
+    let docs_clock = crate::dedup::PhaseClock::start(curator_core::dedup::DedupPhase::Documents, None);
     let docs_resumed = todo.is_empty();
     if !todo.is_empty() {
         tracing::info!(
@@ -152,7 +152,7 @@ fn write_output(
     stats: &mut DedupStats,
     sched: &mut Schedule<'_>,
 ) -> Result<Written, RunError> {
-    let out_clock = crate::dedup::PhaseClock::start("output", None);
+    let out_clock = crate::dedup::PhaseClock::start(curator_core::dedup::DedupPhase::Output, None);
     let mut written = Written::default();
     if writes_documents(d.spec.action) && !plan.partitions.is_empty() {
         let replay = DedupReplay {
