@@ -227,6 +227,6 @@ pub fn worker_output_seed() -> Vec<u8> {
     let Ok(d) = Encoder::default().write_output(&answer, &mut output, &worker_in, 2) else { return Vec::new() };
     let mut seed = (d.len() as u16).to_le_bytes().to_vec();
     seed.extend_from_slice(&d);
-    seed.extend_from_slice(&output.bytes()[..512.min(output.len())]);
+    seed.extend_from_slice(&output.copy_region(0, 512.min(output.len())).unwrap_or_default());
     seed
 }

@@ -16,8 +16,10 @@ struct Mapping {
 }
 
 // SAFETY: the mapping is plain shared memory; who may write it is decided by the protections
-// it was mapped with, and Rust code only reads it through `&[u8]` or writes it through the
-// arena that owns it.
+// it was mapped with. Rust code reads what another process may write only by copying it out
+// through a raw pointer (`Arena::copy_region`), hands out `&[u8]` only over an arena the other
+// side cannot write (`Arena::buffer`, the worker's read-only view of its input), and writes
+// through the arena that owns the mapping.
 unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 impl std::panic::RefUnwindSafe for Mapping {}
@@ -179,14 +181,29 @@ impl Arena {
         Ok(())
     }
 
-    pub(crate) fn bytes(&self) -> &[u8] {
-        // SAFETY: the mapping is `len` readable bytes for as long as `self.map` lives.
-        unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr(), self.map.len) }
+    /// A copy of bytes `[off, off + len)`, if the mapping holds them. The other process may
+    /// still be writing the arena (a worker is untrusted), so its bytes are copied through a
+    /// raw pointer into a buffer this process owns, and no `&[u8]` over shared memory ever
+    /// exists: a reference would promise that the bytes cannot change while it lives.
+    pub(crate) fn copy_region(&self, off: usize, len: usize) -> Option<Vec<u8>> {
+        if off.checked_add(len)? > self.map.len {
+            return None;
+        }
+        let mut out = Vec::<u8>::with_capacity(len);
+        // SAFETY: `[off, off + len)` lies inside the live mapping (checked above), `out` has
+        // room for `len` bytes and cannot overlap it, and `set_len` follows the copy that
+        // initialised them. The source is only ever read through this raw pointer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.map.ptr.as_ptr().add(off), out.as_mut_ptr(), len);
+            out.set_len(len);
+        }
+        Some(out)
     }
 
-    /// Bytes `[off, off + len)`, if the mapping holds them.
-    pub(super) fn region(&self, off: usize, len: usize) -> Option<&[u8]> {
-        self.bytes().get(off..off.checked_add(len)?)
+    /// A copy of the whole arena.
+    #[cfg(test)]
+    pub(crate) fn copy_all(&self) -> Vec<u8> {
+        self.copy_region(0, self.map.len).unwrap_or_default()
     }
 
     /// Whether `[ptr, ptr + len)` lies inside this mapping; its offset if so.
@@ -199,7 +216,9 @@ impl Arena {
     /// Arrow buffer over `[off, off + len)` of this mapping, without copying. Only for an arena
     /// the other side cannot write (the worker's view of the input).
     pub(super) fn buffer(&self, off: usize, len: usize) -> Option<Buffer> {
-        self.region(off, len)?;
+        if off.checked_add(len)? > self.map.len {
+            return None;
+        }
         // SAFETY: in range (checked above); the Arc keeps the mapping alive while the buffer lives.
         let ptr = unsafe { NonNull::new_unchecked(self.map.ptr.as_ptr().add(off)) };
         Some(unsafe { Buffer::from_custom_allocation(ptr, len, self.map.clone()) })

@@ -264,7 +264,7 @@ mod tests {
         let one = RecordBatch::try_from_iter([("text", text)]).unwrap();
         let d = Encoder::default().write_output(&one, &mut output, &worker_in, 0).unwrap();
         // The values region is the second region of the column: find "ab" in the arena and break it.
-        let bytes = output.bytes().to_vec();
+        let bytes = output.copy_all();
         let at = bytes.windows(2).position(|w| w == b"ab").unwrap();
         // SAFETY: test-only write into our own writable mapping.
         unsafe { *output.base_mut().add(at) = 0xff };

@@ -69,10 +69,6 @@ impl Decoder {
 }
 
 /// An untrusted buffer's bytes in memory the host owns.
-fn owned(bytes: &[u8]) -> Buffer {
-    Buffer::from(bytes)
-}
-
 /// Arrays nest at most this deep.
 const MAX_DEPTH: usize = 64;
 
@@ -96,9 +92,11 @@ fn read_array(r: &mut In<'_>, dt: &DataType, src: &Source<'_>, depth: usize) -> 
                 Some(found) => found,
                 // Bytes the host computed (rebased offsets): the worker cannot write the input
                 // arena, so a copy from it is what the host wrote.
-                None => (owned(input.region(off, n).ok_or_else(|| outside(off, n))?), false),
+                None => (Buffer::from_vec(input.copy_region(off, n).ok_or_else(|| outside(off, n))?), false),
             },
-            (Source::Host { output, .. }, Side::Output) => (owned(output.region(off, n).ok_or_else(|| outside(off, n))?), false),
+            (Source::Host { output, .. }, Side::Output) => {
+                (Buffer::from_vec(output.copy_region(off, n).ok_or_else(|| outside(off, n))?), false)
+            }
         })
     };
     let nulls = match r.u8()? {
