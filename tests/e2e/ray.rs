@@ -6,6 +6,9 @@ use crate::support::*;
 
 #[test]
 fn curator_ray_runs_shards_and_dedup_phases_on_a_ray_cluster_and_survives_a_lost_node() {
+    if !needs(Need::Ray) {
+        return;
+    }
     let package = root().join("python/curator-ray");
     let plugins = format!("{}:{}", guests_dir().display(), crate::dedup::minhash_dir().display());
     let r: Run = std::process::Command::new("python3")

@@ -146,6 +146,9 @@ const RETRY: &str = "  retry: {max_retries: 10, initial_backoff_ms: 20, max_back
 
 #[test]
 fn object_store_faults_are_retried_and_the_output_is_whole() {
+    if !needs(Need::MotoServer) {
+        return;
+    }
     let s3 = S3Server::start();
     s3.create_bucket("faults");
     let tmp = tempfile::tempdir().unwrap();
@@ -178,6 +181,9 @@ fn object_store_faults_are_retried_and_the_output_is_whole() {
 
 #[test]
 fn an_object_store_that_keeps_failing_fails_the_run_naming_it() {
+    if !needs(Need::MotoServer) {
+        return;
+    }
     let s3 = S3Server::start();
     s3.create_bucket("down");
     let tmp = tempfile::tempdir().unwrap();
@@ -205,6 +211,9 @@ fn an_object_store_that_keeps_failing_fails_the_run_naming_it() {
 /// and run again: the output equals a clean run's as a multiset of documents.
 #[test]
 fn killed_runs_writing_to_an_object_store_resume_from_its_journal() {
+    if !needs(Need::MotoServer) {
+        return;
+    }
     let s3 = S3Server::start();
     s3.create_bucket("resume");
     let tmp = tempfile::tempdir().unwrap();

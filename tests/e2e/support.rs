@@ -158,3 +158,63 @@ pub fn temp_leftovers(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// What a test needs from outside the repository (`scripts/test.sh` installs or fetches
+/// each of them).
+#[derive(Debug, Clone, Copy)]
+pub enum Need {
+    /// moto's S3-compatible server (`pip install 'moto[server]'`).
+    MotoServer,
+    /// Debian's `docker-registry` (the CNCF distribution registry).
+    DockerRegistry,
+    /// FFmpeg: the `ffmpeg` tool (test videos) and its libraries (the video stages build
+    /// against them; `scripts/install-ffmpeg.sh`).
+    Ffmpeg,
+    /// Ray and the `curator-ray` package (`pip install ./python/curator-ray`).
+    Ray,
+    /// The encoder models in `target/models` (`python3 scripts/models/fetch.py`).
+    EncoderModels,
+    /// fastText's lid.176 in `target/fasttext` (`python3 scripts/langid/make_fasttext_reference.py --model-only`).
+    FastTextModel,
+}
+
+impl Need {
+    fn present(self) -> bool {
+        let on_path = |tool: &str| std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()));
+        let succeeds = |cmd: &str, args: &[&str]| Command::new(cmd).args(args).output().map(|o| o.status.success()).unwrap_or(false);
+        match self {
+            Need::MotoServer => on_path("moto_server"),
+            Need::DockerRegistry => ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"].iter().any(|p| Path::new(p).exists()),
+            Need::Ffmpeg => on_path("ffmpeg") && succeeds("pkg-config", &["--exists", "libavcodec", "libavformat", "libswscale"]),
+            Need::Ray => succeeds("python3", &["-c", "import ray, curator_ray"]),
+            Need::EncoderModels => root().join("target/models/all-MiniLM-L6-v2/model.safetensors").exists(),
+            Need::FastTextModel => root().join("target/fasttext/lid.176.ftz").exists(),
+        }
+    }
+}
+
+/// Whether what the calling test needs is here. When it is not, under CI (`CI=true`) the
+/// test fails naming it; elsewhere it says on the terminal which test it skipped and why
+/// (written past the test harness's capture, so a plain `cargo test` shows it), and the
+/// test returns early.
+pub fn needs(need: Need) -> bool {
+    static PRESENT: OnceLock<std::sync::Mutex<Vec<(String, bool)>>> = OnceLock::new();
+    let key = format!("{need:?}");
+    let cache = PRESENT.get_or_init(Default::default);
+    let known = cache.lock().ok().and_then(|c| c.iter().find(|(k, _)| *k == key).map(|(_, p)| *p));
+    let present = known.unwrap_or_else(|| {
+        let p = need.present();
+        if let Ok(mut c) = cache.lock() {
+            c.push((key, p));
+        }
+        p
+    });
+    if present {
+        return true;
+    }
+    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{test} needs {need:?}, which CI must install (scripts/test.sh)");
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "skipped {test}: needs {need:?} (scripts/test.sh installs it)");
+    false
+}

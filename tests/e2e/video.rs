@@ -60,6 +60,9 @@ fn spans(rows: &[serde_json::Value]) -> Vec<(f64, f64)> {
 
 #[test]
 fn the_source_describes_each_video_and_rejects_broken_files_with_the_reason() {
+    if !needs(Need::Ffmpeg) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let src = videos().display().to_string();
     run(dir.path(), &format!("source: {{path: {src}, format: video}}\nsink: {{path: out}}\n")).ok();
@@ -84,6 +87,9 @@ fn the_source_describes_each_video_and_rejects_broken_files_with_the_reason() {
 
 #[test]
 fn scene_cuts_are_found_within_one_frame_of_the_planted_cuts() {
+    if !needs(Need::Ffmpeg) {
+        return;
+    }
     for file in ["scenes.mp4", "scenes.mkv"] {
         let dir = tempfile::tempdir().unwrap();
         let src = videos().join(file).display().to_string();
@@ -102,6 +108,9 @@ fn scene_cuts_are_found_within_one_frame_of_the_planted_cuts() {
 
 #[test]
 fn fixed_stride_clip_boundaries_are_exact() {
+    if !needs(Need::Ffmpeg) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let src = videos().join("scenes.mp4").display().to_string();
     let yaml = format!(
@@ -116,6 +125,9 @@ fn fixed_stride_clip_boundaries_are_exact() {
 
 #[test]
 fn static_clips_are_dropped_moving_ones_kept_and_kept_clips_are_written() {
+    if !needs(Need::Ffmpeg) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let src = videos().display().to_string();
     let yaml = format!(

@@ -9,8 +9,17 @@ use curator_fasttext::Model;
 fn lid176_predictions_equal_fasttext() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
     let model_path = format!("{root}target/fasttext/lid.176.ftz");
-    let bytes = std::fs::read(&model_path)
-        .unwrap_or_else(|e| panic!("{model_path}: {e}; fetch it with `python3 scripts/langid/make_fasttext_reference.py --model-only`"));
+    let bytes = match std::fs::read(&model_path) {
+        Ok(b) => b,
+        Err(e) => {
+            // Skipped (saying so on the terminal) where the model was not fetched; never under CI.
+            let why = format!("{model_path}: {e}; fetch it with `python3 scripts/langid/make_fasttext_reference.py --model-only`");
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "skipped lid176_predictions_equal_fasttext: {why}");
+            return;
+        }
+    };
     let model = Model::load(&bytes).unwrap();
     assert_eq!(model.labels().len(), 176);
     let docs: Vec<serde_json::Value> = std::fs::read_to_string(format!("{root}tests/langid/testset.jsonl"))
