@@ -12,6 +12,10 @@ pub trait Heuristic {
     /// computes once for every filter that asks.
     fn score_view(&self, doc: &mut View<'_>) -> f64;
     fn keep(&self, score: f64) -> bool;
+    /// Whether the params make sense together (each on its own is checked by its type).
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// The score of one text.
     fn score(&self, text: &str) -> f64 {
         self.score_view(&mut View::new(text))
@@ -269,8 +273,9 @@ impl Heuristic for LongWordFilter {
 }
 
 heuristic!(
-    /// Number of words; keep within [50, 100000].
-    WordCountFilter { min_words: f64 = 50.0, max_words: f64 = 100000.0 }
+    /// Number of words (`len(text.split())`); keep within [50, 100000]. The one word-count
+    /// rule: the `word_count_filter` stage and the chains both run it.
+    WordCountFilter { min_words: usize = 50, max_words: usize = 100000 }
 );
 impl Heuristic for WordCountFilter {
     const NAME: &'static str = "WordCountFilter";
@@ -278,7 +283,13 @@ impl Heuristic for WordCountFilter {
         doc.word_count() as f64
     }
     fn keep(&self, s: f64) -> bool {
-        self.min_words <= s && s <= self.max_words
+        self.min_words as f64 <= s && s <= self.max_words as f64
+    }
+    fn check(&self) -> Result<(), String> {
+        if self.min_words > self.max_words {
+            return Err(format!("min_words ({}) is greater than max_words ({})", self.min_words, self.max_words));
+        }
+        Ok(())
     }
 }
 
@@ -443,6 +454,16 @@ mod tests {
         assert_eq!(urls("see https://a.b/c?d=e, and http://x.y/%20z%2 end"), ["https://a.b/c?d=e,", "http://x.y/%20z"]);
         assert!(urls("http:// nothing").is_empty());
         assert_eq!(urls("xhttp://a"), ["http://a"]);
+    }
+
+    #[test]
+    fn word_count_params_are_checked_wherever_the_rule_runs() {
+        let e = AnyHeuristic::from_params("word_count_filter", serde_json::json!({"min_words": 5, "max_words": 1})).unwrap_err();
+        assert_eq!(e, "min_words (5) is greater than max_words (1)");
+        assert!(AnyHeuristic::from_params("word_count_filter", serde_json::json!({"min_words": -1})).is_err());
+        let h = AnyHeuristic::from_params("word_count_filter", serde_json::json!({"min_words": 2, "max_words": 3})).unwrap();
+        let keeps = |t: &str| h.keep(h.score_view(&mut View::new(t)));
+        assert_eq!([keeps("one"), keeps("one two"), keeps("one two three"), keeps("a b c d")], [false, true, true, false]);
     }
 }
 
@@ -1131,7 +1152,11 @@ macro_rules! by_name {
             /// missing params take their defaults, unknown ones are an error).
             pub fn from_params(stage: &str, params: serde_json::Value) -> Result<AnyHeuristic, String> {
                 match stage {
-                    $($stage => serde_json::from_value(params).map(AnyHeuristic::$ty).map_err(|e| e.to_string()),)*
+                    $($stage => {
+                        let h: $ty = serde_json::from_value(params).map_err(|e| e.to_string())?;
+                        Heuristic::check(&h)?;
+                        Ok(AnyHeuristic::$ty(h))
+                    })*
                     other => Err(format!("unknown filter `{other}` (one of: {})", Self::NAMES.join(", "))),
                 }
             }

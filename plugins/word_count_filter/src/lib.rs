@@ -1,7 +1,10 @@
-//! `word_count_filter`: NeMo Curator's `WordCountFilter` as a curator stage.
+//! `word_count_filter`: NeMo Curator's `WordCountFilter` as a curator stage. The rule (and
+//! the check of its params) is `curator_heuristics::nemo::WordCountFilter`, the one the
+//! heuristic chains run under the same name.
 //!
 //! Words are counted as Python's `len(text.split())` counts them.
 
+use curator_heuristics::nemo::{Heuristic, WordCountFilter as Rule};
 use curator_sdk::prelude::*;
 
 /// Keeps documents whose word count lies in [min_words, max_words].
@@ -15,19 +18,19 @@ pub struct WordCountFilter {
     pub max_words: usize,
 }
 
+impl WordCountFilter {
+    fn rule(&self) -> Rule {
+        Rule { min_words: self.min_words, max_words: self.max_words }
+    }
+}
+
 impl Filter for WordCountFilter {
     fn init(&mut self) -> Result<(), StageError> {
-        if self.min_words > self.max_words {
-            return Err(StageError::InvalidParams(format!(
-                "min_words ({}) is greater than max_words ({})",
-                self.min_words, self.max_words
-            )));
-        }
-        Ok(())
+        self.rule().check().map_err(StageError::InvalidParams)
     }
 
     fn keep(&self, doc: &Doc<'_>) -> bool {
-        (self.min_words..=self.max_words).contains(&doc.words())
+        self.rule().keep(doc.words() as f64)
     }
 }
 
