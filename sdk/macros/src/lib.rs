@@ -393,3 +393,99 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         };
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn expanded(args: TokenStream2, item: TokenStream2) -> String {
+        let tokens = expand(args, item).unwrap_or_else(|e| e.to_compile_error());
+        match syn::parse2::<syn::File>(tokens.clone()) {
+            Ok(file) => prettyplease::unparse(&file),
+            Err(_) => tokens.to_string(),
+        }
+    }
+
+    /// The whole expansion of a filter with every kind of param: the manifest (params schema,
+    /// resources, custom section), the `StageDef` impl, the C ABI entry point, the component
+    /// exports. A change to what `#[stage]` emits shows up here, line by line.
+    #[test]
+    fn a_filter_expands_to_its_manifest_and_entry_points() {
+        let out = expanded(
+            quote!(name = "length_filter", cpus = 0.5, memory_mb = 64, dir = "models"),
+            quote! {
+                /// Keeps documents of a length.
+                pub struct LengthFilter {
+                    /// Shortest kept.
+                    #[param(default = 3, min = 0)]
+                    pub min_len: usize,
+                    /// Longest kept, if any.
+                    pub max_len: Option<u64>,
+                    /// Languages to keep.
+                    #[param(default = ["en", "de"])]
+                    pub langs: Vec<String>,
+                    #[param(default = -1.5)]
+                    pub offset: f64,
+                    #[state]
+                    seen: u64,
+                }
+            },
+        );
+        insta::assert_snapshot!(out);
+    }
+
+    /// The params schema alone, the part users read (`curator-host plugin info`).
+    #[test]
+    fn params_schemas_follow_the_field_types() {
+        let item = quote! {
+            pub struct S {
+                /// A count.
+                #[param(default = 5)]
+                pub n: u32,
+                pub ratio: Option<f32>,
+                pub on: bool,
+                pub names: std::collections::BTreeMap<String, String>,
+            }
+        };
+        let out = expanded(quote!(name = "s"), item);
+        let start = out.find("const MANIFEST").expect("a MANIFEST constant");
+        let manifest = &out[start..];
+        let json_start = manifest.find('"').expect("a string literal");
+        let literal: syn::LitStr =
+            syn::parse_str(&manifest[json_start..manifest[json_start..].find(";").map(|e| json_start + e).unwrap_or(manifest.len())])
+                .expect("the manifest is a string literal");
+        let m: Value = serde_json::from_str(&literal.value()).expect("the manifest is JSON");
+        insta::assert_snapshot!(serde_json::to_string_pretty(&m["params_schema"]).unwrap_or_default());
+    }
+
+    #[test]
+    fn mistakes_are_compile_errors_naming_them() {
+        let errors: Vec<String> = [
+            (
+                quote!(name = "x", colour = "red"),
+                quote!(
+                    pub struct S {}
+                ),
+            ),
+            (
+                quote!(cpus = 1.0),
+                quote!(
+                    pub struct S {}
+                ),
+            ),
+            (
+                quote!(name = "x"),
+                quote!(
+                    pub enum E {
+                        A,
+                    }
+                ),
+            ),
+        ]
+        .into_iter()
+        .map(|(a, i)| expand(a, i).err().map(|e| e.to_string()).unwrap_or_else(|| "(expanded)".into()))
+        .collect();
+        insta::assert_snapshot!(errors.join("\n"));
+    }
+}
