@@ -96,7 +96,7 @@ pub(super) fn check_phase(
             return Err(SpecError::new(
                 label,
                 format!("stages[{}].dedup", d.step),
-                "a dedup step needs every partition: run it sharded in phases (--phase docs, buckets, components, output; README: Running on a cluster)",
+                "a dedup step needs every partition: run it sharded in phases (--phase docs, buckets, components, output; docs/src/cluster.md)",
             )
             .into());
         }
