@@ -107,7 +107,7 @@ pub fn sentence_count(text: &str) -> usize {
 
 fn is_single_terminal(w: &str) -> bool {
     let mut cs = w.chars();
-    matches!((cs.next(), cs.next()), (Some(c), None) if crate::datatrove::is_terminal_punctuation(c))
+    matches!((cs.next(), cs.next()), (Some(c), None) if crate::punctuation::is_terminal_punctuation(c))
 }
 
 /// spaCy's `is_punct`: every character is Unicode punctuation (general category P*).
