@@ -25,5 +25,6 @@ mod scaffold;
 mod scheduling;
 mod semantic;
 mod shards;
+mod snapshots;
 mod trust;
 mod video;
