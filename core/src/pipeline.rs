@@ -183,6 +183,18 @@ impl PipelineSpec {
         if let Some(t) = self.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
             errors.push(SpecError::new(file, "timeout_s", format!("must be a positive number of seconds, found {t}")));
         }
+        self.check_source(file, &mut errors);
+        self.check_execution(file, &mut errors);
+        self.check_sink(file, &mut errors);
+        self.check_steps(file, &mut errors);
+        for (i, stage) in self.plugin_stages() {
+            self.check_stage(file, i, stage, &mut errors);
+        }
+        if errors.is_empty() { Ok(()) } else { Err(SpecErrors(errors)) }
+    }
+
+    /// `source:`: paths, partitioning, sizes.
+    fn check_source(&self, file: &str, errors: &mut Vec<SpecError>) {
         if self.source.path.as_vec().is_empty() {
             errors.push(SpecError::new(file, "source.path", "names no file"));
         }
@@ -205,6 +217,10 @@ impl PipelineSpec {
                 ));
             }
         }
+    }
+
+    /// `execution:`: attempts, shares, intervals, fractions.
+    fn check_execution(&self, file: &str, errors: &mut Vec<SpecError>) {
         if self.execution.num_run_attempts == 0 {
             errors.push(SpecError::new(file, "execution.num_run_attempts", "must be at least 1"));
         }
@@ -223,6 +239,10 @@ impl PipelineSpec {
         if !(0.0..=1.0).contains(&f) {
             errors.push(SpecError::new(file, "execution.max_failed_fraction", format!("must be between 0 and 1, found {f}")));
         }
+    }
+
+    /// `sink:`: retries, row groups, the format.
+    fn check_sink(&self, file: &str, errors: &mut Vec<SpecError>) {
         let retry = self.sink.retry();
         for (field, secs) in [("retry_timeout_s", retry.retry_timeout_s), ("max_backoff_s", retry.max_backoff_s)] {
             if !(secs.is_finite() && secs >= 0.0) {
@@ -239,6 +259,10 @@ impl PipelineSpec {
                 "video is a source format; write clips with the clip_writer stage and their index as jsonl or parquet",
             ));
         }
+    }
+
+    /// The steps: one dedup step at most, each dedup and `remove_ids` step on its own.
+    fn check_steps(&self, file: &str, errors: &mut Vec<SpecError>) {
         let dedups: Vec<usize> = self.stages.iter().enumerate().filter(|(_, s)| matches!(s, Step::Dedup(_))).map(|(i, _)| i).collect();
         for &i in dedups.iter().skip(1) {
             errors.push(SpecError::new(
@@ -258,64 +282,61 @@ impl PipelineSpec {
                 Step::Plugin(_) => {}
             }
         }
-        for (i, stage) in self.plugin_stages() {
-            let at = |field: &str| format!("stages[{i}].{field}");
-            if stage.batch_size == Some(0) {
-                errors.push(SpecError::new(file, at("batch_size"), "must be > 0"));
-            }
-            if stage.num_workers == Some(0) {
-                errors.push(SpecError::new(file, at("num_workers"), "must be > 0"));
-            }
-            for (field, branch) in [("rejected", &stage.rejected), ("tee", &stage.tee)] {
-                let Some(b) = branch else { continue };
-                let normal = |p: &str| p.trim_end_matches('/').to_string();
-                let clash = normal(&b.path) == normal(&self.sink.path)
-                    || self
-                        .plugin_stages()
-                        .flat_map(|(_, o)| [&o.rejected, &o.tee])
-                        .flatten()
-                        .filter(|o| normal(&o.path) == normal(&b.path))
-                        .count()
-                        > 1;
-                if clash {
-                    errors.push(SpecError::new(
-                        file,
-                        at(&format!("{field}.path")),
-                        format!("{:?} is already another sink's directory", b.path),
-                    ));
-                }
-                if b.retry.is_some() {
-                    errors.push(SpecError::new(
-                        file,
-                        at(&format!("{field}.retry")),
-                        "object-store retries are run-wide (every store the run reads or writes): set them once, as sink.retry",
-                    ));
-                }
-                if b.row_group_size == Some(0) {
-                    errors.push(SpecError::new(file, at(&format!("{field}.row_group_size")), "must be > 0"));
-                }
-            }
-            if let Some(t) = stage.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
-                errors.push(SpecError::new(file, at("timeout_s"), format!("must be a positive number of seconds, found {t}")));
-            }
-            if !stage.params.is_object() {
+    }
+
+    /// Plugin stage `stages[i]`: sizes, limits, params, resources, its branch sinks.
+    fn check_stage(&self, file: &str, i: usize, stage: &StageSpec, errors: &mut Vec<SpecError>) {
+        let at = |field: &str| format!("stages[{i}].{field}");
+        if stage.batch_size == Some(0) {
+            errors.push(SpecError::new(file, at("batch_size"), "must be > 0"));
+        }
+        if stage.num_workers == Some(0) {
+            errors.push(SpecError::new(file, at("num_workers"), "must be > 0"));
+        }
+        for (field, branch) in [("rejected", &stage.rejected), ("tee", &stage.tee)] {
+            let Some(b) = branch else { continue };
+            let normal = |p: &str| p.trim_end_matches('/').to_string();
+            let clash = normal(&b.path) == normal(&self.sink.path)
+                || self
+                    .plugin_stages()
+                    .flat_map(|(_, o)| [&o.rejected, &o.tee])
+                    .flatten()
+                    .filter(|o| normal(&o.path) == normal(&b.path))
+                    .count()
+                    > 1;
+            if clash {
                 errors.push(SpecError::new(
                     file,
-                    at("params"),
-                    format!("expected a mapping, found {}", crate::params::describe(&stage.params)),
+                    at(&format!("{field}.path")),
+                    format!("{:?} is already another sink's directory", b.path),
                 ));
             }
-            if let Some(o) = &stage.resources
-                && let (Some(g), Some(m)) = (o.gpus, o.gpu_memory_gb)
-            {
+            if b.retry.is_some() {
                 errors.push(SpecError::new(
                     file,
-                    at("resources"),
-                    format!("gpus and gpu_memory_gb are both set ({g} and {m}); set only one"),
+                    at(&format!("{field}.retry")),
+                    "object-store retries are run-wide (every store the run reads or writes): set them once, as sink.retry",
                 ));
+            }
+            if b.row_group_size == Some(0) {
+                errors.push(SpecError::new(file, at(&format!("{field}.row_group_size")), "must be > 0"));
             }
         }
-        if errors.is_empty() { Ok(()) } else { Err(SpecErrors(errors)) }
+        if let Some(t) = stage.timeout_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
+            errors.push(SpecError::new(file, at("timeout_s"), format!("must be a positive number of seconds, found {t}")));
+        }
+        if !stage.params.is_object() {
+            errors.push(SpecError::new(
+                file,
+                at("params"),
+                format!("expected a mapping, found {}", crate::params::describe(&stage.params)),
+            ));
+        }
+        if let Some(o) = &stage.resources
+            && let (Some(g), Some(m)) = (o.gpus, o.gpu_memory_gb)
+        {
+            errors.push(SpecError::new(file, at("resources"), format!("gpus and gpu_memory_gb are both set ({g} and {m}); set only one")));
+        }
     }
 
     pub fn batch_size(&self) -> usize {
