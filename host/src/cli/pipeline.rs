@@ -196,34 +196,7 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
         }
     };
     if dry_run {
-        let workers = curator_host::plan::capacity::initial_workers(&plan, opts.workers);
-        out!(
-            "pipeline {} is valid: {} input file(s) in {} partition(s), {} stage(s), {:.2} core(s) for workers",
-            plan.file_label,
-            plan.inputs.len(),
-            plan.partitions.len(),
-            plan.stages.len(),
-            curator_host::plan::capacity::capacity(&plan, opts.workers).cpus,
-        );
-        for (s, n) in plan.stages.iter().zip(workers) {
-            out!(
-                "  {:<24} {} [{}, {} MiB reserved per worker] {n} worker(s) to start",
-                s.label,
-                s.plugin.path.display(),
-                fmt_resources(&s.resources),
-                s.memory.reserved_mb
-            );
-        }
-        for b in &plan.branches {
-            out!("  branch: {:?} of {} -> {}", b.kind, plan.stages[b.stage].label, b.dir.display());
-        }
-        if let Some(s) = plan.shard {
-            out!("shard {} of {} owns:", s.index, s.count);
-            for p in &plan.partitions {
-                let parts: Vec<String> = p.parts.iter().map(|part| plan.describe_part(part)).collect();
-                out!("  partition {}: {} -> {}", p.index, parts.join(", "), p.output_rel);
-            }
-        }
+        print_dry_run(&plan, opts.workers);
         return Ok(ExitCode::SUCCESS);
     }
     let summary = match exec::run(&plan, &runtime, &opts) {
@@ -233,6 +206,55 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
             return Ok(ExitCode::from(EXIT_FAILED));
         }
     };
+    print_summary(&plan, &summary);
+    let summary_loc = match plan.shard {
+        Some(s) => plan.output_dir.join(&format!("{}/{}.summary.json", curator_host::io::shards::DIR, s.tag())),
+        None => plan.output_dir.join("_summary.json"),
+    };
+    let saved = Spool::create(&summary_loc).and_then(|(spool, mut w)| {
+        std::io::Write::write_all(&mut w, &serde_json::to_vec_pretty(&summary).unwrap_or_default()).map_err(|e| spool.werr(e))?;
+        spool.commit(w)
+    });
+    if let Err(e) = saved {
+        tracing::warn!("cannot write {}: {e}", summary_loc.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `run --dry-run`: what the plan would start, and (a shard) the partitions it owns.
+fn print_dry_run(plan: &plan::Plan, cores: Option<usize>) {
+    let workers = curator_host::plan::capacity::initial_workers(plan, cores);
+    out!(
+        "pipeline {} is valid: {} input file(s) in {} partition(s), {} stage(s), {:.2} core(s) for workers",
+        plan.file_label,
+        plan.inputs.len(),
+        plan.partitions.len(),
+        plan.stages.len(),
+        curator_host::plan::capacity::capacity(plan, cores).cpus,
+    );
+    for (s, n) in plan.stages.iter().zip(workers) {
+        out!(
+            "  {:<24} {} [{}, {} MiB reserved per worker] {n} worker(s) to start",
+            s.label,
+            s.plugin.path.display(),
+            fmt_resources(&s.resources),
+            s.memory.reserved_mb
+        );
+    }
+    for b in &plan.branches {
+        out!("  branch: {:?} of {} -> {}", b.kind, plan.stages[b.stage].label, b.dir.display());
+    }
+    if let Some(s) = plan.shard {
+        out!("shard {} of {} owns:", s.index, s.count);
+        for p in &plan.partitions {
+            let parts: Vec<String> = p.parts.iter().map(|part| plan.describe_part(part)).collect();
+            out!("  partition {}: {} -> {}", p.index, parts.join(", "), p.output_rel);
+        }
+    }
+}
+
+/// The run's table (per stage), its dedup step and its totals.
+fn print_summary(plan: &plan::Plan, summary: &exec::RunSummary) {
     let mut table = plain_table(&["STAGE", "IN", "OUT", "DROPPED", "FAILED", "BUSY s", "IDLE s", "DOCS/s busy", "WORKERS"]);
     for s in &summary.stages {
         table.add_row(vec![
@@ -287,18 +309,6 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
         summary.workers,
         summary.peak_rss_mb,
     );
-    let summary_loc = match plan.shard {
-        Some(s) => plan.output_dir.join(&format!("{}/{}.summary.json", curator_host::io::shards::DIR, s.tag())),
-        None => plan.output_dir.join("_summary.json"),
-    };
-    let saved = Spool::create(&summary_loc).and_then(|(spool, mut w)| {
-        std::io::Write::write_all(&mut w, &serde_json::to_vec_pretty(&summary).unwrap_or_default()).map_err(|e| spool.werr(e))?;
-        spool.commit(w)
-    });
-    if let Err(e) = saved {
-        tracing::warn!("cannot write {}: {e}", summary_loc.display());
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `lock PIPELINE`: pin every plugin the pipeline uses (name, version, ABI, sha256) in
