@@ -159,6 +159,80 @@ fn minhash_stage(label: &str, d: &DedupStep) -> StageSpec {
     }
 }
 
+/// Why a stage name resolves to nothing: what is installed, or where nothing was found, and
+/// what the trust check refused.
+fn unknown_hint(registry: &Registry) -> String {
+    let known = registry.names();
+    let hint = if known.is_empty() {
+        format!("no plugins found in {}", registry.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "))
+    } else {
+        format!("installed: {}", known.join(", "))
+    };
+    let refused: Vec<String> = registry.refused.iter().map(|(p, why)| format!("{} {why}", p.display())).collect();
+    if refused.is_empty() { hint } else { format!("{hint}; refused by the trust check: {}", refused.join("; ")) }
+}
+
+/// The directories `stages[i]` is granted, matched to what its manifest requests (read-only
+/// unless both say writable); every mismatch goes to `errors`.
+fn plan_grants(
+    i: usize,
+    s: &StageSpec,
+    m: &curator_core::Manifest,
+    label: &str,
+    base: &Path,
+    errors: &mut Vec<SpecError>,
+) -> Vec<DirGrant> {
+    let at = |field: &str| format!("stages[{i}].{field}");
+    let mut grants = Vec::new();
+    for (name, g) in &s.grants {
+        match m.permissions.directories.iter().find(|d| &d.name == name) {
+            None => {
+                let requested: Vec<&str> = m.permissions.directories.iter().map(|d| d.name.as_str()).collect();
+                errors.push(SpecError::new(
+                    label,
+                    at(&format!("grants.{name}")),
+                    format!(
+                        "plugin {:?} does not request a directory named {name:?} (it requests: {})",
+                        s.plugin,
+                        if requested.is_empty() { "none".to_string() } else { requested.join(", ") }
+                    ),
+                ));
+            }
+            Some(req) => {
+                if g.writable() && !req.writable {
+                    errors.push(SpecError::new(
+                        label,
+                        at(&format!("grants.{name}")),
+                        "plugin asks for read-only access; a writable grant is refused",
+                    ));
+                }
+                let host_path = resolve(base, g.path());
+                // A writable grant that does not exist yet is created once the plan holds
+                // (`plan::create_writable_grants`), like an output directory.
+                let to_create = g.writable() && !host_path.exists();
+                if !host_path.is_dir() && !to_create {
+                    errors.push(SpecError::new(
+                        label,
+                        at(&format!("grants.{name}")),
+                        format!("{} is not a directory", host_path.display()),
+                    ));
+                }
+                grants.push(DirGrant { name: name.clone(), host_path, writable: g.writable() });
+            }
+        }
+    }
+    for req in &m.permissions.directories {
+        if !s.grants.contains_key(&req.name) {
+            errors.push(SpecError::new(
+                label,
+                at("grants"),
+                format!("plugin {:?} requests directory {:?}; grant it with grants: {{{}: PATH}}", s.plugin, req.name, req.name),
+            ));
+        }
+    }
+    grants
+}
+
 /// One plugin stage resolved, or `None` (with its mistakes in `errors`).
 fn plan_plugin(
     spec: &PipelineSpec,
@@ -180,15 +254,7 @@ fn plan_plugin(
             None => None,
         };
         let Some(entry) = entry else {
-            let known = registry.names();
-            let hint = if known.is_empty() {
-                format!("no plugins found in {}", registry.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "))
-            } else {
-                format!("installed: {}", known.join(", "))
-            };
-            let refused: Vec<String> = registry.refused.iter().map(|(p, why)| format!("{} {why}", p.display())).collect();
-            let hint = if refused.is_empty() { hint } else { format!("{hint}; refused by the trust check: {}", refused.join("; ")) };
-            errors.push(SpecError::new(label, at("plugin"), format!("unknown stage {:?} ({hint})", s.plugin)));
+            errors.push(SpecError::new(label, at("plugin"), format!("unknown stage {:?} ({})", s.plugin, unknown_hint(registry))));
             return None;
         };
         if let Some(w) = entry.standing.warning() {
@@ -211,53 +277,7 @@ fn plan_plugin(
                 format!("{:?} is a WASM stage and runs on CPU; gpus and gpu_memory_gb need a native plugin", s.plugin),
             ));
         }
-        let mut grants = Vec::new();
-        for (name, g) in &s.grants {
-            match m.permissions.directories.iter().find(|d| &d.name == name) {
-                None => {
-                    let requested: Vec<&str> = m.permissions.directories.iter().map(|d| d.name.as_str()).collect();
-                    errors.push(SpecError::new(
-                        label,
-                        at(&format!("grants.{name}")),
-                        format!(
-                            "plugin {:?} does not request a directory named {name:?} (it requests: {})",
-                            s.plugin,
-                            if requested.is_empty() { "none".to_string() } else { requested.join(", ") }
-                        ),
-                    ));
-                }
-                Some(req) => {
-                    if g.writable() && !req.writable {
-                        errors.push(SpecError::new(
-                            label,
-                            at(&format!("grants.{name}")),
-                            "plugin asks for read-only access; a writable grant is refused",
-                        ));
-                    }
-                    let host_path = resolve(base, g.path());
-                    // A writable grant that does not exist yet is created once the plan holds
-                    // (`plan::create_writable_grants`), like an output directory.
-                    let to_create = g.writable() && !host_path.exists();
-                    if !host_path.is_dir() && !to_create {
-                        errors.push(SpecError::new(
-                            label,
-                            at(&format!("grants.{name}")),
-                            format!("{} is not a directory", host_path.display()),
-                        ));
-                    }
-                    grants.push(DirGrant { name: name.clone(), host_path, writable: g.writable() });
-                }
-            }
-        }
-        for req in &m.permissions.directories {
-            if !s.grants.contains_key(&req.name) {
-                errors.push(SpecError::new(
-                    label,
-                    at("grants"),
-                    format!("plugin {:?} requests directory {:?}; grant it with grants: {{{}: PATH}}", s.plugin, req.name, req.name),
-                ));
-            }
-        }
+        let grants = plan_grants(i, s, m, label, base, errors);
         let isolation = match (m.kind, s.isolation) {
             (curator_core::PluginKind::Wasm, i) => i.unwrap_or(Isolation::InProcess),
             (_, Some(Isolation::InProcess)) => {
