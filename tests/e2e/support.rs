@@ -198,18 +198,7 @@ impl Need {
 /// (written past the test harness's capture, so a plain `cargo test` shows it), and the
 /// test returns early.
 pub fn needs(need: Need) -> bool {
-    static PRESENT: OnceLock<std::sync::Mutex<Vec<(String, bool)>>> = OnceLock::new();
-    let key = format!("{need:?}");
-    let cache = PRESENT.get_or_init(Default::default);
-    let known = cache.lock().ok().and_then(|c| c.iter().find(|(k, _)| *k == key).map(|(_, p)| *p));
-    let present = known.unwrap_or_else(|| {
-        let p = need.present();
-        if let Ok(mut c) = cache.lock() {
-            c.push((key, p));
-        }
-        p
-    });
-    if present {
+    if need.present() {
         return true;
     }
     let test = std::thread::current().name().unwrap_or("a test").to_string();
