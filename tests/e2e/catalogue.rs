@@ -116,13 +116,13 @@ fn heuristic_chain_writes_nemo_scores_and_names_a_bad_filter() {
         std::fs::write(&p, yaml).unwrap();
         run_with_guests(&["run", p.to_str().unwrap()])
     };
-    // Scores of kept documents are NeMo's; a filter that drops nothing (invert of an
-    // impossible threshold) still scores every document.
+    // Scores of kept documents are NeMo's; a filter that drops nothing (a word-count range
+    // no document falls outside) still scores every document.
     run(
         "scored",
         "      - {filter: repeating_top_n_grams_filter, n: 3, max_repeating_ngram_ratio: 2.0, score_field: top3}\n\
          \x20     - {filter: numbers_filter, score_field: numbers}\n\
-         \x20     - {filter: word_count_filter, min_words: 1, max_words: 0, invert: true, score_field: words}\n",
+         \x20     - {filter: word_count_filter, min_words: 0, max_words: 1000000000, score_field: words}\n",
     )
     .ok();
     let scored = read_jsonl(&tmp.path().join("scored/fixture.jsonl"));
