@@ -45,6 +45,7 @@ pub fn read_url(url: &str) -> Result<Artifact, InstallError> {
     }
     let file_name = parsed.path().rsplit('/').next().filter(|n| !n.is_empty() && !n.starts_with('.')).unwrap_or("plugin.wasm").to_string();
     let origin = parsed.origin().ascii_serialization();
+    crate::io::tls::install_crypto_provider();
     let store = object_store::http::HttpBuilder::new()
         .with_url(origin)
         .with_client_options(object_store::ClientOptions::new().with_allow_http(loopback))

@@ -48,6 +48,7 @@ fn client(r: &Reference) -> Client {
         _ => registry,
     };
     let protocol = if crate::io::storage::is_loopback(host) { ClientProtocol::Http } else { ClientProtocol::Https };
+    crate::io::tls::install_crypto_provider();
     Client::new(ClientConfig { protocol, ..Default::default() })
 }
 

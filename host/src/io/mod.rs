@@ -6,6 +6,7 @@ pub mod jsonl;
 pub mod parquet;
 pub mod shards;
 pub mod storage;
+pub mod tls;
 pub mod video;
 pub mod writer;
 

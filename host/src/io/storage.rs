@@ -60,6 +60,7 @@ fn retry_config() -> object_store::RetryConfig {
 /// path inside it.
 fn open_store(url: &url::Url) -> Result<(Box<dyn ObjectStore>, ObjPath), object_store::Error> {
     use object_store::ObjectStoreScheme as S;
+    super::tls::install_crypto_provider();
     let (scheme, path) = S::parse(url)?;
     let path = ObjPath::parse(path)?;
     let store: Box<dyn ObjectStore> = match scheme {

@@ -1,0 +1,1 @@
+//! No code: see Cargo.toml. This crate only pins the features of curator-host's dependencies.
