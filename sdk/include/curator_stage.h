@@ -1,7 +1,7 @@
 /*
  * curator_stage.h: the native stage contract, ABI 0.4.
  *
- * This header is the source of the contract's constants: the SDK's `abi.rs`, `curator-core`
+ * This header is the source of the contract's constants: the SDK's `abi/mod.rs`, `curator-core`
  * and the WIT package `sdk/wit/stage.wit` mirror them, and a test (`sdk/tests/contract.rs`)
  * fails when one of them differs. While the major is 0 every minor is a breaking change (the
  * host accepts only its own minor); from 1.0 on, a minor only adds (fields at the end of the

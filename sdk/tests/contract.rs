@@ -18,7 +18,7 @@ fn number(name: &str) -> i64 {
 fn sdk_core_and_wit_agree_with_the_header() {
     use curator_sdk::abi;
     let (major, minor) = (number("CURATOR_ABI_MAJOR") as u32, number("CURATOR_ABI_MINOR") as u32);
-    assert_eq!((abi::ABI_MAJOR, abi::ABI_MINOR), (major, minor), "sdk/src/abi.rs");
+    assert_eq!((abi::ABI_MAJOR, abi::ABI_MINOR), (major, minor), "sdk/src/abi/mod.rs");
     assert_eq!((curator_core::ABI_MAJOR, curator_core::ABI_MINOR), (major, minor), "core/src/manifest.rs");
     let package = format!("curator:stage@{major}.{minor}.0");
     assert_eq!(curator_core::WIT_PACKAGE, package, "core's WIT_PACKAGE");

@@ -2,15 +2,14 @@
 //! (`Imported`, released exactly once) and output arrays exported with a `release` that frees
 //! what the plugin allocated.
 
-use std::ffi::{CStr, CString, c_char, c_void};
+use std::ffi::{CStr, CString, c_void};
 use std::ptr;
 
 use super::{ArrowArray, ArrowSchema, OUTPUT_BATCH, OUTPUT_COLUMNS, OUTPUT_SCORED, OUTPUT_SELECTION, SCORED_KEEP};
 use crate::batch::{Batch, Column, ColumnType, Output};
 
-
 /// An input batch owned by the plugin until dropped (which calls `release`).
-struct Imported {
+pub(super) struct Imported {
     array: ArrowArray,
     schema: ArrowSchema,
 }
@@ -19,7 +18,7 @@ impl Imported {
     /// # Safety
     /// Valid, unreleased C Data Interface structs; they are moved out (the originals are
     /// marked released).
-    unsafe fn take(array: *mut ArrowArray, schema: *mut ArrowSchema) -> Imported {
+    pub(super) unsafe fn take(array: *mut ArrowArray, schema: *mut ArrowSchema) -> Imported {
         // SAFETY: per the contract above.
         unsafe {
             let a = ptr::replace(array, ArrowArray::empty());
@@ -29,7 +28,7 @@ impl Imported {
     }
 
     /// Copy the columns into a [`Batch`] (stages own their batches).
-    fn to_batch(&self) -> Result<Batch, String> {
+    pub(super) fn to_batch(&self) -> Result<Batch, String> {
         let (a, s) = (&self.array, &self.schema);
         if a.release.is_none() || s.release.is_none() {
             return Err("input batch was already released".into());
@@ -269,7 +268,7 @@ fn export_column(c: Column, rows: usize) -> (ArrowArray, ArrowSchema) {
 }
 
 /// Export a stage's output as a struct array named "selection", "columns" or "batch".
-fn export_output(out: Output, input_rows: usize) -> (ArrowArray, ArrowSchema) {
+pub(super) fn export_output(out: Output, input_rows: usize) -> (ArrowArray, ArrowSchema) {
     let (kind, rows, columns) = match out {
         Output::Selection(keep) => {
             let n = keep.len();

@@ -10,7 +10,6 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
-use crate::batch::{Batch, Column, ColumnType, Output};
 use crate::runner::{Runner, StageDef, StageError};
 
 /// The contract's version; `include/curator_stage.h` is the source (`tests/contract.rs`).
