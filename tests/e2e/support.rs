@@ -198,12 +198,5 @@ impl Need {
 /// (written past the test harness's capture, so a plain `cargo test` shows it), and the
 /// test returns early.
 pub fn needs(need: Need) -> bool {
-    if need.present() {
-        return true;
-    }
-    let test = std::thread::current().name().unwrap_or("a test").to_string();
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{test} needs {need:?}, which CI must install (scripts/test.sh)");
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "skipped {test}: needs {need:?} (scripts/test.sh installs it)");
-    false
+    curator_test_support::require(need.present(), format_args!("needs {need:?} (scripts/test.sh installs it)"))
 }

@@ -19,15 +19,8 @@ fn root() -> PathBuf {
 /// `python3 scripts/models/fetch.py` has not run; under CI (`CI=true`) a missing model fails.
 fn model(name: &str) -> Option<PathBuf> {
     let dir = root().join("target/models").join(name);
-    if dir.join("model.safetensors").exists() {
-        return Some(dir);
-    }
-    let why = format!("{} is missing: run `python3 scripts/models/fetch.py` (scripts/test.sh does)", dir.display());
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    use std::io::Write as _;
-    let test = std::thread::current().name().unwrap_or("a test").to_string();
-    let _ = writeln!(std::io::stderr(), "skipped {test}: {why}");
-    None
+    let why = format_args!("{} is missing: run `python3 scripts/models/fetch.py` (scripts/test.sh does)", dir.display());
+    curator_test_support::require(dir.join("model.safetensors").exists(), why).then_some(dir)
 }
 
 /// `model(name)`, or return from the calling test when it is missing.
