@@ -7,8 +7,9 @@
 //!   device and rounded *up* in millionths, so it is never zero (NeMo Curator rounds it to
 //!   one decimal and gets 0 on cards over 200 GB). Larger than every device: refused.
 //!
-//! Workers are bin-packed: whole-device requests first, then shares largest first, each on
-//! the fullest device it still fits (best fit), so several small workers share one card.
+//! Whole-device requests are placed first, then shares largest first, each on the device with
+//! the most room left, so a stage's workers spread over every card; where that leaves a
+//! larger share no room, shares are packed instead (each on the fullest device it still fits).
 
 use serde::{Deserialize, Serialize};
 
@@ -134,7 +135,29 @@ pub fn units_on(req: GpuRequest, d: &GpuDevice) -> u64 {
 }
 
 /// Place every stage's workers, or say why not. Returns assignments in input order.
+///
+/// Whole cards go first. Shares of a card spread over the cards (each worker on the card with
+/// the most room left), so a stage's workers run side by side on every card instead of
+/// time-slicing the first: on two H200s, 8 embedder workers packed onto one card ran 45.8 k
+/// docs/s against 41.2 k on one card alone. Where spreading leaves no room for a larger
+/// share, the shares are packed instead (each on the card with the least room that fits).
 pub fn place(gpus: &[GpuDevice], requests: &[StageGpuRequest]) -> Result<Vec<Vec<Assignment>>, PlacementError> {
+    match place_with(gpus, requests, Fit::Spread) {
+        Err(PlacementError::Full { .. }) => place_with(gpus, requests, Fit::Pack),
+        placed => placed,
+    }
+}
+
+/// Where a worker asking for a share of a card goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fit {
+    /// The card with the most room left.
+    Spread,
+    /// The card with the least room that still fits.
+    Pack,
+}
+
+fn place_with(gpus: &[GpuDevice], requests: &[StageGpuRequest], fit: Fit) -> Result<Vec<Vec<Assignment>>, PlacementError> {
     let mut free: Vec<u64> = vec![UNIT; gpus.len()];
     let mut out: Vec<Vec<Assignment>> = vec![Vec::new(); requests.len()];
     // Whole devices first, then shares from the largest.
@@ -173,10 +196,12 @@ pub fn place(gpus: &[GpuDevice], requests: &[StageGpuRequest]) -> Result<Vec<Vec
                     }
                 }
                 req => {
-                    // Best fit: the device with the least room that still fits.
-                    let best = (0..gpus.len())
-                        .filter(|&d| units_on(req, &gpus[d]) <= free[d])
-                        .min_by_key(|&d| (free[d] - units_on(req, &gpus[d]), d));
+                    let fits = (0..gpus.len()).filter(|&d| units_on(req, &gpus[d]) <= free[d]);
+                    let room = |d: usize| free[d] - units_on(req, &gpus[d]);
+                    let best = match fit {
+                        Fit::Spread => fits.max_by_key(|&d| (room(d), std::cmp::Reverse(d))),
+                        Fit::Pack => fits.min_by_key(|&d| (room(d), d)),
+                    };
                     best.map(|d| {
                         let units = units_on(req, &gpus[d]);
                         free[d] -= units;
@@ -373,7 +398,8 @@ mod tests {
         let gpus = cards(&[80; 8]);
         assert_eq!(max_workers(&gpus, GpuRequest::MemoryGb(20.0)), 32);
         let a = place(&gpus, &[req("cls", GpuRequest::MemoryGb(20.0), 4)]).unwrap();
-        assert!(a[0].iter().all(|x| x.devices == vec![0]), "best fit packs one card first: {a:?}");
+        let cards_used: Vec<u32> = a[0].iter().map(|x| x.devices[0]).collect();
+        assert_eq!(cards_used, vec![0, 1, 2, 3], "shares spread over the cards: {a:?}");
         assert!((a[0][0].share - 0.25).abs() < 1e-6);
         assert_eq!(a[0][0].memory_budget_mb, 20 * 1024);
         // 35 GB on 2×141 GB: 4 per card (35/141 = 0.248).
@@ -381,6 +407,28 @@ mod tests {
         assert_eq!(max_workers(&h200, GpuRequest::MemoryGb(35.0)), 8);
         assert!(place(&h200, &[req("cls", GpuRequest::MemoryGb(35.0), 8)]).is_ok());
         assert!(place(&h200, &[req("cls", GpuRequest::MemoryGb(35.0), 9)]).is_err());
+    }
+
+    #[test]
+    fn shares_spread_over_cards_and_pack_where_spreading_leaves_no_room() {
+        // 8 workers of 4 GB on two H200s: 4 on each card, alternating.
+        let h200 = cards(&[141, 141]);
+        let a = place(&h200, &[req("embed", GpuRequest::MemoryGb(4.0), 8)]).unwrap();
+        let on: Vec<u32> = a[0].iter().map(|x| x.devices[0]).collect();
+        assert_eq!(on, vec![0, 1, 0, 1, 0, 1, 0, 1]);
+        // Two stages share both cards.
+        let a = place(&h200, &[req("embed", GpuRequest::MemoryGb(4.0), 2), req("cls", GpuRequest::MemoryGb(4.0), 2)]).unwrap();
+        assert!(a.iter().all(|s| s.iter().map(|x| x.devices[0]).collect::<Vec<_>>() == vec![0, 1]), "{a:?}");
+        // 60 + 2×40 + 2×30 GB on two 100 GB cards: spread, the last 30 GB finds no room
+        // (10 and 20 GB left); packed, everything fits (60+40 and 40+30+30).
+        let gpus = cards(&[100, 100]);
+        let reqs =
+            [req("a", GpuRequest::MemoryGb(60.0), 1), req("b", GpuRequest::MemoryGb(40.0), 2), req("c", GpuRequest::MemoryGb(30.0), 2)];
+        assert!(matches!(place_with(&gpus, &reqs, Fit::Spread), Err(PlacementError::Full { .. })));
+        let a = place(&gpus, &reqs).unwrap();
+        assert_eq!(a, place_with(&gpus, &reqs, Fit::Pack).unwrap());
+        assert_eq!(a[0][0].devices, vec![0]);
+        assert_eq!(a[2].iter().map(|x| x.devices[0]).collect::<Vec<_>>(), vec![1, 1]);
     }
 
     #[test]

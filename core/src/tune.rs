@@ -55,20 +55,34 @@ pub fn sizes(start: usize) -> Vec<usize> {
 }
 
 /// Whether to stop trying larger sizes after `trials` (in the order tried): a size failed or
-/// went over the margin (larger ones only need more), or the last two sizes were both more
-/// than 10 % slower than the best so far (past the knee).
+/// went over the margin (larger ones only need more), the last two sizes were both more
+/// than 10 % slower than the best so far (past the knee), or the last three sizes peaked at
+/// the same memory (the passes no longer grow: another cap, such as documents per pass,
+/// holds them).
 pub fn stop(trials: &[Trial], budget_bytes: u64, margin: f64) -> bool {
     let Some(last) = trials.last() else { return false };
     if last.fit(budget_bytes, margin) != Fit::Fits {
         return true;
     }
     let best = trials.iter().map(|t| t.docs_per_s).fold(0.0, f64::max);
-    trials.len() >= 3 && trials[trials.len() - 2..].iter().all(|t| t.docs_per_s < 0.9 * best)
+    let past_knee = trials.len() >= 3 && trials[trials.len() - 2..].iter().all(|t| t.docs_per_s < 0.9 * best);
+    past_knee || saturated(trials) >= 3
+}
+
+/// How many trials at the end peaked at the same memory as the last one (1 when only the
+/// last did).
+fn saturated(trials: &[Trial]) -> usize {
+    let Some(last) = trials.last() else { return 0 };
+    trials.iter().rev().take_while(|t| t.peak_bytes == last.peak_bytes && t.failed.is_none()).count()
 }
 
 /// The size to use: the largest fitting size whose docs/s is within [`NEAR_BEST`] of the best
-/// fitting one; `None` when no size fit.
+/// fitting one; `None` when no size fit. Sizes past the point where the passes stopped
+/// growing (the same peak as the size before) run the same passes as that size and are
+/// measured noise: that size stands for them.
 pub fn pick(trials: &[Trial], budget_bytes: u64, margin: f64) -> Option<usize> {
+    let run = saturated(trials);
+    let trials = if run >= 2 { &trials[..=trials.len() - run] } else { trials };
     let fitting: Vec<&Trial> = trials.iter().filter(|t| t.fit(budget_bytes, margin) == Fit::Fits).collect();
     let best = fitting.iter().map(|t| t.docs_per_s).fold(0.0, f64::max);
     fitting.iter().filter(|t| t.docs_per_s >= NEAR_BEST * best).map(|t| t.size).max()
@@ -93,6 +107,22 @@ mod tests {
         }
         let p = pick(&trials, budget, 0.85);
         (trials, p)
+    }
+
+    #[test]
+    fn passes_capped_by_documents_stop_the_sweep_and_the_first_capped_size_is_picked() {
+        // Measured on an H200 (MiniLM, 8 GB, 1,024 documents per pass at most): from 262,144
+        // tokens on, every size ran the same passes (2,602 MiB) and their docs/s was noise;
+        // the old rule picked 4,194,304.
+        let mib = |m: u64| m << 20;
+        let measured = [(65_536, 1164, 40_826.0), (131_072, 1642, 45_623.0), (262_144, 2602, 46_280.0), (524_288, 2602, 45_856.0)];
+        let mut trials: Vec<Trial> =
+            measured.iter().map(|&(size, peak, docs_per_s)| Trial { size, peak_bytes: mib(peak), docs_per_s, failed: None }).collect();
+        assert!(!stop(&trials, 8 * GB, 0.85), "two sizes at one peak may still be noise");
+        assert_eq!(pick(&trials, 8 * GB, 0.85), Some(262_144));
+        trials.push(Trial { size: 1_048_576, peak_bytes: mib(2602), docs_per_s: 47_965.0, failed: None });
+        assert!(stop(&trials, 8 * GB, 0.85), "three sizes at one peak: the passes stopped growing");
+        assert_eq!(pick(&trials, 8 * GB, 0.85), Some(262_144), "a faster-by-noise capped size is not picked");
     }
 
     #[test]
@@ -150,7 +180,8 @@ mod tests {
     #[test]
     fn a_slowdown_past_the_knee_stops_the_sweep() {
         let speed = |s: usize| if s <= 8192 { s as f64 } else { 4096.0 };
-        let (trials, p) = sweep(|_| GB, speed, 80 * GB, 40 * GB);
+        // Memory grows with the passes (a flat memory curve would mean capped passes).
+        let (trials, p) = sweep(|s| GB + s as u64 * 1000, speed, 80 * GB, 40 * GB);
         assert_eq!(p, Some(8192));
         assert_eq!(trials.last().unwrap().size, 32_768, "stopped two sizes past the best");
     }

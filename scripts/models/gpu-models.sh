@@ -4,10 +4,11 @@
 #   scripts/models/gpu-models.sh KIT [parity|speed|run|oom|share|all]...
 #
 # parity: encoder-check on the GPU against the PyTorch references (embedder and classifier).
-# speed:  forward pass alone and tokenize+forward, ours vs PyTorch fp16 (same token ids, same
+# speed:  forward pass alone (embedder, then classifier) and tokenize+forward, ours vs PyTorch fp16 (same token ids, same
 #         batches, at each budget in $BUDGETS) and sentence-transformers' encode() when ST=1;
 #         the tokenizer on one core against the tokenizers crate.
 # startup: curator-host run on 200 documents with a cold, then a warm kernel cache.
+# io:     the same JSONL -> Parquet (and -> JSONL) with no stage: the host's own ceiling.
 # run:    curator-host run: read JSONL -> embedder (GPU) -> Parquet on the corpus, docs/s and
 #         the GPU's busy % (nvidia-smi every 100 ms), with the stage's defaults, then tuned.
 # oom:    a token budget far over the card (no memory cap): CUDA out-of-memory, halved, recovered.
@@ -31,12 +32,13 @@ want() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 [ -f "$work/minilm-classifier/model.safetensors" ] || python3 -c "import sys; sys.path.insert(0, '$kit'); import fetch; from pathlib import Path; fetch.make_classifier(Path('$model'), Path('$work'))"
 clf="$work/minilm-classifier"
-# The kit's corpus eight times, with fresh ids (what travels to the GPU machine is capped).
+# Settings: REPEAT (corpus copies), SHARDS (input files), BUDGETS, ST, ST_DOCS, SUMMARY (stage table).
+# The kit's corpus REPEAT times (default 8), with fresh ids (what travels to the GPU machine is capped).
 if [ ! -f "$work/corpus.jsonl" ]; then
-    python3 - "$kit/corpus.jsonl" "$work/corpus.jsonl" <<'PY'
+    python3 - "$kit/corpus.jsonl" "$work/corpus.jsonl" "${REPEAT:-8}" <<'PY'
 import json, sys
 out = open(sys.argv[2], "w")
-for rep in range(8):
+for rep in range(int(sys.argv[3])):
     for line in open(sys.argv[1]):
         d = json.loads(line); d["id"] = f"c{rep}-{d['id']}"
         out.write(json.dumps(d, ensure_ascii=False) + "\n")
@@ -44,6 +46,13 @@ PY
 fi
 corpus="$work/corpus.jsonl"
 docs=$(wc -l < "$corpus")
+# in/: the corpus as SHARDS files (default 1; a partition per file, so one reader and one
+# writer per file), as a sharded dataset arrives.
+make_input() {
+    [ -d in ] && return 0
+    mkdir -p in
+    if [ "${SHARDS:-1}" = 1 ]; then ln -sf "$corpus" in/corpus.jsonl; else split -n "l/$SHARDS" -d -a 3 --additional-suffix=.jsonl "$corpus" in/part-; fi
+}
 
 if want parity; then
     echo "== parity (GPU vs PyTorch CPU references)"
@@ -53,10 +62,10 @@ if want speed; then
     # Ours and PyTorch on the same token ids and the same batches, one budget after another.
     for budget in ${BUDGETS:-65536 16384}; do
         echo "== speed: ours, budget $budget (forward alone two ways, then tokenize + forward overlapped)"
-        "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --device gpu --corpus "$corpus" --docs "$docs" \
+        "$kit/encoder-check" "$model" "$kit/encoder_reference.json" --classifier "$clf" --device gpu --corpus "$corpus" --docs "$docs" \
             --budget "$budget" --dump-ids "$work/ids.bin"
         echo "== speed: PyTorch, same ids, same batches (budget $budget)"
-        python3 "$kit/torch_bench.py" "$model" "$work/ids.bin" --budget "$budget" ${ST:+--corpus "$corpus" --docs "$docs"}
+        python3 "$kit/torch_bench.py" "$model" "$work/ids.bin" --budget "$budget" --classifier "$clf" ${ST:+--corpus "$corpus" --docs "$docs"}
         ST=
     done
     if [ -x "$kit/tokenizer-bench" ]; then
@@ -129,14 +138,26 @@ print(f"{sys.argv[5]}: {docs / (end - start):.0f} docs/s wall ({end - start:.1f}
       f"GPU busy mean {sum(u) / max(len(u), 1):.0f} %, {sum(busy) / max(len(busy), 1):.0f} % over non-idle samples ({len(busy)}/{len(u)})")
 PY
     grep "wrote" "run-$1.log" | tail -1
+    [ -z "${SUMMARY:-}" ] || grep -B1 -A6 "STAGE" "run-$1.log" | head -12
 }
 if want run; then
     echo "== curator-host run: JSONL -> embedder (GPU) -> Parquet, $docs documents, the stage's defaults"
-    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    make_input
     run_embed defaults "" defaults
     grep -h "recycling" run-defaults.log | head -3 || true
     echo "== the same, tuned (max_batch_tokens 65536, batch_size 8192, 8 GB)"
     run_embed placed
+fi
+if want io; then
+    echo "== io: the same JSONL -> Parquet with no stage (the host's reading and writing alone), then to JSONL"
+    make_input
+    for fmt in parquet jsonl; do
+        printf 'source: {path: in}\nstages: []\nsink: {path: out-io-%s, format: %s, mode: overwrite}\n' "$fmt" "$fmt" > "io-$fmt.yaml"
+        start=$(date +%s.%N)
+        "$kit/curator-host" run "io-$fmt.yaml" > "io-$fmt.log" 2>&1 || { cat "io-$fmt.log"; exit 1; }
+        end=$(date +%s.%N)
+        echo "io -> $fmt: $(python3 -c "print(f'{$docs / ($end - $start):.0f}')") docs/s wall ($(python3 -c "print(f'{$end - $start:.1f}')") s)"
+    done
 fi
 if want oom; then
     echo "== oom: a budget of 64 M tokens per pass and no memory cap"
@@ -175,12 +196,12 @@ PY
 fi
 
 if want workers; then
-    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    make_input
     echo "== workers: JSONL -> embedder (GPU) -> Parquet with 1..4 workers"
     for n in 1 2 3 4; do run_embed "workers-$n" "$n"; done
 fi
 if want tune; then
-    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    make_input
     echo "== tune: embedder (8 GB) and classifier (4 GB)"
     cat > tune.yaml <<YAML
 # tune me (this comment must survive --apply)
@@ -209,17 +230,18 @@ YAML
     done
 fi
 if want scale; then
-    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    make_input
     echo "== scale: JSONL -> embedder -> Parquet with the stage's defaults, one GPU, then all $(nvidia-smi -L | wc -l)"
     CUDA_VISIBLE_DEVICES=0 run_embed one-gpu "" defaults
     run_embed all-gpus "" defaults
 fi
 if want st; then
-    echo "== sentence-transformers encode (fp16, batch_size 1024) on the corpus, $docs documents"
-    python3 - "$corpus" "$model" <<'PY' 2>&1 | grep -v Loading
-import json, sys, time
+    echo "== sentence-transformers encode (fp16, batch_size 1024) on the corpus (ST_DOCS=${ST_DOCS:-all} documents)"
+    python3 - "$corpus" "$model" "${ST_DOCS:-0}" <<'PY' 2>&1 | grep -v Loading
+import itertools, json, sys, time
 from sentence_transformers import SentenceTransformer
-texts = [json.loads(l)["text"] for l in open(sys.argv[1])]
+limit = int(sys.argv[3]) or None  # ST_DOCS: the first N documents (0: all)
+texts = [json.loads(l)["text"] for l in itertools.islice(open(sys.argv[1]), limit)]
 st = SentenceTransformer(sys.argv[2], device="cuda")
 st.half()
 st.encode(texts[:2048], batch_size=1024)
@@ -229,7 +251,7 @@ print(f"sentence-transformers encode: {len(texts) / (time.perf_counter() - t):.0
 PY
 fi
 if want twogpu; then
-    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    make_input
     echo "== twogpu: an embedder with gpus: 1 on a machine with $(nvidia-smi -L | wc -l) GPUs"
     cat > twogpu.yaml <<YAML
 source: {path: in}
@@ -260,7 +282,7 @@ print(f"{int(sys.argv[4]) / (float(sys.argv[3]) - float(sys.argv[2])):.0f} docs/
 PY
 fi
 if want semantic; then
-    mkdir -p in && ln -sf "$corpus" in/corpus.jsonl
+    make_input
     echo "== semantic: embedder (GPU) -> dedup semantic (GPU, then CPU), $docs documents, 100 clusters"
     for dev in gpu cpu; do
         cat > "sem-$dev.yaml" <<YAML

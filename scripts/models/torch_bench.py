@@ -113,6 +113,7 @@ def main():
     ap.add_argument("--max-docs", type=int, default=1024, help="documents per batch at most (ours: model_inference_batch_size)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="also print PyTorch's kernel times (torch.profiler) over one round")
+    ap.add_argument("--classifier", help="also time this sequence classifier's forward (logits to the host) on the same batches")
     ap.add_argument("--corpus")
     ap.add_argument("--docs", type=int, default=100000)
     args = ap.parse_args()
@@ -171,6 +172,25 @@ def main():
         with torch.inference_mode(), profile(activities=[ProfilerActivity.CUDA]) as prof:
             one_sync()
         report["profile"] = prof.key_averages().table(sort_by="cuda_time_total", row_limit=18, max_name_column_width=70)
+    if args.classifier:
+        # The classifier's forward alone on the same batches: transformers'
+        # BertForSequenceClassification (pooler + head), fp16 SDPA, logits to the host per
+        # batch (as ours: one wait per pass, the head's output copied back).
+        from transformers import AutoModelForSequenceClassification
+        clf = AutoModelForSequenceClassification.from_pretrained(args.classifier, torch_dtype=torch.float16, attn_implementation="sdpa").cuda().eval()
+        clf_times = []
+        with torch.inference_mode():
+            for ids, mask in prepared:
+                clf(input_ids=ids, attention_mask=mask)
+            for _ in range(args.rounds):
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                for ids, mask in prepared:
+                    _ = clf(input_ids=ids, attention_mask=mask).logits.float().cpu()
+                torch.cuda.synchronize()
+                clf_times.append(time.perf_counter() - t)
+        report["classifier_seconds"] = [round(t, 4) for t in clf_times]
+        report["classifier_docs_per_s"] = len(seqs) / min(clf_times)
     tokens = sum(lengths)
     padded = sum(len(b) * padded_len(max(lengths[i] for i in b)) for b in batches)
     report.update(docs=len(seqs), tokens=tokens, padded_tokens=padded, batches=len(batches))

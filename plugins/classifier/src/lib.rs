@@ -26,7 +26,7 @@ pub struct Classifier {
     #[param(default = 0, min = 0)]
     pub max_chars: usize,
     /// Padded tokens per forward pass (`curator-host tune` measures the best).
-    #[param(default = 16384, min = 8)]
+    #[param(default = 65536, min = 8)]
     pub max_batch_tokens: usize,
     /// Documents per forward pass at most (NeMo's knob).
     #[param(default = 256, min = 1)]

@@ -34,7 +34,7 @@ pub struct Embedder {
     #[param(default = true)]
     pub normalize: bool,
     /// Padded tokens per forward pass (`curator-host tune` measures the best).
-    #[param(default = 16384, min = 8)]
+    #[param(default = 65536, min = 8)]
     pub max_batch_tokens: usize,
     /// Documents per forward pass at most (NeMo's knob).
     #[param(default = 1024, min = 1)]

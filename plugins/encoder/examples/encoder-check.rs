@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(2);
     }
     let device: Device = arg(&args, "--device").unwrap_or_else(|| "gpu".into()).parse()?;
-    let budget: usize = arg(&args, "--budget").map(|b| b.parse()).transpose()?.unwrap_or(16384);
+    let budget: usize = arg(&args, "--budget").map(|b| b.parse()).transpose()?.unwrap_or(65536);
     let max_docs: usize = arg(&args, "--max-docs").map(|b| b.parse()).transpose()?.unwrap_or(1024);
     let opts = Options { device, token_budget: budget, max_docs, ..Options::default() };
     let reference: Value = serde_json::from_str(&std::fs::read_to_string(&args[2])?)?;
@@ -58,6 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let min_cos = cases.iter().enumerate().map(|(i, c)| cosine(&got[i * h..(i + 1) * h], &floats(&c["embedding"]))).fold(1f32, f32::min);
     report["embedding_min_cosine"] = json!(min_cos);
 
+    let mut classifier = None;
     if let Some(dir) = arg(&args, "--classifier") {
         let clf = Encoder::load(&PathBuf::from(dir), &Options { max_tokens: Some(512), ..opts.clone() })?;
         let logits = clf.logits(&texts, None)?;
@@ -73,6 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         report["classifier_max_logit_delta"] = json!(max_delta);
         report["classifier_same_argmax"] = json!(format!("{same}/{}", cases.len()));
+        classifier = Some(clf);
     }
 
     if let Some(corpus) = arg(&args, "--corpus") {
@@ -117,6 +119,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         enc.set_group_tokens(0);
         let best = |v: &[f64]| v.iter().cloned().fold(f64::MAX, f64::min);
+        if let Some(clf) = &classifier {
+            // The classifier's forward pass alone on the same ids (CLS pooling, then the
+            // head on the host, as the stage runs it), one wait per pass.
+            clf.logits_ids(&ids[..ids.len().min(2048)])?;
+            let mut times = Vec::new();
+            for _ in 0..rounds {
+                let t = Instant::now();
+                clf.logits_ids(&ids)?;
+                times.push(t.elapsed().as_secs_f64());
+            }
+            report["classifier_forward_seconds"] = json!(times);
+            report["classifier_forward_docs_per_s"] = json!(ids.len() as f64 / best(&times));
+        }
         let fwd_s = best(&grouped);
         report["forward_grouped_seconds"] = json!(grouped);
         report["forward_per_pass_seconds"] = json!(per_pass);

@@ -8,7 +8,7 @@ use crate::config::{Activation, ModelConfig, Pooling};
 use crate::weights::{Linear, Norm, Weights};
 
 /// `out[m × l.out] = x[m × l.inp] Wᵀ + b`.
-fn dense(l: &Linear, x: &[f32], m: usize) -> Vec<f32> {
+pub(crate) fn dense(l: &Linear, x: &[f32], m: usize) -> Vec<f32> {
     let mut out = vec![0f32; m * l.out];
     for row in out.chunks_exact_mut(l.out) {
         row.copy_from_slice(&l.b);

@@ -106,7 +106,7 @@ impl Default for Options {
         Options {
             device: Device::Auto,
             max_tokens: None,
-            token_budget: 16384,
+            token_budget: 65536,
             max_docs: 1024,
             gpu_memory_bytes: None,
             chunk_docs: 2048,
@@ -361,13 +361,23 @@ impl Encoder {
 
     /// The classification head's logits per text, `[texts.len() × labels]`.
     pub fn logits(&self, texts: &[&str], max_chars: Option<usize>) -> Result<Vec<f32>, EncoderError> {
-        let Some(h) = &self.weights.head else {
-            return Err(EncoderError::Model {
-                path: PathBuf::from("config.json"),
-                reason: "the model has no classification head (no id2label / num_labels)".into(),
-            });
-        };
+        let head = self.head()?;
         let cls = self.pooled(texts, max_chars, Pooling::Cls)?;
-        Ok(cls.chunks_exact(self.config.hidden_size).flat_map(|c| head::logits(h, c)).collect())
+        Ok(head::logits_rows(head, &cls, self.config.hidden_size))
+    }
+
+    /// [`Encoder::logits`] of already tokenized sequences (the classifier's forward pass
+    /// alone: benchmarks use it).
+    pub fn logits_ids(&self, ids: &[Vec<u32>]) -> Result<Vec<f32>, EncoderError> {
+        let head = self.head()?;
+        let cls = self.pooled_ids(ids, Pooling::Cls)?;
+        Ok(head::logits_rows(head, &cls, self.config.hidden_size))
+    }
+
+    fn head(&self) -> Result<&weights::Head, EncoderError> {
+        self.weights.head.as_ref().ok_or_else(|| EncoderError::Model {
+            path: PathBuf::from("config.json"),
+            reason: "the model has no classification head (no id2label / num_labels)".into(),
+        })
     }
 }
