@@ -34,6 +34,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 clf="$work/minilm-classifier"
 # Settings: REPEAT (corpus copies), SHARDS (input files), BUDGETS, ST, ST_DOCS, SUMMARY (stage table).
 # The kit's corpus REPEAT times (default 8), with fresh ids (what travels to the GPU machine is capped).
+# A corpus or an in/ made with other settings is made again (they are cached between calls).
+if [ "$(cat "$work/corpus.repeat" 2>/dev/null)" != "${REPEAT:-8}" ]; then
+    rm -rf "$work/corpus.jsonl" "$work/in" "$work/in.shards"
+    echo "${REPEAT:-8}" > "$work/corpus.repeat"
+fi
 if [ ! -f "$work/corpus.jsonl" ]; then
     python3 - "$kit/corpus.jsonl" "$work/corpus.jsonl" "${REPEAT:-8}" <<'PY'
 import json, sys
@@ -49,8 +54,8 @@ docs=$(wc -l < "$corpus")
 # in/: the corpus as SHARDS files (default 1; a partition per file, so one reader and one
 # writer per file), as a sharded dataset arrives.
 make_input() {
-    [ -d in ] && return 0
-    mkdir -p in
+    [ -d in ] && [ "$(cat in.shards 2>/dev/null)" = "${SHARDS:-1}" ] && return 0
+    rm -rf in && mkdir -p in && echo "${SHARDS:-1}" > in.shards
     if [ "${SHARDS:-1}" = 1 ]; then ln -sf "$corpus" in/corpus.jsonl; else split -n "l/$SHARDS" -d -a 3 --additional-suffix=.jsonl "$corpus" in/part-; fi
 }
 
