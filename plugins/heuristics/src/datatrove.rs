@@ -63,41 +63,39 @@ fn count(text: &str, pat: &str) -> usize {
     py::count(text, pat)
 }
 
-/// datatrove's GopherQualityFilter.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct GopherQuality {
-    pub min_doc_words: Option<f64>,
-    pub max_doc_words: Option<f64>,
-    pub min_avg_word_length: Option<f64>,
-    pub max_avg_word_length: Option<f64>,
-    pub max_symbol_word_ratio: Option<f64>,
-    pub max_bullet_lines_ratio: Option<f64>,
-    pub max_ellipsis_lines_ratio: Option<f64>,
-    pub max_non_alpha_words_ratio: Option<f64>,
-    pub min_stop_words: Option<f64>,
-    pub stop_words: Vec<String>,
+/// datatrove's GopherQualityFilter's params (the library struct's and the stage's).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gopher_quality_params {
+    ($cb:ident $args:tt) => {
+        $crate::$cb! { $args {
+            /// Fewest words that are not only punctuation.
+            min_doc_words: Option<f64> = 50,
+            /// Most words that are not only punctuation.
+            max_doc_words: Option<f64> = 100000,
+            /// Shortest mean word length.
+            min_avg_word_length: Option<f64> = 3,
+            /// Longest mean word length.
+            max_avg_word_length: Option<f64> = 10,
+            /// Largest ratio of `#` or of ellipses to words.
+            max_symbol_word_ratio: Option<f64> = 0.1,
+            /// Largest share of lines starting with a bullet (`•` or `-`).
+            max_bullet_lines_ratio: Option<f64> = 0.9,
+            /// Largest share of lines ending with an ellipsis.
+            max_ellipsis_lines_ratio: Option<f64> = 0.3,
+            /// Smallest share of words with a letter (datatrove's name, kept for compatibility).
+            max_non_alpha_words_ratio: Option<f64> = 0.8,
+            /// Fewest distinct stop words present.
+            min_stop_words: Option<f64> = 2,
+            /// The stop words (default: Gopher's eight).
+            stop_words: Vec<String> = ["the", "be", "to", "of", "and", "that", "have", "with"],
+        } }
+    };
 }
-
-/// Gopher's stop words, as datatrove's default.
-pub const GOPHER_STOP_WORDS: [&str; 8] = ["the", "be", "to", "of", "and", "that", "have", "with"];
-
-impl Default for GopherQuality {
-    fn default() -> Self {
-        GopherQuality {
-            min_doc_words: Some(50.0),
-            max_doc_words: Some(100_000.0),
-            min_avg_word_length: Some(3.0),
-            max_avg_word_length: Some(10.0),
-            max_symbol_word_ratio: Some(0.1),
-            max_bullet_lines_ratio: Some(0.9),
-            max_ellipsis_lines_ratio: Some(0.3),
-            max_non_alpha_words_ratio: Some(0.8),
-            min_stop_words: Some(2.0),
-            stop_words: GOPHER_STOP_WORDS.iter().map(|s| s.to_string()).collect(),
-        }
-    }
-}
+crate::__gopher_quality_params!(__rules_struct(
+    /// datatrove's GopherQualityFilter.
+    GopherQuality
+));
 
 impl GopherQuality {
     /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.
@@ -203,32 +201,31 @@ fn distinct_stop_words(words: &[&str], stop_words: &[String], enough: f64) -> us
     distinct
 }
 
-/// datatrove's GopherRepetitionFilter.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct GopherRepetition {
-    pub dup_line_frac: Option<f64>,
-    pub dup_para_frac: Option<f64>,
-    pub dup_line_char_frac: Option<f64>,
-    pub dup_para_char_frac: Option<f64>,
-    /// (n, largest share of characters in the most frequent n-gram)
-    pub top_n_grams: Vec<(usize, f64)>,
-    /// (n, largest share of characters in repeated n-grams)
-    pub dup_n_grams: Vec<(usize, f64)>,
+/// datatrove's GopherRepetitionFilter's params (the library struct's and the stage's).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gopher_repetition_params {
+    ($cb:ident $args:tt) => {
+        $crate::$cb! { $args {
+            /// Largest share of lines that repeat an earlier line.
+            dup_line_frac: Option<f64> = 0.3,
+            /// Largest share of paragraphs that repeat an earlier paragraph.
+            dup_para_frac: Option<f64> = 0.3,
+            /// Largest share of characters in repeated lines.
+            dup_line_char_frac: Option<f64> = 0.2,
+            /// Largest share of characters in repeated paragraphs.
+            dup_para_char_frac: Option<f64> = 0.2,
+            /// `[n, fraction]` pairs: the most frequent n-gram's largest share of characters.
+            top_n_grams: Vec<(usize, f64)> = [[2, 0.2], [3, 0.18], [4, 0.16]],
+            /// `[n, fraction]` pairs: the largest share of characters in repeated n-grams.
+            dup_n_grams: Vec<(usize, f64)> = [[5, 0.15], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.10]],
+        } }
+    };
 }
-
-impl Default for GopherRepetition {
-    fn default() -> Self {
-        GopherRepetition {
-            dup_line_frac: Some(0.3),
-            dup_para_frac: Some(0.3),
-            dup_line_char_frac: Some(0.2),
-            dup_para_char_frac: Some(0.2),
-            top_n_grams: vec![(2, 0.2), (3, 0.18), (4, 0.16)],
-            dup_n_grams: vec![(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)],
-        }
-    }
-}
+crate::__gopher_repetition_params!(__rules_struct(
+    /// datatrove's GopherRepetitionFilter.
+    GopherRepetition
+));
 
 /// Splits on runs of at least `min` newlines (`re.split(r"\n{min,}")`).
 fn split_newline_runs(text: &str, min: usize) -> Vec<&str> {
@@ -389,39 +386,38 @@ impl<'a> Concat<'a> {
     }
 }
 
-/// datatrove's C4QualityFilter (with `split_paragraph=True`, its default: lines are split on
-/// newlines and sentences counted per line).
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct C4Quality {
-    pub remove_citations: bool,
-    pub filter_no_terminal_punct: bool,
-    /// -1 turns the check off.
-    pub min_num_sentences: i64,
-    pub min_words_per_line: i64,
-    /// -1 turns the check off.
-    pub max_word_length: i64,
-    pub filter_lorem_ipsum: bool,
-    pub filter_javascript: bool,
-    pub filter_curly_bracket: bool,
-    pub filter_policy: bool,
+/// datatrove's C4QualityFilter's params (the library struct's and the stage's).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __c4_quality_params {
+    ($cb:ident $args:tt) => {
+        $crate::$cb! { $args {
+            /// Remove Wikipedia-style citations (`[12]`, `[edit]`, `[citation needed]`).
+            remove_citations: bool = true,
+            /// Drop lines that do not end in `.` `?` `!` `"` `'` (or end in `...`).
+            filter_no_terminal_punct: bool = true,
+            /// Fewest sentences left in a kept document (-1: no minimum).
+            min_num_sentences: i64 = 5,
+            /// Fewest words in a kept line.
+            min_words_per_line: i64 = 3,
+            /// Drop lines with a longer word (-1: no limit).
+            max_word_length: i64 = 1000,
+            /// Drop documents containing "lorem ipsum".
+            filter_lorem_ipsum: bool = true,
+            /// Drop lines mentioning "javascript".
+            filter_javascript: bool = true,
+            /// Drop documents with a `{`.
+            filter_curly_bracket: bool = true,
+            /// Drop lines about cookies, privacy policies and terms of use.
+            filter_policy: bool = true,
+        } }
+    };
 }
-
-impl Default for C4Quality {
-    fn default() -> Self {
-        C4Quality {
-            remove_citations: true,
-            filter_no_terminal_punct: true,
-            min_num_sentences: 5,
-            min_words_per_line: 3,
-            max_word_length: 1000,
-            filter_lorem_ipsum: true,
-            filter_javascript: true,
-            filter_curly_bracket: true,
-            filter_policy: true,
-        }
-    }
-}
+crate::__c4_quality_params!(__rules_struct(
+    /// datatrove's C4QualityFilter (with `split_paragraph=True`, its default: lines are split on
+    /// newlines and sentences counted per line).
+    C4Quality
+));
 
 const POLICY_SUBSTRINGS: [&str; 6] = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"];
 
@@ -500,33 +496,33 @@ impl C4Quality {
     }
 }
 
-/// datatrove's FineWebQualityFilter.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct FineWebQuality {
-    pub line_punct_thr: f64,
-    pub line_punct_exclude_zero: bool,
-    /// Characters that end a "punctuated" line; `None`: datatrove's terminal punctuation.
-    pub stop_chars: Option<Vec<String>>,
-    pub short_line_thr: f64,
-    pub short_line_length: usize,
-    pub char_duplicates_ratio: f64,
-    pub new_line_ratio: f64,
+/// datatrove's FineWebQualityFilter's params (the library struct's and the stage's).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __fineweb_quality_params {
+    ($cb:ident $args:tt) => {
+        $crate::$cb! { $args {
+            /// Smallest share of lines ending in a stop character.
+            line_punct_thr: f64 = 0.12,
+            /// Keep documents where no line ends in a stop character.
+            line_punct_exclude_zero: bool = false,
+            /// What ends a punctuated line (default: datatrove's terminal punctuation, many scripts).
+            stop_chars: Option<Vec<String>>,
+            /// Largest share of short lines.
+            short_line_thr: f64 = 0.67,
+            /// A line this long (in characters) or shorter is short.
+            short_line_length: usize = 30,
+            /// Largest share of characters in duplicated lines.
+            char_duplicates_ratio: f64 = 0.01,
+            /// Largest ratio of newlines to words.
+            new_line_ratio: f64 = 0.3,
+        } }
+    };
 }
-
-impl Default for FineWebQuality {
-    fn default() -> Self {
-        FineWebQuality {
-            line_punct_thr: 0.12,
-            line_punct_exclude_zero: false,
-            stop_chars: None,
-            short_line_thr: 0.67,
-            short_line_length: 30,
-            char_duplicates_ratio: 0.01,
-            new_line_ratio: 0.3,
-        }
-    }
-}
+crate::__fineweb_quality_params!(__rules_struct(
+    /// datatrove's FineWebQualityFilter.
+    FineWebQuality
+));
 
 impl FineWebQuality {
     /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.
@@ -638,8 +634,18 @@ mod tests {
     }
 
     #[test]
+    fn defaults_parse_into_their_types() {
+        assert_eq!(GopherQuality::default().min_doc_words, Some(50.0));
+        assert_eq!(GopherQuality::default().stop_words, ["the", "be", "to", "of", "and", "that", "have", "with"]);
+        assert_eq!(GopherRepetition::default().top_n_grams, [(2, 0.2), (3, 0.18), (4, 0.16)]);
+        assert_eq!(C4Quality::default().max_word_length, 1000);
+        assert_eq!(FineWebQuality::default().stop_chars, None);
+        assert_eq!(FineWebQuality::default().short_line_length, 30);
+    }
+
+    #[test]
     fn stop_words_are_counted_once() {
-        let stop: Vec<String> = GOPHER_STOP_WORDS.iter().map(|s| s.to_string()).collect();
+        let stop = GopherQuality::default().stop_words;
         let words = ["the", "cat", "the", "of", "dog", "with", "The"];
         assert_eq!(distinct_stop_words(&words, &stop, 10.0), 3);
         assert_eq!(distinct_stop_words(&words, &stop, 2.0), 2); // stops once enough are found

@@ -19,6 +19,7 @@ pub mod modifiers;
 pub mod nemo;
 pub mod punctuation;
 pub mod py;
+pub mod rule_params;
 pub mod sentencepiece;
 pub mod tokenizer;
 pub mod wordpiece;

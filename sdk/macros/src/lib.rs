@@ -130,7 +130,7 @@ fn docs(attrs: &[syn::Attribute]) -> String {
 }
 
 fn single_generic(ty: &Type) -> Option<(&str, &Type)> {
-    let Type::Path(p) = ty else { return None };
+    let Type::Path(p) = bare(ty) else { return None };
     let seg = p.path.segments.last()?;
     let PathArguments::AngleBracketed(ab) = &seg.arguments else {
         return None;
@@ -147,8 +147,18 @@ fn single_generic(ty: &Type) -> Option<(&str, &Type)> {
     ))
 }
 
+/// `ty` without the invisible group a `macro_rules!` `$t:ty` wraps it in (and without parentheses).
+fn bare(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(g) => bare(&g.elem),
+        Type::Paren(p) => bare(&p.elem),
+        _ => ty,
+    }
+}
+
 /// JSON Schema for a field type, and whether the field may be omitted.
 fn type_schema(ty: &Type) -> (Value, bool) {
+    let ty = bare(ty);
     if let Some((wrapper, inner)) = single_generic(ty) {
         let (inner_schema, _) = type_schema(inner);
         return match wrapper {
@@ -457,6 +467,41 @@ mod tests {
                 .expect("the manifest is a string literal");
         let m: Value = serde_json::from_str(&literal.value()).expect("the manifest is JSON");
         insta::assert_snapshot!(serde_json::to_string_pretty(&m["params_schema"]).unwrap_or_default());
+    }
+
+    /// A `macro_rules!` that forwards a field's type (`$t:ty`) hands it over wrapped in an
+    /// invisible group; the schema must not lose the type (it read `{}` and made an `Option`
+    /// required).
+    #[test]
+    fn types_forwarded_by_macro_rules_keep_their_schema() {
+        let grouped = |t: TokenStream2| proc_macro2::Group::new(proc_macro2::Delimiter::None, t);
+        let (opt, list, n) = (grouped(quote!(Option<Vec<String>>)), grouped(quote!(Vec<String>)), grouped(quote!(f64)));
+        let forwarded = quote! {
+            pub struct S {
+                pub stop: #opt,
+                #[param(default = ["a"])]
+                pub words: #list,
+                #[param(default = 0.5)]
+                pub ratio: #n,
+            }
+        };
+        let plain = quote! {
+            pub struct S {
+                pub stop: Option<Vec<String>>,
+                #[param(default = ["a"])]
+                pub words: Vec<String>,
+                #[param(default = 0.5)]
+                pub ratio: f64,
+            }
+        };
+        let manifest = |item| {
+            let out = expanded(quote!(name = "s"), item);
+            let start = out.find("const MANIFEST").expect("a MANIFEST constant");
+            out[start..].lines().next().unwrap_or_default().to_string()
+        };
+        let (f, p) = (manifest(forwarded), manifest(plain));
+        assert!(p.contains(r#"\"required\":[]"#) && p.contains(r#"\"type\":\"number\""#), "{p}");
+        assert_eq!(f, p);
     }
 
     #[test]
