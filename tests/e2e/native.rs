@@ -261,6 +261,26 @@ fn gpu_stage_without_a_gpu_stops_before_reading() {
     assert!(!tmp.path().join("out").exists());
 }
 
+/// Reading starts once each stage has one worker set up; a worker whose set-up fails after
+/// that (here two of three, two seconds late) still fails the run.
+#[test]
+fn the_run_starts_with_one_worker_up_and_a_late_setup_failure_fails_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let marker = tmp.path().join("elected");
+    let yaml = format!(
+        "source:\n  path: in\nsink:\n  path: out\nbatch_size: 10\nstages:\n  - plugin: native_probe\n    params: {{mode: fail_init_late, marker: {}, starts: 2}}\n    num_workers: 3\n",
+        marker.display()
+    );
+    let p = write_pipeline(tmp.path(), &yaml);
+    let run = run_native(&["run", p.to_str().unwrap()]);
+    // Planning's check took the first election, one of the run's three workers the second.
+    assert!(marker.with_extension("2").exists(), "{}", run.stderr);
+    assert!(run.stderr.contains("first batch at the sink"), "reading waited for every worker:\n{}", run.stderr);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("refusing to start, late, on purpose"), "{}", run.stderr);
+}
+
 #[test]
 fn a_native_stage_that_cannot_start_fails_the_run_before_reading() {
     let tmp = tempfile::tempdir().unwrap();

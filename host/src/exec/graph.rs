@@ -132,32 +132,49 @@ pub(crate) fn run_graph(
     })
 }
 
-/// The first allocation's workers, each with its instance set up, before any data is read;
-/// the first setup error if one failed.
+/// Start the first allocation's workers and return once every stage has one set up, so that
+/// reading starts while the others are still loading (a GPU model stage's eight workers take
+/// twice as long as one: their CUDA contexts and weights are set up one after another by the
+/// driver). Returns the first setup error when one came before every stage had a worker; a
+/// worker that fails to set up later fails the run (`stage::worker` records every setup
+/// error with `Ctx::fail` before its thread ends).
 fn start_workers(ctx: &Arc<Ctx>, pools: &[Arc<Pool>], sched: &mut Schedule<'_>) -> Result<(), RunError> {
     let plan = &ctx.plan;
     let loads: Vec<StageLoad> = pools.iter().map(|p| load(&plan.stages[p.stage], None)).collect();
     let counts = allocate(&sched.capacity, &loads, plan.spec.execution.max_workers_per_stage);
     record_scaling(ctx, &mut sched.scaling, sched.started, pools, &counts, "initial allocation");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let mut waiting = std::collections::BTreeSet::new();
     let mut expected = 0;
     for (pool, n) in pools.iter().zip(&counts) {
-        expected += pool.scale_to(ctx, *n, Some(&ready_tx));
+        let started = pool.scale_to(ctx, *n, Some(&ready_tx));
+        if started > 0 {
+            waiting.insert(pool.stage);
+        }
+        expected += started;
     }
     drop(ready_tx);
-    let mut startup_error = None;
-    for _ in 0..expected {
+    // Until every stage has a worker set up; after a failure, until every worker has reported
+    // (the caller then closes the pools, which they all see).
+    let mut failed = false;
+    while expected > 0 && (failed || !waiting.is_empty()) {
+        expected -= 1;
         match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                startup_error.get_or_insert(e);
+            Ok((stage, true)) => {
+                waiting.remove(&stage);
             }
+            Ok((_, false)) => failed = true,
             Err(_) => {
-                startup_error.get_or_insert(RunError::Panic("a worker exited during setup".into()));
+                ctx.fail(RunError::Panic("a worker exited during setup".into()));
+                failed = true;
+                expected = 0;
             }
         }
     }
-    startup_error.map_or(Ok(()), Err)
+    match failed {
+        true => Err(ctx.take_failure().unwrap_or_else(|| RunError::Panic("a worker failed to start".into()))),
+        false => Ok(()),
+    }
 }
 
 /// Sink thread `k`: writes (or spills) the partitions sent to its queue.

@@ -113,6 +113,8 @@ pub(crate) struct Ctx {
     pub docs_seen: AtomicU64,
     pub docs_failed: AtomicU64,
     queue_capacity: usize,
+    /// When the run started (its first batch at the sink is logged against it).
+    pub started: std::time::Instant,
 }
 
 impl Ctx {

@@ -62,6 +62,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
             docs_seen: AtomicU64::new(0),
             docs_failed: AtomicU64::new(0),
             queue_capacity,
+            started,
         })
     };
     let ctx = new_ctx(plan.clone());

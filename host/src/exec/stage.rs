@@ -32,7 +32,9 @@ pub(crate) struct Pool {
     spawned: AtomicUsize,
 }
 
-type Ready = mpsc::Sender<Result<(), RunError>>;
+/// Where a first-allocation worker reports its setup: (its stage, whether it is set up; a
+/// failure itself goes to `Ctx::fail`).
+type Ready = mpsc::Sender<(usize, bool)>;
 
 impl Pool {
     pub fn new(stage: usize, fixed: Option<usize>, input: Receiver<Task>, out: Outlet) -> Arc<Pool> {
@@ -151,18 +153,18 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
     let mut inst = match instantiate(ctx, i, &at) {
         Ok(inst) => inst,
         Err(e) => {
-            match ready {
-                Some(r) => {
-                    let _ = r.send(Err(e));
-                }
-                None => ctx.fail(e),
+            // The run's failure is recorded here, before this thread ends, whether the run is
+            // still waiting for its workers or has started (a late setup error).
+            ctx.fail(e);
+            if let Some(r) = ready {
+                let _ = r.send((i, false));
             }
             leave(at, false);
             return;
         }
     };
     if let Some(r) = ready {
-        let _ = r.send(Ok(()));
+        let _ = r.send((i, true));
     }
     let mut born = Instant::now();
     let mut batches = 0u64;

@@ -59,6 +59,9 @@ struct OpenOutput {
 /// Count a task's documents and failures; stop the run when too many failed.
 fn account(ctx: &Ctx, task: &Task) -> Result<(), RunError> {
     let seen = ctx.docs_seen.fetch_add(task.meta.num_rows, Ordering::Relaxed) + task.meta.num_rows;
+    if seen == task.meta.num_rows && seen > 0 {
+        tracing::info!("first batch at the sink {:.2}s after the run started", ctx.started.elapsed().as_secs_f64());
+    }
     let new_failed: u64 = task.dead.iter().map(|d| d.documents).sum();
     let failed = ctx.docs_failed.fetch_add(new_failed, Ordering::Relaxed) + new_failed;
     let max = ctx.plan.spec.execution.max_failed_fraction;

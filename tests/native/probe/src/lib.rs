@@ -8,9 +8,11 @@ use curator_sdk::prelude::*;
 pub struct NativeProbe {
     /// none | fail | panic | segfault | abort | leak (grows past the RAM budget) | oom | slow |
     /// gpu_hog (allocates `gpu_gb` GiB on the GPU and holds it) | fail_init (refuses to start) |
+    /// fail_init_late (the first `starts` set-ups start, planning's check included; the others
+    /// refuse after 2 s) |
     /// warm (every batch, triggered or not, keeps `warm_mb` MiB more for the first
     /// `warm_batches` batches, as caches warming up do)
-    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog", "fail_init", "warm"])]
+    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog", "fail_init", "fail_init_late", "warm"])]
     pub mode: String,
     /// MiB kept per batch in `warm` mode.
     #[param(default = 2)]
@@ -21,6 +23,12 @@ pub struct NativeProbe {
     /// GiB to allocate in `gpu_hog` mode.
     #[param(default = 8)]
     pub gpu_gb: usize,
+    /// The path prefix of the files whose creation elects the set-ups that start, in
+    /// `fail_init_late` mode (`<marker>.1` … `<marker>.<starts>`).
+    pub marker: Option<String>,
+    /// How many set-ups start in `fail_init_late` mode.
+    #[param(default = 2)]
+    pub starts: usize,
     /// Misbehave only on documents containing this.
     #[param(default = "TRIGGER")]
     pub trigger: String,
@@ -32,6 +40,15 @@ impl Stage for NativeProbe {
     fn init(&mut self) -> Result<(), StageError> {
         if self.mode == "fail_init" {
             return Err(StageError::Failed("refusing to start on purpose".into()));
+        }
+        if self.mode == "fail_init_late" {
+            let marker = self.marker.as_deref().unwrap_or("native_probe.marker");
+            let elected =
+                (1..=self.starts).any(|j| std::fs::OpenOptions::new().write(true).create_new(true).open(format!("{marker}.{j}")).is_ok());
+            if !elected {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                return Err(StageError::Failed("refusing to start, late, on purpose".into()));
+            }
         }
         Ok(())
     }
