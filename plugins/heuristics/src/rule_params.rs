@@ -75,7 +75,7 @@ macro_rules! __rules_stage {
 /// docs as the library struct), with the built rules in `self.rules` once `init` runs
 /// `self.rules = self.rules_from_params()`.
 ///
-/// ```ignore
+/// ```text
 /// curator_heuristics::datatrove_stage!(GopherQuality,
 ///     /// Drops documents outside Gopher's quality bounds.
 ///     #[stage(name = "gopher_quality_filter", cpus = 1.0, memory_mb = 128)]
