@@ -63,11 +63,13 @@ fn count(text: &str, pat: &str) -> usize {
     py::count(text, pat)
 }
 
-/// datatrove's GopherQualityFilter's params (the library struct's and the stage's).
+/// The params of each datatrove rule set (name, type, default as a JSON literal, doc), written
+/// once: handed to `$cb`, which makes the library struct (`__rules_struct!`, below each rule
+/// set) or a stage's params (`__rules_stage!`, through `datatrove_stage!`).
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __gopher_quality_params {
-    ($cb:ident $args:tt) => {
+macro_rules! __datatrove_params {
+    (GopherQuality, $cb:ident $args:tt) => {
         $crate::$cb! { $args {
             /// Fewest words that are not only punctuation.
             min_doc_words: Option<f64> = 50,
@@ -91,11 +93,71 @@ macro_rules! __gopher_quality_params {
             stop_words: Vec<String> = ["the", "be", "to", "of", "and", "that", "have", "with"],
         } }
     };
+    (GopherRepetition, $cb:ident $args:tt) => {
+        $crate::$cb! { $args {
+            /// Largest share of lines that repeat an earlier line.
+            dup_line_frac: Option<f64> = 0.3,
+            /// Largest share of paragraphs that repeat an earlier paragraph.
+            dup_para_frac: Option<f64> = 0.3,
+            /// Largest share of characters in repeated lines.
+            dup_line_char_frac: Option<f64> = 0.2,
+            /// Largest share of characters in repeated paragraphs.
+            dup_para_char_frac: Option<f64> = 0.2,
+            /// `[n, fraction]` pairs: the most frequent n-gram's largest share of characters.
+            top_n_grams: Vec<(usize, f64)> = [[2, 0.2], [3, 0.18], [4, 0.16]],
+            /// `[n, fraction]` pairs: the largest share of characters in repeated n-grams.
+            dup_n_grams: Vec<(usize, f64)> = [[5, 0.15], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.10]],
+        } }
+    };
+    (C4Quality, $cb:ident $args:tt) => {
+        $crate::$cb! { $args {
+            /// Remove Wikipedia-style citations (`[12]`, `[edit]`, `[citation needed]`).
+            remove_citations: bool = true,
+            /// Drop lines that do not end in `.` `?` `!` `"` `'` (or end in `...`).
+            filter_no_terminal_punct: bool = true,
+            /// Fewest sentences left in a kept document (-1: no minimum).
+            min_num_sentences: i64 = 5,
+            /// Fewest words in a kept line.
+            min_words_per_line: i64 = 3,
+            /// Drop lines with a longer word (-1: no limit).
+            max_word_length: i64 = 1000,
+            /// Drop documents containing "lorem ipsum".
+            filter_lorem_ipsum: bool = true,
+            /// Drop lines mentioning "javascript".
+            filter_javascript: bool = true,
+            /// Drop documents with a `{`.
+            filter_curly_bracket: bool = true,
+            /// Drop lines about cookies, privacy policies and terms of use.
+            filter_policy: bool = true,
+        } }
+    };
+    (FineWebQuality, $cb:ident $args:tt) => {
+        $crate::$cb! { $args {
+            /// Smallest share of lines ending in a stop character.
+            line_punct_thr: f64 = 0.12,
+            /// Keep documents where no line ends in a stop character.
+            line_punct_exclude_zero: bool = false,
+            /// What ends a punctuated line (default: datatrove's terminal punctuation, many scripts).
+            stop_chars: Option<Vec<String>>,
+            /// Largest share of short lines.
+            short_line_thr: f64 = 0.67,
+            /// A line this long (in characters) or shorter is short.
+            short_line_length: usize = 30,
+            /// Largest share of characters in duplicated lines.
+            char_duplicates_ratio: f64 = 0.01,
+            /// Largest ratio of newlines to words.
+            new_line_ratio: f64 = 0.3,
+        } }
+    };
 }
-crate::__gopher_quality_params!(__rules_struct(
-    /// datatrove's GopherQualityFilter.
-    GopherQuality
-));
+
+crate::__datatrove_params!(
+    GopherQuality,
+    __rules_struct(
+        /// datatrove's GopherQualityFilter.
+        GopherQuality
+    )
+);
 
 impl GopherQuality {
     /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.
@@ -201,31 +263,13 @@ fn distinct_stop_words(words: &[&str], stop_words: &[String], enough: f64) -> us
     distinct
 }
 
-/// datatrove's GopherRepetitionFilter's params (the library struct's and the stage's).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __gopher_repetition_params {
-    ($cb:ident $args:tt) => {
-        $crate::$cb! { $args {
-            /// Largest share of lines that repeat an earlier line.
-            dup_line_frac: Option<f64> = 0.3,
-            /// Largest share of paragraphs that repeat an earlier paragraph.
-            dup_para_frac: Option<f64> = 0.3,
-            /// Largest share of characters in repeated lines.
-            dup_line_char_frac: Option<f64> = 0.2,
-            /// Largest share of characters in repeated paragraphs.
-            dup_para_char_frac: Option<f64> = 0.2,
-            /// `[n, fraction]` pairs: the most frequent n-gram's largest share of characters.
-            top_n_grams: Vec<(usize, f64)> = [[2, 0.2], [3, 0.18], [4, 0.16]],
-            /// `[n, fraction]` pairs: the largest share of characters in repeated n-grams.
-            dup_n_grams: Vec<(usize, f64)> = [[5, 0.15], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.10]],
-        } }
-    };
-}
-crate::__gopher_repetition_params!(__rules_struct(
-    /// datatrove's GopherRepetitionFilter.
-    GopherRepetition
-));
+crate::__datatrove_params!(
+    GopherRepetition,
+    __rules_struct(
+        /// datatrove's GopherRepetitionFilter.
+        GopherRepetition
+    )
+);
 
 /// Splits on runs of at least `min` newlines (`re.split(r"\n{min,}")`).
 fn split_newline_runs(text: &str, min: usize) -> Vec<&str> {
@@ -386,38 +430,14 @@ impl<'a> Concat<'a> {
     }
 }
 
-/// datatrove's C4QualityFilter's params (the library struct's and the stage's).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __c4_quality_params {
-    ($cb:ident $args:tt) => {
-        $crate::$cb! { $args {
-            /// Remove Wikipedia-style citations (`[12]`, `[edit]`, `[citation needed]`).
-            remove_citations: bool = true,
-            /// Drop lines that do not end in `.` `?` `!` `"` `'` (or end in `...`).
-            filter_no_terminal_punct: bool = true,
-            /// Fewest sentences left in a kept document (-1: no minimum).
-            min_num_sentences: i64 = 5,
-            /// Fewest words in a kept line.
-            min_words_per_line: i64 = 3,
-            /// Drop lines with a longer word (-1: no limit).
-            max_word_length: i64 = 1000,
-            /// Drop documents containing "lorem ipsum".
-            filter_lorem_ipsum: bool = true,
-            /// Drop lines mentioning "javascript".
-            filter_javascript: bool = true,
-            /// Drop documents with a `{`.
-            filter_curly_bracket: bool = true,
-            /// Drop lines about cookies, privacy policies and terms of use.
-            filter_policy: bool = true,
-        } }
-    };
-}
-crate::__c4_quality_params!(__rules_struct(
-    /// datatrove's C4QualityFilter (with `split_paragraph=True`, its default: lines are split on
-    /// newlines and sentences counted per line).
-    C4Quality
-));
+crate::__datatrove_params!(
+    C4Quality,
+    __rules_struct(
+        /// datatrove's C4QualityFilter (with `split_paragraph=True`, its default: lines are split on
+        /// newlines and sentences counted per line).
+        C4Quality
+    )
+);
 
 const POLICY_SUBSTRINGS: [&str; 6] = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"];
 
@@ -496,33 +516,13 @@ impl C4Quality {
     }
 }
 
-/// datatrove's FineWebQualityFilter's params (the library struct's and the stage's).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __fineweb_quality_params {
-    ($cb:ident $args:tt) => {
-        $crate::$cb! { $args {
-            /// Smallest share of lines ending in a stop character.
-            line_punct_thr: f64 = 0.12,
-            /// Keep documents where no line ends in a stop character.
-            line_punct_exclude_zero: bool = false,
-            /// What ends a punctuated line (default: datatrove's terminal punctuation, many scripts).
-            stop_chars: Option<Vec<String>>,
-            /// Largest share of short lines.
-            short_line_thr: f64 = 0.67,
-            /// A line this long (in characters) or shorter is short.
-            short_line_length: usize = 30,
-            /// Largest share of characters in duplicated lines.
-            char_duplicates_ratio: f64 = 0.01,
-            /// Largest ratio of newlines to words.
-            new_line_ratio: f64 = 0.3,
-        } }
-    };
-}
-crate::__fineweb_quality_params!(__rules_struct(
-    /// datatrove's FineWebQualityFilter.
-    FineWebQuality
-));
+crate::__datatrove_params!(
+    FineWebQuality,
+    __rules_struct(
+        /// datatrove's FineWebQualityFilter.
+        FineWebQuality
+    )
+);
 
 impl FineWebQuality {
     /// `Ok(())` keeps the document; `Err(reason)` drops it with datatrove's reason.

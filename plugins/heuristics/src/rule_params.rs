@@ -3,8 +3,8 @@
 //! of the stage that runs it alone. Both are generated from one field list — name, type,
 //! default, doc — so a default or a doc is written once and the two cannot drift.
 //!
-//! A rule set's list is a macro (`__gopher_quality_params!` in [`crate::datatrove`]) that hands
-//! its fields to a generator: [`__rules_struct!`] makes the library struct and its `Default`;
+//! The rule sets' lists are one macro (`__datatrove_params!` in [`crate::datatrove`]) that hands
+//! a rule set's fields to a generator: [`__rules_struct!`] makes the library struct and its `Default`;
 //! [`__rules_stage!`] makes a `#[stage]` struct whose `#[param]`s are the same fields (the SDK
 //! derives the params schema and serde defaults from them) plus the built rules as state.
 //! Defaults are written as JSON literals (`50`, `true`, `[[2, 0.2]]`, `["the"]`): the stage
@@ -83,16 +83,7 @@ macro_rules! __rules_stage {
 /// ```
 #[macro_export]
 macro_rules! datatrove_stage {
-    (GopherQuality, $($head:tt)*) => {
-        $crate::__gopher_quality_params!(__rules_stage ($crate::datatrove::GopherQuality, $($head)*));
-    };
-    (GopherRepetition, $($head:tt)*) => {
-        $crate::__gopher_repetition_params!(__rules_stage ($crate::datatrove::GopherRepetition, $($head)*));
-    };
-    (C4Quality, $($head:tt)*) => {
-        $crate::__c4_quality_params!(__rules_stage ($crate::datatrove::C4Quality, $($head)*));
-    };
-    (FineWebQuality, $($head:tt)*) => {
-        $crate::__fineweb_quality_params!(__rules_stage ($crate::datatrove::FineWebQuality, $($head)*));
+    ($lib:ident, $($head:tt)*) => {
+        $crate::__datatrove_params!($lib, __rules_stage ($crate::datatrove::$lib, $($head)*));
     };
 }
