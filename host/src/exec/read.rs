@@ -87,6 +87,7 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
             let source = plan.describe_part(part);
             let mut reader = PartReader::open(input, part.extent, &opts, batch_size)?;
             let mut row = 0u64;
+            let mut part_rejects = (0u64, None::<Reject>);
             loop {
                 if ctx.sources_stopped() {
                     return Ok((total, rejected));
@@ -95,6 +96,8 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
                 let remaining = src.limit.map(|l| l.saturating_sub(total) as usize).unwrap_or(usize::MAX);
                 let next = if remaining == 0 { None } else { reader.next_batch(batch_size.min(remaining))? };
                 for r in reader.take_rejects() {
+                    part_rejects.0 += 1;
+                    part_rejects.1.get_or_insert_with(|| r.clone());
                     let w = match rejects.as_mut() {
                         Some(w) => w,
                         None => rejects
@@ -121,6 +124,18 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
                 seq += 1;
                 row += n;
                 pending = Some(Task::new(meta, batch));
+            }
+            if let (0, (n @ 1.., Some(first))) = (row, &part_rejects) {
+                // Under --strict the first reject already failed the run.
+                let hint = match input.format {
+                    Format::Jsonl => format!("; is it JSONL with a {:?} field?", opts.text_field),
+                    _ => String::new(),
+                };
+                tracing::warn!(
+                    "{source}: no document could be read from it ({n} rejected; the first, at {}: {}){hint}",
+                    first.at(),
+                    first.reason,
+                );
             }
         }
         let mut last = pending.unwrap_or_else(|| {

@@ -18,7 +18,7 @@ use crate::io::journal::{Journal, JournalEntry};
 use crate::io::jsonl::JsonlWriter;
 use crate::io::parquet::ParquetWriter;
 use crate::io::writer::{OutputWriter, RecordWriter, WrittenFile};
-use crate::io::{IoError, Loc};
+use crate::io::{InputFile, IoError, Loc};
 
 use super::{Ctx, DeadLetter, RunError, Task};
 use crate::task::SpillDir;
@@ -30,13 +30,18 @@ pub(crate) struct Written {
     pub docs_out: u64,
 }
 
-fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, text_field: &str) -> Result<Box<dyn OutputWriter>, IoError> {
+/// `sources`: the partition's input files (a Parquet sink keeps their columns' types).
+fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, sources: &[&InputFile]) -> Result<Box<dyn OutputWriter>, IoError> {
+    let text_field = &ctx.plan.spec.source.text_field;
     Ok(match sink.format {
         Format::Jsonl => Box::new(
             JsonlWriter::create(loc, sink.compression(), text_field)?
                 .with_compression_workers(sink.compression_workers(ctx.idle_cores()))?,
         ),
-        Format::Parquet => Box::new(ParquetWriter::create(loc, sink.compression(), sink.row_group_size.unwrap_or(65536), text_field)?),
+        Format::Parquet => Box::new(
+            ParquetWriter::create(loc, sink.compression(), sink.row_group_size.unwrap_or(65536), text_field)?
+                .with_source_fields(crate::io::parquet::source_fields(sources, text_field)),
+        ),
         // Refused by the pipeline's validation; never a sink.
         Format::Video => {
             return Err(IoError::Write {
@@ -95,9 +100,9 @@ fn write_task(
 ) -> Result<(), RunError> {
     account(ctx, &task)?;
     let plan = &ctx.plan;
-    let text_field = &plan.spec.source.text_field;
     let pi = task.meta.partition;
     let partition = &plan.partitions[pi];
+    let sources: Vec<&InputFile> = partition.parts.iter().map(|p| &plan.inputs[p.file]).collect();
     let out = match open.entry(pi) {
         std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::btree_map::Entry::Vacant(e) => e.insert(OpenOutput {
@@ -114,7 +119,7 @@ fn write_task(
         out.next_seq += 1;
         if t.batch.num_rows() > 0 {
             if out.main.is_none() {
-                out.main = Some(open_writer(ctx, &plan.spec.sink, &partition.output, text_field)?);
+                out.main = Some(open_writer(ctx, &plan.spec.sink, &partition.output, &sources)?);
             }
             if let Some(w) = out.main.as_mut() {
                 w.write_batch(&t.batch)?;
@@ -125,7 +130,7 @@ fn write_task(
                 let slot = &mut out.branches[*b];
                 if slot.is_none() {
                     let br = &plan.branches[*b];
-                    *slot = Some(open_writer(ctx, &br.sink, &br.outputs[pi].1, text_field)?);
+                    *slot = Some(open_writer(ctx, &br.sink, &br.outputs[pi].1, &sources)?);
                 }
                 if let Some(w) = slot.as_mut() {
                     w.write_batch(side)?;

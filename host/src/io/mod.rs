@@ -1,6 +1,8 @@
-//! Readers and writers: JSONL (plain, gzip, zstd) and Parquet, on local disk or in an
+//! Readers and writers: JSONL (plain or compressed: [`codec`]) and Parquet, on local disk or in an
 //! object store ([`storage::Loc`]). Bad input is quarantined ([`Reject`]) unless strict.
 
+pub mod arrow_json;
+pub mod codec;
 pub mod journal;
 pub mod jsonl;
 pub mod parquet;
@@ -10,11 +12,12 @@ pub mod tls;
 pub mod video;
 pub mod writer;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 
 use curator_core::pipeline::Format;
 
+pub use codec::{Codec, decoded};
 pub use storage::Loc;
 
 /// Column names of the batches the readers produce.
@@ -26,8 +29,31 @@ pub const META: &str = "_meta";
 pub const ROW: &str = "_row";
 
 /// File name endings read from a directory when `file_extensions` is not given.
-pub const DEFAULT_EXTENSIONS: &[&str] =
-    &[".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".jsonl.zstd", ".parquet"];
+/// (`.jsonl`, `.json` and `.ndjson`, plain or with a [`codec::COMPRESSED_EXTENSIONS`] ending.)
+pub const DEFAULT_EXTENSIONS: &[&str] = &[
+    ".jsonl",
+    ".json",
+    ".ndjson", //
+    ".jsonl.gz",
+    ".json.gz",
+    ".ndjson.gz", //
+    ".jsonl.zst",
+    ".json.zst",
+    ".ndjson.zst",
+    ".jsonl.zstd",
+    ".json.zstd",
+    ".ndjson.zstd", //
+    ".jsonl.bz2",
+    ".json.bz2",
+    ".ndjson.bz2", //
+    ".jsonl.xz",
+    ".json.xz",
+    ".ndjson.xz", //
+    ".jsonl.lz4",
+    ".json.lz4",
+    ".ndjson.lz4", //
+    ".parquet",
+];
 
 /// An IO error that names the file (and line and field, where there is one).
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +131,8 @@ pub struct InputFile {
     pub rel: String,
     pub size: u64,
     pub format: Format,
-    /// gzip or zstd (cannot be split into byte ranges).
+    /// Compressed ([`Codec`]), by its name or, for JSONL that planning cuts into byte ranges,
+    /// by its first bytes: it cannot be split.
     pub compressed: bool,
 }
 
@@ -130,7 +157,7 @@ pub fn sniff_name(name: &str, format: Option<Format>) -> (Format, bool) {
     } else {
         Format::Jsonl
     });
-    let compressed = format == Format::Jsonl && [".gz", ".zst", ".zstd"].iter().any(|e| lower.ends_with(e));
+    let compressed = format == Format::Jsonl && Codec::from_name(&lower).is_some();
     (format, compressed)
 }
 
@@ -160,22 +187,6 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Form
     Ok(files)
 }
 
-/// Wrap a reader, decompressing gzip (multi-member) or zstd (multi-frame) when its magic
-/// bytes say so, whatever its name.
-pub fn decoded(raw: Box<dyn Read + Send>, name: &str) -> Result<Box<dyn BufRead + Send>, IoError> {
-    let open_err = |source| IoError::Open { path: name.to_string(), source };
-    let mut file = BufReader::with_capacity(1 << 20, raw);
-    let head = file.fill_buf().map_err(open_err)?;
-    let reader: Box<dyn BufRead + Send> = if head.starts_with(&[0x1f, 0x8b]) {
-        Box::new(BufReader::with_capacity(1 << 20, flate2::bufread::MultiGzDecoder::new(file)))
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(BufReader::with_capacity(1 << 20, zstd::stream::read::Decoder::with_buffer(file).map_err(open_err)?))
-    } else {
-        Box::new(file)
-    };
-    Ok(reader)
-}
-
 /// Read all of a local file, decoded (for tests and small inputs).
 pub fn read_decoded(path: &Path) -> Result<Vec<u8>, IoError> {
     let file = std::fs::File::open(path).map_err(|source| IoError::Open { path: path.display().to_string(), source })?;
@@ -192,27 +203,6 @@ pub fn read_decoded(path: &Path) -> Result<Vec<u8>, IoError> {
 mod tests {
     use super::*;
     use std::io::Write;
-
-    #[test]
-    fn decodes_by_magic_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let plain = b"{\"text\":\"a\"}\n{\"text\":\"b\"}\n";
-        // Multi-member gzip and multi-frame zstd, with misleading names.
-        let mut gz = Vec::new();
-        for half in plain.chunks(13) {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            e.write_all(half).unwrap();
-            gz.extend(e.finish().unwrap());
-        }
-        let mut zs = Vec::new();
-        for half in plain.chunks(13) {
-            zs.extend(zstd::encode_all(half, 3).unwrap());
-        }
-        std::fs::write(dir.path().join("g.jsonl"), &gz).unwrap();
-        std::fs::write(dir.path().join("z.jsonl"), &zs).unwrap();
-        assert_eq!(read_decoded(&dir.path().join("g.jsonl")).unwrap(), plain);
-        assert_eq!(read_decoded(&dir.path().join("z.jsonl")).unwrap(), plain);
-    }
 
     #[test]
     fn discovers_sorted_recursive_with_extensions() {

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
-use arrow_array::{Array, ArrayRef, Float64Array, LargeStringArray, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
@@ -22,11 +22,12 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{ChunkReader, Length};
 use serde_json::Value;
 
+use super::arrow_json::{self, CellJson, text_column};
 use super::jsonl::{ReadOptions, cell_json, extra_columns, reader_schema, string_column};
 use super::writer::{Committed, OutputWriter, Spool, SpoolWriter};
 use super::{ID, InputFile, IoError, Loc, META, TEXT};
 use curator_core::partition::Extent;
-use curator_core::pipeline::Compression;
+use curator_core::pipeline::{Compression, Format};
 
 /// Metadata key listing the utf8 columns that hold JSON text.
 pub const JSON_COLUMNS_KEY: &str = "curator.json_columns";
@@ -166,7 +167,7 @@ impl ParquetReader {
         let n = batch.num_rows();
         let schema = batch.schema();
         let text_idx = schema.index_of(&self.opts.text_field).map_err(|e| perr(&self.source, e))?;
-        let text = to_utf8(batch.column(text_idx)).ok_or_else(|| IoError::Field {
+        let text = text_column(batch.column(text_idx)).ok_or_else(|| IoError::Field {
             at: self.source.clone(),
             field: self.opts.text_field.clone(),
             message: format!("expected a string column, found {}", schema.field(text_idx).data_type()),
@@ -175,7 +176,20 @@ impl ParquetReader {
         let mut ids = StringBuilder::with_capacity(n, n * 16);
         let mut texts = StringBuilder::with_capacity(n, text.value_data().len());
         let mut metas = StringBuilder::with_capacity(n, n * 32);
-        let others: Vec<(usize, &Arc<Field>)> = schema.fields().iter().enumerate().filter(|(i, _)| *i != text_idx).collect();
+        let encoder_options = arrow_json::encoder_options();
+        // (column index, name, how its cells read as JSON); our own JSON-text columns and
+        // `_extra` are parsed instead.
+        let mut others: Vec<(usize, &String, Option<CellJson<'_>>)> = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != text_idx)
+            .map(|(i, f)| {
+                let ours = f.name() == EXTRA || self.json_columns.contains(f.name());
+                (i, f.name(), (!ours).then(|| CellJson::new(f, batch.column(i), &encoder_options)))
+            })
+            .collect();
+        let parsed = |col: &ArrayRef, r: usize| text_column(col).and_then(|s| serde_json::from_str::<Value>(s.value(r)).ok());
         for r in 0..n {
             if text.is_null(r) {
                 // A null text is a missing text: such rows are skipped, as JSONL lines are.
@@ -183,21 +197,20 @@ impl ParquetReader {
             }
             let mut meta = serde_json::Map::new();
             let mut id = None;
-            for (i, field) in &others {
+            for (i, name, cells) in others.iter_mut() {
                 let col = batch.column(*i);
                 if col.is_null(r) {
                     continue;
                 }
-                if field.name() == EXTRA {
-                    if let Some(Value::Object(extra)) = to_utf8(col).and_then(|s| serde_json::from_str(s.value(r)).ok()) {
-                        meta.extend(extra);
+                let value = match cells {
+                    Some(c) => c.value(r),
+                    None if *name == EXTRA => {
+                        if let Some(Value::Object(extra)) = parsed(col, r) {
+                            meta.extend(extra);
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                let value = if self.json_columns.contains(field.name()) {
-                    to_utf8(col).and_then(|s| serde_json::from_str(s.value(r)).ok()).unwrap_or(Value::Null)
-                } else {
-                    any_json(col, r)
+                    None => parsed(col, r).unwrap_or(Value::Null),
                 };
                 if Some(*i) == id_idx {
                     id = Some(match &value {
@@ -205,7 +218,7 @@ impl ParquetReader {
                         other => other.to_string(),
                     });
                 }
-                meta.insert(field.name().clone(), value);
+                meta.insert(name.to_string(), value);
             }
             ids.append_value(id.unwrap_or_else(|| format!("{}#{}", self.id_prefix, self.row + r as u64)));
             texts.append_value(text.value(r));
@@ -217,49 +230,33 @@ impl ParquetReader {
     }
 }
 
-fn to_utf8(a: &ArrayRef) -> Option<StringArray> {
-    if let Some(s) = a.as_any().downcast_ref::<StringArray>() {
-        return Some(s.clone());
-    }
-    if let Some(s) = a.as_any().downcast_ref::<LargeStringArray>() {
-        return Some(StringArray::from_iter(s.iter()));
-    }
-    None
-}
-
-/// Any Arrow value as JSON: numbers, bools and strings as themselves, the rest as displayed
-/// text.
-fn any_json(col: &ArrayRef, row: usize) -> Value {
-    match col.data_type() {
-        DataType::Utf8 | DataType::Int64 | DataType::Float64 | DataType::Boolean => cell_json(col, row),
-        DataType::LargeUtf8 => to_utf8(col).map(|s| Value::String(s.value(row).to_string())).unwrap_or(Value::Null),
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Float16
-        | DataType::Float32 => match arrow_cast::cast(&col.slice(row, 1), &DataType::Float64) {
-            Ok(f) => {
-                let v = f.as_any().downcast_ref::<Float64Array>().map(|a| a.value(0)).unwrap_or(f64::NAN);
-                if v.fract() == 0.0 && v.abs() < 9e15 {
-                    Value::from(v as i64)
-                } else {
-                    serde_json::Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null)
-                }
+/// The columns of the Parquet files among `inputs` that a Parquet sink should write in
+/// their own types (see [`arrow_json::needs_own_type`]): the text, `_extra` and our own
+/// JSON-text columns aside, and a name whose type differs between files left out.
+pub fn source_fields(inputs: &[&InputFile], text_field: &str) -> Vec<Field> {
+    let mut fields: Vec<Field> = Vec::new();
+    let mut conflicting: Vec<String> = Vec::new();
+    for file in inputs.iter().filter(|f| f.format == Format::Parquet) {
+        let reader = LocReader { loc: file.loc.clone(), size: file.size };
+        let schema = decoder_guard(&file.display(), || {
+            ParquetRecordBatchReaderBuilder::try_new(reader).map(|b| b.schema().clone()).map_err(|e| perr(&file.display(), e))
+        });
+        // An unreadable footer fails the read itself, with its own message.
+        let Ok(schema) = schema else { continue };
+        let ours: Vec<String> = schema.metadata().get(JSON_COLUMNS_KEY).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
+        for f in schema.fields() {
+            if f.name() == text_field || f.name() == EXTRA || ours.contains(f.name()) || !arrow_json::needs_own_type(f.data_type()) {
+                continue;
             }
-            Err(_) => Value::Null,
-        },
-        _ => {
-            let options = arrow_cast::display::FormatOptions::default();
-            match arrow_cast::display::ArrayFormatter::try_new(col.as_ref(), &options) {
-                Ok(f) => Value::String(f.value(row).to_string()),
-                Err(_) => Value::Null,
+            match fields.iter().position(|g| g.name() == f.name()) {
+                Some(i) if fields[i].data_type() != f.data_type() => conflicting.push(f.name().clone()),
+                Some(_) => {}
+                None => fields.push(f.as_ref().clone().with_nullable(true)),
             }
         }
     }
+    fields.retain(|f| !conflicting.contains(f.name()));
+    fields
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -269,6 +266,8 @@ enum Kind {
     Float,
     Str,
     Json,
+    /// The source column's own type (a Parquet source's list, timestamp, int32…).
+    Typed,
 }
 
 fn kind_of(v: &Value) -> Kind {
@@ -286,7 +285,7 @@ fn data_type(k: Kind) -> DataType {
         Kind::Bool => DataType::Boolean,
         Kind::Int => DataType::Int64,
         Kind::Float => DataType::Float64,
-        Kind::Str | Kind::Json => DataType::Utf8,
+        Kind::Str | Kind::Json | Kind::Typed => DataType::Utf8,
     }
 }
 
@@ -301,6 +300,8 @@ pub struct ParquetWriter {
     fields: Vec<(String, Kind)>,
     /// Stage-added columns, in order.
     extras: Vec<(String, DataType)>,
+    /// Columns of the partition's Parquet sources written in their own types.
+    source_fields: Vec<Field>,
     schema: Option<SchemaRef>,
     docs: u64,
 }
@@ -322,9 +323,21 @@ impl ParquetWriter {
             text_field: text_field.into(),
             fields: Vec::new(),
             extras: Vec::new(),
+            source_fields: Vec::new(),
             schema: None,
             docs: 0,
         })
+    }
+
+    /// Write these columns (from [`source_fields`]) in their own types rather than inferring
+    /// a type from the first batch's values.
+    pub fn with_source_fields(mut self, fields: Vec<Field>) -> ParquetWriter {
+        self.source_fields = fields;
+        self
+    }
+
+    fn source_type(&self, name: &str) -> Option<&DataType> {
+        self.source_fields.iter().find(|f| f.name() == name).map(|f| f.data_type())
     }
 
     fn werr(&self, e: impl std::fmt::Display) -> IoError {
@@ -369,12 +382,15 @@ impl ParquetWriter {
             .into_iter()
             .filter(|k| k != &self.text_field && k != EXTRA && !extra_names.contains(&k.as_str()))
             .map(|k| {
-                let kind = kinds[&k];
+                let kind = if self.source_type(&k).is_some() { Kind::Typed } else { kinds[&k] };
                 (k, kind)
             })
             .collect();
         let mut fields = vec![Field::new(&self.text_field, DataType::Utf8, false)];
-        fields.extend(self.fields.iter().map(|(k, kind)| Field::new(k, data_type(*kind), true)));
+        fields.extend(self.fields.iter().map(|(k, kind)| match (kind, self.source_type(k)) {
+            (Kind::Typed, Some(t)) => Field::new(k, t.clone(), true),
+            _ => Field::new(k, data_type(*kind), true),
+        }));
         fields.extend(self.extras.iter().map(|(k, t)| Field::new(k, t.clone(), true)));
         fields.push(Field::new(EXTRA, DataType::Utf8, true));
         let json_cols: Vec<&str> = self.fields.iter().filter(|(_, k)| *k == Kind::Json).map(|(n, _)| n.as_str()).collect();
@@ -415,6 +431,21 @@ impl OutputWriter for ParquetWriter {
                 }
             };
             let col: ArrayRef = match kind {
+                Kind::Typed => {
+                    let ty = self.source_type(name).cloned().unwrap_or(DataType::Utf8);
+                    let values: Vec<Option<&Value>> = metas.iter().map(|m| m.get(name).filter(|v| !v.is_null())).collect();
+                    match arrow_json::typed_column(name, &ty, &values) {
+                        Some(col) => {
+                            for m in leftovers.iter_mut() {
+                                m.remove(name);
+                            }
+                            col
+                        }
+                        // A value that no longer fits (a stage changed it): this batch's
+                        // values stay in `_extra`, as JSON.
+                        None => arrow_array::new_null_array(&ty, n),
+                    }
+                }
                 Kind::Bool => {
                     let mut b = BooleanBuilder::with_capacity(n);
                     for r in 0..n {

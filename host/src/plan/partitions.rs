@@ -49,7 +49,9 @@ fn file_infos(inputs: &[InputFile], by: PartitionBy) -> Result<Vec<FileInfo>, Io
             (_, _, PartitionBy::Files(_)) => Splittable::No,
             (Format::Parquet, _, _) => Splittable::Units(io::parquet::row_group_sizes(f)?),
             (Format::Jsonl, true, _) => Splittable::No,
-            (Format::Jsonl, false, _) => Splittable::Bytes,
+            // A compressed file under a plain name is read whole, decoded (never cut as text).
+            (Format::Jsonl, false, _) if io::codec::starts_plain(&f.loc, f.size)? => Splittable::Bytes,
+            (Format::Jsonl, false, _) => Splittable::No,
             (Format::Video, _, _) => Splittable::No,
         };
         infos.push(FileInfo { size: f.size, split });

@@ -77,6 +77,20 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_is_skipped_whole_file_or_first_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "bom.jsonl", "\u{feff}{\"text\": \"first\"}\r\n{\"text\": \"\u{feff}kept\"}\r\n".as_bytes());
+        for extent in [Extent::Whole, Extent::Bytes { start: 0, end: 10 }] {
+            let (docs, rejects) = read_all(&p, extent, opts());
+            assert!(rejects.is_empty(), "{rejects:?}");
+            assert_eq!(docs[0].1, "first");
+        }
+        // Only the file's first bytes are a mark; one inside a text is text.
+        let (docs, _) = read_all(&p, Extent::Whole, opts());
+        assert_eq!(docs[1].1, "\u{feff}kept");
+    }
+
+    #[test]
     fn defects_are_rejected_with_line_numbers_and_valid_lines_kept() {
         let dir = tempfile::tempdir().unwrap();
         let mut content = Vec::new();

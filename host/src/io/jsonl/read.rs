@@ -325,7 +325,11 @@ impl LineParser {
             self.reject(line_no, offset, reason, raw.bytes)?;
             return Ok(false);
         }
-        let line = trim_line(raw.bytes);
+        let mut line = trim_line(raw.bytes);
+        if offset == 0 {
+            // A UTF-8 byte-order mark (Windows tools write one) is not part of the document.
+            line = line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line);
+        }
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(false);
         }

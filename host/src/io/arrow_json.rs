@@ -1,0 +1,232 @@
+//! Arrow cells as JSON values and back, for columns of any type: how a Parquet source's
+//! columns travel in a document's `_meta`, and how a Parquet sink rebuilds them in the
+//! source's own types.
+//!
+//! As JSON: numbers, strings and bools as themselves (a float32 by its shortest decimal
+//! text, so 0.1f32 reads 0.1; NaN and infinities, which JSON lacks, as null); lists as
+//! arrays; structs, and maps with string keys, as objects (other maps as `[key, value]`
+//! pairs); timestamps, dates and times as ISO 8601 text; decimals as their exact decimal
+//! text (a JSON number would round them through f64); binary as lowercase hex. Every form
+//! but the pairs reads back into its type with arrow-json's decoder ([`typed_column`]).
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_cast::display::{ArrayFormatter, FormatOptions};
+use arrow_schema::{DataType, Field, FieldRef, Schema};
+use serde_json::{Map, Value};
+
+/// A string column of any Arrow string layout (`Utf8`, `LargeUtf8`, `Utf8View`, or a
+/// dictionary of them) as `Utf8`; `None` for anything else.
+pub fn text_column(a: &ArrayRef) -> Option<StringArray> {
+    let is_text = |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    let castable = match a.data_type() {
+        DataType::Utf8 => return a.as_any().downcast_ref::<StringArray>().cloned(),
+        DataType::Dictionary(_, v) => is_text(v),
+        t => is_text(t),
+    };
+    if !castable {
+        return None;
+    }
+    arrow_cast::cast(a, &DataType::Utf8).ok().and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+}
+
+/// Reads the cells of one column as JSON values (set up once per batch).
+pub struct CellJson<'a> {
+    how: How<'a>,
+}
+
+enum How<'a> {
+    /// Numbers, bools and strings, read directly.
+    Scalar(&'a dyn Array),
+    /// A string column of another layout, as `Utf8`.
+    Text(StringArray),
+    /// Exact decimal text.
+    Decimal(ArrayFormatter<'a>, &'a dyn Array),
+    /// Everything else: arrow-json's encoder, its output parsed.
+    Encoded(arrow_json::writer::NullableEncoder<'a>, Vec<u8>),
+}
+
+/// Encoder options shared by every [`CellJson`] (the encoders borrow them).
+pub fn encoder_options() -> arrow_json::writer::EncoderOptions {
+    arrow_json::writer::EncoderOptions::default()
+}
+
+impl<'a> CellJson<'a> {
+    pub fn new(field: &'a FieldRef, col: &'a ArrayRef, options: &'a arrow_json::writer::EncoderOptions) -> CellJson<'a> {
+        let how = match col.data_type() {
+            DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Float16
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Utf8
+            | DataType::Null => How::Scalar(col.as_ref()),
+            DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..) => {
+                match ArrayFormatter::try_new(col.as_ref(), &FormatOptions::default()) {
+                    Ok(f) => How::Decimal(f, col.as_ref()),
+                    Err(_) => How::Scalar(col.as_ref()),
+                }
+            }
+            _ => match text_column(col) {
+                Some(s) => How::Text(s),
+                None => match arrow_json::writer::make_encoder(field, col.as_ref(), options) {
+                    Ok(e) => How::Encoded(e, Vec::new()),
+                    Err(_) => How::Scalar(col.as_ref()),
+                },
+            },
+        };
+        CellJson { how }
+    }
+
+    /// The cell at `row` (null cells are `Value::Null`).
+    pub fn value(&mut self, row: usize) -> Value {
+        match &mut self.how {
+            How::Scalar(a) => scalar(*a, row),
+            How::Text(s) if s.is_valid(row) => Value::String(s.value(row).to_string()),
+            How::Text(_) => Value::Null,
+            How::Decimal(f, a) if a.is_valid(row) => Value::String(f.value(row).to_string()),
+            How::Decimal(..) => Value::Null,
+            How::Encoded(e, buf) => {
+                if e.is_null(row) {
+                    return Value::Null;
+                }
+                buf.clear();
+                e.encode(row, buf);
+                serde_json::from_slice(buf).unwrap_or(Value::Null)
+            }
+        }
+    }
+}
+
+fn float(v: f64) -> Value {
+    serde_json::Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null)
+}
+
+/// A number, bool or string cell (anything else is null).
+fn scalar(a: &dyn Array, row: usize) -> Value {
+    if a.is_null(row) {
+        return Value::Null;
+    }
+    match a.data_type() {
+        DataType::Boolean => Value::Bool(a.as_boolean().value(row)),
+        DataType::Int8 => Value::from(a.as_primitive::<Int8Type>().value(row)),
+        DataType::Int16 => Value::from(a.as_primitive::<Int16Type>().value(row)),
+        DataType::Int32 => Value::from(a.as_primitive::<Int32Type>().value(row)),
+        DataType::Int64 => Value::from(a.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt8 => Value::from(a.as_primitive::<UInt8Type>().value(row)),
+        DataType::UInt16 => Value::from(a.as_primitive::<UInt16Type>().value(row)),
+        DataType::UInt32 => Value::from(a.as_primitive::<UInt32Type>().value(row)),
+        DataType::UInt64 => Value::from(a.as_primitive::<UInt64Type>().value(row)),
+        // The shortest text that reads back as the same float32, not its f64 widening.
+        DataType::Float16 => shortest(a.as_primitive::<Float16Type>().value(row).to_f32()),
+        DataType::Float32 => shortest(a.as_primitive::<Float32Type>().value(row)),
+        DataType::Float64 => float(a.as_primitive::<Float64Type>().value(row)),
+        DataType::Utf8 => Value::String(a.as_string::<i32>().value(row).to_string()),
+        _ => Value::Null,
+    }
+}
+
+fn shortest(v: f32) -> Value {
+    if !v.is_finite() {
+        return Value::Null;
+    }
+    float(v.to_string().parse::<f64>().unwrap_or(f64::from(v)))
+}
+
+/// Whether a column of type `t` needs its own type in a Parquet sink: the sink's inferred
+/// columns (bool, int64, float64, utf8) already hold these exactly.
+pub fn needs_own_type(t: &DataType) -> bool {
+    !matches!(t, DataType::Boolean | DataType::Int64 | DataType::Float64 | DataType::Utf8 | DataType::Null)
+}
+
+/// Build a column of type `ty` from one JSON value per row (`None`: absent, null). `None`
+/// when some value does not fit the type (the caller keeps those values another way).
+pub fn typed_column(name: &str, ty: &DataType, values: &[Option<&Value>]) -> Option<ArrayRef> {
+    let schema = Arc::new(Schema::new(vec![Field::new(name, ty.clone(), true)]));
+    let mut decoder = arrow_json::ReaderBuilder::new(schema).with_batch_size(values.len().max(1)).build_decoder().ok()?;
+    let rows: Vec<Map<String, Value>> =
+        values.iter().map(|v| v.map(|v| Map::from_iter([(name.to_string(), v.clone())])).unwrap_or_default()).collect();
+    decoder.serialize(&rows).ok()?;
+    let batch: RecordBatch = match decoder.flush().ok()? {
+        Some(b) => b,
+        None => RecordBatch::new_empty(Arc::new(Schema::new(vec![Field::new(name, ty.clone(), true)]))),
+    };
+    (batch.num_rows() == values.len()).then(|| batch.column(0).clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::builder::{ListBuilder, StringBuilder, StringDictionaryBuilder};
+    use arrow_array::{Decimal128Array, Float32Array, StringViewArray, StructArray, TimestampMicrosecondArray};
+
+    fn cells(col: ArrayRef) -> Vec<Value> {
+        let field: FieldRef = Arc::new(Field::new("c", col.data_type().clone(), true));
+        let opts = encoder_options();
+        let mut c = CellJson::new(&field, &col, &opts);
+        (0..col.len()).map(|r| c.value(r)).collect()
+    }
+
+    #[test]
+    fn every_string_layout_is_text() {
+        let view: ArrayRef = Arc::new(StringViewArray::from(vec![Some("a long enough string to be out of line"), None]));
+        assert_eq!(text_column(&view).unwrap().value(0), "a long enough string to be out of line");
+        let mut d = StringDictionaryBuilder::<Int32Type>::new();
+        d.append_value("x");
+        d.append_value("y");
+        d.append_value("x");
+        let dict: ArrayRef = Arc::new(d.finish());
+        let t = text_column(&dict).unwrap();
+        assert_eq!((t.value(0), t.value(1), t.value(2)), ("x", "y", "x"));
+        let ints: ArrayRef = Arc::new(arrow_array::Int32Array::from(vec![1]));
+        assert!(text_column(&ints).is_none());
+    }
+
+    #[test]
+    fn cells_read_as_faithful_json_and_back_into_their_types() {
+        let mut lb = ListBuilder::new(StringBuilder::new());
+        lb.values().append_value("a");
+        lb.values().append_value("b");
+        lb.append(true);
+        lb.append(false);
+        lb.append(true);
+        let ts = TimestampMicrosecondArray::from(vec![Some(1_700_000_000_123_456), None, Some(0)]).with_timezone("UTC");
+        let dec =
+            Decimal128Array::from(vec![Some(12345678901234567890123456789i128), Some(-5), None]).with_precision_and_scale(38, 4).unwrap();
+        let st = StructArray::from(vec![
+            (Arc::new(Field::new("k", DataType::Int32, true)), Arc::new(arrow_array::Int32Array::from(vec![1, 2, 3])) as ArrayRef),
+            (Arc::new(Field::new("f", DataType::Float32, true)), Arc::new(Float32Array::from(vec![0.1, f32::NAN, 2.5])) as ArrayRef),
+        ]);
+        let columns: Vec<ArrayRef> = vec![Arc::new(lb.finish()), Arc::new(ts), Arc::new(dec), Arc::new(st)];
+        let json: Vec<Vec<Value>> = columns.iter().map(|c| cells(c.clone())).collect();
+        assert_eq!(json[0], vec![serde_json::json!(["a", "b"]), Value::Null, serde_json::json!([])]);
+        assert_eq!(json[1][0], Value::String("2023-11-14T22:13:20.123456Z".into()));
+        assert_eq!(json[2][0], Value::String("1234567890123456789012345.6789".into()));
+        assert_eq!(json[2][1], Value::String("-0.0005".into()));
+        assert_eq!(json[3][0], serde_json::json!({"k": 1, "f": 0.1}));
+        for (col, vals) in columns.iter().zip(&json) {
+            let refs: Vec<Option<&Value>> = vals.iter().map(|v| (!v.is_null()).then_some(v)).collect();
+            let back = typed_column("c", col.data_type(), &refs).unwrap_or_else(|| panic!("{}", col.data_type()));
+            if matches!(col.data_type(), DataType::Struct(_)) {
+                // NaN has no JSON form: it comes back null, the rest exactly.
+                let s = back.as_struct();
+                assert_eq!(s.column(0).as_ref(), col.as_struct().column(0).as_ref());
+                let f = s.column(1).as_primitive::<Float32Type>();
+                assert_eq!((f.value(0), f.is_null(1), f.value(2)), (0.1, true, 2.5));
+            } else {
+                assert_eq!(back.as_ref(), col.as_ref(), "{}", col.data_type());
+            }
+        }
+        assert!(typed_column("c", &DataType::Int32, &[Some(&Value::String("x".into()))]).is_none());
+    }
+}
