@@ -10,6 +10,11 @@ fi
 if ! command -v moto_server >/dev/null 2>&1; then
     python3 -m pip install --quiet 'moto[server]'
 fi
+# pyarrow, polars and DuckDB write and read the files of the compatibility matrix
+# (scripts/compat/matrix.py, tests/e2e/compat.rs).
+if ! python3 -c 'import pyarrow, polars, duckdb' >/dev/null 2>&1; then
+    python3 -m pip install --quiet pyarrow polars duckdb
+fi
 # The Ray driver (python/curator-ray, with Ray from PyPI) for the cluster tests.
 if ! python3 -c 'import ray, curator_ray' >/dev/null 2>&1; then
     python3 -m pip install --quiet ./python/curator-ray

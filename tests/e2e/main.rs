@@ -6,6 +6,7 @@ mod support;
 mod bombs;
 mod catalogue;
 mod cli;
+mod compat;
 mod dedup;
 mod dedup_phases;
 mod disk_full;

@@ -200,6 +200,8 @@ pub enum Need {
     EncoderModels,
     /// fastText's lid.176 in `target/fasttext` (`python3 scripts/langid/make_fasttext_reference.py --model-only`).
     FastTextModel,
+    /// pyarrow, polars and DuckDB from PyPI, for the compatibility matrix.
+    DataFrameTools,
 }
 
 impl Need {
@@ -213,6 +215,7 @@ impl Need {
             Need::Ray => succeeds("python3", &["-c", "import ray, curator_ray"]),
             Need::EncoderModels => root().join("target/models/all-MiniLM-L6-v2/model.safetensors").exists(),
             Need::FastTextModel => root().join("target/fasttext/lid.176.ftz").exists(),
+            Need::DataFrameTools => succeeds("python3", &["-c", "import pyarrow, polars, duckdb"]),
         }
     }
 }

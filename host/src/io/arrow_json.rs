@@ -149,19 +149,80 @@ pub fn needs_own_type(t: &DataType) -> bool {
     !matches!(t, DataType::Boolean | DataType::Int64 | DataType::Float64 | DataType::Utf8 | DataType::Null)
 }
 
-/// Build a column of type `ty` from one JSON value per row (`None`: absent, null). `None`
-/// when some value does not fit the type (the caller keeps those values another way).
-pub fn typed_column(name: &str, ty: &DataType, values: &[Option<&Value>]) -> Option<ArrayRef> {
+/// An Arrow type for a field whose values (JSON arrays, or JSON objects) a Parquet sink
+/// should store as a nested column: lists and structs as arrow-json infers them. `None` for
+/// scalars, mixed arrays and objects, and types holding `Null` (no values to type them by).
+pub fn nested_type(name: &str, values: &[&Value]) -> Option<DataType> {
+    let arrays = values.iter().all(|v| v.is_array());
+    let objects = values.iter().all(|v| v.is_object());
+    if values.is_empty() || !(arrays || objects) {
+        return None;
+    }
+    let rows = values.iter().map(|v| Ok(Value::Object(Map::from_iter([(name.to_string(), (*v).clone())]))));
+    let schema = arrow_json::reader::infer_json_schema_from_iterator(rows).ok()?;
+    let ty = schema.field_with_name(name).ok()?.data_type().clone();
+    (!holds_null(&ty)).then_some(ty)
+}
+
+fn holds_null(t: &DataType) -> bool {
+    match t {
+        DataType::Null => true,
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => holds_null(f.data_type()),
+        DataType::Struct(fs) => fs.is_empty() || fs.iter().any(|f| holds_null(f.data_type())),
+        _ => false,
+    }
+}
+
+/// Build a column of type `ty` from one JSON value per row (`None`: absent, null), and say
+/// which rows it holds: a value that does not fit the type, or does not read back as the
+/// same JSON ([`same_json`]), is left null there for the caller to keep another way.
+pub fn typed_column(name: &str, ty: &DataType, values: &[Option<&Value>]) -> (ArrayRef, Vec<bool>) {
+    let col = decode(name, ty, values).unwrap_or_else(|| {
+        // Some value does not fit: decode row by row, the misfits as nulls.
+        let rows: Vec<ArrayRef> = values
+            .iter()
+            .map(|v| decode(name, ty, std::slice::from_ref(v)).unwrap_or_else(|| arrow_array::new_null_array(ty, 1)))
+            .collect();
+        let refs: Vec<&dyn Array> = rows.iter().map(|a| a.as_ref()).collect();
+        arrow_select::concat::concat(&refs).unwrap_or_else(|_| arrow_array::new_null_array(ty, values.len()))
+    });
+    let field: FieldRef = Arc::new(Field::new(name, ty.clone(), true));
+    let options = encoder_options();
+    let kept: Vec<bool> = {
+        let mut back = CellJson::new(&field, &col, &options);
+        values.iter().enumerate().map(|(r, v)| v.is_some_and(|v| same_json(v, &back.value(r)))).collect()
+    };
+    let misfits = arrow_array::BooleanArray::from(values.iter().zip(&kept).map(|(v, k)| v.is_some() && !k).collect::<Vec<bool>>());
+    let col = if misfits.true_count() == 0 { col } else { arrow_select::nullif::nullif(col.as_ref(), &misfits).unwrap_or(col) };
+    (col, kept)
+}
+
+fn decode(name: &str, ty: &DataType, values: &[Option<&Value>]) -> Option<ArrayRef> {
     let schema = Arc::new(Schema::new(vec![Field::new(name, ty.clone(), true)]));
-    let mut decoder = arrow_json::ReaderBuilder::new(schema).with_batch_size(values.len().max(1)).build_decoder().ok()?;
+    let mut decoder =
+        arrow_json::ReaderBuilder::new(schema.clone()).with_batch_size(values.len().max(1)).with_strict_mode(true).build_decoder().ok()?;
     let rows: Vec<Map<String, Value>> =
         values.iter().map(|v| v.map(|v| Map::from_iter([(name.to_string(), v.clone())])).unwrap_or_default()).collect();
     decoder.serialize(&rows).ok()?;
-    let batch: RecordBatch = match decoder.flush().ok()? {
-        Some(b) => b,
-        None => RecordBatch::new_empty(Arc::new(Schema::new(vec![Field::new(name, ty.clone(), true)]))),
-    };
+    let batch = decoder.flush().ok()?.unwrap_or_else(|| RecordBatch::new_empty(schema));
     (batch.num_rows() == values.len()).then(|| batch.column(0).clone())
+}
+
+/// Whether two JSON values hold the same data: numbers by value (1 and 1.0 alike), and an
+/// object key whose value is null the same as an absent key.
+pub fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => i == j,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_json(p, q)),
+        (Value::Object(x), Value::Object(y)) => {
+            let present = |m: &Map<String, Value>| m.iter().filter(|(_, v)| !v.is_null()).count();
+            present(x) == present(y) && x.iter().filter(|(_, v)| !v.is_null()).all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 #[cfg(test)]
@@ -216,7 +277,9 @@ mod tests {
         assert_eq!(json[3][0], serde_json::json!({"k": 1, "f": 0.1}));
         for (col, vals) in columns.iter().zip(&json) {
             let refs: Vec<Option<&Value>> = vals.iter().map(|v| (!v.is_null()).then_some(v)).collect();
-            let back = typed_column("c", col.data_type(), &refs).unwrap_or_else(|| panic!("{}", col.data_type()));
+            let (back, kept) = typed_column("c", col.data_type(), &refs);
+            let want: Vec<bool> = refs.iter().map(|v| v.is_some()).collect();
+            assert_eq!(kept, want, "{}", col.data_type());
             if matches!(col.data_type(), DataType::Struct(_)) {
                 // NaN has no JSON form: it comes back null, the rest exactly.
                 let s = back.as_struct();
@@ -227,6 +290,31 @@ mod tests {
                 assert_eq!(back.as_ref(), col.as_ref(), "{}", col.data_type());
             }
         }
-        assert!(typed_column("c", &DataType::Int32, &[Some(&Value::String("x".into()))]).is_none());
+    }
+
+    #[test]
+    fn values_that_do_not_fit_or_do_not_read_back_are_left_out() {
+        let v = [serde_json::json!(5), serde_json::json!("x"), serde_json::json!(3_000_000_000i64), serde_json::json!(7.0)];
+        let refs: Vec<Option<&Value>> = v.iter().map(Some).chain([None]).collect();
+        let (col, kept) = typed_column("c", &DataType::Int32, &refs);
+        assert_eq!(kept, vec![true, false, false, true, false]);
+        let ints = col.as_primitive::<Int32Type>();
+        assert_eq!((ints.value(0), ints.is_null(1), ints.is_null(2), ints.value(3), ints.is_null(4)), (5, true, true, 7, true));
+    }
+
+    #[test]
+    fn nested_json_gets_a_nested_type_and_scalars_do_not() {
+        let lists = [serde_json::json!(["a"]), serde_json::json!([])];
+        let refs: Vec<&Value> = lists.iter().collect();
+        assert_eq!(nested_type("t", &refs), Some(DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))));
+        let objs = [serde_json::json!({"a": 1}), serde_json::json!({"b": "x"})];
+        let t = nested_type("o", &objs.iter().collect::<Vec<_>>()).unwrap();
+        assert!(matches!(&t, DataType::Struct(fs) if fs.len() == 2), "{t}");
+        let mixed = [serde_json::json!([1]), serde_json::json!({"a": 1})];
+        assert_eq!(nested_type("m", &mixed.iter().collect::<Vec<_>>()), None);
+        let unknown = [serde_json::json!({"k": null})];
+        assert_eq!(nested_type("u", &unknown.iter().collect::<Vec<_>>()), None);
+        assert!(same_json(&serde_json::json!({"a": 1, "b": null}), &serde_json::json!({"a": 1.0})));
+        assert!(!same_json(&serde_json::json!({"a": 1}), &serde_json::json!({"a": 1, "c": 2})));
     }
 }

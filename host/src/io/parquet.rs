@@ -1,10 +1,14 @@
 //! Parquet: reading (row-group aware, column projection) into the reader schema
 //! (`id`, `text`, `_meta`), and writing with typed columns inferred from the documents.
 //!
-//! Writing: the text, then one column per input field with a type inferred from the first
-//! batch (bool, int64, float64, utf8; anything else, explicit nulls included, is stored as
-//! its JSON text in a utf8 column listed under the `curator.json_columns` metadata key),
-//! then columns added by stages. A value that does not fit its column later in the file goes
+//! Reading: any column type; the text column in any string layout; other columns as faithful
+//! JSON in `_meta` ([`super::arrow_json`]).
+//!
+//! Writing: the text, then one column per input field: in the Parquet source's own type when
+//! the partition was read from Parquet; else with a type inferred from the first batch (bool,
+//! int64, float64, utf8; arrays and objects as list and struct columns when one type holds
+//! them all; anything else, explicit nulls included, as its JSON text in a utf8 column listed
+//! under the `curator.json_columns` metadata key); then columns added by stages. A value that does not fit its column later in the file goes
 //! into the `_extra` column (a JSON object per row). Null means "field absent". Reading our
 //! own files restores every field exactly, so JSONL → Parquet → JSONL is lossless.
 
@@ -300,8 +304,9 @@ pub struct ParquetWriter {
     fields: Vec<(String, Kind)>,
     /// Stage-added columns, in order.
     extras: Vec<(String, DataType)>,
-    /// Columns of the partition's Parquet sources written in their own types.
-    source_fields: Vec<Field>,
+    /// Columns written in a type of their own rather than an inferred scalar one: a Parquet
+    /// source's (lists, timestamps, int32…), and lists and structs inferred from JSON.
+    typed_fields: Vec<Field>,
     schema: Option<SchemaRef>,
     docs: u64,
 }
@@ -323,7 +328,7 @@ impl ParquetWriter {
             text_field: text_field.into(),
             fields: Vec::new(),
             extras: Vec::new(),
-            source_fields: Vec::new(),
+            typed_fields: Vec::new(),
             schema: None,
             docs: 0,
         })
@@ -332,12 +337,12 @@ impl ParquetWriter {
     /// Write these columns (from [`source_fields`]) in their own types rather than inferring
     /// a type from the first batch's values.
     pub fn with_source_fields(mut self, fields: Vec<Field>) -> ParquetWriter {
-        self.source_fields = fields;
+        self.typed_fields = fields;
         self
     }
 
     fn source_type(&self, name: &str) -> Option<&DataType> {
-        self.source_fields.iter().find(|f| f.name() == name).map(|f| f.data_type())
+        self.typed_fields.iter().find(|f| f.name() == name).map(|f| f.data_type())
     }
 
     fn werr(&self, e: impl std::fmt::Display) -> IoError {
@@ -381,7 +386,17 @@ impl ParquetWriter {
         self.fields = order
             .into_iter()
             .filter(|k| k != &self.text_field && k != EXTRA && !extra_names.contains(&k.as_str()))
+            .collect::<Vec<String>>()
+            .into_iter()
             .map(|k| {
+                if self.source_type(&k).is_none() && kinds[&k] == Kind::Json {
+                    // Arrays or objects (from JSONL): a list or struct column when one type
+                    // holds them all.
+                    let values: Vec<&Value> = metas.iter().filter_map(|m| m.get(&k)).filter(|v| !v.is_null()).collect();
+                    if let Some(ty) = arrow_json::nested_type(&k, &values) {
+                        self.typed_fields.push(Field::new(&k, ty, true));
+                    }
+                }
                 let kind = if self.source_type(&k).is_some() { Kind::Typed } else { kinds[&k] };
                 (k, kind)
             })
@@ -434,17 +449,12 @@ impl OutputWriter for ParquetWriter {
                 Kind::Typed => {
                     let ty = self.source_type(name).cloned().unwrap_or(DataType::Utf8);
                     let values: Vec<Option<&Value>> = metas.iter().map(|m| m.get(name).filter(|v| !v.is_null())).collect();
-                    match arrow_json::typed_column(name, &ty, &values) {
-                        Some(col) => {
-                            for m in leftovers.iter_mut() {
-                                m.remove(name);
-                            }
-                            col
-                        }
-                        // A value that no longer fits (a stage changed it): this batch's
-                        // values stay in `_extra`, as JSON.
-                        None => arrow_array::new_null_array(&ty, n),
+                    // A value that does not fit (a stage changed it) stays in `_extra`.
+                    let (col, kept) = arrow_json::typed_column(name, &ty, &values);
+                    for (m, _) in leftovers.iter_mut().zip(&kept).filter(|(_, k)| **k) {
+                        m.remove(name);
                     }
+                    col
                 }
                 Kind::Bool => {
                     let mut b = BooleanBuilder::with_capacity(n);
