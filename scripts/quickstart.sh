@@ -11,5 +11,7 @@ cargo build --release --locked -p curator-host
 cargo build --locked --profile guest --target wasm32-wasip2 --target-dir target/wasm -p word_count_filter -p unicode_normalize
 mkdir -p target/quickstart/plugins
 cp target/wasm/wasm32-wasip2/guest/word_count_filter.wasm target/wasm/wasm32-wasip2/guest/unicode_normalize.wasm target/quickstart/plugins/
+# First-party plugins, signed with this checkout's build key, which the host trusts.
+scripts/sign-build.sh target/release/curator-host target/quickstart/plugins
 target/release/curator-host run examples/quickstart/pipeline.yaml --plugins target/quickstart/plugins
 echo "output: examples/quickstart/out/ (every plugin, into target/dist/: scripts/build-dist.sh)"

@@ -11,6 +11,9 @@ use curator_core::trust::{TrustMode, TrustSpec};
 use minisign::{KeyPair, PublicKey, PublicKeyBox, SecretKeyBox, SignatureBox};
 
 pub const SIG_SUFFIX: &str = ".minisig";
+/// The folder, beside the `curator-host` binary, of the keys its own build signed its
+/// first-party plugins with.
+pub const BUILD_TRUST_DIR: &str = "trust";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
@@ -91,8 +94,19 @@ pub struct TrustStore {
 
 impl TrustStore {
     /// The directories given (`--trust-dir`), then `$CURATOR_TRUST_DIR`, then
-    /// `~/.config/curator/trust`; missing ones are skipped, unreadable keys reported.
+    /// `~/.config/curator/trust`, then the build's own keys: [`BUILD_TRUST_DIR`] beside the
+    /// `curator-host` binary, where `scripts/sign-build.sh` puts the key it signs the
+    /// first-party plugins of that build with. Missing ones are skipped, unreadable keys
+    /// reported.
     pub fn default_dirs(given: &[PathBuf]) -> Vec<PathBuf> {
+        let mut dirs = Self::user_dirs(given);
+        if let Some(beside) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(|d| d.join(BUILD_TRUST_DIR))) {
+            dirs.push(beside);
+        }
+        dirs
+    }
+
+    fn user_dirs(given: &[PathBuf]) -> Vec<PathBuf> {
         let mut dirs = given.to_vec();
         if let Some(d) = std::env::var_os("CURATOR_TRUST_DIR") {
             dirs.push(PathBuf::from(d));
@@ -211,6 +225,15 @@ pub fn check(file: &Path, policy: &TrustSpec, store: &TrustStore) -> Result<Stan
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_keys_beside_the_binary_come_last() {
+        let given = PathBuf::from("/given");
+        let dirs = TrustStore::default_dirs(std::slice::from_ref(&given));
+        assert_eq!(dirs.first(), Some(&given));
+        let exe = std::env::current_exe().unwrap();
+        assert_eq!(dirs.last(), Some(&exe.parent().unwrap().join(BUILD_TRUST_DIR)));
+    }
 
     #[test]
     fn signed_tampered_unsigned_and_unknown_keys() {
