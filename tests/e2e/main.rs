@@ -19,6 +19,7 @@ mod oci;
 mod pipeline_errors;
 mod quickstart;
 mod ray;
+mod run_lock;
 mod s3;
 mod s3_faults;
 mod sandbox;

@@ -155,6 +155,7 @@ pub(crate) fn plan_command(
         shard: None,
         phase: None,
         skip_lock: false,
+        hold_output: false,
     };
     let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,
@@ -187,6 +188,7 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
         shard,
         phase,
         skip_lock: false,
+        hold_output: !dry_run,
     };
     let plan = match plan::plan_file(pipeline, &reg, opts_plan) {
         Ok(p) => p,

@@ -6,6 +6,7 @@ pub mod codec;
 pub mod journal;
 pub mod jsonl;
 pub mod parquet;
+pub mod run_lock;
 pub mod shards;
 pub mod storage;
 pub mod tls;

@@ -133,6 +133,9 @@ pub struct Plan {
     pub dedup: Option<PlannedDedup>,
     /// The shard this run is (`--shard I/N`): `partitions` holds only the ones it owns.
     pub shard: Option<curator_core::shard::Shard>,
+    /// The run's hold on its output (with `PlanOptions::hold_output`), released when the
+    /// last clone of the plan is dropped.
+    pub run_lock: Option<std::sync::Arc<crate::io::run_lock::RunLock>>,
     /// The one phase of the dedup step this run is (`--phase`), with its shard (0 of 1 when
     /// none was given).
     pub phase: Option<(curator_core::shard::Phase, curator_core::shard::Shard)>,
@@ -227,6 +230,9 @@ pub struct PlanOptions<'a> {
     /// Do not check the plugins against the pipeline's lock file (`curator-host lock`,
     /// which writes it).
     pub skip_lock: bool,
+    /// Hold the output for a run ([`crate::io::run_lock`]): refuse the plan while another
+    /// run writes there. `run` sets it; `plan`, `validate` and dry runs do not.
+    pub hold_output: bool,
 }
 
 fn resolve(base: &Path, p: &str) -> PathBuf {
@@ -287,6 +293,10 @@ fn plan_locked(
     // The shard that cuts partitions (a buckets or components phase reads all of them).
     let part_shard = opts.shard.filter(|_| opts.phase.is_none_or(|p| p.over_partitions()));
     let journal_name = Journal::name(part_shard);
+    let run_lock = match (&located.output_dir, opts.hold_output) {
+        (Some(d), true) => hold_output(d, label, opts, &mut errors),
+        _ => None,
+    };
     if spec.sink.mode == WriteMode::Error
         && opts.shard.is_none()
         && opts.phase.is_none()
@@ -322,7 +332,32 @@ fn plan_locked(
         shard: part_shard,
         phase: opts.phase.map(|p| (p, opts.shard.unwrap_or(curator_core::shard::Shard { index: 0, count: 1 }))),
         fingerprint,
+        run_lock,
     })
+}
+
+/// Take the run's lock on its output (one per shard or phase; see `io::run_lock`), or
+/// record who holds it.
+fn hold_output(
+    dir: &Loc,
+    label: &str,
+    opts: PlanOptions<'_>,
+    errors: &mut Vec<SpecError>,
+) -> Option<std::sync::Arc<crate::io::run_lock::RunLock>> {
+    use crate::io::run_lock::{RunLock, lock_name};
+    let tag = match (opts.phase, opts.shard) {
+        (None, None) => None,
+        (None, Some(s)) => Some(s.tag()),
+        (Some(p), None) => Some(p.name().to_string()),
+        (Some(p), Some(s)) => Some(format!("{}.{}", p.name(), s.tag())),
+    };
+    match RunLock::acquire(dir, &lock_name(tag.as_deref()), label) {
+        Ok(l) => Some(std::sync::Arc::new(l)),
+        Err(e) => {
+            errors.push(SpecError::new(label, "sink.path", e.to_string()));
+            None
+        }
+    }
 }
 
 /// Every stage resolved, checked against the lock file, placed and (with `check_setup`)
