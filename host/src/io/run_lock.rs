@@ -108,8 +108,18 @@ pub struct RunLock {
 }
 
 enum Held {
-    Local { file: File, path: std::path::PathBuf },
-    Remote { loc: Loc, stop: Arc<(Mutex<bool>, Condvar)>, beat: Option<std::thread::JoinHandle<()>> },
+    /// `made_dir`: the output directory did not exist before the lock (removed with it when
+    /// nothing else was written there).
+    Local {
+        file: File,
+        path: std::path::PathBuf,
+        made_dir: bool,
+    },
+    Remote {
+        loc: Loc,
+        stop: Arc<(Mutex<bool>, Condvar)>,
+        beat: Option<std::thread::JoinHandle<()>>,
+    },
 }
 
 impl std::fmt::Debug for RunLock {
@@ -146,6 +156,7 @@ fn held(dir: &str, file: &str, holder: Option<Holder>) -> LockError {
 }
 
 fn acquire_local(dir: &std::path::Path, name: &str, pipeline: &str) -> Result<RunLock, LockError> {
+    let made_dir = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
     let path = dir.join(name);
     let mut file = loop {
@@ -186,13 +197,18 @@ fn acquire_local(dir: &std::path::Path, name: &str, pipeline: &str) -> Result<Ru
         if let Err(std::fs::TryLockError::WouldBlock) = f.try_lock_shared() {
             let mut text = Vec::new();
             let _ = f.read_to_end(&mut text);
+            // Ours is not held yet: remove it while still locked, then let go.
+            let _ = std::fs::remove_file(&path);
             drop(file);
+            if made_dir {
+                let _ = std::fs::remove_dir(dir);
+            }
             return Err(held(&dir.display().to_string(), &entry.path().display().to_string(), read_holder(&text)));
         }
     }
     let record = serde_json::to_vec(&Holder::me(pipeline)).unwrap_or_default();
     file.set_len(0).and_then(|_| file.rewind()).and_then(|_| file.write_all(&record)).map_err(|e| io_err(&path, e))?;
-    Ok(RunLock { held: Held::Local { file, path } })
+    Ok(RunLock { held: Held::Local { file, path, made_dir } })
 }
 
 fn obj(loc: &Loc) -> Option<(&Arc<dyn object_store::ObjectStore>, &object_store::path::Path)> {
@@ -299,11 +315,14 @@ fn acquire_remote(dir: &Loc, name: &str, pipeline: &str) -> Result<RunLock, Lock
 impl Drop for RunLock {
     fn drop(&mut self) {
         match &mut self.held {
-            Held::Local { file, path } => {
+            Held::Local { file, path, made_dir } => {
                 // Remove the file while still holding it; a run that opened it meanwhile
                 // sees that its file is gone (`acquire_local`) and opens the path again.
                 let _ = std::fs::remove_file(&*path);
                 let _ = file.unlock();
+                if let (true, Some(dir)) = (*made_dir, path.parent()) {
+                    let _ = std::fs::remove_dir(dir); // only when empty: a plan refused later
+                }
             }
             Held::Remote { loc, stop, beat } => {
                 {

@@ -293,7 +293,8 @@ fn plan_locked(
     // The shard that cuts partitions (a buckets or components phase reads all of them).
     let part_shard = opts.shard.filter(|_| opts.phase.is_none_or(|p| p.over_partitions()));
     let journal_name = Journal::name(part_shard);
-    let run_lock = match (&located.output_dir, opts.hold_output) {
+    // Only a plan that is otherwise sound takes the lock (a refused plan creates nothing).
+    let run_lock = match (&located.output_dir, opts.hold_output && errors.is_empty()) {
         (Some(d), true) => hold_output(d, label, opts, &mut errors),
         _ => None,
     };
