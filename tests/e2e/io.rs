@@ -301,3 +301,28 @@ fn one_gigabyte_file_in_64mb_blocks_keeps_memory_bounded() {
     eprintln!("1 GiB in 64 MiB blocks: peak RSS {peak:.0} MiB with {workers} workers");
     assert!(peak < 64.0 * workers + 128.0, "peak RSS {peak:.0} MiB exceeds one 64 MiB block per worker (+128 MiB)");
 }
+
+#[test]
+fn a_file_that_yields_nothing_warns_naming_it_and_compressed_bytes_are_never_cut_as_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    let raw = jsonl_bytes(&docs());
+    // Compressed under a plain name, in a run that cuts plain files into 1 KB byte ranges.
+    std::fs::write(dir.join("zipped.jsonl"), zstd::encode_all(&raw[..], 3).unwrap()).unwrap();
+    std::fs::write(dir.join("plain.jsonl"), &raw).unwrap();
+    std::fs::write(dir.join("garbage.jsonl"), b"this is not json\nnor is this\n").unwrap();
+    let p = write_pipeline(tmp.path(), "source:\n  path: in\n  blocksize: 1KB\nsink:\n  path: out\n");
+    let run = run_with_guests(&["run", p.to_str().unwrap()]);
+    run.ok();
+    assert!(run.stderr.contains("garbage.jsonl: no document could be read from it (2 rejected"), "{}", run.stderr);
+    assert!(!run.stderr.contains("zipped.jsonl: no document"), "{}", run.stderr);
+    let n = docs().len();
+    assert_eq!(output_docs(&tmp.path().join("out"), ".jsonl").len(), 2 * n, "both good files read whole");
+    // Under --strict the same file fails the run, naming it.
+    let strict_p = tmp.path().join("strict.yaml");
+    std::fs::write(&strict_p, format!("source:\n  path: {}\nsink:\n  path: out-strict\n", dir.display())).unwrap();
+    let strict = run_with_guests(&["run", strict_p.to_str().unwrap(), "--strict"]);
+    assert_ne!(strict.code, 0);
+    assert!(strict.stderr.contains("garbage.jsonl:1"), "{}", strict.stderr);
+}

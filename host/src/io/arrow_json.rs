@@ -108,6 +108,31 @@ impl<'a> CellJson<'a> {
     }
 }
 
+impl CellJson<'_> {
+    /// Write the cell at `row` as JSON text to `out` (what [`CellJson::value`] would give,
+    /// without building it); false, writing nothing, for a null cell.
+    pub fn write(&mut self, row: usize, out: &mut Vec<u8>) -> bool {
+        let text = |s: &str, out: &mut Vec<u8>| serde_json::to_writer(out, s).is_ok();
+        match &mut self.how {
+            How::Scalar(a) if a.is_null(row) => false,
+            How::Scalar(a) => match a.data_type() {
+                DataType::Utf8 => text(a.as_string::<i32>().value(row), out),
+                DataType::Int64 => serde_json::to_writer(out, &a.as_primitive::<Int64Type>().value(row)).is_ok(),
+                _ => serde_json::to_writer(out, &scalar(*a, row)).is_ok(),
+            },
+            How::Text(s) if s.is_valid(row) => text(s.value(row), out),
+            How::Text(_) => false,
+            How::Decimal(f, a) if a.is_valid(row) => text(&f.value(row).to_string(), out),
+            How::Decimal(..) => false,
+            How::Encoded(e, _) if e.is_null(row) => false,
+            How::Encoded(e, _) => {
+                e.encode(row, out);
+                true
+            }
+        }
+    }
+}
+
 fn float(v: f64) -> Value {
     serde_json::Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null)
 }

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
@@ -178,58 +178,100 @@ impl ParquetReader {
         })?;
         let id_idx = schema.index_of(&self.opts.id_field).ok();
         let mut ids = StringBuilder::with_capacity(n, n * 16);
-        let mut texts = StringBuilder::with_capacity(n, text.value_data().len());
         let mut metas = StringBuilder::with_capacity(n, n * 32);
         let encoder_options = arrow_json::encoder_options();
-        // (column index, name, how its cells read as JSON); our own JSON-text columns and
-        // `_extra` are parsed instead.
-        let mut others: Vec<(usize, &String, Option<CellJson<'_>>)> = schema
-            .fields()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != text_idx)
-            .map(|(i, f)| {
-                let ours = f.name() == EXTRA || self.json_columns.contains(f.name());
-                (i, f.name(), (!ours).then(|| CellJson::new(f, batch.column(i), &encoder_options)))
-            })
-            .collect();
-        let parsed = |col: &ArrayRef, r: usize| text_column(col).and_then(|s| serde_json::from_str::<Value>(s.value(r)).ok());
+        // Per column: its key as JSON text, and how its cells read as JSON (`None`: our own
+        // JSON-text columns, copied as they are once checked). `_extra` is merged after.
+        let mut others: Vec<(usize, Vec<u8>, Option<CellJson<'_>>)> = Vec::new();
+        let mut extra_col = None;
+        for (i, f) in schema.fields().iter().enumerate() {
+            if i == text_idx {
+                continue;
+            }
+            if f.name() == EXTRA {
+                extra_col = text_column(batch.column(i));
+                continue;
+            }
+            let key = serde_json::to_vec(f.name()).map_err(|e| perr(&self.source, e))?;
+            let ours = self.json_columns.contains(f.name());
+            others.push((i, key, (!ours).then(|| CellJson::new(f, batch.column(i), &encoder_options))));
+        }
+        let json_texts: Vec<Option<StringArray>> =
+            others.iter().map(|(i, _, c)| if c.is_none() { text_column(batch.column(*i)) } else { None }).collect();
+        let mut meta = Vec::with_capacity(256);
+        let mut id_json = Vec::new();
         for r in 0..n {
             if text.is_null(r) {
                 // A null text is a missing text: such rows are skipped, as JSONL lines are.
                 continue;
             }
-            let mut meta = serde_json::Map::new();
+            meta.clear();
+            meta.push(b'{');
             let mut id = None;
-            for (i, name, cells) in others.iter_mut() {
-                let col = batch.column(*i);
-                if col.is_null(r) {
+            for ((i, key, cells), json_text) in others.iter_mut().zip(&json_texts) {
+                if batch.column(*i).is_null(r) {
                     continue;
                 }
-                let value = match cells {
-                    Some(c) => c.value(r),
-                    None if *name == EXTRA => {
-                        if let Some(Value::Object(extra)) = parsed(col, r) {
-                            meta.extend(extra);
+                let mark = meta.len();
+                if mark > 1 {
+                    meta.push(b',');
+                }
+                meta.extend_from_slice(key);
+                meta.push(b':');
+                let value_at = meta.len();
+                let wrote = match (cells, json_text) {
+                    (Some(c), _) => c.write(r, &mut meta),
+                    (None, Some(t)) => match serde_json::from_str::<&serde_json::value::RawValue>(t.value(r)) {
+                        Ok(raw) => {
+                            meta.extend_from_slice(raw.get().as_bytes());
+                            true
                         }
-                        continue;
-                    }
-                    None => parsed(col, r).unwrap_or(Value::Null),
+                        Err(_) => {
+                            meta.extend_from_slice(b"null");
+                            true
+                        }
+                    },
+                    (None, None) => false,
                 };
+                if !wrote {
+                    meta.truncate(mark);
+                    continue;
+                }
                 if Some(*i) == id_idx {
-                    id = Some(match &value {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
+                    id_json.clear();
+                    id_json.extend_from_slice(&meta[value_at..]);
+                    id = Some(match serde_json::from_slice::<String>(&id_json) {
+                        Ok(s) => s,
+                        Err(_) => String::from_utf8_lossy(&id_json).into_owned(),
                     });
                 }
-                meta.insert(name.to_string(), value);
             }
+            if let Some(extra) = extra_col.as_ref().filter(|c| c.is_valid(r))
+                && let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(extra.value(r))
+            {
+                for (k, v) in fields {
+                    if meta.len() > 1 {
+                        meta.push(b',');
+                    }
+                    serde_json::to_writer(&mut meta, &k).map_err(|e| perr(&self.source, e))?;
+                    meta.push(b':');
+                    serde_json::to_writer(&mut meta, &v).map_err(|e| perr(&self.source, e))?;
+                }
+            }
+            meta.push(b'}');
             ids.append_value(id.unwrap_or_else(|| format!("{}#{}", self.id_prefix, self.row + r as u64)));
-            texts.append_value(text.value(r));
-            metas.append_value(Value::Object(meta).to_string());
+            metas.append_value(std::str::from_utf8(&meta).map_err(|e| perr(&self.source, e))?);
         }
+        // The text column as read when no row was skipped; else the kept rows.
+        let texts: StringArray = if text.null_count() == 0 {
+            text
+        } else {
+            let mut b = StringBuilder::with_capacity(n, text.value_data().len());
+            text.iter().flatten().for_each(|t| b.append_value(t));
+            b.finish()
+        };
         self.row += n as u64;
-        let cols: Vec<ArrayRef> = vec![Arc::new(ids.finish()), Arc::new(texts.finish()), Arc::new(metas.finish())];
+        let cols: Vec<ArrayRef> = vec![Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas.finish())];
         RecordBatch::try_new(reader_schema(), cols).map_err(|e| perr(&self.source, e))
     }
 }
