@@ -203,7 +203,6 @@ pub fn read_decoded(path: &Path) -> Result<Vec<u8>, IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     #[test]
     fn discovers_sorted_recursive_with_extensions() {

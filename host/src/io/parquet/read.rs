@@ -1,0 +1,224 @@
+//! Reading: a Parquet file (or some of its row groups) as reader-schema batches.
+
+use std::sync::Arc;
+
+use arrow_array::builder::StringBuilder;
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_schema::Field;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use serde_json::Value;
+
+use super::{EXTRA, JSON_COLUMNS_KEY, LocReader, decoder_guard, perr};
+use crate::io::arrow_json::{self, CellJson, text_column};
+use crate::io::jsonl::{ReadOptions, reader_schema};
+use crate::io::{InputFile, IoError};
+use curator_core::partition::Extent;
+use curator_core::pipeline::Format;
+
+/// Reads a Parquet file (or some of its row groups) as reader-schema batches.
+pub struct ParquetReader {
+    inner: ParquetRecordBatchReader,
+    source: String,
+    id_prefix: String,
+    opts: ReadOptions,
+    json_columns: Vec<String>,
+    row: u64,
+    /// The decoder panicked on this file: it reads nothing more.
+    failed: bool,
+}
+impl ParquetReader {
+    pub fn open(file: &InputFile, extent: Extent, opts: ReadOptions, batch_size: usize) -> Result<ParquetReader, IoError> {
+        let source = file.display();
+        decoder_guard(&source, || Self::open_unguarded(file, source.clone(), extent, opts, batch_size))
+    }
+
+    fn open_unguarded(
+        file: &InputFile,
+        source: String,
+        extent: Extent,
+        opts: ReadOptions,
+        batch_size: usize,
+    ) -> Result<ParquetReader, IoError> {
+        let reader = LocReader { loc: file.loc.clone(), size: file.size };
+        let mut builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| perr(&source, e))?;
+        // Our writer stores the list in the Arrow schema's metadata (embedded in the file).
+        let json_columns: Vec<String> =
+            builder.schema().metadata().get(JSON_COLUMNS_KEY).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
+        let schema = builder.schema().clone();
+        if schema.field_with_name(&opts.text_field).is_err() {
+            return Err(IoError::Field { at: source, field: opts.text_field.clone(), message: "no such column".into() });
+        }
+        if let Some(keep) = &opts.fields {
+            let wanted: Vec<usize> = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.name() == &opts.text_field || f.name() == &opts.id_field || f.name() == EXTRA || keep.contains(f.name()))
+                .map(|(i, _)| i)
+                .collect();
+            let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
+            builder = builder.with_projection(mask);
+        }
+        let first_row = match extent {
+            Extent::Units { start, end } => {
+                let groups = builder.metadata().row_groups();
+                let skipped: i64 = groups[..start.min(groups.len())].iter().map(|rg| rg.num_rows()).sum();
+                builder = builder.with_row_groups((start..end).collect());
+                skipped.max(0) as u64
+            }
+            _ => 0,
+        };
+        let inner = builder.with_batch_size(batch_size.max(1)).build().map_err(|e| perr(&source, e))?;
+        Ok(ParquetReader { inner, source, id_prefix: file.loc.file_name(), opts, json_columns, row: first_row, failed: false })
+    }
+
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, IoError> {
+        if self.failed {
+            return Ok(None);
+        }
+        let source = self.source.clone();
+        let next = decoder_guard(&source, || Ok(self.inner.next()));
+        let next = next.inspect_err(|_| self.failed = true)?;
+        let Some(batch) = next else { return Ok(None) };
+        let batch = batch.map_err(|e| perr(&self.source, e))?;
+        self.convert(&batch).map(Some)
+    }
+
+    fn convert(&mut self, batch: &RecordBatch) -> Result<RecordBatch, IoError> {
+        let n = batch.num_rows();
+        let schema = batch.schema();
+        let text_idx = schema.index_of(&self.opts.text_field).map_err(|e| perr(&self.source, e))?;
+        let text = text_column(batch.column(text_idx)).ok_or_else(|| IoError::Field {
+            at: self.source.clone(),
+            field: self.opts.text_field.clone(),
+            message: format!("expected a string column, found {}", schema.field(text_idx).data_type()),
+        })?;
+        let id_idx = schema.index_of(&self.opts.id_field).ok();
+        let mut ids = StringBuilder::with_capacity(n, n * 16);
+        let mut metas = StringBuilder::with_capacity(n, n * 32);
+        let encoder_options = arrow_json::encoder_options();
+        // Per column: its key as JSON text, and how its cells read as JSON (`None`: our own
+        // JSON-text columns, copied as they are once checked). `_extra` is merged after.
+        let mut others: Vec<(usize, Vec<u8>, Option<CellJson<'_>>)> = Vec::new();
+        let mut extra_col = None;
+        for (i, f) in schema.fields().iter().enumerate() {
+            if i == text_idx {
+                continue;
+            }
+            if f.name() == EXTRA {
+                extra_col = text_column(batch.column(i));
+                continue;
+            }
+            let key = serde_json::to_vec(f.name()).map_err(|e| perr(&self.source, e))?;
+            let ours = self.json_columns.contains(f.name());
+            others.push((i, key, (!ours).then(|| CellJson::new(f, batch.column(i), &encoder_options))));
+        }
+        let json_texts: Vec<Option<StringArray>> =
+            others.iter().map(|(i, _, c)| if c.is_none() { text_column(batch.column(*i)) } else { None }).collect();
+        let mut meta = Vec::with_capacity(256);
+        let mut id_json = Vec::new();
+        for r in 0..n {
+            if text.is_null(r) {
+                // A null text is a missing text: such rows are skipped, as JSONL lines are.
+                continue;
+            }
+            meta.clear();
+            meta.push(b'{');
+            let mut id = None;
+            for ((i, key, cells), json_text) in others.iter_mut().zip(&json_texts) {
+                if batch.column(*i).is_null(r) {
+                    continue;
+                }
+                let mark = meta.len();
+                if mark > 1 {
+                    meta.push(b',');
+                }
+                meta.extend_from_slice(key);
+                meta.push(b':');
+                let value_at = meta.len();
+                let wrote = match (cells, json_text) {
+                    (Some(c), _) => c.write(r, &mut meta),
+                    (None, Some(t)) => match serde_json::from_str::<&serde_json::value::RawValue>(t.value(r)) {
+                        Ok(raw) => {
+                            meta.extend_from_slice(raw.get().as_bytes());
+                            true
+                        }
+                        Err(_) => {
+                            meta.extend_from_slice(b"null");
+                            true
+                        }
+                    },
+                    (None, None) => false,
+                };
+                if !wrote {
+                    meta.truncate(mark);
+                    continue;
+                }
+                if Some(*i) == id_idx {
+                    id_json.clear();
+                    id_json.extend_from_slice(&meta[value_at..]);
+                    id = Some(match serde_json::from_slice::<String>(&id_json) {
+                        Ok(s) => s,
+                        Err(_) => String::from_utf8_lossy(&id_json).into_owned(),
+                    });
+                }
+            }
+            if let Some(extra) = extra_col.as_ref().filter(|c| c.is_valid(r))
+                && let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(extra.value(r))
+            {
+                for (k, v) in fields {
+                    if meta.len() > 1 {
+                        meta.push(b',');
+                    }
+                    serde_json::to_writer(&mut meta, &k).map_err(|e| perr(&self.source, e))?;
+                    meta.push(b':');
+                    serde_json::to_writer(&mut meta, &v).map_err(|e| perr(&self.source, e))?;
+                }
+            }
+            meta.push(b'}');
+            ids.append_value(id.unwrap_or_else(|| format!("{}#{}", self.id_prefix, self.row + r as u64)));
+            metas.append_value(std::str::from_utf8(&meta).map_err(|e| perr(&self.source, e))?);
+        }
+        // The text column as read when no row was skipped; else the kept rows.
+        let texts: StringArray = if text.null_count() == 0 {
+            text
+        } else {
+            let mut b = StringBuilder::with_capacity(n, text.value_data().len());
+            text.iter().flatten().for_each(|t| b.append_value(t));
+            b.finish()
+        };
+        self.row += n as u64;
+        let cols: Vec<ArrayRef> = vec![Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas.finish())];
+        RecordBatch::try_new(reader_schema(), cols).map_err(|e| perr(&self.source, e))
+    }
+}
+
+/// The columns of the Parquet files among `inputs` that a Parquet sink should write in
+/// their own types (see [`arrow_json::needs_own_type`]): the text, `_extra` and our own
+/// JSON-text columns aside, and a name whose type differs between files left out.
+pub fn source_fields(inputs: &[&InputFile], text_field: &str) -> Vec<Field> {
+    let mut fields: Vec<Field> = Vec::new();
+    let mut conflicting: Vec<String> = Vec::new();
+    for file in inputs.iter().filter(|f| f.format == Format::Parquet) {
+        let reader = LocReader { loc: file.loc.clone(), size: file.size };
+        let schema = decoder_guard(&file.display(), || {
+            ParquetRecordBatchReaderBuilder::try_new(reader).map(|b| b.schema().clone()).map_err(|e| perr(&file.display(), e))
+        });
+        // An unreadable footer fails the read itself, with its own message.
+        let Ok(schema) = schema else { continue };
+        let ours: Vec<String> = schema.metadata().get(JSON_COLUMNS_KEY).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
+        for f in schema.fields() {
+            if f.name() == text_field || f.name() == EXTRA || ours.contains(f.name()) || !arrow_json::needs_own_type(f.data_type()) {
+                continue;
+            }
+            match fields.iter().position(|g| g.name() == f.name()) {
+                Some(i) if fields[i].data_type() != f.data_type() => conflicting.push(f.name().clone()),
+                Some(_) => {}
+                None => fields.push(f.as_ref().clone().with_nullable(true)),
+            }
+        }
+    }
+    fields.retain(|f| !conflicting.contains(f.name()));
+    fields
+}
