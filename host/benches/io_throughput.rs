@@ -5,38 +5,18 @@
 
 mod common;
 
+use common::measure::{best_of, input};
+
 use std::io::{Read, Write};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use curator_core::partition::Extent;
 use curator_core::pipeline::Compression;
+use curator_host::io::Loc;
 use curator_host::io::jsonl::{JsonlReader, JsonlWriter, ReadOptions};
 use curator_host::io::parquet::{ParquetReader, ParquetWriter};
 use curator_host::io::writer::OutputWriter;
-use curator_host::io::{InputFile, Loc};
-
-fn input(path: &Path) -> InputFile {
-    let (format, compressed) = curator_host::io::sniff_name(&path.display().to_string(), None);
-    InputFile {
-        loc: Loc::Local(path.to_path_buf()),
-        rel: String::new(),
-        size: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
-        format,
-        compressed,
-    }
-}
-
-fn best_of<F: FnMut()>(n: usize, mut f: F) -> Duration {
-    (0..n)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
-}
 
 fn read_jsonl(path: &Path) -> u64 {
     let mut r = JsonlReader::open(&input(path), Extent::Whole, ReadOptions::default()).expect("open");

@@ -11,15 +11,16 @@
 
 mod common;
 
+use common::measure::{best_of, input};
+
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use curator_core::partition::Extent;
 use curator_host::io::jsonl::ReadOptions;
 use curator_host::io::parquet::ParquetReader;
-use curator_host::io::{InputFile, Loc};
 
 const PYARROW: &str = r#"
 import sys, time
@@ -43,27 +44,6 @@ table = pj.read_json(sys.argv[1])
 for codec, out in zip(["snappy", "zstd"], sys.argv[2:]):
     pq.write_table(table, out, compression=codec)
 "#;
-
-fn input(path: &Path) -> InputFile {
-    InputFile {
-        loc: Loc::Local(path.to_path_buf()),
-        rel: String::new(),
-        size: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
-        format: curator_core::pipeline::Format::Parquet,
-        compressed: false,
-    }
-}
-
-fn best_of<F: FnMut()>(n: usize, mut f: F) -> Duration {
-    (0..n)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
-}
 
 fn ours(path: &Path) {
     let mut r = ParquetReader::open(&input(path), Extent::Whole, ReadOptions::default(), 8192).expect("open");

@@ -1,4 +1,8 @@
-//! Deterministic text for benchmarks.
+//! Deterministic text for benchmarks, and what the benches share.
+
+// Each bench uses part of it.
+#[allow(dead_code)]
+pub mod measure;
 
 const WORDS: &[&str] = &[
     "the",

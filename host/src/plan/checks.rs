@@ -25,7 +25,12 @@ pub(super) fn holds_outputs(dir: &Loc) -> Option<String> {
                         if name != "_spill" && name != crate::dedup::work::WORK_DIR {
                             stack.push(path);
                         }
-                    } else if !(name.starts_with('.') && name.contains(".tmp-")) && !crate::io::run_lock::is_lock_file(&name) {
+                    } else {
+                        // A spool's temp file, or a run lock, is not an output.
+                        let spooling = name.starts_with('.') && name.contains(".tmp-");
+                        if spooling || crate::io::run_lock::is_lock_file(&name) {
+                            continue;
+                        }
                         found.push(path.strip_prefix(d).unwrap_or(&path).display().to_string());
                     }
                 }
