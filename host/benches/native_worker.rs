@@ -11,7 +11,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The benches' shared timing (only `best_of` here).
+#[allow(dead_code)]
+#[path = "common/measure.rs"]
+mod measure;
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use curator_host::stage::StageCall;
@@ -51,16 +56,10 @@ fn batch(rows: usize, doc_bytes: usize) -> RecordBatch {
     .unwrap()
 }
 
+/// The best of `reps` runs of `f`, after one untimed warm-up run.
 fn best(reps: usize, mut f: impl FnMut()) -> Duration {
     f();
-    (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
+    measure::best_of(reps, f)
 }
 
 fn fmt(d: Duration) -> String {
