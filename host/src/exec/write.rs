@@ -30,8 +30,9 @@ pub(crate) struct Written {
     pub docs_out: u64,
 }
 
-/// `sources`: the partition's input files (a Parquet sink keeps their columns' types).
-fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, sources: &[&InputFile]) -> Result<Box<dyn OutputWriter>, IoError> {
+/// The writer of partition `pi`'s output at `loc` (a Parquet sink keeps the column types of
+/// the partition's Parquet inputs).
+fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, pi: usize) -> Result<Box<dyn OutputWriter>, IoError> {
     let text_field = &ctx.plan.spec.source.text_field;
     Ok(match sink.format {
         Format::Jsonl => Box::new(
@@ -40,7 +41,7 @@ fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, sources: &[&InputFile]) ->
         ),
         Format::Parquet => Box::new(
             ParquetWriter::create(loc, sink.compression(), sink.row_group_size.unwrap_or(65536), text_field)?
-                .with_source_fields(crate::io::parquet::source_fields(sources, text_field)),
+                .with_source_fields(crate::io::parquet::source_fields(&partition_inputs(ctx, pi), text_field)),
         ),
         // Refused by the pipeline's validation; never a sink.
         Format::Video => {
@@ -50,6 +51,11 @@ fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, sources: &[&InputFile]) ->
             });
         }
     })
+}
+
+/// The input files partition `pi` reads.
+fn partition_inputs(ctx: &Ctx, pi: usize) -> Vec<&InputFile> {
+    ctx.plan.partitions[pi].parts.iter().map(|p| &ctx.plan.inputs[p.file]).collect()
 }
 
 struct OpenOutput {
@@ -102,7 +108,6 @@ fn write_task(
     let plan = &ctx.plan;
     let pi = task.meta.partition;
     let partition = &plan.partitions[pi];
-    let sources: Vec<&InputFile> = partition.parts.iter().map(|p| &plan.inputs[p.file]).collect();
     let out = match open.entry(pi) {
         std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::btree_map::Entry::Vacant(e) => e.insert(OpenOutput {
@@ -119,7 +124,7 @@ fn write_task(
         out.next_seq += 1;
         if t.batch.num_rows() > 0 {
             if out.main.is_none() {
-                out.main = Some(open_writer(ctx, &plan.spec.sink, &partition.output, &sources)?);
+                out.main = Some(open_writer(ctx, &plan.spec.sink, &partition.output, pi)?);
             }
             if let Some(w) = out.main.as_mut() {
                 w.write_batch(&t.batch)?;
@@ -130,7 +135,7 @@ fn write_task(
                 let slot = &mut out.branches[*b];
                 if slot.is_none() {
                     let br = &plan.branches[*b];
-                    *slot = Some(open_writer(ctx, &br.sink, &br.outputs[pi].1, &sources)?);
+                    *slot = Some(open_writer(ctx, &br.sink, &br.outputs[pi].1, pi)?);
                 }
                 if let Some(w) = slot.as_mut() {
                     w.write_batch(side)?;
