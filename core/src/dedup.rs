@@ -204,6 +204,13 @@ impl DedupSpec {
         }
     }
 
+    /// The field the readers lift into a float32-vector column for this step: a semantic
+    /// step's `embedding_field` (stored embeddings; a stage in front of the step that
+    /// computes them replaces the column). Other methods read the text only.
+    pub fn vector_field(&self) -> Option<String> {
+        (self.method == DedupMethod::Semantic).then(|| self.semantic().embedding_field)
+    }
+
     /// Every mistake in the step, with `at` (e.g. `stages[2].dedup`) as the path prefix.
     pub fn validate(&self, file: &str, at: &str) -> Vec<SpecError> {
         let mut errors = Vec::new();
@@ -360,6 +367,9 @@ mod tests {
         let p = s.semantic();
         assert_eq!((p.max_iter, p.tol, p.eps.clone(), p.keep, p.fit_fraction), (300, 1e-4, vec![0.01], KeepRule::Hard, 1.0));
         assert_eq!(p.embedding_field, "embedding");
+        assert_eq!(s.vector_field().as_deref(), Some("embedding"));
+        assert_eq!(spec("{method: semantic, embedding_field: vec}").vector_field().as_deref(), Some("vec"));
+        assert_eq!(spec("method: exact").vector_field(), None);
         assert_eq!(p.clusters(1_000_000), 1000);
         assert_eq!(p.clusters(10), 1);
         assert_eq!(spec("{method: semantic, eps: [0.01, 0.05]}").semantic().eps, vec![0.01, 0.05]);

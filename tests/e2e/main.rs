@@ -28,5 +28,6 @@ mod scheduling;
 mod semantic;
 mod shards;
 mod snapshots;
+mod stored_vectors;
 mod trust;
 mod video;

@@ -179,3 +179,30 @@ fn device_gpu_without_a_gpu_fails_clearly_and_auto_falls_back() {
     run(auto.path(), &hidden).ok();
     assert_eq!(duplicates(&auto.path().join("out")).len(), 6);
 }
+
+#[test]
+fn embedding_in_one_pipeline_and_deduplicating_in_another_equals_one_pipeline() {
+    if !needs(Need::EncoderModels) {
+        return;
+    }
+    let (tmp, _) = setup("{method: semantic, n_clusters: 3}", "");
+    run(tmp.path(), &[]).ok();
+    let want = duplicates(&tmp.path().join("out"));
+    assert!(!want.is_empty());
+    // Embed and store (Parquet), then deduplicate the stored vectors in a second pipeline.
+    let embed = format!(
+        "source: {{path: in}}\nbatch_size: 4\nstages:\n  - plugin: embedder\n    params: {{model: /models/all-MiniLM-L6-v2, device: cpu}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {}}}\nsink: {{path: stored, format: parquet}}\n",
+        models().display()
+    );
+    std::fs::write(tmp.path().join("embed.yaml"), embed).unwrap();
+    std::fs::write(
+        tmp.path().join("dedup.yaml"),
+        "source: {path: stored}\nbatch_size: 4\nstages:\n  - dedup: {method: semantic, n_clusters: 3}\nsink: {path: out2}\n",
+    )
+    .unwrap();
+    for p in ["embed.yaml", "dedup.yaml"] {
+        let r: Run = host().current_dir(tmp.path()).args(["run", p]).arg("--plugins").arg(plugins()).output().unwrap().into();
+        r.ok();
+    }
+    assert_eq!(duplicates(&tmp.path().join("out2")), want);
+}

@@ -14,7 +14,7 @@
 
 use std::os::unix::fs::FileExt;
 
-use arrow_array::{Array, FixedSizeListArray, Float32Array};
+use arrow_array::{Array, FixedSizeListArray, Float32Array, StringArray};
 use curator_core::dedup::{SemanticParams, keep_order};
 use curator_vectors::{KMeansParams, assign, kmeans, semdedup};
 
@@ -48,10 +48,12 @@ pub(crate) fn scan(work: &Work, docs: &SpillDir, p: &SemanticParams, metrics: &R
         docs,
         |_| true,
         |task, name| {
+            let source = &task.meta.source;
             let missing = || DedupError::Data {
                 path: name.to_string(),
                 message: format!(
-                    "no float32-vector column {field:?} (put an `embedder` stage before the dedup step, or set embedding_field)"
+                    "no float32-vector column {field:?} in the batch read from {source} (put an `embedder` stage before the \
+                     dedup step, store the vectors in the input as arrays of numbers, or set embedding_field)"
                 ),
             };
             let col = task.batch.column_by_name(field).ok_or_else(missing)?;
@@ -61,18 +63,28 @@ pub(crate) fn scan(work: &Work, docs: &SpillDir, p: &SemanticParams, metrics: &R
                 return Err(DedupError::Data { path: name.to_string(), message: format!("{field:?} has 0 dimensions") });
             }
             let values = list.values().as_any().downcast_ref::<Float32Array>().ok_or_else(missing)?;
-            let start = list.offset() * d;
+            let start = list.value_offset_at(0);
             let mut v = values.values().get(start..start + list.len() * d).ok_or_else(missing)?.to_vec();
             for (r, row) in v.chunks_exact_mut(d.max(1)).enumerate() {
                 if list.is_null(r) {
-                    return Err(DedupError::Data { path: name.to_string(), message: format!("row {r}: {field:?} is null") });
+                    let id = task
+                        .batch
+                        .column_by_name(crate::io::ID)
+                        .and_then(|c| c.as_any().downcast_ref::<StringArray>().map(|s| s.value(r).to_string()));
+                    return Err(DedupError::Data {
+                        path: name.to_string(),
+                        message: format!(
+                            "document {} (read from {source}) has no {field:?}: every document needs a vector",
+                            id.unwrap_or_default()
+                        ),
+                    });
                 }
                 let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
                 if norm > 0.0 {
                     row.iter_mut().for_each(|x| *x /= norm);
                 }
             }
-            Ok((d, v, name.to_string()))
+            Ok((d, v, format!("{name} (read from {source})")))
         },
         |_, (d, v, name)| {
             match dim {

@@ -10,6 +10,7 @@ pub mod run_lock;
 pub mod shards;
 pub mod storage;
 pub mod tls;
+pub mod vectors;
 pub mod video;
 pub mod writer;
 

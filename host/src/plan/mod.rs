@@ -179,6 +179,7 @@ impl Plan {
             fields: src.fields.clone(),
             max_line_bytes: self.max_line_bytes(),
             strict,
+            vectors: self.spec.dedup().and_then(|(_, d)| d.dedup.vector_field()).into_iter().collect(),
         }
     }
 }

@@ -13,9 +13,11 @@ use serde_json::value::RawValue;
 
 use super::super::{ID, InputFile, IoError, META, Reject, TEXT};
 use super::lines::{Line, LineSplitter};
+use crate::io::vectors::VectorColumn;
 use curator_core::partition::Extent;
 
-/// Schema of the batches the readers produce.
+/// Schema of the batches the readers produce (followed by a float32-vector column per
+/// [`ReadOptions::vectors`] field that the batch's rows hold).
 pub fn reader_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new(ID, DataType::Utf8, false),
@@ -35,6 +37,9 @@ pub struct ReadOptions {
     pub max_line_bytes: u64,
     /// Turn the first rejected line into an error.
     pub strict: bool,
+    /// Fields read as float32 vectors (stored embeddings a step reads): lifted out of
+    /// `_meta` into their own columns ([`crate::io::vectors`]).
+    pub vectors: Vec<String>,
 }
 
 impl Default for ReadOptions {
@@ -45,6 +50,7 @@ impl Default for ReadOptions {
             fields: None,
             max_line_bytes: curator_core::pipeline::DEFAULT_MAX_LINE_BYTES,
             strict: false,
+            vectors: Vec::new(),
         }
     }
 }
@@ -201,6 +207,7 @@ struct Columns {
     ids: StringBuilder,
     texts: StringBuilder,
     metas: StringBuilder,
+    vectors: Vec<VectorColumn>,
 }
 
 impl JsonlReader {
@@ -259,6 +266,7 @@ impl JsonlReader {
             ids: StringBuilder::with_capacity(rows_hint, ids),
             texts: StringBuilder::with_capacity(rows_hint, texts),
             metas: StringBuilder::with_capacity(rows_hint, metas),
+            vectors: self.parser.opts.vectors.iter().map(|v| VectorColumn::new(v)).collect(),
         };
         let mut rows = 0usize;
         let mut failed: Option<IoError> = None;
@@ -299,8 +307,13 @@ impl JsonlReader {
         }
         let (ids, texts, metas) = (cols.ids.finish(), cols.texts.finish(), cols.metas.finish());
         self.last_bytes = [ids.value_data().len(), texts.value_data().len(), metas.value_data().len()];
-        let columns: Vec<ArrayRef> = vec![Arc::new(ids), Arc::new(texts), Arc::new(metas)];
-        let batch = RecordBatch::try_new(reader_schema(), columns)
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(ids), Arc::new(texts), Arc::new(metas)];
+        let mut fields: Vec<Field> = reader_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+        for (field, column) in cols.vectors.into_iter().filter_map(VectorColumn::finish) {
+            fields.push(field);
+            columns.push(column);
+        }
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
             .map_err(|e| IoError::Line { at: self.parser.source.clone(), message: e.to_string() })?;
         Ok(Some(batch))
     }
@@ -371,6 +384,7 @@ impl LineParser {
         meta.clear();
         meta.push('{');
         let mut problem: Option<(String, String)> = None;
+        let mut vectors: Vec<Option<&RawValue>> = vec![None; cols.vectors.len()];
         match fields.text {
             Some(Ok(t)) => text = Some(t),
             Some(Err(found)) => problem = Some((self.opts.text_field.clone(), format!("expected a string, found {found}"))),
@@ -386,6 +400,9 @@ impl LineParser {
                         break;
                     }
                 };
+            } else if let Some(v) = cols.vectors.iter().position(|c| c.name() == key.as_ref()) {
+                vectors[v] = Some(raw);
+                continue;
             } else if let Some(keep) = &self.opts.fields
                 && !keep.iter().any(|k| k == key.as_ref())
             {
@@ -420,6 +437,15 @@ impl LineParser {
             return Ok(false);
         }
         let Some(text) = text else { return Ok(false) };
+        for (column, raw) in cols.vectors.iter_mut().zip(vectors) {
+            column.push_json(raw.map(RawValue::get)).map_err(|message| {
+                let at = match line_no {
+                    Some(l) => format!("{}:{l}", self.source),
+                    None => format!("{}@{offset}", self.source),
+                };
+                IoError::Field { at, field: column.name().to_string(), message }
+            })?;
+        }
         match id {
             Some(id) => cols.ids.append_value(id),
             None => cols.ids.append_value(format!("{}@{}", self.id_prefix, offset)),

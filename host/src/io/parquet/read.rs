@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
-use arrow_schema::Field;
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
+use arrow_schema::{Field, Schema};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use serde_json::Value;
@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::{EXTRA, JSON_COLUMNS_KEY, LocReader, decoder_guard, perr};
 use crate::io::arrow_json::{self, CellJson, text_column};
 use crate::io::jsonl::{ReadOptions, reader_schema};
+use crate::io::vectors;
 use crate::io::{InputFile, IoError};
 use curator_core::partition::Extent;
 use curator_core::pipeline::Format;
@@ -54,7 +55,14 @@ impl ParquetReader {
                 .fields()
                 .iter()
                 .enumerate()
-                .filter(|(_, f)| f.name() == &opts.text_field || f.name() == &opts.id_field || f.name() == EXTRA || keep.contains(f.name()))
+                .filter(|(_, f)| {
+                    let name = f.name();
+                    name == &opts.text_field
+                        || name == &opts.id_field
+                        || name == EXTRA
+                        || keep.contains(name)
+                        || opts.vectors.contains(name)
+                })
                 .map(|(i, _)| i)
                 .collect();
             let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
@@ -102,8 +110,26 @@ impl ParquetReader {
         // JSON-text columns, copied as they are once checked). `_extra` is merged after.
         let mut others: Vec<(usize, Vec<u8>, Option<CellJson<'_>>)> = Vec::new();
         let mut extra_col = None;
+        let mut vectors: Vec<(Field, ArrayRef)> = Vec::new();
         for (i, f) in schema.fields().iter().enumerate() {
             if i == text_idx {
+                continue;
+            }
+            if self.opts.vectors.contains(f.name()) {
+                let lifted = vectors::from_arrow(f.name(), batch.column(i)).map_err(|(row, message)| IoError::Field {
+                    at: match row {
+                        Some(r) => format!("{} row {}", self.source, self.row + r as u64),
+                        None => self.source.clone(),
+                    },
+                    field: f.name().clone(),
+                    message,
+                });
+                match lifted {
+                    Ok(v) => vectors.push(v),
+                    // Only nulls in this batch: nothing to lift (the rows have no vector).
+                    Err(e) if batch.column(i).null_count() == n => drop(e),
+                    Err(e) => return Err(e),
+                }
                 continue;
             }
             if f.name() == EXTRA {
@@ -181,7 +207,11 @@ impl ParquetReader {
             metas.append_value(std::str::from_utf8(&meta).map_err(|e| perr(&self.source, e))?);
         }
         // The text column as read when no row was skipped; else the kept rows.
-        let texts: StringArray = if text.null_count() == 0 {
+        let kept = text
+            .nulls()
+            .filter(|n| n.null_count() > 0)
+            .map(|n| arrow_select::filter::FilterBuilder::new(&BooleanArray::new(n.inner().clone(), None)).build());
+        let texts: StringArray = if kept.is_none() {
             text
         } else {
             let mut b = StringBuilder::with_capacity(n, text.value_data().len());
@@ -189,8 +219,16 @@ impl ParquetReader {
             b.finish()
         };
         self.row += n as u64;
-        let cols: Vec<ArrayRef> = vec![Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas.finish())];
-        RecordBatch::try_new(reader_schema(), cols).map_err(|e| perr(&self.source, e))
+        let mut fields: Vec<Field> = reader_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+        let mut cols: Vec<ArrayRef> = vec![Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas.finish())];
+        for (field, column) in vectors {
+            cols.push(match &kept {
+                Some(filter) => filter.filter(&column).map_err(|e| perr(&self.source, e))?,
+                None => column,
+            });
+            fields.push(field);
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(|e| perr(&self.source, e))
     }
 }
 

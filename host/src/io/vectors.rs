@@ -1,0 +1,276 @@
+//! Stored embeddings. A field that a step reads as vectors (a semantic dedup step's
+//! `embedding_field`) is lifted out of `_meta` by the readers into a float32-vector column,
+//! `FixedSizeList<Float32>`: the layout the `embedder` stage writes, so a step finds stored
+//! vectors and computed ones the same way.
+//!
+//! Read: JSONL arrays of numbers; Parquet `List`, `LargeList` and `FixedSizeList` of
+//! float16, float32, float64 or integers (values become float32). A row without the field
+//! (or with `null`) is a null vector, for the step to refuse or skip; a value that is not an
+//! array of numbers, or whose length differs from the rows before it, is an error naming the
+//! file, the line or row, and the field.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Float32Type;
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, OffsetSizeTrait};
+use arrow_buffer::NullBuffer;
+use arrow_schema::{DataType, Field};
+use serde::de::{DeserializeSeed, SeqAccess, Visitor};
+
+/// A vector column being filled row by row (the JSONL reader).
+pub struct VectorColumn {
+    name: String,
+    dim: Option<usize>,
+    values: Vec<f32>,
+    valid: Vec<bool>,
+}
+
+impl VectorColumn {
+    pub fn new(name: &str) -> VectorColumn {
+        VectorColumn { name: name.to_string(), dim: None, values: Vec::new(), valid: Vec::new() }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// One row's raw JSON value (`None`: the field is missing). On error nothing is added.
+    pub fn push_json(&mut self, raw: Option<&str>) -> Result<(), String> {
+        let Some(raw) = raw.filter(|r| r.trim() != "null") else {
+            self.push_null();
+            return Ok(());
+        };
+        let start = self.values.len();
+        let mut de = serde_json::Deserializer::from_str(raw);
+        let parsed = ExtendF32(&mut self.values).deserialize(&mut de).and_then(|()| de.end());
+        if let Err(e) = parsed {
+            self.values.truncate(start);
+            return Err(format!("expected an array of numbers: {e}"));
+        }
+        let n = self.values.len() - start;
+        if let Err(message) = check_dim(&mut self.dim, n) {
+            self.values.truncate(start);
+            return Err(message);
+        }
+        self.valid.push(true);
+        Ok(())
+    }
+
+    pub fn push_null(&mut self) {
+        if let Some(d) = self.dim {
+            self.values.extend(std::iter::repeat_n(0.0, d));
+        }
+        self.valid.push(false);
+    }
+
+    /// The column, or `None` when no row held a vector (the field is not there to lift).
+    pub fn finish(self) -> Option<(Field, ArrayRef)> {
+        let dim = self.dim?;
+        // Nulls pushed before the first vector fixed the dimension took no room yet.
+        let missing_before = self.valid.iter().take_while(|v| !**v).count();
+        let mut values = vec![0.0; missing_before * dim];
+        values.extend(self.values);
+        Some(vector_column(&self.name, dim, values, Some(NullBuffer::from(self.valid))))
+    }
+}
+
+/// The dimension of the first vector, or the message for one that differs from it.
+fn check_dim(dim: &mut Option<usize>, n: usize) -> Result<(), String> {
+    if n == 0 {
+        return Err("an empty array (a vector needs at least one number)".into());
+    }
+    match *dim {
+        None => *dim = Some(n),
+        Some(d) if d != n => return Err(format!("{n} numbers where earlier rows had {d}")),
+        _ => {}
+    }
+    Ok(())
+}
+
+fn vector_column(name: &str, dim: usize, values: Vec<f32>, nulls: Option<NullBuffer>) -> (Field, ArrayRef) {
+    let item = Arc::new(Field::new("item", DataType::Float32, false));
+    let nulls = nulls.filter(|n| n.null_count() > 0);
+    let array = FixedSizeListArray::new(item, dim as i32, Arc::new(Float32Array::from(values)), nulls);
+    (Field::new(name, array.data_type().clone(), true), Arc::new(array))
+}
+
+/// Appends a JSON array's numbers to a buffer without a vector per row.
+struct ExtendF32<'a>(&'a mut Vec<f32>);
+
+impl<'de> DeserializeSeed<'de> for ExtendF32<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ExtendF32<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an array of numbers")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(x) = seq.next_element::<f32>()? {
+            self.0.push(x);
+        }
+        Ok(())
+    }
+}
+
+/// A Parquet (Arrow) column as a float32-vector column. `Err((row, message))` names the
+/// first bad row (counted within `col`), or no row (`None`) when the column's type is wrong.
+pub fn from_arrow(name: &str, col: &ArrayRef) -> Result<(Field, ArrayRef), (Option<usize>, String)> {
+    let wrong = || (None, format!("expected a list of numbers (an embedding), found {}", col.data_type()));
+    let (child, offsets): (&ArrayRef, Vec<(usize, usize)>) = match col.data_type() {
+        DataType::FixedSizeList(_, d) => {
+            let list = col.as_fixed_size_list();
+            let d = *d as usize;
+            if list.values().data_type() == &DataType::Float32 && list.values().null_count() == 0 && d > 0 {
+                // Already the layout the steps read: shared, not copied.
+                return Ok((Field::new(name, col.data_type().clone(), true), col.clone()));
+            }
+            (list.values(), (0..list.len()).map(|r| (list.value_offset_at(r), list.value_offset_at(r) + d)).collect())
+        }
+        DataType::List(_) => list_offsets::<i32>(col),
+        DataType::LargeList(_) => list_offsets::<i64>(col),
+        _ => return Err(wrong()),
+    };
+    if !(child.data_type().is_floating() || child.data_type().is_integer()) {
+        return Err(wrong());
+    }
+    let child = arrow_cast::cast(child, &DataType::Float32).map_err(|e| (None, e.to_string()))?;
+    let child = child.as_primitive::<Float32Type>();
+    let mut dim = None;
+    let mut values = Vec::with_capacity(child.len());
+    let mut pending_nulls = 0usize;
+    for (r, &(a, b)) in offsets.iter().enumerate() {
+        if col.is_null(r) {
+            match dim {
+                Some(d) => values.extend(std::iter::repeat_n(0.0, d)),
+                None => pending_nulls += 1,
+            }
+            continue;
+        }
+        if child.null_count() > 0 && (a..b).any(|i| child.is_null(i)) {
+            return Err((Some(r), "a null inside the vector".into()));
+        }
+        let first = dim.is_none();
+        check_dim(&mut dim, b - a).map_err(|m| (Some(r), m))?;
+        if first {
+            values.extend(std::iter::repeat_n(0.0, pending_nulls * (b - a)));
+        }
+        values.extend_from_slice(&child.values()[a..b]);
+    }
+    // A column of nulls only: no dimension to give it, so no vectors.
+    let d = dim.ok_or_else(|| (Some(0), "no row holds a vector".to_string()))?;
+    Ok(vector_column(name, d, values, col.nulls().cloned()))
+}
+
+fn list_offsets<O: OffsetSizeTrait>(col: &ArrayRef) -> (&ArrayRef, Vec<(usize, usize)>) {
+    let list = col.as_list::<O>();
+    let offsets = list.value_offsets().windows(2).map(|w| (w[0].as_usize(), w[1].as_usize())).collect();
+    (list.values(), offsets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::ListArray;
+    use arrow_array::builder::{FixedSizeListBuilder, Float64Builder, LargeListBuilder, ListBuilder};
+    use arrow_buffer::OffsetBuffer;
+
+    fn rows(a: &ArrayRef) -> Vec<Option<Vec<f32>>> {
+        let l = a.as_fixed_size_list();
+        (0..l.len()).map(|r| l.is_valid(r).then(|| l.value(r).as_primitive::<Float32Type>().values().to_vec())).collect()
+    }
+
+    #[test]
+    fn json_arrays_become_a_vector_column_with_nulls_for_missing_rows() {
+        let mut c = VectorColumn::new("embedding");
+        c.push_json(None).unwrap();
+        c.push_json(Some("[1, 2.5, -3e-1]")).unwrap();
+        c.push_json(Some("null")).unwrap();
+        c.push_json(Some(" [0,0,1] ")).unwrap();
+        let (field, col) = c.finish().unwrap();
+        assert_eq!(field.name(), "embedding");
+        assert_eq!(rows(&col), vec![None, Some(vec![1.0, 2.5, -0.3]), None, Some(vec![0.0, 0.0, 1.0])]);
+    }
+
+    #[test]
+    fn bad_json_vectors_are_refused_and_add_nothing() {
+        let mut c = VectorColumn::new("e");
+        c.push_json(Some("[1, 2]")).unwrap();
+        let ragged = c.push_json(Some("[1, 2, 3]")).unwrap_err();
+        assert!(ragged.contains("3 numbers where earlier rows had 2"), "{ragged}");
+        let text = c.push_json(Some("[1, \"x\"]")).unwrap_err();
+        assert!(text.contains("expected an array of numbers"), "{text}");
+        assert!(c.push_json(Some("{\"a\": 1}")).is_err());
+        assert!(c.push_json(Some("[]")).unwrap_err().contains("empty"));
+        c.push_json(Some("[3, 4]")).unwrap();
+        assert_eq!(rows(&c.finish().unwrap().1), vec![Some(vec![1.0, 2.0]), Some(vec![3.0, 4.0])]);
+        assert!(VectorColumn::new("e").finish().is_none(), "no vector, no column");
+    }
+
+    #[test]
+    fn parquet_list_layouts_of_every_float_width_read_the_same() {
+        let want = vec![Some(vec![0.5, 1.0]), None, Some(vec![-2.0, 4.0])];
+        // List<Float64>
+        let mut b = ListBuilder::new(Float64Builder::new());
+        for r in &want {
+            match r {
+                Some(v) => {
+                    v.iter().for_each(|x| b.values().append_value(*x as f64));
+                    b.append(true)
+                }
+                None => b.append(false),
+            }
+        }
+        let list: ArrayRef = Arc::new(b.finish());
+        assert_eq!(rows(&from_arrow("e", &list).unwrap().1), want);
+        // LargeList<Float64>
+        let mut b = LargeListBuilder::new(Float64Builder::new());
+        for r in &want {
+            match r {
+                Some(v) => {
+                    v.iter().for_each(|x| b.values().append_value(*x as f64));
+                    b.append(true)
+                }
+                None => b.append(false),
+            }
+        }
+        let large: ArrayRef = Arc::new(b.finish());
+        assert_eq!(rows(&from_arrow("e", &large).unwrap().1), want);
+        // FixedSizeList<Float64> and FixedSizeList<Float32>
+        let mut b = FixedSizeListBuilder::new(Float64Builder::new(), 2);
+        for r in &want {
+            let v = r.clone().unwrap_or(vec![0.0, 0.0]);
+            v.iter().for_each(|x| b.values().append_value(*x as f64));
+            b.append(r.is_some());
+        }
+        let fixed: ArrayRef = Arc::new(b.finish());
+        assert_eq!(rows(&from_arrow("e", &fixed).unwrap().1), want);
+        let f32s = arrow_cast::cast(&fixed, &DataType::new_fixed_size_list(DataType::Float32, 2, true)).unwrap();
+        assert_eq!(rows(&from_arrow("e", &f32s).unwrap().1), want);
+        // List<Float16>
+        let halves = arrow_cast::cast(&Float32Array::from(vec![0.5, 1.0, -2.0, 4.0]), &DataType::Float16).unwrap();
+        let item = Arc::new(Field::new("item", DataType::Float16, true));
+        let f16s: ArrayRef =
+            Arc::new(ListArray::new(item, OffsetBuffer::from_lengths([2, 0, 2]), halves, Some(NullBuffer::from(vec![true, false, true]))));
+        assert_eq!(rows(&from_arrow("e", &f16s).unwrap().1), want);
+    }
+
+    #[test]
+    fn a_ragged_or_wrongly_typed_parquet_column_names_the_row() {
+        let item = Arc::new(Field::new("item", DataType::Float32, true));
+        let ragged: ArrayRef =
+            Arc::new(ListArray::new(item, OffsetBuffer::from_lengths([2, 2, 3]), Arc::new(Float32Array::from(vec![0.0; 7])), None));
+        let (row, message) = from_arrow("e", &ragged).unwrap_err();
+        assert_eq!(row, Some(2));
+        assert!(message.contains("3 numbers where earlier rows had 2"), "{message}");
+        let strings: ArrayRef = Arc::new(arrow_array::StringArray::from(vec!["a"]));
+        let (row, message) = from_arrow("e", &strings).unwrap_err();
+        assert_eq!(row, None);
+        assert!(message.contains("found Utf8"), "{message}");
+    }
+}
