@@ -19,6 +19,9 @@
 #         every GPU of the machine.
 # st:     sentence-transformers' encode() on the corpus (the end-to-end baseline).
 # semantic: embedder then semantic dedup on the GPU and on the CPU; removed sets compared.
+# stored: NeMo's workflow: embed once into Parquet (`stored/`), then semantic dedup from the
+#         stored vectors in a second pipeline, GPU then CPU, each timed whole (read, k-means,
+#         pairwise pass, output written); removed sets compared.
 # tune:   curator-host tune for the embedder (budget 8 GB) and the classifier (4 GB), a hand
 #         sweep of the forward pass (encoder-check --budget) beside it, and --apply on a copy.
 set -euo pipefail
@@ -316,6 +319,55 @@ try:
     import pyarrow.parquet as pq
     a = set(pq.read_table(f"{sys.argv[1]}/_duplicates/part-00000.parquet").column("id").to_pylist())
     b = set(pq.read_table(f"{sys.argv[2]}/_duplicates/part-00000.parquet").column("id").to_pylist())
+    print(f"removed sets: gpu {len(a)}, cpu {len(b)}, Jaccard {len(a & b) / max(len(a | b), 1):.4f}")
+except ImportError:
+    print("(no pyarrow: removed sets not compared)")
+PY
+fi
+if want stored; then
+    make_input
+    echo "== stored: embedder (GPU) -> Parquet, then semantic dedup from the stored vectors, $docs documents"
+    printf 'source: {path: in}\nstages:\n  - plugin: embedder\n    params: {model: /models/minilm16, device: gpu}\n    grants: {models: %s}\nsink: {path: stored, format: parquet, mode: overwrite}\n' "$kit" > stored-embed.yaml
+    start=$(date +%s.%N)
+    "$kit/curator-host" run stored-embed.yaml --plugins "$kit/plugins" > stored-embed.log 2>&1 || { tail -20 stored-embed.log; exit 1; }
+    end=$(date +%s.%N)
+    echo "embed -> Parquet: $(python3 -c "print(f'{$end - $start:.1f}')") s wall; stored/: $(du -sh stored | cut -f1)"
+    if [ -n "${STORED_NOISE:-}" ]; then
+        # The corpus repeats its texts REPEAT times, so its vectors repeat too; give every copy
+        # its own: half of them near their original (cosine ~0.995), half far (~0.85).
+        python3 - stored <<'PY'
+import glob, sys
+import numpy as np, pyarrow as pa, pyarrow.parquet as pq
+rng = np.random.default_rng(7)
+for f in sorted(glob.glob(f"{sys.argv[1]}/*.parquet")):
+    t = pq.read_table(f)
+    col = t.column("embedding").combine_chunks()
+    d = col.type.list_size
+    x = col.values.to_numpy(zero_copy_only=False).reshape(-1, d)
+    sigma = np.where(rng.random(len(x)) < 0.5, 0.005, 0.03).astype(np.float32)[:, None]
+    x = x + rng.standard_normal(x.shape, dtype=np.float32) * sigma
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    arr = pa.FixedSizeListArray.from_arrays(pa.array(x.ravel(), pa.float32()), d)
+    pq.write_table(t.set_column(t.schema.get_field_index("embedding"), "embedding", arr), f)
+PY
+        echo "STORED_NOISE: every stored vector perturbed (half at sigma 0.005, half at 0.03 per dimension)"
+    fi
+    for dev in gpu cpu; do
+        printf 'source: {path: stored}\nstages:\n  - dedup: {method: semantic, device: %s}\nsink: {path: out-stored-%s, format: parquet, mode: overwrite}\n' "$dev" "$dev" > "stored-$dev.yaml"
+        start=$(date +%s.%N)
+        "$kit/curator-host" run "stored-$dev.yaml" > "stored-$dev.log" 2>&1 || { tail -20 "stored-$dev.log"; exit 1; }
+        end=$(date +%s.%N)
+        echo "semantic from stored vectors, device $dev: $(python3 -c "print(f'{$end - $start:.1f}')") s wall (read, k-means, pairwise, output)"
+        grep -E "dedup \(|wrote" "stored-$dev.log" | tail -2
+    done
+    python3 - out-stored-gpu out-stored-cpu <<'PY'
+import json, sys
+for d in sys.argv[1:]:
+    s = json.load(open(f"{d}/_summary.json"))["dedup"]
+    print(d, "duplicates", s["duplicates"], "clusters", s["semantic"].get("clusters"), "phases", [(p["phase"], round(p["seconds"], 2)) for p in s["phases"]])
+try:
+    import pyarrow.parquet as pq
+    a, b = (set(pq.read_table(f"{d}/_duplicates/part-00000.parquet").column("id").to_pylist()) for d in sys.argv[1:])
     print(f"removed sets: gpu {len(a)}, cpu {len(b)}, Jaccard {len(a & b) / max(len(a | b), 1):.4f}")
 except ImportError:
     print("(no pyarrow: removed sets not compared)")
