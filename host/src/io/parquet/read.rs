@@ -27,6 +27,8 @@ pub struct ParquetReader {
     row: u64,
     /// The decoder panicked on this file: it reads nothing more.
     failed: bool,
+    /// Bytes of the last batch's `_meta`: the next one's capacity.
+    meta_bytes: usize,
 }
 impl ParquetReader {
     pub fn open(file: &InputFile, extent: Extent, opts: ReadOptions, batch_size: usize) -> Result<ParquetReader, IoError> {
@@ -78,7 +80,16 @@ impl ParquetReader {
             _ => 0,
         };
         let inner = builder.with_batch_size(batch_size.max(1)).build().map_err(|e| perr(&source, e))?;
-        Ok(ParquetReader { inner, source, id_prefix: file.loc.file_name(), opts, json_columns, row: first_row, failed: false })
+        Ok(ParquetReader {
+            inner,
+            source,
+            id_prefix: file.loc.file_name(),
+            opts,
+            json_columns,
+            row: first_row,
+            failed: false,
+            meta_bytes: 0,
+        })
     }
 
     pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, IoError> {
@@ -103,8 +114,10 @@ impl ParquetReader {
             message: format!("expected a string column, found {}", schema.field(text_idx).data_type()),
         })?;
         let id_idx = schema.index_of(&self.opts.id_field).ok();
-        let mut ids = StringBuilder::with_capacity(n, n * 16);
-        let mut metas = StringBuilder::with_capacity(n, n * 32);
+        // A string id column gives the ids as they are; other ids are read from their JSON.
+        let id_strings = id_idx.and_then(|i| text_column(batch.column(i)));
+        let mut ids = StringBuilder::with_capacity(n, id_strings.as_ref().map_or(n * 16, |s| s.value_data().len()));
+        let mut metas = StringBuilder::with_capacity(n, self.meta_bytes + self.meta_bytes / 8);
         let encoder_options = arrow_json::encoder_options();
         // Per column: its key as JSON text, and how its cells read as JSON (`None`: our own
         // JSON-text columns, copied as they are once checked). `_extra` is merged after.
@@ -181,7 +194,7 @@ impl ParquetReader {
                     meta.truncate(mark);
                     continue;
                 }
-                if Some(*i) == id_idx {
+                if Some(*i) == id_idx && id_strings.is_none() {
                     id_json.clear();
                     id_json.extend_from_slice(&meta[value_at..]);
                     id = Some(match serde_json::from_slice::<String>(&id_json) {
@@ -203,8 +216,12 @@ impl ParquetReader {
                 }
             }
             meta.push(b'}');
-            ids.append_value(id.unwrap_or_else(|| format!("{}#{}", self.id_prefix, self.row + r as u64)));
-            metas.append_value(std::str::from_utf8(&meta).map_err(|e| perr(&self.source, e))?);
+            match (&id_strings, id) {
+                (Some(s), _) if s.is_valid(r) => ids.append_value(s.value(r)),
+                (_, Some(id)) => ids.append_value(id),
+                _ => ids.append_value(format!("{}#{}", self.id_prefix, self.row + r as u64)),
+            }
+            metas.append_value(simdutf8::basic::from_utf8(&meta).map_err(|e| perr(&self.source, e))?);
         }
         // The text column as read when no row was skipped; else the kept rows.
         let kept = text
@@ -220,7 +237,9 @@ impl ParquetReader {
         };
         self.row += n as u64;
         let mut fields: Vec<Field> = reader_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-        let mut cols: Vec<ArrayRef> = vec![Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas.finish())];
+        let metas = metas.finish();
+        self.meta_bytes = metas.value_data().len();
+        let mut cols: Vec<ArrayRef> = vec![Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas)];
         for (field, column) in vectors {
             cols.push(match &kept {
                 Some(filter) => filter.filter(&column).map_err(|e| perr(&self.source, e))?,
