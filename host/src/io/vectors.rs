@@ -177,7 +177,7 @@ fn list_offsets<O: OffsetSizeTrait>(col: &ArrayRef) -> (&ArrayRef, Vec<(usize, u
 mod tests {
     use super::*;
     use arrow_array::ListArray;
-    use arrow_array::builder::{FixedSizeListBuilder, Float64Builder, LargeListBuilder, ListBuilder};
+    use arrow_array::builder::{FixedSizeListBuilder, Float64Builder, ListBuilder};
     use arrow_buffer::OffsetBuffer;
 
     fn rows(a: &ArrayRef) -> Vec<Option<Vec<f32>>> {
@@ -229,17 +229,7 @@ mod tests {
         let list: ArrayRef = Arc::new(b.finish());
         assert_eq!(rows(&from_arrow("e", &list).unwrap().1), want);
         // LargeList<Float64>
-        let mut b = LargeListBuilder::new(Float64Builder::new());
-        for r in &want {
-            match r {
-                Some(v) => {
-                    v.iter().for_each(|x| b.values().append_value(*x as f64));
-                    b.append(true)
-                }
-                None => b.append(false),
-            }
-        }
-        let large: ArrayRef = Arc::new(b.finish());
+        let large = arrow_cast::cast(&list, &DataType::new_large_list(DataType::Float64, true)).unwrap();
         assert_eq!(rows(&from_arrow("e", &large).unwrap().1), want);
         // FixedSizeList<Float64> and FixedSizeList<Float32>
         let mut b = FixedSizeListBuilder::new(Float64Builder::new(), 2);
