@@ -140,6 +140,37 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// The ids a Parquet file gives back are the ids its documents had, whether the id
+    /// column holds plain strings or (ids of mixed types) our JSON text.
+    #[test]
+    fn ids_read_back_as_they_were_from_string_and_json_id_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, lines) in [
+            (
+                "plain",
+                r#"{"id": "a", "text": "x"}
+{"id": "b", "text": "y"}"#,
+            ),
+            (
+                "mixed",
+                r#"{"id": "a", "text": "x"}
+{"id": 7, "text": "y"}"#,
+            ),
+        ] {
+            let src = dir.path().join(format!("{name}.jsonl"));
+            std::fs::write(&src, lines).unwrap();
+            let batch = JsonlReader::open(&input(&src), Extent::Whole, ReadOptions::default()).unwrap().next_batch(10).unwrap().unwrap();
+            let want: Vec<String> = string_column(&batch, ID).unwrap().iter().map(|v| v.unwrap().to_string()).collect();
+            let pq = dir.path().join(format!("{name}.parquet"));
+            let mut w = ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, 10, "text").unwrap();
+            w.write_batch(&batch).unwrap();
+            Box::new(w).finish().unwrap();
+            let back = ParquetReader::open(&input(&pq), Extent::Whole, ReadOptions::default(), 10).unwrap().next_batch().unwrap().unwrap();
+            let got: Vec<String> = string_column(&back, ID).unwrap().iter().map(|v| v.unwrap().to_string()).collect();
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
     #[test]
     fn row_groups_and_projection() {
         let dir = tempfile::tempdir().unwrap();

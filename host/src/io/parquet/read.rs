@@ -114,8 +114,9 @@ impl ParquetReader {
             message: format!("expected a string column, found {}", schema.field(text_idx).data_type()),
         })?;
         let id_idx = schema.index_of(&self.opts.id_field).ok();
-        // A string id column gives the ids as they are; other ids are read from their JSON.
-        let id_strings = id_idx.and_then(|i| text_column(batch.column(i)));
+        // A string id column gives the ids as they are; other ids (numbers, our own JSON-text
+        // columns) are read from their JSON.
+        let id_strings = id_idx.filter(|i| !self.json_columns.contains(schema.field(*i).name())).and_then(|i| text_column(batch.column(i)));
         let mut ids = StringBuilder::with_capacity(n, id_strings.as_ref().map_or(n * 16, |s| s.value_data().len()));
         let mut metas = StringBuilder::with_capacity(n, self.meta_bytes + self.meta_bytes / 8);
         let encoder_options = arrow_json::encoder_options();
