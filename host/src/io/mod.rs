@@ -114,14 +114,20 @@ pub struct Reject {
 impl Reject {
     /// `file:line` or `file@byte` for messages.
     pub fn at(&self) -> String {
-        match self.line {
-            Some(l) => format!("{}:{l}", self.source),
-            None => format!("{}@{}", self.source, self.byte_offset),
-        }
+        line_at(&self.source, self.line, self.byte_offset)
     }
 
     pub fn into_error(self) -> IoError {
         IoError::Line { at: self.at(), message: self.reason }
+    }
+}
+
+/// Where in `source` a line is, for messages: `file:line` when the line number is known
+/// (it is unless reading a byte range), else `file@byte`.
+pub fn line_at(source: &str, line: Option<u64>, byte_offset: u64) -> String {
+    match line {
+        Some(l) => format!("{source}:{l}"),
+        None => format!("{source}@{byte_offset}"),
     }
 }
 

@@ -13,10 +13,15 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Float32Type;
-use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, OffsetSizeTrait};
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, OffsetSizeTrait, RecordBatch};
 use arrow_buffer::NullBuffer;
-use arrow_schema::{DataType, Field};
+use arrow_schema::{DataType, Field, Schema};
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
+
+use crate::io::jsonl::reader_schema;
+
+/// A vector column and its field, as a reader adds it to a batch.
+pub type Lifted = (Field, ArrayRef);
 
 /// A vector column being filled row by row (the JSONL reader).
 pub struct VectorColumn {
@@ -65,7 +70,7 @@ impl VectorColumn {
     }
 
     /// The column, or `None` when no row held a vector (the field is not there to lift).
-    pub fn finish(self) -> Option<(Field, ArrayRef)> {
+    pub fn finish(self) -> Option<Lifted> {
         let dim = self.dim?;
         // Nulls pushed before the first vector fixed the dimension took no room yet.
         let missing_before = self.valid.iter().take_while(|v| !**v).count();
@@ -88,7 +93,19 @@ fn check_dim(dim: &mut Option<usize>, n: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn vector_column(name: &str, dim: usize, values: Vec<f32>, nulls: Option<NullBuffer>) -> (Field, ArrayRef) {
+/// A reader batch: the reader schema's columns (`id`, `text`, `_meta`), then the vector
+/// columns the batch's rows hold.
+pub fn reader_batch(base: [ArrayRef; 3], vectors: Vec<Lifted>) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let mut fields: Vec<Field> = reader_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut columns: Vec<ArrayRef> = base.into();
+    for (field, column) in vectors {
+        fields.push(field);
+        columns.push(column);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
+fn vector_column(name: &str, dim: usize, values: Vec<f32>, nulls: Option<NullBuffer>) -> Lifted {
     let item = Arc::new(Field::new("item", DataType::Float32, false));
     let nulls = nulls.filter(|n| n.null_count() > 0);
     let array = FixedSizeListArray::new(item, dim as i32, Arc::new(Float32Array::from(values)), nulls);
@@ -118,9 +135,10 @@ impl<'de> Visitor<'de> for ExtendF32<'_> {
     }
 }
 
-/// A Parquet (Arrow) column as a float32-vector column. `Err((row, message))` names the
-/// first bad row (counted within `col`), or no row (`None`) when the column's type is wrong.
-pub fn from_arrow(name: &str, col: &ArrayRef) -> Result<(Field, ArrayRef), (Option<usize>, String)> {
+/// A Parquet (Arrow) column as a float32-vector column, or `None` when no row holds a vector
+/// (as [`VectorColumn::finish`]). `Err((row, message))` names the first bad row (counted
+/// within `col`), or no row (`None`) when the column's type is wrong.
+pub fn from_arrow(name: &str, col: &ArrayRef) -> Result<Option<Lifted>, (Option<usize>, String)> {
     let wrong = || (None, format!("expected a list of numbers (an embedding), found {}", col.data_type()));
     let (child, offsets): (&ArrayRef, Vec<(usize, usize)>) = match col.data_type() {
         DataType::FixedSizeList(_, d) => {
@@ -128,7 +146,7 @@ pub fn from_arrow(name: &str, col: &ArrayRef) -> Result<(Field, ArrayRef), (Opti
             let d = *d as usize;
             if list.values().data_type() == &DataType::Float32 && list.values().null_count() == 0 && d > 0 {
                 // Already the layout the steps read: shared, not copied.
-                return Ok((Field::new(name, col.data_type().clone(), true), col.clone()));
+                return Ok(Some((Field::new(name, col.data_type().clone(), true), col.clone())));
             }
             (list.values(), (0..list.len()).map(|r| (list.value_offset_at(r), list.value_offset_at(r) + d)).collect())
         }
@@ -163,8 +181,7 @@ pub fn from_arrow(name: &str, col: &ArrayRef) -> Result<(Field, ArrayRef), (Opti
         values.extend_from_slice(&child.values()[a..b]);
     }
     // A column of nulls only: no dimension to give it, so no vectors.
-    let d = dim.ok_or_else(|| (Some(0), "no row holds a vector".to_string()))?;
-    Ok(vector_column(name, d, values, col.nulls().cloned()))
+    Ok(dim.map(|d| vector_column(name, d, values, col.nulls().cloned())))
 }
 
 fn list_offsets<O: OffsetSizeTrait>(col: &ArrayRef) -> (&ArrayRef, Vec<(usize, usize)>) {
@@ -227,10 +244,10 @@ mod tests {
             }
         }
         let list: ArrayRef = Arc::new(b.finish());
-        assert_eq!(rows(&from_arrow("e", &list).unwrap().1), want);
+        assert_eq!(rows(&from_arrow("e", &list).unwrap().unwrap().1), want);
         // LargeList<Float64>
         let large = arrow_cast::cast(&list, &DataType::new_large_list(DataType::Float64, true)).unwrap();
-        assert_eq!(rows(&from_arrow("e", &large).unwrap().1), want);
+        assert_eq!(rows(&from_arrow("e", &large).unwrap().unwrap().1), want);
         // FixedSizeList<Float64> and FixedSizeList<Float32>
         let mut b = FixedSizeListBuilder::new(Float64Builder::new(), 2);
         for r in &want {
@@ -239,15 +256,15 @@ mod tests {
             b.append(r.is_some());
         }
         let fixed: ArrayRef = Arc::new(b.finish());
-        assert_eq!(rows(&from_arrow("e", &fixed).unwrap().1), want);
+        assert_eq!(rows(&from_arrow("e", &fixed).unwrap().unwrap().1), want);
         let f32s = arrow_cast::cast(&fixed, &DataType::new_fixed_size_list(DataType::Float32, 2, true)).unwrap();
-        assert_eq!(rows(&from_arrow("e", &f32s).unwrap().1), want);
+        assert_eq!(rows(&from_arrow("e", &f32s).unwrap().unwrap().1), want);
         // List<Float16>
         let halves = arrow_cast::cast(&Float32Array::from(vec![0.5, 1.0, -2.0, 4.0]), &DataType::Float16).unwrap();
         let item = Arc::new(Field::new("item", DataType::Float16, true));
         let f16s: ArrayRef =
             Arc::new(ListArray::new(item, OffsetBuffer::from_lengths([2, 0, 2]), halves, Some(NullBuffer::from(vec![true, false, true]))));
-        assert_eq!(rows(&from_arrow("e", &f16s).unwrap().1), want);
+        assert_eq!(rows(&from_arrow("e", &f16s).unwrap().unwrap().1), want);
     }
 
     #[test]
@@ -262,5 +279,7 @@ mod tests {
         let (row, message) = from_arrow("e", &strings).unwrap_err();
         assert_eq!(row, None);
         assert!(message.contains("found Utf8"), "{message}");
+        let nulls: ArrayRef = Arc::new(ListArray::new_null(Arc::new(Field::new("item", DataType::Float32, true)), 3));
+        assert!(from_arrow("e", &nulls).unwrap().is_none(), "no vector, no column");
     }
 }

@@ -5,8 +5,8 @@ use std::fmt;
 use std::io::BufReader;
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use arrow_array::builder::StringBuilder;
-use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -307,13 +307,8 @@ impl JsonlReader {
         }
         let (ids, texts, metas) = (cols.ids.finish(), cols.texts.finish(), cols.metas.finish());
         self.last_bytes = [ids.value_data().len(), texts.value_data().len(), metas.value_data().len()];
-        let mut columns: Vec<ArrayRef> = vec![Arc::new(ids), Arc::new(texts), Arc::new(metas)];
-        let mut fields: Vec<Field> = reader_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-        for (field, column) in cols.vectors.into_iter().filter_map(VectorColumn::finish) {
-            fields.push(field);
-            columns.push(column);
-        }
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        let vectors = cols.vectors.into_iter().filter_map(VectorColumn::finish).collect();
+        let batch = crate::io::vectors::reader_batch([Arc::new(ids), Arc::new(texts), Arc::new(metas)], vectors)
             .map_err(|e| IoError::Line { at: self.parser.source.clone(), message: e.to_string() })?;
         Ok(Some(batch))
     }
@@ -438,12 +433,10 @@ impl LineParser {
         }
         let Some(text) = text else { return Ok(false) };
         for (column, raw) in cols.vectors.iter_mut().zip(vectors) {
-            column.push_json(raw.map(RawValue::get)).map_err(|message| {
-                let at = match line_no {
-                    Some(l) => format!("{}:{l}", self.source),
-                    None => format!("{}@{offset}", self.source),
-                };
-                IoError::Field { at, field: column.name().to_string(), message }
+            column.push_json(raw.map(RawValue::get)).map_err(|message| IoError::Field {
+                at: super::super::line_at(&self.source, line_no, offset),
+                field: column.name().to_string(),
+                message,
             })?;
         }
         match id {

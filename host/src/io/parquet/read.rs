@@ -3,15 +3,15 @@
 use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
-use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
-use arrow_schema::{Field, Schema};
+use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
+use arrow_schema::Field;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use serde_json::Value;
 
 use super::{EXTRA, JSON_COLUMNS_KEY, LocReader, decoder_guard, perr};
 use crate::io::arrow_json::{self, CellJson, text_column};
-use crate::io::jsonl::{ReadOptions, reader_schema};
+use crate::io::jsonl::ReadOptions;
 use crate::io::vectors;
 use crate::io::{InputFile, IoError};
 use curator_core::partition::Extent;
@@ -124,7 +124,7 @@ impl ParquetReader {
         // JSON-text columns, copied as they are once checked). `_extra` is merged after.
         let mut others: Vec<(usize, Vec<u8>, Option<CellJson<'_>>)> = Vec::new();
         let mut extra_col = None;
-        let mut vectors: Vec<(Field, ArrayRef)> = Vec::new();
+        let mut vectors: Vec<vectors::Lifted> = Vec::new();
         for (i, f) in schema.fields().iter().enumerate() {
             if i == text_idx {
                 continue;
@@ -138,12 +138,7 @@ impl ParquetReader {
                     field: f.name().clone(),
                     message,
                 });
-                match lifted {
-                    Ok(v) => vectors.push(v),
-                    // Only nulls in this batch: nothing to lift (the rows have no vector).
-                    Err(e) if batch.column(i).null_count() == n => drop(e),
-                    Err(e) => return Err(e),
-                }
+                vectors.extend(lifted?);
                 continue;
             }
             if f.name() == EXTRA {
@@ -237,18 +232,14 @@ impl ParquetReader {
             b.finish()
         };
         self.row += n as u64;
-        let mut fields: Vec<Field> = reader_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
         let metas = metas.finish();
         self.meta_bytes = metas.value_data().len();
-        let mut cols: Vec<ArrayRef> = vec![Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas)];
-        for (field, column) in vectors {
-            cols.push(match &kept {
-                Some(filter) => filter.filter(&column).map_err(|e| perr(&self.source, e))?,
-                None => column,
-            });
-            fields.push(field);
+        if let Some(filter) = &kept {
+            for (_, column) in vectors.iter_mut() {
+                *column = filter.filter(column).map_err(|e| perr(&self.source, e))?;
+            }
         }
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(|e| perr(&self.source, e))
+        vectors::reader_batch([Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas)], vectors).map_err(|e| perr(&self.source, e))
     }
 }
 
