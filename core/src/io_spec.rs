@@ -14,6 +14,9 @@ pub enum Format {
     Parquet,
     /// Video files (MP4/MOV/MKV/WebM), one document per file: a source format only.
     Video,
+    /// WARC and WET files (Common Crawl's layout: one gzip member per record), one document
+    /// per HTML `response` or text `conversion` record: a source format only.
+    Warc,
 }
 
 /// A size: bytes as a number, or text like `64MB`, `1.5GiB` (powers of 1024).
@@ -45,8 +48,8 @@ pub struct SourceSpec {
     /// `az://`, `file://`) or a list of them. Relative paths are resolved against the
     /// pipeline file's directory.
     pub path: OneOrMany,
-    /// `jsonl`, `parquet` or `video`; by default from each file's extension (`.parquet`, a
-    /// video extension such as `.mp4`, or JSONL).
+    /// `jsonl`, `parquet`, `video` or `warc`; by default from each file's extension
+    /// (`.parquet`, a video extension such as `.mp4`, `.warc[.gz]` / `.wet[.gz]`, or JSONL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<Format>,
     /// Whole files per partition (exclusive with `blocksize`). Default: 1.
@@ -59,7 +62,7 @@ pub struct SourceSpec {
     /// Read only these fields (besides the text and id fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<Vec<String>>,
-    /// JSONL lines longer than this are rejected (default 64 MiB).
+    /// JSONL lines (WARC: record blocks) longer than this are rejected (default 64 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_line_bytes: Option<Size>,
     /// Field holding the document text (default `text`).
@@ -190,7 +193,7 @@ impl SinkSpec {
     /// The compression in effect.
     pub fn compression(&self) -> Compression {
         self.compression.unwrap_or(match self.format {
-            Format::Jsonl | Format::Video => Compression::None,
+            Format::Jsonl | Format::Video | Format::Warc => Compression::None,
             Format::Parquet => Compression::Zstd,
         })
     }

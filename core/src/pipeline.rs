@@ -259,6 +259,9 @@ impl PipelineSpec {
                 "video is a source format; write clips with the clip_writer stage and their index as jsonl or parquet",
             ));
         }
+        if self.sink.format == Format::Warc {
+            errors.push(SpecError::new(file, "sink.format", "warc is a source format; write the documents as jsonl or parquet"));
+        }
     }
 
     /// The steps: one dedup step at most, each dedup and `remove_ids` step on its own.

@@ -13,6 +13,7 @@ use curator_core::pipeline::Format;
 use crate::io::jsonl::{JsonlReader, ReadOptions, reader_schema};
 use crate::io::parquet::ParquetReader;
 use crate::io::video::VideoReader;
+use crate::io::warc::WarcReader;
 use crate::io::writer::RecordWriter;
 use crate::io::{InputFile, IoError, Reject};
 
@@ -23,6 +24,7 @@ pub(super) enum PartReader {
     Jsonl(JsonlReader),
     Parquet(ParquetReader),
     Video(VideoReader),
+    Warc(Box<WarcReader>),
 }
 
 impl PartReader {
@@ -31,6 +33,7 @@ impl PartReader {
             Format::Jsonl => PartReader::Jsonl(JsonlReader::open(input, extent, opts.clone())?),
             Format::Parquet => PartReader::Parquet(ParquetReader::open(input, extent, opts.clone(), batch_size)?),
             Format::Video => PartReader::Video(VideoReader::open(input, opts)),
+            Format::Warc => PartReader::Warc(Box::new(WarcReader::open(input, opts)?)),
         })
     }
 
@@ -40,12 +43,14 @@ impl PartReader {
             PartReader::Jsonl(r) => r.next_batch(n),
             PartReader::Parquet(r) => r.next_batch(),
             PartReader::Video(r) => r.next_batch(),
+            PartReader::Warc(r) => r.next_batch(n),
         }
     }
     pub(super) fn take_rejects(&mut self) -> Vec<Reject> {
         match self {
             PartReader::Jsonl(r) => r.take_rejects(),
             PartReader::Video(r) => r.take_rejects(),
+            PartReader::Warc(r) => r.take_rejects(),
             PartReader::Parquet(_) => Vec::new(),
         }
     }

@@ -44,10 +44,10 @@ fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, pi: usize) -> Result<Box<d
                 .with_source_fields(crate::io::parquet::source_fields(&partition_inputs(ctx, pi), text_field)),
         ),
         // Refused by the pipeline's validation; never a sink.
-        Format::Video => {
+        Format::Video | Format::Warc => {
             return Err(IoError::Write {
                 path: loc.display(),
-                source: std::io::Error::other("video is a source format, not a sink format"),
+                source: std::io::Error::other(format!("{:?} is a source format, not a sink format", sink.format).to_lowercase()),
             });
         }
     })

@@ -1,5 +1,5 @@
 //! Readers and writers: JSONL (plain or compressed: [`codec`]) and Parquet, on local disk or in an
-//! object store ([`storage::Loc`]). Bad input is quarantined ([`Reject`]) unless strict.
+//! object store ([`storage::Loc`]); the `video` and `warc` sources. Bad input is quarantined ([`Reject`]) unless strict.
 
 pub mod arrow_json;
 pub mod codec;
@@ -12,6 +12,7 @@ pub mod storage;
 pub mod tls;
 pub mod vectors;
 pub mod video;
+pub mod warc;
 pub mod writer;
 
 use std::io::Read;
@@ -55,7 +56,14 @@ pub const DEFAULT_EXTENSIONS: &[&str] = &[
     ".json.lz4",
     ".ndjson.lz4", //
     ".parquet",
+    ".warc",
+    ".warc.gz",
+    ".wet",
+    ".wet.gz",
 ];
+
+/// File name endings of WARC and WET files (a directory source with `format: warc` reads these).
+pub const WARC_EXTENSIONS: &[&str] = &[".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.zst", ".warc.bz2", ".warc.xz"];
 
 /// An IO error that names the file (and line and field, where there is one).
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +170,8 @@ pub fn sniff_name(name: &str, format: Option<Format>) -> (Format, bool) {
         Format::Parquet
     } else if curator_video::container::VIDEO_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
         Format::Video
+    } else if WARC_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
+        Format::Warc
     } else {
         Format::Jsonl
     });
@@ -174,6 +184,7 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Form
     let exts: Vec<String> = match (extensions, format) {
         (Some(e), _) => e.to_vec(),
         (None, Some(Format::Video)) => curator_video::container::VIDEO_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
+        (None, Some(Format::Warc)) => WARC_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
         (None, _) => DEFAULT_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
     };
     let mut files = Vec::new();

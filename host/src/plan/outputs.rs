@@ -54,7 +54,7 @@ pub fn partition_output_name(inputs: &[InputFile], parts: &[Part], index: usize,
 pub(super) fn sink_ext(sink: &SinkSpec) -> String {
     match sink.format {
         // (A video sink is refused by validation.)
-        Format::Jsonl | Format::Video => format!(".jsonl{}", sink.compression().suffix()),
+        Format::Jsonl | Format::Video | Format::Warc => format!(".jsonl{}", sink.compression().suffix()),
         Format::Parquet => ".parquet".to_string(),
     }
 }

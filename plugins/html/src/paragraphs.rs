@@ -1,0 +1,311 @@
+//! A page cut into paragraphs the way jusText cuts it: the page parsed, cleaned as jusText's
+//! preprocessor cleans it (lxml's `Cleaner` with jusText's options), then walked in document
+//! order, a paragraph ending at every block-level tag and at `<br><br>`.
+//!
+//! What the cleaner does, and how the walk mirrors it without copying the tree:
+//! - elements *killed* with their content (`head`, `script`, `style`, `base`, `applet`, form
+//!   controls `button`, `input`, `select`, `textarea`, stylesheet `link`s, and comments) are
+//!   skipped; the text after them joins the text before, as lxml's `drop_tree` joins tails;
+//! - elements *unwrapped* (`form`, `iframe`, `embed`, `layer`, `object`, `param`) give no
+//!   start or end event, their content stays in place, and text on both sides joins;
+//! - adjacent text is handed to the paragraph maker as one piece, as lxml's SAX does after
+//!   cleaning (a blank piece is ignored, so where pieces are cut matters).
+
+use curator_sdk::text::is_py_space;
+use html5ever::tendril::TendrilSink;
+use scraper::{Html, HtmlTreeSink, Node};
+
+/// Tags that end a paragraph and start the next (jusText's `PARAGRAPH_TAGS`).
+const PARAGRAPH_TAGS: &[&str] = &[
+    "body",
+    "blockquote",
+    "caption",
+    "center",
+    "col",
+    "colgroup",
+    "dd",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "form",
+    "legend",
+    "optgroup",
+    "option",
+    "p",
+    "pre",
+    "table",
+    "td",
+    "textarea",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "ul",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+];
+
+/// Removed with their content by the cleaner.
+const KILLED: &[&str] = &["head", "script", "style", "base", "applet", "button", "input", "select", "textarea"];
+
+/// Removed, their content kept, by the cleaner.
+const UNWRAPPED: &[&str] = &["form", "iframe", "embed", "layer", "object", "param"];
+
+/// One block of text and what jusText measures of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Paragraph {
+    /// Whitespace normalised: runs of whitespace are one space, or one newline when the run
+    /// holds a line break.
+    pub text: String,
+    /// `len(text)` in code points.
+    pub chars: usize,
+    /// Characters of the paragraph's text inside links.
+    pub chars_in_links: usize,
+    /// Whether the path of tags to it holds a heading (`h1`…`h6`).
+    pub heading: bool,
+    /// Whether the path of tags to it holds a `select`.
+    pub in_select: bool,
+    /// Set by [`crate::classify`].
+    pub class: crate::Class,
+    /// The context-free class, before revision.
+    pub cf_class: crate::Class,
+}
+
+/// The paragraphs of `html`.
+pub fn paragraphs(html: &str) -> Vec<Paragraph> {
+    let opts = html5ever::ParseOpts {
+        // lxml reads <noscript> as markup, as a parser without scripting does.
+        tree_builder: html5ever::tree_builder::TreeBuilderOpts { scripting_enabled: false, ..Default::default() },
+        ..Default::default()
+    };
+    let doc: Html = html5ever::parse_document(HtmlTreeSink::new(Html::new_document()), opts).one(html);
+    let mut maker = Maker::default();
+    walk(doc.tree.root(), &mut maker);
+    maker.flush();
+    maker.new_paragraph();
+    maker.done
+}
+
+fn walk(node: ego_tree_ref::NodeRef<'_>, maker: &mut Maker) {
+    // Iterative: pages nest deep enough to overflow a recursive walk on a small stack.
+    enum Step<'a> {
+        Enter(ego_tree_ref::NodeRef<'a>),
+        Leave(&'a str),
+    }
+    let mut stack = vec![Step::Enter(node)];
+    while let Some(step) = stack.pop() {
+        let node = match step {
+            Step::Leave(name) => {
+                maker.flush();
+                maker.end(name);
+                continue;
+            }
+            Step::Enter(n) => n,
+        };
+        match node.value() {
+            Node::Text(t) => maker.pending.push_str(&t.text),
+            Node::Element(e) => {
+                let name = e.name();
+                if KILLED.contains(&name) || (name == "link" && e.attr("rel").is_some_and(|r| r.to_lowercase().contains("stylesheet"))) {
+                    continue;
+                }
+                if !UNWRAPPED.contains(&name) {
+                    maker.flush();
+                    maker.start(name);
+                    stack.push(Step::Leave(name));
+                }
+                let at = stack.len();
+                stack.extend(node.children().map(Step::Enter));
+                stack[at..].reverse();
+            }
+            Node::Document | Node::Fragment => {
+                let at = stack.len();
+                stack.extend(node.children().map(Step::Enter));
+                stack[at..].reverse();
+            }
+            // Comments are killed; doctypes and processing instructions hold no text.
+            _ => {}
+        }
+    }
+}
+
+/// jusText's `ParagraphMaker`, fed the cleaned page's events.
+#[derive(Default)]
+struct Maker {
+    /// Tag names from the root to the current element.
+    path: Vec<String>,
+    done: Vec<Paragraph>,
+    current: Current,
+    link: bool,
+    br: bool,
+    /// Text not yet handed over (joined across removed elements).
+    pending: String,
+}
+
+/// The paragraph being built.
+#[derive(Default)]
+struct Current {
+    /// The joined text pieces (each whitespace-normalised as it came).
+    text: String,
+    /// Whether any piece was added (a `<br>`'s space counts).
+    has_text: bool,
+    chars_in_links: usize,
+    heading: bool,
+    in_select: bool,
+}
+
+impl Maker {
+    fn new_paragraph(&mut self) {
+        let next =
+            Current { heading: path_has_heading(&self.path), in_select: self.path.join(".").contains("select"), ..Current::default() };
+        let done = std::mem::replace(&mut self.current, next);
+        if done.has_text {
+            let text = normalize_whitespace(done.text.trim_matches(is_py_space));
+            let chars = text.chars().count();
+            self.done.push(Paragraph {
+                text,
+                chars,
+                chars_in_links: done.chars_in_links,
+                heading: done.heading,
+                in_select: done.in_select,
+                class: crate::Class::Bad,
+                cf_class: crate::Class::Bad,
+            });
+        }
+    }
+
+    fn start(&mut self, name: &str) {
+        self.path.push(name.to_string());
+        if PARAGRAPH_TAGS.contains(&name) || (name == "br" && self.br) {
+            self.new_paragraph();
+        } else {
+            self.br = name == "br";
+            if self.br {
+                self.current.text.push(' ');
+                self.current.has_text = true;
+            } else if name == "a" {
+                self.link = true;
+            }
+        }
+    }
+
+    fn end(&mut self, name: &str) {
+        self.path.pop();
+        if PARAGRAPH_TAGS.contains(&name) {
+            self.new_paragraph();
+        }
+        if name == "a" {
+            self.link = false;
+        }
+    }
+
+    /// Hand the pending text over as one piece (`characters` in jusText).
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let piece = std::mem::take(&mut self.pending);
+        if piece.chars().all(is_py_space) {
+            return;
+        }
+        let normalized = normalize_whitespace(&piece);
+        if self.link {
+            self.current.chars_in_links += normalized.chars().count();
+        }
+        self.current.text.push_str(&normalized);
+        self.current.has_text = true;
+        self.br = false;
+    }
+}
+
+/// Python's `re.sub(r"\s+", …)` of jusText: a run of whitespace becomes "\n" when it holds
+/// "\n" or "\r", else " ".
+pub fn normalize_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run: Option<bool> = None; // Some(has line break) while in a run
+    for c in text.chars() {
+        if is_py_space(c) {
+            let br = c == '\n' || c == '\r';
+            run = Some(run.unwrap_or(false) || br);
+        } else {
+            if let Some(br) = run.take() {
+                out.push(if br { '\n' } else { ' ' });
+            }
+            out.push(c);
+        }
+    }
+    if let Some(br) = run {
+        out.push(if br { '\n' } else { ' ' });
+    }
+    out
+}
+
+/// Python's `re.search(r"\bh\d\b", ".".join(path))`.
+fn path_has_heading(path: &[String]) -> bool {
+    let joined = path.join(".");
+    let chars: Vec<char> = joined.chars().collect();
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    (0..chars.len()).any(|i| {
+        chars[i] == 'h'
+            && (i == 0 || !word(chars[i - 1]))
+            && chars.get(i + 1).is_some_and(|c| c.is_numeric())
+            && chars.get(i + 2).is_none_or(|&c| !word(c))
+    })
+}
+
+/// ego-tree's node reference, as `scraper` exposes it.
+mod ego_tree_ref {
+    pub type NodeRef<'a> = ego_tree::NodeRef<'a, scraper::Node>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(html: &str) -> Vec<String> {
+        paragraphs(html).into_iter().map(|p| p.text).collect()
+    }
+
+    #[test]
+    fn block_tags_and_double_br_cut_paragraphs() {
+        let got = texts(
+            "<html><head><title>T</title></head><body><div>one <b>bold</b> two<p>three</p>four<br>five<br><br>six</div></body></html>",
+        );
+        assert_eq!(got, ["one bold two", "three", "four five", "six"]);
+    }
+
+    #[test]
+    fn killed_and_unwrapped_elements_join_the_text_around_them() {
+        // The script's tail joins "a"; the form is unwrapped (its text stays); comments go.
+        // (Checked against the Python package: a <form> ends a <p> in both parsers.)
+        let got = texts("<div>a<script>x()</script>b<!-- c -->c<form>in form</form>d<select><option>o</option></select></div>");
+        assert_eq!(got, ["abcin formd"]);
+        let got = texts("<p>a<script>x()</script>b<!-- c -->c<form>in form</form>d</p>");
+        assert_eq!(got, ["abc", "in formd"]);
+        // A blank piece between two texts joins them rather than being dropped.
+        assert_eq!(texts("<p>x<script></script> <style>s</style>y</p>"), ["x y"]);
+    }
+
+    #[test]
+    fn links_headings_and_whitespace_are_measured() {
+        let ps = paragraphs("<body><h2>Head <a href=x>line</a></h2><p>a\n\n b  c <a>link text</a></p></body>");
+        assert_eq!(ps[0].text, "Head line");
+        assert!(ps[0].heading && !ps[1].heading);
+        assert_eq!(ps[0].chars_in_links, 4);
+        assert_eq!(ps[1].text, "a\nb c link text");
+        assert_eq!(ps[1].chars_in_links, "link text".len());
+    }
+
+    #[test]
+    fn heading_pattern_is_a_whole_word() {
+        let p = |s: &[&str]| path_has_heading(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert!(p(&["html", "body", "h1"]) && p(&["h3", "span"]));
+        assert!(!p(&["html", "body", "h12"]) && !p(&["th1"]) && !p(&["div"]));
+    }
+}
