@@ -25,6 +25,14 @@ if ! command -v docker-registry >/dev/null 2>&1 && command -v apt-get >/dev/null
     apt=($(command -v sudo || true) env DEBIAN_FRONTEND=noninteractive apt-get)
     "${apt[@]}" install -y -qq docker-registry >/dev/null || { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq docker-registry >/dev/null; }
 fi
+# jusText's parity test reads real pages from Debian's HTML documentation (the Python manual
+# and the Debian Reference; tests/parity/justext_reference.jsonl names them by hash).
+if [ ! -d /usr/share/doc/python3.11/html ] || [ ! -d /usr/share/debian-reference ]; then
+    if command -v apt-get >/dev/null 2>&1; then
+        apt=($(command -v sudo || true) env DEBIAN_FRONTEND=noninteractive apt-get)
+        "${apt[@]}" install -y -qq python3-doc debian-reference-en >/dev/null || { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq python3-doc debian-reference-en >/dev/null; }
+    fi
+fi
 # The native-ABI tests compile a plugin written in C against sdk/include/curator_stage.h.
 if ! command -v cc >/dev/null 2>&1; then
     if command -v apt-get >/dev/null 2>&1; then

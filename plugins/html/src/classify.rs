@@ -2,7 +2,10 @@
 //! copyright sign, inside a `select`, length, stop-word density), then by its neighbours
 //! (short and near-good paragraphs take the class of the good or bad blocks around them;
 //! headings close before good text are kept). The same rules, in the same order, as the
-//! `justext` package's `classify_paragraphs` and `revise_paragraph_classification`.
+//! `justext` package's `classify_paragraphs` and `revise_paragraph_classification`, called as
+//! NeMo Curator calls them: every class starts as its context-free class before the revision
+//! (`justext.justext()` leaves them empty there, so its first heading pass never sees a good
+//! paragraph; NeMo's extractor sets them first).
 
 use crate::Paragraph;
 use crate::stoplists::Stoplist;

@@ -11,6 +11,7 @@
 
 pub mod classify;
 pub mod paragraphs;
+pub mod self_closing;
 pub mod stoplists;
 
 pub use classify::{Class, Params};

@@ -1,6 +1,7 @@
 //! A page cut into paragraphs the way jusText cuts it: the page parsed, cleaned as jusText's
 //! preprocessor cleans it (lxml's `Cleaner` with jusText's options), then walked in document
-//! order, a paragraph ending at every block-level tag and at `<br><br>`.
+//! order, a paragraph ending at every block-level tag and at `<br><br>`. Self-closing tags
+//! are read as libxml2 reads them ([`crate::self_closing`]).
 //!
 //! What the cleaner does, and how the walk mirrors it without copying the tree:
 //! - elements *killed* with their content (`head`, `script`, `style`, `base`, `applet`, form
@@ -84,7 +85,8 @@ pub fn paragraphs(html: &str) -> Vec<Paragraph> {
         tree_builder: html5ever::tree_builder::TreeBuilderOpts { scripting_enabled: false, ..Default::default() },
         ..Default::default()
     };
-    let doc: Html = html5ever::parse_document(HtmlTreeSink::new(Html::new_document()), opts).one(html);
+    let html = crate::self_closing::close_self_closing(html);
+    let doc: Html = html5ever::parse_document(HtmlTreeSink::new(Html::new_document()), opts).one(&*html);
     let mut maker = Maker::default();
     walk(doc.tree.root(), &mut maker);
     maker.flush();
@@ -153,8 +155,6 @@ struct Maker {
 struct Current {
     /// The joined text pieces (each whitespace-normalised as it came).
     text: String,
-    /// Whether any piece was added (a `<br>`'s space counts).
-    has_text: bool,
     chars_in_links: usize,
     heading: bool,
     in_select: bool,
@@ -165,8 +165,10 @@ impl Maker {
         let next =
             Current { heading: path_has_heading(&self.path), in_select: self.path.join(".").contains("select"), ..Current::default() };
         let done = std::mem::replace(&mut self.current, next);
-        if done.has_text {
-            let text = normalize_whitespace(done.text.trim_matches(is_py_space));
+        // jusText keeps a paragraph when it has text pieces *and* is truthy: `Paragraph`
+        // has a `__len__`, so one whose text is empty once stripped (a lone `<br>`) is dropped.
+        let text = normalize_whitespace(done.text.trim_matches(is_py_space));
+        if !text.is_empty() {
             let chars = text.chars().count();
             self.done.push(Paragraph {
                 text,
@@ -188,7 +190,6 @@ impl Maker {
             self.br = name == "br";
             if self.br {
                 self.current.text.push(' ');
-                self.current.has_text = true;
             } else if name == "a" {
                 self.link = true;
             }
@@ -219,7 +220,6 @@ impl Maker {
             self.current.chars_in_links += normalized.chars().count();
         }
         self.current.text.push_str(&normalized);
-        self.current.has_text = true;
         self.br = false;
     }
 }
