@@ -31,3 +31,4 @@ mod snapshots;
 mod stored_vectors;
 mod trust;
 mod video;
+mod warc;
