@@ -10,6 +10,8 @@
 //! The HTML is parsed by html5ever (through `scraper`'s tree), the WHATWG parser of Servo.
 
 pub mod classify;
+pub mod dom;
+pub mod main_text;
 pub mod paragraphs;
 pub mod self_closing;
 pub mod stoplists;

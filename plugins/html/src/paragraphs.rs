@@ -13,8 +13,9 @@
 //!   cleaning (a blank piece is ignored, so where pieces are cut matters).
 
 use curator_sdk::text::is_py_space;
-use html5ever::tendril::TendrilSink;
-use scraper::{Html, HtmlTreeSink, Node};
+use scraper::Node;
+
+use crate::dom::NodeRef;
 
 /// Tags that end a paragraph and start the next (jusText's `PARAGRAPH_TAGS`).
 const PARAGRAPH_TAGS: &[&str] = &[
@@ -80,13 +81,7 @@ pub struct Paragraph {
 
 /// The paragraphs of `html`.
 pub fn paragraphs(html: &str) -> Vec<Paragraph> {
-    let opts = html5ever::ParseOpts {
-        // lxml reads <noscript> as markup, as a parser without scripting does.
-        tree_builder: html5ever::tree_builder::TreeBuilderOpts { scripting_enabled: false, ..Default::default() },
-        ..Default::default()
-    };
-    let html = crate::self_closing::close_self_closing(html);
-    let doc: Html = html5ever::parse_document(HtmlTreeSink::new(Html::new_document()), opts).one(&*html);
+    let doc = crate::dom::parse(html);
     let mut maker = Maker::default();
     walk(doc.tree.root(), &mut maker);
     maker.flush();
@@ -94,10 +89,10 @@ pub fn paragraphs(html: &str) -> Vec<Paragraph> {
     maker.done
 }
 
-fn walk(node: ego_tree_ref::NodeRef<'_>, maker: &mut Maker) {
+fn walk(node: NodeRef<'_>, maker: &mut Maker) {
     // Iterative: pages nest deep enough to overflow a recursive walk on a small stack.
     enum Step<'a> {
-        Enter(ego_tree_ref::NodeRef<'a>),
+        Enter(NodeRef<'a>),
         Leave(&'a str),
     }
     let mut stack = vec![Step::Enter(node)];
@@ -257,11 +252,6 @@ fn path_has_heading(path: &[String]) -> bool {
             && chars.get(i + 1).is_some_and(|c| c.is_numeric())
             && chars.get(i + 2).is_none_or(|&c| !word(c))
     })
-}
-
-/// ego-tree's node reference, as `scraper` exposes it.
-mod ego_tree_ref {
-    pub type NodeRef<'a> = ego_tree::NodeRef<'a, scraper::Node>;
 }
 
 #[cfg(test)]
