@@ -1,22 +1,23 @@
 #!/usr/bin/env python3
-"""WARC -> text, docs/s on one core: curator (the `warc` source and the `justext` stage, the
-real binary, reading and writing included) against NeMo Curator 1.4.0's Common Crawl
-extraction (its `CommonCrawlWarcIterator` over warcio, then jusText), on the same WARC files,
-back to back; and curator's peak RSS reading 1 file against reading all of them.
+"""WARC -> text on one core: curator (the real binary: the `warc` source, then `justext` or
+`main_text`, then JSONL) against NeMo Curator 1.4.0's Common Crawl extraction (its warcio
+iterator, then jusText) and datatrove 0.10.1's `WarcReader -> Trafilatura -> JsonlWriter`, on
+the same WARC files, back to back, alternating; and curator's peak RSS as the files grow.
 
-    scripts/bench-warc.py [--files 8] [--repeat 4] [--nemo-files 1] [--rounds 3]
+    scripts/bench-warc.py [--files 8] [--repeat 4] [--subset 1] [--rounds 3]
 
-Data: examples/common-crawl/make_warc.py with Debian's HTML documentation (python3-doc,
+Data: examples/common-crawl/make_warc.py over Debian's HTML documentation (python3-doc,
 debian-reference-en) and the planted pages, repeated, in Common Crawl's layout (request,
-response, metadata per page, one gzip member each). Every side runs under `taskset -c 0`:
-  - curator: `curator-host run` (target/dist, built by scripts/build-dist.sh), source -> justext
-    (English list) -> JSONL; docs/s over the run's wall time (`_summary.json`), best of --rounds;
-  - NeMo, same work: its iterator, its `decode_html`, its `JusTextExtractor.extract_text` with
-    the English list (no language detection: curator's stage is told the language);
-  - NeMo as shipped: its iterator and `CommonCrawlHTMLExtractor.extract` (cld2 language
-    detection, then jusText with that language's list).
-NeMo reads --nemo-files of the files (its rate is per record); curator reads them all.
-Prints a Markdown table.
+response, metadata per page, one gzip member each). Every side runs under `taskset -c 0` and
+reads the same --subset files:
+  - curator: `curator-host run` (target/dist, scripts/build-dist.sh); its `_summary.json`
+    elapsed time, the whole run;
+  - NeMo, same work: its iterator, `decode_html`, `JusTextExtractor.extract_text` with the
+    English list (curator's stage is told the language; no cld2);
+  - NeMo as shipped: its iterator and `CommonCrawlHTMLExtractor.extract` (cld2, then jusText);
+  - datatrove as its users run it: `LocalPipelineExecutor` with one task (compared with
+    curator's `main_text`, the trafilatura-like extractor).
+Prints a Markdown table; ratios are paired per round.
 """
 import argparse
 import json
@@ -30,13 +31,14 @@ from pyenv import ROOT, venv_python  # noqa: E402
 
 WORK = os.path.join(ROOT, "target", "bench-warc")
 PINS = ["justext==3.0.2", "lxml==6.1.3", "lxml_html_clean==0.4.6", "warcio==1.8.1", "pycld2==0.42", "charset_normalizer",
-        "loguru", "fsspec", "trafilatura==2.3.1", "resiliparse"]
+        "loguru", "fsspec", "trafilatura==2.3.1", "resiliparse", "datatrove==0.10.1", "faust-cchardet", "python-magic"]
 
 NEMO = r'''
 import importlib.util, json, os, sys, time, types
 base = importlib.util.find_spec("nemo_curator").submodule_search_locations[0]
 # Stand-ins for package __init__ files that import Ray, Torch and friends.
-for pkg in ["nemo_curator", "nemo_curator.stages", "nemo_curator.stages.text", "nemo_curator.stages.text.download"]:
+for pkg in ["nemo_curator", "nemo_curator.stages", "nemo_curator.stages.text", "nemo_curator.stages.text.download",
+            "nemo_curator.stages.text.download.common_crawl"]:
     m = types.ModuleType(pkg); m.__path__ = [os.path.join(base, *pkg.split(".")[1:])]; sys.modules[pkg] = m
 class DocumentIterator: pass
 class DocumentExtractor:
@@ -67,6 +69,28 @@ for f in files:
 print(json.dumps({"records": n, "kept": kept, "seconds": time.perf_counter() - t}))
 '''
 
+# datatrove as its users run it: WarcReader -> Trafilatura (its defaults: favour_precision,
+# deduplicate, a 1 s timeout per page in its sandbox process) -> JsonlWriter, one task.
+DATATROVE = r'''
+import json, sys, time, os
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.readers import WarcReader
+from datatrove.pipeline.extractors import Trafilatura
+from datatrove.pipeline.writers import JsonlWriter
+out, files = sys.argv[1], sys.argv[2:]
+folder = os.path.dirname(files[0])
+names = [os.path.basename(f) for f in files]
+listing = os.path.join(out + "-paths.txt")
+open(listing, "w").write("\n".join(names) + "\n")
+t = time.perf_counter()
+LocalPipelineExecutor(pipeline=[WarcReader(folder, paths_file=listing), Trafilatura(), JsonlWriter(out)],
+                      tasks=1, workers=1, logging_dir=out + "-logs").run()
+seconds = time.perf_counter() - t
+import gzip, glob
+kept = sum(1 for f in glob.glob(os.path.join(out, "*.jsonl.gz")) for _ in gzip.open(f))
+print(json.dumps({"kept": kept, "seconds": seconds}))
+'''
+
 
 def peak_rss(cmd):
     """Peak RSS (MB) of one run of `cmd`, read by /usr/bin/time (its own process tree's maximum)."""
@@ -76,10 +100,11 @@ def peak_rss(cmd):
     return int(r.stderr.strip().splitlines()[-1]) / 1024
 
 
-def pipeline(name, source):
+def pipeline(name, sources, stage):
     p = os.path.join(WORK, f"{name}.yaml")
+    paths = "".join(f"\n    - {x}" for x in sources)
     with open(p, "w") as f:
-        f.write(f"source:\n  path: {source}\nstages:\n  - plugin: justext\n    params: {{language: English}}\n"
+        f.write(f"source:\n  path:{paths}\nstages:\n  - plugin: {stage}\n    params: {{language: English}}\n"
                 f"sink:\n  path: out-{name}\n  mode: overwrite\n")
     return p
 
@@ -88,10 +113,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=4)
-    ap.add_argument("--nemo-files", type=int, default=1)
+    ap.add_argument("--subset", type=int, default=1, help="files every side reads for the timed comparison")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    py = venv_python("bench-warc-venv", PINS, probe="import justext, warcio, pycld2, resiliparse, lxml_html_clean")
+    py = venv_python("bench-warc-venv", PINS, probe="import justext, warcio, pycld2, resiliparse, lxml_html_clean, datatrove, cchardet, magic")
     if subprocess.call([py, "-c", "import nemo_curator"], stderr=subprocess.DEVNULL) != 0:
         subprocess.check_call([py, "-m", "pip", "install", "--quiet", "--no-deps", "nemo-curator==1.4.0"])
     data = os.path.join(WORK, "data")
@@ -102,35 +127,62 @@ def main():
         subprocess.check_call([py, os.path.join(ROOT, "examples/common-crawl/make_warc.py"), "--out", data, "--files", str(a.files), "--repeat", str(a.repeat)])
         open(marker, "w").close()
     files = sorted(os.path.join(data, f) for f in os.listdir(data) if f.endswith(".warc.gz"))
-    mb = sum(os.path.getsize(f) for f in files) / 1e6
+    subset = files[: a.subset]
     host = os.path.join(ROOT, "target/dist/curator-host")
     plugins = os.path.join(ROOT, "target/dist/plugins")
-    all_p, one_p = pipeline("all", data), pipeline("one", files[0])
     cmd = lambda p: ["taskset", "-c", "0", host, "run", p, "--plugins", plugins]
-    subprocess.run(cmd(one_p), capture_output=True, check=True)  # the plugin's compile cache
-    ours, nemo_same, nemo_shipped = [], [], []
-    nemo_files = files[: a.nemo_files]
+    ours = {stage: pipeline(f"subset-{stage}", subset, stage) for stage in ("justext", "main_text")}
+    for p in ours.values():
+        subprocess.run(cmd(p), capture_output=True, check=True)  # the plugins' compile cache
+    times = {k: [] for k in ("justext", "main_text", "nemo_same", "nemo_shipped", "datatrove")}
+    docs = kept = None
+    kept_by = {}
     for _ in range(a.rounds):
-        subprocess.run(cmd(all_p), capture_output=True, check=True)
-        s = json.load(open(os.path.join(WORK, "out-all", "_summary.json")))
-        ours.append((s["docs_in"], s["docs_out"], s["elapsed_s"]))
-        for mode, into in (("same", nemo_same), ("shipped", nemo_shipped)):
-            r = subprocess.run(["taskset", "-c", "0", py, "-c", NEMO, mode, *nemo_files], capture_output=True, text=True)
+        for stage, p in ours.items():
+            r = subprocess.run(cmd(p), capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit(r.stderr[-3000:])
-            into.append(json.loads(r.stdout.strip().splitlines()[-1]))
-    rss_one, rss_all = peak_rss(cmd(one_p)), peak_rss(cmd(all_p))
-    rate = [d / t for d, _, t in ours]
-    same = [r["records"] / r["seconds"] for r in nemo_same]
-    shipped = [r["records"] / r["seconds"] for r in nemo_shipped]
-    print(f"{len(files)} WARC files, {mb:.0f} MB gzip, {ours[0][0]:,} HTML responses; one core (taskset -c 0); {a.rounds} rounds\n")
-    print("| run | records | kept | docs/s (range over rounds) | curator vs it (paired per round) |\n|---|---|---|---|---|")
-    print(f"| curator: warc source -> justext -> JSONL, whole run | {ours[0][0]:,} | {ours[0][1]:,} | {min(rate):,.0f}-{max(rate):,.0f} | |")
-    for label, runs, r in (("NeMo 1.4.0: iterator + decode_html + JusTextExtractor (English list)", nemo_same, same),
-                           ("NeMo 1.4.0: iterator + CommonCrawlHTMLExtractor.extract (cld2, then jusText)", nemo_shipped, shipped)):
-        ratios = [x / y for x, y in zip(rate, r)]
-        print(f"| {label} | {runs[0]['records']:,} | {runs[0]['kept']:,} | {min(r):,.1f}-{max(r):,.1f} | **{min(ratios):.1f}-{max(ratios):.1f}x** |")
-    print(f"\ncurator's peak RSS (process tree, /usr/bin/time): 1 file {rss_one:.0f} MB, {len(files)} files {rss_all:.0f} MB")
+            summary = json.load(open(os.path.join(WORK, f"out-subset-{stage}", "_summary.json")))
+            docs = summary["docs_in"]
+            kept_by[stage] = summary["docs_out"]
+            times[stage].append(summary["elapsed_s"])
+        for mode in ("same", "shipped"):
+            r = subprocess.run(["taskset", "-c", "0", py, "-c", NEMO, mode, *subset], capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit(r.stderr[-3000:])
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            kept_by[f"nemo_{mode}"] = res["kept"]
+            times[f"nemo_{mode}"].append(res["seconds"])
+        out = os.path.join(WORK, "out-datatrove")
+        subprocess.run(["rm", "-rf", out, out + "-logs"], check=True)
+        r = subprocess.run(["taskset", "-c", "0", py, "-c", DATATROVE, out, *subset], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(r.stderr[-3000:])
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        kept_by["datatrove"] = res["kept"]
+        times["datatrove"].append(res["seconds"])
+    mb = sum(os.path.getsize(f) for f in subset) / 1e6
+    print(f"{len(subset)} WARC file(s), {mb:.0f} MB gzip, {docs:,} HTML responses (of {a.files} files made); one core (taskset -c 0); {a.rounds} rounds")
+    print("curator's time is its whole run (process start, plugin load, read, extract, write JSONL); NeMo's and datatrove's")
+    print("exclude interpreter start and imports. Ratio: their seconds / curator's, paired per round.\n")
+    print("| run | kept | seconds | HTML docs/s | curator is |\n|---|---|---|---|---|")
+    rate = lambda k: f"{docs / max(times[k]):,.0f}-{docs / min(times[k]):,.0f}"
+    secs = lambda k: f"{min(times[k]):.2f}-{max(times[k]):.2f}"
+    rows = [("curator: warc -> justext -> JSONL", "justext", None),
+            ("NeMo 1.4.0: CommonCrawlWarcIterator + decode_html + JusTextExtractor (English list)", "nemo_same", "justext"),
+            ("NeMo 1.4.0: CommonCrawlWarcIterator + CommonCrawlHTMLExtractor (cld2, then jusText)", "nemo_shipped", "justext"),
+            ("curator: warc -> main_text -> JSONL", "main_text", None),
+            ("datatrove 0.10.1: WarcReader -> Trafilatura -> JsonlWriter (1 task)", "datatrove", "main_text")]
+    for label, k, vs in rows:
+        ratio = ""
+        if vs:
+            rs = [t / o for t, o in zip(times[k], times[vs])]
+            ratio = f"**{min(rs):.1f}-{max(rs):.1f}x faster** (vs curator {vs})"
+        print(f"| {label} | {kept_by[k]:,} | {secs(k)} | {rate(k)} | {ratio} |")
+    rss = []
+    for n in sorted({1, max(1, len(files) // 2), len(files)}):
+        rss.append((n, peak_rss(cmd(pipeline(f"rss-{n}", files[:n], "justext")))))
+    print("\ncurator's peak RSS (process tree, /usr/bin/time) reading N files: " + ", ".join(f"{n}: {m:.0f} MB" for n, m in rss))
 
 
 if __name__ == "__main__":

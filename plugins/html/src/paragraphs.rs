@@ -136,7 +136,12 @@ fn walk(node: NodeRef<'_>, maker: &mut Maker) {
 #[derive(Default)]
 struct Maker {
     /// Tag names from the root to the current element.
-    path: Vec<String>,
+    /// For each open element: whether its name holds a heading word, and `select`. (jusText
+    /// searches the dotted path for them; neither pattern can span a dot, so counting the
+    /// open elements that hold one is the same test.)
+    path: Vec<(bool, bool)>,
+    headings: usize,
+    selects: usize,
     done: Vec<Paragraph>,
     current: Current,
     link: bool,
@@ -157,8 +162,7 @@ struct Current {
 
 impl Maker {
     fn new_paragraph(&mut self) {
-        let next =
-            Current { heading: path_has_heading(&self.path), in_select: self.path.join(".").contains("select"), ..Current::default() };
+        let next = Current { heading: self.headings > 0, in_select: self.selects > 0, ..Current::default() };
         let done = std::mem::replace(&mut self.current, next);
         // jusText keeps a paragraph when it has text pieces *and* is truthy: `Paragraph`
         // has a `__len__`, so one whose text is empty once stripped (a lone `<br>`) is dropped.
@@ -178,7 +182,10 @@ impl Maker {
     }
 
     fn start(&mut self, name: &str) {
-        self.path.push(name.to_string());
+        let marks = (has_heading_word(name), name.contains("select"));
+        self.headings += marks.0 as usize;
+        self.selects += marks.1 as usize;
+        self.path.push(marks);
         if PARAGRAPH_TAGS.contains(&name) || (name == "br" && self.br) {
             self.new_paragraph();
         } else {
@@ -192,7 +199,10 @@ impl Maker {
     }
 
     fn end(&mut self, name: &str) {
-        self.path.pop();
+        if let Some((h, s)) = self.path.pop() {
+            self.headings -= h as usize;
+            self.selects -= s as usize;
+        }
         if PARAGRAPH_TAGS.contains(&name) {
             self.new_paragraph();
         }
@@ -241,10 +251,12 @@ pub fn normalize_whitespace(text: &str) -> String {
     out
 }
 
-/// Python's `re.search(r"\bh\d\b", ".".join(path))`.
-fn path_has_heading(path: &[String]) -> bool {
-    let joined = path.join(".");
-    let chars: Vec<char> = joined.chars().collect();
+/// Python's `re.search(r"\bh\d\b", name)`: jusText searches the dotted path of tag names.
+fn has_heading_word(name: &str) -> bool {
+    if !name.contains('h') {
+        return false;
+    }
+    let chars: Vec<char> = name.chars().collect();
     let word = |c: char| c.is_alphanumeric() || c == '_';
     (0..chars.len()).any(|i| {
         chars[i] == 'h'
@@ -294,8 +306,8 @@ mod tests {
 
     #[test]
     fn heading_pattern_is_a_whole_word() {
-        let p = |s: &[&str]| path_has_heading(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
-        assert!(p(&["html", "body", "h1"]) && p(&["h3", "span"]));
+        let p = |s: &[&str]| s.iter().any(|n| has_heading_word(n));
+        assert!(p(&["html", "body", "h1"]) && p(&["h3", "span"]) && p(&["h2-x"]));
         assert!(!p(&["html", "body", "h12"]) && !p(&["th1"]) && !p(&["div"]));
     }
 }
