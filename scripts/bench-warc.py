@@ -31,7 +31,7 @@ from pyenv import ROOT, venv_python  # noqa: E402
 
 WORK = os.path.join(ROOT, "target", "bench-warc")
 PINS = ["justext==3.0.2", "lxml==6.1.3", "lxml_html_clean==0.4.6", "warcio==1.8.1", "pycld2==0.42", "charset_normalizer",
-        "loguru", "fsspec", "trafilatura==2.3.1", "resiliparse", "datatrove==0.10.1", "faust-cchardet", "python-magic"]
+        "loguru", "fsspec", "trafilatura==2.3.1", "resiliparse", "datatrove==0.10.1", "faust-cchardet", "python-magic", "orjson"]
 
 NEMO = r'''
 import importlib.util, json, os, sys, time, types
@@ -116,7 +116,7 @@ def main():
     ap.add_argument("--subset", type=int, default=1, help="files every side reads for the timed comparison")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    py = venv_python("bench-warc-venv", PINS, probe="import justext, warcio, pycld2, resiliparse, lxml_html_clean, datatrove, cchardet, magic")
+    py = venv_python("bench-warc-venv", PINS, probe="import justext, warcio, pycld2, resiliparse, lxml_html_clean, datatrove, cchardet, magic, orjson")
     if subprocess.call([py, "-c", "import nemo_curator"], stderr=subprocess.DEVNULL) != 0:
         subprocess.check_call([py, "-m", "pip", "install", "--quiet", "--no-deps", "nemo-curator==1.4.0"])
     data = os.path.join(WORK, "data")

@@ -1,4 +1,4 @@
-//! The `warc` source and the `justext` stage, end to end: a Common Crawl-shaped WARC (one gzip
+//! The `warc` source and the `justext` and `main_text` stages, end to end: a Common Crawl-shaped WARC (one gzip
 //! member per record) read by the real binary, HTML turned into text, the records that are not
 //! pages counted, a truncated member rejected with its offset and the documents before it kept;
 //! WET files read as text.
@@ -105,6 +105,20 @@ fn a_crawl_file_becomes_the_pages_main_text() {
     assert_eq!(rejected.len(), 1, "{rejected:?}");
     assert_eq!(rejected[0]["byte_offset"], offsets[last]);
     assert!(rejected[0]["reason"].as_str().unwrap().starts_with("truncated gzip member"), "{rejected:?}");
+
+    // The same crawl through the second extractor: the same pages' articles, without the chrome.
+    let yaml = "source:\n  path: crawl\nsink:\n  path: out-main\nstages:\n  - plugin: main_text\n";
+    run_with_guests(&["run", write_pipeline(tmp.path(), yaml).to_str().unwrap()]).ok();
+    let docs = read_jsonl(&tmp.path().join("out-main/CC-MAIN-0001.warc.jsonl"));
+    let ids: Vec<&str> = docs.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002", "00000000-0000-0000-0000-000000000005"]
+    );
+    for d in &docs {
+        let text = d["text"].as_str().unwrap();
+        assert!(text.contains("The old harbour was built") && !text.contains("Home") && !text.contains("var a"), "{text}");
+    }
 }
 
 #[test]

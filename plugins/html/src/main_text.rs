@@ -5,8 +5,8 @@
 //!    controls, media, asides, footers, headers outside an article) and by what their class,
 //!    id or role says (menus, sidebars, comments, sharing, cookie banners, related links,
 //!    ads, pagination, …) — unless the element also holds over half of the page's text
-//!    (a `<div class="wrapper nav-open">` is the page) or its class names content too
-//!    (`<div id="content" class="has-sidebar">`).
+//!    in two or more blocks (a `<div class="wrapper nav-open">` is the page) or its class
+//!    names content too (`<div id="content" class="has-sidebar">`).
 //! 2. **The content root**: of the `article`, `main`, `[role=main]`, `[itemprop=articleBody]`
 //!    and content-named elements (`content`, `article`, `post`, `entry`, `story`, …), the one
 //!    holding the most text outside links, when it holds at least half of the page's;
@@ -319,7 +319,9 @@ fn walk(root: NodeRef<'_>, sizes: &HashMap<ego_tree::NodeId, (usize, usize)>, pa
             Node::Text(t) => out.push_text(&t.text, links > 0, pres > 0),
             Node::Element(e) => {
                 let name = e.name();
-                let holds_page = sizes.get(&node.id()).is_some_and(|s| s.0 * 2 > page_all);
+                // A wrapper: over half of the page's text, in two or more blocks.
+                let holds_page = sizes.get(&node.id()).is_some_and(|s| s.0 * 2 > page_all)
+                    && node.children().filter(|c| element_name(*c).is_some_and(|n| BLOCK_TAGS.contains(&n))).nth(1).is_some();
                 // An element that holds most of the page is kept whatever its class says.
                 if (!holds_page || DROP_TAGS.contains(&name)) && is_boilerplate(e, articles > 0) {
                     continue;
