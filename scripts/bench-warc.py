@@ -2,7 +2,7 @@
 """WARC -> text on one core: curator (the real binary: the `warc` source, then `justext` or
 `main_text`, then JSONL) against NeMo Curator 1.4.0's Common Crawl extraction (its warcio
 iterator, then jusText) and datatrove 0.10.1's `WarcReader -> Trafilatura -> JsonlWriter`, on
-the same WARC files, back to back, alternating; and curator's peak RSS as the files grow.
+the same WARC files, back to back, alternating; and curator's peak RSS reading 1 to 64 files.
 
     scripts/bench-warc.py [--files 8] [--repeat 4] [--subset 1] [--rounds 3]
 
@@ -115,6 +115,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=4)
     ap.add_argument("--subset", type=int, default=1, help="files every side reads for the timed comparison")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rss-only", action="store_true", help="only the peak-RSS series")
     a = ap.parse_args()
     py = venv_python("bench-warc-venv", PINS, probe="import justext, warcio, pycld2, resiliparse, lxml_html_clean, datatrove, cchardet, magic, orjson")
     if subprocess.call([py, "-c", "import nemo_curator"], stderr=subprocess.DEVNULL) != 0:
@@ -131,6 +132,8 @@ def main():
     host = os.path.join(ROOT, "target/dist/curator-host")
     plugins = os.path.join(ROOT, "target/dist/plugins")
     cmd = lambda p: ["taskset", "-c", "0", host, "run", p, "--plugins", plugins]
+    if a.rss_only:
+        return rss_series(files, cmd)
     ours = {stage: pipeline(f"subset-{stage}", subset, stage) for stage in ("justext", "main_text")}
     for p in ours.values():
         subprocess.run(cmd(p), capture_output=True, check=True)  # the plugins' compile cache
@@ -179,10 +182,22 @@ def main():
             rs = [t / o for t, o in zip(times[k], times[vs])]
             ratio = f"**{min(rs):.1f}-{max(rs):.1f}x faster** (vs curator {vs})"
         print(f"| {label} | {kept_by[k]:,} | {secs(k)} | {rate(k)} | {ratio} |")
+    rss_series(files, cmd)
+
+
+def rss_series(files, cmd):
+    """curator's peak RSS reading 1 .. 8x the files (the made files linked again under other
+    names): it rises until the pipeline's bounded queues are full, then stays."""
     rss = []
-    for n in sorted({1, max(1, len(files) // 2), len(files)}):
-        rss.append((n, peak_rss(cmd(pipeline(f"rss-{n}", files[:n], "justext")))))
-    print("\ncurator's peak RSS (process tree, /usr/bin/time) reading N files: " + ", ".join(f"{n}: {m:.0f} MB" for n, m in rss))
+    for n in (1, len(files), 4 * len(files), 8 * len(files)):
+        d = os.path.join(WORK, f"rss-{n}")
+        if not os.path.isdir(d):
+            os.makedirs(d)
+            for i in range(n):
+                os.symlink(files[i % len(files)], os.path.join(d, f"f{i:04d}.warc.gz"))
+        rss.append((n, peak_rss(cmd(pipeline(f"rss-{n}", [d], "justext")))))
+    print("\ncurator's peak RSS (process tree, /usr/bin/time), source -> justext -> JSONL, reading N files: "
+          + ", ".join(f"{n}: {m:.0f} MB" for n, m in rss))
 
 
 if __name__ == "__main__":

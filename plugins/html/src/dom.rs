@@ -18,3 +18,11 @@ pub fn parse(html: &str) -> Html {
     let html = crate::self_closing::close_self_closing(html);
     html5ever::parse_document(HtmlTreeSink::new(Html::new_document()), opts).one(&*html)
 }
+
+/// Push `node`'s children onto a depth-first stack (wrapped by `wrap`) so that they pop in
+/// document order.
+pub fn push_children<'a, T>(stack: &mut Vec<T>, node: NodeRef<'a>, wrap: impl Fn(NodeRef<'a>) -> T) {
+    let at = stack.len();
+    stack.extend(node.children().map(wrap));
+    stack[at..].reverse();
+}

@@ -342,9 +342,7 @@ fn walk(root: NodeRef<'_>, sizes: &HashMap<ego_tree::NodeId, (usize, usize)>, pa
                 pres += pre as usize;
                 articles += article as usize;
                 stack.push(Step::Leave { block, link, pre, article });
-                let at = stack.len();
-                stack.extend(node.children().map(Step::Enter));
-                stack[at..].reverse();
+                crate::dom::push_children(&mut stack, node, Step::Enter);
             }
             _ => {}
         }

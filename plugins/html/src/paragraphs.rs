@@ -15,7 +15,7 @@
 use curator_sdk::text::is_py_space;
 use scraper::Node;
 
-use crate::dom::NodeRef;
+use crate::dom::{NodeRef, push_children};
 
 /// Tags that end a paragraph and start the next (jusText's `PARAGRAPH_TAGS`).
 const PARAGRAPH_TAGS: &[&str] = &[
@@ -117,15 +117,9 @@ fn walk(node: NodeRef<'_>, maker: &mut Maker) {
                     maker.start(name);
                     stack.push(Step::Leave(name));
                 }
-                let at = stack.len();
-                stack.extend(node.children().map(Step::Enter));
-                stack[at..].reverse();
+                push_children(&mut stack, node, Step::Enter);
             }
-            Node::Document | Node::Fragment => {
-                let at = stack.len();
-                stack.extend(node.children().map(Step::Enter));
-                stack[at..].reverse();
-            }
+            Node::Document | Node::Fragment => push_children(&mut stack, node, Step::Enter),
             // Comments are killed; doctypes and processing instructions hold no text.
             _ => {}
         }
@@ -135,7 +129,6 @@ fn walk(node: NodeRef<'_>, maker: &mut Maker) {
 /// jusText's `ParagraphMaker`, fed the cleaned page's events.
 #[derive(Default)]
 struct Maker {
-    /// Tag names from the root to the current element.
     /// For each open element: whether its name holds a heading word, and `select`. (jusText
     /// searches the dotted path for them; neither pattern can span a dot, so counting the
     /// open elements that hold one is the same test.)

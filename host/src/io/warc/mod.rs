@@ -23,7 +23,7 @@ use record::{Item, Record, Records};
 
 /// A batch is cut when its text reaches this many bytes (pages are large: a batch of a
 /// thousand would hold a hundred megabytes).
-const BATCH_TEXT_BYTES: usize = 32 << 20;
+const BATCH_TEXT_BYTES: usize = 8 << 20;
 
 /// Why records were not made into documents, counted per file.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -68,7 +68,7 @@ impl WarcReader {
         })
     }
 
-    /// The next batch of at most `n` documents (fewer when their text reaches 32 MiB).
+    /// The next batch of at most `n` documents (fewer when their text reaches 8 MiB).
     pub fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         let mut docs: Vec<Doc> = Vec::new();
         let mut bytes = 0usize;
