@@ -39,7 +39,7 @@ impl S3Server {
         assert!(resp.starts_with("HTTP/1.1 200"), "bucket not created: {resp}");
     }
 
-    fn put_object(&self, bucket: &str, key: &str, body: &[u8]) {
+    pub fn put_object(&self, bucket: &str, key: &str, body: &[u8]) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(
             s,

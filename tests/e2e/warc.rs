@@ -158,3 +158,28 @@ fn wet_files_are_read_as_text_and_a_non_warc_file_is_named() {
     assert!(rejected[0]["reason"].as_str().unwrap().contains("expected a WARC version line"), "{rejected:?}");
     assert!(run.stderr.contains("bad.warc: no document could be read from it"), "{}", run.stderr);
 }
+
+#[test]
+fn a_crawl_is_read_from_object_storage() {
+    if !needs(Need::MotoServer) {
+        return;
+    }
+    let s3 = crate::s3::S3Server::start();
+    s3.create_bucket("crawl");
+    let pages: Vec<Vec<u8>> = (1..=3)
+        .map(|n| response(n, &format!("http://town.example/{n}"), "text/html", page("Harbour", &format!("<p>{ARTICLE}</p>")).as_bytes()))
+        .collect();
+    s3.put_object("crawl", "segments/CC-MAIN-0001.warc.gz", &pages.concat());
+    s3.put_object("crawl", "segments/notes.txt", b"not a crawl file");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let p = write_pipeline(
+        tmp.path(),
+        &format!("source:\n  path: s3://crawl/segments/\nsink:\n  path: {}\nstages:\n  - plugin: justext\n", out.display()),
+    );
+    s3.run(&p).ok();
+    let docs = read_jsonl(&out.join("CC-MAIN-0001.warc.jsonl"));
+    assert_eq!(docs.len(), 3);
+    assert!(docs.iter().all(|d| d["text"].as_str().unwrap().starts_with("Harbour\n\nThe old harbour")), "{docs:?}");
+    assert_eq!(docs[2]["url"], "http://town.example/3");
+}
