@@ -23,12 +23,20 @@ impl NativeStage {
         self.runner.process(batch)
     }
 
-    /// Convenience for tests: the texts of `texts` that a filter keeps, or the rewritten texts
-    /// of a map.
+    /// Convenience for tests: the texts of `texts` that a filter keeps, the rewritten texts of
+    /// a map, or the rewritten texts a rewrite keeps.
     pub fn run_texts(&mut self, texts: &[&str]) -> Result<Vec<String>, StageError> {
         let batch = Batch { num_rows: texts.len() as u32, columns: vec![crate::Column::utf8("text", texts.iter().copied())] };
         match self.process(batch)? {
-            Output::Selection(keep) | Output::Scored { keep, .. } => Ok(keep.iter().map(|&i| texts[i as usize].to_string()).collect()),
+            Output::Selection(keep) => Ok(keep.iter().map(|&i| texts[i as usize].to_string()).collect()),
+            // A rewrite answers the new text of every row beside the rows it keeps.
+            Output::Scored { columns, keep } => match columns.iter().find(|c| c.name == "text") {
+                Some(text) => {
+                    let s = text.strings()?;
+                    Ok(keep.iter().map(|&i| s.get(i as usize).unwrap_or_default().to_string()).collect())
+                }
+                None => Ok(keep.iter().map(|&i| texts[i as usize].to_string()).collect()),
+            },
             Output::Columns(cols) => {
                 let text = cols.iter().find(|c| c.name == "text").ok_or_else(|| StageError::Failed("no text column in output".into()))?;
                 let s = text.strings()?;

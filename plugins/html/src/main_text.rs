@@ -208,19 +208,30 @@ fn is_boilerplate(e: &scraper::node::Element, in_article: bool) -> bool {
 /// never-content tags.
 fn text_sizes(body: NodeRef<'_>) -> HashMap<ego_tree::NodeId, (usize, usize)> {
     let mut sizes: HashMap<ego_tree::NodeId, (usize, usize)> = HashMap::new();
-    let nodes: Vec<NodeRef<'_>> = body.descendants().collect();
-    for n in nodes.iter().rev() {
-        let own = match n.value() {
-            Node::Text(t) => {
-                let len = t.text.trim().len();
-                let in_link = n.ancestors().take_while(|a| a.id() != body.id()).any(|a| element_name(a) == Some("a"));
-                (len, if in_link { len } else { 0 })
+    // One pass: links open around a text node are counted on the way in.
+    let mut links = 0usize;
+    for edge in body.traverse() {
+        match edge {
+            ego_tree::iter::Edge::Open(n) => match n.value() {
+                Node::Element(e) if e.name() == "a" => links += 1,
+                Node::Text(t) => {
+                    let len = t.text.trim().len();
+                    sizes.insert(n.id(), (len, if links > 0 { len } else { 0 }));
+                }
+                _ => {}
+            },
+            ego_tree::iter::Edge::Close(n) => {
+                let Node::Element(e) = n.value() else { continue };
+                if e.name() == "a" {
+                    links -= 1;
+                }
+                if DROP_TAGS.contains(&e.name()) {
+                    continue;
+                }
+                let own = n.children().filter_map(|c| sizes.get(&c.id())).fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1));
+                sizes.insert(n.id(), own);
             }
-            Node::Element(e) if DROP_TAGS.contains(&e.name()) => continue,
-            Node::Element(_) => n.children().filter_map(|c| sizes.get(&c.id())).fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1)),
-            _ => continue,
-        };
-        sizes.insert(n.id(), own);
+        }
     }
     sizes
 }
