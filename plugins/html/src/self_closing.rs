@@ -29,7 +29,7 @@ pub fn close_self_closing(html: &str) -> Cow<'_, str> {
     let mut out: Option<String> = None;
     let mut copied = 0;
     let mut i = 0;
-    while let Some(off) = b[i..].iter().position(|&c| c == b'<') {
+    while let Some(off) = memchr::memchr(b'<', &b[i..]) {
         let j = i + off;
         match b.get(j + 1) {
             Some(b'!') if b[j..].starts_with(b"<!--") => match find(b, j + 4, b"-->") {
@@ -114,7 +114,7 @@ fn tag_end(b: &[u8], mut k: usize) -> Option<(usize, bool)> {
 }
 
 fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    b.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|p| from + p)
+    memchr::memmem::find(b.get(from..)?, needle).map(|p| from + p)
 }
 
 fn find_ci(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
