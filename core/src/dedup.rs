@@ -175,6 +175,16 @@ impl FuzzyParams {
 }
 
 impl DedupSpec {
+    /// Whether the step's documents spill leaves the text behind and its output phase reads
+    /// the source again (for the batches whose source columns no stage in front changed).
+    /// Exact dedup needs only a key per document, computed as the documents are spilled, so
+    /// the text is moved once: read, hashed, and read again only for the output. Fuzzy dedup
+    /// checks doubtful pairs on their text and semantic dedup reads vectors from the spill,
+    /// so both spill the whole batch.
+    pub fn output_rereads_source(&self) -> bool {
+        self.method == DedupMethod::Exact
+    }
+
     /// The fuzzy parameters with defaults (NeMo's for characters, datatrove's for words).
     pub fn fuzzy(&self) -> FuzzyParams {
         let (shingle, bands, rows) = match self.word_ngrams {

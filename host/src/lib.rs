@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod oci;
 pub mod os;
 pub mod plan;
+pub mod plugin_facts;
 pub mod registry;
 pub mod scaffold;
 pub mod stage;

@@ -65,17 +65,39 @@ fn is_native(path: &Path) -> bool {
     path.extension().and_then(|e| e.to_str()).is_some_and(|e| NATIVE_EXTENSIONS.contains(&e))
 }
 
-/// Read the manifest of a plugin file (WASM component or native library).
+/// Read the manifest of a plugin file (WASM component or native library); its JSON is
+/// remembered until the file changes (`plugin_facts.rs`), and checked on every read.
 pub fn read_manifest(path: &Path) -> Result<Manifest, RegistryError> {
-    if is_native(path) {
-        return Ok(crate::worker::read_manifest(path)?);
+    let json = crate::plugin_facts::FactCache::default_dir().manifest(path, || -> Result<String, RegistryError> {
+        if is_native(path) {
+            return Ok(crate::worker::read_manifest_json(path)?);
+        }
+        let bytes = std::fs::read(path).map_err(|source| RegistryError::Io { path: path.into(), source })?;
+        String::from_utf8(manifest_section(path, &bytes)?).map_err(|e| RegistryError::BadManifest {
+            path: path.into(),
+            source: ManifestError::Parse { path: MANIFEST_SECTION.into(), message: e.to_string() },
+        })
+    })?;
+    let manifest = Manifest::from_json(json.as_bytes()).map_err(|source| RegistryError::BadManifest { path: path.into(), source })?;
+    let wasm = !is_native(path);
+    if wasm && manifest.kind != curator_core::PluginKind::Wasm {
+        return Err(RegistryError::WrongKind { path: path.into(), kind: manifest.kind });
     }
-    let bytes = std::fs::read(path).map_err(|source| RegistryError::Io { path: path.into(), source })?;
-    manifest_from_bytes(path, &bytes)
+    Ok(manifest)
 }
 
 /// Find the manifest section in a component (or core module), descending into nested modules.
 pub fn manifest_from_bytes(path: &Path, bytes: &[u8]) -> Result<Manifest, RegistryError> {
+    let data = manifest_section(path, bytes)?;
+    let manifest = Manifest::from_json(&data).map_err(|source| RegistryError::BadManifest { path: path.into(), source })?;
+    if manifest.kind != curator_core::PluginKind::Wasm {
+        return Err(RegistryError::WrongKind { path: path.into(), kind: manifest.kind });
+    }
+    Ok(manifest)
+}
+
+/// The bytes of a component's manifest section.
+fn manifest_section(path: &Path, bytes: &[u8]) -> Result<Vec<u8>, RegistryError> {
     if !wasmparser::Parser::is_component(bytes) && !wasmparser::Parser::is_core_wasm(bytes) {
         return Err(RegistryError::NotWasm { path: path.into(), message: "bad magic number".into() });
     }
@@ -89,12 +111,7 @@ pub fn manifest_from_bytes(path: &Path, bytes: &[u8]) -> Result<Manifest, Regist
             break;
         }
     }
-    let data = found.ok_or_else(|| RegistryError::NoManifest { path: path.into() })?;
-    let manifest = Manifest::from_json(&data).map_err(|source| RegistryError::BadManifest { path: path.into(), source })?;
-    if manifest.kind != curator_core::PluginKind::Wasm {
-        return Err(RegistryError::WrongKind { path: path.into(), kind: manifest.kind });
-    }
-    Ok(manifest)
+    found.ok_or_else(|| RegistryError::NoManifest { path: path.into() })
 }
 
 /// All plugins found on a search path.

@@ -90,6 +90,8 @@ pub fn sign(file: &Path, key: &Path) -> Result<(PathBuf, String), TrustError> {
 pub struct TrustStore {
     pub dirs: Vec<PathBuf>,
     keys: Vec<(String, PublicKey)>,
+    /// Where verified signatures are remembered until their file changes.
+    pub facts: crate::plugin_facts::FactCache,
 }
 
 impl TrustStore {
@@ -118,7 +120,7 @@ impl TrustStore {
     }
 
     pub fn load(dirs: &[PathBuf]) -> (TrustStore, Vec<TrustError>) {
-        let mut store = TrustStore { dirs: dirs.to_vec(), keys: Vec::new() };
+        let mut store = TrustStore { dirs: dirs.to_vec(), keys: Vec::new(), facts: crate::plugin_facts::FactCache::default_dir() };
         let mut problems = Vec::new();
         for d in dirs {
             let Ok(entries) = std::fs::read_dir(d) else { continue };
@@ -211,9 +213,14 @@ pub fn check(file: &Path, policy: &TrustSpec, store: &TrustStore) -> Result<Stan
             Ok(Standing::UnknownKey(id))
         };
     };
-    let data = std::fs::File::open(file).map_err(|e| format!("cannot read: {e}"))?;
-    minisign::verify(pk, &sig_box, std::io::BufReader::new(data), true, false, false)
-        .map_err(|e| format!("does not match its signature by key {id} (tampered or re-built after signing): {e}"))?;
+    // A file verified before and unchanged since is not hashed again (`plugin_facts.rs`).
+    let verification = store.facts.signature(file, &text);
+    if verification.known_key() != Some(id.as_str()) {
+        let data = std::fs::File::open(file).map_err(|e| format!("cannot read: {e}"))?;
+        minisign::verify(pk, &sig_box, std::io::BufReader::new(data), true, false, false)
+            .map_err(|e| format!("does not match its signature by key {id} (tampered or re-built after signing): {e}"))?;
+        verification.verified(&id);
+    }
     if let TrustSpec::Keys { keys } = policy
         && !keys.iter().any(|k| k.eq_ignore_ascii_case(&id))
     {

@@ -6,7 +6,7 @@
 
 Base documents are real text from Debian packages: sections of the Python documentation,
 every installed man page (English, German, French, Spanish, …; groff markup stripped),
-and fortunes (grouped), cut into documents of 60-300 words. Then copies are planted, as a crawl has them:
+and fortunes (grouped), cut into documents of 60-300 words (`--words`). Then copies are planted, as a crawl has them:
 
   * exact copies (10 % of the base documents get one),
   * near-duplicates: words replaced until the word 5-gram Jaccard with the original is
@@ -79,19 +79,19 @@ def fortunes():
                         yield f
 
 
-def documents():
-    """Paragraphs joined into documents of 60-300 words, source by source."""
+def documents(lo=60, hi=300):
+    """Paragraphs joined into documents of `lo`-`hi` words, source by source."""
     for source in (python_docs(), man_pages(), fortunes()):
         buf, words = [], 0
         for para in source:
             buf.append(para)
             words += para.count(" ") + 1
-            if words >= 60:
+            if words >= lo:
                 doc = " ".join(buf)
                 ws = doc.split(" ")
-                for k in range(0, len(ws), 300):
-                    piece = ws[k:k + 300]
-                    if len(piece) >= 60:
+                for k in range(0, len(ws), hi):
+                    piece = ws[k:k + hi]
+                    if len(piece) >= lo:
                         yield " ".join(piece)
                 buf, words = [], 0
 
@@ -117,11 +117,13 @@ def main():
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--scale", type=int, default=1)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--words", default="60-300", help="document length in words, LO-HI (200-700 gives ~2.7 KB documents)")
     a = ap.parse_args()
+    lo, hi = (int(x) for x in a.words.split("-"))
     rng = random.Random(a.seed)
     seen = set()
     base = []
-    for d in documents():
+    for d in documents(lo, hi):
         if d not in seen:
             seen.add(d)
             base.append(d)

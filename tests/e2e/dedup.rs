@@ -438,3 +438,104 @@ fn plan_recommends_one_to_three_bands_per_iteration_for_a_terabyte_on_24_gib() {
     assert!(refused.stderr.contains("stages[0].dedup: needs about"), "{}", refused.stderr);
     assert!(!dir.path().join("out").exists());
 }
+
+/// Every output document of `out` (each file's lines, by file name).
+fn outputs(out: &Path) -> BTreeMap<String, Vec<serde_json::Value>> {
+    let mut files = BTreeMap::new();
+    for e in std::fs::read_dir(out).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.ends_with(".jsonl") && !name.starts_with('_') {
+            files.insert(name, read_jsonl(&e.path()));
+        }
+    }
+    files
+}
+
+/// Exact dedup spills no text: its output reads the source again (`host/src/dedup/lean.rs`).
+/// What it writes equals the path that spills whole batches (forced by a stage in front that
+/// rewrites the text, to itself), with files cut into byte ranges, a bad line, a filter in
+/// front, `mark`, and after a kill in any phase.
+#[test]
+fn exact_output_read_from_the_source_again_equals_the_spilled_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let base = base_texts();
+    let mut docs = 0;
+    for (f, name) in ["a.jsonl", "b.jsonl"].iter().enumerate() {
+        let mut s = String::new();
+        for i in 0..120 {
+            // Every fourth document repeats an earlier one (across files too), every tenth
+            // is short (and repeated); texts with escapes and non-ASCII; metadata of every
+            // JSON type.
+            let t = match i {
+                _ if i % 10 == 9 => format!("a short document {}", i % 3),
+                _ if i % 4 == 3 => base[(i * 7 + f) % 40].clone(),
+                _ => format!("{}\n«{f}-{i}» ünïcödé\t\"q\"", base[(i + f * 120) % base.len()]),
+            };
+            let meta = serde_json::json!({"id": format!("{f}-{i:03}"), "text": t, "url": format!("https://x/{i}"), "n": i, "nested": {"a": [i, null, true]}});
+            s.push_str(&meta.to_string());
+            s.push('\n');
+            docs += 1;
+            if i == 50 {
+                s.push_str("{\"id\": \"broken\", \"text\": \n");
+            }
+        }
+        std::fs::write(dir.path().join("data").join(name), s).unwrap();
+    }
+    let run = |stages: &str, out: &str, extra: &[(&str, &str)]| {
+        write_pipeline(
+            dir.path(),
+            &format!(
+                "source: {{path: data, blocksize: 40KB}}\nbatch_size: 16\nstages:\n{stages}\nsink: {{path: {out}, mode: overwrite}}\n"
+            ),
+        );
+        run_in(dir.path(), &["run", "pipeline.yaml"], extra)
+    };
+    let again = "output reads the source again";
+    let lean = run("  - dedup: {method: exact}", "lean", &[]);
+    lean.ok();
+    assert!(lean.stderr.contains(again), "{}", lean.stderr);
+    let whole = run("  - plugin: unicode_normalize\n  - dedup: {method: exact}", "whole", &[]);
+    whole.ok();
+    assert!(!whole.stderr.contains(again), "a rewrite in front spills whole batches\n{}", whole.stderr);
+    let (l, w) = (dir.path().join("lean"), dir.path().join("whole"));
+    assert_eq!(duplicates(&l), duplicates(&w));
+    assert!(duplicates(&l).len() >= 40, "{}", duplicates(&l).len());
+    assert_eq!(outputs(&l), outputs(&w));
+    let written: usize = outputs(&l).values().map(Vec::len).sum();
+    assert_eq!(written + duplicates(&l).len(), docs);
+    // The bad lines were quarantined once, by the first reading.
+    let rejected: usize = std::fs::read_dir(l.join("_rejected")).unwrap().flatten().map(|e| read_jsonl(&e.path()).len()).sum();
+    assert_eq!(rejected, 2);
+
+    // A filter in front: the spill keeps its rows, the output reads just those back.
+    let filtered = run("  - plugin: word_count_filter\n    params: {min_words: 10}\n  - dedup: {method: exact}", "filtered", &[]);
+    filtered.ok();
+    assert!(filtered.stderr.contains(again), "{}", filtered.stderr);
+    let long = |v: &serde_json::Value| v["text"].as_str().unwrap().split_whitespace().count() >= 10;
+    let unfiltered = outputs(&l);
+    for (name, lines) in outputs(&dir.path().join("filtered")) {
+        let want: Vec<&serde_json::Value> = unfiltered[&name].iter().filter(|v| long(v)).collect();
+        assert_eq!(lines.iter().collect::<Vec<_>>(), want, "{name}");
+    }
+
+    // mark: every document, with the verdict's columns.
+    for out in ["lean-mark", "whole-mark"] {
+        let front = if out == "whole-mark" { "  - plugin: unicode_normalize\n" } else { "" };
+        run(&format!("{front}  - dedup: {{method: exact, action: mark}}"), out, &[]).ok();
+    }
+    let marked = outputs(&dir.path().join("lean-mark"));
+    assert_eq!(marked, outputs(&dir.path().join("whole-mark")));
+    assert_eq!(marked.values().map(Vec::len).sum::<usize>(), docs);
+    assert_eq!(marked.values().flatten().filter(|v| v["is_duplicate"] == true).count(), duplicates(&l).len());
+
+    // Killed in any phase, a rerun writes the same.
+    for phase in ["spill-0", "docs", "scan", "groups", "output-partition", "duplicates"] {
+        let out = format!("killed-{phase}");
+        let killed = run("  - dedup: {method: exact}", &out, &[("CURATOR_DEDUP_CRASH_AT", phase)]);
+        assert_ne!(killed.code, 0, "{phase}: the run was not killed\n{}", killed.stderr);
+        run("  - dedup: {method: exact}", &out, &[]).ok();
+        assert_eq!(outputs(&dir.path().join(&out)), outputs(&l), "{phase}");
+        assert_eq!(duplicates(&dir.path().join(&out)), duplicates(&l), "{phase}");
+    }
+}

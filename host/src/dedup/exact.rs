@@ -19,7 +19,7 @@ use crate::task::SpillDir;
 
 const RECORD: usize = 20;
 
-fn hash(text: &str, h: ExactHash) -> (u64, u64) {
+pub(super) fn hash(text: &str, h: ExactHash) -> (u64, u64) {
     let v: u128 = match h {
         ExactHash::Xxh3 => xxhash_rust::xxh3::xxh3_128(text.as_bytes()),
         ExactHash::Md5 => u128::from_be_bytes(md5::Md5::digest(text.as_bytes()).into()),
@@ -48,7 +48,12 @@ pub fn scan(
     let index = Index::build(
         docs,
         owned,
+        &[crate::io::TEXT],
         |task, name| {
+            // A lean batch's keys were computed when it was spilled (`lean.rs`).
+            if let Some(keys) = super::lean::keys(&task.batch) {
+                return Ok(keys.collect::<Vec<_>>());
+            }
             let text = utf8(task, crate::io::TEXT, name)?;
             Ok((0..text.len()).map(|r| hash(text.value(r), h)).collect::<Vec<_>>())
         },

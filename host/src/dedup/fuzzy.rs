@@ -85,6 +85,7 @@ pub fn scan(
     let index = Index::build(
         docs,
         owned,
+        &[SIGNATURE],
         |task, name| {
             let mut buf = Vec::new();
             if task.batch.num_rows() == 0 {
@@ -467,6 +468,7 @@ fn check_on_text(
     let per_file = index.par_each(
         docs,
         |f| in_file(f).1 > 0,
+        &[crate::io::TEXT],
         |f, task| {
             let text = utf8(task, crate::io::TEXT, &f.name)?;
             let (start, n) = in_file(f);

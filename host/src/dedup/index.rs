@@ -19,6 +19,9 @@ pub struct IndexedFile {
     /// Position of the file's first document.
     pub base: u32,
     pub rows: u32,
+    /// Whether the file is lean: its text is read from the source again (`lean.rs`).
+    #[serde(default)]
+    pub lean: bool,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -35,6 +38,16 @@ fn partition_of(name: &str) -> usize {
 impl Index {
     pub fn documents(&self) -> u64 {
         self.files.iter().map(|f| f.rows as u64).sum()
+    }
+
+    /// Whether any spilled file is lean, so the output reads the source again.
+    pub fn any_lean(&self) -> bool {
+        self.files.iter().any(|f| f.lean)
+    }
+
+    /// The file of `name` (files are in name order: partition, then sequence).
+    pub fn file(&self, name: &str) -> Option<&IndexedFile> {
+        self.files.binary_search_by(|f| f.name.as_str().cmp(name)).ok().map(|i| &self.files[i])
     }
 
     /// The index of several docs shards' documents, in shard order (shards own contiguous
@@ -62,6 +75,7 @@ impl Index {
     pub(crate) fn build<R: Send>(
         docs: &SpillDir,
         owned: impl Fn(usize) -> bool,
+        columns: &[&str],
         map: impl Fn(&Task, &str) -> Result<R, DedupError> + Sync,
         mut fold: impl FnMut(u32, R) -> Result<(), DedupError>,
     ) -> Result<Index, DedupError> {
@@ -70,36 +84,39 @@ impl Index {
         let threads = crate::os::available_cores().max(1);
         let mut files = Vec::with_capacity(paths.len());
         let mut base: u64 = 0;
+        // The lean key always: it tells a lean file from a whole one.
+        let columns: Vec<&str> = columns.iter().copied().chain([super::lean::KEY]).collect();
         for window in paths.chunks(threads * 2) {
             let results = par_map(window, threads, |path| {
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-                let task = docs.read(path)?;
+                let task = docs.read_columns(path, &columns)?;
                 let rows = task.batch.num_rows() as u64;
                 let r = map(&task, &name)?;
-                Ok((name, rows, r))
+                Ok((name, rows, r, super::lean::is_lean(&task.batch)))
             })?;
-            for (name, rows, r) in results {
+            for (name, rows, r, lean) in results {
                 if base + rows > curator_core::dedup::MAX_DOCS {
                     return Err(DedupError::TooManyDocs(base + rows));
                 }
                 fold(base as u32, r)?;
-                files.push(IndexedFile { partition: partition_of(&name), name, base: base as u32, rows: rows as u32 });
+                files.push(IndexedFile { partition: partition_of(&name), name, base: base as u32, rows: rows as u32, lean });
                 base += rows;
             }
         }
         Ok(Index { files })
     }
 
-    /// `map` over the files `want` picks, on every core; results in file order.
+    /// `map` over the `columns` of the files `want` picks, on every core; results in file order.
     pub(crate) fn par_each<R: Send>(
         &self,
         docs: &SpillDir,
         want: impl Fn(&IndexedFile) -> bool,
+        columns: &[&str],
         map: impl Fn(&IndexedFile, &Task) -> Result<R, DedupError> + Sync,
     ) -> Result<Vec<R>, DedupError> {
         let picked: Vec<&IndexedFile> = self.files.iter().filter(|f| want(f)).collect();
         par_map(&picked, crate::os::available_cores().max(1), |f| {
-            let task = docs.read(&self.path(docs, f))?;
+            let task = docs.read_columns(&self.path(docs, f), columns)?;
             if task.batch.num_rows() as u32 != f.rows {
                 return Err(DedupError::Data { path: f.name.clone(), message: "the spilled batch changed since it was indexed".into() });
             }

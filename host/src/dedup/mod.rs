@@ -18,6 +18,7 @@ pub mod estimate;
 mod exact;
 mod fuzzy;
 mod index;
+pub mod lean;
 mod output;
 pub mod scans;
 pub mod semantic;

@@ -99,6 +99,40 @@ impl DedupReplay<'_> {
     }
 }
 
+/// The output reading the source again (`lean.rs`): each batch read is matched with the one
+/// the documents phase spilled for the same partition and sequence; a lean one gives back
+/// its rows and added columns, one spilled whole replaces what was read.
+impl crate::task::Rejoin for DedupReplay<'_> {
+    fn rejoin(&self, partition: usize, task: Task) -> Result<Task, IoError> {
+        let name = SpillDir::file_name(partition, task.meta.seq);
+        let at = self.docs.path().join(&name).display().to_string();
+        let data = |message: String| IoError::Line { at: at.clone(), message };
+        let Some(f) = self.index.file(&name) else {
+            return Err(data(format!(
+                "the dedup step's documents phase spilled no batch for {} (did the source change since it ran?)",
+                task.meta
+            )));
+        };
+        let spilled = self.docs.read(&self.index.path(self.docs, f))?;
+        let verdict = |b| self.apply(f, b).map_err(|e| data(format!("cannot apply the dedup verdict: {e}")));
+        let batch = if super::lean::is_lean(&spilled.batch) {
+            let (s, r) = (&spilled.meta, &task.meta);
+            if (s.source.as_str(), s.first_row, s.num_rows) != (r.source.as_str(), r.first_row, r.num_rows) {
+                return Err(data(format!("the source changed since the dedup step read it: it spilled {s}, the source now gives {r}")));
+            }
+            let join = |spilled: &RecordBatch| super::lean::join(&task.batch, spilled, r.first_row, &at).map_err(|e| data(e.to_string()));
+            match self.action {
+                // Rows dropped from the small spilled batch first: the text is copied once.
+                DedupAction::Remove | DedupAction::Identify => join(&verdict(spilled.batch)?)?,
+                DedupAction::Mark => verdict(join(&spilled.batch)?)?,
+            }
+        } else {
+            verdict(spilled.batch)?
+        };
+        Ok(Task { meta: task.meta, batch, dead: spilled.dead, side: spilled.side, source_columns: false })
+    }
+}
+
 impl crate::task::Replay for DedupReplay<'_> {
     fn len(&self) -> usize {
         self.index.files.len()
@@ -148,7 +182,7 @@ pub(crate) fn write_duplicates(
     // rows, a window of files at a time; both passes on every core.
     let grouped = |f: &IndexedFile| verdict.any_in(f.base, f.rows);
     let kept_ids: HashMap<u32, String> = index
-        .par_each(docs, grouped, |f, task| {
+        .par_each(docs, grouped, &[crate::io::ID], |f, task| {
             let ids = utf8(task, crate::io::ID, &f.name)?;
             Ok((0..ids.len())
                 .filter(|&r| verdict.survivor(f.base + r as u32) == Some(f.base + r as u32))
@@ -163,7 +197,7 @@ pub(crate) fn write_duplicates(
     for files in index.files.chunks(window) {
         let (lo, hi) = (files[0].base, files[files.len() - 1].base as u64 + files[files.len() - 1].rows as u64);
         let in_window = |f: &IndexedFile| f.base >= lo && (f.base as u64 + f.rows as u64) <= hi && grouped(f);
-        let batches = index.par_each(docs, in_window, |f, task| {
+        let batches = index.par_each(docs, in_window, &[crate::io::ID, crate::io::ROW], |f, task| {
             let ids = utf8(task, crate::io::ID, &f.name)?;
             let rows = task.batch.column_by_name(crate::io::ROW).and_then(|c| c.as_any().downcast_ref::<Int64Array>());
             let (mut id, mut group, mut kept, mut source, mut row) =

@@ -149,6 +149,7 @@ mod tests {
                 partition: shard.index * 10 + k,
                 base,
                 rows: n,
+                lean: false,
             });
             base += n;
         }

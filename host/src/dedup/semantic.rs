@@ -47,6 +47,7 @@ pub(crate) fn scan(work: &Work, docs: &SpillDir, p: &SemanticParams, metrics: &R
     let index = Index::build(
         docs,
         |_| true,
+        &[field, crate::io::ID],
         |task, name| {
             let source = &task.meta.source;
             let missing = || DedupError::Data {

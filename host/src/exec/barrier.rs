@@ -128,7 +128,11 @@ fn spill_documents(
         for p in &todo {
             reader.clear_partition(p.index)?;
         }
-        let spill = SpillDir::open(docs_dir.clone(), Some(todo.iter().map(|p| p.index).collect()))?;
+        let mut spill = SpillDir::open(docs_dir.clone(), Some(todo.iter().map(|p| p.index).collect()))?;
+        if d.spec.output_rereads_source() {
+            let h = d.spec.hash.unwrap_or_default();
+            spill = spill.lean(Box::new(move |b| crate::dedup::lean::lean_batch(b, h)));
+        }
         let mut front = plan.clone();
         front.partitions = todo;
         let ctx = (sched.new_ctx)(front);
@@ -142,8 +146,9 @@ fn spill_documents(
     Ok(read)
 }
 
-/// The spilled documents replayed with the verdict applied through the stages after the
-/// barrier into the sink, for the partitions `plan.partitions` holds (journaled as any run).
+/// The documents with the verdict applied through the stages after the barrier into the
+/// sink, for the partitions `plan.partitions` holds (journaled as any run): read from the
+/// source again when the spill is lean (`dedup::lean`), else replayed from the spill.
 fn write_output(
     plan: &Plan,
     d: &PlannedDedup,
@@ -161,12 +166,21 @@ fn write_output(
             verdict,
             action: d.spec.action,
             local: plan.partitions.iter().enumerate().map(|(k, p)| (p.index, k)).collect(),
-            drop: if d.spec.method == curator_core::DedupMethod::Fuzzy { vec![crate::dedup::SIGNATURE] } else { Vec::new() },
+            drop: match d.spec.method {
+                curator_core::DedupMethod::Fuzzy => vec![crate::dedup::SIGNATURE],
+                _ => vec![crate::dedup::lean::KEY],
+            },
         };
         let journal = Mutex::new(Journal::open_for_append(&plan.output_dir, &plan.journal_name())?);
         let stages: Vec<usize> = (d.before..plan.stages.len()).collect();
         let ctx = (sched.new_ctx)(plan.clone());
-        written = run_graph(&ctx, Source::Replay(&replay), &stages, Sink::Write(&journal), sched)?.1;
+        let source = if index.any_lean() {
+            tracing::info!("dedup {:?}: the output reads the source again (the documents spill holds no text)", d.label);
+            Source::ReadAgain(&replay)
+        } else {
+            Source::Replay(&replay)
+        };
+        written = run_graph(&ctx, source, &stages, Sink::Write(&journal), sched)?.1;
     }
     out_clock.finish(stats, false);
     Ok(written)

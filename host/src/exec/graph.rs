@@ -17,11 +17,13 @@ use super::write::{self, Written};
 use super::{Ctx, Outlet, RunError, Task, read};
 use crate::io::journal::Journal;
 use crate::plan::capacity::load;
-use crate::task::{Replay, SpillDir};
+use crate::task::{Rejoin, Replay, SpillDir};
 
 /// Where the tasks of one scheduling step come from and go to.
 pub(crate) enum Source<'a> {
     Read,
+    /// The source read a second time, each batch rejoined with what an earlier step kept.
+    ReadAgain(&'a dyn Rejoin),
     /// Tasks kept on disk by an earlier step, replayed in order.
     Replay(&'a dyn Replay),
 }
@@ -209,7 +211,13 @@ fn spawn_source<'s>(
     let out = first.clone();
     let h = match source {
         Source::Read => std::thread::Builder::new().name(format!("curator-reader-{r}")).spawn_scoped(scope, move || {
-            read::read_partitions(ctx, next_item, out).unwrap_or_else(|e| {
+            read::read_partitions(ctx, next_item, out, None).unwrap_or_else(|e| {
+                ctx.fail_source(e);
+                (0, 0)
+            })
+        }),
+        Source::ReadAgain(again) => std::thread::Builder::new().name(format!("curator-reader-{r}")).spawn_scoped(scope, move || {
+            read::read_partitions(ctx, next_item, out, Some(*again)).unwrap_or_else(|e| {
                 ctx.fail_source(e);
                 (0, 0)
             })

@@ -18,6 +18,7 @@ use crate::io::writer::RecordWriter;
 use crate::io::{InputFile, IoError, Reject};
 
 use super::{Ctx, Outlet, RunError, Task};
+use crate::task::Rejoin;
 
 /// A reader over one part of a partition.
 pub(super) enum PartReader {
@@ -69,12 +70,23 @@ fn with_row_numbers(batch: RecordBatch, first_row: u64) -> Result<RecordBatch, a
 
 /// Take partitions in turn and read each into batches; returns documents read and lines
 /// rejected. Rejected lines go to `<output>/_rejected/<partition output>.jsonl`.
-pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Result<(u64, u64), RunError> {
+///
+/// With `again`, the source is being read a second time (a dedup step's output): every batch
+/// goes through `again` before it is sent, and rejects, which the first reading already
+/// wrote, are not written or counted again.
+pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet, again: Option<&dyn Rejoin>) -> Result<(u64, u64), RunError> {
     let plan = &ctx.plan;
     let metrics = &ctx.metrics;
-    let send = |t: Task| {
-        metrics.docs_read.fetch_add(t.meta.num_rows, Ordering::Relaxed);
-        out.send(t, metrics)
+    // Whether the task was passed on (false: nobody receives any more).
+    let send = |t: Task| -> Result<bool, RunError> {
+        let t = match again {
+            Some(j) => j.rejoin(plan.partitions[t.meta.partition].index, t)?,
+            None => {
+                metrics.docs_read.fetch_add(t.meta.num_rows, Ordering::Relaxed);
+                t
+            }
+        };
+        Ok(out.send(t, metrics).is_ok())
     };
     let src = &plan.spec.source;
     let opts = plan.read_options(ctx.strict);
@@ -101,6 +113,9 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
                 let remaining = src.limit.map(|l| l.saturating_sub(total) as usize).unwrap_or(usize::MAX);
                 let next = if remaining == 0 { None } else { reader.next_batch(batch_size.min(remaining))? };
                 for r in reader.take_rejects() {
+                    if again.is_some() {
+                        continue;
+                    }
                     part_rejects.0 += 1;
                     part_rejects.1.get_or_insert_with(|| r.clone());
                     let w = match rejects.as_mut() {
@@ -118,7 +133,7 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
                 total += n;
                 // Send the previous batch now that we know it was not the partition's last.
                 if let Some(t) = pending.take()
-                    && send(t).is_err()
+                    && !send(t)?
                 {
                     return Ok((total, rejected));
                 }
@@ -159,7 +174,7 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet) -> Res
                 plan.output_dir.join("_rejected").display()
             );
         }
-        if send(last).is_err() {
+        if !send(last)? {
             return Ok((total, rejected));
         }
     }

@@ -230,6 +230,8 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
 struct Calls {
     ok: Vec<(RecordBatch, RecordBatch)>,
     failed: Vec<(RecordBatch, StageFailure)>,
+    /// Whether an answer replaced a source column (`StageOutput::keeps_source_columns`).
+    replaced_source: bool,
 }
 
 /// Run a stage on `batch` with retries; a batch that runs out of memory is split in half and
@@ -248,11 +250,12 @@ fn call_resilient(
     let mut tries = 0;
     loop {
         let cpu0 = crate::os::thread_cpu_time();
-        let result = crate::stage::call_and_apply(slot.as_mut(), &batch, wanted);
+        let result = crate::stage::call_and_apply_kept(slot.as_mut(), &batch, wanted);
         let cpu = slot.last_call_cpu().unwrap_or_else(|| crate::os::thread_cpu_time().saturating_sub(cpu0));
         ctx.metrics.stages[i].cpu_ns.fetch_add(cpu.as_nanos() as u64, Ordering::Relaxed);
         let err = match result {
-            Ok(b) => {
+            Ok((b, kept)) => {
+                calls.replaced_source |= !kept;
                 calls.ok.push((batch, b));
                 return Ok(());
             }
@@ -382,5 +385,6 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement
     c.batches.fetch_add(1, Ordering::Relaxed);
     c.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
     task.batch = out;
+    task.source_columns &= !calls.replaced_source;
     Ok(task)
 }

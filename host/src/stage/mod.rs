@@ -55,5 +55,13 @@ pub trait StageCall: Send {
 
 /// Run `inst` on `batch` for a stage reading `wanted`, and apply its checked output.
 pub fn call_and_apply(inst: &mut dyn StageCall, batch: &RecordBatch, wanted: &[String]) -> Result<RecordBatch, StageFailure> {
-    inst.call(&stage_input(batch, wanted))?.apply(batch)
+    call_and_apply_kept(inst, batch, wanted).map(|(b, _)| b)
+}
+
+/// `call_and_apply`, and whether the answer kept the source's columns
+/// (`StageOutput::keeps_source_columns`).
+pub fn call_and_apply_kept(inst: &mut dyn StageCall, batch: &RecordBatch, wanted: &[String]) -> Result<(RecordBatch, bool), StageFailure> {
+    let out = inst.call(&stage_input(batch, wanted))?;
+    let kept = out.keeps_source_columns();
+    Ok((out.apply(batch)?, kept))
 }

@@ -106,6 +106,20 @@ impl StageOutput {
         })
     }
 
+    /// Whether applying this output leaves the source's columns (`id`, `text`, `_meta`,
+    /// `_row`) as they were on the kept rows: a selection, or added columns of other names.
+    /// A new batch, or a column replacing one of them, does not.
+    pub fn keeps_source_columns(&self) -> bool {
+        let other = |cols: &[(Field, ArrayRef)]| {
+            cols.iter().all(|(f, _)| ![crate::io::ID, crate::io::TEXT, crate::io::META, crate::io::ROW].contains(&f.name().as_str()))
+        };
+        match self {
+            StageOutput::Selection(_) => true,
+            StageOutput::Columns(cols) | StageOutput::Scored { columns: cols, .. } => other(cols),
+            StageOutput::Batch(_) => false,
+        }
+    }
+
     /// Check this output against the batch it answers and produce the next batch. The one set
     /// of rules for every back-end: selections ascending and in range, one value per input
     /// row for added columns, a `text` column in a new batch.

@@ -20,11 +20,16 @@ pub(crate) struct Task {
     pub dead: Vec<DeadLetter>,
     /// Documents for branch sinks: (branch index, batch).
     pub side: Vec<(usize, RecordBatch)>,
+    /// Whether `id`, `text`, `_meta` and `_row` are still the source's: every stage so far
+    /// only kept rows or added other columns. A dedup step's documents spill then drops the
+    /// text, and its output reads it from the source again (`dedup::lean`).
+    pub source_columns: bool,
 }
 
 impl Task {
+    /// A batch as the source read it.
     pub fn new(meta: TaskMeta, batch: RecordBatch) -> Task {
-        Task { meta, batch, dead: Vec::new(), side: Vec::new() }
+        Task { meta, batch, dead: Vec::new(), side: Vec::new(), source_columns: true }
     }
 }
 
@@ -50,4 +55,12 @@ pub(crate) trait Replay: Sync {
     fn len(&self) -> usize;
     /// Item `i` as a task, or `None` when it is not replayed.
     fn task(&self, i: usize) -> Result<Option<Task>, IoError>;
+}
+
+/// What a batch read again from the source becomes before the stages see it (a dedup step's
+/// output reading its source a second time: the rows and columns its documents phase kept,
+/// the verdict applied).
+pub(crate) trait Rejoin: Sync {
+    /// `task`, read from the partition with run-wide index `partition`, as it goes on.
+    fn rejoin(&self, partition: usize, task: Task) -> Result<Task, IoError>;
 }

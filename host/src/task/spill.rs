@@ -22,7 +22,12 @@ struct Spilled {
     dead: Vec<DeadLetter>,
     /// Branch index of each side file, in file order.
     side: Vec<usize>,
+    #[serde(default)]
+    source_columns: bool,
 }
+
+/// What a spill keeps of a batch whose source columns are intact (`Task::source_columns`).
+pub(crate) type Lean = Box<dyn Fn(&RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> + Send + Sync>;
 
 /// One stage's output in batch mode, or the documents in front of a dedup step.
 pub(crate) struct SpillDir {
@@ -30,6 +35,7 @@ pub(crate) struct SpillDir {
     /// The run-wide index of each partition the writing graph knows by its position (a
     /// graph over a subset of the partitions still spills under stable names).
     global: Option<Vec<usize>>,
+    lean: Option<Lean>,
 }
 
 fn werr(path: &Path, e: impl std::fmt::Display) -> IoError {
@@ -56,10 +62,20 @@ fn write_ipc(path: &Path, batch: &RecordBatch, extra: Option<String>) -> Result<
     std::fs::rename(&tmp, path).map_err(|e| werr(path, e))
 }
 
-/// The batch in an IPC file and the task description it carried (removed from the schema).
-fn read_ipc(path: &Path) -> Result<(RecordBatch, Option<String>), IoError> {
-    let file = std::fs::File::open(path).map_err(|e| rerr(path, e))?;
-    let reader = arrow_ipc::reader::FileReader::try_new(std::io::BufReader::new(file), None).map_err(|e| rerr(path, e))?;
+/// The batch in an IPC file and the task description it carried (removed from the schema);
+/// with `columns`, only those of them the file has are decoded (the others are not checked
+/// or built: a text column costs its UTF-8 validation).
+fn read_ipc(path: &Path, columns: Option<&[&str]>) -> Result<(RecordBatch, Option<String>), IoError> {
+    let open = || std::fs::File::open(path).map(std::io::BufReader::new).map_err(|e| rerr(path, e));
+    let projection = match columns {
+        None => None,
+        Some(names) => {
+            // The footer and schema first (no batch is read), to number the columns.
+            let schema = arrow_ipc::reader::FileReader::try_new(open()?, None).map_err(|e| rerr(path, e))?.schema();
+            Some((0..schema.fields().len()).filter(|&i| names.contains(&schema.field(i).name().as_str())).collect())
+        }
+    };
+    let reader = arrow_ipc::reader::FileReader::try_new(open()?, projection).map_err(|e| rerr(path, e))?;
     let schema = reader.schema();
     let mut batches = Vec::new();
     for b in reader {
@@ -87,7 +103,18 @@ impl SpillDir {
     /// written under `global[meta.partition]` when given.
     pub fn open(path: PathBuf, global: Option<Vec<usize>>) -> Result<SpillDir, IoError> {
         std::fs::create_dir_all(&path).map_err(|e| werr(&path, e))?;
-        Ok(SpillDir { path, global })
+        Ok(SpillDir { path, global, lean: None })
+    }
+
+    /// This spill, keeping only `lean(batch)` of the batches whose source columns are intact
+    /// (their text can be read from the source again).
+    pub fn lean(self, lean: Lean) -> SpillDir {
+        SpillDir { lean: Some(lean), ..self }
+    }
+
+    /// A spilled batch's file name.
+    pub fn file_name(partition: usize, seq: u64) -> String {
+        format!("{partition:08}-{seq:010}.arrow")
     }
 
     pub fn path(&self) -> &Path {
@@ -95,7 +122,7 @@ impl SpillDir {
     }
 
     fn stem(meta: &TaskMeta) -> String {
-        format!("{:08}-{:010}", meta.partition, meta.seq)
+        Self::file_name(meta.partition, meta.seq).trim_end_matches(".arrow").to_string()
     }
 
     /// The marker of a partition whose every batch is spilled.
@@ -133,9 +160,18 @@ impl SpillDir {
         for (k, (_, side)) in task.side.iter().enumerate() {
             write_ipc(&self.path.join(format!("{stem}.b{k}.arrow")), side, None)?;
         }
-        let desc = Spilled { meta, dead: task.dead.clone(), side: task.side.iter().map(|(b, _)| *b).collect() };
+        let desc = Spilled {
+            meta,
+            dead: task.dead.clone(),
+            side: task.side.iter().map(|(b, _)| *b).collect(),
+            source_columns: task.source_columns,
+        };
         let desc = serde_json::to_string(&desc).map_err(|e| werr(&self.path, e))?;
-        write_ipc(&self.path.join(format!("{stem}.arrow")), &task.batch, Some(desc))
+        let path = self.path.join(format!("{stem}.arrow"));
+        match &self.lean {
+            Some(lean) if task.source_columns => write_ipc(&path, &lean(&task.batch).map_err(|e| werr(&path, e))?, Some(desc)),
+            _ => write_ipc(&path, &task.batch, Some(desc)),
+        }
     }
 
     /// The spilled tasks' files, in partition and sequence order.
@@ -152,15 +188,25 @@ impl SpillDir {
 
     /// Read back a spilled task.
     pub fn read(&self, path: &Path) -> Result<Task, IoError> {
-        let (batch, desc) = read_ipc(path)?;
+        self.read_task(path, None)
+    }
+
+    /// Read back the `columns` of a spilled task's batch (those it has), without its branch
+    /// batches.
+    pub fn read_columns(&self, path: &Path, columns: &[&str]) -> Result<Task, IoError> {
+        self.read_task(path, Some(columns))
+    }
+
+    fn read_task(&self, path: &Path, columns: Option<&[&str]>) -> Result<Task, IoError> {
+        let (batch, desc) = read_ipc(path, columns)?;
         let desc = desc.ok_or_else(|| rerr(path, "no task description"))?;
         let d: Spilled = serde_json::from_str(&desc).map_err(|e| rerr(path, e))?;
         let stem = Self::stem(&d.meta);
         let mut side = Vec::with_capacity(d.side.len());
-        for (k, b) in d.side.iter().enumerate() {
-            side.push((*b, read_ipc(&self.path.join(format!("{stem}.b{k}.arrow")))?.0));
+        for (k, b) in d.side.iter().enumerate().filter(|_| columns.is_none()) {
+            side.push((*b, read_ipc(&self.path.join(format!("{stem}.b{k}.arrow")), None)?.0));
         }
-        Ok(Task { meta: d.meta, batch, dead: d.dead, side })
+        Ok(Task { meta: d.meta, batch, dead: d.dead, side, source_columns: d.source_columns })
     }
 
     pub fn remove(self) {
@@ -212,7 +258,7 @@ mod tests {
             error: "e".into(),
             ids: vec!["x".into()],
         };
-        let task = Task { meta: meta.clone(), batch: batch.clone(), dead: vec![dead], side: vec![(2, side.clone())] };
+        let task = Task { meta: meta.clone(), batch: batch.clone(), dead: vec![dead], side: vec![(2, side.clone())], source_columns: true };
         spill.write(&task).unwrap();
         let files = spill.list().unwrap();
         assert_eq!(files.len(), 1);
@@ -221,5 +267,10 @@ mod tests {
         assert_eq!(back.batch, batch);
         assert_eq!(back.dead.len(), 1);
         assert_eq!(back.side, vec![(2, side)]);
+        assert!(back.source_columns);
+        let text_only = spill.read_columns(&files[0], &["text", "none"]).unwrap();
+        assert_eq!(text_only.batch.num_columns(), 1);
+        assert_eq!(text_only.batch.num_rows(), 2);
+        assert!(text_only.side.is_empty());
     }
 }

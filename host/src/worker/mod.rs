@@ -50,8 +50,9 @@ pub fn worker_exe() -> PathBuf {
         .unwrap_or_else(|| "curator-host".into())
 }
 
-/// Read a native plugin's manifest in a throw-away worker process.
-pub fn read_manifest(path: &Path) -> Result<Manifest, StageFailure> {
+/// A native plugin's manifest JSON, read in a throw-away worker process (the caller checks it:
+/// `registry::read_manifest`).
+pub fn read_manifest_json(path: &Path) -> Result<String, StageFailure> {
     let out = Command::new(worker_exe())
         .arg("worker")
         .arg(path)
@@ -63,7 +64,7 @@ pub fn read_manifest(path: &Path) -> Result<Manifest, StageFailure> {
     let mut cursor = std::io::Cursor::new(out.stdout);
     match protocol::read_frame(&mut cursor) {
         Ok((protocol::TAG_MANIFEST, json)) => {
-            Manifest::from_json(&json).map_err(|e| StageFailure::Load(format!("{}: {e}", path.display())))
+            String::from_utf8(json).map_err(|e| StageFailure::Load(format!("{}: manifest is not UTF-8: {e}", path.display())))
         }
         Ok((protocol::TAG_FATAL, msg)) => Err(StageFailure::Load(String::from_utf8_lossy(&msg).into())),
         _ => Err(StageFailure::WorkerDied(crate::os::describe_status(out.status))),

@@ -1,0 +1,141 @@
+//! A step whose output reads its source again (`DedupSpec::output_rereads_source`): the
+//! documents spill holds, for each batch whose source columns no stage in front changed,
+//! everything but the text and `_meta`, plus the document's key; the output phase reads the
+//! source by partition, takes the rows the spill kept (by `_row`) and adds the columns the
+//! stages in front added. The text is read twice and written once, never spilled.
+
+use std::sync::Arc;
+
+use arrow_array::builder::FixedSizeBinaryBuilder;
+use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, Int64Array, RecordBatch, UInt32Array};
+use arrow_schema::{ArrowError, Field, Schema};
+use curator_core::dedup::ExactHash;
+
+use super::DedupError;
+
+/// The column of a lean batch that holds each document's exact-dedup key (16 bytes).
+pub const KEY: &str = "_dedup_key";
+
+/// `batch` as the lean documents spill keeps it: the text's key added, the text and `_meta`
+/// left out.
+pub fn lean_batch(batch: &RecordBatch, h: ExactHash) -> Result<RecordBatch, ArrowError> {
+    let text = batch
+        .column_by_name(crate::io::TEXT)
+        .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+        .ok_or_else(|| ArrowError::SchemaError("no utf8 \"text\" column".into()))?;
+    let mut keys = FixedSizeBinaryBuilder::with_capacity(text.len(), 16);
+    for r in 0..text.len() {
+        let (hi, lo) = super::exact::hash(text.value(r), h);
+        let mut k = [0u8; 16];
+        k[..8].copy_from_slice(&hi.to_le_bytes());
+        k[8..].copy_from_slice(&lo.to_le_bytes());
+        keys.append_value(k)?;
+    }
+    let schema = batch.schema();
+    let (mut fields, mut cols): (Vec<Field>, Vec<ArrayRef>) = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .filter(|(f, _)| f.name() != crate::io::TEXT && f.name() != crate::io::META)
+        .map(|(f, c)| (f.as_ref().clone(), c.clone()))
+        .unzip();
+    fields.push(Field::new(KEY, arrow_schema::DataType::FixedSizeBinary(16), false));
+    cols.push(Arc::new(keys.finish()));
+    RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())), cols)
+}
+
+/// The keys of a lean batch as (high, low) halves, or `None` for a batch spilled whole.
+pub fn keys(batch: &RecordBatch) -> Option<impl Iterator<Item = (u64, u64)> + '_> {
+    let col = batch.column_by_name(KEY)?.as_any().downcast_ref::<FixedSizeBinaryArray>()?;
+    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
+    Some((0..col.len()).map(move |r| (word(col.value(r), 0), word(col.value(r), 8))))
+}
+
+/// Whether a spilled batch is lean (its text is in the source, not in the spill): it has
+/// the key column.
+pub fn is_lean(batch: &RecordBatch) -> bool {
+    batch.column_by_name(KEY).is_some()
+}
+
+/// The rows of `read` (a batch the source gave again) that the lean `spilled` batch kept,
+/// matched by `_row`, with the columns the stages in front added: `read`'s columns, then
+/// the spilled ones it lacks (the key left out).
+pub fn join(read: &RecordBatch, spilled: &RecordBatch, first_row: u64, at: &str) -> Result<RecordBatch, DedupError> {
+    let data = |message: String| DedupError::Data { path: at.to_string(), message };
+    let rows = |b: &RecordBatch| b.column_by_name(crate::io::ROW).and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned());
+    let kept = rows(spilled).ok_or_else(|| data("the spilled batch has no _row column".into()))?;
+    let mut take = Vec::with_capacity(kept.len());
+    for &r in kept.values().iter() {
+        let i = r.checked_sub(first_row as i64).filter(|&i| i >= 0 && (i as usize) < read.num_rows());
+        let Some(i) = i.filter(|&i| take.last().is_none_or(|&p: &u32| (i as u32) > p)) else {
+            return Err(data(format!("spilled row {r} is not a row of the batch read again (did the source change?)")));
+        };
+        take.push(i as u32);
+    }
+    let taken = arrow_select::take::take_record_batch(read, &UInt32Array::from(take)).map_err(|e| data(e.to_string()))?;
+    let schema = taken.schema();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut cols = taken.columns().to_vec();
+    let sp = spilled.schema();
+    for (f, c) in sp.fields().iter().zip(spilled.columns()) {
+        if f.name() != KEY && schema.field_with_name(f.name()).is_err() {
+            fields.push(f.as_ref().clone());
+            cols.push(c.clone());
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())), cols).map_err(|e| data(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Float64Array, StringArray};
+
+    fn read_batch() -> RecordBatch {
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec!["a", "b", "c", "d"])),
+            Arc::new(StringArray::from(vec!["one", "two", "one", "four"])),
+            Arc::new(StringArray::from(vec!["{}", "{\"x\":1}", "{}", "{}"])),
+            Arc::new(Int64Array::from(vec![10, 11, 12, 13])),
+        ];
+        let schema = Schema::new(vec![
+            Field::new(crate::io::ID, arrow_schema::DataType::Utf8, false),
+            Field::new(crate::io::TEXT, arrow_schema::DataType::Utf8, false),
+            Field::new(crate::io::META, arrow_schema::DataType::Utf8, false),
+            Field::new(crate::io::ROW, arrow_schema::DataType::Int64, false),
+        ]);
+        RecordBatch::try_new(Arc::new(schema), cols).unwrap()
+    }
+
+    #[test]
+    fn a_lean_batch_keeps_the_key_and_not_the_text_and_joins_back() {
+        let read = read_batch();
+        // A filter in front kept rows 11 and 13 and a score stage added a column.
+        let kept = arrow_select::take::take_record_batch(&read, &UInt32Array::from(vec![1, 3])).unwrap();
+        let mut fields: Vec<Field> = kept.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(Field::new("score", arrow_schema::DataType::Float64, false));
+        let mut cols = kept.columns().to_vec();
+        cols.push(Arc::new(Float64Array::from(vec![0.5, 0.25])));
+        let scored = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+        let lean = lean_batch(&scored, ExactHash::Xxh3).unwrap();
+        assert!(is_lean(&lean));
+        assert!(lean.column_by_name(crate::io::META).is_none());
+        let k: Vec<(u64, u64)> = keys(&lean).unwrap().collect();
+        assert_eq!(k[0], super::super::exact::hash("two", ExactHash::Xxh3));
+        assert_eq!(k[1], super::super::exact::hash("four", ExactHash::Xxh3));
+        let back = join(&read, &lean, 10, "t").unwrap();
+        let names: Vec<String> = back.schema().fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(names, ["id", "text", "_meta", "_row", "score"]);
+        assert_eq!(back, scored);
+    }
+
+    #[test]
+    fn a_row_the_source_no_longer_has_is_an_error() {
+        let read = read_batch();
+        let lean = lean_batch(&read, ExactHash::Md5).unwrap();
+        let e = join(&read.slice(0, 2), &lean, 10, "docs/00000000-0000000000.arrow").unwrap_err().to_string();
+        assert!(e.contains("spilled row 12") && e.contains("did the source change"), "{e}");
+        let e = join(&read, &lean, 11, "x").unwrap_err().to_string();
+        assert!(e.contains("spilled row 10"), "{e}");
+    }
+}
