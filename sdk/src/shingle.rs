@@ -19,10 +19,10 @@ pub fn mix64(mut z: u64) -> u64 {
 /// Base hash of one shingle's bytes (never 0).
 #[inline]
 pub fn shingle_hash(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h: u64 = FNV_OFFSET;
     for &c in bytes {
         h ^= c as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
+        h = h.wrapping_mul(FNV_PRIME);
     }
     mix64(h) | 1
 }
@@ -45,7 +45,6 @@ pub enum Shingles {
 #[derive(Default)]
 pub struct Scratch {
     starts: Vec<usize>,
-    words: String,
     word_hashes: Vec<u64>,
 }
 
@@ -87,41 +86,65 @@ pub fn combine_words(words: &[u64]) -> u64 {
     mix64(h) | 1
 }
 
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0100_0000_01b3;
+
+/// Each ASCII byte as it enters a word (lowercased), or 0 for a byte that ends one.
+const WORD_BYTE: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() {
+            t[b] = c.to_ascii_lowercase();
+        }
+        b += 1;
+    }
+    t
+};
+
+/// The words' base hashes, each word's lowercased bytes fed to FNV-1a as they are read (no
+/// copy of the word is made: the same bytes, so the same hash as [`shingle_hash`] of it), then
+/// windows of `n` of them combined.
 fn word_shingles(text: &str, n: usize, scratch: &mut Scratch, out: &mut Vec<u64>) {
     let n = n.max(1);
-    let (hashes, word) = (&mut scratch.word_hashes, &mut scratch.words);
+    let hashes = &mut scratch.word_hashes;
     hashes.clear();
-    word.clear();
     let bytes = text.as_bytes();
+    let (mut h, mut in_word) = (FNV_OFFSET, false);
     let mut i = 0;
-    // Each word, lowercased into `word`, then hashed.
-    let end_word = |word: &mut String, hashes: &mut Vec<u64>| {
-        if !word.is_empty() {
-            hashes.push(shingle_hash(word.as_bytes()));
-            word.clear();
-        }
-    };
     while i < bytes.len() {
         let b = bytes[i];
         // ASCII fast path; other characters are decoded.
-        if b < 0x80 {
+        let lower = if b < 0x80 {
             i += 1;
-            if b.is_ascii_alphanumeric() {
-                word.push(b.to_ascii_lowercase() as char);
-            } else {
-                end_word(word, hashes);
-            }
-            continue;
-        }
-        let c = text[i..].chars().next().unwrap_or(' ');
-        i += c.len_utf8();
-        if c.is_alphanumeric() {
-            word.extend(c.to_lowercase());
+            WORD_BYTE[b as usize]
         } else {
-            end_word(word, hashes);
+            let c = text[i..].chars().next().unwrap_or(' ');
+            i += c.len_utf8();
+            if c.is_alphanumeric() {
+                let mut buf = [0u8; 4];
+                for l in c.to_lowercase() {
+                    for &x in l.encode_utf8(&mut buf).as_bytes() {
+                        h = (h ^ x as u64).wrapping_mul(FNV_PRIME);
+                    }
+                }
+                in_word = true;
+                continue;
+            }
+            0
+        };
+        if lower != 0 {
+            h = (h ^ lower as u64).wrapping_mul(FNV_PRIME);
+            in_word = true;
+        } else if in_word {
+            hashes.push(mix64(h) | 1);
+            (h, in_word) = (FNV_OFFSET, false);
         }
     }
-    end_word(word, hashes);
+    if in_word {
+        hashes.push(mix64(h) | 1);
+    }
     if hashes.is_empty() {
         return;
     }
@@ -181,7 +204,17 @@ mod tests {
     #[test]
     fn word_shingles_match_their_definition() {
         let mut s = Scratch::default();
-        for text in ["The quick brown fox, jumps over the LAZY dog!", "a b", "", "  ...  ", "Größe über Straße und mehr Wörter hier"] {
+        for text in [
+            "The quick brown fox, jumps over the LAZY dog!",
+            "a b",
+            "",
+            "  ...  ",
+            "Größe über Straße und mehr Wörter hier",
+            // Lowercasing that grows (İ → i̇), digits of other scripts, CJK, emoji between
+            // words, combining marks, a word at the very end.
+            "İSTANBUL ΣΟΦΊΑ x²³ ٣٤٥ 東京タワー🚀rocket e\u{301}te\u{301} Ǆemal ﬁne ends",
+            "word",
+        ] {
             for n in [1, 2, 5] {
                 let got: HashSet<u64> = shingle_set(text, Shingles::Words(n), &mut s).into_iter().collect();
                 assert_eq!(got, words_reference(text, n), "{text:?} n={n}");
