@@ -27,6 +27,16 @@ pub(super) fn hash(text: &str, h: ExactHash) -> (u64, u64) {
     ((v >> 64) as u64, v as u64)
 }
 
+/// A text's key as 16 bytes, the high half first, each little-endian: the layout of the
+/// key files' records and of the lean spill's key column.
+pub(super) fn key(text: &str, h: ExactHash) -> [u8; 16] {
+    let (hi, lo) = hash(text, h);
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&hi.to_le_bytes());
+    k[8..].copy_from_slice(&lo.to_le_bytes());
+    k
+}
+
 fn key_file(p: usize) -> String {
     format!("keys-{p:04}.bin")
 }
@@ -55,14 +65,14 @@ pub fn scan(
                 return Ok(keys.collect::<Vec<_>>());
             }
             let text = utf8(task, crate::io::TEXT, name)?;
-            Ok((0..text.len()).map(|r| hash(text.value(r), h)).collect::<Vec<_>>())
+            Ok((0..text.len()).map(|r| key(text.value(r), h)).collect::<Vec<_>>())
         },
         |base, hashes| {
-            for (r, (hi, lo)) in hashes.iter().enumerate() {
-                let p = ((*hi as u128 * partitions as u128) >> 64) as usize;
+            for (r, k) in hashes.iter().enumerate() {
+                let hi = u64::from_le_bytes([k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7]]);
+                let p = ((hi as u128 * partitions as u128) >> 64) as usize;
                 let mut rec = [0u8; RECORD];
-                rec[..8].copy_from_slice(&hi.to_le_bytes());
-                rec[8..16].copy_from_slice(&lo.to_le_bytes());
+                rec[..16].copy_from_slice(k);
                 rec[16..].copy_from_slice(&(base + r as u32).to_le_bytes());
                 files[p].write(&rec)?;
             }

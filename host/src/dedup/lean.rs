@@ -25,11 +25,7 @@ pub fn lean_batch(batch: &RecordBatch, h: ExactHash) -> Result<RecordBatch, Arro
         .ok_or_else(|| ArrowError::SchemaError("no utf8 \"text\" column".into()))?;
     let mut keys = FixedSizeBinaryBuilder::with_capacity(text.len(), 16);
     for r in 0..text.len() {
-        let (hi, lo) = super::exact::hash(text.value(r), h);
-        let mut k = [0u8; 16];
-        k[..8].copy_from_slice(&hi.to_le_bytes());
-        k[8..].copy_from_slice(&lo.to_le_bytes());
-        keys.append_value(k)?;
+        keys.append_value(super::exact::key(text.value(r), h))?;
     }
     let schema = batch.schema();
     let (mut fields, mut cols): (Vec<Field>, Vec<ArrayRef>) = schema
@@ -44,11 +40,14 @@ pub fn lean_batch(batch: &RecordBatch, h: ExactHash) -> Result<RecordBatch, Arro
     RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())), cols)
 }
 
-/// The keys of a lean batch as (high, low) halves, or `None` for a batch spilled whole.
-pub fn keys(batch: &RecordBatch) -> Option<impl Iterator<Item = (u64, u64)> + '_> {
+/// The keys of a lean batch (`exact::key`'s layout), or `None` for a batch spilled whole.
+pub fn keys(batch: &RecordBatch) -> Option<impl Iterator<Item = [u8; 16]> + '_> {
     let col = batch.column_by_name(KEY)?.as_any().downcast_ref::<FixedSizeBinaryArray>()?;
-    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
-    Some((0..col.len()).map(move |r| (word(col.value(r), 0), word(col.value(r), 8))))
+    Some((0..col.len()).map(move |r| {
+        let mut k = [0u8; 16];
+        k.copy_from_slice(col.value(r));
+        k
+    }))
 }
 
 /// Whether a spilled batch is lean (its text is in the source, not in the spill): it has
@@ -120,9 +119,9 @@ mod tests {
         let lean = lean_batch(&scored, ExactHash::Xxh3).unwrap();
         assert!(is_lean(&lean));
         assert!(lean.column_by_name(crate::io::META).is_none());
-        let k: Vec<(u64, u64)> = keys(&lean).unwrap().collect();
-        assert_eq!(k[0], super::super::exact::hash("two", ExactHash::Xxh3));
-        assert_eq!(k[1], super::super::exact::hash("four", ExactHash::Xxh3));
+        let k: Vec<[u8; 16]> = keys(&lean).unwrap().collect();
+        assert_eq!(k[0], super::super::exact::key("two", ExactHash::Xxh3));
+        assert_eq!(k[1], super::super::exact::key("four", ExactHash::Xxh3));
         let back = join(&read, &lean, 10, "t").unwrap();
         let names: Vec<String> = back.schema().fields().iter().map(|f| f.name().clone()).collect();
         assert_eq!(names, ["id", "text", "_meta", "_row", "score"]);

@@ -114,7 +114,11 @@ impl SpillDir {
 
     /// A spilled batch's file name.
     pub fn file_name(partition: usize, seq: u64) -> String {
-        format!("{partition:08}-{seq:010}.arrow")
+        format!("{}.arrow", Self::stem_of(partition, seq))
+    }
+
+    fn stem_of(partition: usize, seq: u64) -> String {
+        format!("{partition:08}-{seq:010}")
     }
 
     pub fn path(&self) -> &Path {
@@ -122,7 +126,7 @@ impl SpillDir {
     }
 
     fn stem(meta: &TaskMeta) -> String {
-        Self::file_name(meta.partition, meta.seq).trim_end_matches(".arrow").to_string()
+        Self::stem_of(meta.partition, meta.seq)
     }
 
     /// The marker of a partition whose every batch is spilled.
