@@ -383,17 +383,27 @@ fn bad_input_is_quarantined_and_the_rest_deduplicated() {
         serde_json::json!({"id": "x5", "text": t}).to_string(),
     ];
     std::fs::write(dir.path().join("data/a.jsonl"), lines.join("\n") + "\n").unwrap();
-    write_pipeline(dir.path(), "source: {path: data}\nstages:\n  - dedup: {method: exact}\nsink: {path: out, mode: overwrite}\n");
-    run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();
-    let rejected = std::fs::read_to_string(dir.path().join("out/_rejected/a.jsonl.jsonl")).unwrap_or_default();
-    // A line without text and one whose id is neither a string nor a number (numbers are ids,
-    // as everywhere) are quarantined with their line numbers; the rest is deduplicated.
-    let rejected: Vec<serde_json::Value> = rejected.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(rejected.len(), 2, "{rejected:?}");
-    assert!(rejected[0].to_string().contains("a.jsonl") && rejected[0].to_string().contains('2'), "{}", rejected[0]);
-    let dups = duplicates(&dir.path().join("out"));
-    let want: BTreeMap<String, String> = [("7", "x1"), ("x5", "x1")].iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    assert_eq!(dups, want);
+    // A file of which no line is a document: its partition spills a batch of no rows, without
+    // the columns the stages in front add (the fuzzy scan reads only those).
+    std::fs::write(dir.path().join("data/b.jsonl"), "{\n \"not\": 1\n}\n").unwrap();
+    for method in ["exact", "fuzzy, word_ngrams: 5"] {
+        write_pipeline(
+            dir.path(),
+            &format!("source: {{path: data}}\nstages:\n  - dedup: {{method: {method}}}\nsink: {{path: out, mode: overwrite}}\n"),
+        );
+        run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();
+        let rejected = std::fs::read_to_string(dir.path().join("out/_rejected/a.jsonl.jsonl")).unwrap_or_default();
+        // A line without text and one whose id is neither a string nor a number (numbers are
+        // ids, as everywhere) are quarantined with their line numbers; the rest is deduplicated.
+        let rejected: Vec<serde_json::Value> = rejected.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(rejected.len(), 2, "{method}: {rejected:?}");
+        assert!(rejected[0].to_string().contains("a.jsonl") && rejected[0].to_string().contains('2'), "{}", rejected[0]);
+        let b = std::fs::read_to_string(dir.path().join("out/_rejected/b.jsonl.jsonl")).unwrap_or_default();
+        assert_eq!(b.lines().count(), 3, "{method}: {b}");
+        let dups = duplicates(&dir.path().join("out"));
+        let want: BTreeMap<String, String> = [("7", "x1"), ("x5", "x1")].iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        assert_eq!(dups, want, "{method}");
+    }
 }
 
 #[test]

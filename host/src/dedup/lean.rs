@@ -62,7 +62,12 @@ pub fn is_lean(batch: &RecordBatch) -> bool {
 pub fn join(read: &RecordBatch, spilled: &RecordBatch, first_row: u64, at: &str) -> Result<RecordBatch, DedupError> {
     let data = |message: String| DedupError::Data { path: at.to_string(), message };
     let rows = |b: &RecordBatch| b.column_by_name(crate::io::ROW).and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned());
-    let kept = rows(spilled).ok_or_else(|| data("the spilled batch has no _row column".into()))?;
+    // A batch of no rows (every line of it rejected) may lack the columns of one with rows.
+    let kept = match rows(spilled) {
+        Some(kept) => kept,
+        None if spilled.num_rows() == 0 => Int64Array::from(Vec::<i64>::new()),
+        None => return Err(data("the spilled batch has no _row column".into())),
+    };
     let mut take = Vec::with_capacity(kept.len());
     for &r in kept.values().iter() {
         let i = r.checked_sub(first_row as i64).filter(|&i| i >= 0 && (i as usize) < read.num_rows());

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::{RecordBatch, RecordBatchOptions};
 use arrow_schema::Schema;
 use curator_core::TaskMeta;
 
@@ -86,7 +86,14 @@ fn read_ipc(path: &Path, columns: Option<&[&str]>) -> Result<(RecordBatch, Optio
     let clean = Arc::new(Schema::new_with_metadata(schema.fields().clone(), metadata));
     let batch = match batches.as_slice() {
         [] => RecordBatch::new_empty(clean),
-        [one] => RecordBatch::try_new(clean, one.columns().to_vec()).map_err(|e| rerr(path, e))?,
+        // The row count is kept when the projection names no column the file has (a batch of
+        // rejected lines only never got the columns stages add).
+        [one] => RecordBatch::try_new_with_options(
+            clean,
+            one.columns().to_vec(),
+            &RecordBatchOptions::new().with_row_count(Some(one.num_rows())),
+        )
+        .map_err(|e| rerr(path, e))?,
         _ => return Err(rerr(path, "more than one batch")),
     };
     Ok((batch, extra))
@@ -276,5 +283,8 @@ mod tests {
         assert_eq!(text_only.batch.num_columns(), 1);
         assert_eq!(text_only.batch.num_rows(), 2);
         assert!(text_only.side.is_empty());
+        // A projection that names no column of the file keeps the row count.
+        let none = spill.read_columns(&files[0], &["_signature"]).unwrap();
+        assert_eq!((none.batch.num_columns(), none.batch.num_rows()), (0, 2));
     }
 }
