@@ -65,6 +65,76 @@ fn fuzzy_dedup_in_phases_over_three_shards_equals_one_machine() {
 }
 
 #[test]
+fn phases_that_share_only_an_object_store_equal_one_machine() {
+    if !needs(Need::MotoServer) {
+        return;
+    }
+    let (dir, _) = setup("{method: fuzzy, word_ngrams: 5, bands_per_iteration: 4}", ", blocksize: 40KB");
+    run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();
+    let single = dir.path().join("out");
+    assert!(!duplicates(&single).is_empty());
+    let s3 = crate::s3::S3Server::start();
+    s3.create_bucket("phases");
+    for f in std::fs::read_dir(dir.path().join("data")).unwrap().flatten() {
+        s3.put_object("phases", &format!("data/{}", f.file_name().to_string_lossy()), &std::fs::read(f.path()).unwrap());
+    }
+    // The input, the work (OUTPUT/_dedup_work, by default for an object-store sink) and the
+    // output live in the object store only: every job runs in a directory of its own, with a
+    // temporary directory of its own, as on nodes that share no filesystem.
+    let yaml = std::fs::read_to_string(dir.path().join("pipeline.yaml"))
+        .unwrap()
+        .replace("path: data,", "path: s3://phases/data,")
+        .replace("path: out,", "path: s3://phases/out,");
+    let pipeline = dir.path().join("s3.yaml");
+    std::fs::write(&pipeline, yaml).unwrap();
+    let job = |args: &[&str]| {
+        let node = tempfile::tempdir().unwrap();
+        let mut c = s3.command(s3.port);
+        c.current_dir(node.path()).env("TMPDIR", node.path()).args(args);
+        let run: Run = c.output().unwrap().into();
+        run.ok();
+        // The job's scratch copy of the work is gone when it ends.
+        let left: Vec<_> = std::fs::read_dir(node.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(left.is_empty(), "{left:?}");
+        run
+    };
+    let phase = |p: &str, shard: &str| {
+        let plugins = [crate::dedup::minhash_dir().to_str().unwrap(), guests_dir().to_str().unwrap()];
+        let mut args = vec!["run", pipeline.to_str().unwrap(), "--phase", p, "--plugins", plugins[0], "--plugins", plugins[1]];
+        if !shard.is_empty() {
+            args.extend(["--shard", shard]);
+        }
+        job(&args)
+    };
+    // Three docs shards, two bucket shards (the passes dealt between them), three output shards.
+    for i in ["0/3", "1/3", "2/3"] {
+        let docs = phase("docs", i);
+        assert!(docs.stderr.contains("uploaded to s3://phases/out/_dedup_work"), "{}", docs.stderr);
+    }
+    let early: Run = s3
+        .command(s3.port)
+        .args(["run", pipeline.to_str().unwrap(), "--phase", "output", "--plugins"])
+        .arg(crate::dedup::minhash_dir())
+        .output()
+        .unwrap()
+        .into();
+    assert!(early.stderr.contains("the components phase has not finished"), "{}", early.stderr);
+    for j in ["0/2", "1/2"] {
+        phase("buckets", j);
+    }
+    phase("components", "");
+    for i in ["0/3", "1/3", "2/3"] {
+        phase("output", i);
+    }
+    job(&["merge", "s3://phases/out"]);
+    let phased = dir.path().join("phased");
+    s3.download("phases", "out", &phased);
+    assert_eq!(duplicates(&phased), duplicates(&single));
+    assert_eq!(output_ids(&phased), output_ids(&single));
+    assert_eq!(manifest(&phased), manifest(&single));
+}
+
+#[test]
 fn exact_dedup_in_phases_equals_one_machine() {
     let (dir, _) = setup("{method: exact}", ", blocksize: 40KB");
     run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();

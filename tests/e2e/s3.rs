@@ -74,6 +74,34 @@ impl S3Server {
         c
     }
 
+    /// Copy every object under `prefix` in `bucket` into the local directory `to` (its
+    /// key, less the prefix, as the path), with credentials (moto refuses anonymous reads).
+    pub fn download(&self, bucket: &str, prefix: &str, to: &std::path::Path) {
+        use futures::StreamExt;
+        use object_store::{ObjectStore, ObjectStoreExt};
+        curator_host::io::tls::install_crypto_provider();
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_endpoint(format!("http://127.0.0.1:{}", self.port))
+            .with_allow_http(true)
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .with_region("us-east-1")
+            .build()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let listed: Vec<_> = store.list(Some(&prefix.into())).collect().await;
+            for meta in listed {
+                let key = meta.unwrap().location;
+                let bytes = store.get(&key).await.unwrap().bytes().await.unwrap();
+                let path = to.join(key.as_ref().strip_prefix(prefix).unwrap().trim_start_matches('/'));
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, bytes).unwrap();
+            }
+        });
+    }
+
     /// Keys under `prefix` in `bucket`.
     pub fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
         let url = format!("http://127.0.0.1:{}/{bucket}?list-type=2&prefix={prefix}", self.port);

@@ -124,8 +124,11 @@ pub fn scan(
     Ok(index)
 }
 
+/// The names of the candidate-pair files the bucket passes write (`edges-PASS-…bin`).
+pub(crate) const EDGES_PREFIX: &str = "edges-";
+
 fn edges_prefix(it: usize) -> String {
-    format!("edges-{it:03}-")
+    format!("{EDGES_PREFIX}{it:03}-")
 }
 
 /// Candidate pairs of one bucket partition's records (sorted here), packed `a << 32 | b`, a < b.
@@ -335,7 +338,7 @@ pub fn components(
         .map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(String::from))
-        .filter(|n| n.starts_with("edges-") && n.ends_with(".bin"))
+        .filter(|n| n.starts_with(EDGES_PREFIX) && n.ends_with(".bin"))
         .filter(|n| (0..iterations).any(|it| n.starts_with(&edges_prefix(it))))
         .collect();
     names.sort();

@@ -16,6 +16,7 @@
 pub mod components;
 pub mod estimate;
 mod exact;
+pub mod exchange;
 mod fuzzy;
 mod index;
 pub mod lean;
@@ -154,15 +155,18 @@ pub struct StepPlan<'a> {
 /// The step's layout: what this machine's plan picked, unless the work directory recorded
 /// one first (`Work::layout`).
 pub(crate) fn layout(dedup: StepPlan<'_>, work: &Work) -> Result<Layout, DedupError> {
+    work.layout(planned_layout(dedup))
+}
+
+/// The layout this machine's plan picked.
+pub(crate) fn planned_layout(dedup: StepPlan<'_>) -> Layout {
     let cap = &dedup.capacity;
-    work.layout(Layout { bands_per_iteration: cap.bands_per_iteration, iterations: cap.iterations, partitions: cap.partitions })
+    Layout { bands_per_iteration: cap.bands_per_iteration, iterations: cap.iterations, partitions: cap.partitions }
 }
 
 fn new_stats(dedup: StepPlan<'_>, layout: Option<Layout>) -> DedupStats {
     let spec = &dedup.spec;
-    let cap = &dedup.capacity;
-    let layout =
-        layout.unwrap_or(Layout { bands_per_iteration: cap.bands_per_iteration, iterations: cap.iterations, partitions: cap.partitions });
+    let layout = layout.unwrap_or(planned_layout(dedup));
     DedupStats {
         method: format!("{:?}", spec.method).to_lowercase(),
         action: format!("{:?}", spec.action).to_lowercase(),

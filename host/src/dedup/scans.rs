@@ -14,7 +14,8 @@ use super::DedupError;
 use super::index::Index;
 use super::work::Work;
 
-const PREFIX: &str = "scan-";
+/// The scan directories' names (`scan-shard-I-of-N`).
+pub(crate) const PREFIX: &str = "scan-";
 
 /// The scan directory of docs shard `shard`.
 pub fn part(work: &Work, shard: Shard) -> Result<Work, DedupError> {

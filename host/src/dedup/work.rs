@@ -16,17 +16,38 @@ use crate::io::{InputFile, Loc};
 /// Name of the work directory inside a local output directory.
 pub const WORK_DIR: &str = "_dedup_work";
 
-/// Where a pipeline's dedup step works: `execution.spill_dir`, else inside a local output
-/// directory, else (object-store output) a directory of the system's temporary directory
-/// named after the output URL (so a rerun finds it).
-pub fn work_dir(spec: &PipelineSpec, output: &Loc) -> PathBuf {
-    match (&spec.execution.spill_dir, output) {
-        (Some(d), _) => PathBuf::from(d).join(WORK_DIR),
-        (None, Loc::Local(d)) => d.join(WORK_DIR),
-        (None, remote) => {
-            std::env::temp_dir().join(format!("curator-dedup-{:016x}", xxhash_rust::xxh3::xxh3_64(remote.display().as_bytes())))
-        }
-    }
+/// The documents spill inside the work directory (`PARTITION-SEQ.arrow`, `PARTITION.done`).
+pub const DOCS: &str = "docs";
+
+/// Where a pipeline's dedup step works: the local directory its phases write, and, when
+/// the phases of a sharded step (`phase`) exchange their work through an object store, the
+/// prefix that holds it (`dedup::exchange`).
+///
+/// - `execution.spill_dir` on local disk (shared by every node for phases): its
+///   `_dedup_work`;
+/// - `execution.spill_dir` on an object store: its `_dedup_work` for phases, each phase
+///   working in a scratch directory of its own; a run on one machine works in the system's
+///   temporary directory instead;
+/// - no `spill_dir`: inside a local output directory; with an object-store output, phases
+///   exchange through `OUTPUT/_dedup_work` and a run on one machine works in the system's
+///   temporary directory.
+///
+/// Temporary directories are named after the URL, so a rerun finds its work; a phase's
+/// scratch directory also after the process (it is removed when the phase ends).
+pub fn work_place(spec: &PipelineSpec, output: &Loc, phase: bool) -> Result<(PathBuf, Option<Loc>), crate::io::IoError> {
+    let remote = match (&spec.execution.spill_dir, output) {
+        (Some(d), _) => match Loc::parse(d, Path::new(""))? {
+            Loc::Local(p) => return Ok((p.join(WORK_DIR), None)),
+            remote => remote.join(WORK_DIR),
+        },
+        (None, Loc::Local(d)) => return Ok((d.join(WORK_DIR), None)),
+        (None, remote) => remote.join(WORK_DIR),
+    };
+    let named = format!("curator-dedup-{:016x}", xxhash_rust::xxh3::xxh3_64(remote.display().as_bytes()));
+    Ok(match phase {
+        true => (std::env::temp_dir().join(format!("{named}-{}", std::process::id())), Some(remote)),
+        false => (std::env::temp_dir().join(named), None),
+    })
 }
 
 /// What a step's results depend on: the source, every entry up to the dedup step, the
@@ -102,19 +123,9 @@ impl Work {
     /// The step's layout: the one recorded here, else `planned`, recorded. The first writer
     /// wins (a hard link cannot replace an existing name), so concurrent shards agree.
     pub fn layout(&self, planned: Layout) -> Result<Layout, DedupError> {
-        let path = self.path("layout.json");
-        if !path.exists() {
-            let tmp = unique_tmp(&path);
-            let bytes =
-                serde_json::to_vec(&planned).map_err(|e| DedupError::Data { path: path.display().to_string(), message: e.to_string() })?;
-            std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, e))?;
-            let linked = std::fs::hard_link(&tmp, &path);
-            let _ = std::fs::remove_file(&tmp);
-            match linked {
-                Ok(()) => return Ok(planned),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io(&path, e)),
-            }
+        let path = self.path(Self::LAYOUT);
+        if !path.exists() && Loc::Local(path.clone()).create_new(&layout_bytes(&planned))? {
+            return Ok(planned);
         }
         let bytes = read_all(&path)?;
         let found: Layout =
@@ -131,6 +142,9 @@ impl Work {
         Ok(found)
     }
 
+    /// The recorded layout's file name.
+    pub const LAYOUT: &str = "layout.json";
+
     /// Whether phase `name` finished in this or an earlier run.
     pub fn done(&self, name: &str) -> bool {
         self.path(&format!("{name}.done")).exists()
@@ -146,6 +160,11 @@ impl Work {
     pub fn remove(self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `layout` as `layout.json` holds it.
+pub fn layout_bytes(layout: &Layout) -> Vec<u8> {
+    serde_json::to_vec(layout).unwrap_or_default()
 }
 
 /// A temporary name beside `path` no other process uses (shards share work directories).

@@ -21,6 +21,7 @@ use curator_core::shard::{Phase, Shard};
 use super::graph::{Sink, Source, run_graph};
 use super::write::Written;
 use super::{RunError, Schedule};
+use crate::dedup::exchange::Exchange;
 use crate::dedup::work::{Work, fingerprint};
 use crate::dedup::{DedupReplay, DedupStats, find_duplicates, writes_documents};
 use crate::io::journal::Journal;
@@ -39,7 +40,7 @@ pub(super) struct Barrier {
 /// The whole step on this machine: documents, the step's phases, output, `_duplicates/`.
 pub(super) fn run_with_dedup(plan: &Plan, d: &PlannedDedup, sched: &mut Schedule<'_>) -> Result<Barrier, RunError> {
     let work = Work::open(&d.work_dir, &fingerprint(&plan.spec, d.step, &plan.inputs), false)?;
-    let reader = SpillDir::open(work.path("docs"), None)?;
+    let reader = SpillDir::open(work.path(crate::dedup::work::DOCS), None)?;
     let mut docs_stats = DedupStats::default();
     let read = spill_documents(plan, d, &reader, sched, &mut docs_stats)?;
     let ctx = (sched.new_ctx)(plan.clone());
@@ -61,8 +62,13 @@ pub(super) fn run_phase(
     (phase, shard): (Phase, Shard),
     sched: &mut Schedule<'_>,
 ) -> Result<Barrier, RunError> {
+    let exchange = match &d.exchange {
+        Some(remote) => Some(pull(plan, d, (phase, shard), remote)?),
+        None => None,
+    };
+    let before = exchange.as_ref().map(Exchange::snapshot).transpose()?;
     let work = Work::open(&d.work_dir, &fingerprint(&plan.spec, d.step, &plan.inputs), true)?;
-    let reader = SpillDir::open(work.path("docs"), None)?;
+    let reader = SpillDir::open(work.path(crate::dedup::work::DOCS), None)?;
     let ctx = (sched.new_ctx)(plan.clone());
     let mut read = (0, 0);
     let mut written = Written::default();
@@ -96,7 +102,28 @@ pub(super) fn run_phase(
             stats
         }
     };
+    if let (Some(x), Some(before)) = (&exchange, &before) {
+        let pushed = x.push(before)?;
+        tracing::info!("dedup {:?}: {pushed} work file(s) uploaded to {}", d.label, x.remote().display());
+    }
     Ok(Barrier { read, written, stats, work })
+}
+
+/// A phase's scratch copy of the work its step exchanges through `remote`: the files the
+/// phase reads, and the step's layout (claimed for this machine's plan if no phase has yet).
+fn pull(plan: &Plan, d: &PlannedDedup, (phase, shard): (Phase, Shard), remote: &crate::io::Loc) -> Result<Exchange, RunError> {
+    let x = Exchange::open(remote.clone(), &d.work_dir)?;
+    let partitions: HashSet<usize> = match phase {
+        Phase::Docs => d.all_partitions.iter().map(|p| p.index).collect(),
+        _ => plan.partitions.iter().map(|p| p.index).collect(),
+    };
+    let owned = crate::dedup::exchange::Owned { phase, shard, partitions: &partitions };
+    let pulled = x.pull(|rel| crate::dedup::exchange::reads(&owned, rel))?;
+    tracing::info!("dedup {:?}: {pulled} work file(s) fetched from {} into {}", d.label, remote.display(), d.work_dir.display());
+    if !d.work_dir.join(Work::LAYOUT).exists() {
+        x.claim(Work::LAYOUT, &crate::dedup::work::layout_bytes(&crate::dedup::planned_layout(d.step_plan())))?;
+    }
+    Ok(x)
 }
 
 /// What a docs shard read from its source: (documents, rejected lines).

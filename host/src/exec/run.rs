@@ -183,9 +183,10 @@ fn run_steps(plan: &Plan, ctx: &Arc<Ctx>, sched: &mut Schedule<'_>) -> Result<St
 /// Batch mode: the graph once per stage, each stage's output spilled for the next one.
 fn run_batch_mode(plan: &Plan, ctx: &Arc<Ctx>, sched: &mut Schedule<'_>) -> Result<((u64, u64), Written), RunError> {
     let root = match (&plan.spec.execution.spill_dir, &plan.output_dir) {
-        (Some(d), _) => PathBuf::from(d),
+        // An object-store spill_dir is for a dedup step's phases; batch mode spills locally.
+        (Some(d), _) if !d.contains("://") => PathBuf::from(d),
         (None, crate::io::Loc::Local(d)) => d.join("_spill"),
-        (None, _) => std::env::temp_dir().join(format!("curator-spill-{}", std::process::id())),
+        _ => std::env::temp_dir().join(format!("curator-spill-{}", std::process::id())),
     };
     let mut read = (0, 0);
     let mut previous: Option<SpillDir> = None;

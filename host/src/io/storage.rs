@@ -266,12 +266,30 @@ impl Loc {
 
     /// Make the spooled file `tmp` this location: rename (local) or upload (remote).
     pub fn commit(&self, tmp: &Path) -> Result<(), IoError> {
+        match self {
+            Loc::Local(p) => std::fs::rename(tmp, p).map_err(|source| IoError::write(self.display(), source)),
+            Loc::Remote { .. } => {
+                let result = self.upload(tmp);
+                let _ = std::fs::remove_file(tmp);
+                result
+            }
+        }
+    }
+
+    /// Copy the local file `from` to this location, whole: a reader sees the old object or
+    /// the new one, never part of it (object stores: one put, or a multipart upload above 8
+    /// MiB; local: a temporary name beside it, then a rename).
+    pub fn upload(&self, from: &Path) -> Result<(), IoError> {
         let werr = |source| IoError::write(self.display(), source);
         match self {
-            Loc::Local(p) => std::fs::rename(tmp, p).map_err(werr),
+            Loc::Local(p) => {
+                let tmp = self.spool_path();
+                self.create_parent()?;
+                std::fs::copy(from, &tmp).and_then(|_| std::fs::rename(&tmp, p)).map_err(werr)
+            }
             Loc::Remote { store, path, .. } => {
-                let size = std::fs::metadata(tmp).map_err(werr)?.len();
-                let mut file = File::open(tmp).map_err(werr)?;
+                let size = std::fs::metadata(from).map_err(werr)?.len();
+                let mut file = File::open(from).map_err(werr)?;
                 let result = if size <= 8 << 20 {
                     let mut data = Vec::with_capacity(size as usize);
                     file.read_to_end(&mut data).map_err(werr)?;
@@ -293,9 +311,76 @@ impl Loc {
                         w.finish().await.map(|_| ())
                     })
                 };
-                let _ = std::fs::remove_file(tmp);
                 result.map_err(|e| werr(std::io::Error::other(e.to_string())))
             }
+        }
+    }
+
+    /// Copy this file to the local path `to`, streamed, through a temporary name beside it.
+    pub fn download(&self, to: &Path) -> Result<(), IoError> {
+        use std::io::Write;
+        let tmp = Loc::Local(to.to_path_buf()).spool_path();
+        let werr = |source| IoError::write(tmp.display().to_string(), source);
+        let mut out = std::io::BufWriter::new(File::create(&tmp).map_err(werr)?);
+        let copied = match self {
+            Loc::Local(p) => File::open(p)
+                .map_err(|source| IoError::Open { path: self.display(), source })
+                .and_then(|mut f| std::io::copy(&mut f, &mut out).map(|_| ()).map_err(werr)),
+            Loc::Remote { store, path, .. } => runtime().block_on(async {
+                let mut chunks = store.get(path).await.map_err(|e| obj_err(&self.display(), e))?.into_stream();
+                while let Some(chunk) = chunks.next().await {
+                    out.write_all(&chunk.map_err(|e| obj_err(&self.display(), e))?).map_err(werr)?;
+                }
+                Ok(())
+            }),
+        };
+        let done = copied.and_then(|()| out.into_inner().map_err(|e| werr(e.into_error()))).and_then(|f| f.sync_all().map_err(werr));
+        match done.and_then(|()| std::fs::rename(&tmp, to).map_err(werr)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Create this file holding `bytes` unless it exists: `Ok(true)` when this call created
+    /// it, `Ok(false)` when another writer did first (a conditional put on object stores, a
+    /// hard link on local disks: the first writer wins either way).
+    pub fn create_new(&self, bytes: &[u8]) -> Result<bool, IoError> {
+        let werr = |source| IoError::write(self.display(), source);
+        match self {
+            Loc::Local(p) => {
+                let tmp = self.spool_path();
+                self.create_parent()?;
+                std::fs::write(&tmp, bytes).map_err(werr)?;
+                let linked = std::fs::hard_link(&tmp, p);
+                let _ = std::fs::remove_file(&tmp);
+                match linked {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+                    Err(e) => Err(werr(e)),
+                }
+            }
+            Loc::Remote { store, path, .. } => {
+                let opts = object_store::PutOptions { mode: object_store::PutMode::Create, ..Default::default() };
+                match runtime().block_on(store.put_opts(path, PutPayload::from(bytes.to_vec()), opts)) {
+                    Ok(_) => Ok(true),
+                    Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+                    Err(e) => Err(werr(std::io::Error::other(e.to_string()))),
+                }
+            }
+        }
+    }
+
+    /// Make the directory this file goes in exist (local only).
+    fn create_parent(&self) -> Result<(), IoError> {
+        match self {
+            Loc::Local(p) => match p.parent() {
+                Some(d) => std::fs::create_dir_all(d).map_err(|source| IoError::write(self.display(), source)),
+                None => Ok(()),
+            },
+            Loc::Remote { .. } => Ok(()),
         }
     }
 

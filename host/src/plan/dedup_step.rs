@@ -22,8 +22,11 @@ pub struct PlannedDedup {
     /// Every partition of the input (the step needs all of them, even those a resumed run
     /// already wrote out).
     pub all_partitions: Vec<PlannedPartition>,
-    /// Local directory of the step's spill and checkpoints.
+    /// Local directory of the step's spill and checkpoints (for a phase that exchanges its
+    /// work through an object store, its scratch copy).
     pub work_dir: PathBuf,
+    /// The object-store prefix the phases exchange their work through (`dedup::exchange`).
+    pub exchange: Option<Loc>,
     /// The corpus as estimated from file sizes and a sample.
     pub corpus: curator_core::dedup::Corpus,
     /// Bands per iteration, partitions, memory and disk of each phase.
@@ -52,7 +55,8 @@ pub(super) fn plan_dedup_step(
 ) -> Result<Option<PlannedDedup>, PlanError> {
     let Some((step, d)) = spec.dedup() else { return Ok(None) };
     let memory = opts.memory_bytes.unwrap_or_else(crate::os::available_memory_bytes);
-    let work_dir = crate::dedup::work::work_dir(spec, output_dir);
+    let (work_dir, exchange) = crate::dedup::work::work_place(spec, output_dir, opts.phase.is_some())
+        .map_err(|e| SpecError::new(label, "execution.spill_dir", e.to_string()))?;
     let corpus = crate::dedup::estimate::corpus(inputs, spec.source.limit);
     let capacity = curator_core::dedup::plan_dedup(&d.dedup, corpus, memory);
     if !capacity.fits && !opts.ignore_memory_plan {
@@ -77,6 +81,7 @@ pub(super) fn plan_dedup_step(
         before,
         all_partitions,
         work_dir,
+        exchange,
         corpus,
         capacity,
         memory_bytes: memory,
@@ -84,13 +89,7 @@ pub(super) fn plan_dedup_step(
 }
 
 /// Whether `--phase` and `--shard` fit the pipeline's dedup step (or its absence).
-pub(super) fn check_phase(
-    spec: &PipelineSpec,
-    label: &str,
-    dedup: Option<&PlannedDedup>,
-    output_dir: &Loc,
-    opts: PlanOptions<'_>,
-) -> Result<(), PlanError> {
+pub(super) fn check_phase(label: &str, dedup: Option<&PlannedDedup>, opts: PlanOptions<'_>) -> Result<(), PlanError> {
     match (dedup, opts.phase) {
         (Some(d), None) if opts.shard.is_some() => {
             return Err(SpecError::new(
@@ -110,14 +109,6 @@ pub(super) fn check_phase(
         }
         (None, Some(p)) => {
             return Err(SpecError::new(label, "stages", format!("--phase {}: the pipeline has no dedup step", p.name())).into());
-        }
-        (Some(_), Some(_)) if spec.execution.spill_dir.is_none() && output_dir.is_remote() => {
-            return Err(SpecError::new(
-                label,
-                "execution.spill_dir",
-                "the phases of a dedup step share a work directory, and with an object-store sink the default one is on each machine's own disk: set execution.spill_dir to a directory every node mounts",
-            )
-            .into());
         }
         _ => {}
     }

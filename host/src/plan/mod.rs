@@ -317,7 +317,7 @@ fn plan_locked(
         Some(before) => dedup_step::plan_dedup_step(&spec, label, before, parts.all, &inputs, &output_dir, opts)?,
         None => None,
     };
-    dedup_step::check_phase(&spec, label, dedup.as_ref(), &output_dir, opts)?;
+    dedup_step::check_phase(label, dedup.as_ref(), opts)?;
     let fingerprint = crate::dedup::work::fingerprint(&spec, spec.stages.len().saturating_sub(1), &inputs);
     Ok(Plan {
         spec,

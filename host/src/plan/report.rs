@@ -114,7 +114,7 @@ pub fn report(plan: &Plan, workers: Option<usize>, memory: Option<u64>) -> Repor
             recommended_bands_per_iteration: rec.bands_per_iteration,
             recommended_partitions: rec.partitions,
             lsh_threshold: lsh,
-            work_dir: d.work_dir.display().to_string(),
+            work_dir: d.exchange.as_ref().map(|r| r.display()).unwrap_or_else(|| d.work_dir.display().to_string()),
         }
     });
     Report {
