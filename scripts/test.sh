@@ -15,9 +15,11 @@ fi
 if ! python3 -c 'import pyarrow, polars, duckdb' >/dev/null 2>&1; then
     python3 -m pip install --quiet pyarrow polars duckdb
 fi
-# The Ray driver (python/curator-ray, with Ray from PyPI) for the cluster tests.
+# The Ray driver (python/curator-ray, with Ray from PyPI) for the cluster tests; they run the
+# workspace's binary, so the driver's curator-host wheel (scripts/wheel-smoke.sh) is not needed.
 if ! python3 -c 'import ray, curator_ray' >/dev/null 2>&1; then
-    python3 -m pip install --quiet ./python/curator-ray
+    python3 -m pip install --quiet 'ray>=2.9'
+    python3 -m pip install --quiet --no-deps ./python/curator-ray
 fi
 # The OCI tests push and pull plugins through a real registry on loopback (Debian's
 # docker-registry, the CNCF distribution registry).

@@ -222,6 +222,17 @@ pub(crate) fn crash_point(marker: &str) {
     }
 }
 
+/// Where an installed `curator-host` (`PREFIX/bin/curator-host`: the pip wheel, a tarball)
+/// keeps what it ships, below `PREFIX`: the first-party plugins in `plugins/`, the key they
+/// are signed with in `trust/`.
+pub const INSTALLED_SHARE: &str = "share/curator";
+
+/// `PREFIX/share/curator/NAME` for the running binary's `PREFIX/bin/curator-host`.
+pub fn installed(name: &str) -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.join(INSTALLED_SHARE).join(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,13 +45,14 @@ pub enum RegistryError {
 pub type Gate<'a> = &'a dyn Fn(&Path) -> Result<crate::trust::Standing, String>;
 
 /// The plugin search path: `--plugins` dirs, then `$CURATOR_PLUGINS` (colon-separated),
-/// then `./plugins`.
+/// then `./plugins`, then the plugins installed with the binary (`os::installed`).
 pub fn search_path(cli_dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = cli_dirs.to_vec();
     if let Some(env) = std::env::var_os("CURATOR_PLUGINS") {
         dirs.extend(std::env::split_paths(&env).filter(|p| !p.as_os_str().is_empty()));
     }
     dirs.push(PathBuf::from("plugins"));
+    dirs.extend(crate::os::installed("plugins").filter(|d| d.is_dir()));
     // A directory named twice (`--plugins plugins` and the default) is searched once.
     let mut seen = std::collections::HashSet::new();
     dirs.retain(|d| seen.insert(d.canonicalize().unwrap_or_else(|_| d.clone())));

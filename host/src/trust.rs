@@ -98,13 +98,15 @@ impl TrustStore {
     /// The directories given (`--trust-dir`), then `$CURATOR_TRUST_DIR`, then
     /// `~/.config/curator/trust`, then the build's own keys: [`BUILD_TRUST_DIR`] beside the
     /// `curator-host` binary, where `scripts/sign-build.sh` puts the key it signs the
-    /// first-party plugins of that build with. Missing ones are skipped, unreadable keys
+    /// first-party plugins of that build with, or, for an installed binary, beside its
+    /// installed plugins (`os::installed`). Missing ones are skipped, unreadable keys
     /// reported.
     pub fn default_dirs(given: &[PathBuf]) -> Vec<PathBuf> {
         let mut dirs = Self::user_dirs(given);
         if let Some(beside) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(|d| d.join(BUILD_TRUST_DIR))) {
             dirs.push(beside);
         }
+        dirs.extend(crate::os::installed(BUILD_TRUST_DIR));
         dirs
     }
 

@@ -10,6 +10,7 @@ started it (PR_SET_PDEATHSIG), so a lost node's shard never runs twice at once.
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,9 +47,20 @@ def _die_with_parent():
         pass
 
 
+def resolve(curator):
+    """The binary to run on this node: `curator` as given when it is a path or on PATH, else
+    the one the `curator-host` wheel installed into this Python environment (a Ray
+    `runtime_env` with `pip: [curator_host-….whl]` installs it on every node)."""
+    if os.sep in curator or shutil.which(curator):
+        return curator
+    installed = os.path.join(sys.prefix, "bin", curator)
+    return installed if os.access(installed, os.X_OK) else curator
+
+
 def run_curator(argv, env=None):
     """Run one curator-host command to completion; its timing and the tail of its output."""
     started = time.time()
+    argv = [resolve(argv[0])] + list(argv[1:])
     p = subprocess.run(
         argv,
         stdout=subprocess.PIPE,
@@ -67,7 +79,7 @@ def run_curator(argv, env=None):
 
 def plan_report(curator, pipeline, plugins):
     """`curator-host plan --json` of the pipeline, on this (the driver's) machine."""
-    argv = [curator, "plan", pipeline, "--json"] + [a for d in plugins for a in ("--plugins", d)]
+    argv = [resolve(curator), "plan", pipeline, "--json"] + [a for d in plugins for a in ("--plugins", d)]
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise policy.PolicyError(f"{' '.join(argv)} failed:\n{p.stderr.strip()}")
@@ -76,7 +88,7 @@ def plan_report(curator, pipeline, plugins):
 
 def shard_partitions(curator, pipeline, plugins, shard_args):
     """The partitions a shard owns, as `run --dry-run` lists them (for failure reports)."""
-    argv = [curator, "run", pipeline, "--dry-run"] + shard_args + [a for d in plugins for a in ("--plugins", d)]
+    argv = [resolve(curator), "run", pipeline, "--dry-run"] + shard_args + [a for d in plugins for a in ("--plugins", d)]
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return [line.strip() for line in p.stdout.splitlines() if line.strip().startswith("partition ")]
 
