@@ -5,12 +5,14 @@
 //!   classified by length, stop-word density and link density, then revised by its neighbours
 //!   ([`classify`]). Checked paragraph for paragraph against the Python package in
 //!   `tests/parity.rs`.
-//! - [`stoplists`]: jusText's stop-word lists for 100 languages.
+//! - [`stoplists`]: jusText's stop-word lists for 100 languages; [`language`]: which one a
+//!   page needs when nobody said (`language: auto`).
 //!
 //! The HTML is parsed by html5ever (through `scraper`'s tree), the WHATWG parser of Servo.
 
 pub mod classify;
 pub mod dom;
+pub mod language;
 pub mod main_text;
 pub mod paragraphs;
 pub mod self_closing;
@@ -29,7 +31,12 @@ pub fn justext(html: &str, stoplist: &stoplists::Stoplist, params: &Params) -> V
 /// The text NeMo Curator's jusText extractor keeps: good paragraphs joined by a blank line
 /// (all paragraphs when `keep_boilerplate`, as it does for languages written without spaces).
 pub fn justext_text(html: &str, stoplist: &stoplists::Stoplist, params: &Params, keep_boilerplate: bool) -> String {
-    let paragraphs = justext(html, stoplist, params);
+    kept_text(&justext(html, stoplist, params), keep_boilerplate)
+}
+
+/// Classified paragraphs as NeMo Curator's extractor returns them: the good ones (all when
+/// `keep_boilerplate`) joined by a blank line.
+pub fn kept_text(paragraphs: &[Paragraph], keep_boilerplate: bool) -> String {
     let kept: Vec<&str> = paragraphs.iter().filter(|p| keep_boilerplate || p.class == Class::Good).map(|p| p.text.as_str()).collect();
     kept.join("\n\n")
 }
