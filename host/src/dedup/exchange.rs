@@ -38,30 +38,39 @@ pub struct Owned<'a> {
 }
 
 /// Whether the phase `owned` describes reads the work file `rel` (a `/`-separated path
-/// below the work directory). Docs shards read back only their own partitions and scan (to
-/// resume); bucket shards every scan (the signatures), never the documents; the components
-/// phase everything (fuzzy dedup checks doubtful pairs on their text, `_duplicates/` takes the
-/// ids); output shards their partitions' documents and the scans' indexes, not the keys or
-/// signatures. The step's small files (fingerprint, layout, markers, groups, statistics) are
-/// read by every phase.
+/// below the work directory).
+/// - Docs shards: their own partitions and scan (to resume).
+/// - Bucket shards: every scan (the signatures), every document (they check their passes'
+///   doubtful pairs on the text), the candidate pairs of their own passes (to resume).
+/// - `components`: the scans (exact keys; no fuzzy signatures), the checked pairs, every
+///   document (`_duplicates/` takes the ids); no candidate pairs.
+/// - Output shards: their partitions' documents and the scans' indexes.
+///
+/// The step's small files (fingerprint, layout, markers, groups, statistics) are read by
+/// every phase.
 pub fn reads(owned: &Owned<'_>, rel: &str) -> bool {
     if let Some(name) = rel.strip_prefix(super::work::DOCS).and_then(|r| r.strip_prefix('/')) {
         let partition = name.get(..8).and_then(|d| d.parse::<usize>().ok());
         return match owned.phase {
             Phase::Docs | Phase::Output => partition.is_some_and(|p| owned.partitions.contains(&p)),
-            Phase::Buckets => false,
-            Phase::Components => true,
+            Phase::Buckets | Phase::Components => true,
         };
     }
     if let Some(rest) = rel.strip_prefix(super::scans::PREFIX) {
         return match owned.phase {
             Phase::Docs => rest.split('/').next() == Some(owned.shard.tag().as_str()),
-            Phase::Buckets | Phase::Components => true,
+            Phase::Buckets => true,
+            // Exact keys, not fuzzy signatures (the bucket shards checked the pairs).
+            Phase::Components => !rel.ends_with(super::fuzzy::SIGS),
             Phase::Output => !rel.ends_with(".bin"),
         };
     }
-    if rel.starts_with(super::fuzzy::EDGES_PREFIX) {
+    if rel.starts_with(super::verify::VERIFIED_PREFIX) && !rel.ends_with(".done") {
         return owned.phase == Phase::Components;
+    }
+    if let Some(rest) = rel.strip_prefix(super::fuzzy::EDGES_PREFIX) {
+        let pass = rest.get(..3).and_then(|p| p.parse::<usize>().ok());
+        return owned.phase == Phase::Buckets && pass.is_some_and(|it| curator_core::shard::owns_pass(owned.shard, it));
     }
     true
 }
@@ -211,26 +220,50 @@ mod tests {
             "docs/00000007-0000000001.arrow",
             "scan-shard-0001-of-0002/sigs.bin",
             "scan-shard-0001-of-0002/index.json",
-            "scan-shard-0000-of-0002/sigs.bin",
+            "scan-shard-0000-of-0002/keys-0000.bin",
             "scan-shard-0000-of-0002/read.json",
             "edges-000-0000-001.bin",
+            "edges-001-0000-001.bin",
+            "verified-001.bin",
         ];
         let picked = |phase| files.iter().filter(|f| reads(&at(phase), f)).copied().collect::<Vec<_>>();
         let small = ["fingerprint", "layout.json", "groups.bin", "buckets-000.done"];
         let with = |more: &[&'static str]| small.iter().chain(more).copied().collect::<Vec<_>>();
-        let mut docs = with(&["docs/00000003-0000000000.arrow", "docs/00000003.done"]);
-        docs.extend(["scan-shard-0001-of-0002/sigs.bin", "scan-shard-0001-of-0002/index.json"]);
-        assert_eq!(picked(Phase::Docs), docs);
+        assert_eq!(
+            picked(Phase::Docs),
+            with(&[
+                "docs/00000003-0000000000.arrow",
+                "docs/00000003.done",
+                "scan-shard-0001-of-0002/sigs.bin",
+                "scan-shard-0001-of-0002/index.json"
+            ])
+        );
+        // Bucket shard 1 of 2 owns pass 1 (passes are dealt round-robin).
         assert_eq!(
             picked(Phase::Buckets),
             with(&[
+                "docs/00000003-0000000000.arrow",
+                "docs/00000003.done",
+                "docs/00000007-0000000001.arrow",
                 "scan-shard-0001-of-0002/sigs.bin",
                 "scan-shard-0001-of-0002/index.json",
-                "scan-shard-0000-of-0002/sigs.bin",
-                "scan-shard-0000-of-0002/read.json"
+                "scan-shard-0000-of-0002/keys-0000.bin",
+                "scan-shard-0000-of-0002/read.json",
+                "edges-001-0000-001.bin"
             ])
         );
-        assert_eq!(picked(Phase::Components), files.to_vec());
+        assert_eq!(
+            picked(Phase::Components),
+            with(&[
+                "docs/00000003-0000000000.arrow",
+                "docs/00000003.done",
+                "docs/00000007-0000000001.arrow",
+                "scan-shard-0001-of-0002/index.json",
+                "scan-shard-0000-of-0002/keys-0000.bin",
+                "scan-shard-0000-of-0002/read.json",
+                "verified-001.bin"
+            ])
+        );
         assert_eq!(
             picked(Phase::Output),
             with(&[

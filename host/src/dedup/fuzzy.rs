@@ -13,11 +13,11 @@ use std::sync::atomic::Ordering;
 use arrow_array::Array;
 
 use curator_core::dedup::{FuzzyParams, Shingle};
-use curator_sdk::shingle::{Scratch, Shingles, jaccard, shingle_set};
+use curator_sdk::shingle::Shingles;
 
 use super::DedupError;
 use super::components::Components;
-use super::index::{Index, IndexedFile, load_pairs, save_pairs, utf8};
+use super::index::{Index, load_pairs, save_pairs, utf8};
 use super::scans::Sigs;
 use super::work::{RecordFile, Work, read_all, write_atomic};
 
@@ -127,7 +127,7 @@ pub fn scan(
 /// The names of the candidate-pair files the bucket passes write (`edges-PASS-…bin`).
 pub(crate) const EDGES_PREFIX: &str = "edges-";
 
-fn edges_prefix(it: usize) -> String {
+pub(crate) fn edges_prefix(it: usize) -> String {
     format!("{EDGES_PREFIX}{it:03}-")
 }
 
@@ -286,7 +286,7 @@ pub fn buckets(work: &Work, sigs: &Sigs, n: u32, p: &FuzzyParams, bpi: usize, pa
     work.mark(&marker)
 }
 
-fn shingles(p: &FuzzyParams) -> Shingles {
+pub(crate) fn shingles(p: &FuzzyParams) -> Shingles {
     match p.shingle {
         Shingle::Chars(n) => Shingles::Chars(n),
         Shingle::Words(n) => Shingles::Words(n),
@@ -303,20 +303,20 @@ pub struct Found {
     pub text_checks: u64,
 }
 
-/// Every pass's pairs, checked against their Jaccard similarity (unless the threshold is
-/// 0), joined into components: `(position, survivor)` pairs, candidates, verified. Every
-/// pass must have finished (a sharded step's bucket shards may not all have run).
-#[allow(clippy::too_many_arguments)]
-pub fn components(
-    work: &Work,
-    docs: &SpillDir,
-    index: &Index,
-    sigs: &Sigs,
-    p: &FuzzyParams,
-    iterations: usize,
-    chunk_docs: u64,
-    metrics: &RunMetrics,
-) -> Result<Found, DedupError> {
+/// Where the components phase gets its checked pairs.
+pub enum Pairs<'a> {
+    /// Every pass's candidate pairs, checked here against the Jaccard threshold (unless it is
+    /// 0) on their signatures, and on the text in `docs` where those leave doubt.
+    Check { docs: &'a SpillDir, sigs: &'a Sigs, p: &'a FuzzyParams, chunk_docs: u64 },
+    /// The bucket shards of a phased step checked their own passes' pairs
+    /// (`verify::verify_pass`): only joined here.
+    Checked,
+}
+
+/// Every pass's checked pairs joined into components: `(position, survivor)` pairs,
+/// candidates, verified. Every pass must have finished (a sharded step's bucket shards may
+/// not all have run).
+pub fn components(work: &Work, index: &Index, iterations: usize, pairs: Pairs<'_>, metrics: &RunMetrics) -> Result<Found, DedupError> {
     let n = index.documents() as u32;
     if work.done("groups") {
         let bytes = read_all(&work.path(PAIRS))?;
@@ -333,25 +333,35 @@ pub fn components(
             ),
         });
     }
-    let mut edges: Vec<u64> = Vec::new();
-    let mut names: Vec<String> = std::fs::read_dir(&work.dir)
-        .map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(String::from))
-        .filter(|n| n.starts_with(EDGES_PREFIX) && n.ends_with(".bin"))
-        .filter(|n| (0..iterations).any(|it| n.starts_with(&edges_prefix(it))))
-        .collect();
-    names.sort();
-    for name in names {
-        let bytes = read_all(&work.path(&name))?;
-        edges.extend(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())));
-    }
-    edges.sort_unstable();
-    edges.dedup();
-    let candidates = edges.len() as u64;
+    let (kept, candidates, checked) = match pairs {
+        Pairs::Checked => super::verify::join_verified(work, iterations)?,
+        Pairs::Check { docs, sigs, p, chunk_docs } => {
+            let mut edges: Vec<u64> = Vec::new();
+            let mut names: Vec<String> = std::fs::read_dir(&work.dir)
+                .map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().map(String::from))
+                .filter(|n| n.starts_with(EDGES_PREFIX) && n.ends_with(".bin"))
+                .filter(|n| (0..iterations).any(|it| n.starts_with(&edges_prefix(it))))
+                .collect();
+            names.sort();
+            for name in names {
+                let bytes = read_all(&work.path(&name))?;
+                edges.extend(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())));
+            }
+            edges.sort_unstable();
+            edges.dedup();
+            let candidates = edges.len() as u64;
+            metrics.dedup.candidate_pairs.store(candidates, Ordering::Relaxed);
+            let (kept, checked) = if p.jaccard_threshold > 0.0 && !edges.is_empty() {
+                super::verify::verify(sigs, &edges, docs, index, p, chunk_docs)?
+            } else {
+                (edges, 0)
+            };
+            (kept, candidates, checked)
+        }
+    };
     metrics.dedup.candidate_pairs.store(candidates, Ordering::Relaxed);
-    let (kept, checked) =
-        if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(sigs, &edges, docs, index, p, chunk_docs)? } else { (edges, 0) };
     metrics.dedup.text_checks.store(checked, Ordering::Relaxed);
     let verified = kept.len() as u64;
     metrics.dedup.verified_pairs.store(verified, Ordering::Relaxed);
@@ -367,142 +377,6 @@ pub fn components(
     Ok(Found { groups, candidates, verified, text_checks: checked })
 }
 
-/// How a candidate pair is decided from its signatures alone, when they leave no doubt: with
-/// `k` hashes the share of equal values estimates the Jaccard similarity with standard
-/// deviation √(t(1−t)/k) near the threshold t; a pair more than 6 deviations above it is
-/// accepted, more than 6 below rejected (a wrong call has odds below 10⁻⁹), and identical
-/// signatures are accepted when t^k < 10⁻⁹. Only the pairs in between are checked on text.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Triage {
-    Accept,
-    Reject,
-    Check,
-}
-
-fn triage(sa: &[u8], sb: &[u8], t: f64, k: usize) -> Triage {
-    let equal = sa.chunks_exact(4).zip(sb.chunks_exact(4)).filter(|(x, y)| x == y).count();
-    let margin = 6.0 * (t * (1.0 - t) / k as f64).sqrt();
-    let est = equal as f64 / k as f64;
-    if (equal == k && t.powi(k as i32) < 1e-9) || est >= t + margin {
-        Triage::Accept
-    } else if est < t - margin {
-        Triage::Reject
-    } else {
-        Triage::Check
-    }
-}
-
-/// The pairs whose shingle sets have Jaccard ≥ the threshold, and how many were checked on
-/// text. Pairs are triaged on their signatures (`triage`, every core); the shingle sets of
-/// just the documents in an undecided pair are built from the spill (every core), and those
-/// pairs checked exactly (every core).
-fn verify(
-    sigs: &Sigs,
-    edges: &[u64],
-    docs: &SpillDir,
-    index: &Index,
-    p: &FuzzyParams,
-    chunk_docs: u64,
-) -> Result<(Vec<u64>, u64), DedupError> {
-    let k = p.num_hashes();
-    let t = p.jaccard_threshold;
-    let threads = crate::os::available_cores().max(1);
-    let chunks: Vec<&[u64]> = edges.chunks(edges.len().div_ceil(threads * 4).max(1)).collect();
-    let triaged = super::index::par_map(&chunks, threads, |part| {
-        let (mut sa, mut sb) = (vec![0u8; k * 4], vec![0u8; k * 4]);
-        let (mut accepted, mut check) = (Vec::new(), Vec::new());
-        // Pairs are sorted by their first document, which a bucket's star repeats: it is
-        // read once per run of pairs.
-        let mut first: Option<u32> = None;
-        for &e in part.iter() {
-            let read = |doc: u32, buf: &mut Vec<u8>| sigs.read(doc as u64, buf);
-            if first != Some((e >> 32) as u32) {
-                read((e >> 32) as u32, &mut sa)?;
-                first = Some((e >> 32) as u32);
-            }
-            read(e as u32, &mut sb)?;
-            match triage(&sa, &sb, t, k) {
-                Triage::Accept => accepted.push(e),
-                Triage::Check => check.push(e),
-                Triage::Reject => {}
-            }
-        }
-        Ok((accepted, check))
-    })?;
-    let mut kept = Vec::new();
-    let mut check = Vec::new();
-    for (a, c) in triaged {
-        kept.extend(a);
-        check.extend(c);
-    }
-    // Undecided pairs, a chunk of at most `chunk_docs` documents' sets at a time.
-    let mut start = 0;
-    while start < check.len() {
-        let mut docs_in: std::collections::HashSet<u32> = std::collections::HashSet::new();
-        let mut end = start;
-        while end < check.len() {
-            let e = check[end];
-            let new = [(e >> 32) as u32, e as u32].iter().filter(|d| !docs_in.contains(d)).count();
-            if docs_in.len() + new > chunk_docs.max(2) as usize && end > start {
-                break;
-            }
-            docs_in.insert((e >> 32) as u32);
-            docs_in.insert(e as u32);
-            end += 1;
-        }
-        let mut involved: Vec<u32> = docs_in.into_iter().collect();
-        involved.sort_unstable();
-        kept.extend(check_on_text(&check[start..end], &involved, docs, index, p, threads)?);
-        start = end;
-    }
-    Ok((kept, check.len() as u64))
-}
-
-/// The pairs of `pairs` whose shingle sets have Jaccard ≥ the threshold; `involved`: their
-/// documents, sorted. Sets are built from the spill and pairs checked on every core.
-fn check_on_text(
-    pairs: &[u64],
-    involved: &[u32],
-    docs: &SpillDir,
-    index: &Index,
-    p: &FuzzyParams,
-    threads: usize,
-) -> Result<Vec<u64>, DedupError> {
-    let kind = shingles(p);
-    let t = p.jaccard_threshold;
-    let in_file = |f: &IndexedFile| {
-        let i = involved.partition_point(|&d| d < f.base);
-        (i, involved[i..].partition_point(|&d| (d as u64) < f.base as u64 + f.rows as u64))
-    };
-    let per_file = index.par_each(
-        docs,
-        |f| in_file(f).1 > 0,
-        &[crate::io::TEXT],
-        |f, task| {
-            let text = utf8(task, crate::io::TEXT, &f.name)?;
-            let (start, n) = in_file(f);
-            let mut scratch = Scratch::default();
-            Ok(involved[start..start + n]
-                .iter()
-                .map(|&d| shingle_set(text.value((d - f.base) as usize), kind, &mut scratch))
-                .collect::<Vec<_>>())
-        },
-    )?;
-    let sets: Vec<Vec<u64>> = per_file.into_iter().flatten().collect();
-    if sets.len() != involved.len() {
-        return Err(DedupError::Data {
-            path: "index.json".into(),
-            message: "a candidate pair names a document that is not in the spill".into(),
-        });
-    }
-    let at = |d: u32| involved.binary_search(&d).unwrap_or(0);
-    let chunks: Vec<&[u64]> = pairs.chunks(pairs.len().div_ceil(threads * 4).max(1)).collect();
-    let passed = super::index::par_map(&chunks, threads, |part| {
-        Ok(part.iter().copied().filter(|e| jaccard(&sets[at((e >> 32) as u32)], &sets[at(*e as u32)]) >= t).collect::<Vec<u64>>())
-    })?;
-    Ok(passed.into_iter().flatten().collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,28 +390,6 @@ mod tests {
         edges.sort_unstable();
         let pairs: Vec<(u64, u64)> = edges.iter().map(|e| (e >> 32, e & 0xffff_ffff)).collect();
         assert_eq!(pairs, [(3, 5), (3, 9), (5, 9)]);
-    }
-
-    #[test]
-    fn signatures_decide_only_the_clear_pairs() {
-        let sig = |equal: usize, k: usize| -> (Vec<u8>, Vec<u8>) {
-            let a: Vec<u8> = (0..k as u32).flat_map(|v| v.to_le_bytes()).collect();
-            let b: Vec<u8> = (0..k as u32).flat_map(|v| if (v as usize) < equal { v } else { v + 1_000_000 }.to_le_bytes()).collect();
-            (a, b)
-        };
-        let (a, b) = sig(260, 260);
-        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Accept);
-        let (a, b) = sig(250, 260);
-        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Accept);
-        let (a, b) = sig(208, 260);
-        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Check);
-        let (a, b) = sig(150, 260);
-        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Reject);
-        // 112 hashes: identical signatures are safe (0.8^112 < 1e-9), 100 of 112 are not.
-        let (a, b) = sig(112, 112);
-        assert_eq!(triage(&a, &b, 0.8, 112), Triage::Accept);
-        let (a, b) = sig(100, 112);
-        assert_eq!(triage(&a, &b, 0.8, 112), Triage::Check);
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod lean;
 mod output;
 pub mod scans;
 pub mod semantic;
+pub(crate) mod verify;
 pub mod work;
 
 use std::sync::atomic::Ordering;
@@ -207,11 +208,15 @@ pub(crate) fn scan_shard(
 /// Buckets phase: the LSH passes bucket shard `shard` owns (`curator_core::shard::owns_pass`),
 /// over the signatures of every docs shard (`count` of them when known). Exact dedup has no
 /// buckets.
+///
+/// With `check` (a phased step), the shard also checks its passes' candidate pairs against
+/// the documents there (`verify::verify_pass`), so that `components` only joins.
 pub(crate) fn bucket_shard(
     dedup: StepPlan<'_>,
     work: &Work,
     shard: Shard,
     count: Option<usize>,
+    check: Option<&SpillDir>,
     metrics: &RunMetrics,
 ) -> Result<DedupStats, DedupError> {
     let layout = layout(dedup, work)?;
@@ -230,6 +235,10 @@ pub(crate) fn bucket_shard(
         let resumed = work.done(&format!("buckets-{it:03}"));
         let clock = PhaseClock::start(DedupPhase::Buckets, planned);
         fuzzy::buckets(work, &sigs, stats.documents as u32, &p, layout.bands_per_iteration, layout.partitions, it)?;
+        if let Some(docs) = check {
+            let chunk = check_chunk(dedup.capacity.check_docs_per_chunk);
+            verify::verify_pass(work, &sigs, docs, &scanned.index, &p, it, chunk)?;
+        }
         clock.finish(&mut stats, resumed);
         metrics.dedup.iterations_done.store(k as u64 + 1, Ordering::Relaxed);
     }
@@ -238,11 +247,15 @@ pub(crate) fn bucket_shard(
 
 /// Components phase: groups from the keys (exact) or from every pass's candidate pairs,
 /// verified (fuzzy), over every docs shard's documents; the run-wide index and the verdict.
+///
+/// `checked_by_buckets`: the bucket shards checked their pairs (a phased step); else they
+/// are checked here, against the documents in `docs`.
 pub(crate) fn components(
     dedup: StepPlan<'_>,
     work: &Work,
     docs: &SpillDir,
     count: Option<usize>,
+    checked_by_buckets: bool,
     metrics: &RunMetrics,
 ) -> Result<(Index, Verdict, DedupStats), DedupError> {
     let layout = layout(dedup, work)?;
@@ -260,10 +273,15 @@ pub(crate) fn components(
         }
         _ => {
             let p = dedup.spec.fuzzy();
-            let sigs = scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4)?;
+            // The signatures only when the pairs are checked here.
+            let sigs = (!checked_by_buckets).then(|| scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4)).transpose()?;
             let clock = PhaseClock::start(DedupPhase::Components, planned(DedupPhase::Components));
             let chunk = check_chunk(dedup.capacity.check_docs_per_chunk);
-            let found = fuzzy::components(work, docs, &scanned.index, &sigs, &p, layout.iterations, chunk, metrics)?;
+            let pairs = match &sigs {
+                None => fuzzy::Pairs::Checked,
+                Some(sigs) => fuzzy::Pairs::Check { docs, sigs, p: &p, chunk_docs: chunk },
+            };
+            let found = fuzzy::components(work, &scanned.index, layout.iterations, pairs, metrics)?;
             clock.finish(&mut stats, resumed);
             stats.candidate_pairs = found.candidates;
             stats.verified_pairs = found.verified;
@@ -328,8 +346,8 @@ pub(crate) fn find_duplicates(
     if scan.documents > curator_core::dedup::MAX_DOCS {
         return Err(DedupError::TooManyDocs(scan.documents));
     }
-    let buckets = bucket_shard(dedup, work, one, Some(1), metrics)?;
-    let (index, verdict, mut stats) = components(dedup, work, docs, Some(1), metrics)?;
+    let buckets = bucket_shard(dedup, work, one, Some(1), None, metrics)?;
+    let (index, verdict, mut stats) = components(dedup, work, docs, Some(1), false, metrics)?;
     let mut phases = scan.phases;
     phases.extend(buckets.phases);
     phases.append(&mut stats.phases);

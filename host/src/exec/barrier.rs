@@ -85,9 +85,9 @@ pub(super) fn run_phase(
             }
             DedupStats { phases: [stats.phases, scan.phases].concat(), ..scan }
         }
-        Phase::Buckets => crate::dedup::bucket_shard(d.step_plan(), &work, shard, None, &ctx.metrics)?,
+        Phase::Buckets => crate::dedup::bucket_shard(d.step_plan(), &work, shard, None, Some(&reader), &ctx.metrics)?,
         Phase::Components => {
-            let (index, verdict, mut stats) = crate::dedup::components(d.step_plan(), &work, &reader, None, &ctx.metrics)?;
+            let (index, verdict, mut stats) = crate::dedup::components(d.step_plan(), &work, &reader, None, true, &ctx.metrics)?;
             crate::dedup::work::write_atomic(&work.path(crate::dedup::STATS), &serde_json::to_vec(&stats).unwrap_or_default())?;
             let dup_clock = crate::dedup::PhaseClock::start(curator_core::dedup::DedupPhase::Duplicates, None);
             crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
