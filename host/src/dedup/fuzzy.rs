@@ -303,6 +303,39 @@ pub struct Found {
     pub text_checks: u64,
 }
 
+/// An error naming the passes of `iterations` without a `MARKERPASS` marker, which `what`
+/// (`have not finished`) describes.
+pub(crate) fn passes_done(work: &Work, iterations: usize, marker: &str, what: &str) -> Result<(), DedupError> {
+    let missing: Vec<String> = (0..iterations).filter(|it| !work.done(&format!("{marker}{it:03}"))).map(|it| it.to_string()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(DedupError::Data {
+        path: work.dir.display().to_string(),
+        message: format!("LSH pass(es) {} of {iterations} {what} (run --phase buckets for every bucket shard first)", missing.join(", ")),
+    })
+}
+
+/// The candidate pairs the passes `wanted` picks wrote (their edges files), distinct and sorted.
+pub(crate) fn read_edges(work: &Work, wanted: impl Fn(usize) -> bool) -> Result<Vec<u64>, DedupError> {
+    let mut names: Vec<String> = std::fs::read_dir(&work.dir)
+        .map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .filter(|n| n.ends_with(".bin"))
+        .filter(|n| n.strip_prefix(EDGES_PREFIX).and_then(|r| r.get(..3)).and_then(|p| p.parse().ok()).is_some_and(&wanted))
+        .collect();
+    names.sort();
+    let mut edges: Vec<u64> = Vec::new();
+    for name in names {
+        let bytes = read_all(&work.path(&name))?;
+        edges.extend(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())));
+    }
+    edges.sort_unstable();
+    edges.dedup();
+    Ok(edges)
+}
+
 /// Where the components phase gets its checked pairs.
 pub enum Pairs<'a> {
     /// Every pass's candidate pairs, checked here against the Jaccard threshold (unless it is
@@ -323,34 +356,11 @@ pub fn components(work: &Work, index: &Index, iterations: usize, pairs: Pairs<'_
         let (c, v, x): (u64, u64, u64) = serde_json::from_slice(&bytes).unwrap_or((0, 0, 0));
         return Ok(Found { groups: load_pairs(work, "groups.bin")?, candidates: c, verified: v, text_checks: x });
     }
-    let unfinished: Vec<String> = (0..iterations).filter(|it| !work.done(&format!("buckets-{it:03}"))).map(|it| it.to_string()).collect();
-    if !unfinished.is_empty() {
-        return Err(DedupError::Data {
-            path: work.dir.display().to_string(),
-            message: format!(
-                "LSH pass(es) {} of {iterations} have not finished (run --phase buckets for every bucket shard first)",
-                unfinished.join(", ")
-            ),
-        });
-    }
+    passes_done(work, iterations, "buckets-", "have not finished")?;
     let (kept, candidates, checked) = match pairs {
         Pairs::Checked => super::verify::join_verified(work, iterations)?,
         Pairs::Check { docs, sigs, p, chunk_docs } => {
-            let mut edges: Vec<u64> = Vec::new();
-            let mut names: Vec<String> = std::fs::read_dir(&work.dir)
-                .map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?
-                .flatten()
-                .filter_map(|e| e.file_name().to_str().map(String::from))
-                .filter(|n| n.starts_with(EDGES_PREFIX) && n.ends_with(".bin"))
-                .filter(|n| (0..iterations).any(|it| n.starts_with(&edges_prefix(it))))
-                .collect();
-            names.sort();
-            for name in names {
-                let bytes = read_all(&work.path(&name))?;
-                edges.extend(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())));
-            }
-            edges.sort_unstable();
-            edges.dedup();
+            let edges = read_edges(work, |it| it < iterations)?;
             let candidates = edges.len() as u64;
             metrics.dedup.candidate_pairs.store(candidates, Ordering::Relaxed);
             let (kept, checked) = if p.jaccard_threshold > 0.0 && !edges.is_empty() {

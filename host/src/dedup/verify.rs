@@ -40,20 +40,7 @@ pub fn verify_pass(
     if work.done(&marker) {
         return Ok(());
     }
-    let prefix = super::fuzzy::edges_prefix(it);
-    let mut names: Vec<String> = std::fs::read_dir(&work.dir)
-        .map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(String::from))
-        .filter(|n| n.starts_with(&prefix) && n.ends_with(".bin"))
-        .collect();
-    names.sort();
-    let mut edges: Vec<u64> = Vec::new();
-    for n in &names {
-        edges.extend(pairs(&read_all(&work.path(n))?));
-    }
-    edges.sort_unstable();
-    edges.dedup();
+    let edges = super::fuzzy::read_edges(work, |pass| pass == it)?;
     let candidates = edges.len() as u64;
     let (kept, checked) =
         if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(sigs, &edges, docs, index, p, chunk_docs)? } else { (edges, 0) };
@@ -71,17 +58,7 @@ pub fn verify_pass(
 /// on text) summed over the passes (a pair two passes found counts in each); an error names
 /// the passes no bucket shard has checked.
 pub fn join_verified(work: &Work, iterations: usize) -> Result<(Vec<u64>, u64, u64), DedupError> {
-    let missing: Vec<String> =
-        (0..iterations).filter(|it| !work.done(&format!("{VERIFIED_PREFIX}{it:03}"))).map(|it| it.to_string()).collect();
-    if !missing.is_empty() {
-        return Err(DedupError::Data {
-            path: work.dir.display().to_string(),
-            message: format!(
-                "the pairs of LSH pass(es) {} of {iterations} have not been checked (run --phase buckets for every bucket shard first)",
-                missing.join(", ")
-            ),
-        });
-    }
+    super::fuzzy::passes_done(work, iterations, VERIFIED_PREFIX, "have not had their pairs checked")?;
     let (mut kept, mut candidates, mut checked) = (Vec::new(), 0, 0);
     for it in 0..iterations {
         kept.extend(pairs(&read_all(&work.path(&name(it, "bin")))?));
@@ -242,18 +219,18 @@ mod tests {
             let b: Vec<u8> = (0..k as u32).flat_map(|v| if (v as usize) < equal { v } else { v + 1_000_000 }.to_le_bytes()).collect();
             (a, b)
         };
-        let (a, b) = sig(260, 260);
-        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Accept);
-        let (a, b) = sig(250, 260);
-        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Accept);
-        let (a, b) = sig(208, 260);
-        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Check);
-        let (a, b) = sig(150, 260);
-        assert_eq!(triage(&a, &b, 0.8, 260), Triage::Reject);
         // 112 hashes: identical signatures are safe (0.8^112 < 1e-9), 100 of 112 are not.
-        let (a, b) = sig(112, 112);
-        assert_eq!(triage(&a, &b, 0.8, 112), Triage::Accept);
-        let (a, b) = sig(100, 112);
-        assert_eq!(triage(&a, &b, 0.8, 112), Triage::Check);
+        let cases = [
+            (260, 260, Triage::Accept),
+            (250, 260, Triage::Accept),
+            (208, 260, Triage::Check),
+            (150, 260, Triage::Reject),
+            (112, 112, Triage::Accept),
+            (100, 112, Triage::Check),
+        ];
+        for (equal, k, want) in cases {
+            let (a, b) = sig(equal, k);
+            assert_eq!(triage(&a, &b, 0.8, k), want, "{equal} of {k} equal");
+        }
     }
 }
