@@ -39,15 +39,16 @@ fn justext_name(lang: whatlang::Lang) -> Option<&'static str> {
     }
 }
 
+/// Paragraphs at least this long (characters), mostly outside links, are prose: the sample
+/// is taken from them first (menus, code and link lists mislead a trigram model).
+const PROSE_CHARS: usize = 70;
+
 /// The choice for a page with these paragraphs.
 pub fn choose(paragraphs: &[Paragraph]) -> Choice {
-    let mut sample = String::new();
-    for p in paragraphs {
-        if sample.len() >= SAMPLE_CHARS {
-            break;
-        }
-        sample.push_str(&p.text);
-        sample.push('\n');
+    let prose = |p: &&Paragraph| p.chars >= PROSE_CHARS && p.chars_in_links * 5 < p.chars;
+    let mut sample = sample(paragraphs.iter().filter(prose));
+    if sample.len() < PROSE_CHARS * 2 {
+        sample = self::sample(paragraphs.iter());
     }
     let Some(info) = whatlang::detect(&sample) else { return Choice::Drop };
     match info.lang() {
@@ -60,6 +61,19 @@ pub fn choose(paragraphs: &[Paragraph]) -> Choice {
             _ => Choice::Drop,
         },
     }
+}
+
+/// The paragraphs' text, up to [`SAMPLE_CHARS`].
+fn sample<'a>(paragraphs: impl Iterator<Item = &'a Paragraph>) -> String {
+    let mut out = String::new();
+    for p in paragraphs {
+        if out.len() >= SAMPLE_CHARS {
+            break;
+        }
+        out.push_str(&p.text);
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -86,6 +100,11 @@ mod tests {
         assert_eq!(choose(&page(th)), Choice::KeepAll);
         assert_eq!(choose(&page(am)), Choice::Drop);
         assert_eq!(choose(&[]), Choice::Drop);
+        // Menus and identifiers first, prose after: the prose decides.
+        let menu: String = (0..40).map(|i| format!("<p><a href=/{i}>os.fchmod{i}()</a></p>")).collect();
+        let code = "<pre>os.setpgid os.getpgrp os.tcsetpgrp os.fchdir os.fsencode os.fsdecode</pre>".repeat(20);
+        let html = format!("<html><body>{menu}{code}<p>{en}</p></body></html>");
+        assert_eq!(choose(&crate::paragraphs::paragraphs(&html)), Choice::List("English"));
     }
 
     #[test]
