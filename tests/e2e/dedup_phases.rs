@@ -30,6 +30,7 @@ fn phased(dir: &Path, pipeline: &str, out: &str, docs: usize, buckets: usize) {
     }
     let merged: Run = host().current_dir(dir).args(["merge", out]).output().unwrap().into();
     merged.ok();
+    assert!(!dir.join(out).join("_dedup_work").exists(), "merge leaves the work directory: {}", merged.stdout);
 }
 
 fn manifest(out: &Path) -> Vec<(String, String)> {
@@ -137,7 +138,10 @@ fn through_object_store(s3: &crate::s3::S3Server, stage: &str, bucket: &str) {
     for i in ["0/3", "1/3", "2/3"] {
         phase("output", i);
     }
-    job(&["merge", &format!("s3://{bucket}/out")]);
+    let merged = job(&["merge", &format!("s3://{bucket}/out")]);
+    // The work has served: merge removes it from the store.
+    assert!(merged.stdout.contains("removed the dedup step's work"), "{}", merged.stdout);
+    assert!(s3.keys(bucket, "out/_dedup_work").is_empty());
     let phased = dir.path().join("phased");
     s3.download(bucket, "out", &phased);
     assert_eq!(duplicates(&phased), duplicates(&single));

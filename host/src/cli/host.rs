@@ -38,7 +38,8 @@ pub(crate) fn new_stage(
     }
 }
 
-/// `merge OUTPUT`: the shards' records into each sink's manifest.
+/// `merge OUTPUT`: the shards' records into each sink's manifest; then the dedup step's
+/// work in `OUTPUT/_dedup_work` is removed.
 pub(crate) fn merge(output: &str) -> Result<ExitCode> {
     let loc = curator_host::io::Loc::parse(output, &std::env::current_dir().unwrap_or_default())?;
     match curator_host::io::shards::merge(&loc) {
@@ -53,6 +54,15 @@ pub(crate) fn merge(output: &str) -> Result<ExitCode> {
                 m.rejected,
                 m.failed
             );
+            // Every shard wrote its output: a dedup step's work in its default place
+            // (`OUTPUT/_dedup_work`, on disk or in the object store) has served, as a run on
+            // one machine removes its own at the end.
+            let work = loc.join(curator_host::dedup::work::WORK_DIR);
+            match work.remove_all() {
+                Ok(0) => {}
+                Ok(n) => out!("removed the dedup step's work, {} ({n} file(s))", work.display()),
+                Err(e) => eprintln!("warning: could not remove {}: {e}", work.display()),
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

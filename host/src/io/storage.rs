@@ -373,6 +373,26 @@ impl Loc {
         }
     }
 
+    /// Remove this directory (or prefix) and everything below it; how many files it held.
+    pub fn remove_all(&self) -> Result<u64, IoError> {
+        let werr = |source| IoError::write(self.display(), source);
+        match self {
+            Loc::Local(p) if !p.exists() => Ok(0),
+            Loc::Local(p) => {
+                let n = walkdir_count(p);
+                std::fs::remove_dir_all(p).map_err(werr)?;
+                Ok(n)
+            }
+            Loc::Remote { store, path, .. } => runtime().block_on(async {
+                let listed = store.list(Some(path)).map(|m| m.map(|m| m.location)).boxed();
+                let deleted: Vec<_> = store.delete_stream(listed).collect().await;
+                let n = deleted.len() as u64;
+                deleted.into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| werr(std::io::Error::other(e.to_string())))?;
+                Ok(n)
+            }),
+        }
+    }
+
     /// Make the directory this file goes in exist (local only).
     fn create_parent(&self) -> Result<(), IoError> {
         match self {
@@ -444,4 +464,11 @@ impl Read for RemoteReader {
         self.buf = self.buf.slice(n..);
         Ok(n)
     }
+}
+
+/// Files below `dir`, counted.
+fn walkdir_count(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| if e.path().is_dir() { walkdir_count(&e.path()) } else { 1 }).sum())
+        .unwrap_or(0)
 }
