@@ -240,8 +240,11 @@ mod tests {
         let given = PathBuf::from("/given");
         let dirs = TrustStore::default_dirs(std::slice::from_ref(&given));
         assert_eq!(dirs.first(), Some(&given));
+        // The build's keys beside the binary, then those an installed binary ships with
+        // (PREFIX/share/curator/trust for PREFIX/bin/curator-host).
         let exe = std::env::current_exe().unwrap();
-        assert_eq!(dirs.last(), Some(&exe.parent().unwrap().join(BUILD_TRUST_DIR)));
+        let installed = exe.parent().unwrap().parent().unwrap().join("share/curator").join(BUILD_TRUST_DIR);
+        assert_eq!(dirs[dirs.len() - 2..], [exe.parent().unwrap().join(BUILD_TRUST_DIR), installed]);
     }
 
     #[test]
