@@ -16,12 +16,11 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use curator_core::shard::{Phase, Shard};
-use futures::StreamExt;
 
 use super::DedupError;
 use crate::io::Loc;
 
-/// How many objects move at once.
+/// How many objects move at once (threads of `index::par_map`, each blocking on one transfer).
 const PARALLEL: usize = 8;
 
 /// A work directory under an object-store prefix and this phase's scratch copy of it.
@@ -107,25 +106,6 @@ fn walk(root: &Path, dir: &Path, out: &mut Snapshot) -> Result<(), DedupError> {
     Ok(())
 }
 
-/// Run `jobs` on the IO runtime's blocking pool, `PARALLEL` at a time; the first error wins.
-fn each<T: Send + 'static>(items: Vec<T>, job: impl Fn(T) -> Result<(), DedupError> + Send + Sync + 'static) -> Result<(), DedupError> {
-    let job = std::sync::Arc::new(job);
-    let rt = crate::io::storage::runtime();
-    let results: Vec<Result<(), DedupError>> = rt.block_on(
-        futures::stream::iter(items.into_iter().map(|item| {
-            let job = job.clone();
-            async move {
-                tokio::task::spawn_blocking(move || job(item))
-                    .await
-                    .unwrap_or_else(|e| Err(DedupError::Data { path: "exchange".into(), message: e.to_string() }))
-            }
-        }))
-        .buffer_unordered(PARALLEL)
-        .collect(),
-    );
-    results.into_iter().collect()
-}
-
 impl Exchange {
     /// The work directory at `remote`, copied for one phase into the scratch directory
     /// `local` (emptied first).
@@ -158,7 +138,7 @@ impl Exchange {
             }
         }
         let n = todo.len();
-        each(todo, |(loc, to): (Loc, PathBuf)| loc.download(&to).map_err(DedupError::from))?;
+        super::index::par_map(&todo, PARALLEL, |(loc, to)| loc.download(to).map_err(DedupError::from))?;
         Ok(n)
     }
 
@@ -181,7 +161,7 @@ impl Exchange {
         let n = markers.len() + data.len();
         for batch in [data, markers] {
             let jobs: Vec<(Loc, PathBuf)> = batch.iter().map(|rel| (self.remote.join(rel), self.local.join(rel))).collect();
-            each(jobs, |(loc, from): (Loc, PathBuf)| loc.upload(&from).map_err(DedupError::from))?;
+            super::index::par_map(&jobs, PARALLEL, |(loc, from)| loc.upload(from).map_err(DedupError::from))?;
         }
         Ok(n)
     }
