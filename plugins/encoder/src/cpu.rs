@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::config::{Activation, ModelConfig, Pooling};
+use crate::config::{Activation, Arch, Disentangled, ModelConfig, Pooling};
 use crate::weights::{Linear, Norm, Weights};
 
 /// `out[m × l.out] = x[m × l.inp] Wᵀ + b`.
@@ -47,7 +47,7 @@ fn add_norm(x: &mut [f32], residual: &[f32], norm: &Norm, eps: f32) {
     }
 }
 
-fn layer_norm(row: &mut [f32], norm: &Norm, eps: f32) {
+pub(crate) fn layer_norm(row: &mut [f32], norm: &Norm, eps: f32) {
     let n = row.len() as f32;
     let mean = row.iter().sum::<f32>() / n;
     let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
@@ -76,13 +76,20 @@ pub fn hidden_states(config: &ModelConfig, w: &Weights, ids: &[u32]) -> Vec<f32>
     let mut x = vec![0f32; l * h];
     for (t, row) in x.chunks_exact_mut(h).enumerate() {
         let id = (ids[t] as usize).min(config.vocab_size - 1);
-        let pos = (t + config.position_offset()).min(config.max_positions - 1);
-        for (j, v) in row.iter_mut().enumerate() {
-            *v = w.word[id * h + j] + w.position[pos * h + j] + w.token_type[j];
+        row.copy_from_slice(&w.word[id * h..(id + 1) * h]);
+        if !w.position.is_empty() {
+            let pos = (t + config.position_offset()).min(config.max_positions - 1);
+            row.iter_mut().zip(&w.position[pos * h..(pos + 1) * h]).for_each(|(v, p)| *v += p);
+        }
+        if !w.token_type.is_empty() {
+            row.iter_mut().zip(&w.token_type[..h]).for_each(|(v, p)| *v += p);
         }
         layer_norm(row, &w.embed_norm, eps);
     }
-    let scale = 1.0 / (dh as f32).sqrt();
+    let (scale, rel) = match &config.arch {
+        Arch::Bert => (1.0 / (dh as f32).sqrt(), None),
+        Arch::Deberta(d) => (1.0 / d.scale(dh), Some((d, relative_index(d, l)))),
+    };
     for layer in &w.layers {
         let q = dense(&layer.query, &x, l);
         let k = dense(&layer.key, &x, l);
@@ -111,6 +118,9 @@ pub fn hidden_states(config: &ModelConfig, w: &Weights, ids: &[u32]) -> Vec<f32>
                     l as isize,
                     1,
                 );
+            }
+            if let Some((d, index)) = &rel {
+                disentangled_bias(d, layer, &q, &k, off, h, dh, l, index, scale, &mut scores);
             }
             for row in scores.chunks_exact_mut(l) {
                 let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -151,6 +161,74 @@ pub fn hidden_states(config: &ModelConfig, w: &Weights, ids: &[u32]) -> Vec<f32>
         x = out;
     }
     x
+}
+
+/// The row of the projected relative embeddings each (query, key) pair of a sequence of `l`
+/// tokens uses, `[l × l]`.
+pub(crate) fn relative_index(d: &Disentangled, l: usize) -> Vec<u32> {
+    (0..l * l).map(|n| d.index(n / l, n % l) as u32).collect()
+}
+
+/// DeBERTa's position terms added to one head's `[l × l]` scores: content→position
+/// `Q_i · posK[idx(i,j)]` and position→content `K_j · posQ[idx(i,j)]`, each times `scale`.
+/// Both are read from `[l × 2·span]` tables made by one product each, as transformers does
+/// (its `torch.gather` over the same tables).
+#[allow(clippy::too_many_arguments)]
+fn disentangled_bias(
+    d: &Disentangled,
+    layer: &crate::weights::Layer,
+    q: &[f32],
+    k: &[f32],
+    off: usize,
+    h: usize,
+    dh: usize,
+    l: usize,
+    index: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+) {
+    let rows = 2 * d.span;
+    // table[t × rows] = X_h[t] · pos_h[r] for the head's columns of X (q or k) and pos.
+    let table = |x: &[f32], pos: &[f32]| {
+        let mut out = vec![0f32; l * rows];
+        // SAFETY: x holds l rows of h values (the head's dh from `off`), pos rows × h likewise,
+        // out l × rows.
+        unsafe {
+            matrixmultiply::sgemm(
+                l,
+                dh,
+                rows,
+                scale,
+                x.as_ptr().add(off),
+                h as isize,
+                1,
+                pos.as_ptr().add(off),
+                1,
+                h as isize,
+                0.0,
+                out.as_mut_ptr(),
+                rows as isize,
+                1,
+            );
+        }
+        out
+    };
+    if d.c2p {
+        let c2p = table(q, &layer.pos_key);
+        for (i, row) in scores.chunks_exact_mut(l).enumerate() {
+            for (j, s) in row.iter_mut().enumerate() {
+                *s += c2p[i * rows + index[i * l + j] as usize];
+            }
+        }
+    }
+    if d.p2c {
+        let p2c = table(k, &layer.pos_query);
+        for (i, row) in scores.chunks_exact_mut(l).enumerate() {
+            for (j, s) in row.iter_mut().enumerate() {
+                *s += p2c[j * rows + index[i * l + j] as usize];
+            }
+        }
+    }
 }
 
 /// Pool `[len × hidden]` states into one vector.

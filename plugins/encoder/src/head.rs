@@ -18,7 +18,13 @@ pub fn normalize(v: &mut [f32]) {
     }
 }
 
-/// The head's logits for one document's `[CLS]` state.
+/// The exact (erf) GELU, as `torch.nn.functional.gelu`.
+pub fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + libm::erff(x / std::f32::consts::SQRT_2))
+}
+
+/// The head's logits for one document's pooled state (`[CLS]`, or the mean for
+/// [`Head::MeanHeads`]).
 pub fn logits(head: &Head, cls: &[f32]) -> Vec<f32> {
     match head {
         Head::Bert { pooler, classifier } => match pooler {
@@ -26,6 +32,9 @@ pub fn logits(head: &Head, cls: &[f32]) -> Vec<f32> {
             None => linear(classifier, cls),
         },
         Head::Roberta { dense, out_proj } => linear(out_proj, &linear(dense, cls).into_iter().map(f32::tanh).collect::<Vec<_>>()),
+        Head::ContextPooler { dense, classifier } => linear(classifier, &linear(dense, cls).into_iter().map(gelu).collect::<Vec<_>>()),
+        Head::First { fc } => linear(fc, cls),
+        Head::MeanHeads { heads } => heads.iter().flat_map(|fc| linear(fc, cls)).collect(),
     }
 }
 
@@ -44,6 +53,17 @@ pub fn logits_rows(head: &Head, cls: &[f32], hidden: usize) -> Vec<f32> {
             Head::Bert { pooler: Some(p), classifier } => crate::cpu::dense(classifier, &tanh(crate::cpu::dense(p, x, m)), m),
             Head::Bert { pooler: None, classifier } => crate::cpu::dense(classifier, x, m),
             Head::Roberta { dense, out_proj } => crate::cpu::dense(out_proj, &tanh(crate::cpu::dense(dense, x, m)), m),
+            Head::ContextPooler { dense, classifier } => {
+                let mut p = crate::cpu::dense(dense, x, m);
+                p.iter_mut().for_each(|v| *v = gelu(*v));
+                crate::cpu::dense(classifier, &p, m)
+            }
+            Head::First { fc } => crate::cpu::dense(fc, x, m),
+            Head::MeanHeads { heads } => {
+                // Each head's [m × out] side by side per row.
+                let outs: Vec<Vec<f32>> = heads.iter().map(|fc| crate::cpu::dense(fc, x, m)).collect();
+                (0..m).flat_map(|r| heads.iter().zip(&outs).flat_map(move |(fc, o)| o[r * fc.out..(r + 1) * fc.out].iter().copied())).collect()
+            }
         }
     };
     cls.par_chunks(BLOCK * hidden).map(block).collect::<Vec<_>>().concat()
@@ -55,6 +75,73 @@ pub fn softmax(logits: &[f32]) -> Vec<f32> {
     let e: Vec<f32> = logits.iter().map(|x| (x - max).exp()).collect();
     let sum: f32 = e.iter().sum();
     e.into_iter().map(|x| x / sum).collect()
+}
+
+/// What NeMo's prompt task and complexity classifier writes for one prompt, computed from its
+/// heads' logits as NeMo's `CustomDeberta.process_logits` does (same rounding).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Complexity {
+    /// The two likeliest task types (the second is `NA` when its probability, rounded to
+    /// three places, is below 0.1) and the first one's probability (three places).
+    pub task_type_1: String,
+    pub task_type_2: String,
+    pub task_type_prob: f64,
+    /// Every other target's score: softmax · weights / divisor, four places
+    /// (`number_of_few_shots` below 0.05 is 0), in the targets' order.
+    pub scores: Vec<(String, f64)>,
+    /// The weighted sum of six of them, five places.
+    pub prompt_complexity_score: f64,
+}
+
+/// Python's `round(x, places)` (round half to even on the decimal value; close enough
+/// here: ties are measure-zero on softmax outputs).
+fn round_to(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    let y = x * f;
+    let r = y.round();
+    let r = if (y - y.trunc()).abs() == 0.5 && r % 2.0 != 0.0 { r - y.signum() } else { r };
+    r / f
+}
+
+/// NeMo's per-target results from one prompt's concatenated head logits.
+pub fn complexity(targets: &crate::config::Targets, logits: &[f32]) -> Complexity {
+    let mut at = 0;
+    let mut out = Complexity { task_type_1: String::new(), task_type_2: String::new(), task_type_prob: 0.0, scores: Vec::new(), prompt_complexity_score: 0.0 };
+    for (name, n) in &targets.sizes {
+        let part = &logits[at..at + n];
+        at += n;
+        let probs = softmax(part);
+        if name == "task_type" {
+            let mut order: Vec<usize> = (0..*n).collect();
+            order.sort_by(|&a, &b| part[b].total_cmp(&part[a]).then(a.cmp(&b)));
+            let label = |i: usize| targets.task_types.get(i).cloned().unwrap_or_else(|| format!("TASK_{i}"));
+            out.task_type_1 = label(order[0]);
+            out.task_type_prob = round_to(f64::from(probs[order[0]]), 3);
+            out.task_type_2 = match order.get(1) {
+                Some(&second) if round_to(f64::from(probs[second]), 3) >= 0.1 => label(second),
+                _ => "NA".to_string(),
+            };
+            continue;
+        }
+        let weights = targets.weights.get(name).map(Vec::as_slice).unwrap_or(&[]);
+        let sum: f64 = probs.iter().zip(weights).map(|(p, w)| f64::from(*p) * w).sum();
+        let mut score = round_to(sum / targets.divisors.get(name).copied().unwrap_or(1.0), 4);
+        if name == "number_of_few_shots" && score < 0.05 {
+            score = 0.0;
+        }
+        out.scores.push((name.clone(), score));
+    }
+    let get = |name: &str| out.scores.iter().find(|(n, _)| n == name).map_or(0.0, |(_, s)| *s);
+    out.prompt_complexity_score = round_to(
+        0.35 * get("creativity_scope")
+            + 0.25 * get("reasoning")
+            + 0.15 * get("constraint_ct")
+            + 0.15 * get("domain_knowledge")
+            + 0.05 * get("contextual_knowledge")
+            + 0.05 * get("number_of_few_shots"),
+        5,
+    );
+    out
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub mod config;
 pub mod cpu;
 pub mod gpu;
 pub mod head;
+pub mod hub;
 pub mod stage;
 pub mod tokenize;
 pub mod weights;
@@ -154,7 +155,7 @@ impl Encoder {
     pub fn load(dir: &Path, opts: &Options) -> Result<Encoder, EncoderError> {
         let config = ModelConfig::load(dir)?;
         let weights = Weights::load(&dir.join("model.safetensors"), &config)?;
-        let max_tokens = opts.max_tokens.or(config.max_seq_length).unwrap_or(config.max_tokens()).clamp(2, config.max_tokens());
+        let max_tokens = opts.max_tokens.unwrap_or(config.default_tokens()).clamp(2, config.max_tokens());
         let tokenizer = Tokenizer::load(&dir.join("tokenizer.json"), max_tokens)?;
         let cache = opts.kernel_cache.as_deref();
         let backend = match opts.device {
@@ -359,25 +360,30 @@ impl Encoder {
         Ok(v)
     }
 
-    /// The classification head's logits per text, `[texts.len() × labels]`.
+    /// The classification head's logits per text, `[texts.len() × outputs]` ([`Encoder::outputs`]).
     pub fn logits(&self, texts: &[&str], max_chars: Option<usize>) -> Result<Vec<f32>, EncoderError> {
         let head = self.head()?;
-        let cls = self.pooled(texts, max_chars, Pooling::Cls)?;
-        Ok(head::logits_rows(head, &cls, self.config.hidden_size))
+        let pooled = self.pooled(texts, max_chars, head.pooling())?;
+        Ok(head::logits_rows(head, &pooled, self.config.hidden_size))
     }
 
     /// [`Encoder::logits`] of already tokenized sequences (the classifier's forward pass
     /// alone: benchmarks use it).
     pub fn logits_ids(&self, ids: &[Vec<u32>]) -> Result<Vec<f32>, EncoderError> {
         let head = self.head()?;
-        let cls = self.pooled_ids(ids, Pooling::Cls)?;
-        Ok(head::logits_rows(head, &cls, self.config.hidden_size))
+        let pooled = self.pooled_ids(ids, head.pooling())?;
+        Ok(head::logits_rows(head, &pooled, self.config.hidden_size))
+    }
+
+    /// Logits per document of the head (0 without one).
+    pub fn outputs(&self) -> usize {
+        self.weights.head.as_ref().map_or(0, weights::Head::outputs)
     }
 
     fn head(&self) -> Result<&weights::Head, EncoderError> {
         self.weights.head.as_ref().ok_or_else(|| EncoderError::Model {
             path: PathBuf::from("config.json"),
-            reason: "the model has no classification head (no id2label / num_labels)".into(),
+            reason: "the model has no classification head (no id2label / num_labels / target_sizes)".into(),
         })
     }
 }

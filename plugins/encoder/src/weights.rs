@@ -7,7 +7,7 @@ use std::path::Path;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::EncoderError;
-use crate::config::ModelConfig;
+use crate::config::{Arch, ModelConfig};
 
 /// `y = x Wᵀ + b` with `W` as `[out, inp]`, row-major (PyTorch's `nn.Linear`).
 #[derive(Debug, Clone)]
@@ -36,6 +36,11 @@ pub struct Layer {
     pub up: Linear,
     pub down: Linear,
     pub out_norm: Norm,
+    /// DeBERTa: the relative embeddings projected by this layer's key (c2p) and query (p2c)
+    /// weights, `[2 × span, hidden]` each. They depend on the weights alone, so they are
+    /// computed once at load for both back-ends; empty for BERT or a term the model lacks.
+    pub pos_key: Vec<f32>,
+    pub pos_query: Vec<f32>,
 }
 
 /// A sequence-classification head.
@@ -45,6 +50,32 @@ pub enum Head {
     Bert { pooler: Option<Linear>, classifier: Linear },
     /// RoBERTa: `out_proj(tanh(dense(h[CLS])))`.
     Roberta { dense: Linear, out_proj: Linear },
+    /// transformers' DeBERTa: `classifier(gelu(pooler.dense(h[CLS])))` (ContextPooler).
+    ContextPooler { dense: Linear, classifier: Linear },
+    /// NeMo's model-hub DeBERTa classifiers: `fc(h[CLS])` (`fc` on every token, first kept).
+    First { fc: Linear },
+    /// NeMo's multi-head model: one `head_i.fc` per target over the mean-pooled states.
+    MeanHeads { heads: Vec<Linear> },
+}
+
+impl Head {
+    /// How the encoder's states reach the head.
+    pub fn pooling(&self) -> crate::Pooling {
+        match self {
+            Head::MeanHeads { .. } => crate::Pooling::Mean,
+            _ => crate::Pooling::Cls,
+        }
+    }
+
+    /// Logits per document (the heads' outputs side by side for [`Head::MeanHeads`]).
+    pub fn outputs(&self) -> usize {
+        match self {
+            Head::Bert { classifier, .. } | Head::ContextPooler { classifier, .. } => classifier.out,
+            Head::Roberta { out_proj, .. } => out_proj.out,
+            Head::First { fc } => fc.out,
+            Head::MeanHeads { heads } => heads.iter().map(|h| h.out).sum(),
+        }
+    }
 }
 
 /// All of a model's weights.
@@ -109,6 +140,32 @@ impl Reader<'_> {
     }
 }
 
+/// Every tensor's name and shape in a `.safetensors` file, from its header alone (what a
+/// model-hub checkpoint's backbone is read from).
+pub fn shapes(path: &Path) -> Result<std::collections::BTreeMap<String, Vec<usize>>, EncoderError> {
+    use std::io::Read;
+    let err = |reason: String| EncoderError::Model { path: path.to_path_buf(), reason };
+    let mut file = std::fs::File::open(path).map_err(|e| EncoderError::io(path, e))?;
+    let mut len = [0u8; 8];
+    file.read_exact(&mut len).map_err(|e| EncoderError::io(path, e))?;
+    let len = u64::from_le_bytes(len);
+    if len > 100 << 20 {
+        return Err(err(format!("safetensors header of {len} bytes: not a safetensors file")));
+    }
+    let mut header = vec![0u8; len as usize];
+    file.read_exact(&mut header).map_err(|e| EncoderError::io(path, e))?;
+    let map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(|e| err(format!("safetensors header: {e}")))?;
+    Ok(map
+        .into_iter()
+        .filter(|(name, _)| name != "__metadata__")
+        .filter_map(|(name, info)| {
+            let shape = info.get("shape")?.as_array()?.iter().map(|d| d.as_u64().map(|d| d as usize)).collect::<Option<Vec<_>>>()?;
+            Some((name, shape))
+        })
+        .collect())
+}
+
 impl Weights {
     /// Read `path` (a `.safetensors` file) for a model shaped as `config`.
     pub fn load(path: &Path, config: &ModelConfig) -> Result<Weights, EncoderError> {
@@ -119,33 +176,78 @@ impl Weights {
     /// As [`Weights::load`], from the file's bytes (`path` names it in errors).
     pub fn from_bytes(bytes: &[u8], path: &Path, config: &ModelConfig) -> Result<Weights, EncoderError> {
         let st = SafeTensors::deserialize(bytes).map_err(|e| EncoderError::Model { path: path.to_path_buf(), reason: e.to_string() })?;
-        let prefix = ["", "bert.", "roberta.", "electra.", "model."]
+        let prefix = ["", "bert.", "roberta.", "electra.", "deberta.", "model.", "backbone."]
             .iter()
             .find(|p| st.tensor(&format!("{p}embeddings.word_embeddings.weight")).is_ok())
             .map(|p| p.to_string())
             .ok_or_else(|| EncoderError::Model {
                 path: path.to_path_buf(),
-                reason: "no embeddings.word_embeddings.weight tensor: not a BERT-family checkpoint".into(),
+                reason: "no embeddings.word_embeddings.weight tensor: not a BERT- or DeBERTa-family checkpoint".into(),
             })?;
         let r = Reader { st, path, prefix };
         let (h, i) = (config.hidden_size, config.intermediate_size);
+        let deberta = match &config.arch {
+            Arch::Deberta(d) => Some(d),
+            Arch::Bert => None,
+        };
+        // DeBERTa's relative embeddings, normalised once when the model says so.
+        let rel = match deberta {
+            Some(d) => {
+                let mut rel = r.get("encoder.rel_embeddings.weight", &[2 * d.span, h], false)?;
+                if d.norm_rel_ebd {
+                    let norm = r.norm("encoder.LayerNorm", h)?;
+                    rel.chunks_exact_mut(h).for_each(|row| crate::cpu::layer_norm(row, &norm, config.layer_norm_eps));
+                }
+                rel
+            }
+            None => Vec::new(),
+        };
+        let (q, k, v) = if deberta.is_some() { ("query_proj", "key_proj", "value_proj") } else { ("query", "key", "value") };
         let mut layers = Vec::with_capacity(config.num_layers);
         for l in 0..config.num_layers {
             let p = format!("encoder.layer.{l}");
-            layers.push(Layer {
-                query: r.linear(&format!("{p}.attention.self.query"), h, h, false)?,
-                key: r.linear(&format!("{p}.attention.self.key"), h, h, false)?,
-                value: r.linear(&format!("{p}.attention.self.value"), h, h, false)?,
+            let mut layer = Layer {
+                query: r.linear(&format!("{p}.attention.self.{q}"), h, h, false)?,
+                key: r.linear(&format!("{p}.attention.self.{k}"), h, h, false)?,
+                value: r.linear(&format!("{p}.attention.self.{v}"), h, h, false)?,
                 attn_out: r.linear(&format!("{p}.attention.output.dense"), h, h, false)?,
                 attn_norm: r.norm(&format!("{p}.attention.output.LayerNorm"), h)?,
                 up: r.linear(&format!("{p}.intermediate.dense"), i, h, false)?,
                 down: r.linear(&format!("{p}.output.dense"), h, i, false)?,
                 out_norm: r.norm(&format!("{p}.output.LayerNorm"), h)?,
-            });
+                pos_key: Vec::new(),
+                pos_query: Vec::new(),
+            };
+            if let Some(d) = deberta {
+                let rows = 2 * d.span;
+                if d.c2p {
+                    let proj = if d.share_att_key { layer.key.clone() } else { r.linear(&format!("{p}.attention.self.pos_key_proj"), h, h, false)? };
+                    layer.pos_key = crate::cpu::dense(&proj, &rel, rows);
+                }
+                if d.p2c {
+                    let proj =
+                        if d.share_att_key { layer.query.clone() } else { r.linear(&format!("{p}.attention.self.pos_query_proj"), h, h, false)? };
+                    layer.pos_query = crate::cpu::dense(&proj, &rel, rows);
+                }
+            }
+            layers.push(layer);
         }
         let n = config.labels.len();
-        let head = if n == 0 {
+        let head = if !config.targets.sizes.is_empty() {
+            let heads = config
+                .targets
+                .sizes
+                .iter()
+                .enumerate()
+                .map(|(k, (_, size))| r.linear(&format!("head_{k}.fc"), *size, h, true))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(Head::MeanHeads { heads })
+        } else if n == 0 {
             None
+        } else if r.has("fc.weight") {
+            Some(Head::First { fc: r.linear("fc", n, h, true)? })
+        } else if deberta.is_some() && r.has("pooler.dense.weight") {
+            Some(Head::ContextPooler { dense: r.linear("pooler.dense", h, h, true)?, classifier: r.linear("classifier", n, h, true)? })
         } else if r.has("classifier.out_proj.weight") {
             Some(Head::Roberta { dense: r.linear("classifier.dense", h, h, true)?, out_proj: r.linear("classifier.out_proj", n, h, true)? })
         } else if r.has("classifier.weight") {
@@ -155,10 +257,21 @@ impl Weights {
         } else {
             return Err(r.err(format!("config.json names {n} labels but the checkpoint has no classifier tensors")));
         };
+        // DeBERTa-v3 has neither absolute positions nor token types: empty tables.
+        let position = if config.absolute_positions() {
+            r.get("embeddings.position_embeddings.weight", &[config.max_positions, h], false)?
+        } else {
+            Vec::new()
+        };
+        let token_type = if deberta.is_some() && config.type_vocab_size == 0 {
+            Vec::new()
+        } else {
+            r.get("embeddings.token_type_embeddings.weight", &[config.type_vocab_size.max(1), h], false)?
+        };
         Ok(Weights {
             word: r.get("embeddings.word_embeddings.weight", &[config.vocab_size, h], false)?,
-            position: r.get("embeddings.position_embeddings.weight", &[config.max_positions, h], false)?,
-            token_type: r.get("embeddings.token_type_embeddings.weight", &[config.type_vocab_size.max(1), h], false)?,
+            position,
+            token_type,
             embed_norm: r.norm("embeddings.LayerNorm", h)?,
             layers,
             head,

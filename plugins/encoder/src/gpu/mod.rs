@@ -236,6 +236,9 @@ impl GpuModel {
     }
 
     fn open(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
+        if matches!(config.arch, crate::config::Arch::Deberta(_)) {
+            return Err(EncoderError::NoGpu("DeBERTa runs on the CPU path only in this build".into()));
+        }
         // SAFETY: only probe for the shared libraries; cudarc panics on first use without them.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(EncoderError::NoGpu("no CUDA driver library (libcuda) found".into()));
