@@ -14,7 +14,8 @@ seeded standard-library RNG (so CI builds the same bytes with no PyTorch):
 
 Each directory gets tests/parity/tokenizers/deberta-v3-unigram.json as its tokenizer.json.
 `--size base` makes deberta-v3-base-sized ones (768 wide, 12 layers, 128,100 tokens) and
-`--size mdeberta` mDeBERTa-v3-base-sized ones (251,000 tokens), for the GPU machine.
+`--size mdeberta` mDeBERTa-v3-base-sized ones (251,000 tokens), for the GPU machine (NumPy,
+F16 tensors; ids past the tokenizer's 4,000 are never used, which costs nothing to check).
 
     python3 scripts/models/deberta_models.py [--out target/models] [--size tiny|base|mdeberta]
 """
@@ -47,25 +48,45 @@ SIZES = {
 
 
 class Rng:
-    def __init__(self, seed):
+    """Uniform values with a given standard deviation. Tiny models use the standard library
+    (identical on every Python, no NumPy in CI); base-sized ones NumPy, stored as F16."""
+
+    def __init__(self, seed, big=False):
         self.r = random.Random(seed)
+        self.np = None
+        if big:
+            import numpy
+            self.np = (numpy, numpy.random.default_rng(seed))
+
+    def _uniform(self, n, a):
+        if self.np:
+            np, rng = self.np
+            return rng.uniform(-a, a, n).astype("<f2").tobytes()
+        r = self.r.random
+        return struct.pack(f"<{n}f", *[(2.0 * r() - 1.0) * a for _ in range(n)])
 
     def tensor(self, shape, std):
         n = 1
         for d in shape:
             n *= d
-        # Uniform with the given standard deviation: fast and identical on every Python.
-        a = std * 3 ** 0.5
-        r = self.r.random
-        return ("F32", list(shape), struct.pack(f"<{n}f", *[(2.0 * r() - 1.0) * a for _ in range(n)]))
+        return ("F16" if self.np else "F32", list(shape), self._uniform(n, std * 3 ** 0.5))
 
     def ones_ish(self, n):
+        if self.np:
+            np, rng = self.np
+            return ("F16", [n], (1.0 + rng.uniform(-0.2, 0.2, n)).astype("<f2").tobytes())
         r = self.r.random
         return ("F32", [n], struct.pack(f"<{n}f", *[1.0 + 0.2 * (2.0 * r() - 1.0) for _ in range(n)]))
 
 
 def vocab_size():
     return len(json.loads(TOKENIZER.read_text())["model"]["vocab"])
+
+
+# Query/key weights this many times a trained model's scale, so that random attention is far
+# from uniform (the committed references use 2.5; `--qk-gain 1` makes better-conditioned models,
+# whose fp16 error is closer to a trained model's).
+QK_GAIN = 2.5
 
 
 def backbone(rng, prefix, h, layers, inter, vocab, *, rel_rows, norm_rel, separate_pos, absolute, types):
@@ -87,7 +108,7 @@ def backbone(rng, prefix, h, layers, inter, vocab, *, rel_rows, norm_rel, separa
         names = ["query_proj", "key_proj", "value_proj"] + (["pos_key_proj", "pos_query_proj"] if separate_pos else [])
         for n in names:
             # Larger query/key weights than a trained init, so attention is far from uniform.
-            t[f"{p}attention.self.{n}.weight"] = rng.tensor([h, h], 2.5 * std if n != "value_proj" else std)
+            t[f"{p}attention.self.{n}.weight"] = rng.tensor([h, h], QK_GAIN * std if n != "value_proj" else std)
             t[f"{p}attention.self.{n}.bias"] = rng.tensor([h], 0.1)
         t[f"{p}attention.output.dense.weight"] = rng.tensor([h, h], std)
         t[f"{p}attention.output.dense.bias"] = rng.tensor([h], 0.05)
@@ -113,11 +134,13 @@ def make(out: Path, size: str):
     h, layers, inter, vocab = SIZES[size]
     vocab = vocab or vocab_size()
     suffix = "" if size == "tiny" else f"-{size}"
+    # Heads scaled so that logits stay a few units wide at any width (the tiny ones as made first).
+    head_std = 1.0 if size == "tiny" else 3.0 / h ** 0.5
     made = []
 
     dest = out / f"deberta-tiny-hf{suffix}".replace("tiny-hf-", "hf-")
     if not (dest / "model.safetensors").exists():
-        rng = Rng(SEED)
+        rng = Rng(SEED, size != "tiny")
         hh, heads = (64, 4) if size == "tiny" else (h, h // 64)
         labels = ["negative", "neutral", "positive"]
         config = {"architectures": ["DebertaV2ForSequenceClassification"], "model_type": "deberta-v2", "vocab_size": vocab,
@@ -132,27 +155,27 @@ def make(out: Path, size: str):
                      separate_pos=True, absolute=True, types=2)
         t["pooler.dense.weight"] = rng.tensor([hh, hh], 1.0 / hh ** 0.5)
         t["pooler.dense.bias"] = rng.tensor([hh], 0.05)
-        t["classifier.weight"] = rng.tensor([len(labels), hh], 1.0)
+        t["classifier.weight"] = rng.tensor([len(labels), hh], head_std)
         t["classifier.bias"] = rng.tensor([len(labels)], 0.1)
         write(dest, config, t)
     made.append(dest)
 
     dest = out / f"deberta-tiny-nemo{suffix}".replace("tiny-nemo-", "nemo-")
     if not (dest / "model.safetensors").exists():
-        rng = Rng(SEED + 1)
+        rng = Rng(SEED + 1, size != "tiny")
         labels = ["Adult", "Arts_and_Entertainment", "Business_and_Industrial", "Computers_and_Electronics", "Health"]
         config = {"base_model": "microsoft/deberta-v3-base", "fc_dropout": 0.2, "max_len": 1024,
                   "id2label": {str(i): l for i, l in enumerate(labels)}, "label2id": {l: i for i, l in enumerate(labels)}}
         t = backbone(rng, "model.", h, layers, inter, vocab, rel_rows=512, norm_rel=True, separate_pos=False,
                      absolute=False, types=0)
-        t["fc.weight"] = rng.tensor([len(labels), h], 1.0)
+        t["fc.weight"] = rng.tensor([len(labels), h], head_std)
         t["fc.bias"] = rng.tensor([len(labels)], 0.1)
         write(dest, config, t)
     made.append(dest)
 
     dest = out / f"deberta-tiny-complexity{suffix}".replace("tiny-complexity-", "complexity-")
     if not (dest / "model.safetensors").exists():
-        rng = Rng(SEED + 2)
+        rng = Rng(SEED + 2, size != "tiny")
         weights_map = {name: [round(i / max(n - 1, 1), 3) for i in range(n)] for name, n in TARGETS.items() if name != "task_type"}
         divisor_map = {name: 1.0 for name in weights_map}
         divisor_map["number_of_few_shots"] = 5.0
@@ -163,7 +186,7 @@ def make(out: Path, size: str):
         t = backbone(rng, "backbone.", h, layers, inter, vocab, rel_rows=512, norm_rel=True, separate_pos=False,
                      absolute=False, types=0)
         for i, n in enumerate(TARGETS.values()):
-            t[f"head_{i}.fc.weight"] = rng.tensor([n, h], 1.5)
+            t[f"head_{i}.fc.weight"] = rng.tensor([n, h], 1.5 * head_std)
             t[f"head_{i}.fc.bias"] = rng.tensor([n], 0.1)
         write(dest, config, t)
     made.append(dest)
@@ -174,7 +197,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="target/models")
     ap.add_argument("--size", default="tiny", choices=sorted(SIZES))
+    ap.add_argument("--qk-gain", type=float, default=QK_GAIN)
     args = ap.parse_args()
+    globals()["QK_GAIN"] = args.qk_gain
     for d in make(Path(args.out), args.size):
         print(d)
 

@@ -367,3 +367,73 @@ extern "C" __global__ void attention32(const unsigned short* qkv, const float* b
 extern "C" __global__ void attention64(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale, unsigned short* out) {
     attention<64>(qkv, bias, lens, L, H, heads, scale, out);
 }
+
+// DeBERTa's disentangled attention, one warp per row of scores [B * heads * L, L] (Q Kᵀ,
+// already scaled): adds the content→position term c2p[row, idx(i - j)] and the
+// position→content term p2c[(bh, j), idx(i - j)] (tables [B * heads * L, W], scaled, over the
+// window of table rows [lo, lo + W) that distances under L reach), then the masked softmax,
+// written back in place as fp16 probabilities. Every sum is taken in f32. `rel_index[i - j +
+// center]` is a distance's table row (computed on the host, as transformers buckets it).
+// Rows of up to 512 scores are computed once, into registers; longer ones take three passes.
+#define DEBERTA_REGS 16
+__device__ __forceinline__ float deberta_score(const unsigned short* row, const unsigned short* c_row, const unsigned short* p_base,
+                                               const int* rel_index, int i, int j, int center, int lo, int W, int use_c2p,
+                                               int use_p2c) {
+    int t = rel_index[i - j + center] - lo;
+    float v = h2f(row[j]);
+    if (use_c2p) v += h2f(c_row[t]);
+    if (use_p2c) v += h2f(p_base[(long long)j * W + t]);
+    return v;
+}
+
+extern "C" __global__ void disentangled_softmax(unsigned short* s, const unsigned short* c2p, const unsigned short* p2c,
+                                                const int* rel_index, int center, int lo, int W, long long rows, int L, int heads,
+                                                const int* lens, int use_c2p, int use_p2c) {
+    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    long long bh = r / L;
+    int i = (int)(r - bh * L);
+    int len = lens[bh / heads];
+    unsigned short* row = s + r * L;
+    const unsigned short* c_row = c2p + r * (long long)W;
+    const unsigned short* p_base = p2c + bh * L * (long long)W;
+    if (L <= 32 * DEBERTA_REGS) {
+        float e[DEBERTA_REGS];
+        float m = -1e30f;
+#pragma unroll
+        for (int k = 0; k < DEBERTA_REGS; k++) {
+            int j = lane + 32 * k;
+            e[k] = j < len ? deberta_score(row, c_row, p_base, rel_index, i, j, center, lo, W, use_c2p, use_p2c) : -1e30f;
+            m = fmaxf(m, e[k]);
+        }
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < DEBERTA_REGS; k++) {
+            int j = lane + 32 * k;
+            e[k] = j < len ? __expf(e[k] - m) : 0.0f;
+            sum += e[k];
+        }
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+        float inv = 1.0f / sum;
+#pragma unroll
+        for (int k = 0; k < DEBERTA_REGS; k++) {
+            int j = lane + 32 * k;
+            if (j < L) row[j] = f2h(e[k] * inv);
+        }
+        return;
+    }
+    float m = -1e30f;
+    for (int j = lane; j < len; j += 32) m = fmaxf(m, deberta_score(row, c_row, p_base, rel_index, i, j, center, lo, W, use_c2p, use_p2c));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+    float sum = 0.0f;
+    for (int j = lane; j < len; j += 32) sum += __expf(deberta_score(row, c_row, p_base, rel_index, i, j, center, lo, W, use_c2p, use_p2c) - m);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+    float inv = 1.0f / sum;
+    // Each lane reads its own scores before writing them: in place is safe.
+    for (int j = lane; j < L; j += 32) {
+        float p = j < len ? __expf(deberta_score(row, c_row, p_base, rel_index, i, j, center, lo, W, use_c2p, use_p2c) - m) * inv : 0.0f;
+        row[j] = f2h(p);
+    }
+}

@@ -25,6 +25,21 @@ pub(super) struct Kernels {
     /// Fused attention for heads of 32 and 64 dimensions.
     pub(super) attention32: CudaFunction,
     pub(super) attention64: CudaFunction,
+    /// DeBERTa: its position terms added to the scores, and the masked softmax.
+    pub(super) disentangled_softmax: CudaFunction,
+}
+
+/// The device side of DeBERTa's position terms for one pass (see `disentangled_softmax`).
+pub(super) struct RelTerms<'a> {
+    /// The tables (views into the workspace; an absent term's is never read).
+    pub(super) c2p: &'a CudaView<'a, f16>,
+    pub(super) p2c: &'a CudaView<'a, f16>,
+    pub(super) use_c2p: bool,
+    pub(super) use_p2c: bool,
+    pub(super) rel_index: &'a CudaSlice<i32>,
+    /// The window of table rows the pass's distances reach: `[lo, lo + width)`.
+    pub(super) lo: usize,
+    pub(super) width: usize,
 }
 
 /// Threads per block of the row kernels.
@@ -173,6 +188,43 @@ impl Kernels {
     }
 
     /// `softmax_rows(s, rows, L, heads, lens)`: one warp per row of `L` scores.
+    /// `disentangled_softmax(s, c2p, p2c, rel_index, center, lo, W, rows, L, heads, lens,
+    /// use_c2p, use_p2c)`: one warp per row of scores.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn disentangled_softmax(
+        &self,
+        s: &Arc<CudaStream>,
+        scores: &mut CudaSlice<f16>,
+        rel: &RelTerms,
+        rows: usize,
+        l: usize,
+        heads: usize,
+        lens: &CudaView<i32>,
+    ) -> Result<(), EncoderError> {
+        let center = (rel.rel_index.len() / 2) as i32;
+        let (lo_i, w_i, rows_i, l_i, heads_i) = (rel.lo as i32, rel.width as i32, rows as i64, l as i32, heads as i32);
+        let (use_c2p, use_p2c) = (i32::from(rel.use_c2p), i32::from(rel.use_p2c));
+        debug_assert!(scores.len() >= rows * l && lens.len() * heads * l == rows && l <= center as usize + 1);
+        debug_assert!((!rel.use_c2p || rel.c2p.len() >= rows * rel.width) && (!rel.use_p2c || rel.p2c.len() >= rows * rel.width));
+        let mut a = s.launch_builder(&self.disentangled_softmax);
+        a.arg(scores).arg(rel.c2p).arg(rel.p2c).arg(rel.rel_index).arg(&center).arg(&lo_i).arg(&w_i).arg(&rows_i).arg(&l_i).arg(&heads_i);
+        a.arg(lens).arg(&use_c2p).arg(&use_p2c);
+        let warps = 8u32;
+        let cfg = LaunchConfig {
+            grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1),
+            block_dim: (warps * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `disentangled_softmax`'s C parameters in order and type (unsigned short* s,
+        // c2p, p2c, int* rel_index, int center, int lo, int W, long long rows, int L, int
+        // heads, int* lens, int use_c2p, int use_p2c); warps past `rows` return; each row is L
+        // scores inside the buffer; a present table holds rows × W values, read at columns
+        // rel_index[i - j + center] - lo for i, j < L, which lie in [0, W) (the host's window);
+        // rel_index holds 2 × center + 1 entries and i - j + center lies in it (L ≤ center + 1);
+        // an absent table is never read.
+        unsafe { a.launch(cfg) }.map(drop).map_err(driver("disentangled softmax"))
+    }
+
     pub(super) fn softmax_rows(
         &self,
         s: &Arc<CudaStream>,

@@ -30,7 +30,7 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use half::f16;
 
 use crate::EncoderError;
-use crate::config::{Activation, ModelConfig, Pooling};
+use crate::config::{Activation, Arch, ModelConfig, Pooling};
 use crate::weights::{Linear, Norm, Weights};
 
 mod launch;
@@ -59,6 +59,10 @@ struct GNorm {
 
 struct GLayer {
     qkv: GLinear,
+    /// DeBERTa: the layer's projected relative embeddings as `[heads, 2 × span, head_dim]`
+    /// (content→position keys, position→content queries), when the model has the term.
+    pos_key: Option<CudaSlice<f16>>,
+    pos_query: Option<CudaSlice<f16>>,
     attn_out: GLinear,
     attn_norm: GNorm,
     up: GLinear,
@@ -81,19 +85,56 @@ struct Workspace {
     a: CudaSlice<f16>,
     inter: CudaSlice<f16>,
     scores: CudaSlice<f16>,
+    /// DeBERTa: a pass's position-term tables (c2p then p2c, each `[B·heads·L, width]`,
+    /// `rel_len` values in all).
+    rel_len: usize,
+    rel: CudaSlice<f16>,
 }
 
-/// Device bytes of a workspace for `tokens` tokens and `scores` attention scores (0: fused
-/// attention, without the q, k, v and context buffers).
-fn workspace_bytes(hidden: usize, inter: usize, tokens: usize, scores: usize) -> u64 {
+/// Device bytes of a workspace for `tokens` tokens, `scores` attention scores (0: fused
+/// attention, without the q, k, v and context buffers) and `rel` position-term values.
+fn workspace_bytes(hidden: usize, inter: usize, tokens: usize, scores: usize, rel: usize) -> u64 {
     let per_token = if scores > 0 { 10 * hidden + inter } else { 6 * hidden + inter };
-    2 * (tokens as u64 * per_token as u64 + scores as u64)
+    2 * (tokens as u64 * per_token as u64 + scores as u64 + rel as u64)
+}
+
+/// DeBERTa's position terms on the device: table rows per token and head (2 × span), how many
+/// terms (c2p, p2c), the divisor of every score and each distance's table row.
+#[derive(Clone, Copy)]
+struct RelDims {
+    rows: usize,
+    c2p: bool,
+    p2c: bool,
+    scale: f32,
+}
+
+impl RelDims {
+    fn of(config: &ModelConfig) -> Option<RelDims> {
+        match &config.arch {
+            Arch::Bert => None,
+            Arch::Deberta(d) => Some(RelDims { rows: 2 * d.span, c2p: d.c2p, p2c: d.p2c, scale: d.scale(config.head_dim()) }),
+        }
+    }
+
+    fn terms(&self) -> usize {
+        usize::from(self.c2p) + usize::from(self.p2c)
+    }
+}
+
+/// The attention buffers of a pass of `b` sequences of `l` tokens: (scores, position-term
+/// values). The fused kernel needs neither; DeBERTa always takes the split path.
+fn attention_buffers(head_dim: usize, heads: usize, rel: Option<RelDims>, b: usize, l: usize) -> (usize, usize) {
+    match rel {
+        Some(r) => (b * heads * l * l, r.terms() * b * heads * l * r.rows),
+        None if fused_attention(head_dim, b) => (0, 0),
+        None => (b * heads * l * l, 0),
+    }
 }
 
 impl Workspace {
     /// Buffers for passes of `tokens` tokens; the split-attention buffers (q, k, v, ctx and
     /// `scores_len` scores) only when the fused kernel does not fit the model (`scores_len` 0).
-    fn new(stream: &Arc<CudaStream>, d: &Dims, tokens: usize, scores_len: usize) -> Result<Workspace, EncoderError> {
+    fn new(stream: &Arc<CudaStream>, d: &Dims, tokens: usize, scores_len: usize, rel_len: usize) -> Result<Workspace, EncoderError> {
         // SAFETY: every buffer is written by a kernel or a product before it is read, within
         // the `tokens` (or `scores_len`) elements a pass uses; nothing reads past them.
         let alloc = |n: usize| unsafe { stream.alloc::<f16>(n.max(1)) }.map_err(driver("allocate activations"));
@@ -101,6 +142,8 @@ impl Workspace {
         Ok(Workspace {
             tokens,
             scores_len,
+            rel_len,
+            rel: alloc(rel_len)?,
             x: alloc(tokens * h)?,
             qkv: alloc(tokens * 3 * h)?,
             q: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
@@ -127,6 +170,10 @@ pub struct GpuModel {
     position: CudaSlice<f16>,
     token_type: CudaSlice<f16>,
     embed_norm: GNorm,
+    /// DeBERTa: each relative distance's table row, `rel_index[i - j + center]`, on the
+    /// device and here (a pass's window of rows is read from it).
+    rel_index: CudaSlice<i32>,
+    rel_index_host: Vec<i32>,
     layers: Vec<GLayer>,
     dims: Dims,
     weight_bytes: u64,
@@ -153,6 +200,7 @@ struct Dims {
     pos_offset: usize,
     eps: f32,
     act: i32,
+    rel: Option<RelDims>,
 }
 
 fn driver<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> EncoderError {
@@ -169,12 +217,9 @@ fn driver<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> EncoderError 
 /// Device bytes one forward pass of `batch` sequences padded to `len` tokens needs
 /// (activations, scores, its ids, lengths and pooled vectors).
 pub fn activation_bytes(config: &ModelConfig, batch: usize, len: usize) -> u64 {
-    forward_bytes(config.hidden_size, config.intermediate_size, config.num_heads, batch, len)
-}
-
-fn forward_bytes(hidden: usize, inter: usize, heads: usize, batch: usize, len: usize) -> u64 {
-    let scores = if fused_attention(hidden / heads.max(1), batch) { 0 } else { batch * heads * len * len };
-    workspace_bytes(hidden, inter, batch * len, scores) + io_bytes(hidden, batch, batch * len)
+    let (hidden, heads) = (config.hidden_size, config.num_heads);
+    let (scores, rel) = attention_buffers(config.head_dim(), heads, RelDims::of(config), batch, len);
+    workspace_bytes(hidden, config.intermediate_size, batch * len, scores, rel) + io_bytes(hidden, batch, batch * len)
 }
 
 /// Whether a pass of `batch` sequences with heads of `head_dim` runs the fused attention
@@ -236,9 +281,6 @@ impl GpuModel {
     }
 
     fn open(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
-        if matches!(config.arch, crate::config::Arch::Deberta(_)) {
-            return Err(EncoderError::NoGpu("DeBERTa runs on the CPU path only in this build".into()));
-        }
         // SAFETY: only probe for the shared libraries; cudarc panics on first use without them.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(EncoderError::NoGpu("no CUDA driver library (libcuda) found".into()));
@@ -280,6 +322,7 @@ impl GpuModel {
             pool: f("pool")?,
             attention32: f("attention32")?,
             attention64: f("attention64")?,
+            disentangled_softmax: f("disentangled_softmax")?,
         };
         let weight_bytes = w.gpu_bytes() as u64;
         if let Some(b) = budget
@@ -308,7 +351,24 @@ impl GpuModel {
                 out: 3 * l.query.out,
                 inp: l.query.inp,
             };
+            // [2·span, H] rows to [heads, 2·span, head_dim] (one matrix per head for cuBLAS).
+            let per_head = |pos: &[f32]| -> Result<Option<CudaSlice<f16>>, EncoderError> {
+                if pos.is_empty() {
+                    return Ok(None);
+                }
+                let (h, dh) = (config.hidden_size, config.head_dim());
+                let rows = pos.len() / h;
+                let mut out = Vec::with_capacity(pos.len());
+                for head in 0..config.num_heads {
+                    for r in 0..rows {
+                        out.extend_from_slice(&pos[r * h + head * dh..r * h + (head + 1) * dh]);
+                    }
+                }
+                half(&out).map(Some)
+            };
             layers.push(GLayer {
+                pos_key: per_head(&l.pos_key)?,
+                pos_query: per_head(&l.pos_query)?,
                 qkv: lin(&qkv)?,
                 attn_out: lin(&l.attn_out)?,
                 attn_norm: norm(&l.attn_norm)?,
@@ -324,7 +384,7 @@ impl GpuModel {
             heads: config.num_heads,
             head_dim: config.head_dim(),
             vocab: config.vocab_size,
-            max_pos: config.max_positions,
+            max_pos: if w.position.is_empty() { 1 } else { config.max_positions },
             pos_offset: config.position_offset(),
             eps: config.layer_norm_eps,
             act: match config.activation {
@@ -332,12 +392,28 @@ impl GpuModel {
                 Activation::GeluTanh => 1,
                 Activation::Relu => 2,
             },
+            rel: RelDims::of(config),
         };
+        // Each relative distance i - j (|i - j| < the longest sequence) to its table row.
+        let rel_index: Vec<i32> = match &config.arch {
+            Arch::Deberta(dis) => {
+                // Past the longest padded sequence by a tile (the bias kernel's reach).
+                let n = config.max_tokens() as i64 + 64;
+                (-(n - 1)..n).map(|rel| if rel >= 0 { dis.index(rel as usize, 0) } else { dis.index(0, (-rel) as usize) } as i32).collect()
+            }
+            Arch::Bert => vec![0],
+        };
+        // A model without absolute positions or token types adds a row of zeros (max_pos 1).
+        let zeros = vec![0f32; h];
+        let position = if w.position.is_empty() { &zeros } else { &w.position };
+        let token_type = if w.token_type.is_empty() { &zeros[..] } else { &w.token_type[..h] };
         Ok(GpuModel {
             word: half(&w.word)?,
-            position: half(&w.position)?,
-            token_type: half(&w.token_type[..h])?,
+            position: half(position)?,
+            token_type: half(token_type)?,
             embed_norm: norm(&w.embed_norm)?,
+            rel_index: stream.clone_htod(&rel_index).map_err(driver("upload relative positions"))?,
+            rel_index_host: rel_index,
             layers,
             _ctx: ctx,
             stream,
@@ -389,9 +465,11 @@ impl GpuModel {
             return Ok(Vec::new());
         }
         let tokens = shapes.iter().map(|(b, l)| b * l).max().unwrap_or(0);
-        let scores = shapes.iter().filter(|(b, _)| !fused_attention(d.head_dim, *b)).map(|(b, l)| b * d.heads * l * l).max().unwrap_or(0);
+        let buffers: Vec<(usize, usize)> = shapes.iter().map(|&(b, l)| attention_buffers(d.head_dim, d.heads, d.rel, b, l)).collect();
+        let scores = buffers.iter().map(|x| x.0).max().unwrap_or(0);
+        let rel = buffers.iter().map(|x| x.1).max().unwrap_or(0);
         if let Some(budget) = self.budget {
-            let need = self.weight_bytes + CONTEXT_BYTES + workspace_bytes(h, d.inter, tokens, scores) + io_bytes(h, n, total);
+            let need = self.weight_bytes + CONTEXT_BYTES + workspace_bytes(h, d.inter, tokens, scores, rel) + io_bytes(h, n, total);
             if need > budget {
                 return Err(EncoderError::OutOfMemory(format!(
                     "{n} sequences in passes of up to {tokens} padded tokens need {} MiB, over the budget of {} MiB",
@@ -414,10 +492,10 @@ impl GpuModel {
         }
         let s = &self.stream;
         let mut guard = self.workspace.lock().map_err(|_| EncoderError::Gpu("the workspace lock is poisoned".into()))?;
-        if guard.as_ref().is_none_or(|w| w.tokens < tokens || w.scores_len < scores) {
-            let (t0, s0) = guard.as_ref().map_or((0, 0), |w| (w.tokens, w.scores_len));
+        if guard.as_ref().is_none_or(|w| w.tokens < tokens || w.scores_len < scores || w.rel_len < rel) {
+            let (t0, s0, r0) = guard.as_ref().map_or((0, 0, 0), |w| (w.tokens, w.scores_len, w.rel_len));
             *guard = None; // free the old one first
-            *guard = Some(Workspace::new(s, &d, tokens.max(t0), scores.max(s0))?);
+            *guard = Some(Workspace::new(s, &d, tokens.max(t0), scores.max(s0), rel.max(r0))?);
         }
         let Some(ws) = guard.as_mut() else { return Err(EncoderError::Gpu("no workspace".into())) };
         let d_ids = s.clone_htod(&ids).map_err(driver("copy ids"))?;
@@ -480,7 +558,7 @@ impl GpuModel {
         let k = &self.k;
         self.mark(marks, "embed")?;
         k.embed(&self.stream, ids, l, &d, self, &mut ws.x)?;
-        let fused = fused_attention(d.head_dim, b);
+        let fused = d.rel.is_none() && fused_attention(d.head_dim, b);
         for layer in &self.layers {
             self.mark(marks, "gemm qkv")?;
             self.matmul(&layer.qkv, &ws.x, t, &mut ws.qkv)?;
@@ -488,7 +566,7 @@ impl GpuModel {
                 self.mark(marks, "attention")?;
                 k.attention(&self.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, &mut ws.merged)?;
             } else {
-                self.split_attention(ws, &layer.qkv.b, lens, b, l, marks)?;
+                self.split_attention(ws, layer, lens, b, l, marks)?;
             }
             self.mark(marks, "gemm attn_out")?;
             self.matmul(&layer.attn_out, &ws.merged, t, &mut ws.a)?;
@@ -516,7 +594,7 @@ impl GpuModel {
     fn split_attention(
         &self,
         ws: &mut Workspace,
-        qkv_bias: &CudaSlice<f32>,
+        layer: &GLayer,
         lens: &CudaView<i32>,
         b: usize,
         l: usize,
@@ -525,9 +603,9 @@ impl GpuModel {
         let d = self.dims;
         let t = b * l;
         let k = &self.k;
-        let scale = f16::from_f32(1.0 / (d.head_dim as f32).sqrt());
+        let scale = f16::from_f32(1.0 / d.rel.map_or((d.head_dim as f32).sqrt(), |r| r.scale));
         self.mark(marks, "split_qkv")?;
-        k.split_qkv(&self.stream, &ws.qkv, qkv_bias, t, l, &d, &mut ws.q, &mut ws.k, &mut ws.v)?;
+        k.split_qkv(&self.stream, &ws.qkv, &layer.qkv.b, t, l, &d, &mut ws.q, &mut ws.k, &mut ws.v)?;
         // scores[bh] = Q Kᵀ / √dh, row-major L × L.
         let (l_i, dh_i) = (l as i32, d.head_dim as i32);
         let cfg = StridedBatchedConfig {
@@ -551,9 +629,37 @@ impl GpuModel {
         // SAFETY: b × heads matrices of L × dh (K, Q) and L × L (scores), within the
         // workspace's sizes for this pass.
         self.mark(marks, "gemm scores")?;
-        unsafe { self.blas.gemm_strided_batched(cfg, &ws.k, &ws.q, &mut ws.scores) }.map_err(driver("cuBLAS scores"))?;
-        self.mark(marks, "softmax")?;
-        k.softmax_rows(&self.stream, &mut ws.scores, b * d.heads * l, l, d.heads, lens)?;
+        match d.rel {
+            // The scale in f32 (1/√(3·64) in fp16 is off by 3e-4).
+            Some(r) => self.gemm_ex(cfg, 1.0 / r.scale, &ws.k, &ws.q, &mut ws.scores)?,
+            None => unsafe { self.blas.gemm_strided_batched(cfg, &ws.k, &ws.q, &mut ws.scores) }.map_err(driver("cuBLAS scores"))?,
+        }
+        if let Some(r) = d.rel {
+            self.mark(marks, "gemm positions")?;
+            // Only the table rows that distances under L reach: [lo, lo + width).
+            let center = self.rel_index_host.len() / 2;
+            // Rounded out to multiples of 8 (cuBLAS' fast kernels want aligned leading
+            // dimensions), within the table's rows.
+            let lo = (self.rel_index_host[center + 1 - l] as usize) / 8 * 8;
+            let width = (self.rel_index_host[center + l - 1] as usize + 1 - lo).next_multiple_of(8).min(r.rows - lo);
+            let table = b * d.heads * l * width;
+            let split = if r.c2p { table } else { 0 };
+            let (mut c2p, mut p2c) = ws.rel.split_at_mut(split);
+            if let Some(pos) = layer.pos_key.as_ref().filter(|_| r.c2p) {
+                self.position_term(&ws.q, pos, b, l, r.rows, lo, width, &mut c2p)?;
+            }
+            if let Some(pos) = layer.pos_query.as_ref().filter(|_| r.p2c) {
+                self.position_term(&ws.k, pos, b, l, r.rows, lo, width, &mut p2c)?;
+            }
+            self.mark(marks, "softmax")?;
+            // An absent term's view is never read (the workspace holds at least one value).
+            let (c2p, p2c) = (ws.rel.slice(0..split.max(1)), ws.rel.slice(split.min(ws.rel.len() - 1)..));
+            let terms = launch::RelTerms { c2p: &c2p, p2c: &p2c, use_c2p: r.c2p, use_p2c: r.p2c, rel_index: &self.rel_index, lo, width };
+            k.disentangled_softmax(&self.stream, &mut ws.scores, &terms, b * d.heads * l, l, d.heads, lens)?;
+        } else {
+            self.mark(marks, "softmax")?;
+            k.softmax_rows(&self.stream, &mut ws.scores, b * d.heads * l, l, d.heads, lens)?;
+        }
         // ctx[bh] = P V, row-major L × dh.
         let cfg = StridedBatchedConfig {
             gemm: GemmConfig {
@@ -579,6 +685,107 @@ impl GpuModel {
         self.mark(marks, "merge_heads")?;
         k.merge_heads(&self.stream, &ws.ctx, t, l, &d, &mut ws.merged)?;
         Ok(())
+    }
+}
+
+impl GpuModel {
+    /// One DeBERTa position term for every (sequence, head): `out[(b, head)] = X[(b, head)]
+    /// pos[head][lo..lo + width]ᵀ / scale`, `[L × width]` per (sequence, head), X being
+    /// Q (c2p) or K (p2c) in `[B, heads, L, dh]` and pos `[heads, rows = 2·span, dh]`. One
+    /// strided batched product per head, over the sequences (the head's position rows are
+    /// shared: stride 0).
+    #[allow(clippy::too_many_arguments)]
+    fn position_term(
+        &self,
+        x: &CudaSlice<f16>,
+        pos: &CudaSlice<f16>,
+        b: usize,
+        l: usize,
+        rows: usize,
+        lo: usize,
+        width: usize,
+        out: &mut CudaViewMut<f16>,
+    ) -> Result<(), EncoderError> {
+        let d = self.dims;
+        let (dh, heads) = (d.head_dim, d.heads);
+        let scale = d.rel.map_or(1.0, |r| r.scale);
+        let cfg = StridedBatchedConfig {
+            gemm: GemmConfig {
+                transa: CUBLAS_OP_T,
+                transb: CUBLAS_OP_N,
+                m: width as i32,
+                n: l as i32,
+                k: dh as i32,
+                alpha: f16::ONE, // gemm_f32 takes the scale in f32
+                lda: dh as i32,
+                ldb: dh as i32,
+                beta: f16::ZERO,
+                ldc: width as i32,
+            },
+            batch_size: b as i32,
+            stride_a: 0,
+            stride_b: (heads * l * dh) as i64,
+            stride_c: (heads * l * width) as i64,
+        };
+        for head in 0..heads {
+            let a = pos.slice((head * rows + lo) * dh..(head * rows + lo + width) * dh);
+            let xs = x.slice(head * l * dh..);
+            let mut c = out.slice_mut(head * l * width..);
+            // pos[head]'s rows lo..lo + width (of `rows`) are width × dh; X's b matrices of L × dh
+            // start at head·L·dh, heads·L·dh apart, inside the [B, heads, L, dh] buffer; out's b
+            // matrices of L × width start at head·L·width, heads·L·width apart, inside the table
+            // of B·heads·L·width values.
+            self.gemm_ex(cfg, 1.0 / scale, &a, &xs, &mut c)?;
+        }
+        Ok(())
+    }
+
+    /// cuBLAS' strided batched product in fp16 with f32 accumulation, `alpha` given in f32
+    /// (the config's fp16 one is ignored: 1/√(3·64) rounded to fp16 is off by 3e-4).
+    fn gemm_ex<A: DevicePtr<f16>, B: DevicePtr<f16>, C: cudarc::driver::DevicePtrMut<f16>>(
+        &self,
+        cfg: StridedBatchedConfig<f16>,
+        alpha: f32,
+        a: &A,
+        b: &B,
+        c: &mut C,
+    ) -> Result<(), EncoderError> {
+        use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t};
+        let beta = cfg.gemm.beta.to_f32();
+        let s = &self.stream;
+        let (a, _ra) = a.device_ptr(s);
+        let (b, _rb) = b.device_ptr(s);
+        let (c, _rc) = c.device_ptr_mut(s);
+        // SAFETY: the caller's config describes A, B and C inside their buffers (as for
+        // `gemm_strided_batched`); alpha and beta are f32, as CUBLAS_COMPUTE_32F takes them.
+        unsafe {
+            cudarc::cublas::result::gemm_strided_batched_ex(
+                *self.blas.handle(),
+                cfg.gemm.transa,
+                cfg.gemm.transb,
+                cfg.gemm.m,
+                cfg.gemm.n,
+                cfg.gemm.k,
+                (&alpha) as *const f32 as *const _,
+                a as *const _,
+                cudaDataType_t::CUDA_R_16F,
+                cfg.gemm.lda,
+                cfg.stride_a,
+                b as *const _,
+                cudaDataType_t::CUDA_R_16F,
+                cfg.gemm.ldb,
+                cfg.stride_b,
+                (&beta) as *const f32 as *const _,
+                c as *mut _,
+                cudaDataType_t::CUDA_R_16F,
+                cfg.gemm.ldc,
+                cfg.stride_c,
+                cfg.batch_size,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(driver("cuBLAS product"))
     }
 }
 
@@ -609,6 +816,7 @@ mod tests {
             "attention32",
             "attention64",
             "add_norm_warp",
+            "disentangled_softmax",
         ] {
             assert!(ptx.to_src().contains(&format!(".entry {entry}")), "{entry} missing");
         }
