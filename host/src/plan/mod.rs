@@ -236,7 +236,12 @@ pub struct PlanOptions<'a> {
     pub hold_output: bool,
 }
 
+/// A path from the pipeline file: absolute as it is, `~/…` under the home directory (as a
+/// shell would), anything else relative to the file's directory.
 fn resolve(base: &Path, p: &str) -> PathBuf {
+    if let (Some(rest), Some(home)) = (p.strip_prefix("~/"), std::env::home_dir()) {
+        return home.join(rest);
+    }
     let p = Path::new(p);
     if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
 }
@@ -432,4 +437,20 @@ fn locate(spec: &PipelineSpec, label: &str, base: &Path, errors: &mut Vec<SpecEr
         }
     };
     Located { output_dir, inputs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_against_the_file_or_the_home_directory() {
+        let base = Path::new("/pipelines");
+        assert_eq!(resolve(base, "data"), PathBuf::from("/pipelines/data"));
+        assert_eq!(resolve(base, "/abs/data"), PathBuf::from("/abs/data"));
+        if let Some(home) = std::env::home_dir() {
+            assert_eq!(resolve(base, "~/models"), home.join("models"));
+        }
+        assert_eq!(resolve(base, "~models"), PathBuf::from("/pipelines/~models"));
+    }
 }

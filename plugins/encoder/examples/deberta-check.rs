@@ -61,7 +61,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let texts: Vec<&str> = r["texts"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
         let want: Vec<f32> = r["models"][&name]["logits"]
             .as_array()
-            .map(|rows| rows.iter().flat_map(|row| row.as_array().into_iter().flatten().filter_map(Value::as_f64).map(|x| x as f32)).collect())
+            .map(|rows| {
+                rows.iter().flat_map(|row| row.as_array().into_iter().flatten().filter_map(Value::as_f64).map(|x| x as f32)).collect()
+            })
             .unwrap_or_default();
         let got = enc.logits(&texts, None)?;
         let (delta, same) = compare(&got, &want, n);

@@ -455,7 +455,15 @@ pub(crate) mod tests {
         assert_eq!(log_bucket(511, 256, 512), 255);
         // Far beyond max, the bucket keeps growing; index() clamps it.
         assert!(log_bucket(2000, 256, 512) > 255);
-        let d = Disentangled { span: 256, buckets: Some((256, 512)), c2p: true, p2c: true, share_att_key: true, norm_rel_ebd: true, position_biased_input: false };
+        let d = Disentangled {
+            span: 256,
+            buckets: Some((256, 512)),
+            c2p: true,
+            p2c: true,
+            share_att_key: true,
+            norm_rel_ebd: true,
+            position_biased_input: false,
+        };
         assert_eq!(d.index(0, 0), 256);
         assert_eq!(d.index(0, 5000), 0);
         assert_eq!(d.index(5000, 0), 511);

@@ -62,7 +62,9 @@ pub fn logits_rows(head: &Head, cls: &[f32], hidden: usize) -> Vec<f32> {
             Head::MeanHeads { heads } => {
                 // Each head's [m × out] side by side per row.
                 let outs: Vec<Vec<f32>> = heads.iter().map(|fc| crate::cpu::dense(fc, x, m)).collect();
-                (0..m).flat_map(|r| heads.iter().zip(&outs).flat_map(move |(fc, o)| o[r * fc.out..(r + 1) * fc.out].iter().copied())).collect()
+                (0..m)
+                    .flat_map(|r| heads.iter().zip(&outs).flat_map(move |(fc, o)| o[r * fc.out..(r + 1) * fc.out].iter().copied()))
+                    .collect()
             }
         }
     };
@@ -106,7 +108,13 @@ fn round_to(x: f64, places: i32) -> f64 {
 /// NeMo's per-target results from one prompt's concatenated head logits.
 pub fn complexity(targets: &crate::config::Targets, logits: &[f32]) -> Complexity {
     let mut at = 0;
-    let mut out = Complexity { task_type_1: String::new(), task_type_2: String::new(), task_type_prob: 0.0, scores: Vec::new(), prompt_complexity_score: 0.0 };
+    let mut out = Complexity {
+        task_type_1: String::new(),
+        task_type_2: String::new(),
+        task_type_prob: 0.0,
+        scores: Vec::new(),
+        prompt_complexity_score: 0.0,
+    };
     for (name, n) in &targets.sizes {
         let part = &logits[at..at + n];
         at += n;

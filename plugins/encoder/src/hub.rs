@@ -37,12 +37,14 @@ pub fn config(hub: &Value, shapes: &BTreeMap<String, Vec<usize>>) -> Result<Mode
         .find(|p| shapes.contains_key(&format!("{p}embeddings.word_embeddings.weight")))
         .ok_or("no embeddings.word_embeddings.weight tensor under model., backbone. or deberta.")?;
     let shape = |name: &str| shapes.get(&format!("{prefix}{name}")).cloned();
-    let [vocab, hidden] = shape("embeddings.word_embeddings.weight").and_then(|s| <[usize; 2]>::try_from(s).ok()).ok_or("word embeddings are not 2-D")?;
+    let [vocab, hidden] =
+        shape("embeddings.word_embeddings.weight").and_then(|s| <[usize; 2]>::try_from(s).ok()).ok_or("word embeddings are not 2-D")?;
     let layers = (0..).take_while(|l| shapes.contains_key(&format!("{prefix}encoder.layer.{l}.attention.self.query_proj.weight"))).count();
     if layers == 0 {
         return Err(format!("no {prefix}encoder.layer.0.attention.self.query_proj.weight: not a DeBERTa-v2/v3 backbone"));
     }
-    let inter = shape("encoder.layer.0.intermediate.dense.weight").and_then(|s| s.first().copied()).ok_or("no intermediate.dense.weight")?;
+    let inter =
+        shape("encoder.layer.0.intermediate.dense.weight").and_then(|s| s.first().copied()).ok_or("no intermediate.dense.weight")?;
     let rel_rows = shape("encoder.rel_embeddings.weight").and_then(|s| s.first().copied()).ok_or("no encoder.rel_embeddings.weight")?;
     if hidden % 64 != 0 {
         return Err(format!("hidden size {hidden} is not a multiple of DeBERTa-v3's 64-wide heads"));
@@ -95,15 +97,25 @@ fn targets(hub: &Value) -> Result<Targets, String> {
     let Some(sizes) = hub.get("target_sizes").and_then(Value::as_object) else { return Ok(Targets::default()) };
     let sizes = sizes
         .iter()
-        .map(|(name, n)| n.as_u64().filter(|&n| n > 0).map(|n| (name.clone(), n as usize)).ok_or(format!("target_sizes.{name}: not a positive integer")))
+        .map(|(name, n)| {
+            n.as_u64().filter(|&n| n > 0).map(|n| (name.clone(), n as usize)).ok_or(format!("target_sizes.{name}: not a positive integer"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let floats = |v: &Value| v.as_array().map(|a| a.iter().filter_map(Value::as_f64).collect::<Vec<_>>());
-    let weights: BTreeMap<String, Vec<f64>> =
-        hub.get("weights_map").and_then(Value::as_object).map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), floats(v)?))).collect()).unwrap_or_default();
-    let divisors: BTreeMap<String, f64> =
-        hub.get("divisor_map").and_then(Value::as_object).map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_f64()?))).collect()).unwrap_or_default();
+    let weights: BTreeMap<String, Vec<f64>> = hub
+        .get("weights_map")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), floats(v)?))).collect())
+        .unwrap_or_default();
+    let divisors: BTreeMap<String, f64> = hub
+        .get("divisor_map")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_f64()?))).collect())
+        .unwrap_or_default();
     let task_types = match hub.get("task_type_map").and_then(Value::as_object) {
-        Some(m) => (0..m.len()).map(|i| m.get(&i.to_string()).and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| format!("TASK_{i}"))).collect(),
+        Some(m) => (0..m.len())
+            .map(|i| m.get(&i.to_string()).and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| format!("TASK_{i}")))
+            .collect(),
         None => Vec::new(),
     };
     for (name, n) in &sizes {

@@ -2,10 +2,10 @@
 //!
 //! [`Encoder::load`] reads a Hugging Face model directory (`config.json`,
 //! `model.safetensors`, `tokenizer.json`, and sentence-transformers' pooling files when
-//! present) and runs BERT-family encoders (BERT, MiniLM, bge, e5, arctic-embed, RoBERTa):
-//! in fp16 on the GPU ([`gpu`]: cuBLAS for the matrix products, NVRTC kernels for the rest,
-//! both loaded at run time, so this builds without CUDA) or in f32 on the CPU ([`cpu`], the
-//! reference). DeBERTa is not implemented (its disentangled attention needs its own kernels).
+//! present) and runs BERT-family encoders (BERT, MiniLM, bge, e5, arctic-embed, RoBERTa) and
+//! DeBERTa-v2/v3 (transformers' layout, and NeMo's model-hub checkpoints: [`hub`]): in fp16 on
+//! the GPU ([`gpu`]: cuBLAS for the matrix products, NVRTC kernels for the rest, both loaded
+//! at run time, so this builds without CUDA) or in f32 on the CPU ([`cpu`], the reference).
 //!
 //! One call ([`Encoder::pooled`]) takes a list of texts and returns one vector per text:
 //! texts are tokenized on all CPU threads a chunk ahead of the device (a producer thread),

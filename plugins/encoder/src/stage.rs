@@ -45,8 +45,9 @@ pub fn load_encoder(stage: &str, model: &str, opts: &Options) -> Result<Encoder,
     log(
         Level::Info,
         &format!(
-            "{stage}: {} ({} layers, {} wide) on the {}{check}, up to {} tokens, {} padded tokens per pass, tokenizer: {}",
+            "{stage}: {} ({}; {} layers, {} wide) on the {}{check}, up to {} tokens, {} padded tokens per pass, tokenizer: {}",
             model,
+            encoder.config.layout,
             encoder.config.num_layers,
             encoder.config.hidden_size,
             encoder.device(),

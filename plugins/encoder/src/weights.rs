@@ -221,12 +221,19 @@ impl Weights {
             if let Some(d) = deberta {
                 let rows = 2 * d.span;
                 if d.c2p {
-                    let proj = if d.share_att_key { layer.key.clone() } else { r.linear(&format!("{p}.attention.self.pos_key_proj"), h, h, false)? };
+                    let proj = if d.share_att_key {
+                        layer.key.clone()
+                    } else {
+                        r.linear(&format!("{p}.attention.self.pos_key_proj"), h, h, false)?
+                    };
                     layer.pos_key = crate::cpu::dense(&proj, &rel, rows);
                 }
                 if d.p2c {
-                    let proj =
-                        if d.share_att_key { layer.query.clone() } else { r.linear(&format!("{p}.attention.self.pos_query_proj"), h, h, false)? };
+                    let proj = if d.share_att_key {
+                        layer.query.clone()
+                    } else {
+                        r.linear(&format!("{p}.attention.self.pos_query_proj"), h, h, false)?
+                    };
                     layer.pos_query = crate::cpu::dense(&proj, &rel, rows);
                 }
             }

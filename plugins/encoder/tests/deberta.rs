@@ -69,7 +69,8 @@ fn check_logits(name: &str, enc: &Encoder, r: &Value, want: &[Vec<f32>]) -> Vec<
 fn log_buckets_equal_transformers() {
     let r = reference();
     let b = &r["log_buckets"];
-    let (size, max, from) = (b["bucket_size"].as_u64().unwrap() as usize, b["max_position"].as_u64().unwrap() as usize, b["from"].as_i64().unwrap());
+    let (size, max, from) =
+        (b["bucket_size"].as_u64().unwrap() as usize, b["max_position"].as_u64().unwrap() as usize, b["from"].as_i64().unwrap());
     for (k, want) in b["buckets"].as_array().unwrap().iter().enumerate() {
         let rel = from + k as i64;
         assert_eq!(log_bucket(rel, size, max), want.as_i64().unwrap(), "relative position {rel}");
