@@ -20,27 +20,22 @@ everything after reading the file.
 """
 import argparse
 import json
-import struct
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
+import fetch  # noqa: E402
+
 
 def read_safetensors(path: Path):
-    data = path.read_bytes()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8 : 8 + n])
-    body = data[8 + n :]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        dtype = {"F32": "<f4", "F16": "<f2", "BF16": None}[info["dtype"]]
-        out[name] = torch.from_numpy(np.frombuffer(body[a:b], dtype=dtype).copy()).reshape(info["shape"]).float()
-    return out
+    """Every tensor of a .safetensors file as f32 (fetch.py reads the file)."""
+    dtypes = {"F32": "<f4", "F16": "<f2"}
+    return {name: torch.from_numpy(np.frombuffer(raw, dtype=dtypes[dtype]).copy()).reshape(shape).float()
+            for name, (dtype, shape, raw) in fetch.read_safetensors(path).items()}
 
 
 def nemo_model(model: Path):

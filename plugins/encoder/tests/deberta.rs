@@ -8,21 +8,14 @@
 //!
 //! Needs the models: `python3 scripts/models/fetch.py` (the test command runs it).
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::path::Path;
+
+use common::{model, root};
 use curator_encoder::config::{Arch, log_bucket};
 use curator_encoder::{Device, Encoder, Options};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn model(name: &str) -> Option<PathBuf> {
-    let dir = root().join("target/models").join(name);
-    let why = format_args!("{} is missing: run `python3 scripts/models/fetch.py` (scripts/test.sh does)", dir.display());
-    curator_test_support::require(dir.join("model.safetensors").exists(), why).then_some(dir)
-}
 
 fn reference() -> Value {
     let text = std::fs::read_to_string(root().join("tests/parity/deberta_reference.json")).unwrap();

@@ -6,22 +6,13 @@
 //!
 //! Needs the models: `python3 scripts/models/fetch.py` (the test command runs it).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::{model, root};
 use curator_encoder::{Device, Encoder, Options, Pooling};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The fetched model `name`, or `None` (the test skips, saying so on the terminal) when
-/// `python3 scripts/models/fetch.py` has not run; under CI (`CI=true`) a missing model fails.
-fn model(name: &str) -> Option<PathBuf> {
-    let dir = root().join("target/models").join(name);
-    let why = format_args!("{} is missing: run `python3 scripts/models/fetch.py` (scripts/test.sh does)", dir.display());
-    curator_test_support::require(dir.join("model.safetensors").exists(), why).then_some(dir)
-}
 
 /// `model(name)`, or return from the calling test when it is missing.
 macro_rules! model_or_skip {
