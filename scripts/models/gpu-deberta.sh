@@ -80,7 +80,10 @@ fi
 if want mdeberta; then
     python3 scripts/models/deberta_models.py --out "$work/models" --size mdeberta >/dev/null
     echo "== mDeBERTa-v3-base size: GPU vs CPU f32 on 200 docs, speed"
-    "$kit/deberta-check" "$work/models/deberta-nemo-mdeberta" --device gpu --corpus "$corpus" --docs 5000 --max-chars 2000 --cpu-docs 200 --rounds 2
+    "$kit/deberta-check" "$work/models/deberta-nemo-mdeberta" --device gpu --corpus "$corpus" --docs 5000 --max-chars 2000 --cpu-docs "${CPU_DOCS:-200}" --rounds 2
+    python3 scripts/models/deberta_models.py --out "$work/models-qk1" --qk-gain 1 --size mdeberta >/dev/null
+    echo "== mDeBERTa-v3-base size, query/key gain 1: GPU vs CPU f32"
+    "$kit/deberta-check" "$work/models-qk1/deberta-nemo-mdeberta" --device gpu --corpus "$corpus" --docs 2000 --max-chars 2000 --cpu-docs "${CPU_DOCS:-200}" --rounds 1 | grep -A5 vs_cpu_f32
 fi
 if want run; then
     rm -rf in && mkdir -p in
