@@ -180,6 +180,8 @@ struct RawConfig {
     conv_kernel_size: Option<usize>,
     #[serde(default)]
     attention_head_size: Option<usize>,
+    #[serde(default)]
+    pooler_hidden_act: Option<String>,
 }
 
 /// `pos_att_type` as a list (`["p2c", "c2p"]`) or a string (`"p2c|c2p"`).
@@ -369,6 +371,10 @@ fn disentangled(raw: &RawConfig) -> Result<Disentangled, String> {
     if raw.attention_head_size.is_some_and(|d| d * raw.num_attention_heads.max(1) != raw.hidden_size) {
         return Err("deberta-v2 with attention_head_size × heads ≠ hidden_size is not supported".into());
     }
+    // The ContextPooler's activation (head.rs applies GELU, transformers' default).
+    if let Some(act) = raw.pooler_hidden_act.as_deref().filter(|a| *a != "gelu") {
+        return Err(format!("pooler_hidden_act {act:?} is not supported (gelu)"));
+    }
     let kinds = raw.pos_att_type.as_ref().map(PosAttType::kinds).unwrap_or_default();
     if let Some(other) = kinds.iter().find(|k| *k != "c2p" && *k != "p2c") {
         return Err(format!("pos_att_type {other:?} is not supported (c2p, p2c)"));
@@ -478,6 +484,8 @@ pub(crate) mod tests {
         assert!(ModelConfig::parse(&deberta).unwrap_err().contains("relative_attention"));
         let conv = DEBERTA_V3_BASE.replace("\"type_vocab_size\":0", "\"type_vocab_size\":0,\"conv_kernel_size\":3");
         assert!(ModelConfig::parse(&conv).unwrap_err().contains("conv_kernel_size"));
+        let pooler = DEBERTA_V3_BASE.replace("\"type_vocab_size\":0", "\"type_vocab_size\":0,\"pooler_hidden_act\":\"tanh\"");
+        assert!(ModelConfig::parse(&pooler).unwrap_err().contains("pooler_hidden_act"));
         let gpt = MINILM.replace("\"model_type\":\"bert\"", "\"model_type\":\"gpt2\"");
         assert!(ModelConfig::parse(&gpt).unwrap_err().contains("\"gpt2\""));
         let heads = MINILM.replace("\"num_attention_heads\":12", "\"num_attention_heads\":7");

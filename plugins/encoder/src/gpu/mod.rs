@@ -397,7 +397,7 @@ impl GpuModel {
         // Each relative distance i - j (|i - j| < the longest sequence) to its table row.
         let rel_index: Vec<i32> = match &config.arch {
             Arch::Deberta(dis) => {
-                // Past the longest padded sequence by a tile (the bias kernel's reach).
+                // Past the longest sequence with room to spare (batches pad to a multiple of 8).
                 let n = config.max_tokens() as i64 + 64;
                 (-(n - 1)..n).map(|rel| if rel >= 0 { dis.index(rel as usize, 0) } else { dis.index(0, (-rel) as usize) } as i32).collect()
             }
@@ -716,7 +716,7 @@ impl GpuModel {
                 m: width as i32,
                 n: l as i32,
                 k: dh as i32,
-                alpha: f16::ONE, // gemm_f32 takes the scale in f32
+                alpha: f16::ONE, // gemm_ex takes the scale in f32
                 lda: dh as i32,
                 ldb: dh as i32,
                 beta: f16::ZERO,
