@@ -171,6 +171,27 @@ mod tests {
     }
 
     #[test]
+    fn complexity_follows_nemos_rounding_and_rules() {
+        use crate::config::Targets;
+        let targets = Targets {
+            sizes: vec![("task_type".into(), 3), ("creativity_scope".into(), 2), ("number_of_few_shots".into(), 2)],
+            task_types: vec!["QA".into(), "Code".into(), "Other".into()],
+            weights: [("creativity_scope".to_string(), vec![0.0, 1.0]), ("number_of_few_shots".to_string(), vec![0.0, 1.0])].into(),
+            divisors: [("creativity_scope".to_string(), 1.0), ("number_of_few_shots".to_string(), 1.0)].into(),
+        };
+        // Task types: Code first (p ≈ 0.9), the runner-up under 0.1 → "NA". Creativity: softmax
+        // [0, ln 3] = [0.25, 0.75] → 0.75. Few shots: [0, ln(1/99)] → 0.01 < 0.05 → 0.
+        let logits = [0.0, (0.9f32 / 0.05).ln(), 0.0, 0.0, 3f32.ln(), 0.0, (1.0f32 / 99.0).ln()];
+        let c = complexity(&targets, &logits);
+        assert_eq!((c.task_type_1.as_str(), c.task_type_2.as_str(), c.task_type_prob), ("Code", "NA", 0.9));
+        assert_eq!(c.scores, vec![("creativity_scope".to_string(), 0.75), ("number_of_few_shots".to_string(), 0.0)]);
+        assert_eq!(c.prompt_complexity_score, 0.2625, "0.35 × 0.75, rounded to five places");
+        // Python's round: halves go to the even neighbour.
+        assert_eq!(round_to(0.125, 2), 0.12);
+        assert_eq!(round_to(0.375, 2), 0.38);
+    }
+
+    #[test]
     fn logits_of_many_rows_equal_the_per_row_head() {
         let (h, n) = (8, 3);
         let lin = |out: usize, inp: usize, seed: f32| Linear {
