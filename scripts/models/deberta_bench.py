@@ -28,34 +28,15 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-import fetch  # noqa: E402
-
-
-def read_safetensors(path: Path):
-    """Every tensor of a .safetensors file as f32 (fetch.py reads the file)."""
-    dtypes = {"F32": "<f4", "F16": "<f2"}
-    return {name: torch.from_numpy(np.frombuffer(raw, dtype=dtypes[dtype]).copy()).reshape(shape).float()
-            for name, (dtype, shape, raw) in fetch.read_safetensors(path).items()}
+from deberta_reference import v3_backbone  # noqa: E402
 
 
 def nemo_model(model: Path):
-    from transformers import DebertaV2Config, DebertaV2Model
-
-    tensors = read_safetensors(model / "model.safetensors")
-    prefix = "model."
-    back = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
-    vocab, h = back["embeddings.word_embeddings.weight"].shape
-    layers = sum(1 for k in back if k.endswith("attention.self.query_proj.weight"))
-    config = DebertaV2Config(vocab_size=vocab, hidden_size=h, num_hidden_layers=layers, num_attention_heads=h // 64,
-                             intermediate_size=back["encoder.layer.0.intermediate.dense.weight"].shape[0], max_position_embeddings=512,
-                             relative_attention=True, position_buckets=back["encoder.rel_embeddings.weight"].shape[0] // 2,
-                             norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type="p2c|c2p", layer_norm_eps=1e-7,
-                             max_relative_positions=-1, position_biased_input=False, type_vocab_size=0, hidden_act="gelu")
-    net = DebertaV2Model(config)
-    net.load_state_dict(back, strict=False)
-    fc = torch.nn.Linear(h, tensors["fc.weight"].shape[0])
-    fc.weight.data.copy_(tensors["fc.weight"])
-    fc.bias.data.copy_(tensors["fc.bias"])
+    """NeMo's `Deberta` module: the v3 backbone (deberta_reference.py builds it) and `fc`."""
+    net, heads = v3_backbone(model, "model.")
+    fc = torch.nn.Linear(net.config.hidden_size, heads["fc.weight"].shape[0])
+    fc.weight.data.copy_(heads["fc.weight"])
+    fc.bias.data.copy_(heads["fc.bias"])
     return net.eval(), fc.eval()
 
 

@@ -25,7 +25,6 @@ import numpy as np
 import torch
 import transformers
 from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, DebertaV2Model, PreTrainedTokenizerFast
-from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fetch import read_safetensors  # noqa: E402
@@ -48,10 +47,11 @@ def tokenizer(model: Path):
 
 
 def state(model: Path, prefix: str):
+    """The checkpoint's tensors in f32: the backbone's under `prefix` (stripped), the rest
+    under `__head__.`."""
     out = {}
     for name, (dtype, shape, raw) in read_safetensors(model / "model.safetensors").items():
-        assert dtype == "F32"
-        t = torch.from_numpy(np.frombuffer(raw, dtype="<f4").copy()).reshape(shape)
+        t = torch.from_numpy(np.frombuffer(raw, dtype={"F32": "<f4", "F16": "<f2"}[dtype]).copy()).reshape(shape).float()
         if name.startswith(prefix):
             out[name[len(prefix):]] = t
         else:
@@ -60,6 +60,8 @@ def state(model: Path, prefix: str):
 
 
 def v3_backbone(model: Path, prefix: str):
+    """NeMo's backbone: DebertaV2Model with deberta-v3's configuration at the checkpoint's sizes
+    (what `AutoModel.from_pretrained(base_model)` gives NeMo), and the head tensors."""
     tensors = state(model, prefix)
     vocab, h = tensors["embeddings.word_embeddings.weight"].shape
     layers = sum(1 for k in tensors if k.endswith("attention.self.query_proj.weight"))
@@ -112,6 +114,8 @@ def nemo_process(config, logits):
 
 
 def main():
+    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
     torch.manual_seed(0)
     t = texts()
     result = {"torch": torch.__version__, "transformers": transformers.__version__, "texts": t, "models": {}}

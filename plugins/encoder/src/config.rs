@@ -59,7 +59,17 @@ impl Disentangled {
     /// The row of the projected relative embeddings that query `i` and key `j` use (the same
     /// row for both terms: the log buckets are odd, so p2c's `-bucket(j - i)` is `bucket(i - j)`).
     pub fn index(&self, i: usize, j: usize) -> usize {
-        let rel = i as i64 - j as i64;
+        self.row(i as i64 - j as i64)
+    }
+
+    /// The row of every distance `i - j` in `-max..=max`, at `i - j + max`: the row depends
+    /// on the distance alone, so both back-ends look it up here instead of bucketing per pair.
+    pub fn rows_by_distance(&self, max: usize) -> Vec<u32> {
+        let max = max as i64;
+        (-max..=max).map(|rel| self.row(rel) as u32).collect()
+    }
+
+    fn row(&self, rel: i64) -> usize {
         let bucket = match self.buckets {
             Some((size, max)) => log_bucket(rel, size, max),
             None => rel,
@@ -473,6 +483,10 @@ pub(crate) mod tests {
         assert_eq!(d.index(0, 0), 256);
         assert_eq!(d.index(0, 5000), 0);
         assert_eq!(d.index(5000, 0), 511);
+        let rows = d.rows_by_distance(5000);
+        for (i, j) in [(0, 0), (0, 5000), (5000, 0), (3, 900), (700, 2), (129, 0)] {
+            assert_eq!(rows[i + 5000 - j] as usize, d.index(i, j), "distance {i} - {j}");
+        }
         for (i, j) in [(3, 900), (700, 2), (40, 41)] {
             assert_eq!(log_bucket(i as i64 - j as i64, 256, 512), -log_bucket(j as i64 - i as i64, 256, 512), "odd");
         }

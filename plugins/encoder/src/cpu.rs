@@ -59,7 +59,7 @@ pub(crate) fn layer_norm(row: &mut [f32], norm: &Norm, eps: f32) {
 
 fn activate(x: &mut [f32], act: Activation) {
     match act {
-        Activation::Gelu => x.iter_mut().for_each(|v| *v = 0.5 * *v * (1.0 + libm::erff(*v / std::f32::consts::SQRT_2))),
+        Activation::Gelu => x.iter_mut().for_each(|v| *v = crate::head::gelu(*v)),
         Activation::GeluTanh => {
             let c = (2.0 / std::f32::consts::PI).sqrt();
             x.iter_mut().for_each(|v| *v = 0.5 * *v * (1.0 + (c * (*v + 0.044715 * *v * *v * *v)).tanh()))
@@ -88,7 +88,7 @@ pub fn hidden_states(config: &ModelConfig, w: &Weights, ids: &[u32]) -> Vec<f32>
     }
     let (scale, rel) = match &config.arch {
         Arch::Bert => (1.0 / (dh as f32).sqrt(), None),
-        Arch::Deberta(d) => (1.0 / d.scale(dh), Some((d, relative_index(d, l)))),
+        Arch::Deberta(d) => (1.0 / d.scale(dh), Some((d, d.rows_by_distance(l.saturating_sub(1))))),
     };
     for layer in &w.layers {
         let q = dense(&layer.query, &x, l);
@@ -163,14 +163,9 @@ pub fn hidden_states(config: &ModelConfig, w: &Weights, ids: &[u32]) -> Vec<f32>
     x
 }
 
-/// The row of the projected relative embeddings each (query, key) pair of a sequence of `l`
-/// tokens uses, `[l × l]`.
-pub(crate) fn relative_index(d: &Disentangled, l: usize) -> Vec<u32> {
-    (0..l * l).map(|n| d.index(n / l, n % l) as u32).collect()
-}
-
 /// DeBERTa's position terms added to one head's `[l × l]` scores: content→position
-/// `Q_i · posK[idx(i,j)]` and position→content `K_j · posQ[idx(i,j)]`, each times `scale`.
+/// `Q_i · posK[idx(i,j)]` and position→content `K_j · posQ[idx(i,j)]`, each times `scale`;
+/// `rows[i - j + l - 1]` is `idx(i,j)` ([`Disentangled::rows_by_distance`]).
 /// Both are read from `[l × 2·span]` tables made by one product each, as transformers does
 /// (its `torch.gather` over the same tables).
 #[allow(clippy::too_many_arguments)]
@@ -183,7 +178,7 @@ fn disentangled_bias(
     h: usize,
     dh: usize,
     l: usize,
-    index: &[u32],
+    rows_of: &[u32],
     scale: f32,
     scores: &mut [f32],
 ) {
@@ -217,7 +212,7 @@ fn disentangled_bias(
         let c2p = table(q, &layer.pos_key);
         for (i, row) in scores.chunks_exact_mut(l).enumerate() {
             for (j, s) in row.iter_mut().enumerate() {
-                *s += c2p[i * rows + index[i * l + j] as usize];
+                *s += c2p[i * rows + rows_of[i + l - 1 - j] as usize];
             }
         }
     }
@@ -225,7 +220,7 @@ fn disentangled_bias(
         let p2c = table(k, &layer.pos_query);
         for (i, row) in scores.chunks_exact_mut(l).enumerate() {
             for (j, s) in row.iter_mut().enumerate() {
-                *s += p2c[j * rows + index[i * l + j] as usize];
+                *s += p2c[j * rows + rows_of[i + l - 1 - j] as usize];
             }
         }
     }

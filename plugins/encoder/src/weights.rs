@@ -220,21 +220,20 @@ impl Weights {
             };
             if let Some(d) = deberta {
                 let rows = 2 * d.span;
-                if d.c2p {
-                    let proj = if d.share_att_key {
-                        layer.key.clone()
+                // The relative embeddings through the content projection when shared, else
+                // through the layer's own `pos_*_proj`.
+                let project = |shared: &Linear, own: &str| -> Result<Vec<f32>, EncoderError> {
+                    Ok(if d.share_att_key {
+                        crate::cpu::dense(shared, &rel, rows)
                     } else {
-                        r.linear(&format!("{p}.attention.self.pos_key_proj"), h, h, false)?
-                    };
-                    layer.pos_key = crate::cpu::dense(&proj, &rel, rows);
+                        crate::cpu::dense(&r.linear(&format!("{p}.attention.self.{own}"), h, h, false)?, &rel, rows)
+                    })
+                };
+                if d.c2p {
+                    layer.pos_key = project(&layer.key, "pos_key_proj")?;
                 }
                 if d.p2c {
-                    let proj = if d.share_att_key {
-                        layer.query.clone()
-                    } else {
-                        r.linear(&format!("{p}.attention.self.pos_query_proj"), h, h, false)?
-                    };
-                    layer.pos_query = crate::cpu::dense(&proj, &rel, rows);
+                    layer.pos_query = project(&layer.query, "pos_query_proj")?;
                 }
             }
             layers.push(layer);
@@ -285,7 +284,8 @@ impl Weights {
         })
     }
 
-    /// Bytes the weights take on the GPU (matrices in fp16, vectors in f32).
+    /// Bytes the weights take on the GPU (matrices and DeBERTa's position tables in fp16,
+    /// vectors in f32).
     pub fn gpu_bytes(&self) -> usize {
         let lin = |l: &Linear| l.w.len() * 2 + l.b.len() * 4;
         let norm = |n: &Norm| n.gamma.len() * 8;
@@ -301,6 +301,7 @@ impl Weights {
                     + lin(&l.down)
                     + norm(&l.attn_norm)
                     + norm(&l.out_norm)
+                    + (l.pos_key.len() + l.pos_query.len()) * 2
             })
             .sum();
         (self.word.len() + self.position.len() + self.token_type.len()) * 2 + norm(&self.embed_norm) + layers

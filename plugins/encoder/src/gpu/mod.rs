@@ -398,8 +398,7 @@ impl GpuModel {
         let rel_index: Vec<i32> = match &config.arch {
             Arch::Deberta(dis) => {
                 // Past the longest sequence with room to spare (batches pad to a multiple of 8).
-                let n = config.max_tokens() as i64 + 64;
-                (-(n - 1)..n).map(|rel| if rel >= 0 { dis.index(rel as usize, 0) } else { dis.index(0, (-rel) as usize) } as i32).collect()
+                dis.rows_by_distance(config.max_tokens() + 63).into_iter().map(|r| r as i32).collect()
             }
             Arch::Bert => vec![0],
         };
