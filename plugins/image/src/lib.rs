@@ -1,0 +1,80 @@
+//! Images for the image stages: bytes → RGB pixels ([`decode`]) → CLIP's input tensor
+//! ([`clip::Processor`], transformers' `CLIPImageProcessor` to the bit: Pillow's bicubic
+//! resize ([`resize`]), the centre crop, rescale and mean/std).
+//!
+//! [`sniff`] tells an image's format from its first bytes without decoding (what the
+//! WebDataset reader uses to refuse members that are not images); it needs no decoder, so the
+//! host depends on this crate without the `decode` feature.
+
+pub mod clip;
+pub mod resize;
+
+/// An 8-bit RGB image, rows top to bottom, pixels interleaved (`RGBRGB…`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rgb8 {
+    pub width: usize,
+    pub height: usize,
+    pub data: Vec<u8>,
+}
+
+/// What can go wrong with an image.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("cannot decode the image: {0}")]
+    Decode(String),
+    #[error("{path}: {reason}")]
+    Config { path: String, reason: String },
+}
+
+/// The image formats the stages decode, by the extension WebDataset names them with.
+pub const EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp", "gif", "bmp"];
+
+/// The format of an encoded image from its magic bytes (`"jpeg"`, `"png"`, `"webp"`, `"gif"`,
+/// `"bmp"`), or `None`.
+pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0xFF, 0xD8, 0xFF, ..] => Some("jpeg"),
+        [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, ..] => Some("png"),
+        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => Some("webp"),
+        [b'G', b'I', b'F', b'8', b'7' | b'9', b'a', ..] => Some("gif"),
+        [b'B', b'M', ..] if bytes.len() >= 26 => Some("bmp"),
+        _ => None,
+    }
+}
+
+/// Decode an encoded image to RGB as Pillow's `Image.open(…).convert("RGB")` does: grey
+/// replicated, alpha dropped (not blended), palettes looked up, EXIF orientation ignored.
+/// JPEG is decoded by zune-jpeg (through the `image` crate), whose output can differ from
+/// libjpeg-turbo's (Pillow's) by a unit on some pixels; the parity test states by how much.
+#[cfg(feature = "decode")]
+pub fn decode(bytes: &[u8]) -> Result<Rgb8, ImageError> {
+    let img = image::load_from_memory(bytes).map_err(|e| ImageError::Decode(e.to_string()))?;
+    let rgb = img.into_rgb8();
+    let (width, height) = (rgb.width() as usize, rgb.height() as usize);
+    if width == 0 || height == 0 {
+        return Err(ImageError::Decode(format!("the image is {width}×{height}")));
+    }
+    Ok(Rgb8 { width, height, data: rgb.into_raw() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_are_told_by_their_magic_bytes() {
+        assert_eq!(sniff(&[0xFF, 0xD8, 0xFF, 0xE0, 0, 0]), Some("jpeg"));
+        assert_eq!(sniff(b"\x89PNG\r\n\x1a\n...."), Some("png"));
+        assert_eq!(sniff(b"RIFF\x10\0\0\0WEBPVP8 "), Some("webp"));
+        assert_eq!(sniff(b"GIF89a.."), Some("gif"));
+        assert_eq!(sniff(b"{\"caption\": 1}"), None);
+        assert_eq!(sniff(b"BM"), None);
+    }
+
+    #[cfg(feature = "decode")]
+    #[test]
+    fn a_broken_image_is_an_error_not_a_panic() {
+        assert!(decode(b"\xFF\xD8\xFF\xE0 not really").is_err());
+        assert!(decode(b"").is_err());
+    }
+}

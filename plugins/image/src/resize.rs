@@ -1,0 +1,144 @@
+//! Bicubic resizing as Pillow does it (`Image.resize(size, Image.BICUBIC)`, its
+//! `Resample.c`), to the bit: separable convolution (horizontal pass, then vertical), the
+//! cubic kernel with a = −0.5 widened by the scale when shrinking (antialiasing), weights
+//! normalised per output pixel then rounded to 22-bit fixed point, each pass rounded and
+//! clamped to 8 bits.
+//!
+//! Hand-written rather than taken from a resizing crate because the contract is equality with
+//! transformers' `CLIPImageProcessor`, which resizes with Pillow: a crate that picks its own
+//! fixed-point precision or skips the intermediate rounding lands a unit off on some pixels,
+//! and the parity test (`tests/preprocess.rs`) would say so.
+
+use crate::Rgb8;
+
+/// Pillow's `PRECISION_BITS` for 8-bit images: 32 − 8 − 2.
+const PRECISION_BITS: u32 = 22;
+
+/// Pillow's bicubic kernel (a = −0.5), support 2.
+fn bicubic(x: f64) -> f64 {
+    const A: f64 = -0.5;
+    let x = x.abs();
+    if x < 1.0 {
+        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        (((x - 5.0) * x + 8.0) * x - 4.0) * A
+    } else {
+        0.0
+    }
+}
+
+/// The taps of one axis: for each output index, the first input index and its fixed-point
+/// weights (Pillow's `precompute_coeffs` + `normalize_coeffs_8bpc`).
+struct Taps {
+    first: Vec<usize>,
+    weights: Vec<Vec<i32>>,
+}
+
+fn taps(in_size: usize, out_size: usize) -> Taps {
+    let scale = in_size as f64 / out_size as f64;
+    let filterscale = scale.max(1.0);
+    let support = 2.0 * filterscale;
+    let ss = 1.0 / filterscale;
+    let mut first = Vec::with_capacity(out_size);
+    let mut weights = Vec::with_capacity(out_size);
+    for xx in 0..out_size {
+        let center = (xx as f64 + 0.5) * scale;
+        // `(int)(v + 0.5)` in C truncates towards zero; the clamps make that floor here.
+        let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+        let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
+        let k: Vec<f64> = (xmin..xmax).map(|x| bicubic((x as f64 - center + 0.5) * ss)).collect();
+        let total: f64 = k.iter().sum();
+        let fixed = k
+            .iter()
+            .map(|&w| {
+                let w = if total != 0.0 { w / total } else { w };
+                let v = w * f64::from(1u32 << PRECISION_BITS);
+                (if v < 0.0 { v - 0.5 } else { v + 0.5 }) as i32
+            })
+            .collect();
+        first.push(xmin);
+        weights.push(fixed);
+    }
+    Taps { first, weights }
+}
+
+/// `(sum + ½) >> 22`, clamped to a byte (Pillow's `clip8`).
+fn clip8(acc: i64) -> u8 {
+    (acc >> PRECISION_BITS).clamp(0, 255) as u8
+}
+
+/// `img` resized to `width × height` with Pillow's bicubic filter.
+pub fn bicubic_resize(img: &Rgb8, width: usize, height: usize) -> Rgb8 {
+    if img.width == width && img.height == height {
+        return img.clone();
+    }
+    let half = 1i64 << (PRECISION_BITS - 1);
+    // Horizontal pass (every input row; Pillow skips rows the vertical pass never reads,
+    // which changes nothing in the result).
+    let mut tmp = img.clone();
+    if width != img.width {
+        let h = taps(img.width, width);
+        let mut data = vec![0u8; width * img.height * 3];
+        for y in 0..img.height {
+            let src = &img.data[y * img.width * 3..(y + 1) * img.width * 3];
+            let dst = &mut data[y * width * 3..(y + 1) * width * 3];
+            for (xx, out) in dst.chunks_exact_mut(3).enumerate() {
+                let (x0, w) = (h.first[xx], &h.weights[xx]);
+                for (c, o) in out.iter_mut().enumerate() {
+                    let mut acc = half;
+                    for (i, &k) in w.iter().enumerate() {
+                        acc += i64::from(src[(x0 + i) * 3 + c]) * i64::from(k);
+                    }
+                    *o = clip8(acc);
+                }
+            }
+        }
+        tmp = Rgb8 { width, height: img.height, data };
+    }
+    if height == tmp.height {
+        return tmp;
+    }
+    let v = taps(tmp.height, height);
+    let row = tmp.width * 3;
+    let mut data = vec![0u8; row * height];
+    for (yy, dst) in data.chunks_exact_mut(row).enumerate() {
+        let (y0, w) = (v.first[yy], &v.weights[yy]);
+        for (i, o) in dst.iter_mut().enumerate() {
+            let mut acc = half;
+            for (j, &k) in w.iter().enumerate() {
+                acc += i64::from(tmp.data[(y0 + j) * row + i]) * i64::from(k);
+            }
+            *o = clip8(acc);
+        }
+    }
+    Rgb8 { width: tmp.width, height, data }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_sum_to_one_in_fixed_point_and_a_flat_image_stays_flat() {
+        for (i, o) in [(1000, 224), (224, 224), (100, 224), (333, 7)] {
+            let t = taps(i, o);
+            for w in &t.weights {
+                let s: i64 = w.iter().map(|&k| i64::from(k)).sum();
+                assert!((s - (1 << PRECISION_BITS)).abs() <= w.len() as i64, "{i}->{o}: {s}");
+            }
+        }
+        let flat = Rgb8 { width: 37, height: 23, data: [10u8, 128, 250].repeat(37 * 23) };
+        let out = bicubic_resize(&flat, 11, 50);
+        assert_eq!((out.width, out.height), (11, 50));
+        assert!(out.data.chunks_exact(3).all(|p| p == [10, 128, 250]), "{:?}", &out.data[..9]);
+    }
+
+    #[test]
+    fn the_kernel_is_catmull_rom() {
+        assert_eq!(bicubic(0.0), 1.0);
+        assert_eq!(bicubic(1.0), 0.0);
+        assert_eq!(bicubic(2.0), 0.0);
+        assert!((bicubic(0.5) - 0.5625).abs() < 1e-12);
+        assert!((bicubic(1.5) + 0.0625).abs() < 1e-12);
+    }
+}
