@@ -135,7 +135,9 @@ def main():
     clf = make_classifier(minilm, out)
     import deberta_models  # the random-weight DeBERTa-v3 classifiers (standard library only)
     deberta = deberta_models.make(out, "tiny")
-    print(f"models: {minilm} {clf} {' '.join(map(str, deberta))}")
+    import clip_models  # random-weight CLIP vision towers and NeMo's image heads (standard library only)
+    clip = clip_models.make(out)
+    print(f"models: {minilm} {clf} {' '.join(map(str, deberta + clip))}")
     if args.fp16:
         print(f"fp16 copy: {to_fp16(minilm, Path(args.fp16))}")
 

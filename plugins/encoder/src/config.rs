@@ -16,6 +16,8 @@ pub enum Activation {
     /// `gelu_new` / `gelu_pytorch_tanh`: the tanh approximation.
     GeluTanh,
     Relu,
+    /// `quick_gelu` (CLIP): `x · sigmoid(1.702 x)`.
+    QuickGelu,
 }
 
 /// How token states become one vector per document.
@@ -305,7 +307,8 @@ impl ModelConfig {
             "gelu" => Activation::Gelu,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
             "relu" => Activation::Relu,
-            other => return Err(format!("hidden_act {other:?} is not supported (gelu, gelu_new, relu)")),
+            "quick_gelu" => Activation::QuickGelu,
+            other => return Err(format!("hidden_act {other:?} is not supported (gelu, gelu_new, relu, quick_gelu)")),
         };
         let mut labels = Vec::new();
         let n = raw.num_labels.unwrap_or(0).max(raw.id2label.len());

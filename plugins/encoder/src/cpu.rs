@@ -57,7 +57,7 @@ pub(crate) fn layer_norm(row: &mut [f32], norm: &Norm, eps: f32) {
     }
 }
 
-fn activate(x: &mut [f32], act: Activation) {
+pub(crate) fn activate(x: &mut [f32], act: Activation) {
     match act {
         Activation::Gelu => x.iter_mut().for_each(|v| *v = crate::head::gelu(*v)),
         Activation::GeluTanh => {
@@ -65,6 +65,8 @@ fn activate(x: &mut [f32], act: Activation) {
             x.iter_mut().for_each(|v| *v = 0.5 * *v * (1.0 + (c * (*v + 0.044715 * *v * *v * *v)).tanh()))
         }
         Activation::Relu => x.iter_mut().for_each(|v| *v = v.max(0.0)),
+        // CLIP's: x · sigmoid(1.702 x).
+        Activation::QuickGelu => x.iter_mut().for_each(|v| *v /= 1.0 + (-1.702 * *v).exp()),
     }
 }
 
@@ -94,64 +96,11 @@ pub fn hidden_states(config: &ModelConfig, w: &Weights, ids: &[u32]) -> Vec<f32>
         let q = dense(&layer.query, &x, l);
         let k = dense(&layer.key, &x, l);
         let v = dense(&layer.value, &x, l);
-        let mut ctx = vec![0f32; l * h];
-        let mut scores = vec![0f32; l * l];
-        for head in 0..heads {
-            let off = head * dh;
-            // scores = Q_h K_hᵀ · scale (Q_h, K_h: the head's columns of the [l × h] buffers).
-            // SAFETY: the strides address l × dh values of q and k from `off` (rows h apart)
-            // and l × l of scores, all inside their buffers.
-            unsafe {
-                matrixmultiply::sgemm(
-                    l,
-                    dh,
-                    l,
-                    scale,
-                    q.as_ptr().add(off),
-                    h as isize,
-                    1,
-                    k.as_ptr().add(off),
-                    1,
-                    h as isize,
-                    0.0,
-                    scores.as_mut_ptr(),
-                    l as isize,
-                    1,
-                );
-            }
+        let ctx = attention(&q, &k, &v, l, h, heads, scale, |off, scores| {
             if let Some((d, index)) = &rel {
-                disentangled_bias(d, layer, &q, &k, off, h, dh, l, index, scale, &mut scores);
+                disentangled_bias(d, layer, &q, &k, off, h, dh, l, index, scale, scores);
             }
-            for row in scores.chunks_exact_mut(l) {
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0.0;
-                for s in row.iter_mut() {
-                    *s = (*s - max).exp();
-                    sum += *s;
-                }
-                row.iter_mut().for_each(|s| *s /= sum);
-            }
-            // ctx_h = P V_h.
-            // SAFETY: as above; ctx_h is the head's columns of ctx.
-            unsafe {
-                matrixmultiply::sgemm(
-                    l,
-                    l,
-                    dh,
-                    1.0,
-                    scores.as_ptr(),
-                    l as isize,
-                    1,
-                    v.as_ptr().add(off),
-                    h as isize,
-                    1,
-                    0.0,
-                    ctx.as_mut_ptr().add(off),
-                    h as isize,
-                    1,
-                );
-            }
-        }
+        });
         let mut a = dense(&layer.attn_out, &ctx, l);
         add_norm(&mut a, &x, &layer.attn_norm, eps);
         let mut up = dense(&layer.up, &a, l);
@@ -161,6 +110,81 @@ pub fn hidden_states(config: &ModelConfig, w: &Weights, ids: &[u32]) -> Vec<f32>
         x = out;
     }
     x
+}
+
+/// Multi-head self-attention over one unpadded sequence: `softmax(Q_h K_hᵀ · scale + bias) V_h`
+/// per head, the heads side by side in the `[l × h]` result. `bias(off, scores)` may add to a
+/// head's `[l × l]` scores before the softmax (`off`: the head's first column).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    l: usize,
+    h: usize,
+    heads: usize,
+    scale: f32,
+    mut bias: impl FnMut(usize, &mut [f32]),
+) -> Vec<f32> {
+    let dh = h / heads;
+    let mut ctx = vec![0f32; l * h];
+    let mut scores = vec![0f32; l * l];
+    for head in 0..heads {
+        let off = head * dh;
+        // scores = Q_h K_hᵀ · scale (Q_h, K_h: the head's columns of the [l × h] buffers).
+        // SAFETY: the strides address l × dh values of q and k from `off` (rows h apart)
+        // and l × l of scores, all inside their buffers.
+        unsafe {
+            matrixmultiply::sgemm(
+                l,
+                dh,
+                l,
+                scale,
+                q.as_ptr().add(off),
+                h as isize,
+                1,
+                k.as_ptr().add(off),
+                1,
+                h as isize,
+                0.0,
+                scores.as_mut_ptr(),
+                l as isize,
+                1,
+            );
+        }
+        bias(off, &mut scores);
+        for row in scores.chunks_exact_mut(l) {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for s in row.iter_mut() {
+                *s = (*s - max).exp();
+                sum += *s;
+            }
+            row.iter_mut().for_each(|s| *s /= sum);
+        }
+        // ctx_h = P V_h.
+        // SAFETY: scores is l × l; v's and ctx's head columns are l rows of dh from `off`,
+        // rows h apart, inside their l × h buffers.
+        unsafe {
+            matrixmultiply::sgemm(
+                l,
+                l,
+                dh,
+                1.0,
+                scores.as_ptr(),
+                l as isize,
+                1,
+                v.as_ptr().add(off),
+                h as isize,
+                1,
+                0.0,
+                ctx.as_mut_ptr().add(off),
+                h as isize,
+                1,
+            );
+        }
+    }
+    ctx
 }
 
 /// DeBERTa's position terms added to one head's `[l × l]` scores: content→position

@@ -26,6 +26,7 @@ pub mod head;
 pub mod hub;
 pub mod stage;
 pub mod tokenize;
+pub mod vision;
 pub mod weights;
 
 pub use config::{ModelConfig, Pooling};

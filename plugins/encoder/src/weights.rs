@@ -89,23 +89,30 @@ pub struct Weights {
     pub head: Option<Head>,
 }
 
-struct Reader<'a> {
+/// Tensors of one checkpoint as f32, checked against the shapes the config implies; names
+/// are under `prefix` unless asked for at the top.
+pub(crate) struct Reader<'a> {
     st: SafeTensors<'a>,
     path: &'a Path,
     prefix: String,
 }
 
-impl Reader<'_> {
-    fn err(&self, reason: String) -> EncoderError {
+impl<'a> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8], path: &'a Path, prefix: &str) -> Result<Reader<'a>, EncoderError> {
+        let st = SafeTensors::deserialize(bytes).map_err(|e| EncoderError::Model { path: path.to_path_buf(), reason: e.to_string() })?;
+        Ok(Reader { st, path, prefix: prefix.to_string() })
+    }
+
+    pub(crate) fn err(&self, reason: String) -> EncoderError {
         EncoderError::Model { path: self.path.to_path_buf(), reason }
     }
 
-    fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.st.tensor(name).is_ok()
     }
 
     /// Tensor `name` (under the model prefix unless `top`) as f32, with `shape`.
-    fn get(&self, name: &str, shape: &[usize], top: bool) -> Result<Vec<f32>, EncoderError> {
+    pub(crate) fn get(&self, name: &str, shape: &[usize], top: bool) -> Result<Vec<f32>, EncoderError> {
         let full = if top { name.to_string() } else { format!("{}{name}", self.prefix) };
         let t = self.st.tensor(&full).map_err(|_| self.err(format!("tensor {full:?} is missing")))?;
         if t.shape() != shape {
@@ -124,7 +131,7 @@ impl Reader<'_> {
         Ok(values)
     }
 
-    fn linear(&self, name: &str, out: usize, inp: usize, top: bool) -> Result<Linear, EncoderError> {
+    pub(crate) fn linear(&self, name: &str, out: usize, inp: usize, top: bool) -> Result<Linear, EncoderError> {
         Ok(Linear {
             w: self.get(&format!("{name}.weight"), &[out, inp], top)?,
             b: self.get(&format!("{name}.bias"), &[out], top)?,
@@ -133,7 +140,7 @@ impl Reader<'_> {
         })
     }
 
-    fn norm(&self, name: &str, h: usize) -> Result<Norm, EncoderError> {
+    pub(crate) fn norm(&self, name: &str, h: usize) -> Result<Norm, EncoderError> {
         // Old checkpoints call them gamma/beta.
         let (g, b) = if self.has(&format!("{}{name}.weight", self.prefix)) { ("weight", "bias") } else { ("gamma", "beta") };
         Ok(Norm { gamma: self.get(&format!("{name}.{g}"), &[h], false)?, beta: self.get(&format!("{name}.{b}"), &[h], false)? })

@@ -1,12 +1,14 @@
 //! Images for the image stages: bytes → RGB pixels ([`decode`]) → CLIP's input tensor
 //! ([`clip::Processor`], transformers' `CLIPImageProcessor` to the bit: Pillow's bicubic
-//! resize ([`resize`]), the centre crop, rescale and mean/std).
+//! resize ([`resize`]), the centre crop, rescale and mean/std); NeMo Curator's aesthetic and
+//! NSFW heads over the embeddings ([`heads`]).
 //!
 //! [`sniff`] tells an image's format from its first bytes without decoding (what the
 //! WebDataset reader uses to refuse members that are not images); it needs no decoder, so the
 //! host depends on this crate without the `decode` feature.
 
 pub mod clip;
+pub mod heads;
 pub mod resize;
 
 /// An 8-bit RGB image, rows top to bottom, pixels interleaved (`RGBRGB…`).

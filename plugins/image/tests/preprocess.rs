@@ -64,3 +64,28 @@ fn pixel_values_equal_transformers_clip_image_processor() {
     }
     println!("JPEG crops vs Pillow: max {} levels, mean {:.3}", jpeg_worst.0, jpeg_worst.1);
 }
+
+#[test]
+fn heads_score_as_nemo_curators_modules() {
+    use curator_image::heads::Head;
+    let text = std::fs::read_to_string(root().join("tests/parity/clip_reference.json")).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let models = root().join("target/models");
+    let why = format_args!("{} has no heads: run `python3 scripts/models/fetch.py`", models.display());
+    if !curator_test_support::require(models.join("aesthetic-head/model.safetensors").exists(), why) {
+        return;
+    }
+    for (tower, prefix) in [("clip-l14-2l", ""), ("clip-tiny", "tiny-")] {
+        for kind in ["aesthetic", "nsfw"] {
+            let bytes = std::fs::read(models.join(format!("{prefix}{kind}-head/model.safetensors"))).unwrap();
+            let head = if kind == "aesthetic" { Head::aesthetic(&bytes) } else { Head::nsfw(&bytes) }.unwrap();
+            for (name, image) in reference["images"].as_object().unwrap() {
+                let e: Vec<f32> = image["embeddings"][tower].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+                assert_eq!(head.dim(), e.len());
+                let want = image["scores"][format!("{prefix}{kind}")].as_f64().unwrap();
+                let got = f64::from(head.score(&e));
+                assert!((got - want).abs() < 1e-5, "{prefix}{kind} on {name}: {got} vs {want}");
+            }
+        }
+    }
+}

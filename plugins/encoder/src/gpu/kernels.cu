@@ -188,10 +188,11 @@ extern "C" __global__ void softmax_rows(unsigned short* s, long long rows, int L
 __device__ __forceinline__ float act_fn(float v, int act) {
     if (act == 0) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
     if (act == 1) return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    if (act == 3) return v / (1.0f + expf(-1.702f * v));
     return fmaxf(v, 0.0f);
 }
 
-// Each row of x[rows, N] = act(row + bias); act 0 gelu (erf), 1 gelu (tanh), 2 relu. One block
+// Each row of x[rows, N] = act(row + bias); act 0 gelu (erf), 1 gelu (tanh), 2 relu, 3 quick gelu. One block
 // per row, two fp16 values per 32-bit access when N is even.
 extern "C" __global__ void bias_act(unsigned short* x, const float* bias, int N, int act) {
     unsigned short* row = x + (long long)blockIdx.x * N;

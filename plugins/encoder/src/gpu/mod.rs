@@ -391,6 +391,7 @@ impl GpuModel {
                 Activation::Gelu => 0,
                 Activation::GeluTanh => 1,
                 Activation::Relu => 2,
+                Activation::QuickGelu => 3,
             },
             rel: RelDims::of(config),
         };
