@@ -17,6 +17,9 @@ pub enum Format {
     /// WARC and WET files (Common Crawl's layout: one gzip member per record), one document
     /// per HTML `response` or text `conversion` record: a source format only.
     Warc,
+    /// WebDataset tar shards (image datasets): one document per sample, its image bytes in
+    /// an `image` column. A source and a sink (kept samples written back member by member).
+    Webdataset,
 }
 
 /// A size: bytes as a number, or text like `64MB`, `1.5GiB` (powers of 1024).
@@ -193,7 +196,7 @@ impl SinkSpec {
     /// The compression in effect.
     pub fn compression(&self) -> Compression {
         self.compression.unwrap_or(match self.format {
-            Format::Jsonl | Format::Video | Format::Warc => Compression::None,
+            Format::Jsonl | Format::Video | Format::Warc | Format::Webdataset => Compression::None,
             Format::Parquet => Compression::Zstd,
         })
     }

@@ -12,6 +12,7 @@ mod dedup_phases;
 mod disk_full;
 mod executor;
 mod fuzz_smoke;
+mod images;
 mod io;
 mod models;
 mod native;

@@ -196,7 +196,8 @@ pub enum Need {
     Ffmpeg,
     /// Ray and the `curator-ray` package (`pip install ./python/curator-ray`).
     Ray,
-    /// The encoder models in `target/models` (`python3 scripts/models/fetch.py`).
+    /// The encoder models in `target/models`: MiniLM, the random-weight DeBERTa and CLIP
+    /// models and image heads (`python3 scripts/models/fetch.py`).
     EncoderModels,
     /// fastText's lid.176 in `target/fasttext` (`python3 scripts/langid/make_fasttext_reference.py --model-only`).
     FastTextModel,
@@ -213,7 +214,9 @@ impl Need {
             Need::DockerRegistry => ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"].iter().any(|p| Path::new(p).exists()),
             Need::Ffmpeg => on_path("ffmpeg") && succeeds("pkg-config", &["--exists", "libavcodec", "libavformat", "libswscale"]),
             Need::Ray => succeeds("python3", &["-c", "import ray, curator_ray"]),
-            Need::EncoderModels => root().join("target/models/all-MiniLM-L6-v2/model.safetensors").exists(),
+            Need::EncoderModels => ["all-MiniLM-L6-v2", "clip-l14-2l", "aesthetic-head"]
+                .iter()
+                .all(|m| root().join("target/models").join(m).join("model.safetensors").exists()),
             Need::FastTextModel => root().join("target/fasttext/lid.176.ftz").exists(),
             Need::DataFrameTools => succeeds("python3", &["-c", "import pyarrow, polars, duckdb"]),
         }

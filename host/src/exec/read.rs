@@ -14,6 +14,7 @@ use crate::io::jsonl::{JsonlReader, ReadOptions, reader_schema};
 use crate::io::parquet::ParquetReader;
 use crate::io::video::VideoReader;
 use crate::io::warc::WarcReader;
+use crate::io::webdataset::WebdatasetReader;
 use crate::io::writer::RecordWriter;
 use crate::io::{InputFile, IoError, Reject};
 
@@ -26,6 +27,7 @@ pub(super) enum PartReader {
     Parquet(ParquetReader),
     Video(VideoReader),
     Warc(Box<WarcReader>),
+    Webdataset(WebdatasetReader),
 }
 
 impl PartReader {
@@ -35,6 +37,7 @@ impl PartReader {
             Format::Parquet => PartReader::Parquet(ParquetReader::open(input, extent, opts.clone(), batch_size)?),
             Format::Video => PartReader::Video(VideoReader::open(input, opts)),
             Format::Warc => PartReader::Warc(Box::new(WarcReader::open(input, opts)?)),
+            Format::Webdataset => PartReader::Webdataset(WebdatasetReader::open(input, opts)?),
         })
     }
 
@@ -45,6 +48,7 @@ impl PartReader {
             PartReader::Parquet(r) => r.next_batch(),
             PartReader::Video(r) => r.next_batch(),
             PartReader::Warc(r) => r.next_batch(n),
+            PartReader::Webdataset(r) => r.next_batch(n),
         }
     }
     pub(super) fn take_rejects(&mut self) -> Vec<Reject> {
@@ -52,6 +56,7 @@ impl PartReader {
             PartReader::Jsonl(r) => r.take_rejects(),
             PartReader::Video(r) => r.take_rejects(),
             PartReader::Warc(r) => r.take_rejects(),
+            PartReader::Webdataset(r) => r.take_rejects(),
             PartReader::Parquet(_) => Vec::new(),
         }
     }

@@ -43,6 +43,7 @@ fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, pi: usize) -> Result<Box<d
             ParquetWriter::create(loc, sink.compression(), sink.row_group_size.unwrap_or(65536), text_field)?
                 .with_source_fields(crate::io::parquet::source_fields(&partition_inputs(ctx, pi), text_field)),
         ),
+        Format::Webdataset => Box::new(crate::io::webdataset::WebdatasetWriter::create(loc)?),
         // Refused by the pipeline's validation; never a sink.
         Format::Video | Format::Warc => {
             return Err(IoError::Write {

@@ -13,6 +13,7 @@ pub mod tls;
 pub mod vectors;
 pub mod video;
 pub mod warc;
+pub mod webdataset;
 pub mod writer;
 
 use std::io::Read;
@@ -60,6 +61,7 @@ pub const DEFAULT_EXTENSIONS: &[&str] = &[
     ".warc.gz",
     ".wet",
     ".wet.gz",
+    ".tar",
 ];
 
 /// File name endings of WARC and WET files (a directory source with `format: warc` reads these).
@@ -172,6 +174,8 @@ pub fn sniff_name(name: &str, format: Option<Format>) -> (Format, bool) {
         Format::Video
     } else if WARC_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
         Format::Warc
+    } else if webdataset::WEBDATASET_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
+        Format::Webdataset
     } else {
         Format::Jsonl
     });
@@ -185,6 +189,7 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Form
         (Some(e), _) => e.to_vec(),
         (None, Some(Format::Video)) => curator_video::container::VIDEO_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
         (None, Some(Format::Warc)) => WARC_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
+        (None, Some(Format::Webdataset)) => webdataset::WEBDATASET_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
         (None, _) => DEFAULT_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
     };
     let mut files = Vec::new();

@@ -28,7 +28,7 @@ fn base_name(rel: &str) -> String {
             name = stripped.to_string();
         }
     }
-    for ext in [".jsonl", ".json", ".ndjson", ".parquet", ".pq"] {
+    for ext in [".jsonl", ".json", ".ndjson", ".parquet", ".pq", ".tar"] {
         if let Some(stripped) = name.strip_suffix(ext) {
             return stripped.to_string();
         }
@@ -56,6 +56,7 @@ pub(super) fn sink_ext(sink: &SinkSpec) -> String {
         // (A video sink is refused by validation.)
         Format::Jsonl | Format::Video | Format::Warc => format!(".jsonl{}", sink.compression().suffix()),
         Format::Parquet => ".parquet".to_string(),
+        Format::Webdataset => ".tar".to_string(),
     }
 }
 

@@ -52,7 +52,7 @@ fn file_infos(inputs: &[InputFile], by: PartitionBy) -> Result<Vec<FileInfo>, Io
             // A compressed file under a plain name is read whole, decoded (never cut as text).
             (Format::Jsonl, false, _) if io::codec::starts_plain(&f.loc, f.size)? => Splittable::Bytes,
             (Format::Jsonl, false, _) => Splittable::No,
-            (Format::Video | Format::Warc, _, _) => Splittable::No,
+            (Format::Video | Format::Warc | Format::Webdataset, _, _) => Splittable::No,
         };
         infos.push(FileInfo { size: f.size, split });
     }

@@ -14,7 +14,7 @@ use safetensors::{Dtype, SafeTensors};
 
 /// `y = x Wᵀ + b`.
 #[derive(Debug, Clone)]
-struct Dense {
+pub struct Dense {
     w: Vec<f32>,
     b: Vec<f32>,
     out: usize,
@@ -118,5 +118,41 @@ impl Head {
                 1.0 / (1.0 + (-logit).exp())
             }
         }
+    }
+}
+
+/// What the aesthetic and NSFW filter stages share: the head read from the granted
+/// directory, and each row of the embedding column scored, kept or not.
+pub mod stage {
+    use curator_sdk::prelude::*;
+
+    use super::Head;
+
+    /// The head at `model` (a `.safetensors` file, or a directory holding `model.safetensors`,
+    /// inside the granted `models` directory), read with `parse`.
+    pub fn load(model: &str, parse: fn(&[u8]) -> Result<Head, super::HeadError>) -> Result<Head, StageError> {
+        let path =
+            if model.ends_with(".safetensors") { model.to_string() } else { format!("{}/model.safetensors", model.trim_end_matches('/')) };
+        load_granted("model", &path, "models", parse)
+    }
+
+    /// Each row's score from the float32-vector column `field` as `score_field`; with `filter`,
+    /// only the rows `keep` accepts are kept.
+    pub fn filter(
+        head: &Head,
+        batch: &Batch,
+        field: &str,
+        score_field: &str,
+        filter: bool,
+        keep: impl Fn(f32) -> bool,
+    ) -> Result<Output, StageError> {
+        let (dim, values) = batch.column(field)?.f32_vector_values()?;
+        if dim != head.dim() && !values.is_empty() {
+            return Err(StageError::Failed(format!("column {field:?} holds {dim}-wide vectors, the head takes {}", head.dim())));
+        }
+        let scores: Vec<f32> = values.chunks_exact(dim.max(1)).map(|e| head.score(e)).collect();
+        let kept = (0..scores.len() as u32).filter(|&i| !filter || keep(scores[i as usize])).collect();
+        let column = Column::float64(score_field, &scores.iter().map(|&s| f64::from(s)).collect::<Vec<_>>());
+        Ok(Output::Scored { columns: vec![column], keep: kept })
     }
 }

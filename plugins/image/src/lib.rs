@@ -44,6 +44,28 @@ pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// [`sniff`], and whether the image is whole by its end: a JPEG ends with its EOI marker
+/// (trailing zero padding allowed), a PNG with its `IEND` chunk, a GIF with its trailer, a
+/// WebP's RIFF size covers the file. Catches the usual damage (a download cut short) without
+/// decoding; damage inside the compressed data is the decoder's to find.
+pub fn check(bytes: &[u8]) -> Result<&'static str, String> {
+    let Some(format) = sniff(bytes) else {
+        let head: String = bytes.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        return Err(format!("not an image (its first bytes: {head}, {} bytes)", bytes.len()));
+    };
+    let whole = match format {
+        "jpeg" => {
+            let end = bytes.iter().rposition(|&b| b != 0).unwrap_or(0);
+            end >= 1 && bytes[end - 1..=end] == [0xFF, 0xD9]
+        }
+        "png" => bytes.ends_with(&[0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xAE, 0x42, 0x60, 0x82]),
+        "gif" => bytes.last() == Some(&0x3B),
+        "webp" => u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize + 8 <= bytes.len(),
+        _ => true,
+    };
+    if whole { Ok(format) } else { Err(format!("the {format} image is cut short ({} bytes, no end marker)", bytes.len())) }
+}
+
 /// Decode an encoded image to RGB as Pillow's `Image.open(…).convert("RGB")` does: grey
 /// replicated, alpha dropped (not blended), palettes looked up, EXIF orientation ignored.
 /// JPEG is decoded by zune-jpeg (through the `image` crate), whose output can differ from
@@ -71,6 +93,18 @@ mod tests {
         assert_eq!(sniff(b"GIF89a.."), Some("gif"));
         assert_eq!(sniff(b"{\"caption\": 1}"), None);
         assert_eq!(sniff(b"BM"), None);
+    }
+
+    #[test]
+    fn an_image_cut_short_is_told_by_its_end() {
+        let jpeg = [0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3, 0xFF, 0xD9];
+        assert_eq!(check(&jpeg), Ok("jpeg"));
+        assert_eq!(check(&[&jpeg[..], &[0, 0]].concat()), Ok("jpeg"));
+        assert!(check(&jpeg[..7]).unwrap_err().contains("cut short"));
+        let png = [&b"\x89PNG\r\n\x1a\n"[..], &[0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xAE, 0x42, 0x60, 0x82]].concat();
+        assert_eq!(check(&png), Ok("png"));
+        assert!(check(&png[..png.len() - 1]).is_err());
+        assert!(check(b"{}").unwrap_err().starts_with("not an image"));
     }
 
     #[cfg(feature = "decode")]

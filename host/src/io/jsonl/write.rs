@@ -162,7 +162,8 @@ fn push_json_str(line: &mut Vec<u8>, s: &str) {
     line.push(b'"');
 }
 
-/// Columns of `batch` other than id, text and _meta. The id is written from `_meta` (the input's
+/// Columns of `batch` other than id, text, `_meta`, `_row` and a WebDataset sample's packed
+/// members (`_sample`). The id is written from `_meta` (the input's
 /// own field); a batch a stage built itself (no `_meta`, e.g. one row per clip) keeps its `id`
 /// column as a field.
 pub fn extra_columns(batch: &RecordBatch) -> Vec<(&str, &ArrayRef)> {
@@ -174,7 +175,8 @@ pub fn extra_columns(batch: &RecordBatch) -> Vec<(&str, &ArrayRef)> {
         .zip(batch.columns())
         .filter(|(f, _)| {
             let name = f.name().as_str();
-            (own_ids && name == super::super::ID) || ![super::super::ID, TEXT, META, super::super::ROW].contains(&name)
+            (own_ids && name == super::super::ID)
+                || ![super::super::ID, TEXT, META, super::super::ROW, super::super::webdataset::SAMPLE].contains(&name)
         })
         .map(|(f, a)| (f.name().as_str(), a))
         .collect()

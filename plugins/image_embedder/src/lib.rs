@@ -1,0 +1,114 @@
+//! CLIP image embeddings as a stage (NeMo Curator's `ImageEmbeddingStage`,
+//! `openai/clip-vit-large-patch14` by default there): each row's image bytes (the `image`
+//! column a WebDataset source gives) decoded and preprocessed exactly as transformers'
+//! `CLIPImageProcessor` (`curator_image`), in parallel on the stage's cores, through the
+//! model's vision tower and projection (`curator_encoder::vision`), scaled to unit length as
+//! NeMo does, written as a float32-vector column (`image_embedding`) that the aesthetic and
+//! NSFW filters and `dedup: {method: semantic, embedding_field: image_embedding}` read.
+//!
+//! The model directory (`config.json` of a `CLIPModel` or `CLIPVisionModelWithProjection`,
+//! `model.safetensors`, `preprocessor_config.json`) comes from the directory the pipeline
+//! grants as `models`. The vision tower runs in f32 on the CPU; `device: gpu` is refused until
+//! the tower has a GPU path (the text encoder's kernels are not wired to it yet).
+//!
+//! An image that does not decode fails the batch naming its row; the host retries, splits the
+//! batch and names the one document (or sets it aside with `ignore_failures`). The WebDataset
+//! reader has already refused members that are not images or are cut short.
+
+use curator_encoder::vision::{VisionModel, normalize_rows};
+use curator_image::clip::Processor;
+use curator_sdk::prelude::*;
+use rayon::prelude::*;
+
+/// CLIP image embeddings from a Hugging Face CLIP model.
+#[stage(
+    name = "image_embedder",
+    native,
+    cpus = 4.0,
+    memory_mb = 4096,
+    dir = "models",
+    inputs = ["image"],
+    outputs = ["image_embedding"],
+    batch_size = 256
+)]
+pub struct ImageEmbedder {
+    /// The model directory as the stage sees it (inside the granted `models` directory).
+    pub model: String,
+    /// auto (the CPU until the vision tower has a GPU path) | cpu | gpu (refused for now)
+    #[param(default = "auto", one_of = ["auto", "gpu", "cpu"])]
+    pub device: String,
+    /// Images per forward pass (NeMo's model_inference_batch_size).
+    #[param(default = 32, min = 1)]
+    pub model_inference_batch_size: usize,
+    /// Scale each embedding to unit length (NeMo does).
+    #[param(default = true)]
+    pub normalize: bool,
+    /// The column the image bytes are read from.
+    #[param(default = "image")]
+    pub image_field: String,
+    /// The column the embedding is written to.
+    #[param(default = "image_embedding")]
+    pub embedding_field: String,
+    #[state]
+    model_state: Option<(VisionModel, Processor)>,
+}
+
+impl Stage for ImageEmbedder {
+    fn init(&mut self) -> Result<(), StageError> {
+        if self.device == "gpu" {
+            return Err(StageError::InvalidParams(
+                "device gpu: the CLIP vision tower runs on the CPU in this version (use auto or cpu)".into(),
+            ));
+        }
+        let dir = curator_sdk::granted_path(&self.model);
+        let model = VisionModel::load(&dir)
+            .map_err(|e| StageError::InvalidParams(format!("model {}: {e} (grant its directory as `models`)", self.model)))?;
+        let processor = Processor::from_dir(&dir, model.config.image_size).map_err(|e| StageError::InvalidParams(e.to_string()))?;
+        let input = processor.output_size(model.config.image_size, model.config.image_size);
+        if input != (model.config.image_size, model.config.image_size) {
+            return Err(StageError::InvalidParams(format!(
+                "model {}: the processor makes {}×{} images, the tower takes {} px",
+                self.model, input.0, input.1, model.config.image_size
+            )));
+        }
+        log(
+            Level::Info,
+            &format!(
+                "image_embedder: {} ({}, {} wide embeddings) on the CPU",
+                self.model,
+                model.config.describe(),
+                model.config.embed_dim()
+            ),
+        );
+        self.model_state = Some((model, processor));
+        Ok(())
+    }
+
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        let (model, processor) = self.model_state.as_ref().ok_or_else(|| StageError::Failed("image_embedder: not set up".into()))?;
+        let col = batch.column(&self.image_field)?;
+        let n = batch.len();
+        let per = model.config.pixels();
+        let dim = model.config.embed_dim();
+        let mut out = Vec::with_capacity(n * dim);
+        for start in (0..n).step_by(self.model_inference_batch_size) {
+            let rows: Vec<usize> = (start..(start + self.model_inference_batch_size).min(n)).collect();
+            let pixels: Vec<Vec<f32>> = rows
+                .par_iter()
+                .map(|&i| {
+                    let bytes = col.bytes_at(i).filter(|_| col.is_valid(i)).ok_or_else(|| format!("row {i}: no image"))?;
+                    let img = curator_image::decode(bytes).map_err(|e| format!("row {i}: {e}"))?;
+                    let mut px = Vec::with_capacity(per);
+                    processor.pixel_values_into(&img, &mut px);
+                    Ok(px)
+                })
+                .collect::<Result<_, String>>()
+                .map_err(StageError::Failed)?;
+            out.extend(model.embed_cpu(&pixels.concat(), false));
+        }
+        if self.normalize {
+            normalize_rows(&mut out, dim);
+        }
+        Ok(Output::Columns(vec![Column::f32_vectors(&self.embedding_field, dim, &out)]))
+    }
+}

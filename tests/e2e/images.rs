@@ -1,0 +1,209 @@
+//! Images end to end: WebDataset shards made here from the committed test images
+//! (`tests/parity/images/`), read by the real binary, written back sample by sample; samples
+//! that are not images, have none or are cut short go to `_rejected/` with their offsets; then
+//! NeMo Curator's image pipeline (CLIP embeddings, the aesthetic and NSFW filters) on the CPU
+//! with random-weight models whose scores `tests/parity/clip_reference.json` holds.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::support::*;
+
+/// `(path, bytes)` members of a tar file, in order.
+fn members(path: &Path) -> Vec<(String, Vec<u8>)> {
+    use std::io::Read;
+    let mut archive = tar::Archive::new(std::fs::File::open(path).unwrap());
+    archive
+        .entries()
+        .unwrap()
+        .map(|e| {
+            let mut e = e.unwrap();
+            let mut data = Vec::new();
+            e.read_to_end(&mut data).unwrap();
+            (e.path().unwrap().to_string_lossy().into_owned(), data)
+        })
+        .collect()
+}
+
+fn tar_of(path: &Path, members: &[(String, Vec<u8>)]) -> Vec<u64> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut offsets = Vec::new();
+    for (name, data) in members {
+        offsets.push(b.get_ref().len() as u64);
+        let mut h = tar::Header::new_ustar();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, name, data.as_slice()).unwrap();
+    }
+    std::fs::write(path, b.into_inner().unwrap()).unwrap();
+    offsets
+}
+
+fn images() -> BTreeMap<String, Vec<u8>> {
+    let dir = root().join("tests/parity/images");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+/// A shard of every test image as a sample (`s/NNNN.<ext>`, `.json`, `.txt`, a `.cls` on
+/// some), plus the defective samples; returns the good samples' keys by image name and the
+/// defective samples' header offsets.
+fn shard(path: &Path) -> (BTreeMap<String, String>, Vec<u64>) {
+    let mut m = Vec::new();
+    let mut keys = BTreeMap::new();
+    for (i, (name, data)) in images().into_iter().enumerate() {
+        let key = format!("s/{i:04}");
+        let ext = name.rsplit('.').next().unwrap();
+        m.push((format!("{key}.{ext}"), data));
+        m.push((format!("{key}.json"), format!("{{\"url\": \"http://img.example/{name}\", \"width\": {i}}}").into_bytes()));
+        m.push((format!("{key}.txt"), format!("a picture called {name}").into_bytes()));
+        if i % 3 == 0 {
+            m.push((format!("{key}.cls"), format!("{i}").into_bytes()));
+        }
+        keys.insert(name, key);
+    }
+    m.push(("s/README".into(), b"no extension: skipped".to_vec()));
+    let defects = [
+        ("s/9001.json", b"{\"url\": \"no image here\"}".to_vec()),
+        ("s/9002.jpg", b"<html>not found</html>".to_vec()),
+        ("s/9003.png", images()["small-120x90.png"][..4000].to_vec()),
+    ];
+    let first = m.len();
+    m.extend(defects.iter().map(|(n, d)| (n.to_string(), d.clone())));
+    let offsets = tar_of(path, &m);
+    (keys, offsets[first..].to_vec())
+}
+
+fn rejects(out: &Path) -> Vec<serde_json::Value> {
+    let dir = out.join("_rejected");
+    std::fs::read_dir(&dir).unwrap().flatten().flat_map(|e| read_jsonl(&e.path())).collect()
+}
+
+#[test]
+fn webdataset_samples_round_trip_member_for_member_and_defects_are_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("shards")).unwrap();
+    let (keys, defect_offsets) = shard(&tmp.path().join("shards/00000.tar"));
+    // A second shard cut short inside its third image: its first two samples are kept.
+    let whole = tmp.path().join("whole.tar");
+    let first = members(&tmp.path().join("shards/00000.tar"));
+    let offsets = tar_of(&whole, &first[..9]);
+    let bytes = std::fs::read(&whole).unwrap();
+    let cut_at = offsets[7] as usize + 512 + first[7].1.len() / 2;
+    std::fs::write(tmp.path().join("shards/00001.tar"), &bytes[..cut_at]).unwrap();
+
+    let yaml = "source: {path: shards}\nsink: {path: out, format: webdataset}\n";
+    let run = run_with_guests(&["run", write_pipeline(tmp.path(), yaml).to_str().unwrap()]);
+    run.ok();
+    let input = members(&tmp.path().join("shards/00000.tar"));
+    let output = members(&tmp.path().join("out/00000.tar"));
+    let good: Vec<&(String, Vec<u8>)> = input.iter().filter(|(n, _)| !n.starts_with("s/900") && n != "s/README").collect();
+    assert_eq!(output.len(), good.len());
+    for ((a, x), (b, y)) in output.iter().zip(good) {
+        assert_eq!((a, x), (b, y), "member {b} differs");
+    }
+    assert_eq!(output.iter().filter(|(n, _)| n.ends_with(".json")).count(), keys.len());
+
+    let rejected = rejects(&tmp.path().join("out"));
+    let mut reasons: Vec<(u64, String)> =
+        rejected.iter().map(|r| (r["byte_offset"].as_u64().unwrap(), r["reason"].as_str().unwrap().to_string())).collect();
+    reasons.sort();
+    assert_eq!(reasons.len(), 4, "{reasons:?}");
+    let shard0: Vec<&(u64, String)> = reasons.iter().filter(|(o, _)| defect_offsets.contains(o)).collect();
+    assert_eq!(shard0.len(), 3, "{reasons:?} vs offsets {defect_offsets:?}");
+    assert!(shard0[0].1.contains("no image member"), "{shard0:?}");
+    assert!(shard0[1].1.contains("s/9002.jpg: not an image"), "{shard0:?}");
+    assert!(shard0[2].1.contains("s/9003.png: the png image is cut short"), "{shard0:?}");
+    let cut = rejected
+        .iter()
+        .find(|r| r["source"].as_str().unwrap().ends_with("00001.tar"))
+        .unwrap_or_else(|| panic!("the cut shard is named: {rejected:?}"));
+    assert!(cut["reason"].as_str().unwrap().contains("the shard is cut short"), "{cut}");
+    assert_eq!(cut["byte_offset"], offsets[7], "{cut}");
+    assert_eq!(members(&tmp.path().join("out/00001.tar")).len(), 7, "the two whole samples before the cut are kept");
+
+    // The same samples to JSONL: metadata as fields, the caption as text, no packed members.
+    let yaml = "source: {path: shards, format: webdataset}\nsink: {path: out-jsonl}\n";
+    run_with_guests(&["run", write_pipeline(tmp.path(), yaml).to_str().unwrap()]).ok();
+    let docs = read_jsonl(&tmp.path().join("out-jsonl/00000.jsonl"));
+    assert_eq!(docs.len(), keys.len());
+    let d = docs.iter().find(|d| d["id"] == keys["scene-333x250.png"]).unwrap();
+    assert_eq!(d["text"], "a picture called scene-333x250.png");
+    assert_eq!(d["url"], "http://img.example/scene-333x250.png");
+    assert_eq!(d["__url__"].as_str().unwrap(), tmp.path().join("shards/00000.tar").display().to_string());
+    assert!(d.get("_sample").is_none() && d.get("image").is_some());
+}
+
+fn plugins() -> PathBuf {
+    native_plugins_dir("image-plugins", &["image_embedder"])
+}
+
+#[test]
+fn clip_embeddings_and_nemos_filters_keep_what_the_reference_keeps() {
+    if !needs(Need::EncoderModels) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("shards")).unwrap();
+    let (keys, _) = shard(&tmp.path().join("shards/00000.tar"));
+    let text = std::fs::read_to_string(root().join("tests/parity/clip_reference.json")).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let scores = |name: &str, head: &str| reference["images"][name]["scores"][head].as_f64().unwrap();
+    // Thresholds in the widest gap between the reference's scores among a few positions, so
+    // that each filter drops some images and the JPEGs' slightly different pixels (zune-jpeg
+    // vs libjpeg-turbo: scores within 1e-3) cannot move an image across.
+    let threshold = |head: &str, positions: std::ops::Range<usize>| {
+        let mut s: Vec<f64> = keys.keys().map(|n| scores(n, head)).collect();
+        s.sort_by(f64::total_cmp);
+        let i = positions.max_by(|&a, &b| (s[a + 1] - s[a]).total_cmp(&(s[b + 1] - s[b]))).unwrap();
+        assert!(s[i + 1] - s[i] > 4e-3, "{head}: no clear gap in {s:?}");
+        (s[i] + s[i + 1]) / 2.0
+    };
+    let aes_threshold = threshold("aesthetic", 1..4);
+    let nsfw_threshold = threshold("nsfw", 4..7);
+    let models = root().join("target/models");
+    let yaml = format!(
+        "source: {{path: shards}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    grants: {{models: {m}}}\n  - plugin: aesthetic_filter\n    params: {{model: /models/aesthetic-head, score_threshold: {aes_threshold}}}\n    grants: {{models: {m}}}\n  - plugin: nsfw_filter\n    params: {{model: /models/nsfw-head, score_threshold: {nsfw_threshold}}}\n    grants: {{models: {m}}}\nsink: {{path: out, format: webdataset}}\n",
+        m = models.display()
+    );
+    write_pipeline(tmp.path(), &yaml);
+    let run: Run = host()
+        .current_dir(tmp.path())
+        .args(["run", "pipeline.yaml", "--plugins"])
+        .arg(plugins())
+        .arg("--plugins")
+        .arg(guests_dir())
+        .output()
+        .unwrap()
+        .into();
+    run.ok();
+    let out = members(&tmp.path().join("out/00000.tar"));
+    let input: BTreeMap<String, Vec<u8>> = members(&tmp.path().join("shards/00000.tar")).into_iter().collect();
+    let mut kept = Vec::new();
+    for (name, key) in &keys {
+        let (a, n) = (scores(name, "aesthetic"), scores(name, "nsfw"));
+        let should = a >= aes_threshold && n < nsfw_threshold;
+        let json = out.iter().find(|(p, _)| p == &format!("{key}.json"));
+        assert_eq!(json.is_some(), should, "{name}: aesthetic {a} (≥ {aes_threshold}?), nsfw {n} (< {nsfw_threshold}?)");
+        let Some((_, json)) = json else { continue };
+        kept.push(name.clone());
+        let meta: serde_json::Value = serde_json::from_slice(json).unwrap();
+        assert_eq!(meta["url"], format!("http://img.example/{name}"), "the original fields are kept");
+        // Pillow's pixels: the same scores; the JPEGs: within 1e-3.
+        let tol = if name.ends_with(".jpg") { 1e-3 } else { 1e-5 };
+        assert!((meta["aesthetic_score"].as_f64().unwrap() - a).abs() < tol, "{name}: {meta}");
+        assert!((meta["nsfw_score"].as_f64().unwrap() - n).abs() < tol, "{name}: {meta}");
+        assert!(meta.get("image_embedding").is_none(), "vectors are members of their own");
+        let npy = &out.iter().find(|(p, _)| p == &format!("{key}.image_embedding.npy")).expect("the embedding as .npy").1;
+        assert!(npy.starts_with(b"\x93NUMPY\x01\x00") && (npy.len() - 768 * 4) % 64 == 0, "{} bytes", npy.len());
+        let image = out
+            .iter()
+            .find(|(p, _)| p.starts_with(&format!("{key}.")) && !p.ends_with(".json") && !p.ends_with(".txt") && !p.ends_with(".cls"))
+            .unwrap();
+        assert_eq!(&image.1, &input[&image.0], "{name}: the image is written as it was read");
+    }
+    assert!((2..=6).contains(&kept.len()), "{kept:?}");
+}
