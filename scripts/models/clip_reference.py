@@ -11,6 +11,8 @@
    CLIPImageEmbeddings) of scripts/models/clip_models.py's towers, from those pixel values.
 4. NeMo Curator's aesthetic and NSFW heads (their module layouts, written out here) on the
    L/14-shaped and tiny towers' embeddings.
+5. Planted near-copies for image dedup (tests/parity/images-planted/: a re-encode, a PNG
+   saved as JPEG, a small crop) with their cosines to the originals and to the rest.
 
 Needs torch, transformers and Pillow; run scripts/models/clip_models.py first.
 
@@ -69,6 +71,32 @@ def make_images():
         if not path.exists():
             img.save(path, **opts)
     return sorted(IMAGES.iterdir())
+
+
+PLANTED = Path("tests/parity/images-planted")
+
+
+def make_planted():
+    """Near-copies of three test images, as image dedup should find them: a JPEG re-encoded at
+    a lower quality, a PNG saved as JPEG, and a photo with 2 % trimmed off each side."""
+    from PIL import Image
+
+    PLANTED.mkdir(parents=True, exist_ok=True)
+    made = {}
+    for name, of, edit, opts in [
+        ("photo.reencoded-q80.jpg", "photo-640x480-q90.jpg", None, dict(quality=80)),
+        ("scene.as-jpeg-q95.jpg", "scene-333x250.png", None, dict(quality=95)),
+        ("wide.cropped.jpg", "wide-1000x562-q75.jpg", "crop", dict(quality=90)),
+    ]:
+        img = Image.open(IMAGES / of).convert("RGB")
+        if edit == "crop":
+            w, h = img.size
+            img = img.crop((w // 50, h // 50, w - w // 50, h - h // 50))
+        path = PLANTED / name
+        if not path.exists():
+            img.save(path, format="JPEG", **opts)
+        made[name] = of
+    return made
 
 
 def sha(b):
@@ -133,6 +161,22 @@ def main():
         for i in [1, 2, 3]:
             x = torch.relu(x @ w[f"linear_{i}.weight"].T + w[f"linear_{i}.bias"])
         return torch.sigmoid(x @ w["linear_4.weight"].T + w["linear_4.bias"]).squeeze(1)
+
+    # The planted near-copies: each one's cosine to its original and its largest to any other
+    # image (through the L/14-shaped tower), the margin image dedup's eps must fall in.
+    planted = make_planted()
+    tower = towers["clip-l14-2l"]
+    def embed(path):
+        px = proc(images=Image.open(path).convert("RGB"), return_tensors="pt")["pixel_values"]
+        with torch.no_grad():
+            e = tower(pixel_values=px).image_embeds[0]
+        return e / torch.linalg.vector_norm(e)
+    base = {n: embed(IMAGES / n) for n in names}
+    out["planted"] = {}
+    for name, of in planted.items():
+        e = embed(PLANTED / name)
+        others = max(float(e @ v) for n, v in base.items() if n != of)
+        out["planted"][name] = {"copy_of": of, "cosine": round(float(e @ base[of]), 6), "max_cosine_to_others": round(others, 6)}
 
     for tower, prefix in [("clip-l14-2l", ""), ("clip-tiny", "tiny-")]:
         e = torch.tensor([out["images"][n]["embeddings"][tower] for n in names])

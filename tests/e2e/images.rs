@@ -207,3 +207,51 @@ fn clip_embeddings_and_nemos_filters_keep_what_the_reference_keeps() {
     }
     assert!((2..=6).contains(&kept.len()), "{kept:?}");
 }
+
+#[test]
+fn image_dedup_removes_the_planted_near_copies_and_nothing_else() {
+    if !needs(Need::EncoderModels) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("shards")).unwrap();
+    let text = std::fs::read_to_string(root().join("tests/parity/clip_reference.json")).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let planted = reference["planted"].as_object().unwrap();
+    // The planted copies (a re-encode, a PNG saved as JPEG, a 2 % crop) sit at cosine ≥ 0.96 to
+    // their originals through this tower, every other pair ≤ 0.76: eps 0.1 separates them.
+    let mut samples = Vec::new();
+    let mut names = Vec::new();
+    for (dir, files) in [("images", images().into_iter().collect::<Vec<_>>()), ("images-planted", Vec::new())] {
+        let files = if dir == "images" {
+            files
+        } else {
+            planted.keys().map(|n| (n.clone(), std::fs::read(root().join("tests/parity").join(dir).join(n)).unwrap())).collect()
+        };
+        for (name, data) in files {
+            let key = format!("{:04}", names.len());
+            samples.push((format!("{key}.{}", name.rsplit('.').next().unwrap()), data));
+            samples.push((format!("{key}.json"), serde_json::json!({"name": name}).to_string().into_bytes()));
+            names.push(name);
+        }
+    }
+    tar_of(&tmp.path().join("shards/00000.tar"), &samples);
+    let yaml = format!(
+        "source: {{path: shards}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    grants: {{models: {}}}\n  - dedup: {{method: semantic, embedding_field: image_embedding, n_clusters: 2, eps: 0.1}}\nsink: {{path: out, format: webdataset}}\n",
+        root().join("target/models").display()
+    );
+    write_pipeline(tmp.path(), &yaml);
+    let run: Run = host().current_dir(tmp.path()).args(["run", "pipeline.yaml", "--plugins"]).arg(plugins()).output().unwrap().into();
+    run.ok();
+    let kept: Vec<String> = members(&tmp.path().join("out/00000.tar"))
+        .iter()
+        .filter(|(p, _)| p.ends_with(".json"))
+        .map(|(_, d)| serde_json::from_slice::<serde_json::Value>(d).unwrap()["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kept.len(), names.len() - planted.len(), "{kept:?}");
+    for (copy, info) in planted {
+        let original = info["copy_of"].as_str().unwrap();
+        let both = [copy.as_str(), original].iter().filter(|n| kept.iter().any(|k| k == *n)).count();
+        assert_eq!(both, 1, "one of {copy} and {original} is kept: {kept:?}");
+    }
+}
