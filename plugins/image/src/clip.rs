@@ -33,8 +33,10 @@ pub enum Resize {
     Exact(usize, usize),
 }
 
-/// OpenAI CLIP's mean and standard deviation.
+/// OpenAI CLIP's mean and standard deviation, digit for digit as its preprocessor config
+/// writes them (the f32 they round to is what matters).
 pub const CLIP_MEAN: [f32; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
+#[allow(clippy::excessive_precision)]
 pub const CLIP_STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
 
 #[derive(Deserialize)]

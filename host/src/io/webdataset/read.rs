@@ -18,6 +18,9 @@ const BATCH_IMAGE_BYTES: usize = 32 << 20;
 /// Samples the tar thread may run ahead.
 const AHEAD: usize = 64;
 
+/// A sample being gathered: its key, its first header's offset, its members.
+type Gathering = Option<(String, u64, Vec<(String, Vec<u8>)>)>;
+
 enum Item {
     Sample { offset: u64, members: Vec<(String, Vec<u8>)> },
     Defect { offset: u64, reason: String },
@@ -43,7 +46,7 @@ impl WebdatasetReader {
     pub fn open(input: &InputFile, opts: &ReadOptions) -> Result<WebdatasetReader, IoError> {
         let stream = input.loc.open_from(0)?;
         let (tx, rx) = bounded(AHEAD);
-        let max = opts.max_line_bytes as u64;
+        let max = opts.max_line_bytes;
         std::thread::Builder::new().name("webdataset".into()).spawn(move || walk(stream, &tx, max)).map_err(|e| IoError::Read {
             file: input.display(),
             line: 0,
@@ -151,8 +154,8 @@ fn schema() -> Arc<Schema> {
 /// cannot be read as a defect (after which the shard ends); stops when the reader is gone.
 fn walk(stream: Box<dyn Read + Send>, tx: &Sender<Item>, max_member: u64) {
     let mut archive = tar::Archive::new(stream);
-    let mut current: Option<(String, u64, Vec<(String, Vec<u8>)>)> = None;
-    let flush = |current: &mut Option<(String, u64, Vec<(String, Vec<u8>)>)>| match current.take() {
+    let mut current: Gathering = None;
+    let flush = |current: &mut Gathering| match current.take() {
         Some((_, offset, members)) => tx.send(Item::Sample { offset, members }).is_ok(),
         None => true,
     };

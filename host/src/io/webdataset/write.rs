@@ -38,6 +38,9 @@ impl WebdatasetWriter {
     }
 }
 
+/// Named columns of a batch.
+type Columns<'a> = Vec<(&'a str, &'a ArrayRef)>;
+
 fn binary<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a BinaryArray> {
     batch.column_by_name(name)?.as_any().downcast_ref::<BinaryArray>()
 }
@@ -82,7 +85,7 @@ impl OutputWriter for WebdatasetWriter {
         let texts = string_column(batch, TEXT);
         let metas = string_column(batch, META);
         // Columns stages added, which go into the sample's metadata.
-        let (vectors, added): (Vec<(&str, &ArrayRef)>, Vec<(&str, &ArrayRef)>) = extra_columns(batch)
+        let (vectors, added): (Columns, Columns) = extra_columns(batch)
             .into_iter()
             .filter(|(n, _)| *n != IMAGE && !n.starts_with('_'))
             .partition(|(_, a)| matches!(a.data_type(), arrow_schema::DataType::FixedSizeList(..)));
