@@ -166,7 +166,7 @@ fn clip_embeddings_and_nemos_filters_keep_what_the_reference_keeps() {
     let nsfw_threshold = threshold("nsfw", 4..7);
     let models = root().join("target/models");
     let yaml = format!(
-        "source: {{path: shards}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    grants: {{models: {m}}}\n  - plugin: aesthetic_filter\n    params: {{model: /models/aesthetic-head, score_threshold: {aes_threshold}}}\n    grants: {{models: {m}}}\n  - plugin: nsfw_filter\n    params: {{model: /models/nsfw-head, score_threshold: {nsfw_threshold}}}\n    grants: {{models: {m}}}\nsink: {{path: out, format: webdataset}}\n",
+        "source: {{path: shards}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {m}}}\n  - plugin: aesthetic_filter\n    params: {{model: /models/aesthetic-head, score_threshold: {aes_threshold}}}\n    grants: {{models: {m}}}\n  - plugin: nsfw_filter\n    params: {{model: /models/nsfw-head, score_threshold: {nsfw_threshold}}}\n    grants: {{models: {m}}}\nsink: {{path: out, format: webdataset}}\n",
         m = models.display()
     );
     write_pipeline(tmp.path(), &yaml);
@@ -237,7 +237,7 @@ fn image_dedup_removes_the_planted_near_copies_and_nothing_else() {
     }
     tar_of(&tmp.path().join("shards/00000.tar"), &samples);
     let yaml = format!(
-        "source: {{path: shards}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    grants: {{models: {}}}\n  - dedup: {{method: semantic, embedding_field: image_embedding, n_clusters: 2, eps: 0.1}}\nsink: {{path: out, format: webdataset}}\n",
+        "source: {{path: shards}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {}}}\n  - dedup: {{method: semantic, embedding_field: image_embedding, n_clusters: 2, eps: 0.1}}\nsink: {{path: out, format: webdataset}}\n",
         root().join("target/models").display()
     );
     write_pipeline(tmp.path(), &yaml);

@@ -184,7 +184,7 @@ impl Encoder {
     /// How the GPU kernels were obtained ("compiled" or "cached"); `None` on the CPU.
     pub fn kernels_from(&self) -> Option<&'static str> {
         match &self.backend {
-            Backend::Gpu(g) => Some(g.kernels_from),
+            Backend::Gpu(g) => Some(g.kernels_from()),
             Backend::Cpu => None,
         }
     }

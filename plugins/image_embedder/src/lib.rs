@@ -8,14 +8,17 @@
 //!
 //! The model directory (`config.json` of a `CLIPModel` or `CLIPVisionModelWithProjection`,
 //! `model.safetensors`, `preprocessor_config.json`) comes from the directory the pipeline
-//! grants as `models`. The vision tower runs in f32 on the CPU; `device: gpu` is refused until
-//! the tower has a GPU path (the text encoder's kernels are not wired to it yet).
+//! grants as `models`. On the GPU the tower runs in fp16 on the text encoder's kernels
+//! (`curator_encoder::vision::gpu`), in passes of `model_inference_batch_size` images that
+//! stay inside the stage's `gpu_memory_gb` (a pass that would not fit is halved); on the CPU
+//! in f32 (`device: cpu`, or `auto` where no GPU is usable).
 //!
 //! An image that does not decode fails the batch naming its row; the host retries, splits the
 //! batch and names the one document (or sets it aside with `ignore_failures`). The WebDataset
 //! reader has already refused members that are not images or are cut short.
 
-use curator_encoder::vision::{VisionModel, normalize_rows};
+use curator_encoder::Device;
+use curator_encoder::vision::{VisionModel, VisionOptions};
 use curator_image::clip::Processor;
 use curator_sdk::prelude::*;
 use rayon::prelude::*;
@@ -25,6 +28,7 @@ use rayon::prelude::*;
     name = "image_embedder",
     native,
     cpus = 4.0,
+    gpu_memory_gb = 4.0,
     memory_mb = 4096,
     dir = "models",
     inputs = ["image"],
@@ -34,11 +38,12 @@ use rayon::prelude::*;
 pub struct ImageEmbedder {
     /// The model directory as the stage sees it (inside the granted `models` directory).
     pub model: String,
-    /// auto (the CPU until the vision tower has a GPU path) | cpu | gpu (refused for now)
+    /// auto (GPU if usable, else CPU) | gpu | cpu
     #[param(default = "auto", one_of = ["auto", "gpu", "cpu"])]
     pub device: String,
-    /// Images per forward pass (NeMo's model_inference_batch_size).
-    #[param(default = 32, min = 1)]
+    /// Images per forward pass on the GPU (NeMo's model_inference_batch_size; halved while a
+    /// pass would not fit `gpu_memory_gb`).
+    #[param(default = 256, min = 1)]
     pub model_inference_batch_size: usize,
     /// Scale each embedding to unit length (NeMo does).
     #[param(default = true)]
@@ -55,14 +60,21 @@ pub struct ImageEmbedder {
 
 impl Stage for ImageEmbedder {
     fn init(&mut self) -> Result<(), StageError> {
-        if self.device == "gpu" {
-            return Err(StageError::InvalidParams(
-                "device gpu: the CLIP vision tower runs on the CPU in this version (use auto or cpu)".into(),
-            ));
-        }
+        let context = curator_sdk::native::context();
+        let device = self.device.parse::<Device>().map_err(StageError::InvalidParams)?;
+        let opts = VisionOptions {
+            // Planning's set-up check reads the model but leaves the GPU to the worker that runs.
+            device: if context.check_only { Device::Cpu } else { device },
+            gpu_memory_bytes: context.gpu_memory_budget_bytes,
+            kernel_cache: context.cache_dir.as_ref().map(|d| std::path::PathBuf::from(d).join("kernels")),
+        };
         let dir = curator_sdk::granted_path(&self.model);
-        let model = VisionModel::load(&dir)
-            .map_err(|e| StageError::InvalidParams(format!("model {}: {e} (grant its directory as `models`)", self.model)))?;
+        let model = VisionModel::load_with(&dir, &opts).map_err(|e| match e {
+            curator_encoder::EncoderError::Io { .. } | curator_encoder::EncoderError::Model { .. } => {
+                StageError::InvalidParams(format!("model {}: {e} (grant its directory as `models`)", self.model))
+            }
+            other => StageError::Failed(format!("model {}: {other}", self.model)),
+        })?;
         let processor = Processor::from_dir(&dir, model.config.image_size).map_err(|e| StageError::InvalidParams(e.to_string()))?;
         let input = processor.output_size(model.config.image_size, model.config.image_size);
         if input != (model.config.image_size, model.config.image_size) {
@@ -71,13 +83,18 @@ impl Stage for ImageEmbedder {
                 self.model, input.0, input.1, model.config.image_size
             )));
         }
+        while self.model_inference_batch_size > 1 && !model.fits(self.model_inference_batch_size) {
+            self.model_inference_batch_size /= 2;
+        }
         log(
             Level::Info,
             &format!(
-                "image_embedder: {} ({}, {} wide embeddings) on the CPU",
+                "image_embedder: {} ({}, {} wide embeddings) on the {}, {} images per pass",
                 self.model,
                 model.config.describe(),
-                model.config.embed_dim()
+                model.config.embed_dim(),
+                model.device(),
+                self.model_inference_batch_size
             ),
         );
         self.model_state = Some((model, processor));
@@ -90,25 +107,24 @@ impl Stage for ImageEmbedder {
         let n = batch.len();
         let per = model.config.pixels();
         let dim = model.config.embed_dim();
-        let mut out = Vec::with_capacity(n * dim);
-        for start in (0..n).step_by(self.model_inference_batch_size) {
-            let rows: Vec<usize> = (start..(start + self.model_inference_batch_size).min(n)).collect();
-            let pixels: Vec<Vec<f32>> = rows
-                .par_iter()
-                .map(|&i| {
-                    let bytes = col.bytes_at(i).filter(|_| col.is_valid(i)).ok_or_else(|| format!("row {i}: no image"))?;
-                    let img = curator_image::decode(bytes).map_err(|e| format!("row {i}: {e}"))?;
-                    let mut px = Vec::with_capacity(per);
-                    processor.pixel_values_into(&img, &mut px);
-                    Ok(px)
-                })
-                .collect::<Result<_, String>>()
-                .map_err(StageError::Failed)?;
-            out.extend(model.embed_cpu(&pixels.concat(), false));
-        }
-        if self.normalize {
-            normalize_rows(&mut out, dim);
-        }
+        // Decoded and preprocessed on all the stage's cores, then one call (the GPU passes
+        // queue back to back).
+        let pixels: Vec<f32> = (0..n)
+            .into_par_iter()
+            .map(|i| {
+                let bytes = col.bytes_at(i).filter(|_| col.is_valid(i)).ok_or_else(|| format!("row {i}: no image"))?;
+                let img = curator_image::decode(bytes).map_err(|e| format!("row {i}: {e}"))?;
+                let mut px = Vec::with_capacity(per);
+                processor.pixel_values_into(&img, &mut px);
+                Ok(px)
+            })
+            .collect::<Result<Vec<Vec<f32>>, String>>()
+            .map_err(StageError::Failed)?
+            .concat();
+        let out = model.embed(&pixels, self.normalize, self.model_inference_batch_size).map_err(|e| match e {
+            curator_encoder::EncoderError::OutOfMemory(m) => StageError::OutOfMemory(m),
+            other => StageError::Failed(other.to_string()),
+        })?;
         Ok(Output::Columns(vec![Column::f32_vectors(&self.embedding_field, dim, &out)]))
     }
 }

@@ -55,6 +55,40 @@ extern "C" __global__ void add_norm(const unsigned short* x, const float* bias, 
     norm_row(row, H, gamma, beta, eps, out + base, red);
 }
 
+// CLIP's embeddings: x[t] = LayerNorm(a[t] + table[t % period]) (a: the patches' products, the
+// class token's row zero; table: the positions with the class embedding added to row 0, zero
+// rows past the tokens). One block per row.
+extern "C" __global__ void patch_embed(const unsigned short* a, const unsigned short* table, int period, const float* gamma,
+                                       const float* beta, float eps, int H, unsigned short* x) {
+    extern __shared__ float row[];
+    __shared__ float red[32];
+    long long base = (long long)blockIdx.x * H;
+    long long p = (long long)(blockIdx.x % period) * H;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) row[j] = h2f(a[base + j]) + h2f(table[p + j]);
+    __syncthreads();
+    norm_row(row, H, gamma, beta, eps, x + base, red);
+}
+
+// Pre-norm layers (CLIP): with `add`, the residual stream x[t] += a[t] + bias (kept in fp16, as
+// PyTorch keeps it); then out[t] = LayerNorm(x[t]). One block per row.
+extern "C" __global__ void residual_norm(const unsigned short* a, const float* bias, int add, unsigned short* x, const float* gamma,
+                                         const float* beta, float eps, int H, unsigned short* out) {
+    extern __shared__ float row[];
+    __shared__ float red[32];
+    long long base = (long long)blockIdx.x * H;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+        float v = h2f(x[base + j]);
+        if (add) {
+            unsigned short r = f2h(v + h2f(a[base + j]) + bias[j]);
+            x[base + j] = r;
+            v = h2f(r);
+        }
+        row[j] = v;
+    }
+    __syncthreads();
+    norm_row(row, H, gamma, beta, eps, out + base, red);
+}
+
 // out = LayerNorm(x + bias + residual) for rows of H <= 1024 values (H even): one warp per
 // row, the row read once into registers (two fp16 values per 32-bit load), warp shuffles only.
 #define NORM_PAIRS 16

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use half::f16;
 
 use super::{Dims, GNorm, GpuModel, driver};
@@ -13,7 +13,7 @@ use crate::config::Pooling;
 
 /// The compiled kernels, each behind a typed launcher whose parameter list is the kernel's C
 /// signature in `kernels.cu`, in order.
-pub(super) struct Kernels {
+pub(crate) struct Kernels {
     pub(super) embed: CudaFunction,
     pub(super) add_norm: CudaFunction,
     pub(super) add_norm_warp: CudaFunction,
@@ -27,6 +27,9 @@ pub(super) struct Kernels {
     pub(super) attention64: CudaFunction,
     /// DeBERTa: its position terms added to the scores, and the masked softmax.
     pub(super) disentangled_softmax: CudaFunction,
+    /// CLIP's vision tower: embeddings + pre-norm, and the pre-norm layers' residual + norm.
+    pub(super) patch_embed: CudaFunction,
+    pub(super) residual_norm: CudaFunction,
 }
 
 /// The device side of DeBERTa's position terms for one pass (see `disentangled_softmax`).
@@ -51,10 +54,80 @@ fn rows_cfg(rows: usize, floats: usize) -> LaunchConfig {
 }
 
 impl Kernels {
+    /// Every kernel of the compiled module.
+    pub(crate) fn load(module: &Arc<CudaModule>) -> Result<Kernels, EncoderError> {
+        let f = |name: &str| module.load_function(name).map_err(driver("kernel"));
+        Ok(Kernels {
+            embed: f("embed")?,
+            add_norm: f("add_norm")?,
+            add_norm_warp: f("add_norm_warp")?,
+            split_qkv: f("split_qkv")?,
+            merge_heads: f("merge_heads")?,
+            softmax_rows: f("softmax_rows")?,
+            bias_act: f("bias_act")?,
+            pool: f("pool")?,
+            attention32: f("attention32")?,
+            attention64: f("attention64")?,
+            disentangled_softmax: f("disentangled_softmax")?,
+            patch_embed: f("patch_embed")?,
+            residual_norm: f("residual_norm")?,
+        })
+    }
+
+    /// `patch_embed(a, table, period, gamma, beta, eps, H, x)` over `t` rows.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn patch_embed(
+        &self,
+        s: &Arc<CudaStream>,
+        a: &CudaSlice<f16>,
+        table: &CudaSlice<f16>,
+        period: usize,
+        norm: &GNorm,
+        t: usize,
+        d: &Dims,
+        x: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let (p, h) = (period as i32, d.hidden as i32);
+        debug_assert!(a.len() >= t * d.hidden && x.len() >= t * d.hidden && table.len() >= period * d.hidden && period > 0);
+        let mut b = s.launch_builder(&self.patch_embed);
+        b.arg(a).arg(table).arg(&p).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(x);
+        // SAFETY: `patch_embed`'s C parameters in order and type (unsigned short* a, unsigned
+        // short* table, int period, float* gamma, float* beta, float eps, int H, unsigned short*
+        // x); block r < t reads row r of a, row r % period of table (period × H values) and
+        // writes row r of x, all inside their buffers.
+        unsafe { b.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("patch_embed"))
+    }
+
+    /// `residual_norm(a, bias, add, x, gamma, beta, eps, H, out)` over `t` rows: with `add`,
+    /// `x += a + bias`; then `out = LayerNorm(x)`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn residual_norm(
+        &self,
+        s: &Arc<CudaStream>,
+        a: &CudaSlice<f16>,
+        bias: &CudaSlice<f32>,
+        add: bool,
+        x: &mut CudaSlice<f16>,
+        norm: &GNorm,
+        t: usize,
+        d: &Dims,
+        out: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let (add, h) = (i32::from(add), d.hidden as i32);
+        debug_assert!(a.len() >= t * d.hidden && x.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
+        let mut b = s.launch_builder(&self.residual_norm);
+        b.arg(a).arg(bias).arg(&add).arg(x).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(out);
+        // SAFETY: `residual_norm`'s C parameters in order and type (unsigned short* a, float*
+        // bias, int add, unsigned short* x, float* gamma, float* beta, float eps, int H,
+        // unsigned short* out); block r < t reads row r of a and x, writes row r of x and of
+        // out (distinct buffers: Rust's borrows), H values each, inside the t × H buffers.
+        unsafe { b.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("residual_norm"))
+    }
+
     /// `attention32` / `attention64(qkv, bias, lens, L, H, heads, scale, out)`: a block of
     /// four warps per 64 queries of one (sequence, head).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn attention(
+    pub(crate) fn attention(
         &self,
         s: &Arc<CudaStream>,
         qkv: &CudaSlice<f16>,
@@ -252,7 +325,7 @@ impl Kernels {
     }
 
     /// `bias_act(x, bias, N, act)` over `rows` rows of `n` values.
-    pub(super) fn bias_act(
+    pub(crate) fn bias_act(
         &self,
         s: &Arc<CudaStream>,
         x: &mut CudaSlice<f16>,

@@ -24,76 +24,77 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
+use cudarc::cublas::{Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use half::f16;
 
 use crate::EncoderError;
 use crate::config::{Activation, Arch, ModelConfig, Pooling};
-use crate::weights::{Linear, Norm, Weights};
+use crate::weights::{Norm, Weights};
 
-mod launch;
-use launch::Kernels;
+pub(crate) mod device;
+pub(crate) mod launch;
+use device::{GpuDevice, upload_half, upload_layer, upload_norm};
 
 /// What a CUDA context, cuBLAS' workspace and the kernels' modules take on the device besides
 /// weights and activations (measured on an H100 with CUDA 13: see the issue note).
 pub const CONTEXT_BYTES: u64 = 600 << 20;
 
 /// cuBLAS' workspace (part of [`CONTEXT_BYTES`]).
-const BLAS_WORKSPACE: usize = 32 << 20;
+pub(crate) const BLAS_WORKSPACE: usize = 32 << 20;
 
 const KERNELS: &str = include_str!("kernels.cu");
 
-struct GLinear {
-    w: CudaSlice<f16>,
-    b: CudaSlice<f32>,
-    out: usize,
-    inp: usize,
+pub(crate) struct GLinear {
+    pub(crate) w: CudaSlice<f16>,
+    pub(crate) b: CudaSlice<f32>,
+    pub(crate) out: usize,
+    pub(crate) inp: usize,
 }
 
-struct GNorm {
-    gamma: CudaSlice<f32>,
-    beta: CudaSlice<f32>,
+pub(crate) struct GNorm {
+    pub(crate) gamma: CudaSlice<f32>,
+    pub(crate) beta: CudaSlice<f32>,
 }
 
-struct GLayer {
-    qkv: GLinear,
+pub(crate) struct GLayer {
+    pub(crate) qkv: GLinear,
     /// DeBERTa: the layer's projected relative embeddings as `[heads, 2 × span, head_dim]`
     /// (content→position keys, position→content queries), when the model has the term.
-    pos_key: Option<CudaSlice<f16>>,
-    pos_query: Option<CudaSlice<f16>>,
-    attn_out: GLinear,
-    attn_norm: GNorm,
-    up: GLinear,
-    down: GLinear,
-    out_norm: GNorm,
+    pub(crate) pos_key: Option<CudaSlice<f16>>,
+    pub(crate) pos_query: Option<CudaSlice<f16>>,
+    pub(crate) attn_out: GLinear,
+    pub(crate) attn_norm: GNorm,
+    pub(crate) up: GLinear,
+    pub(crate) down: GLinear,
+    pub(crate) out_norm: GNorm,
 }
 
 /// The device buffers of one forward pass, sized for the largest pass so far and reused:
 /// nothing is allocated or zeroed per batch.
-struct Workspace {
-    tokens: usize,
-    scores_len: usize,
-    x: CudaSlice<f16>,
-    qkv: CudaSlice<f16>,
-    q: CudaSlice<f16>,
-    k: CudaSlice<f16>,
-    v: CudaSlice<f16>,
-    ctx: CudaSlice<f16>,
-    merged: CudaSlice<f16>,
-    a: CudaSlice<f16>,
-    inter: CudaSlice<f16>,
-    scores: CudaSlice<f16>,
+pub(crate) struct Workspace {
+    pub(crate) tokens: usize,
+    pub(crate) scores_len: usize,
+    pub(crate) x: CudaSlice<f16>,
+    pub(crate) qkv: CudaSlice<f16>,
+    pub(crate) q: CudaSlice<f16>,
+    pub(crate) k: CudaSlice<f16>,
+    pub(crate) v: CudaSlice<f16>,
+    pub(crate) ctx: CudaSlice<f16>,
+    pub(crate) merged: CudaSlice<f16>,
+    pub(crate) a: CudaSlice<f16>,
+    pub(crate) inter: CudaSlice<f16>,
+    pub(crate) scores: CudaSlice<f16>,
     /// DeBERTa: a pass's position-term tables (c2p then p2c, each `[B·heads·L, width]`,
     /// `rel_len` values in all).
-    rel_len: usize,
-    rel: CudaSlice<f16>,
+    pub(crate) rel_len: usize,
+    pub(crate) rel: CudaSlice<f16>,
 }
 
 /// Device bytes of a workspace for `tokens` tokens, `scores` attention scores (0: fused
 /// attention, without the q, k, v and context buffers) and `rel` position-term values.
-fn workspace_bytes(hidden: usize, inter: usize, tokens: usize, scores: usize, rel: usize) -> u64 {
+pub(crate) fn workspace_bytes(hidden: usize, inter: usize, tokens: usize, scores: usize, rel: usize) -> u64 {
     let per_token = if scores > 0 { 10 * hidden + inter } else { 6 * hidden + inter };
     2 * (tokens as u64 * per_token as u64 + scores as u64 + rel as u64)
 }
@@ -101,7 +102,7 @@ fn workspace_bytes(hidden: usize, inter: usize, tokens: usize, scores: usize, re
 /// DeBERTa's position terms on the device: table rows per token and head (2 × span), how many
 /// terms (c2p, p2c), the divisor of every score and each distance's table row.
 #[derive(Clone, Copy)]
-struct RelDims {
+pub(crate) struct RelDims {
     rows: usize,
     c2p: bool,
     p2c: bool,
@@ -134,7 +135,7 @@ fn attention_buffers(head_dim: usize, heads: usize, rel: Option<RelDims>, b: usi
 impl Workspace {
     /// Buffers for passes of `tokens` tokens; the split-attention buffers (q, k, v, ctx and
     /// `scores_len` scores) only when the fused kernel does not fit the model (`scores_len` 0).
-    fn new(stream: &Arc<CudaStream>, d: &Dims, tokens: usize, scores_len: usize, rel_len: usize) -> Result<Workspace, EncoderError> {
+    pub(crate) fn new(stream: &Arc<CudaStream>, d: &Dims, tokens: usize, scores_len: usize, rel_len: usize) -> Result<Workspace, EncoderError> {
         // SAFETY: every buffer is written by a kernel or a product before it is read, within
         // the `tokens` (or `scores_len`) elements a pass uses; nothing reads past them.
         let alloc = |n: usize| unsafe { stream.alloc::<f16>(n.max(1)) }.map_err(driver("allocate activations"));
@@ -160,12 +161,7 @@ impl Workspace {
 
 /// A model's weights on the GPU and what runs them.
 pub struct GpuModel {
-    _ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    blas: CudaBlas,
-    /// Held for cuBLAS (set on the handle), never read here.
-    _blas_workspace: CudaSlice<u8>,
-    k: Kernels,
+    dev: GpuDevice,
     word: CudaSlice<f16>,
     position: CudaSlice<f16>,
     token_type: CudaSlice<f16>,
@@ -179,8 +175,6 @@ pub struct GpuModel {
     weight_bytes: u64,
     budget: Option<u64>,
     workspace: Mutex<Option<Workspace>>,
-    /// How the kernels were obtained ("compiled", "cached").
-    pub kernels_from: &'static str,
     /// Device milliseconds per step of the forward pass, when `CURATOR_ENCODER_PROFILE` is set
     /// (events between the steps; for benchmarks, not for runs).
     profile: Option<Mutex<std::collections::BTreeMap<&'static str, f64>>>,
@@ -190,20 +184,30 @@ pub struct GpuModel {
 type Marks = Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>;
 
 #[derive(Clone, Copy)]
-struct Dims {
-    hidden: usize,
-    inter: usize,
-    heads: usize,
-    head_dim: usize,
-    vocab: usize,
-    max_pos: usize,
-    pos_offset: usize,
-    eps: f32,
-    act: i32,
-    rel: Option<RelDims>,
+pub(crate) struct Dims {
+    pub(crate) hidden: usize,
+    pub(crate) inter: usize,
+    pub(crate) heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) vocab: usize,
+    pub(crate) max_pos: usize,
+    pub(crate) pos_offset: usize,
+    pub(crate) eps: f32,
+    pub(crate) act: i32,
+    pub(crate) rel: Option<RelDims>,
 }
 
-fn driver<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> EncoderError {
+/// The `act` code of the `bias_act` kernel for an activation.
+pub(crate) fn activation_code(a: Activation) -> i32 {
+    match a {
+        Activation::Gelu => 0,
+        Activation::GeluTanh => 1,
+        Activation::Relu => 2,
+        Activation::QuickGelu => 3,
+    }
+}
+
+pub(crate) fn driver<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> EncoderError {
     move |err| {
         let text = format!("{err:?}");
         if text.contains("OUT_OF_MEMORY") || text.contains("ALLOC_FAILED") {
@@ -237,7 +241,7 @@ fn io_bytes(hidden: usize, seqs: usize, tokens: usize) -> u64 {
 
 /// The kernels' PTX for this device: from `cache` when an earlier process compiled it for
 /// the same source, NVRTC and architecture, else compiled by NVRTC (and written there).
-fn kernels_ptx(cache: Option<&Path>, arch: (i32, i32)) -> Result<(Ptx, &'static str), EncoderError> {
+pub(crate) fn kernels_ptx(cache: Option<&Path>, arch: (i32, i32)) -> Result<(Ptx, &'static str), EncoderError> {
     let mut nvrtc = (0, 0);
     // SAFETY: NVRTC is present (checked by the caller); the call only writes two ints.
     unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut nvrtc.0, &mut nvrtc.1) };
@@ -281,49 +285,8 @@ impl GpuModel {
     }
 
     fn open(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
-        // SAFETY: only probe for the shared libraries; cudarc panics on first use without them.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(EncoderError::NoGpu("no CUDA driver library (libcuda) found".into()));
-        }
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(EncoderError::NoGpu("no NVRTC library found".into()));
-        }
-        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-            return Err(EncoderError::NoGpu("no cuBLAS library found".into()));
-        }
-        let ctx = CudaContext::new(0).map_err(|e| EncoderError::NoGpu(format!("cannot open GPU 0: {e:?}")))?;
-        // SAFETY: this model uses one stream for everything, so no buffer is ever shared
-        // between streams and cudarc's cross-stream events are not needed.
-        unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
-        let blas = CudaBlas::new(stream.clone()).map_err(driver("cuBLAS"))?;
-        // cuBLAS' own workspace, as PyTorch gives it on Hopper (its faster kernels need one).
-        let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE).map_err(driver("cuBLAS workspace"))?;
-        {
-            let (ptr, _record) = blas_workspace.device_ptr(&stream);
-            // SAFETY: the buffer is BLAS_WORKSPACE bytes on this handle's device and stream, and
-            // outlives the handle (the model drops `blas` before `_blas_workspace`).
-            unsafe { cudarc::cublas::sys::cublasSetWorkspace_v2(*blas.handle(), ptr as *mut std::ffi::c_void, BLAS_WORKSPACE) }
-                .result()
-                .map_err(driver("cuBLAS workspace"))?;
-        }
-        let arch = ctx.compute_capability().map_err(driver("compute capability"))?;
-        let (ptx, kernels_from) = kernels_ptx(kernel_cache, arch)?;
-        let module = ctx.load_module(ptx).map_err(driver("load kernels"))?;
-        let f = |name: &str| module.load_function(name).map_err(driver("kernel"));
-        let k = Kernels {
-            embed: f("embed")?,
-            add_norm: f("add_norm")?,
-            add_norm_warp: f("add_norm_warp")?,
-            split_qkv: f("split_qkv")?,
-            merge_heads: f("merge_heads")?,
-            softmax_rows: f("softmax_rows")?,
-            bias_act: f("bias_act")?,
-            pool: f("pool")?,
-            attention32: f("attention32")?,
-            attention64: f("attention64")?,
-            disentangled_softmax: f("disentangled_softmax")?,
-        };
+        let dev = GpuDevice::open(kernel_cache)?;
+        let stream = dev.stream.clone();
         let weight_bytes = w.gpu_bytes() as u64;
         if let Some(b) = budget
             && weight_bytes + CONTEXT_BYTES > b
@@ -335,48 +298,9 @@ impl GpuModel {
                 b >> 20
             )));
         }
-        let half = |v: &[f32]| -> Result<CudaSlice<f16>, EncoderError> {
-            let h: Vec<f16> = v.iter().map(|x| f16::from_f32(*x)).collect();
-            stream.clone_htod(&h).map_err(driver("upload weights"))
-        };
-        let full = |v: &[f32]| stream.clone_htod(v).map_err(driver("upload weights"));
-        let lin = |l: &Linear| -> Result<GLinear, EncoderError> { Ok(GLinear { w: half(&l.w)?, b: full(&l.b)?, out: l.out, inp: l.inp }) };
-        let norm = |n: &Norm| -> Result<GNorm, EncoderError> { Ok(GNorm { gamma: full(&n.gamma)?, beta: full(&n.beta)? }) };
-        let mut layers = Vec::with_capacity(w.layers.len());
-        for l in &w.layers {
-            // Q, K and V as one [3H, H] product.
-            let qkv = Linear {
-                w: [l.query.w.as_slice(), &l.key.w, &l.value.w].concat(),
-                b: [l.query.b.as_slice(), &l.key.b, &l.value.b].concat(),
-                out: 3 * l.query.out,
-                inp: l.query.inp,
-            };
-            // [2·span, H] rows to [heads, 2·span, head_dim] (one matrix per head for cuBLAS).
-            let per_head = |pos: &[f32]| -> Result<Option<CudaSlice<f16>>, EncoderError> {
-                if pos.is_empty() {
-                    return Ok(None);
-                }
-                let (h, dh) = (config.hidden_size, config.head_dim());
-                let rows = pos.len() / h;
-                let mut out = Vec::with_capacity(pos.len());
-                for head in 0..config.num_heads {
-                    for r in 0..rows {
-                        out.extend_from_slice(&pos[r * h + head * dh..r * h + (head + 1) * dh]);
-                    }
-                }
-                half(&out).map(Some)
-            };
-            layers.push(GLayer {
-                pos_key: per_head(&l.pos_key)?,
-                pos_query: per_head(&l.pos_query)?,
-                qkv: lin(&qkv)?,
-                attn_out: lin(&l.attn_out)?,
-                attn_norm: norm(&l.attn_norm)?,
-                up: lin(&l.up)?,
-                down: lin(&l.down)?,
-                out_norm: norm(&l.out_norm)?,
-            });
-        }
+        let half = |v: &[f32]| upload_half(&stream, v);
+        let norm = |n: &Norm| upload_norm(&stream, n);
+        let layers = w.layers.iter().map(|l| upload_layer(&stream, l, config.num_heads)).collect::<Result<Vec<_>, _>>()?;
         let h = config.hidden_size;
         let dims = Dims {
             hidden: h,
@@ -387,12 +311,7 @@ impl GpuModel {
             max_pos: if w.position.is_empty() { 1 } else { config.max_positions },
             pos_offset: config.position_offset(),
             eps: config.layer_norm_eps,
-            act: match config.activation {
-                Activation::Gelu => 0,
-                Activation::GeluTanh => 1,
-                Activation::Relu => 2,
-                Activation::QuickGelu => 3,
-            },
+            act: activation_code(config.activation),
             rel: RelDims::of(config),
         };
         // Each relative distance i - j (|i - j| < the longest sequence) to its table row.
@@ -415,38 +334,23 @@ impl GpuModel {
             rel_index: stream.clone_htod(&rel_index).map_err(driver("upload relative positions"))?,
             rel_index_host: rel_index,
             layers,
-            _ctx: ctx,
-            stream,
-            blas,
-            _blas_workspace: blas_workspace,
-            k,
+            dev,
             dims,
             weight_bytes,
             budget,
             workspace: Mutex::new(None),
-            kernels_from,
             profile: std::env::var_os("CURATOR_ENCODER_PROFILE").map(|_| Mutex::new(Default::default())),
         })
     }
 
+    /// How the kernels were obtained ("compiled", "cached").
+    pub fn kernels_from(&self) -> &'static str {
+        self.dev.kernels_from
+    }
+
     /// `y[t × out] = x[t × inp] Wᵀ` (no bias: the next kernel adds it).
     fn matmul(&self, l: &GLinear, x: &CudaSlice<f16>, t: usize, y: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
-        debug_assert!(x.len() >= t * l.inp && y.len() >= t * l.out);
-        let cfg = GemmConfig {
-            transa: CUBLAS_OP_T,
-            transb: CUBLAS_OP_N,
-            m: l.out as i32,
-            n: t as i32,
-            k: l.inp as i32,
-            alpha: f16::ONE,
-            lda: l.inp as i32,
-            ldb: l.inp as i32,
-            beta: f16::ZERO,
-            ldc: l.out as i32,
-        };
-        // SAFETY: W is out × inp, x holds t × inp and y t × out, all row-major (the workspace
-        // holds at least the pass's tokens).
-        unsafe { self.blas.gemm(cfg, &l.w, x, y) }.map_err(driver("cuBLAS gemm"))
+        self.dev.matmul(l, x, t, y)
     }
 
     /// Pooled vectors of `batches` (each a list of indices into `seqs`, padded to its own
@@ -490,7 +394,7 @@ impl GpuModel {
             }
             at += b * l;
         }
-        let s = &self.stream;
+        let s = &self.dev.stream;
         let mut guard = self.workspace.lock().map_err(|_| EncoderError::Gpu("the workspace lock is poisoned".into()))?;
         if guard.as_ref().is_none_or(|w| w.tokens < tokens || w.scores_len < scores || w.rel_len < rel) {
             let (t0, s0, r0) = guard.as_ref().map_or((0, 0, 0), |w| (w.tokens, w.scores_len, w.rel_len));
@@ -529,7 +433,7 @@ impl GpuModel {
     fn mark(&self, marks: &mut Marks, name: &'static str) -> Result<(), EncoderError> {
         if let Some(m) = marks {
             let flags = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
-            m.push((name, self.stream.record_event(Some(flags)).map_err(driver("event"))?));
+            m.push((name, self.dev.stream.record_event(Some(flags)).map_err(driver("event"))?));
         }
         Ok(())
     }
@@ -555,16 +459,16 @@ impl GpuModel {
     ) -> Result<(), EncoderError> {
         let d = self.dims;
         let (t, h) = (b * l, d.hidden);
-        let k = &self.k;
+        let k = &self.dev.k;
         self.mark(marks, "embed")?;
-        k.embed(&self.stream, ids, l, &d, self, &mut ws.x)?;
+        k.embed(&self.dev.stream, ids, l, &d, self, &mut ws.x)?;
         let fused = d.rel.is_none() && fused_attention(d.head_dim, b);
         for layer in &self.layers {
             self.mark(marks, "gemm qkv")?;
             self.matmul(&layer.qkv, &ws.x, t, &mut ws.qkv)?;
             if fused {
                 self.mark(marks, "attention")?;
-                k.attention(&self.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, &mut ws.merged)?;
+                k.attention(&self.dev.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, &mut ws.merged)?;
             } else {
                 self.split_attention(ws, layer, lens, b, l, marks)?;
             }
@@ -572,20 +476,20 @@ impl GpuModel {
             self.matmul(&layer.attn_out, &ws.merged, t, &mut ws.a)?;
             self.mark(marks, "add_norm")?;
             // merged = LN(a + bias + x); then it is the layer's attention output.
-            k.add_norm(&self.stream, &ws.a, &layer.attn_out.b, &ws.x, &layer.attn_norm, t, &d, &mut ws.merged)?;
+            k.add_norm(&self.dev.stream, &ws.a, &layer.attn_out.b, &ws.x, &layer.attn_norm, t, &d, &mut ws.merged)?;
             std::mem::swap(&mut ws.a, &mut ws.merged);
             self.mark(marks, "gemm up")?;
             self.matmul(&layer.up, &ws.a, t, &mut ws.inter)?;
             self.mark(marks, "bias_act")?;
-            k.bias_act(&self.stream, &mut ws.inter, &layer.up.b, t, d.inter, d.act)?;
+            k.bias_act(&self.dev.stream, &mut ws.inter, &layer.up.b, t, d.inter, d.act)?;
             self.mark(marks, "gemm down")?;
             self.matmul(&layer.down, &ws.inter, t, &mut ws.merged)?;
             // x = LN(down + bias + a)
             self.mark(marks, "add_norm")?;
-            k.add_norm(&self.stream, &ws.merged, &layer.down.b, &ws.a, &layer.out_norm, t, &d, &mut ws.x)?;
+            k.add_norm(&self.dev.stream, &ws.merged, &layer.down.b, &ws.a, &layer.out_norm, t, &d, &mut ws.x)?;
         }
         self.mark(marks, "pool")?;
-        k.pool(&self.stream, &ws.x, lens, b, l, h, pooling, out)
+        k.pool(&self.dev.stream, &ws.x, lens, b, l, h, pooling, out)
     }
 
     /// Attention as separate steps (heads the fused kernel does not cover): split into
@@ -602,10 +506,10 @@ impl GpuModel {
     ) -> Result<(), EncoderError> {
         let d = self.dims;
         let t = b * l;
-        let k = &self.k;
+        let k = &self.dev.k;
         let scale = f16::from_f32(1.0 / d.rel.map_or((d.head_dim as f32).sqrt(), |r| r.scale));
         self.mark(marks, "split_qkv")?;
-        k.split_qkv(&self.stream, &ws.qkv, &layer.qkv.b, t, l, &d, &mut ws.q, &mut ws.k, &mut ws.v)?;
+        k.split_qkv(&self.dev.stream, &ws.qkv, &layer.qkv.b, t, l, &d, &mut ws.q, &mut ws.k, &mut ws.v)?;
         // scores[bh] = Q Kᵀ / √dh, row-major L × L.
         let (l_i, dh_i) = (l as i32, d.head_dim as i32);
         let cfg = StridedBatchedConfig {
@@ -632,7 +536,7 @@ impl GpuModel {
         match d.rel {
             // The scale in f32 (1/√(3·64) in fp16 is off by 3e-4).
             Some(r) => self.gemm_ex(cfg, 1.0 / r.scale, &ws.k, &ws.q, &mut ws.scores)?,
-            None => unsafe { self.blas.gemm_strided_batched(cfg, &ws.k, &ws.q, &mut ws.scores) }.map_err(driver("cuBLAS scores"))?,
+            None => unsafe { self.dev.blas.gemm_strided_batched(cfg, &ws.k, &ws.q, &mut ws.scores) }.map_err(driver("cuBLAS scores"))?,
         }
         if let Some(r) = d.rel {
             self.mark(marks, "gemm positions")?;
@@ -655,10 +559,10 @@ impl GpuModel {
             // An absent term's view is never read (the workspace holds at least one value).
             let (c2p, p2c) = (ws.rel.slice(0..split.max(1)), ws.rel.slice(split.min(ws.rel.len() - 1)..));
             let terms = launch::RelTerms { c2p: &c2p, p2c: &p2c, use_c2p: r.c2p, use_p2c: r.p2c, rel_index: &self.rel_index, lo, width };
-            k.disentangled_softmax(&self.stream, &mut ws.scores, &terms, b * d.heads * l, l, d.heads, lens)?;
+            k.disentangled_softmax(&self.dev.stream, &mut ws.scores, &terms, b * d.heads * l, l, d.heads, lens)?;
         } else {
             self.mark(marks, "softmax")?;
-            k.softmax_rows(&self.stream, &mut ws.scores, b * d.heads * l, l, d.heads, lens)?;
+            k.softmax_rows(&self.dev.stream, &mut ws.scores, b * d.heads * l, l, d.heads, lens)?;
         }
         // ctx[bh] = P V, row-major L × dh.
         let cfg = StridedBatchedConfig {
@@ -681,9 +585,9 @@ impl GpuModel {
         };
         // SAFETY: V (L × dh), P (L × L), ctx (L × dh) per head, within the workspace.
         self.mark(marks, "gemm context")?;
-        unsafe { self.blas.gemm_strided_batched(cfg, &ws.v, &ws.scores, &mut ws.ctx) }.map_err(driver("cuBLAS context"))?;
+        unsafe { self.dev.blas.gemm_strided_batched(cfg, &ws.v, &ws.scores, &mut ws.ctx) }.map_err(driver("cuBLAS context"))?;
         self.mark(marks, "merge_heads")?;
-        k.merge_heads(&self.stream, &ws.ctx, t, l, &d, &mut ws.merged)?;
+        k.merge_heads(&self.dev.stream, &ws.ctx, t, l, &d, &mut ws.merged)?;
         Ok(())
     }
 }
@@ -752,7 +656,7 @@ impl GpuModel {
     ) -> Result<(), EncoderError> {
         use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t};
         let beta = cfg.gemm.beta.to_f32();
-        let s = &self.stream;
+        let s = &self.dev.stream;
         let (a, _ra) = a.device_ptr(s);
         let (b, _rb) = b.device_ptr(s);
         let (c, _rc) = c.device_ptr_mut(s);
@@ -760,7 +664,7 @@ impl GpuModel {
         // `gemm_strided_batched`); alpha and beta are f32, as CUBLAS_COMPUTE_32F takes them.
         unsafe {
             cudarc::cublas::result::gemm_strided_batched_ex(
-                *self.blas.handle(),
+                *self.dev.blas.handle(),
                 cfg.gemm.transa,
                 cfg.gemm.transb,
                 cfg.gemm.m,
@@ -817,6 +721,8 @@ mod tests {
             "attention64",
             "add_norm_warp",
             "disentangled_softmax",
+            "patch_embed",
+            "residual_norm",
         ] {
             assert!(ptx.to_src().contains(&format!(".entry {entry}")), "{entry} missing");
         }

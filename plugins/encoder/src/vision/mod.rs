@@ -12,6 +12,7 @@
 //! (`curator_image::clip::Processor`), `[3 × image_size × image_size]` per image.
 
 pub mod cpu;
+pub mod gpu;
 
 use std::path::Path;
 
@@ -210,28 +211,86 @@ impl VisionWeights {
     }
 }
 
-/// A vision tower loaded from a model directory.
+/// Where a loaded tower runs.
+enum Backend {
+    Cpu,
+    Gpu(Box<gpu::GpuVision>),
+}
+
+/// A vision tower loaded from a model directory, on the CPU or the GPU.
 pub struct VisionModel {
     pub config: VisionConfig,
     pub weights: VisionWeights,
+    backend: Backend,
+}
+
+/// How a [`VisionModel`] is set up (the text encoder's [`crate::Options`] fields that apply).
+#[derive(Debug, Clone)]
+pub struct VisionOptions {
+    pub device: crate::Device,
+    /// GPU memory the tower may use (weights, activations, workspace), bytes.
+    pub gpu_memory_bytes: Option<u64>,
+    /// Where compiled GPU kernels are cached.
+    pub kernel_cache: Option<std::path::PathBuf>,
 }
 
 impl VisionModel {
-    /// `dir/config.json` and `dir/model.safetensors`.
+    /// `dir/config.json` and `dir/model.safetensors`, on the CPU.
     pub fn load(dir: &Path) -> Result<VisionModel, EncoderError> {
+        VisionModel::load_with(dir, &VisionOptions { device: crate::Device::Cpu, gpu_memory_bytes: None, kernel_cache: None })
+    }
+
+    /// [`VisionModel::load`] on the device `opts` asks for (`Auto`: the GPU when one is
+    /// usable, else the CPU).
+    pub fn load_with(dir: &Path, opts: &VisionOptions) -> Result<VisionModel, EncoderError> {
         let config = VisionConfig::load(dir)?;
         let weights = VisionWeights::load(&dir.join("model.safetensors"), &config)?;
-        Ok(VisionModel { config, weights })
+        let gpu = || gpu::GpuVision::new(&config, &weights, opts.gpu_memory_bytes, opts.kernel_cache.as_deref()).map(Box::new);
+        let backend = match opts.device {
+            crate::Device::Cpu => Backend::Cpu,
+            crate::Device::Gpu => Backend::Gpu(gpu()?),
+            crate::Device::Auto => gpu().map(Backend::Gpu).unwrap_or(Backend::Cpu),
+        };
+        Ok(VisionModel { config, weights, backend })
+    }
+
+    /// "GPU" or "CPU".
+    pub fn device(&self) -> &'static str {
+        match self.backend {
+            Backend::Cpu => "CPU",
+            Backend::Gpu(_) => "GPU",
+        }
     }
 
     /// One embedding per image (`pixels`: images back to back, [`VisionConfig::pixels`]
-    /// values each), `[n × embed_dim]`, scaled to unit length when `normalize`; on the CPU.
+    /// values each), `[n × embed_dim]`, scaled to unit length when `normalize`; on the GPU in
+    /// passes of `per_pass` images.
+    pub fn embed(&self, pixels: &[f32], normalize: bool, per_pass: usize) -> Result<Vec<f32>, EncoderError> {
+        let mut out = match &self.backend {
+            Backend::Cpu => cpu::embed(&self.config, &self.weights, pixels),
+            Backend::Gpu(g) => g.embed(pixels, per_pass)?,
+        };
+        if normalize {
+            normalize_rows(&mut out, self.config.embed_dim());
+        }
+        Ok(out)
+    }
+
+    /// [`VisionModel::embed`] on the CPU, whatever the backend (the reference).
     pub fn embed_cpu(&self, pixels: &[f32], normalize: bool) -> Vec<f32> {
         let mut out = cpu::embed(&self.config, &self.weights, pixels);
         if normalize {
             normalize_rows(&mut out, self.config.embed_dim());
         }
         out
+    }
+
+    /// Whether passes of `images` fit the GPU budget (always on the CPU).
+    pub fn fits(&self, images: usize) -> bool {
+        match &self.backend {
+            Backend::Cpu => true,
+            Backend::Gpu(g) => g.fits(images),
+        }
     }
 }
 

@@ -1,0 +1,137 @@
+//! One GPU opened for a model: the context and its one stream, cuBLAS with its workspace, the
+//! compiled kernels; and the weights' upload (matrices in fp16, vectors in f32). What the text
+//! encoder ([`super::GpuModel`]) and the vision tower (`crate::vision::gpu`) share.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use half::f16;
+
+use super::launch::Kernels;
+use super::{BLAS_WORKSPACE, GLayer, GLinear, GNorm, driver, kernels_ptx};
+use crate::EncoderError;
+use crate::weights::{Layer, Linear, Norm};
+
+/// GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), ready to run kernels.
+pub(crate) struct GpuDevice {
+    /// Held for the stream's life (buffers hold it too).
+    _ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    /// Dropped before its workspace (fields drop in order).
+    pub(crate) blas: CudaBlas,
+    _blas_workspace: CudaSlice<u8>,
+    pub(crate) k: Kernels,
+    /// How the kernels were obtained ("compiled", "cached").
+    pub(crate) kernels_from: &'static str,
+}
+
+impl GpuDevice {
+    /// Open GPU 0 and load the kernels (from `kernel_cache` when an earlier process compiled
+    /// them); [`EncoderError::NoGpu`] where the driver, NVRTC or cuBLAS is missing.
+    pub(crate) fn open(kernel_cache: Option<&Path>) -> Result<GpuDevice, EncoderError> {
+        // SAFETY: only probe for the shared libraries; cudarc panics on first use without them.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(EncoderError::NoGpu("no CUDA driver library (libcuda) found".into()));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(EncoderError::NoGpu("no NVRTC library found".into()));
+        }
+        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+            return Err(EncoderError::NoGpu("no cuBLAS library found".into()));
+        }
+        let ctx = CudaContext::new(0).map_err(|e| EncoderError::NoGpu(format!("cannot open GPU 0: {e:?}")))?;
+        // SAFETY: a model uses one stream for everything, so no buffer is ever shared between
+        // streams and cudarc's cross-stream events are not needed.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone()).map_err(driver("cuBLAS"))?;
+        // cuBLAS' own workspace, as PyTorch gives it on Hopper (its faster kernels need one).
+        let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE).map_err(driver("cuBLAS workspace"))?;
+        {
+            let (ptr, _record) = blas_workspace.device_ptr(&stream);
+            // SAFETY: the buffer is BLAS_WORKSPACE bytes on this handle's device and stream, and
+            // outlives the handle (`blas` is dropped before `_blas_workspace`).
+            unsafe { cudarc::cublas::sys::cublasSetWorkspace_v2(*blas.handle(), ptr as *mut std::ffi::c_void, BLAS_WORKSPACE) }
+                .result()
+                .map_err(driver("cuBLAS workspace"))?;
+        }
+        let arch = ctx.compute_capability().map_err(driver("compute capability"))?;
+        let (ptx, kernels_from) = kernels_ptx(kernel_cache, arch)?;
+        let module = ctx.load_module(ptx).map_err(driver("load kernels"))?;
+        let k = Kernels::load(&module)?;
+        Ok(GpuDevice { _ctx: ctx, stream, blas, _blas_workspace: blas_workspace, k, kernels_from })
+    }
+
+    /// `y[t × out] = x[t × inp] Wᵀ` (no bias: the next kernel adds it).
+    pub(crate) fn matmul(&self, l: &GLinear, x: &CudaSlice<f16>, t: usize, y: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
+        debug_assert!(x.len() >= t * l.inp && y.len() >= t * l.out);
+        let cfg = GemmConfig {
+            transa: CUBLAS_OP_T,
+            transb: CUBLAS_OP_N,
+            m: l.out as i32,
+            n: t as i32,
+            k: l.inp as i32,
+            alpha: f16::ONE,
+            lda: l.inp as i32,
+            ldb: l.inp as i32,
+            beta: f16::ZERO,
+            ldc: l.out as i32,
+        };
+        // SAFETY: W is out × inp, x holds t × inp and y t × out, all row-major (the workspace
+        // holds at least the pass's tokens).
+        unsafe { self.blas.gemm(cfg, &l.w, x, y) }.map_err(driver("cuBLAS gemm"))
+    }
+}
+
+pub(crate) fn upload_half(stream: &Arc<CudaStream>, v: &[f32]) -> Result<CudaSlice<f16>, EncoderError> {
+    let h: Vec<f16> = v.iter().map(|x| f16::from_f32(*x)).collect();
+    stream.clone_htod(&h).map_err(driver("upload weights"))
+}
+
+pub(crate) fn upload_linear(stream: &Arc<CudaStream>, l: &Linear) -> Result<GLinear, EncoderError> {
+    Ok(GLinear { w: upload_half(stream, &l.w)?, b: stream.clone_htod(&l.b).map_err(driver("upload weights"))?, out: l.out, inp: l.inp })
+}
+
+pub(crate) fn upload_norm(stream: &Arc<CudaStream>, n: &Norm) -> Result<GNorm, EncoderError> {
+    let full = |v: &[f32]| stream.clone_htod(v).map_err(driver("upload weights"));
+    Ok(GNorm { gamma: full(&n.gamma)?, beta: full(&n.beta)? })
+}
+
+/// A layer on the device: Q, K and V as one `[3H, H]` product; DeBERTa's projected relative
+/// embeddings as `[heads, 2·span, head_dim]` (one matrix per head for cuBLAS).
+pub(crate) fn upload_layer(stream: &Arc<CudaStream>, l: &Layer, heads: usize) -> Result<GLayer, EncoderError> {
+    let qkv = Linear {
+        w: [l.query.w.as_slice(), &l.key.w, &l.value.w].concat(),
+        b: [l.query.b.as_slice(), &l.key.b, &l.value.b].concat(),
+        out: 3 * l.query.out,
+        inp: l.query.inp,
+    };
+    let h = l.query.out;
+    let dh = h / heads;
+    let per_head = |pos: &[f32]| -> Result<Option<CudaSlice<f16>>, EncoderError> {
+        if pos.is_empty() {
+            return Ok(None);
+        }
+        let rows = pos.len() / h;
+        let mut out = Vec::with_capacity(pos.len());
+        for head in 0..heads {
+            for r in 0..rows {
+                out.extend_from_slice(&pos[r * h + head * dh..r * h + (head + 1) * dh]);
+            }
+        }
+        upload_half(stream, &out).map(Some)
+    };
+    Ok(GLayer {
+        pos_key: per_head(&l.pos_key)?,
+        pos_query: per_head(&l.pos_query)?,
+        qkv: upload_linear(stream, &qkv)?,
+        attn_out: upload_linear(stream, &l.attn_out)?,
+        attn_norm: upload_norm(stream, &l.attn_norm)?,
+        up: upload_linear(stream, &l.up)?,
+        down: upload_linear(stream, &l.down)?,
+        out_norm: upload_norm(stream, &l.out_norm)?,
+    })
+}

@@ -1,0 +1,268 @@
+//! The vision tower in fp16 on the GPU, on the text encoder's device, products and kernels
+//! (`crate::gpu`): the images' patches are cut on the host (a reshuffle) and uploaded as one
+//! `[B·L, 3·patch²]` fp16 matrix whose class and padding rows are zero; then one product for
+//! the patch embedding, `patch_embed` (positions + class, `pre_layrnorm`), and per layer the
+//! QKV product, the fused attention kernel (every image has the same `tokens`, padded to a
+//! multiple of 8 and masked), the output product, `residual_norm` (residual add in fp16, then
+//! `layer_norm2`), the MLP pair with quick-GELU fused into the bias add, and `residual_norm`
+//! again (then the next layer's `layer_norm1`, or `post_layernorm` after the last). The class
+//! rows are projected by one product reading them in place (a row stride of `L·H`), and the
+//! embeddings come back in fp16, one copy per call.
+
+use std::sync::Mutex;
+
+use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+use cudarc::cublas::{Gemm, GemmConfig};
+use cudarc::driver::CudaSlice;
+use half::f16;
+
+use super::{VisionConfig, VisionWeights};
+use crate::EncoderError;
+use crate::batching::padded_len;
+use crate::gpu::device::{GpuDevice, upload_half, upload_layer, upload_linear, upload_norm};
+use crate::gpu::{CONTEXT_BYTES, Dims, GLayer, GLinear, GNorm, Workspace, driver, workspace_bytes};
+
+/// A vision tower on the GPU.
+pub struct GpuVision {
+    dev: GpuDevice,
+    patch: GLinear,
+    /// `[L, H]`: positions, the class embedding added to row 0, zero rows past the tokens.
+    table: CudaSlice<f16>,
+    pre_norm: GNorm,
+    layers: Vec<GLayer>,
+    post_norm: GNorm,
+    /// `[embed_dim, H]`, or `None` (the class state is the embedding).
+    projection: Option<CudaSlice<f16>>,
+    /// Zeros, the bias of the steps that have none.
+    zeros: CudaSlice<f32>,
+    dims: Dims,
+    tokens: usize,
+    /// Tokens per image padded to a multiple of 8 (the fused attention's rows).
+    l: usize,
+    patch_size: usize,
+    image_size: usize,
+    embed_dim: usize,
+    weight_bytes: u64,
+    budget: Option<u64>,
+    workspace: Mutex<Option<Workspace>>,
+}
+
+impl GpuVision {
+    /// The tower on GPU 0, its weights in fp16; `budget`: the bytes it may use in all.
+    pub fn new(
+        config: &VisionConfig,
+        w: &VisionWeights,
+        budget: Option<u64>,
+        kernel_cache: Option<&std::path::Path>,
+    ) -> Result<GpuVision, EncoderError> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| GpuVision::open(config, w, budget, kernel_cache))) {
+            Ok(r) => r,
+            Err(_) => Err(EncoderError::NoGpu("CUDA set-up panicked (a CUDA library is missing)".into())),
+        }
+    }
+
+    fn open(config: &VisionConfig, w: &VisionWeights, budget: Option<u64>, kernel_cache: Option<&std::path::Path>) -> Result<GpuVision, EncoderError> {
+        let h = config.hidden_size;
+        let head_dim = h / config.num_heads;
+        if !matches!(head_dim, 32 | 64) {
+            return Err(EncoderError::Gpu(format!("heads of {head_dim} dimensions: the GPU path takes 32 or 64 (use the CPU)")));
+        }
+        let weight_bytes = vision_weight_bytes(w);
+        if let Some(b) = budget
+            && weight_bytes + CONTEXT_BYTES > b
+        {
+            return Err(EncoderError::OutOfMemory(format!(
+                "the tower's weights ({} MiB) and CUDA's context ({} MiB) do not fit the stage's GPU memory budget ({} MiB)",
+                weight_bytes >> 20,
+                CONTEXT_BYTES >> 20,
+                b >> 20
+            )));
+        }
+        let dev = GpuDevice::open(kernel_cache)?;
+        let s = dev.stream.clone();
+        let tokens = config.tokens();
+        let l = padded_len(tokens);
+        let mut table = vec![0f32; l * h];
+        table[..tokens * h].copy_from_slice(&w.position);
+        table[..h].iter_mut().zip(&w.class).for_each(|(t, c)| *t += c);
+        let layers = w.layers.iter().map(|layer| upload_layer(&s, layer, config.num_heads)).collect::<Result<Vec<_>, _>>()?;
+        Ok(GpuVision {
+            patch: upload_linear(&s, &w.patch)?,
+            table: upload_half(&s, &table)?,
+            pre_norm: upload_norm(&s, &w.pre_norm)?,
+            layers,
+            post_norm: upload_norm(&s, &w.post_norm)?,
+            projection: w.projection.as_ref().map(|p| upload_half(&s, &p.w)).transpose()?,
+            zeros: s.alloc_zeros::<f32>(h).map_err(driver("allocate"))?,
+            dims: Dims {
+                hidden: h,
+                inter: config.intermediate_size,
+                heads: config.num_heads,
+                head_dim,
+                vocab: 0,
+                max_pos: 0,
+                pos_offset: 0,
+                eps: config.layer_norm_eps,
+                act: crate::gpu::activation_code(config.activation),
+                rel: None,
+            },
+            tokens,
+            l,
+            patch_size: config.patch_size,
+            image_size: config.image_size,
+            embed_dim: config.embed_dim(),
+            weight_bytes,
+            budget,
+            workspace: Mutex::new(None),
+            dev,
+        })
+    }
+
+    /// How the kernels were obtained ("compiled", "cached").
+    pub fn kernels_from(&self) -> &'static str {
+        self.dev.kernels_from
+    }
+
+    /// Device bytes a pass of `b` images needs besides the weights.
+    pub fn pass_bytes(&self, b: usize) -> u64 {
+        let t = (b * self.l) as u64;
+        let k = 3 * self.patch_size * self.patch_size;
+        workspace_bytes(self.dims.hidden, self.dims.inter, b * self.l, 0, 0) + t * 2 * k as u64 + b as u64 * (4 + 2 * self.embed_dim as u64)
+    }
+
+    /// Whether passes of `b` images fit the budget.
+    pub fn fits(&self, b: usize) -> bool {
+        self.budget.is_none_or(|budget| self.weight_bytes + CONTEXT_BYTES + self.pass_bytes(b) <= budget)
+    }
+
+    /// One embedding per image (`pixels`: `[n × 3 × S × S]` f32), `[n × embed_dim]`, not
+    /// normalised; in passes of `per_pass` images, one copy back at the end.
+    pub fn embed(&self, pixels: &[f32], per_pass: usize) -> Result<Vec<f32>, EncoderError> {
+        let per = 3 * self.image_size * self.image_size;
+        let n = pixels.len() / per;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let b_max = per_pass.clamp(1, n);
+        if !self.fits(b_max) {
+            return Err(EncoderError::OutOfMemory(format!(
+                "passes of {b_max} images need {} MiB with the weights, over the budget of {} MiB",
+                (self.weight_bytes + CONTEXT_BYTES + self.pass_bytes(b_max)) >> 20,
+                self.budget.unwrap_or(0) >> 20
+            )));
+        }
+        let s = &self.dev.stream;
+        let mut guard = self.workspace.lock().map_err(|_| EncoderError::Gpu("the workspace lock is poisoned".into()))?;
+        let tokens = b_max * self.l;
+        if guard.as_ref().is_none_or(|w| w.tokens < tokens) {
+            *guard = None;
+            *guard = Some(Workspace::new(s, &self.dims, tokens, 0, 0)?);
+        }
+        let Some(ws) = guard.as_mut() else { return Err(EncoderError::Gpu("no workspace".into())) };
+        let mut out = s.alloc_zeros::<f16>(n * self.embed_dim).map_err(driver("allocate output"))?;
+        let lens = s.clone_htod(&vec![self.tokens as i32; b_max]).map_err(driver("copy lengths"))?;
+        for (pass, chunk) in pixels.chunks(b_max * per).enumerate() {
+            let b = chunk.len() / per;
+            let patches = s.clone_htod(&self.patches(chunk, b)).map_err(driver("copy patches"))?;
+            self.forward(ws, &patches, &lens, b)?;
+            self.project(ws, b, &mut out, pass * b_max)?;
+        }
+        let host = s.clone_dtoh(&out).map_err(driver("copy embeddings back"))?;
+        Ok(host.into_iter().map(f16::to_f32).collect())
+    }
+
+    /// The images' patches as rows of `[b·L, 3·patch²]` fp16: row 0 of each image (the class
+    /// token) and the padding rows zero.
+    fn patches(&self, pixels: &[f32], b: usize) -> Vec<f16> {
+        let (p, s) = (self.patch_size, self.image_size);
+        let (g, k) = (s / p, 3 * p * p);
+        let mut out = vec![f16::ZERO; b * self.l * k];
+        for (i, px) in pixels.chunks_exact(3 * s * s).enumerate() {
+            for gy in 0..g {
+                for gx in 0..g {
+                    let row = &mut out[(i * self.l + 1 + gy * g + gx) * k..][..k];
+                    let mut at = 0;
+                    for c in 0..3 {
+                        for ky in 0..p {
+                            let src = c * s * s + (gy * p + ky) * s + gx * p;
+                            for (o, v) in row[at..at + p].iter_mut().zip(&px[src..src + p]) {
+                                *o = f16::from_f32(*v);
+                            }
+                            at += p;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// One pass of `b` images: the states after `post_layernorm` in `ws.merged`.
+    fn forward(&self, ws: &mut Workspace, patches: &CudaSlice<f16>, lens: &CudaSlice<i32>, b: usize) -> Result<(), EncoderError> {
+        let (d, t, s, k) = (self.dims, b * self.l, &self.dev.stream, &self.dev.k);
+        let lens = lens.slice(..b);
+        self.dev.matmul(&self.patch, patches, t, &mut ws.a)?;
+        k.patch_embed(s, &ws.a, &self.table, self.l, &self.pre_norm, t, &d, &mut ws.x)?;
+        // The first layer's layer_norm1 (each layer's input is in `merged`).
+        let first = self.layers.first().map_or(&self.post_norm, |l| &l.attn_norm);
+        k.residual_norm(s, &ws.a, &self.zeros, false, &mut ws.x, first, t, &d, &mut ws.merged)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            self.dev.matmul(&layer.qkv, &ws.merged, t, &mut ws.qkv)?;
+            k.attention(s, &ws.qkv, &layer.qkv.b, &lens, b, self.l, &d, &mut ws.a)?;
+            self.dev.matmul(&layer.attn_out, &ws.a, t, &mut ws.merged)?;
+            k.residual_norm(s, &ws.merged, &layer.attn_out.b, true, &mut ws.x, &layer.out_norm, t, &d, &mut ws.a)?;
+            self.dev.matmul(&layer.up, &ws.a, t, &mut ws.inter)?;
+            k.bias_act(s, &mut ws.inter, &layer.up.b, t, d.inter, d.act)?;
+            self.dev.matmul(&layer.down, &ws.inter, t, &mut ws.merged)?;
+            let next = self.layers.get(i + 1).map_or(&self.post_norm, |l| &l.attn_norm);
+            k.residual_norm(s, &ws.merged, &layer.down.b, true, &mut ws.x, next, t, &d, &mut ws.a)?;
+            std::mem::swap(&mut ws.a, &mut ws.merged);
+        }
+        Ok(())
+    }
+
+    /// The class rows of `ws.merged` (one every `L·H` values) projected into `out` from row
+    /// `first`: `out[b × embed_dim] = cls[b × H] Wᵀ` (or copied, without a projection).
+    fn project(&self, ws: &Workspace, b: usize, out: &mut CudaSlice<f16>, first: usize) -> Result<(), EncoderError> {
+        let (h, e, s) = (self.dims.hidden, self.embed_dim, &self.dev.stream);
+        let mut dst = out.slice_mut(first * e..(first + b) * e);
+        match &self.projection {
+            Some(w) => {
+                let cfg = GemmConfig {
+                    transa: CUBLAS_OP_T,
+                    transb: CUBLAS_OP_N,
+                    m: e as i32,
+                    n: b as i32,
+                    k: h as i32,
+                    alpha: f16::ONE,
+                    lda: h as i32,
+                    ldb: (self.l * h) as i32,
+                    beta: f16::ZERO,
+                    ldc: e as i32,
+                };
+                // SAFETY: W is e × h row-major; the b class rows are the first h values of each
+                // image's L × h block of `merged` (b·L·h values, the pass's tokens); dst holds
+                // b × e values.
+                unsafe { self.dev.blas.gemm(cfg, w, &ws.merged, &mut dst) }.map_err(driver("cuBLAS gemm"))
+            }
+            None => {
+                for i in 0..b {
+                    let src = ws.merged.slice(i * self.l * h..i * self.l * h + h);
+                    let mut row = dst.slice_mut(i * e..(i + 1) * e);
+                    s.memcpy_dtod(&src, &mut row).map_err(driver("copy class rows"))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Device bytes of a tower's weights (matrices in fp16, vectors in f32).
+fn vision_weight_bytes(w: &VisionWeights) -> u64 {
+    let mat: usize = w.layers.iter().map(|l| l.query.w.len() * 4 + l.up.w.len() + l.down.w.len()).sum::<usize>()
+        + w.patch.w.len()
+        + w.position.len()
+        + w.projection.as_ref().map_or(0, |p| p.w.len());
+    let vec: usize = w.layers.iter().map(|l| 3 * l.query.b.len() + l.attn_out.b.len() + l.up.b.len() + l.down.b.len() + 4 * l.query.out).sum();
+    (2 * mat + 4 * vec) as u64
+}
