@@ -2,8 +2,9 @@
 //! compiled kernels; and the weights' upload (matrices in fp16, vectors in f32). What the text
 //! encoder ([`super::GpuModel`]) and the vision tower (`crate::vision::gpu`) share.
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
@@ -17,8 +18,7 @@ use crate::weights::{Layer, Linear, Norm};
 
 /// GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), ready to run kernels.
 pub(crate) struct GpuDevice {
-    /// Held for the stream's life (buffers hold it too).
-    _ctx: Arc<CudaContext>,
+    ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     /// Dropped before its workspace (fields drop in order).
     pub(crate) blas: CudaBlas,
@@ -26,9 +26,20 @@ pub(crate) struct GpuDevice {
     pub(crate) k: Kernels,
     /// How the kernels were obtained ("compiled", "cached").
     pub(crate) kernels_from: &'static str,
+    /// Device milliseconds per step of the forward passes, when `CURATOR_ENCODER_PROFILE` is
+    /// set (events between the steps; for benchmarks, not for runs).
+    profile: Option<Mutex<BTreeMap<&'static str, f64>>>,
 }
 
+/// Events between the steps of a group of passes (profiling only).
+pub(crate) type Marks = Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>;
+
 impl GpuDevice {
+    /// The device's context.
+    pub(crate) fn ctx(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
     /// Open GPU 0 and load the kernels (from `kernel_cache` when an earlier process compiled
     /// them); [`EncoderError::NoGpu`] where the driver, NVRTC or cuBLAS is missing.
     pub(crate) fn open(kernel_cache: Option<&Path>) -> Result<GpuDevice, EncoderError> {
@@ -62,7 +73,41 @@ impl GpuDevice {
         let (ptx, kernels_from) = kernels_ptx(kernel_cache, arch)?;
         let module = ctx.load_module(ptx).map_err(driver("load kernels"))?;
         let k = Kernels::load(&module)?;
-        Ok(GpuDevice { _ctx: ctx, stream, blas, _blas_workspace: blas_workspace, k, kernels_from })
+        let profile = std::env::var_os("CURATOR_ENCODER_PROFILE").map(|_| Mutex::new(BTreeMap::new()));
+        Ok(GpuDevice { ctx, stream, blas, _blas_workspace: blas_workspace, k, kernels_from, profile })
+    }
+
+    /// Marks for a group of passes: `Some` when profiling.
+    pub(crate) fn marks(&self) -> Marks {
+        self.profile.as_ref().map(|_| Vec::new())
+    }
+
+    /// Record that step `name` starts here (profiling only).
+    pub(crate) fn mark(&self, marks: &mut Marks, name: &'static str) -> Result<(), EncoderError> {
+        if let Some(m) = marks {
+            let flags = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+            m.push((name, self.stream.record_event(Some(flags)).map_err(driver("event"))?));
+        }
+        Ok(())
+    }
+
+    /// Add a finished group's time per step (its last mark is `end`) to the totals.
+    pub(crate) fn add_profile(&self, marks: Marks) {
+        if let (Some(marks), Some(profile)) = (marks, &self.profile)
+            && let Ok(mut totals) = profile.lock()
+        {
+            for w in marks.windows(2) {
+                if w[0].0 != "end" {
+                    *totals.entry(w[0].0).or_default() += f64::from(w[0].1.elapsed_ms(&w[1].1).unwrap_or(0.0));
+                }
+            }
+        }
+    }
+
+    /// Device milliseconds per step so far (empty unless `CURATOR_ENCODER_PROFILE` is set).
+    pub(crate) fn profile(&self) -> Vec<(String, f64)> {
+        let Some(Ok(p)) = self.profile.as_ref().map(|p| p.lock()) else { return Vec::new() };
+        p.iter().map(|(k, v)| (k.to_string(), *v)).collect()
     }
 
     /// `y[t × out] = x[t × inp] Wᵀ` (no bias: the next kernel adds it).

@@ -137,6 +137,59 @@ extern "C" __global__ void add_norm_warp(const unsigned short* x, const float* b
     }
 }
 
+// residual_norm for rows of H <= 1024 values (H even): one warp per row, the row in registers
+// (two fp16 values per 32-bit access), warp shuffles only.
+extern "C" __global__ void residual_norm_warp(const unsigned short* a, const float* bias, int add, unsigned short* x,
+                                              const float* gamma, const float* beta, float eps, int H, long long rows,
+                                              unsigned short* out) {
+    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    const unsigned int* a2 = (const unsigned int*)(a + r * H);
+    unsigned int* x2 = (unsigned int*)(x + r * H);
+    unsigned int* o2 = (unsigned int*)(out + r * H);
+    int pairs = H / 2;
+    float v[2 * NORM_PAIRS];
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_PAIRS; k++) {
+        int p = lane + 32 * k;
+        v[2 * k] = 0.0f;
+        v[2 * k + 1] = 0.0f;
+        if (p < pairs) {
+            unsigned int u = x2[p];
+            if (add) {
+                unsigned int c = a2[p];
+                u = (unsigned int)f2h(h2f((unsigned short)(u & 0xffff)) + h2f((unsigned short)(c & 0xffff)) + bias[2 * p])
+                  | ((unsigned int)f2h(h2f((unsigned short)(u >> 16)) + h2f((unsigned short)(c >> 16)) + bias[2 * p + 1]) << 16);
+                x2[p] = u;
+            }
+            v[2 * k] = h2f((unsigned short)(u & 0xffff));
+            v[2 * k + 1] = h2f((unsigned short)(u >> 16));
+            s += v[2 * k] + v[2 * k + 1];
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    float mean = s / H;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_PAIRS; k++) {
+        if (lane + 32 * k < pairs) {
+            float d0 = v[2 * k] - mean, d1 = v[2 * k + 1] - mean;
+            q += d0 * d0 + d1 * d1;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffff, q, o);
+    float inv = rsqrtf(q / H + eps);
+#pragma unroll
+    for (int k = 0; k < NORM_PAIRS; k++) {
+        int p = lane + 32 * k;
+        if (p < pairs)
+            o2[p] = (unsigned int)f2h((v[2 * k] - mean) * inv * gamma[2 * p] + beta[2 * p])
+                  | ((unsigned int)f2h((v[2 * k + 1] - mean) * inv * gamma[2 * p + 1] + beta[2 * p + 1]) << 16);
+    }
+}
+
 // [T, 3H] (+ bias) into q, k, v as [B, heads, L, dh]: one block per token row (no 64-bit
 // division per element).
 extern "C" __global__ void split_qkv(const unsigned short* qkv, const float* bias, int L, int H, int heads, int dh,
@@ -262,7 +315,9 @@ extern "C" __global__ void pool(const unsigned short* x, const int* lens, int L,
 // Fused attention (FlashAttention-2's scheme on the tensor cores, mma.m16n8k16, fp16 in, f32
 // accumulation), straight from the QKV product [T, 3H] (bias not yet added) into the context
 // [T, H]: no split, no score matrix, no merge. One warp per 16 query rows of one (sequence,
-// head); keys in blocks of 16, softmax online. Keys at or past the sequence's length are
+// head), four warps per block sharing the keys and values in shared memory 64 at a time; keys
+// in blocks of 16 within a tile, softmax online (one step per 64 keys measured slower: the
+// scores of 64 keys take registers the warp needs). Keys at or past the sequence's length are
 // masked (their values read as 0, so garbage in padded rows never reaches real ones); query
 // tiles wholly past it are skipped (padded rows are never read for real tokens). The key bias
 // shifts every score of a row equally and softmax ignores that, so it is dropped; the value
@@ -278,12 +333,18 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned int* a, unsign
 template <int DH>
 __device__ void attention(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale,
                           unsigned short* out) {
+    // The block's keys and values, 64 at a time, shared by its four warps: K as rows, V
+    // transposed (so a pair of consecutive keys of one dimension is one 32-bit word, the mma's
+    // B operand); rows padded by 8 so the warps' fragment loads hit 32 different banks.
+    __shared__ unsigned short ks[64 * (DH + 8)];
+    __shared__ unsigned short vt[DH * (64 + 8)];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int g = lane >> 2, tig = lane & 3;
     int head = blockIdx.y, b = blockIdx.z;
     int q0 = blockIdx.x * 64 + warp * 16;
     int len = lens[b];
-    if (q0 >= len) return;
+    if (blockIdx.x * 64 >= len) return;  // the whole block is padding
+    bool active = q0 < len;               // this warp's rows (the others still help load)
     long long H3 = 3LL * H;
     const unsigned short* base = qkv + (long long)b * L * H3;
     int qc = head * DH, kc = H + head * DH, vc = 2 * H + head * DH;
@@ -311,76 +372,81 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
 #pragma unroll
     for (int j = 0; j < DH / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m0 = -1e30f, m1 = -1e30f, l0 = 0.0f, l1 = 0.0f;
-    for (int k0 = 0; k0 < len; k0 += 16) {
-        float sc[2][4];
+    for (int t0 = 0; t0 < len; t0 += 64) {
+        __syncthreads();  // every warp is done with the previous tile
+        for (int i = threadIdx.x; i < 64 * DH / 2; i += blockDim.x) {
+            int key = i / (DH / 2), pr = i % (DH / 2);
+            unsigned int kv = 0, vv = 0;
+            if (t0 + key < len) {
+                const unsigned short* row = base + (long long)(t0 + key) * H3;
+                kv = *(const unsigned int*)(row + kc + 2 * pr);
+                vv = *(const unsigned int*)(row + vc + 2 * pr);
+            }
+            *(unsigned int*)(ks + key * (DH + 8) + 2 * pr) = kv;
+            vt[(2 * pr) * (64 + 8) + key] = (unsigned short)(vv & 0xffff);
+            vt[(2 * pr + 1) * (64 + 8) + key] = (unsigned short)(vv >> 16);
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (int k16 = 0; k16 < 64 && t0 + k16 < len; k16 += 16) {
+            float sc[2][4];
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
-            int key = k0 + 8 * j + g;
+            for (int j = 0; j < 2; j++) {
+                sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+                const unsigned short* kp = ks + (k16 + 8 * j + g) * (DH + 8) + tig * 2;
 #pragma unroll
-            for (int s = 0; s < DH / 16; s++) {
-                unsigned int b0 = 0, b1 = 0;
-                if (key < L) {
-                    const unsigned short* kp = base + key * H3 + kc + 16 * s + tig * 2;
-                    b0 = *(const unsigned int*)kp;
-                    b1 = *(const unsigned int*)(kp + 8);
+                for (int s = 0; s < DH / 16; s++)
+                    mma16816(sc[j], qa[s], *(const unsigned int*)(kp + 16 * s), *(const unsigned int*)(kp + 16 * s + 8));
+            }
+            // Mask keys past the sequence, then the online softmax of rows g (c0, c1) and g+8 (c2, c3).
+            float mx0 = -1e30f, mx1 = -1e30f;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int key = t0 + k16 + 8 * j + tig * 2 + (e & 1);
+                    if (key >= len) sc[j][e] = -1e30f;
                 }
-                mma16816(sc[j], qa[s], b0, b1);
+                mx0 = fmaxf(mx0, fmaxf(sc[j][0], sc[j][1]));
+                mx1 = fmaxf(mx1, fmaxf(sc[j][2], sc[j][3]));
             }
-        }
-        // Mask keys past the sequence, then the online softmax of rows g (c0, c1) and g+8 (c2, c3).
-        float mx0 = -1e30f, mx1 = -1e30f;
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
+            float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+            float f0 = __expf(m0 - n0), f1 = __expf(m1 - n1);
+            m0 = n0;
+            m1 = n1;
+            l0 *= f0;
+            l1 *= f1;
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = k0 + 8 * j + tig * 2 + (e & 1);
-                if (key >= len) sc[j][e] = -1e30f;
+            for (int j = 0; j < DH / 8; j++) {
+                o[j][0] *= f0;
+                o[j][1] *= f0;
+                o[j][2] *= f1;
+                o[j][3] *= f1;
             }
-            mx0 = fmaxf(mx0, fmaxf(sc[j][0], sc[j][1]));
-            mx1 = fmaxf(mx1, fmaxf(sc[j][2], sc[j][3]));
-        }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
-        float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
-        float f0 = __expf(m0 - n0), f1 = __expf(m1 - n1);
-        m0 = n0;
-        m1 = n1;
-        l0 *= f0;
-        l1 *= f1;
 #pragma unroll
-        for (int j = 0; j < DH / 8; j++) {
-            o[j][0] *= f0;
-            o[j][1] *= f0;
-            o[j][2] *= f1;
-            o[j][3] *= f1;
-        }
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            sc[j][0] = __expf(sc[j][0] - n0);
-            sc[j][1] = __expf(sc[j][1] - n0);
-            sc[j][2] = __expf(sc[j][2] - n1);
-            sc[j][3] = __expf(sc[j][3] - n1);
-            l0 += sc[j][0] + sc[j][1];
-            l1 += sc[j][2] + sc[j][3];
-        }
-        // P as the A operand (16 rows x 16 keys), straight from the score registers.
-        unsigned int pa[4] = {pack2(sc[0][0], sc[0][1]), pack2(sc[0][2], sc[0][3]), pack2(sc[1][0], sc[1][1]), pack2(sc[1][2], sc[1][3])};
-        int ka = k0 + tig * 2;
-#pragma unroll
-        for (int j = 0; j < DH / 8; j++) {
-            int col = vc + 8 * j + g;
-            unsigned short v[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = ka + (e & 1) + 8 * (e >> 1);
-                v[e] = key < len ? base[key * H3 + col] : (unsigned short)0;
+            for (int j = 0; j < 2; j++) {
+                sc[j][0] = __expf(sc[j][0] - n0);
+                sc[j][1] = __expf(sc[j][1] - n0);
+                sc[j][2] = __expf(sc[j][2] - n1);
+                sc[j][3] = __expf(sc[j][3] - n1);
+                l0 += sc[j][0] + sc[j][1];
+                l1 += sc[j][2] + sc[j][3];
             }
-            mma16816(o[j], pa, (unsigned int)v[0] | ((unsigned int)v[1] << 16), (unsigned int)v[2] | ((unsigned int)v[3] << 16));
+            // P as the A operand (16 rows x 16 keys), straight from the score registers; V's
+            // fragments from the transposed tile (keys past the sequence are zero there).
+            unsigned int pa[4] = {pack2(sc[0][0], sc[0][1]), pack2(sc[0][2], sc[0][3]), pack2(sc[1][0], sc[1][1]), pack2(sc[1][2], sc[1][3])};
+#pragma unroll
+            for (int j = 0; j < DH / 8; j++) {
+                const unsigned short* vp = vt + (8 * j + g) * (64 + 8) + k16 + tig * 2;
+                mma16816(o[j], pa, *(const unsigned int*)vp, *(const unsigned int*)(vp + 8));
+            }
         }
     }
+    if (!active) return;
     l0 += __shfl_xor_sync(0xffffffff, l0, 1);
     l0 += __shfl_xor_sync(0xffffffff, l0, 2);
     l1 += __shfl_xor_sync(0xffffffff, l1, 1);

@@ -30,6 +30,7 @@ pub(crate) struct Kernels {
     /// CLIP's vision tower: embeddings + pre-norm, and the pre-norm layers' residual + norm.
     pub(super) patch_embed: CudaFunction,
     pub(super) residual_norm: CudaFunction,
+    pub(super) residual_norm_warp: CudaFunction,
 }
 
 /// The device side of DeBERTa's position terms for one pass (see `disentangled_softmax`).
@@ -71,6 +72,7 @@ impl Kernels {
             disentangled_softmax: f("disentangled_softmax")?,
             patch_embed: f("patch_embed")?,
             residual_norm: f("residual_norm")?,
+            residual_norm_warp: f("residual_norm_warp")?,
         })
     }
 
@@ -115,6 +117,17 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let (add, h) = (i32::from(add), d.hidden as i32);
         debug_assert!(a.len() >= t * d.hidden && x.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
+        if d.hidden <= 1024 && d.hidden.is_multiple_of(2) {
+            let rows = t as i64;
+            let mut b = s.launch_builder(&self.residual_norm_warp);
+            b.arg(a).arg(bias).arg(&add).arg(x).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(&rows).arg(out);
+            let cfg = LaunchConfig { grid_dim: (t.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: `residual_norm_warp`'s C parameters in order and type (unsigned short* a,
+            // float* bias, int add, unsigned short* x, float* gamma, float* beta, float eps, int
+            // H, long long rows, unsigned short* out); warp r < rows reads row r of a and x (H ≤
+            // 1024 even values, 32-bit aligned), writes row r of x and of out.
+            return unsafe { b.launch(cfg) }.map(drop).map_err(driver("residual_norm"));
+        }
         let mut b = s.launch_builder(&self.residual_norm);
         b.arg(a).arg(bias).arg(&add).arg(x).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(out);
         // SAFETY: `residual_norm`'s C parameters in order and type (unsigned short* a, float*

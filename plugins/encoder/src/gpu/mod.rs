@@ -135,7 +135,13 @@ fn attention_buffers(head_dim: usize, heads: usize, rel: Option<RelDims>, b: usi
 impl Workspace {
     /// Buffers for passes of `tokens` tokens; the split-attention buffers (q, k, v, ctx and
     /// `scores_len` scores) only when the fused kernel does not fit the model (`scores_len` 0).
-    pub(crate) fn new(stream: &Arc<CudaStream>, d: &Dims, tokens: usize, scores_len: usize, rel_len: usize) -> Result<Workspace, EncoderError> {
+    pub(crate) fn new(
+        stream: &Arc<CudaStream>,
+        d: &Dims,
+        tokens: usize,
+        scores_len: usize,
+        rel_len: usize,
+    ) -> Result<Workspace, EncoderError> {
         // SAFETY: every buffer is written by a kernel or a product before it is read, within
         // the `tokens` (or `scores_len`) elements a pass uses; nothing reads past them.
         let alloc = |n: usize| unsafe { stream.alloc::<f16>(n.max(1)) }.map_err(driver("allocate activations"));
@@ -175,13 +181,9 @@ pub struct GpuModel {
     weight_bytes: u64,
     budget: Option<u64>,
     workspace: Mutex<Option<Workspace>>,
-    /// Device milliseconds per step of the forward pass, when `CURATOR_ENCODER_PROFILE` is set
-    /// (events between the steps; for benchmarks, not for runs).
-    profile: Option<Mutex<std::collections::BTreeMap<&'static str, f64>>>,
 }
 
-/// Events between the steps of a group of passes (profiling only).
-type Marks = Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>;
+use device::Marks;
 
 #[derive(Clone, Copy)]
 pub(crate) struct Dims {
@@ -339,7 +341,6 @@ impl GpuModel {
             weight_bytes,
             budget,
             workspace: Mutex::new(None),
-            profile: std::env::var_os("CURATOR_ENCODER_PROFILE").map(|_| Mutex::new(Default::default())),
         })
     }
 
@@ -406,7 +407,7 @@ impl GpuModel {
         let d_lens = s.clone_htod(&lens).map_err(driver("copy lengths"))?;
         let mut pooled = s.alloc_zeros::<f32>(n * h).map_err(driver("allocate output"))?;
         let (mut t_at, mut s_at) = (0, 0);
-        let mut marks: Marks = self.profile.as_ref().map(|_| Vec::new());
+        let mut marks = self.dev.marks();
         for &(b, l) in &shapes {
             let pass_ids = d_ids.slice(t_at..t_at + b * l);
             let pass_lens = d_lens.slice(s_at..s_at + b);
@@ -417,31 +418,17 @@ impl GpuModel {
         }
         self.mark(&mut marks, "end")?;
         let vectors = s.clone_dtoh(&pooled).map_err(driver("copy results back"))?;
-        if let (Some(marks), Some(profile)) = (marks, &self.profile)
-            && let Ok(mut totals) = profile.lock()
-        {
-            for w in marks.windows(2) {
-                if w[0].0 != "end" {
-                    *totals.entry(w[0].0).or_default() += f64::from(w[0].1.elapsed_ms(&w[1].1).unwrap_or(0.0));
-                }
-            }
-        }
+        self.dev.add_profile(marks);
         Ok(vectors)
     }
 
-    /// Record that step `name` starts here (profiling only).
     fn mark(&self, marks: &mut Marks, name: &'static str) -> Result<(), EncoderError> {
-        if let Some(m) = marks {
-            let flags = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
-            m.push((name, self.dev.stream.record_event(Some(flags)).map_err(driver("event"))?));
-        }
-        Ok(())
+        self.dev.mark(marks, name)
     }
 
     /// Device milliseconds per step so far (empty unless `CURATOR_ENCODER_PROFILE` is set).
     pub fn profile(&self) -> Vec<(String, f64)> {
-        let Some(Ok(p)) = self.profile.as_ref().map(|p| p.lock()) else { return Vec::new() };
-        p.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        self.dev.profile()
     }
 
     /// One pass: `b` sequences padded to `l` tokens, pooled into `out` (`b × hidden`).
@@ -723,6 +710,7 @@ mod tests {
             "disentangled_softmax",
             "patch_embed",
             "residual_norm",
+            "residual_norm_warp",
         ] {
             assert!(ptx.to_src().contains(&format!(".entry {entry}")), "{entry} missing");
         }

@@ -8,19 +8,28 @@
 //! again (then the next layer's `layer_norm1`, or `post_layernorm` after the last). The class
 //! rows are projected by one product reading them in place (a row stride of `L·H`), and the
 //! embeddings come back in fp16, one copy per call.
+//!
+//! The patches of a pass are cut on all cores into one of [`STAGING`] pinned host buffers
+//! taken in turn, so the upload is asynchronous and the host cuts the next pass while the
+//! device runs this one (a pageable copy would wait for the stream each time).
 
 use std::sync::Mutex;
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{Gemm, GemmConfig};
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, PinnedHostSlice};
 use half::f16;
+use half::slice::HalfFloatSliceExt;
+use rayon::prelude::*;
 
 use super::{VisionConfig, VisionWeights};
 use crate::EncoderError;
 use crate::batching::padded_len;
-use crate::gpu::device::{GpuDevice, upload_half, upload_layer, upload_linear, upload_norm};
+use crate::gpu::device::{GpuDevice, Marks, upload_half, upload_layer, upload_linear, upload_norm};
 use crate::gpu::{CONTEXT_BYTES, Dims, GLayer, GLinear, GNorm, Workspace, driver, workspace_bytes};
+
+/// Pinned host buffers a call's passes go through in turn.
+const STAGING: usize = 3;
 
 /// A vision tower on the GPU.
 pub struct GpuVision {
@@ -45,6 +54,9 @@ pub struct GpuVision {
     weight_bytes: u64,
     budget: Option<u64>,
     workspace: Mutex<Option<Workspace>>,
+    /// Pinned host buffers for the passes' patches (each `b × L × 3·patch²`), and the device
+    /// buffer they are copied into.
+    staging: Mutex<(Vec<PinnedHostSlice<f16>>, Option<CudaSlice<f16>>)>,
 }
 
 impl GpuVision {
@@ -61,7 +73,12 @@ impl GpuVision {
         }
     }
 
-    fn open(config: &VisionConfig, w: &VisionWeights, budget: Option<u64>, kernel_cache: Option<&std::path::Path>) -> Result<GpuVision, EncoderError> {
+    fn open(
+        config: &VisionConfig,
+        w: &VisionWeights,
+        budget: Option<u64>,
+        kernel_cache: Option<&std::path::Path>,
+    ) -> Result<GpuVision, EncoderError> {
         let h = config.hidden_size;
         let head_dim = h / config.num_heads;
         if !matches!(head_dim, 32 | 64) {
@@ -86,8 +103,16 @@ impl GpuVision {
         table[..tokens * h].copy_from_slice(&w.position);
         table[..h].iter_mut().zip(&w.class).for_each(|(t, c)| *t += c);
         let layers = w.layers.iter().map(|layer| upload_layer(&s, layer, config.num_heads)).collect::<Result<Vec<_>, _>>()?;
+        // The patch product's inner dimension (3·patch², 588 for L/14) padded with zero columns
+        // to a multiple of 8, the tensor cores' granule (cuBLAS is ~5× slower off it).
+        let (k, k_pad) = (w.patch.inp, w.patch.inp.next_multiple_of(8));
+        let mut padded = vec![0f32; h * k_pad];
+        for (dst, src) in padded.chunks_exact_mut(k_pad).zip(w.patch.w.chunks_exact(k)) {
+            dst[..k].copy_from_slice(src);
+        }
+        let patch = crate::weights::Linear { w: padded, b: w.patch.b.clone(), out: h, inp: k_pad };
         Ok(GpuVision {
-            patch: upload_linear(&s, &w.patch)?,
+            patch: upload_linear(&s, &patch)?,
             table: upload_half(&s, &table)?,
             pre_norm: upload_norm(&s, &w.pre_norm)?,
             layers,
@@ -114,6 +139,7 @@ impl GpuVision {
             weight_bytes,
             budget,
             workspace: Mutex::new(None),
+            staging: Mutex::new((Vec::new(), None)),
             dev,
         })
     }
@@ -123,10 +149,15 @@ impl GpuVision {
         self.dev.kernels_from
     }
 
+    /// Device milliseconds per step so far (empty unless `CURATOR_ENCODER_PROFILE` is set).
+    pub fn profile(&self) -> Vec<(String, f64)> {
+        self.dev.profile()
+    }
+
     /// Device bytes a pass of `b` images needs besides the weights.
     pub fn pass_bytes(&self, b: usize) -> u64 {
         let t = (b * self.l) as u64;
-        let k = 3 * self.patch_size * self.patch_size;
+        let k = self.patch.inp;
         workspace_bytes(self.dims.hidden, self.dims.inter, b * self.l, 0, 0) + t * 2 * k as u64 + b as u64 * (4 + 2 * self.embed_dim as u64)
     }
 
@@ -144,7 +175,7 @@ impl GpuVision {
             return Ok(Vec::new());
         }
         let b_max = per_pass.clamp(1, n);
-        if !self.fits(b_max) {
+        if !self.fits(per_pass.max(b_max)) {
             return Err(EncoderError::OutOfMemory(format!(
                 "passes of {b_max} images need {} MiB with the weights, over the budget of {} MiB",
                 (self.weight_bytes + CONTEXT_BYTES + self.pass_bytes(b_max)) >> 20,
@@ -161,60 +192,106 @@ impl GpuVision {
         let Some(ws) = guard.as_mut() else { return Err(EncoderError::Gpu("no workspace".into())) };
         let mut out = s.alloc_zeros::<f16>(n * self.embed_dim).map_err(driver("allocate output"))?;
         let lens = s.clone_htod(&vec![self.tokens as i32; b_max]).map_err(driver("copy lengths"))?;
+        // Staging buffers hold `per_pass` images whatever this call's size, so that calls of
+        // different sizes reuse them (a pass copies them whole).
+        let pass_len = per_pass.max(1) * self.l * self.patch.inp;
+        let mut staging = self.staging.lock().map_err(|_| EncoderError::Gpu("the staging lock is poisoned".into()))?;
+        let (pinned, patches) = &mut *staging;
+        if pinned.first().is_some_and(|p| p.len() != pass_len) {
+            pinned.clear();
+        }
+        if patches.as_ref().is_none_or(|p| p.len() != pass_len) {
+            *patches = None;
+            // SAFETY: every pass's patches are copied in before a product reads them.
+            *patches = Some(unsafe { s.alloc::<f16>(pass_len) }.map_err(driver("allocate patches"))?);
+        }
+        let Some(patches) = patches.as_mut() else { return Err(EncoderError::Gpu("no patch buffer".into())) };
+        let mut marks = self.dev.marks();
         for (pass, chunk) in pixels.chunks(b_max * per).enumerate() {
             let b = chunk.len() / per;
-            let patches = s.clone_htod(&self.patches(chunk, b)).map_err(driver("copy patches"))?;
-            self.forward(ws, &patches, &lens, b)?;
+            if pinned.len() < STAGING.min(pass + 1) {
+                // SAFETY: written in full (zeros where no patch goes) before it is copied.
+                pinned.push(unsafe { self.dev.ctx().alloc_pinned::<f16>(pass_len) }.map_err(driver("allocate pinned memory"))?);
+            }
+            let host = &mut pinned[pass % STAGING];
+            // Waits for this buffer's previous copy, STAGING passes ago.
+            self.patches_into(chunk, host.as_mut_slice().map_err(driver("pinned memory"))?);
+            self.dev.mark(&mut marks, "upload")?;
+            s.memcpy_htod(host, patches).map_err(driver("copy patches"))?;
+            self.forward(ws, patches, &lens, b, &mut marks)?;
+            self.dev.mark(&mut marks, "projection")?;
             self.project(ws, b, &mut out, pass * b_max)?;
         }
+        self.dev.mark(&mut marks, "end")?;
         let host = s.clone_dtoh(&out).map_err(driver("copy embeddings back"))?;
+        self.dev.add_profile(marks);
         Ok(host.into_iter().map(f16::to_f32).collect())
     }
 
-    /// The images' patches as rows of `[b·L, 3·patch²]` fp16: row 0 of each image (the class
-    /// token) and the padding rows zero.
-    fn patches(&self, pixels: &[f32], b: usize) -> Vec<f16> {
+    /// The images' patches as rows of `[b·L, 3·patch²]` fp16 in `out` (the rest zero: row 0
+    /// of each image, the class token, and its padding rows), cut on all cores.
+    fn patches_into(&self, pixels: &[f32], out: &mut [f16]) {
         let (p, s) = (self.patch_size, self.image_size);
-        let (g, k) = (s / p, 3 * p * p);
-        let mut out = vec![f16::ZERO; b * self.l * k];
-        for (i, px) in pixels.chunks_exact(3 * s * s).enumerate() {
+        let (g, k) = (s / p, self.patch.inp);
+        let per_image = self.l * k;
+        let images = pixels.len() / (3 * s * s);
+        out[images * per_image..].par_chunks_mut(1 << 20).for_each(|c| c.fill(f16::ZERO));
+        out[..images * per_image].par_chunks_mut(per_image).zip(pixels.par_chunks_exact(3 * s * s)).for_each(|(dst, px)| {
+            dst[..k].fill(f16::ZERO);
+            dst[(1 + g * g) * k..].fill(f16::ZERO);
+            let mut row = vec![0f32; k]; // the tail past 3·patch² stays zero
             for gy in 0..g {
                 for gx in 0..g {
-                    let row = &mut out[(i * self.l + 1 + gy * g + gx) * k..][..k];
                     let mut at = 0;
                     for c in 0..3 {
                         for ky in 0..p {
                             let src = c * s * s + (gy * p + ky) * s + gx * p;
-                            for (o, v) in row[at..at + p].iter_mut().zip(&px[src..src + p]) {
-                                *o = f16::from_f32(*v);
-                            }
+                            row[at..at + p].copy_from_slice(&px[src..src + p]);
                             at += p;
                         }
                     }
+                    dst[(1 + gy * g + gx) * k..][..k].convert_from_f32_slice(&row);
                 }
             }
-        }
-        out
+        });
     }
 
     /// One pass of `b` images: the states after `post_layernorm` in `ws.merged`.
-    fn forward(&self, ws: &mut Workspace, patches: &CudaSlice<f16>, lens: &CudaSlice<i32>, b: usize) -> Result<(), EncoderError> {
+    fn forward(
+        &self,
+        ws: &mut Workspace,
+        patches: &CudaSlice<f16>,
+        lens: &CudaSlice<i32>,
+        b: usize,
+        marks: &mut Marks,
+    ) -> Result<(), EncoderError> {
         let (d, t, s, k) = (self.dims, b * self.l, &self.dev.stream, &self.dev.k);
         let lens = lens.slice(..b);
+        let mut mark = |name| self.dev.mark(marks, name);
+        mark("gemm patches")?;
         self.dev.matmul(&self.patch, patches, t, &mut ws.a)?;
+        mark("norms")?;
         k.patch_embed(s, &ws.a, &self.table, self.l, &self.pre_norm, t, &d, &mut ws.x)?;
         // The first layer's layer_norm1 (each layer's input is in `merged`).
         let first = self.layers.first().map_or(&self.post_norm, |l| &l.attn_norm);
         k.residual_norm(s, &ws.a, &self.zeros, false, &mut ws.x, first, t, &d, &mut ws.merged)?;
         for (i, layer) in self.layers.iter().enumerate() {
+            mark("gemm qkv")?;
             self.dev.matmul(&layer.qkv, &ws.merged, t, &mut ws.qkv)?;
+            mark("attention")?;
             k.attention(s, &ws.qkv, &layer.qkv.b, &lens, b, self.l, &d, &mut ws.a)?;
+            mark("gemm attn_out")?;
             self.dev.matmul(&layer.attn_out, &ws.a, t, &mut ws.merged)?;
+            mark("norms")?;
             k.residual_norm(s, &ws.merged, &layer.attn_out.b, true, &mut ws.x, &layer.out_norm, t, &d, &mut ws.a)?;
+            mark("gemm up")?;
             self.dev.matmul(&layer.up, &ws.a, t, &mut ws.inter)?;
+            mark("bias_act")?;
             k.bias_act(s, &mut ws.inter, &layer.up.b, t, d.inter, d.act)?;
+            mark("gemm down")?;
             self.dev.matmul(&layer.down, &ws.inter, t, &mut ws.merged)?;
             let next = self.layers.get(i + 1).map_or(&self.post_norm, |l| &l.attn_norm);
+            mark("norms")?;
             k.residual_norm(s, &ws.merged, &layer.down.b, true, &mut ws.x, next, t, &d, &mut ws.a)?;
             std::mem::swap(&mut ws.a, &mut ws.merged);
         }
@@ -263,6 +340,7 @@ fn vision_weight_bytes(w: &VisionWeights) -> u64 {
         + w.patch.w.len()
         + w.position.len()
         + w.projection.as_ref().map_or(0, |p| p.w.len());
-    let vec: usize = w.layers.iter().map(|l| 3 * l.query.b.len() + l.attn_out.b.len() + l.up.b.len() + l.down.b.len() + 4 * l.query.out).sum();
+    let vec: usize =
+        w.layers.iter().map(|l| 3 * l.query.b.len() + l.attn_out.b.len() + l.up.b.len() + l.down.b.len() + 4 * l.query.out).sum();
     (2 * mat + 4 * vec) as u64
 }

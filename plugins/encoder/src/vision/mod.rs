@@ -285,6 +285,15 @@ impl VisionModel {
         out
     }
 
+    /// Device milliseconds per step of the GPU passes so far (empty on the CPU, or unless
+    /// `CURATOR_ENCODER_PROFILE` is set).
+    pub fn profile(&self) -> Vec<(String, f64)> {
+        match &self.backend {
+            Backend::Cpu => Vec::new(),
+            Backend::Gpu(g) => g.profile(),
+        }
+    }
+
     /// Whether passes of `images` fit the GPU budget (always on the CPU).
     pub fn fits(&self, images: usize) -> bool {
         match &self.backend {

@@ -1,0 +1,110 @@
+//! A CLIP vision tower on a device, for a GPU machine: parity of the GPU path against the CPU
+//! f32 path (itself equal to transformers, `tests/clip.rs`) on the committed test images, then
+//! the speed of the embeddings and of decoding. Prints one JSON object.
+//!
+//!     clip-check MODEL_DIR --images DIR [--device gpu|cpu] [--count N] [--batch B] [--rounds R]
+//!                [--decode DIR] [--decode-copies K]
+//!
+//! Speed: N images' pixel values (the test images' in turn, the same as
+//! `scripts/models/clip_bench.py` builds for PyTorch), embedded in passes of B, R rounds; the
+//! clock includes cutting patches on the host, the upload, the forward pass and the copy back.
+//! `--decode DIR`: every image file in DIR, K times over, decoded and preprocessed (resize,
+//! crop, normalise) on all cores (rayon), timed.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use curator_encoder::Device;
+use curator_encoder::vision::{VisionModel, VisionOptions};
+use curator_image::clip::Processor;
+use rayon::prelude::*;
+use serde_json::json;
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+    let n = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    dot / (n(a) * n(b))
+}
+
+fn files(dir: &str) -> Result<Vec<PathBuf>, std::io::Error> {
+    let mut f: Vec<PathBuf> = std::fs::read_dir(dir)?.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
+    f.sort();
+    Ok(f)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(dir), Some(images)) = (args.get(1).filter(|a| !a.starts_with("--")).map(PathBuf::from), arg(&args, "--images")) else {
+        eprintln!("usage: clip-check MODEL_DIR --images DIR [--device gpu|cpu] [--count N] [--batch B] [--rounds R] [--decode DIR]");
+        std::process::exit(2);
+    };
+    let num = |name: &str, default: usize| -> Result<usize, Box<dyn std::error::Error>> {
+        Ok(arg(&args, name).map(|v| v.parse()).transpose()?.unwrap_or(default))
+    };
+    let device: Device = arg(&args, "--device").unwrap_or_else(|| "gpu".into()).parse()?;
+    let (count, batch, rounds) = (num("--count", 4096)?, num("--batch", 256)?, num("--rounds", 3)?);
+    let t = Instant::now();
+    let model = VisionModel::load_with(&dir, &VisionOptions { device, gpu_memory_bytes: None, kernel_cache: None })?;
+    let processor = Processor::from_dir(&dir, model.config.image_size)?;
+    let mut report = json!({"model": dir.display().to_string(), "tower": model.config.describe(), "device": model.device(),
+        "load_s": t.elapsed().as_secs_f64(), "batch": batch});
+
+    // Parity: the device's embeddings against the CPU f32 path's, on the test images.
+    let per = model.config.pixels();
+    let mut pixels = Vec::new();
+    let mut px = Vec::new();
+    let names = files(&images)?;
+    for f in &names {
+        processor.pixel_values_into(&curator_image::decode(&std::fs::read(f)?)?, &mut px);
+        pixels.extend_from_slice(&px);
+    }
+    let dim = model.config.embed_dim();
+    let got = model.embed(&pixels, true, batch)?;
+    let want = model.embed_cpu(&pixels, true);
+    let cos: Vec<f64> = got.chunks_exact(dim).zip(want.chunks_exact(dim)).map(|(a, b)| cosine(a, b)).collect();
+    report["parity_vs_cpu_f32"] = json!({"images": names.len(), "min_cosine": cos.iter().copied().fold(1.0, f64::min),
+        "mean_cosine": cos.iter().sum::<f64>() / cos.len().max(1) as f64});
+
+    // Speed: the test images' pixel values in turn, `count` of them.
+    let all: Vec<f32> = (0..count).flat_map(|i| pixels[(i % names.len()) * per..(i % names.len() + 1) * per].iter().copied()).collect();
+    let _ = model.embed(&all[..per * batch.min(count)], true, batch)?; // warm-up
+    let mut secs = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let e = model.embed(&all, true, batch)?;
+        secs.push(t.elapsed().as_secs_f64());
+        assert_eq!(e.len(), count * dim);
+    }
+    let best = secs.iter().copied().fold(f64::MAX, f64::min);
+    report["embed"] = json!({"images": count, "seconds": secs, "images_per_s_best": count as f64 / best});
+
+    let profile = model.profile();
+    if !profile.is_empty() {
+        report["profile_ms"] = json!(profile.into_iter().collect::<std::collections::BTreeMap<_, _>>());
+    }
+    if let Some(decode) = arg(&args, "--decode") {
+        let copies = num("--decode-copies", 4)?;
+        let blobs: Vec<Vec<u8>> = files(&decode)?.iter().map(std::fs::read).collect::<Result<_, _>>()?;
+        let jobs: Vec<&Vec<u8>> = (0..copies).flat_map(|_| blobs.iter()).collect();
+        let t = Instant::now();
+        let done: usize = jobs
+            .par_iter()
+            .map_init(Vec::new, |px, b| {
+                curator_image::decode(b).map(|img| {
+                    processor.pixel_values_into(&img, px);
+                    1
+                })
+            })
+            .collect::<Result<Vec<usize>, _>>()?
+            .into_iter()
+            .sum();
+        let s = t.elapsed().as_secs_f64();
+        report["decode"] = json!({"images": done, "threads": rayon::current_num_threads(), "seconds": s, "images_per_s": done as f64 / s});
+    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}

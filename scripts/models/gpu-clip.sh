@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# CLIP image embeddings on a GPU machine (issue: images/CLIP). Two halves:
+#
+#   scripts/models/gpu-clip.sh build KIT             # here: binaries and plugins into KIT (xz)
+#   scripts/models/gpu-clip.sh KIT [parity|speed|decode|run|all]...   # on the GPU machine, repo root
+#   (carry KIT; for the text-path check carry KIT.minilm alone, with `parity`: both pass 64 MiB)
+#
+# parity: encoder-check on MiniLM (the text path shares the fused attention kernel) against the
+#         PyTorch references; clip-check on the GPU for the random-weight towers of scripts/models/clip_models.py
+#         (tiny, B/32's and L/14's widths with two layers): GPU fp16 vs our CPU f32 path (which
+#         equals transformers: plugins/encoder/tests/clip.rs) on the committed test images.
+# speed:  ViT-L/14 at full depth (random weights, clip_models.py --full): ours (clip-check) then
+#         transformers fp16 SDPA (clip_bench.py) on the same pixel values and batches, alternated.
+# decode: 1920x1080 JPEGs decoded + preprocessed for CLIP: ours on all cores vs Pillow +
+#         CLIPImageProcessor in a pool of as many processes.
+# run:    curator-host run WebDataset (IMAGES samples of the test images) -> image_embedder (GPU,
+#         L/14) -> aesthetic_filter -> nsfw_filter -> WebDataset, GPU busy % sampled every 100 ms.
+set -euo pipefail
+if [ "${1:-}" = build ]; then
+    out="${2:-.device/clip-kit}"
+    cargo build --release --locked -p curator-host -p image_embedder
+    cargo build --release --locked -p curator-encoder --example clip-check --example encoder-check
+    cargo build --locked --profile guest --target wasm32-wasip2 --target-dir target/wasm -p aesthetic_filter -p nsfw_filter
+    rm -rf "$out" && mkdir -p "$out/plugins"
+    strip -o "$out/curator-host" target/release/curator-host
+    strip -o "$out/clip-check" target/release/examples/clip-check
+    strip -o "$out/encoder-check" target/release/examples/encoder-check
+    # The text path shares the attention kernel: MiniLM in fp16 checks it against PyTorch (a
+    # kit of its own: with it this one would pass the 64 MiB the device takes).
+    rm -rf "$out.minilm" && mkdir -p "$out.minilm"
+    python3 scripts/models/fetch.py --fp16 "$out.minilm/minilm-fp16" >/dev/null
+    xz -T2 -6 -c "$out/encoder-check" > "$out.minilm/encoder-check.xz"
+    strip -o "$out/plugins/libimage_embedder.so" target/release/libimage_embedder.so
+    cp target/wasm/wasm32-wasip2/guest/aesthetic_filter.wasm target/wasm/wasm32-wasip2/guest/nsfw_filter.wasm "$out/plugins/"
+    xz -T2 -6 "$out/curator-host" "$out/clip-check" "$out/plugins/libimage_embedder.so"
+    rm "$out/encoder-check"
+    du -sh "$out"/* "$out"/plugins/*
+    exit 0
+fi
+packed="$(cd "$1" && pwd)"; shift
+kit="${TMPDIR:-/tmp}/curator-gpu-clip-kit"
+mkdir -p "$kit/plugins"
+for f in curator-host clip-check plugins/libimage_embedder.so; do
+    [ -f "$kit/$f" ] || { xz -dc "$packed/$f.xz" > "$kit/$f"; chmod +x "$kit/$f"; }
+done
+cp "$packed"/plugins/*.wasm "$kit/plugins/"
+steps="${*:-all}"
+want() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
+work="${TMPDIR:-/tmp}/curator-gpu-clip"
+mkdir -p "$work"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+python3 scripts/models/clip_models.py --out "$work/models" >/dev/null
+if want parity; then
+    if [ -d "$packed.minilm" ]; then
+        echo "== parity: the text path's attention (shared kernel): MiniLM fp16 on the GPU vs PyTorch references"
+        xz -dc "$packed.minilm/encoder-check.xz" > "$kit/encoder-check" && chmod +x "$kit/encoder-check"
+        "$kit/encoder-check" "$packed.minilm/minilm-fp16" tests/parity/encoder_reference.json --device gpu | head -12
+    fi
+    for name in clip-b32-2l clip-l14-2l; do  # (clip-tiny's heads of 16 dimensions are CPU-only)
+        echo "== parity: $name, GPU fp16 vs our CPU f32 path"
+        "$kit/clip-check" "$work/models/$name" --images tests/parity/images --device gpu --count 64 --batch 32 --rounds 1 | grep -A3 parity
+    done
+fi
+if want speed || want run; then
+    python3 scripts/models/clip_models.py --out "$work/models" --full >/dev/null
+fi
+l14="$work/models/clip-l14"
+if want speed; then
+    for round in 1 2; do
+        echo "== speed round $round: ours (clip-check), ViT-L/14, ${COUNT:-4096} images, batch ${BATCH:-256}"
+        "$kit/clip-check" "$l14" --images tests/parity/images --device gpu --count "${COUNT:-4096}" --batch "${BATCH:-256}" --rounds 3
+        echo "== speed round $round: transformers fp16 SDPA on the same pixel values and batches"
+        python3 scripts/models/clip_bench.py --model "$l14" --images tests/parity/images --count "${COUNT:-4096}" --batch "${BATCH:-256}" --rounds 3
+    done
+    echo "== profile: device milliseconds per step of our passes (2,048 images, one round; events slow it)"
+    CURATOR_ENCODER_PROFILE=1 "$kit/clip-check" "$l14" --images tests/parity/images --device gpu --count 2048 --batch "${BATCH:-256}" --rounds 1 | grep -A14 profile_ms
+fi
+if want decode; then
+    python3 scripts/models/clip_bench.py --make-photos "$work/photos" "${PHOTOS:-64}"
+    echo "== decode: ours, 1920x1080 JPEGs -> CLIP input, all cores"
+    "$kit/clip-check" "$work/models/clip-tiny" --images tests/parity/images --device cpu --count 8 --batch 8 --rounds 1 \
+        --decode "$work/photos" --decode-copies 8 | grep -A5 '"decode"'
+    echo "== decode: Pillow + CLIPImageProcessor, one process per core"
+    python3 scripts/models/clip_bench.py --model "$work/models/clip-tiny" --decode "$work/photos" --decode-copies 8
+fi
+if want run; then
+    rm -rf "$work/shards" && mkdir -p "$work/shards"
+    python3 - "$work/shards" "${IMAGES:-50000}" <<'PY'
+import io, json, sys, tarfile
+from pathlib import Path
+files = sorted(Path("tests/parity/images").iterdir())
+blobs = [(f.suffix[1:], f.read_bytes(), f.name) for f in files]
+out, n = Path(sys.argv[1]), int(sys.argv[2])
+per = 5000
+for s in range(0, n, per):
+    with tarfile.open(out / f"{s // per:05d}.tar", "w") as t:
+        for i in range(s, min(n, s + per)):
+            ext, data, name = blobs[i % len(blobs)]
+            for member, payload in [(f"{i:08d}.{ext}", data), (f"{i:08d}.json", json.dumps({"name": name}).encode())]:
+                info = tarfile.TarInfo(member); info.size = len(payload); t.addfile(info, io.BytesIO(payload))
+print(n, "samples")
+PY
+    cat > "$work/run.yaml" <<YAML
+source: {path: $work/shards}
+stages:
+  - plugin: image_embedder
+    params: {model: /models/clip-l14, device: gpu}
+    resources: {gpu_memory_gb: ${GPU_GB:-16}}
+    grants: {models: $work/models}
+  - plugin: aesthetic_filter
+    params: {model: /models/aesthetic-head, score_threshold: -100}
+    grants: {models: $work/models}
+  - plugin: nsfw_filter
+    params: {model: /models/nsfw-head, score_threshold: 1.5}
+    grants: {models: $work/models}
+sink: {path: $work/out-run, format: webdataset, mode: overwrite}
+YAML
+    echo "== run: curator-host run, ${IMAGES:-50000} images, WebDataset -> CLIP L/14 (GPU) -> aesthetic -> NSFW -> WebDataset"
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$work/util.txt" 2>/dev/null &
+    sampler=$!
+    start=$(date +%s.%N)
+    "$kit/curator-host" run "$work/run.yaml" --plugins "$kit/plugins" > "$work/run.log" 2>&1 || { tail -30 "$work/run.log"; kill $sampler; exit 1; }
+    end=$(date +%s.%N)
+    kill $sampler || true
+    python3 - "$start" "$end" "${IMAGES:-50000}" "$work/util.txt" <<'PY'
+import sys
+start, end, n = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+u = [int(x) for x in open(sys.argv[4]).read().split() if x.strip().isdigit()]
+print(f"ours: {n / (end - start):.0f} images/s ({end - start:.1f} s, process start to exit); GPU busy mean {sum(u) / max(len(u), 1):.0f} % over {len(u)} samples")
+PY
+    grep -h "image_embedder:" "$work/run.log" | head -2 || true
+    tail -8 "$work/run.log"
+fi
