@@ -21,9 +21,31 @@ pub struct Dense {
     inp: usize,
 }
 
+/// `Σ a·b` with eight independent sums (the dependency chain of one sum is what limits a
+/// scalar loop, in WASM above all).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut s = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            s[k] += x[k] * y[k];
+        }
+    }
+    ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail
+}
+
 impl Dense {
-    fn apply(&self, x: &[f32]) -> Vec<f32> {
-        (0..self.out).map(|o| self.w[o * self.inp..(o + 1) * self.inp].iter().zip(x).map(|(w, x)| w * x).sum::<f32>() + self.b[o]).collect()
+    /// The layer on `n` rows of `inp` values: `[n × out]`. Weight row by weight row, so each
+    /// row is read from memory once per batch, not once per embedding.
+    fn apply(&self, x: &[f32], n: usize) -> Vec<f32> {
+        let mut out = vec![0f32; n * self.out];
+        for (o, (w, b)) in self.w.chunks_exact(self.inp).zip(&self.b).enumerate() {
+            for (r, row) in x.chunks_exact(self.inp).enumerate() {
+                out[r * self.out + o] = dot(w, row) + b;
+            }
+        }
+        out
     }
 }
 
@@ -107,15 +129,21 @@ impl Head {
 
     /// The score of one embedding (`dim()` values).
     pub fn score(&self, x: &[f32]) -> f32 {
+        self.scores(x)[0]
+    }
+
+    /// The scores of embeddings back to back (`dim()` values each), a layer at a time over all
+    /// of them.
+    pub fn scores(&self, x: &[f32]) -> Vec<f32> {
+        let n = x.len() / self.dim();
         match self {
-            Head::Aesthetic { layers } => layers.iter().fold(x.to_vec(), |x, l| l.apply(&x))[0],
+            Head::Aesthetic { layers } => layers.iter().fold(x.to_vec(), |x, l| l.apply(&x, n)),
             Head::Nsfw { mean, scale, layers } => {
-                let mut x: Vec<f32> = x.iter().zip(mean).zip(scale).map(|((x, m), s)| (x - m) / s).collect();
+                let mut x: Vec<f32> = x.chunks_exact(mean.len()).flat_map(|e| e.iter().zip(mean).zip(scale).map(|((x, m), s)| (x - m) / s)).collect();
                 for l in &layers[..3] {
-                    x = l.apply(&x).into_iter().map(|v| v.max(0.0)).collect();
+                    x = l.apply(&x, n).into_iter().map(|v| v.max(0.0)).collect();
                 }
-                let logit = layers[3].apply(&x)[0];
-                1.0 / (1.0 + (-logit).exp())
+                layers[3].apply(&x, n).into_iter().map(|logit| 1.0 / (1.0 + (-logit).exp())).collect()
             }
         }
     }
@@ -150,7 +178,7 @@ pub mod stage {
         if dim != head.dim() && !values.is_empty() {
             return Err(StageError::Failed(format!("column {field:?} holds {dim}-wide vectors, the head takes {}", head.dim())));
         }
-        let scores: Vec<f32> = values.chunks_exact(dim.max(1)).map(|e| head.score(e)).collect();
+        let scores: Vec<f32> = if values.is_empty() { Vec::new() } else { head.scores(&values) };
         let kept = (0..scores.len() as u32).filter(|&i| !filter || keep(scores[i as usize])).collect();
         let column = Column::float64(score_field, &scores.iter().map(|&s| f64::from(s)).collect::<Vec<_>>());
         Ok(Output::Scored { columns: vec![column], keep: kept })

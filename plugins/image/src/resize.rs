@@ -62,8 +62,9 @@ fn taps(in_size: usize, out_size: usize) -> Taps {
     Taps { first, weights }
 }
 
-/// `(sum + ½) >> 22`, clamped to a byte (Pillow's `clip8`).
-fn clip8(acc: i64) -> u8 {
+/// `(sum + ½) >> 22`, clamped to a byte (Pillow's `clip8`). Sums fit in i32, as in Pillow:
+/// 255 × 2²² × Σ|w| < 2³¹ for the bicubic kernel (Σ|w| < 1.3).
+fn clip8(acc: i32) -> u8 {
     (acc >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
@@ -72,43 +73,46 @@ pub fn bicubic_resize(img: &Rgb8, width: usize, height: usize) -> Rgb8 {
     if img.width == width && img.height == height {
         return img.clone();
     }
-    let half = 1i64 << (PRECISION_BITS - 1);
+    let half = 1i32 << (PRECISION_BITS - 1);
     // Horizontal pass (every input row; Pillow skips rows the vertical pass never reads,
-    // which changes nothing in the result).
-    let mut tmp = img.clone();
-    if width != img.width {
+    // which changes nothing in the result). The three channels of a pixel in one loop.
+    let tmp = if width != img.width {
         let h = taps(img.width, width);
         let mut data = vec![0u8; width * img.height * 3];
-        for y in 0..img.height {
-            let src = &img.data[y * img.width * 3..(y + 1) * img.width * 3];
-            let dst = &mut data[y * width * 3..(y + 1) * width * 3];
-            for (xx, out) in dst.chunks_exact_mut(3).enumerate() {
-                let (x0, w) = (h.first[xx], &h.weights[xx]);
-                for (c, o) in out.iter_mut().enumerate() {
-                    let mut acc = half;
-                    for (i, &k) in w.iter().enumerate() {
-                        acc += i64::from(src[(x0 + i) * 3 + c]) * i64::from(k);
-                    }
-                    *o = clip8(acc);
+        for (src, dst) in img.data.chunks_exact(img.width * 3).zip(data.chunks_exact_mut(width * 3)) {
+            for (out, (&x0, w)) in dst.chunks_exact_mut(3).zip(h.first.iter().zip(&h.weights)) {
+                let px = &src[x0 * 3..(x0 + w.len()) * 3];
+                let (mut r, mut g, mut b) = (half, half, half);
+                for (p, &k) in px.chunks_exact(3).zip(w) {
+                    r += i32::from(p[0]) * k;
+                    g += i32::from(p[1]) * k;
+                    b += i32::from(p[2]) * k;
                 }
+                out.copy_from_slice(&[clip8(r), clip8(g), clip8(b)]);
             }
         }
-        tmp = Rgb8 { width, height: img.height, data };
-    }
+        std::borrow::Cow::Owned(Rgb8 { width, height: img.height, data })
+    } else {
+        std::borrow::Cow::Borrowed(img)
+    };
     if height == tmp.height {
-        return tmp;
+        return tmp.into_owned();
     }
     let v = taps(tmp.height, height);
     let row = tmp.width * 3;
     let mut data = vec![0u8; row * height];
-    for (yy, dst) in data.chunks_exact_mut(row).enumerate() {
-        let (y0, w) = (v.first[yy], &v.weights[yy]);
-        for (i, o) in dst.iter_mut().enumerate() {
-            let mut acc = half;
-            for (j, &k) in w.iter().enumerate() {
-                acc += i64::from(tmp.data[(y0 + j) * row + i]) * i64::from(k);
+    let mut acc = vec![0i32; row];
+    for (dst, (&y0, w)) in data.chunks_exact_mut(row).zip(v.first.iter().zip(&v.weights)) {
+        // Row by row: each tap's input row is read once, in order.
+        acc.fill(half);
+        for (j, &k) in w.iter().enumerate() {
+            let src = &tmp.data[(y0 + j) * row..(y0 + j + 1) * row];
+            for (a, &p) in acc.iter_mut().zip(src) {
+                *a += i32::from(p) * k;
             }
-            *o = clip8(acc);
+        }
+        for (o, &a) in dst.iter_mut().zip(&acc) {
+            *o = clip8(a);
         }
     }
     Rgb8 { width: tmp.width, height, data }
