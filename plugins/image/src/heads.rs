@@ -139,7 +139,8 @@ impl Head {
         match self {
             Head::Aesthetic { layers } => layers.iter().fold(x.to_vec(), |x, l| l.apply(&x, n)),
             Head::Nsfw { mean, scale, layers } => {
-                let mut x: Vec<f32> = x.chunks_exact(mean.len()).flat_map(|e| e.iter().zip(mean).zip(scale).map(|((x, m), s)| (x - m) / s)).collect();
+                let mut x: Vec<f32> =
+                    x.chunks_exact(mean.len()).flat_map(|e| e.iter().zip(mean).zip(scale).map(|((x, m), s)| (x - m) / s)).collect();
                 for l in &layers[..3] {
                     x = l.apply(&x, n).into_iter().map(|v| v.max(0.0)).collect();
                 }

@@ -31,6 +31,10 @@ use crate::gpu::{CONTEXT_BYTES, Dims, GLayer, GLinear, GNorm, Workspace, driver,
 /// Pinned host buffers a call's passes go through in turn.
 const STAGING: usize = 3;
 
+/// Pinned host buffers for the passes' patches (each `per_pass × L × K`), taken in turn, and
+/// the device buffer they are copied into.
+type Staging = (Vec<PinnedHostSlice<f16>>, Option<CudaSlice<f16>>);
+
 /// A vision tower on the GPU.
 pub struct GpuVision {
     dev: GpuDevice,
@@ -54,9 +58,7 @@ pub struct GpuVision {
     weight_bytes: u64,
     budget: Option<u64>,
     workspace: Mutex<Option<Workspace>>,
-    /// Pinned host buffers for the passes' patches (each `b × L × 3·patch²`), and the device
-    /// buffer they are copied into.
-    staging: Mutex<(Vec<PinnedHostSlice<f16>>, Option<CudaSlice<f16>>)>,
+    staging: Mutex<Staging>,
 }
 
 impl GpuVision {
