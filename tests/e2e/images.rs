@@ -137,8 +137,11 @@ fn webdataset_samples_round_trip_member_for_member_and_defects_are_rejected() {
     assert!(d.get("_sample").is_none() && d.get("image").is_some());
 }
 
-fn plugins() -> PathBuf {
-    native_plugins_dir("image-plugins", &["image_embedder"])
+/// The native image plugin, copied into its directory once per test process (a copy over a
+/// library another test's worker has mapped would crash that worker).
+fn plugins() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| native_plugins_dir("image-plugins", &["image_embedder"]))
 }
 
 #[test]

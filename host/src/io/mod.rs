@@ -132,6 +132,33 @@ impl Reject {
     }
 }
 
+/// A reader's rejects: kept for `_rejected/`, or the first one an error when reading strictly.
+#[derive(Debug, Default)]
+pub struct Rejects {
+    strict: bool,
+    list: Vec<Reject>,
+}
+
+impl Rejects {
+    pub fn new(strict: bool) -> Rejects {
+        Rejects { strict, list: Vec::new() }
+    }
+
+    /// Keep `r`, or (`--strict`) answer it as the read's error.
+    pub fn add(&mut self, r: Reject) -> Result<(), IoError> {
+        if self.strict {
+            return Err(r.into_error());
+        }
+        self.list.push(r);
+        Ok(())
+    }
+
+    /// The rejects so far, handed over once.
+    pub fn take(&mut self) -> Vec<Reject> {
+        std::mem::take(&mut self.list)
+    }
+}
+
 /// Where in `source` a line is, for messages: `file:line` when the line number is known
 /// (it is unless reading a byte range), else `file@byte`.
 pub fn line_at(source: &str, line: Option<u64>, byte_offset: u64) -> String {

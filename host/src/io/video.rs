@@ -11,26 +11,21 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 
 use super::jsonl::{ReadOptions, reader_schema};
-use super::{InputFile, IoError, Reject};
+use super::{InputFile, IoError, Reject, Rejects};
 
 pub struct VideoReader {
     input: InputFile,
-    strict: bool,
     done: bool,
-    rejects: Vec<Reject>,
+    rejects: Rejects,
 }
 
 impl VideoReader {
     pub fn open(input: &InputFile, opts: &ReadOptions) -> VideoReader {
-        VideoReader { input: input.clone(), strict: opts.strict, done: false, rejects: Vec::new() }
+        VideoReader { input: input.clone(), done: false, rejects: Rejects::new(opts.strict) }
     }
 
     fn reject(&mut self, reason: String) -> Result<Option<RecordBatch>, IoError> {
-        let r = Reject { source: self.input.display(), line: None, byte_offset: 0, reason, excerpt: String::new() };
-        if self.strict {
-            return Err(r.into_error());
-        }
-        self.rejects.push(r);
+        self.rejects.add(Reject { source: self.input.display(), line: None, byte_offset: 0, reason, excerpt: String::new() })?;
         Ok(None)
     }
 
@@ -67,7 +62,7 @@ impl VideoReader {
     }
 
     pub fn take_rejects(&mut self) -> Vec<Reject> {
-        std::mem::take(&mut self.rejects)
+        self.rejects.take()
     }
 }
 

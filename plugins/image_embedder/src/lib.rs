@@ -49,9 +49,6 @@ pub struct ImageEmbedder {
     /// Scale each embedding to unit length (NeMo does).
     #[param(default = true)]
     pub normalize: bool,
-    /// The column the image bytes are read from.
-    #[param(default = "image")]
-    pub image_field: String,
     /// The column the embedding is written to.
     #[param(default = "image_embedding")]
     pub embedding_field: String,
@@ -104,7 +101,8 @@ impl Stage for ImageEmbedder {
 
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let (model, processor) = self.model_state.as_ref().ok_or_else(|| StageError::Failed("image_embedder: not set up".into()))?;
-        let col = batch.column(&self.image_field)?;
+        // The manifest's one input column (what a WebDataset source gives).
+        let col = batch.column("image")?;
         let n = batch.len();
         let per = model.config.pixels();
         let dim = model.config.embed_dim();

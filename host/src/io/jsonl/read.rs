@@ -11,7 +11,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::super::{ID, InputFile, IoError, META, Reject, TEXT};
+use super::super::{ID, InputFile, IoError, META, Reject, Rejects, TEXT};
 use super::lines::{Line, LineSplitter};
 use crate::io::vectors::VectorColumn;
 use curator_core::partition::Extent;
@@ -194,7 +194,7 @@ struct LineParser {
     source: String,
     id_prefix: String,
     opts: ReadOptions,
-    rejects: Vec<Reject>,
+    rejects: Rejects,
     /// Scratch for the `_meta` of the line being parsed.
     meta: String,
 }
@@ -245,7 +245,7 @@ impl JsonlReader {
     fn new(lines: LineSplitter, source: String, id_prefix: String, opts: ReadOptions) -> JsonlReader {
         JsonlReader {
             lines,
-            parser: LineParser { source, id_prefix, opts, rejects: Vec::new(), meta: String::new() },
+            parser: LineParser { source, id_prefix, rejects: Rejects::new(opts.strict), opts, meta: String::new() },
             end: None,
             line_no: Some(0),
             done: false,
@@ -255,7 +255,7 @@ impl JsonlReader {
 
     /// Rejected lines since the last call.
     pub fn take_rejects(&mut self) -> Vec<Reject> {
-        std::mem::take(&mut self.parser.rejects)
+        self.parser.rejects.take()
     }
 
     /// The next batch of up to `max_rows` documents.
@@ -317,12 +317,7 @@ impl JsonlReader {
 impl LineParser {
     fn reject(&mut self, line: Option<u64>, byte_offset: u64, reason: String, excerpt: &[u8]) -> Result<(), IoError> {
         let excerpt = String::from_utf8_lossy(&excerpt[..excerpt.len().min(EXCERPT)]).into_owned();
-        let r = Reject { source: self.source.clone(), line, byte_offset, reason, excerpt };
-        if self.opts.strict {
-            return Err(r.into_error());
-        }
-        self.rejects.push(r);
-        Ok(())
+        self.rejects.add(Reject { source: self.source.clone(), line, byte_offset, reason, excerpt })
     }
 
     /// Parse one line into `cols`; false for blank or rejected lines.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 
 use super::jsonl::{ReadOptions, reader_schema};
-use super::{InputFile, IoError, Reject};
+use super::{InputFile, IoError, Reject, Rejects};
 use record::{Item, Record, Records};
 
 /// A batch is cut when its text reaches this many bytes (pages are large: a batch of a
@@ -42,9 +42,8 @@ impl Skipped {
 
 pub struct WarcReader {
     input: InputFile,
-    strict: bool,
     records: Option<Records>,
-    rejects: Vec<Reject>,
+    rejects: Rejects,
     skipped: Skipped,
     documents: u64,
     file_name: String,
@@ -59,9 +58,8 @@ impl WarcReader {
         let file_name = input.rel.rsplit('/').next().unwrap_or(&input.rel).to_string();
         Ok(WarcReader {
             input: input.clone(),
-            strict: opts.strict,
             records: Some(records),
-            rejects: Vec::new(),
+            rejects: Rejects::new(opts.strict),
             skipped: Skipped::default(),
             documents: 0,
             file_name,
@@ -108,7 +106,7 @@ impl WarcReader {
     }
 
     pub fn take_rejects(&mut self) -> Vec<Reject> {
-        std::mem::take(&mut self.rejects)
+        self.rejects.take()
     }
 
     /// What this file's records that were not documents were, so far.
@@ -117,12 +115,7 @@ impl WarcReader {
     }
 
     fn reject(&mut self, offset: u64, reason: String, excerpt: String) -> Result<(), IoError> {
-        let r = Reject { source: self.input.display(), line: None, byte_offset: offset, reason, excerpt };
-        if self.strict {
-            return Err(r.into_error());
-        }
-        self.rejects.push(r);
-        Ok(())
+        self.rejects.add(Reject { source: self.input.display(), line: None, byte_offset: offset, reason, excerpt })
     }
 
     fn log_skipped(&self) {

@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::{IMAGE, SAMPLE, pack, split_key};
 use crate::io::jsonl::{ReadOptions, reader_schema};
-use crate::io::{InputFile, IoError, Reject};
+use crate::io::{InputFile, IoError, Reject, Rejects};
 
 /// A batch is cut when its images reach this many bytes.
 const BATCH_IMAGE_BYTES: usize = 32 << 20;
@@ -37,9 +37,8 @@ struct Doc {
 
 pub struct WebdatasetReader {
     input: InputFile,
-    strict: bool,
     items: Option<Receiver<Item>>,
-    rejects: Vec<Reject>,
+    rejects: Rejects,
 }
 
 impl WebdatasetReader {
@@ -52,7 +51,7 @@ impl WebdatasetReader {
             line: 0,
             source: e,
         })?;
-        Ok(WebdatasetReader { input: input.clone(), strict: opts.strict, items: Some(rx), rejects: Vec::new() })
+        Ok(WebdatasetReader { input: input.clone(), items: Some(rx), rejects: Rejects::new(opts.strict) })
     }
 
     /// The next batch of at most `n` samples (fewer when their images reach 32 MiB).
@@ -87,16 +86,11 @@ impl WebdatasetReader {
     }
 
     pub fn take_rejects(&mut self) -> Vec<Reject> {
-        std::mem::take(&mut self.rejects)
+        self.rejects.take()
     }
 
     fn reject(&mut self, offset: u64, reason: String, excerpt: String) -> Result<(), IoError> {
-        let r = Reject { source: self.input.display(), line: None, byte_offset: offset, reason, excerpt };
-        if self.strict {
-            return Err(r.into_error());
-        }
-        self.rejects.push(r);
-        Ok(())
+        self.rejects.add(Reject { source: self.input.display(), line: None, byte_offset: offset, reason, excerpt })
     }
 
     /// A sample as a document, or its key and why not.
