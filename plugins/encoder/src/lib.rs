@@ -6,6 +6,7 @@
 //! DeBERTa-v2/v3 (transformers' layout, and NeMo's model-hub checkpoints: [`hub`]): in fp16 on
 //! the GPU ([`gpu`]: cuBLAS for the matrix products, NVRTC kernels for the rest, both loaded
 //! at run time, so this builds without CUDA) or in f32 on the CPU ([`cpu`], the reference).
+//! CLIP's vision tower ([`vision`]) runs on the same two back-ends, from pixel values.
 //!
 //! One call ([`Encoder::pooled`]) takes a list of texts and returns one vector per text:
 //! texts are tokenized on all CPU threads a chunk ahead of the device (a producer thread),
