@@ -92,6 +92,30 @@ extern "C" __global__ void residual_norm(const unsigned short* a, const float* b
 // out = LayerNorm(x + bias + residual) for rows of H <= 1024 values (H even): one warp per
 // row, the row read once into registers (two fp16 values per 32-bit load), warp shuffles only.
 #define NORM_PAIRS 16
+// The warp's row (its lane's pairs in v, their sum in s) layer-normed into o2, two fp16 values
+// per 32-bit store: what the warp-per-row norm kernels end with.
+__device__ __forceinline__ void warp_norm(const float* v, float s, int lane, int pairs, int H, const float* gamma, const float* beta,
+                                          float eps, unsigned int* o2) {
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    float mean = s / H;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_PAIRS; k++) {
+        if (lane + 32 * k < pairs) {
+            float d0 = v[2 * k] - mean, d1 = v[2 * k + 1] - mean;
+            q += d0 * d0 + d1 * d1;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffff, q, o);
+    float inv = rsqrtf(q / H + eps);
+#pragma unroll
+    for (int k = 0; k < NORM_PAIRS; k++) {
+        int p = lane + 32 * k;
+        if (p < pairs)
+            o2[p] = (unsigned int)f2h((v[2 * k] - mean) * inv * gamma[2 * p] + beta[2 * p])
+                  | ((unsigned int)f2h((v[2 * k + 1] - mean) * inv * gamma[2 * p + 1] + beta[2 * p + 1]) << 16);
+    }
+}
 extern "C" __global__ void add_norm_warp(const unsigned short* x, const float* bias, const unsigned short* residual,
                                          const float* gamma, const float* beta, float eps, int H, long long rows,
                                          unsigned short* out) {
@@ -116,25 +140,7 @@ extern "C" __global__ void add_norm_warp(const unsigned short* x, const float* b
             s += v[2 * k] + v[2 * k + 1];
         }
     }
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-    float mean = s / H;
-    float q = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NORM_PAIRS; k++) {
-        if (lane + 32 * k < pairs) {
-            float d0 = v[2 * k] - mean, d1 = v[2 * k + 1] - mean;
-            q += d0 * d0 + d1 * d1;
-        }
-    }
-    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffff, q, o);
-    float inv = rsqrtf(q / H + eps);
-#pragma unroll
-    for (int k = 0; k < NORM_PAIRS; k++) {
-        int p = lane + 32 * k;
-        if (p < pairs)
-            o2[p] = (unsigned int)f2h((v[2 * k] - mean) * inv * gamma[2 * p] + beta[2 * p])
-                  | ((unsigned int)f2h((v[2 * k + 1] - mean) * inv * gamma[2 * p + 1] + beta[2 * p + 1]) << 16);
-    }
+    warp_norm(v, s, lane, pairs, H, gamma, beta, eps, o2);
 }
 
 // residual_norm for rows of H <= 1024 values (H even): one warp per row, the row in registers
@@ -169,25 +175,7 @@ extern "C" __global__ void residual_norm_warp(const unsigned short* a, const flo
             s += v[2 * k] + v[2 * k + 1];
         }
     }
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-    float mean = s / H;
-    float q = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NORM_PAIRS; k++) {
-        if (lane + 32 * k < pairs) {
-            float d0 = v[2 * k] - mean, d1 = v[2 * k + 1] - mean;
-            q += d0 * d0 + d1 * d1;
-        }
-    }
-    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffff, q, o);
-    float inv = rsqrtf(q / H + eps);
-#pragma unroll
-    for (int k = 0; k < NORM_PAIRS; k++) {
-        int p = lane + 32 * k;
-        if (p < pairs)
-            o2[p] = (unsigned int)f2h((v[2 * k] - mean) * inv * gamma[2 * p] + beta[2 * p])
-                  | ((unsigned int)f2h((v[2 * k + 1] - mean) * inv * gamma[2 * p + 1] + beta[2 * p + 1]) << 16);
-    }
+    warp_norm(v, s, lane, pairs, H, gamma, beta, eps, o2);
 }
 
 // [T, 3H] (+ bias) into q, k, v as [B, heads, L, dh]: one block per token row (no 64-bit
