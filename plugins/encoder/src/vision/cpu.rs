@@ -14,17 +14,11 @@ pub fn embed(config: &VisionConfig, w: &VisionWeights, pixels: &[f32]) -> Vec<f3
 /// The image's patches as rows, `[grid² × 3·patch²]`, each flattened as the convolution's
 /// weight is (channel, row, column).
 pub fn patches(config: &VisionConfig, px: &[f32]) -> Vec<f32> {
-    let (g, p, s) = (config.grid(), config.patch_size, config.image_size);
-    let mut out = Vec::with_capacity(g * g * 3 * p * p);
-    for gy in 0..g {
-        for gx in 0..g {
-            for c in 0..3 {
-                for ky in 0..p {
-                    let row = c * s * s + (gy * p + ky) * s + gx * p;
-                    out.extend_from_slice(&px[row..row + p]);
-                }
-            }
-        }
+    let (g, p) = (config.grid(), config.patch_size);
+    let k = 3 * p * p;
+    let mut out = vec![0f32; g * g * k];
+    for (i, row) in out.chunks_exact_mut(k).enumerate() {
+        super::patch_into(px, config.image_size, p, i / g, i % g, row);
     }
     out
 }

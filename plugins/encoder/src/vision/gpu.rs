@@ -244,14 +244,7 @@ impl GpuVision {
             let mut row = vec![0f32; k]; // the tail past 3·patch² stays zero
             for gy in 0..g {
                 for gx in 0..g {
-                    let mut at = 0;
-                    for c in 0..3 {
-                        for ky in 0..p {
-                            let src = c * s * s + (gy * p + ky) * s + gx * p;
-                            row[at..at + p].copy_from_slice(&px[src..src + p]);
-                            at += p;
-                        }
-                    }
+                    super::patch_into(px, s, p, gy, gx, &mut row);
                     dst[(1 + gy * g + gx) * k..][..k].convert_from_f32_slice(&row);
                 }
             }

@@ -266,10 +266,8 @@ impl VisionModel {
     /// values each), `[n × embed_dim]`, scaled to unit length when `normalize`; on the GPU in
     /// passes of `per_pass` images.
     pub fn embed(&self, pixels: &[f32], normalize: bool, per_pass: usize) -> Result<Vec<f32>, EncoderError> {
-        let mut out = match &self.backend {
-            Backend::Cpu => cpu::embed(&self.config, &self.weights, pixels),
-            Backend::Gpu(g) => g.embed(pixels, per_pass)?,
-        };
+        let Backend::Gpu(g) = &self.backend else { return Ok(self.embed_cpu(pixels, normalize)) };
+        let mut out = g.embed(pixels, per_pass)?;
         if normalize {
             normalize_rows(&mut out, self.config.embed_dim());
         }
@@ -299,6 +297,20 @@ impl VisionModel {
         match &self.backend {
             Backend::Cpu => true,
             Backend::Gpu(g) => g.fits(images),
+        }
+    }
+}
+
+/// Patch `(gy, gx)` of an image's pixel values (`[3 × size × size]`) flattened into `row` as the
+/// patch convolution's weight is (channel, row, column): `3 · patch²` values. The one
+/// definition of the cut, for both back-ends.
+pub(crate) fn patch_into(px: &[f32], size: usize, patch: usize, gy: usize, gx: usize, row: &mut [f32]) {
+    let mut at = 0;
+    for c in 0..3 {
+        for ky in 0..patch {
+            let src = c * size * size + (gy * patch + ky) * size + gx * patch;
+            row[at..at + patch].copy_from_slice(&px[src..src + patch]);
+            at += patch;
         }
     }
 }
