@@ -12,8 +12,12 @@
 # speed:  ViT-L/14 at full depth (random weights, clip_models.py --full): ours (clip-check) then
 #         transformers fp16 SDPA (clip_bench.py) on the same pixel values and batches, alternated.
 # decode: 1920x1080 JPEGs decoded + preprocessed for CLIP: ours on all cores vs Pillow +
-#         CLIPImageProcessor in a pool of as many processes.
-# run:    curator-host run WebDataset (IMAGES samples of the test images) -> image_embedder (GPU,
+#         CLIPImageProcessor in a pool of as many processes; then (clip-check --device gpu on
+#         ViT-L/14) the same photos through nvJPEG + the resize kernels: embeddings against the
+#         host-made pixels' through the same tower, preprocessing alone, decode + embed.
+#         (The kit carries libnvjpeg.so.13 from the nvidia-nvjpeg wheel for machines without it.)
+# run:    curator-host run WebDataset (IMAGES samples of the files in RUN_IMAGES: the test images,
+#         or PHOTOS=1 the decode step's 1080p JPEGs) -> image_embedder (GPU,
 #         L/14) -> aesthetic_filter -> nsfw_filter -> WebDataset, GPU busy % sampled every 100 ms.
 set -euo pipefail
 if [ "${1:-}" = build ]; then
@@ -33,6 +37,11 @@ if [ "${1:-}" = build ]; then
     strip -o "$out/plugins/libimage_embedder.so" target/release/libimage_embedder.so
     cp target/wasm/wasm32-wasip2/guest/aesthetic_filter.wasm target/wasm/wasm32-wasip2/guest/nsfw_filter.wasm "$out/plugins/"
     xz -T2 -6 "$out/curator-host" "$out/clip-check" "$out/plugins/libimage_embedder.so"
+    # nvJPEG for machines whose CUDA install lacks it (the wheel is on PyPI).
+    wheel="$(mktemp -d)"
+    python3 -m pip download --no-deps --quiet -d "$wheel" nvidia-nvjpeg
+    python3 -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); open(sys.argv[2], 'wb').write(z.read('nvidia/cu13/lib/libnvjpeg.so.13'))" "$wheel"/*.whl "$out/libnvjpeg.so.13"
+    xz -T2 -6 "$out/libnvjpeg.so.13" && rm -rf "$wheel"
     rm "$out/encoder-check"
     du -sh "$out"/* "$out"/plugins/*
     exit 0
@@ -44,6 +53,11 @@ for f in curator-host clip-check plugins/libimage_embedder.so; do
     [ -f "$kit/$f" ] || { xz -dc "$packed/$f.xz" > "$kit/$f"; chmod +x "$kit/$f"; }
 done
 cp "$packed"/plugins/*.wasm "$kit/plugins/"
+if ! ldconfig -p | grep -q 'libnvjpeg.so.13 '; then
+    mkdir -p "$kit/lib" && xz -dc "$packed/libnvjpeg.so.13.xz" > "$kit/lib/libnvjpeg.so.13"
+    export LD_LIBRARY_PATH="$kit/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "nvJPEG: the kit's (none installed)"
+fi
 steps="${*:-all}"
 want() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
 work="${TMPDIR:-/tmp}/curator-gpu-clip"
@@ -62,7 +76,7 @@ if want parity; then
         "$kit/clip-check" "$work/models/$name" --images tests/parity/images --device gpu --count 64 --batch 32 --rounds 1 | grep -A3 parity
     done
 fi
-if want speed || want run; then
+if want speed || want run || want decode; then
     python3 scripts/models/clip_models.py --out "$work/models" --full >/dev/null
 fi
 l14="$work/models/clip-l14"
@@ -82,14 +96,23 @@ if want decode; then
     "$kit/clip-check" "$work/models/clip-tiny" --images tests/parity/images --device cpu --count 8 --batch 8 --rounds 1 \
         --decode "$work/photos" --decode-copies 8 | grep -A5 '"decode"'
     echo "== decode: Pillow + CLIPImageProcessor, one process per core"
-    python3 scripts/models/clip_bench.py --model "$work/models/clip-tiny" --decode "$work/photos" --decode-copies 8
+    python3 scripts/models/clip_bench.py --model "$work/models/clip-tiny" --decode "$work/photos" --decode-copies 8 --batch "${BATCH:-256}"
+    echo "== decode on the GPU: nvJPEG + resize kernels, ViT-L/14 (the CPU figure above is repeated first)"
+    [ -d "$l14" ] || python3 scripts/models/clip_models.py --out "$work/models" --full >/dev/null
+    "$kit/clip-check" "$l14" --images tests/parity/images --device gpu --count 256 --batch "${BATCH:-256}" --rounds 1 \
+        --decode "$work/photos" --decode-copies "${GPU_COPIES:-64}" | python3 -c "import json, sys; r = json.load(sys.stdin); print(json.dumps({k: r.get(k) for k in ('decode', 'gpu_decode_parity', 'gpu_decode')}, indent=1))"
 fi
 if want run; then
     rm -rf "$work/shards" && mkdir -p "$work/shards"
-    python3 - "$work/shards" "${IMAGES:-50000}" <<'PY'
+    src=tests/parity/images
+    if [ -n "${RUN_PHOTOS:-}" ]; then
+        python3 scripts/models/clip_bench.py --make-photos "$work/photos" "${PHOTOS:-64}"
+        src="$work/photos"
+    fi
+    python3 - "$work/shards" "${IMAGES:-50000}" "$src" <<'PY'
 import io, json, sys, tarfile
 from pathlib import Path
-files = sorted(Path("tests/parity/images").iterdir())
+files = sorted(Path(sys.argv[3]).iterdir())
 blobs = [(f.suffix[1:], f.read_bytes(), f.name) for f in files]
 out, n = Path(sys.argv[1]), int(sys.argv[2])
 per = 5000
@@ -106,11 +129,12 @@ source: {path: $work/shards}
 stages:
   - plugin: image_embedder
     params: {model: /models/clip-l14, device: gpu}
-    resources: {gpu_memory_gb: ${GPU_GB:-16}}
+    resources: {gpu_memory_gb: ${GPU_GB:-16}${EMBED_CPUS:+, cpus: $EMBED_CPUS}}
     grants: {models: $work/models}
   - plugin: aesthetic_filter
     params: {model: /models/aesthetic-head, score_threshold: -100}
-    grants: {models: $work/models}
+    grants: {models: $work/models}${FILTER_WORKERS:+
+    num_workers: $FILTER_WORKERS}
   - plugin: nsfw_filter
     params: {model: /models/nsfw-head, score_threshold: 1.5}
     grants: {models: $work/models}

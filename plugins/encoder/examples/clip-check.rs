@@ -104,7 +104,56 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .sum();
         let s = t.elapsed().as_secs_f64();
         report["decode"] = json!({"images": done, "threads": rayon::current_num_threads(), "seconds": s, "images_per_s": done as f64 / s});
+        if model.device() == "GPU" {
+            gpu_decode(&model, &processor, &blobs, &jobs, batch, &mut report)?;
+        }
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+/// The same photos decoded and preprocessed on the GPU (nvJPEG + the resize kernels): their
+/// embeddings against the ones from host-made pixel values through the same tower, the
+/// preprocessing alone timed, then decode + embed timed.
+fn gpu_decode(
+    model: &VisionModel,
+    processor: &Processor,
+    blobs: &[Vec<u8>],
+    jobs: &[&Vec<u8>],
+    batch: usize,
+    report: &mut serde_json::Value,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let cpu = |bytes: &[u8]| -> Result<Vec<f32>, String> {
+        let img = curator_image::decode(bytes).map_err(|e| e.to_string())?;
+        let mut px = Vec::new();
+        processor.pixel_values_into(&img, &mut px);
+        Ok(px)
+    };
+    let distinct: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    let host: Vec<f32> = distinct.iter().map(|b| cpu(b)).collect::<Result<Vec<_>, _>>()?.concat();
+    let want = model.embed(&host, true, batch)?;
+    let fallback = |i: usize| cpu(distinct[i]);
+    let got = model.embed_encoded(&distinct, processor, &fallback, true, batch)?;
+    let dim = model.config.embed_dim();
+    let cos: Vec<f64> = got.chunks_exact(dim).zip(want.chunks_exact(dim)).map(|(a, b)| cosine(a, b)).collect();
+    report["gpu_decode_parity"] = json!({"decoder": model.jpeg_decoding(), "images": cos.len(),
+        "min_cosine_vs_host_pixels": cos.iter().copied().fold(1.0, f64::min)});
+    let all: Vec<&[u8]> = jobs.iter().map(|b| b.as_slice()).collect();
+    let fallback = |i: usize| cpu(all[i]);
+    model.prepare_encoded(&all[..batch.min(all.len())], processor, &fallback, batch)?; // warm-up
+    let mut prep = Vec::new();
+    let mut full = Vec::new();
+    for _ in 0..2 {
+        let t = Instant::now();
+        model.prepare_encoded(&all, processor, &fallback, batch)?;
+        prep.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let e = model.embed_encoded(&all, processor, &fallback, true, batch)?;
+        full.push(t.elapsed().as_secs_f64());
+        assert_eq!(e.len(), all.len() * dim);
+    }
+    let rate = |v: &[f64]| all.len() as f64 / v.iter().copied().fold(f64::MAX, f64::min);
+    report["gpu_decode"] = json!({"images": all.len(), "preprocess_seconds": prep, "preprocess_images_per_s": rate(&prep),
+        "decode_and_embed_seconds": full, "decode_and_embed_images_per_s": rate(&full)});
     Ok(())
 }

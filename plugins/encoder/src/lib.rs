@@ -47,6 +47,9 @@ pub enum EncoderError {
     NoGpu(String),
     #[error("GPU: {0}")]
     Gpu(String),
+    /// An image that could not be made into pixel values.
+    #[error("{0}")]
+    Image(String),
     /// The device ran out of memory even for one document.
     #[error("GPU out of memory: {0}")]
     OutOfMemory(String),

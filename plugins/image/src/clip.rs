@@ -127,7 +127,7 @@ impl Processor {
     }
 
     /// transformers' `get_resize_output_image_size` (not square by default).
-    fn resized_size(&self, h: usize, w: usize) -> (usize, usize) {
+    pub(crate) fn resized_size(&self, h: usize, w: usize) -> (usize, usize) {
         match self.resize {
             None => (h, w),
             Some(Resize::Exact(rh, rw)) => (rh, rw),
@@ -149,22 +149,27 @@ impl Processor {
         }
     }
 
-    /// The model's input for `img`, `[3 × H × W]` f32, written into `out`.
+    /// The model's input for `img`, `[3 × H × W]` f32, written into `out`: through the image
+    /// size's [`Plan`](crate::plan::Plan) (only the pixels the crop keeps are resized), or, where
+    /// the crop pads, the whole image resized and cropped.
     pub fn pixel_values_into(&self, img: &Rgb8, out: &mut Vec<f32>) {
+        match self.plan(img.width, img.height) {
+            Some(plan) => plan.apply(img, &self.table(), out),
+            None => self.full_pixel_values_into(img, out),
+        }
+    }
+
+    /// [`Processor::pixel_values_into`] the long way: the whole image resized, cropped (and
+    /// padded), each byte normalised through [`Processor::table`].
+    pub fn full_pixel_values_into(&self, img: &Rgb8, out: &mut Vec<f32>) {
         let img = self.resize_and_crop(img);
+        let table = self.table();
         let plane = img.width * img.height;
         out.clear();
         out.resize(3 * plane, 0.0);
         for (i, px) in img.data.chunks_exact(3).enumerate() {
             for c in 0..3 {
-                let mut v = match self.rescale_factor {
-                    Some(f) => (f64::from(px[c]) * f) as f32,
-                    None => f32::from(px[c]),
-                };
-                if let Some((mean, std)) = &self.mean_std {
-                    v = (v - mean[c]) / std[c];
-                }
-                out[c * plane + i] = v;
+                out[c * plane + i] = table[c * 256 + usize::from(px[c])];
             }
         }
     }

@@ -21,28 +21,81 @@ pub struct Dense {
     inp: usize,
 }
 
-/// `Σ a·b` with eight independent sums (the dependency chain of one sum is what limits a
-/// scalar loop, in WASM above all).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut s = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            s[k] += x[k] * y[k];
+/// `Σ wᵢ·x` for four weight rows at once, eight independent sums each: every value of `x` is
+/// loaded once for the four (the loads, and one sum's dependency chain, are what limit a
+/// scalar loop). Natively the eight lanes vectorise; in WASM they are written as SIMD128
+/// (LLVM leaves the plain loop scalar there: 1.2 GMAC/s in a guest against 8.6 natively).
+fn dot4(w: [&[f32]; 4], x: &[f32]) -> [f32; 4] {
+    let n = x.len() / 8 * 8;
+    let s = lanes8(w, &x[..n]);
+    let mut out = [0f32; 4];
+    for ((o, acc), row) in out.iter_mut().zip(&s).zip(&w) {
+        let tail: f32 = row[n..].iter().zip(&x[n..]).map(|(a, b)| a * b).sum();
+        *o = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+    }
+    out
+}
+
+/// The eight lane sums of each of the four rows over `x` (a multiple of 8 long).
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+fn lanes8(w: [&[f32]; 4], x: &[f32]) -> [[f32; 8]; 4] {
+    let mut s = [[0f32; 8]; 4];
+    for i in (0..x.len()).step_by(8) {
+        let xs = &x[i..i + 8];
+        for (acc, row) in s.iter_mut().zip(&w) {
+            let ws = &row[i..i + 8];
+            for k in 0..8 {
+                acc[k] += ws[k] * xs[k];
+            }
         }
     }
-    ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail
+    s
+}
+
+/// The eight lane sums of each of the four rows over `x` (a multiple of 8 long), in SIMD128:
+/// the same products and the same lane sums as the portable loop.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn lanes8(w: [&[f32]; 4], x: &[f32]) -> [[f32; 8]; 4] {
+    use core::arch::wasm32::{f32x4_add, f32x4_mul, f32x4_splat, v128, v128_load, v128_store};
+    let load = |v: &[f32], i: usize| -> v128 {
+        let v = &v[i..i + 4];
+        // SAFETY: `v` holds 4 floats (16 bytes); v128_load reads unaligned.
+        unsafe { v128_load(v.as_ptr().cast()) }
+    };
+    let mut acc = [[f32x4_splat(0.0); 2]; 4];
+    for i in (0..x.len()).step_by(8) {
+        let (x0, x1) = (load(x, i), load(x, i + 4));
+        for (a, row) in acc.iter_mut().zip(&w) {
+            a[0] = f32x4_add(a[0], f32x4_mul(load(row, i), x0));
+            a[1] = f32x4_add(a[1], f32x4_mul(load(row, i + 4), x1));
+        }
+    }
+    let mut s = [[0f32; 8]; 4];
+    for (dst, a) in s.iter_mut().zip(&acc) {
+        // SAFETY: each half of `dst` is 4 floats (16 bytes); v128_store writes unaligned.
+        unsafe {
+            v128_store(dst[..4].as_mut_ptr().cast(), a[0]);
+            v128_store(dst[4..].as_mut_ptr().cast(), a[1]);
+        }
+    }
+    s
 }
 
 impl Dense {
-    /// The layer on `n` rows of `inp` values: `[n × out]`. Weight row by weight row, so each
-    /// row is read from memory once per batch, not once per embedding.
+    /// The layer on `n` rows of `inp` values: `[n × out]`. Four weight rows at a time against
+    /// every input row, so each weight row is read from memory once per batch and each input
+    /// value once per four outputs.
     fn apply(&self, x: &[f32], n: usize) -> Vec<f32> {
         let mut out = vec![0f32; n * self.out];
-        for (o, (w, b)) in self.w.chunks_exact(self.inp).zip(&self.b).enumerate() {
-            for (r, row) in x.chunks_exact(self.inp).enumerate() {
-                out[r * self.out + o] = dot(w, row) + b;
+        let zero = vec![0f32; self.inp];
+        for o in (0..self.out).step_by(4) {
+            let row = |j: usize| if o + j < self.out { &self.w[(o + j) * self.inp..(o + j + 1) * self.inp] } else { &zero[..] };
+            let w = [row(0), row(1), row(2), row(3)];
+            for (r, xr) in x.chunks_exact(self.inp).enumerate() {
+                let d = dot4(w, xr);
+                for (j, v) in d.iter().enumerate().take(self.out - o) {
+                    out[r * self.out + o + j] = v + self.b[o + j];
+                }
             }
         }
         out

@@ -9,6 +9,7 @@
 
 pub mod clip;
 pub mod heads;
+pub mod plan;
 pub mod resize;
 
 /// An 8-bit RGB image, rows top to bottom, pixels interleaved (`RGBRGB…`).

@@ -12,7 +12,7 @@
 use crate::Rgb8;
 
 /// Pillow's `PRECISION_BITS` for 8-bit images: 32 − 8 − 2.
-const PRECISION_BITS: u32 = 22;
+pub const PRECISION_BITS: u32 = 22;
 
 /// Pillow's bicubic kernel (a = −0.5), support 2.
 fn bicubic(x: f64) -> f64 {
@@ -29,12 +29,13 @@ fn bicubic(x: f64) -> f64 {
 
 /// The taps of one axis: for each output index, the first input index and its fixed-point
 /// weights (Pillow's `precompute_coeffs` + `normalize_coeffs_8bpc`).
-struct Taps {
-    first: Vec<usize>,
-    weights: Vec<Vec<i32>>,
+pub struct Taps {
+    pub first: Vec<usize>,
+    pub weights: Vec<Vec<i32>>,
 }
 
-fn taps(in_size: usize, out_size: usize) -> Taps {
+/// The taps resizing one axis from `in_size` to `out_size` values.
+pub fn taps(in_size: usize, out_size: usize) -> Taps {
     let scale = in_size as f64 / out_size as f64;
     let filterscale = scale.max(1.0);
     let support = 2.0 * filterscale;
@@ -64,7 +65,7 @@ fn taps(in_size: usize, out_size: usize) -> Taps {
 
 /// `(sum + ½) >> 22`, clamped to a byte (Pillow's `clip8`). Sums fit in i32, as in Pillow:
 /// 255 × 2²² × Σ|w| < 2³¹ for the bicubic kernel (Σ|w| < 1.3).
-fn clip8(acc: i32) -> u8 {
+pub fn clip8(acc: i32) -> u8 {
     (acc >> PRECISION_BITS).clamp(0, 255) as u8
 }
 

@@ -1,7 +1,8 @@
 //! CLIP image embeddings as a stage (NeMo Curator's `ImageEmbeddingStage`,
 //! `openai/clip-vit-large-patch14` by default there): each row's image bytes (the `image`
 //! column a WebDataset source gives) decoded and preprocessed exactly as transformers'
-//! `CLIPImageProcessor` (`curator_image`), in parallel on the stage's cores, through the
+//! `CLIPImageProcessor` (`curator_image`; JPEGs on the GPU with nvJPEG where the tower runs
+//! there and the library is present, the rest in parallel on the stage's cores), through the
 //! model's vision tower and projection (`curator_encoder::vision`), scaled to unit length as
 //! NeMo does, written as a float32-vector column (`image_embedding`) that the aesthetic and
 //! NSFW filters and `dedup: {method: semantic, embedding_field: image_embedding}` read.
@@ -21,7 +22,6 @@ use curator_encoder::Device;
 use curator_encoder::vision::{VisionModel, VisionOptions};
 use curator_image::clip::Processor;
 use curator_sdk::prelude::*;
-use rayon::prelude::*;
 
 /// CLIP image embeddings from a Hugging Face CLIP model.
 #[stage(
@@ -87,12 +87,13 @@ impl Stage for ImageEmbedder {
         log(
             Level::Info,
             &format!(
-                "image_embedder: {} ({}, {} wide embeddings) on the {}, {} images per pass",
+                "image_embedder: {} ({}, {} wide embeddings) on the {}, {} images per pass, JPEGs decoded by {}",
                 self.model,
                 model.config.describe(),
                 model.config.embed_dim(),
                 model.device(),
-                self.model_inference_batch_size
+                self.model_inference_batch_size,
+                model.jpeg_decoding()
             ),
         );
         self.model_state = Some((model, processor));
@@ -106,21 +107,18 @@ impl Stage for ImageEmbedder {
         let n = batch.len();
         let per = model.config.pixels();
         let dim = model.config.embed_dim();
-        // Decoded and preprocessed on all the stage's cores, then one call (the GPU passes
-        // queue back to back).
-        let pixels: Vec<f32> = (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let bytes = col.bytes_at(i).filter(|_| col.is_valid(i)).ok_or_else(|| format!("row {i}: no image"))?;
-                let img = curator_image::decode(bytes).map_err(|e| format!("row {i}: {e}"))?;
-                let mut px = Vec::with_capacity(per);
-                processor.pixel_values_into(&img, &mut px);
-                Ok(px)
-            })
-            .collect::<Result<Vec<Vec<f32>>, String>>()
-            .map_err(StageError::Failed)?
-            .concat();
-        let out = model.embed(&pixels, self.normalize, self.model_inference_batch_size).map_err(|e| match e {
+        let images: Vec<&[u8]> = (0..n)
+            .map(|i| col.bytes_at(i).filter(|_| col.is_valid(i)).ok_or_else(|| StageError::Failed(format!("row {i}: no image"))))
+            .collect::<Result<_, _>>()?;
+        // On the GPU, JPEGs nvJPEG takes are decoded and preprocessed there; every other image
+        // on all the stage's cores. Then one call (the GPU passes queue back to back).
+        let cpu = |i: usize| -> Result<Vec<f32>, String> {
+            let img = curator_image::decode(images[i]).map_err(|e| format!("row {i}: {e}"))?;
+            let mut px = Vec::with_capacity(per);
+            processor.pixel_values_into(&img, &mut px);
+            Ok(px)
+        };
+        let out = model.embed_encoded(&images, processor, &cpu, self.normalize, self.model_inference_batch_size).map_err(|e| match e {
             curator_encoder::EncoderError::OutOfMemory(m) => StageError::OutOfMemory(m),
             other => StageError::Failed(other.to_string()),
         })?;

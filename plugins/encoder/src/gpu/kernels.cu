@@ -526,3 +526,67 @@ extern "C" __global__ void disentangled_softmax(unsigned short* s, const unsigne
         row[j] = f2h(p);
     }
 }
+
+// CLIP's preprocessing of images nvJPEG decoded (interleaved RGB bytes), as curator-image's
+// `Plan` computes it on the CPU: Pillow's bicubic passes in its 22-bit fixed point, restricted
+// to the pixels the centre crop keeps. Per image (blockIdx.y) a descriptor of PREP_DESC values:
+// 0 offset of its pixels in `raw`, 1 row pitch, 2 width, 3 first row read, 4 rows read,
+// 5 offset of the horizontal taps in `coef` (first input column per output column, then k
+// weights each), 6 their k, 7 offset of the vertical taps (first row, relative to 3), 8 their
+// k, 9 offset of its rows in `tmp`, 10 its slot in the pass.
+#define PREP_DESC 11
+__device__ __forceinline__ int clip8(int acc) { int v = acc >> 22; return v < 0 ? 0 : (v > 255 ? 255 : v); }
+
+// Pass 1: the image's rows [d3, d3 + d4) resized to W columns, into tmp (RGB bytes, W a row).
+extern "C" __global__ void resize_rows(const unsigned char* raw, const long long* desc, const int* coef, int W, unsigned char* tmp) {
+    const long long* d = desc + (long long)blockIdx.y * PREP_DESC;
+    const unsigned char* src = raw + d[0];
+    long long pitch = d[1];
+    int width = (int)d[2], row_lo = (int)d[3], k = (int)d[6];
+    const int* first = coef + d[5];
+    const int* w = first + W;
+    unsigned char* out = tmp + d[9];
+    long long total = d[4] * W;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        int r = (int)(i / W), x = (int)(i % W);
+        const unsigned char* row = src + (long long)(row_lo + r) * pitch;
+        int f = first[x], a0 = 1 << 21, a1 = 1 << 21, a2 = 1 << 21;
+        for (int j = 0; j < k; j++) {
+            int c = min(f + j, width - 1) * 3, wt = w[x * k + j];
+            a0 += row[c] * wt;
+            a1 += row[c + 1] * wt;
+            a2 += row[c + 2] * wt;
+        }
+        out[i * 3] = (unsigned char)clip8(a0);
+        out[i * 3 + 1] = (unsigned char)clip8(a1);
+        out[i * 3 + 2] = (unsigned char)clip8(a2);
+    }
+}
+
+// Pass 2: the vertical pass at each value of the image's slot in `patches` ([L, K] fp16 rows:
+// row 0 the class token's and rows past `tokens` zero, then one row per P×P patch as the patch
+// convolution's weight is laid out, channel, row, column, zero past 3·P²), each byte through
+// `table` (the normalised value per channel and byte). S: the crop's side (W of pass 1).
+extern "C" __global__ void resize_patches(const unsigned char* tmp, const long long* desc, const int* coef, const float* table, int S,
+                                          int P, int L, int tokens, int K, unsigned short* patches) {
+    const long long* d = desc + (long long)blockIdx.y * PREP_DESC;
+    const unsigned char* src = tmp + d[9];
+    int rows = (int)d[4], k = (int)d[8];
+    const int* first = coef + d[7];
+    const int* w = first + S;
+    unsigned short* out = patches + d[10] * (long long)L * K;
+    int g = S / P, pp = P * P;
+    long long total = (long long)L * K;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        int row = (int)(i / K), col = (int)(i % K);
+        float v = 0.0f;
+        if (row >= 1 && row < tokens && col < 3 * pp) {
+            int patch = row - 1, c = col / pp, rem = col % pp;
+            int y = (patch / g) * P + rem / P, x = (patch % g) * P + rem % P;
+            int f = first[y], acc = 1 << 21;
+            for (int j = 0; j < k; j++) acc += src[((long long)min(f + j, rows - 1) * S + x) * 3 + c] * w[y * k + j];
+            v = table[c * 256 + clip8(acc)];
+        }
+        out[i] = f2h(v);
+    }
+}

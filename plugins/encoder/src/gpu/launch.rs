@@ -31,6 +31,24 @@ pub(crate) struct Kernels {
     pub(super) patch_embed: CudaFunction,
     pub(super) residual_norm: CudaFunction,
     pub(super) residual_norm_warp: CudaFunction,
+    /// CLIP's preprocessing of decoded images: the horizontal pass, then the vertical pass
+    /// into the patch rows.
+    pub(super) resize_rows: CudaFunction,
+    pub(super) resize_patches: CudaFunction,
+}
+
+/// Values per image in the preprocessing kernels' descriptors (`PREP_DESC` in kernels.cu).
+pub(crate) const PREP_DESC: usize = 11;
+
+/// Blocks per image of the preprocessing kernels (each loops over its image's values).
+const PREP_BLOCKS: u32 = 48;
+
+/// A group of images for the preprocessing kernels: [`PREP_DESC`] values per image and the
+/// taps they point into (built by `vision::jpeg`).
+pub(crate) struct Prep<'a> {
+    pub desc: &'a CudaSlice<i64>,
+    pub coef: &'a CudaSlice<i32>,
+    pub images: usize,
 }
 
 /// The device side of DeBERTa's position terms for one pass (see `disentangled_softmax`).
@@ -73,7 +91,56 @@ impl Kernels {
             patch_embed: f("patch_embed")?,
             residual_norm: f("residual_norm")?,
             residual_norm_warp: f("residual_norm_warp")?,
+            resize_rows: f("resize_rows")?,
+            resize_patches: f("resize_patches")?,
         })
+    }
+
+    /// `resize_rows(raw, desc, coef, W, tmp)` for a group of images.
+    pub(crate) fn resize_rows(
+        &self,
+        s: &Arc<CudaStream>,
+        raw: &CudaSlice<u8>,
+        p: &Prep<'_>,
+        w: usize,
+        tmp: &mut CudaSlice<u8>,
+    ) -> Result<(), EncoderError> {
+        let (desc, coef, images) = (p.desc, p.coef, p.images);
+        debug_assert!(desc.len() >= images * PREP_DESC);
+        let w = w as i32;
+        let mut b = s.launch_builder(&self.resize_rows);
+        b.arg(raw).arg(desc).arg(coef).arg(&w).arg(tmp);
+        let cfg = LaunchConfig { grid_dim: (PREP_BLOCKS, images as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: `resize_rows`' C parameters in order and type (unsigned char* raw, long long*
+        // desc, int* coef, int W, unsigned char* tmp). Image y reads its descriptor's rows of
+        // raw (offset + (row_lo + rows) × pitch ≤ raw's length, column indices clamped below its
+        // width), W + W·k taps at its coef offset, and writes rows × W × 3 bytes at its tmp
+        // offset: `vision::jpeg` sizes the buffers from the same descriptors.
+        unsafe { b.launch(cfg) }.map(drop).map_err(driver("resize_rows"))
+    }
+
+    /// `resize_patches(tmp, desc, coef, table, S, P, L, tokens, K, patches)` for a group of images.
+    pub(crate) fn resize_patches(
+        &self,
+        s: &Arc<CudaStream>,
+        tmp: &CudaSlice<u8>,
+        p: &Prep<'_>,
+        table: &CudaSlice<f32>,
+        (size, patch, l, tokens, k): (usize, usize, usize, usize, usize),
+        patches: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let (desc, coef, images) = (p.desc, p.coef, p.images);
+        debug_assert!(desc.len() >= images * PREP_DESC && table.len() == 3 * 256 && tokens <= l);
+        let (size, patch, l, tokens, k) = (size as i32, patch as i32, l as i32, tokens as i32, k as i32);
+        let mut b = s.launch_builder(&self.resize_patches);
+        b.arg(tmp).arg(desc).arg(coef).arg(table).arg(&size).arg(&patch).arg(&l).arg(&tokens).arg(&k).arg(patches);
+        let cfg = LaunchConfig { grid_dim: (PREP_BLOCKS, images as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: `resize_patches`' C parameters in order and type (unsigned char* tmp, long long*
+        // desc, int* coef, float* table, int S, int P, int L, int tokens, int K, unsigned short*
+        // patches). Image y reads its rows × S × 3 bytes of tmp (row indices clamped below its
+        // rows), S + S·k taps at its coef offset, table's 768 values, and writes the L × K values
+        // of its slot, slot < the pass's images ≤ patches' length / (L·K).
+        unsafe { b.launch(cfg) }.map(drop).map_err(driver("resize_patches"))
     }
 
     /// `patch_embed(a, table, period, gamma, beta, eps, H, x)` over `t` rows.

@@ -13,7 +13,9 @@
 //! taken in turn, so the upload is asynchronous and the host cuts the next pass while the
 //! device runs this one (a pageable copy would wait for the stream each time).
 
-use std::sync::Mutex;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{Gemm, GemmConfig};
@@ -22,6 +24,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
+use super::jpeg::{DeviceJpeg, JPEG_BYTES, Job};
 use super::{VisionConfig, VisionWeights};
 use crate::EncoderError;
 use crate::batching::padded_len;
@@ -59,6 +62,15 @@ pub struct GpuVision {
     budget: Option<u64>,
     workspace: Mutex<Option<Workspace>>,
     staging: Mutex<Staging>,
+    /// nvJPEG and its buffers, or why there is none.
+    jpeg: Mutex<Result<DeviceJpeg, String>>,
+}
+
+/// One image of a call: pixel values made on the host, or JPEG bytes and their plan, decoded
+/// and preprocessed on the device.
+pub(crate) enum Slot<'a> {
+    Host(Cow<'a, [f32]>),
+    Device(&'a [u8], Arc<curator_image::plan::Plan>),
 }
 
 impl GpuVision {
@@ -142,6 +154,7 @@ impl GpuVision {
             budget,
             workspace: Mutex::new(None),
             staging: Mutex::new((Vec::new(), None)),
+            jpeg: Mutex::new(DeviceJpeg::open()),
             dev,
         })
     }
@@ -165,14 +178,77 @@ impl GpuVision {
 
     /// Whether passes of `b` images fit the budget.
     pub fn fits(&self, b: usize) -> bool {
-        self.budget.is_none_or(|budget| self.weight_bytes + CONTEXT_BYTES + self.pass_bytes(b) <= budget)
+        self.budget.is_none_or(|budget| self.weight_bytes + CONTEXT_BYTES + self.jpeg_bytes() + self.pass_bytes(b) <= budget)
+    }
+
+    /// Device bytes JPEG decoding may hold (none without nvJPEG).
+    fn jpeg_bytes(&self) -> u64 {
+        if self.jpeg_decoder().is_ok() { JPEG_BYTES } else { 0 }
+    }
+
+    /// How JPEGs are decoded on this device ("hardware" engines or "GPU" cores), or why they
+    /// are not (no nvJPEG library, say).
+    pub fn jpeg_decoder(&self) -> Result<&'static str, String> {
+        match self.jpeg.lock().as_deref() {
+            Ok(Ok(d)) => Ok(d.backend()),
+            Ok(Err(e)) => Err(e.clone()),
+            Err(_) => Err("the decoder's lock is poisoned".into()),
+        }
+    }
+
+    /// Where each image goes: JPEGs nvJPEG can decode and whose crop needs no padding to the
+    /// device (their plans shared by size), the rest through `cpu(i)` on all cores.
+    pub(crate) fn route<'a>(
+        &self,
+        images: &[&'a [u8]],
+        processor: &curator_image::clip::Processor,
+        cpu: &(dyn Fn(usize) -> Result<Vec<f32>, String> + Sync),
+    ) -> Result<Vec<Slot<'a>>, EncoderError> {
+        let mut device: Vec<Option<Arc<curator_image::plan::Plan>>> = vec![None; images.len()];
+        if let Ok(Ok(dec)) = self.jpeg.lock().as_deref_mut() {
+            let mut plans: HashMap<(usize, usize), Option<Arc<curator_image::plan::Plan>>> = HashMap::new();
+            for (d, bytes) in device.iter_mut().zip(images) {
+                if let Some((w, h)) = dec.probe(bytes) {
+                    *d = plans
+                        .entry((w, h))
+                        .or_insert_with(|| {
+                            processor.plan(w, h).filter(|p| p.out_width == self.image_size && p.out_height == self.image_size).map(Arc::new)
+                        })
+                        .clone();
+                }
+            }
+        }
+        images
+            .par_iter()
+            .zip(device)
+            .enumerate()
+            .map(|(i, (bytes, plan))| match plan {
+                Some(plan) => Ok(Slot::Device(bytes, plan)),
+                None => cpu(i).map(|px| Slot::Host(Cow::Owned(px))).map_err(crate::EncoderError::Image),
+            })
+            .collect()
     }
 
     /// One embedding per image (`pixels`: `[n × 3 × S × S]` f32), `[n × embed_dim]`, not
     /// normalised; in passes of `per_pass` images, one copy back at the end.
     pub fn embed(&self, pixels: &[f32], per_pass: usize) -> Result<Vec<f32>, EncoderError> {
         let per = 3 * self.image_size * self.image_size;
-        let n = pixels.len() / per;
+        let slots: Vec<Slot<'_>> = pixels.chunks_exact(per).map(|c| Slot::Host(Cow::Borrowed(c))).collect();
+        self.embed_slots(&slots, None, per_pass, true)
+    }
+
+    /// One embedding per slot (see [`GpuVision::route`]; `table`: the processor's byte →
+    /// value table, needed when a slot is on the device), `[n × embed_dim]`, not normalised.
+    /// Without `forward` only the patches are made (timing the preprocessing), and nothing
+    /// comes back.
+    pub(crate) fn embed_slots(
+        &self,
+        slots: &[Slot<'_>],
+        table: Option<&[f32]>,
+        per_pass: usize,
+        forward: bool,
+    ) -> Result<Vec<f32>, EncoderError> {
+        let n = slots.len();
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -180,7 +256,7 @@ impl GpuVision {
         if !self.fits(per_pass.max(b_max)) {
             return Err(EncoderError::OutOfMemory(format!(
                 "passes of {b_max} images need {} MiB with the weights, over the budget of {} MiB",
-                (self.weight_bytes + CONTEXT_BYTES + self.pass_bytes(b_max)) >> 20,
+                (self.weight_bytes + CONTEXT_BYTES + self.jpeg_bytes() + self.pass_bytes(b_max)) >> 20,
                 self.budget.unwrap_or(0) >> 20
             )));
         }
@@ -194,6 +270,13 @@ impl GpuVision {
         let Some(ws) = guard.as_mut() else { return Err(EncoderError::Gpu("no workspace".into())) };
         let mut out = s.alloc_zeros::<f16>(n * self.embed_dim).map_err(driver("allocate output"))?;
         let lens = s.clone_htod(&vec![self.tokens as i32; b_max]).map_err(driver("copy lengths"))?;
+        let on_device = slots.iter().any(|x| matches!(x, Slot::Device(..)));
+        let table = match (on_device, table) {
+            (false, _) => None,
+            (true, Some(t)) => Some(s.clone_htod(t).map_err(driver("copy the pixel table"))?),
+            (true, None) => return Err(EncoderError::Gpu("images to preprocess on the device but no pixel table".into())),
+        };
+        let mut jpeg = self.jpeg.lock().map_err(|_| EncoderError::Gpu("the decoder's lock is poisoned".into()))?;
         // Staging buffers hold `per_pass` images whatever this call's size, so that calls of
         // different sizes reuse them (a pass copies them whole).
         let pass_len = per_pass.max(1) * self.l * self.patch.inp;
@@ -204,41 +287,68 @@ impl GpuVision {
         }
         if patches.as_ref().is_none_or(|p| p.len() != pass_len) {
             *patches = None;
-            // SAFETY: every pass's patches are copied in before a product reads them.
+            // SAFETY: every pass's patches are copied in (or written on the device) before a
+            // product reads them.
             *patches = Some(unsafe { s.alloc::<f16>(pass_len) }.map_err(driver("allocate patches"))?);
         }
         let Some(patches) = patches.as_mut() else { return Err(EncoderError::Gpu("no patch buffer".into())) };
         let mut marks = self.dev.marks();
-        for (pass, chunk) in pixels.chunks(b_max * per).enumerate() {
-            let b = chunk.len() / per;
-            if pinned.len() < STAGING.min(pass + 1) {
-                // SAFETY: written in full (zeros where no patch goes) before it is copied.
-                pinned.push(unsafe { self.dev.ctx().alloc_pinned::<f16>(pass_len) }.map_err(driver("allocate pinned memory"))?);
+        let geometry = (self.image_size, self.patch_size, self.l, self.tokens, self.patch.inp);
+        let mut host_passes = 0;
+        for (pass, chunk) in slots.chunks(b_max).enumerate() {
+            let b = chunk.len();
+            let host: Vec<Option<&[f32]>> = chunk.iter().map(|x| if let Slot::Host(px) = x { Some(&**px) } else { None }).collect();
+            if host.iter().any(Option::is_some) {
+                if pinned.len() < STAGING.min(host_passes + 1) {
+                    // SAFETY: written in full (zeros where no patch goes) before it is copied.
+                    pinned.push(unsafe { self.dev.ctx().alloc_pinned::<f16>(pass_len) }.map_err(driver("allocate pinned memory"))?);
+                }
+                let host_buf = &mut pinned[host_passes % STAGING];
+                host_passes += 1;
+                // Waits for this buffer's previous copy, STAGING passes ago.
+                self.patches_into(&host, host_buf.as_mut_slice().map_err(driver("pinned memory"))?);
+                self.dev.mark(&mut marks, "upload")?;
+                s.memcpy_htod(host_buf, patches).map_err(driver("copy patches"))?;
             }
-            let host = &mut pinned[pass % STAGING];
-            // Waits for this buffer's previous copy, STAGING passes ago.
-            self.patches_into(chunk, host.as_mut_slice().map_err(driver("pinned memory"))?);
-            self.dev.mark(&mut marks, "upload")?;
-            s.memcpy_htod(host, patches).map_err(driver("copy patches"))?;
-            self.forward(ws, patches, &lens, b, &mut marks)?;
-            self.dev.mark(&mut marks, "projection")?;
-            self.project(ws, b, &mut out, pass * b_max)?;
+            let jobs: Vec<Job<'_>> = chunk
+                .iter()
+                .enumerate()
+                .filter_map(|(i, x)| if let Slot::Device(bytes, plan) = x { Some((i, *bytes, plan.clone())) } else { None })
+                .collect();
+            if let (false, Some(table)) = (jobs.is_empty(), &table) {
+                let Ok(dec) = jpeg.as_mut() else { return Err(EncoderError::Gpu("images routed to a decoder that is not there".into())) };
+                self.dev.mark(&mut marks, "decode")?;
+                dec.preprocess(&self.dev, &jobs, table, geometry, patches)?;
+            }
+            if forward {
+                self.forward(ws, patches, &lens, b, &mut marks)?;
+                self.dev.mark(&mut marks, "projection")?;
+                self.project(ws, b, &mut out, pass * b_max)?;
+            }
         }
         self.dev.mark(&mut marks, "end")?;
+        if !forward {
+            s.synchronize().map_err(driver("synchronize"))?;
+            return Ok(Vec::new());
+        }
         let host = s.clone_dtoh(&out).map_err(driver("copy embeddings back"))?;
         self.dev.add_profile(marks);
         Ok(host.into_iter().map(f16::to_f32).collect())
     }
 
-    /// The images' patches as rows of `[b·L, 3·patch²]` fp16 in `out` (the rest zero: row 0
-    /// of each image, the class token, and its padding rows), cut on all cores.
-    fn patches_into(&self, pixels: &[f32], out: &mut [f16]) {
+    /// The host slots' patches as rows of `[slots·L, 3·patch²]` fp16 in `out` (the rest zero:
+    /// row 0 of each image, the class token, its padding rows, and the device slots, which
+    /// the device writes after the copy), cut on all cores.
+    fn patches_into(&self, slots: &[Option<&[f32]>], out: &mut [f16]) {
         let (p, s) = (self.patch_size, self.image_size);
         let (g, k) = (s / p, self.patch.inp);
         let per_image = self.l * k;
-        let images = pixels.len() / (3 * s * s);
-        out[images * per_image..].par_chunks_mut(1 << 20).for_each(|c| c.fill(f16::ZERO));
-        out[..images * per_image].par_chunks_mut(per_image).zip(pixels.par_chunks_exact(3 * s * s)).for_each(|(dst, px)| {
+        out[slots.len() * per_image..].par_chunks_mut(1 << 20).for_each(|c| c.fill(f16::ZERO));
+        out[..slots.len() * per_image].par_chunks_mut(per_image).zip(slots.par_iter()).for_each(|(dst, px)| {
+            let Some(px) = px else {
+                dst.fill(f16::ZERO);
+                return;
+            };
             dst[..k].fill(f16::ZERO);
             dst[(1 + g * g) * k..].fill(f16::ZERO);
             let mut row = vec![0f32; k]; // the tail past 3·patch² stays zero

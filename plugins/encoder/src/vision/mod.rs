@@ -13,6 +13,8 @@
 
 pub mod cpu;
 pub mod gpu;
+mod jpeg;
+mod nvjpeg;
 
 use std::path::Path;
 
@@ -272,6 +274,68 @@ impl VisionModel {
             normalize_rows(&mut out, self.config.embed_dim());
         }
         Ok(out)
+    }
+
+    /// One embedding per encoded image, as [`VisionModel::embed`]: on the GPU, JPEGs that
+    /// nvJPEG decodes are decoded and preprocessed there (`processor`'s plan for their size);
+    /// every other image (and every image on the CPU) is made into pixel values by `cpu(i)`,
+    /// on all cores.
+    pub fn embed_encoded(
+        &self,
+        images: &[&[u8]],
+        processor: &curator_image::clip::Processor,
+        cpu: &(dyn Fn(usize) -> Result<Vec<f32>, String> + Sync),
+        normalize: bool,
+        per_pass: usize,
+    ) -> Result<Vec<f32>, EncoderError> {
+        use rayon::prelude::*;
+        let mut out = match &self.backend {
+            Backend::Gpu(g) => {
+                let slots = g.route(images, processor, cpu)?;
+                g.embed_slots(&slots, Some(&processor.table()), per_pass, true)?
+            }
+            Backend::Cpu => {
+                let pixels = (0..images.len()).into_par_iter().map(cpu).collect::<Result<Vec<_>, _>>().map_err(EncoderError::Image)?;
+                cpu::embed(&self.config, &self.weights, &pixels.concat())
+            }
+        };
+        if normalize {
+            normalize_rows(&mut out, self.config.embed_dim());
+        }
+        Ok(out)
+    }
+
+    /// The preprocessing of [`VisionModel::embed_encoded`] alone (decode, resize, crop,
+    /// normalise, cut into patches; on the GPU the patches stay there): for benchmarks.
+    pub fn prepare_encoded(
+        &self,
+        images: &[&[u8]],
+        processor: &curator_image::clip::Processor,
+        cpu: &(dyn Fn(usize) -> Result<Vec<f32>, String> + Sync),
+        per_pass: usize,
+    ) -> Result<(), EncoderError> {
+        use rayon::prelude::*;
+        match &self.backend {
+            Backend::Gpu(g) => {
+                let slots = g.route(images, processor, cpu)?;
+                g.embed_slots(&slots, Some(&processor.table()), per_pass, false).map(drop)
+            }
+            Backend::Cpu => {
+                (0..images.len()).into_par_iter().map(cpu).collect::<Result<Vec<_>, _>>().map(drop).map_err(EncoderError::Image)
+            }
+        }
+    }
+
+    /// How JPEGs are decoded: on the GPU ("nvJPEG, hardware" or "nvJPEG, GPU"), or on the CPU
+    /// and why.
+    pub fn jpeg_decoding(&self) -> String {
+        match &self.backend {
+            Backend::Cpu => "CPU".into(),
+            Backend::Gpu(g) => match g.jpeg_decoder() {
+                Ok(b) => format!("nvJPEG ({b})"),
+                Err(e) => format!("CPU ({e})"),
+            },
+        }
     }
 
     /// [`VisionModel::embed`] on the CPU, whatever the backend (the reference).

@@ -1,0 +1,181 @@
+//! JPEGs decoded and preprocessed on the GPU: nvJPEG ([`super::nvjpeg`]) decodes a group of
+//! images into one device buffer of interleaved RGB, then two kernels run each image's
+//! [`Plan`] (curator-image's CLIP preprocessing as data: Pillow's bicubic taps restricted to the
+//! crop, and the byte → normalised value table) and write the image's rows of the pass's patch
+//! matrix, as the host's `patches_into` would from the same pixel values. The host never sees
+//! the pixels; what it sends is the compressed bytes, the taps and a descriptor per image.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtrMut};
+use curator_image::plan::Plan;
+use half::f16;
+
+use super::nvjpeg::{NvImage, Nvjpeg};
+use crate::EncoderError;
+use crate::gpu::device::GpuDevice;
+use crate::gpu::driver;
+use crate::gpu::launch::{PREP_DESC, Prep};
+
+/// Decoded bytes per nvJPEG call at most (a bigger image goes alone).
+const RAW_BYTES: usize = 256 << 20;
+
+/// Device bytes the decoding may hold besides the tower's (the decoded group, its resized rows,
+/// and nvJPEG's own buffers), counted in the tower's budget.
+pub(crate) const JPEG_BYTES: u64 = 512 << 20;
+
+/// Images larger than this (pixels) take the CPU path (they would not fit [`RAW_BYTES`]).
+const MAX_PIXELS: usize = RAW_BYTES / 3;
+
+/// The tower's JPEG decoder and its device buffers (reused, grown as needed).
+pub(crate) struct DeviceJpeg {
+    nvjpeg: Nvjpeg,
+    raw: Option<CudaSlice<u8>>,
+    tmp: Option<CudaSlice<u8>>,
+}
+
+/// One image's slot of a pass, its bytes and its plan.
+pub(crate) type Job<'a> = (usize, &'a [u8], Arc<Plan>);
+
+/// The pass's geometry: crop side, patch side, rows per image (padded), tokens, row width.
+pub(crate) type Geometry = (usize, usize, usize, usize, usize);
+
+impl DeviceJpeg {
+    pub(crate) fn open() -> Result<DeviceJpeg, String> {
+        Ok(DeviceJpeg { nvjpeg: Nvjpeg::open()?, raw: None, tmp: None })
+    }
+
+    /// "hardware" or "GPU".
+    pub(crate) fn backend(&self) -> &'static str {
+        self.nvjpeg.backend
+    }
+
+    /// `(width, height)` of a JPEG this decoder takes, `None` for anything else.
+    pub(crate) fn probe(&mut self, data: &[u8]) -> Option<(usize, usize)> {
+        if !data.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            return None;
+        }
+        self.nvjpeg.probe(data).filter(|(w, h)| w * h <= MAX_PIXELS)
+    }
+
+    /// Decode `jobs` and write each one's slot of `patches` (`[slots × L × K]`), on the device's
+    /// stream. The bytes must stay unchanged until the stream has run.
+    pub(crate) fn preprocess(
+        &mut self,
+        dev: &GpuDevice,
+        jobs: &[Job<'_>],
+        table: &CudaSlice<f32>,
+        geometry: Geometry,
+        patches: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let mut start = 0;
+        while start < jobs.len() {
+            // A group of images whose decoded bytes fit RAW_BYTES (at least one).
+            let mut end = start + 1;
+            let mut bytes = raw_len(&jobs[start].2);
+            while end < jobs.len() && bytes + raw_len(&jobs[end].2) <= RAW_BYTES {
+                bytes += raw_len(&jobs[end].2);
+                end += 1;
+            }
+            self.group(dev, &jobs[start..end], bytes, table, geometry, patches)?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    fn group(
+        &mut self,
+        dev: &GpuDevice,
+        jobs: &[Job<'_>],
+        raw_bytes: usize,
+        table: &CudaSlice<f32>,
+        geometry: Geometry,
+        patches: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        let s = &dev.stream;
+        let side = geometry.0;
+        // Descriptors and taps (one copy of the taps per image size in the group).
+        let mut desc = Vec::with_capacity(jobs.len() * PREP_DESC);
+        let mut coef: Vec<i32> = Vec::new();
+        let mut taps_at: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
+        let (mut raw_at, mut tmp_at) = (0usize, 0usize);
+        for (slot, _, plan) in jobs {
+            if plan.out_width != side || plan.out_height != side {
+                return Err(EncoderError::Gpu(format!("a plan of {}×{} for a tower of {side} px", plan.out_width, plan.out_height)));
+            }
+            let (h_off, v_off) = *taps_at.entry((plan.src_width, plan.src_height)).or_insert_with(|| {
+                let h_off = coef.len();
+                coef.extend(&plan.horizontal.first);
+                coef.extend(&plan.horizontal.weights);
+                let v_off = coef.len();
+                coef.extend(&plan.vertical.first);
+                coef.extend(&plan.vertical.weights);
+                (h_off, v_off)
+            });
+            let pitch = plan.src_width * 3;
+            desc.extend_from_slice(&[
+                raw_at as i64,
+                pitch as i64,
+                plan.src_width as i64,
+                plan.row_lo as i64,
+                plan.rows as i64,
+                h_off as i64,
+                plan.horizontal.k as i64,
+                v_off as i64,
+                plan.vertical.k as i64,
+                tmp_at as i64,
+                *slot as i64,
+            ]);
+            raw_at += pitch * plan.src_height;
+            tmp_at += plan.rows * side * 3;
+        }
+        debug_assert_eq!(raw_at, raw_bytes);
+        let raw = grown(s, &mut self.raw, raw_at)?;
+        let (base, _sync) = raw.device_ptr_mut(s);
+        let mut outs: Vec<NvImage> = Vec::with_capacity(jobs.len());
+        let mut at = 0u64;
+        for (_, _, plan) in jobs {
+            let pitch = plan.src_width * 3;
+            outs.push(NvImage {
+                channel: [(base + at) as *mut u8, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()],
+                pitch: [pitch, 0, 0, 0],
+            });
+            at += (pitch * plan.src_height) as u64;
+        }
+        drop(_sync);
+        let data: Vec<&[u8]> = jobs.iter().map(|(_, d, _)| *d).collect();
+        dev.ctx().bind_to_thread().map_err(driver("bind context"))?;
+        // SAFETY: each output is its image's `pitch × height` bytes inside `raw` (device memory
+        // of this context, only touched on this stream: the kernels below read it after the
+        // decode, the next group's decode writes it after them); the bytes are the caller's,
+        // unchanged until the stream has run (the call ends with a copy back that waits).
+        unsafe { self.nvjpeg.decode(&data, &mut outs, s.cu_stream() as *mut std::ffi::c_void) }.map_err(EncoderError::Gpu)?;
+        let desc = s.clone_htod(&desc).map_err(driver("copy descriptors"))?;
+        let coef = s.clone_htod(&coef).map_err(driver("copy taps"))?;
+        let tmp = grown(s, &mut self.tmp, tmp_at)?;
+        let raw = self.raw.as_ref().ok_or_else(|| EncoderError::Gpu("no decode buffer".into()))?;
+        let prep = Prep { desc: &desc, coef: &coef, images: jobs.len() };
+        dev.k.resize_rows(s, raw, &prep, side, tmp)?;
+        dev.k.resize_patches(s, tmp, &prep, table, geometry, patches)
+    }
+}
+
+/// Decoded bytes of an image (interleaved RGB, no row padding).
+fn raw_len(plan: &Plan) -> usize {
+    plan.src_width * 3 * plan.src_height
+}
+
+/// `buf`, reallocated when it holds fewer than `len` bytes.
+fn grown<'b>(
+    s: &Arc<cudarc::driver::CudaStream>,
+    buf: &'b mut Option<CudaSlice<u8>>,
+    len: usize,
+) -> Result<&'b mut CudaSlice<u8>, EncoderError> {
+    if buf.as_ref().is_none_or(|b| b.len() < len) {
+        *buf = None;
+        // SAFETY: every byte a kernel reads is written first (by the decode, or pass 1).
+        *buf = Some(unsafe { s.alloc::<u8>(len.max(1)) }.map_err(driver("allocate decode buffers"))?);
+    }
+    buf.as_mut().ok_or_else(|| EncoderError::Gpu("no buffer".into()))
+}

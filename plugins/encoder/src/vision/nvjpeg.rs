@@ -1,0 +1,185 @@
+//! nvJPEG, loaded at run time (`libnvjpeg.so.13`, as the CUDA toolkit and the `nvidia-nvjpeg`
+//! wheel ship it): baseline JPEGs decoded on the card's hardware JPEG engines (A100, H100,
+//! H200: `NVJPEG_BACKEND_HARDWARE`), else on its SMs (`NVJPEG_BACKEND_GPU_HYBRID`), into
+//! interleaved RGB in device memory, a batch per call on the model's stream.
+//!
+//! Hand-written bindings (a dozen functions of `nvjpeg.h`): no maintained crate wraps nvJPEG,
+//! and cudarc (which loads our other CUDA libraries) does not cover it.
+
+use std::ffi::{c_int, c_uint, c_void};
+
+/// `nvjpegStatus_t`.
+type Status = c_int;
+type Handle = *mut c_void;
+type State = *mut c_void;
+type JpegStream = *mut c_void;
+
+/// `nvjpegImage_t`: up to four planes and their pitches (RGBI output uses the first).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct NvImage {
+    pub channel: [*mut u8; 4],
+    pub pitch: [usize; 4],
+}
+
+const BACKEND_GPU_HYBRID: c_int = 2;
+const BACKEND_HARDWARE: c_int = 3;
+const OUTPUT_RGBI: c_int = 5;
+const CSS_410: c_int = 5;
+const CSS_411: c_int = 4;
+const CSS_UNKNOWN: c_int = -1;
+
+/// The functions of `nvjpeg.h` we call, resolved from the library (which stays loaded).
+struct Api {
+    create_ex: unsafe extern "C" fn(c_int, *mut c_void, *mut c_void, c_uint, *mut Handle) -> Status,
+    destroy: unsafe extern "C" fn(Handle) -> Status,
+    state_create: unsafe extern "C" fn(Handle, *mut State) -> Status,
+    state_destroy: unsafe extern "C" fn(State) -> Status,
+    image_info: unsafe extern "C" fn(Handle, *const u8, usize, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> Status,
+    batched_init: unsafe extern "C" fn(Handle, State, c_int, c_int, c_int) -> Status,
+    batched: unsafe extern "C" fn(Handle, State, *const *const u8, *const usize, *mut NvImage, *mut c_void) -> Status,
+    stream_create: unsafe extern "C" fn(Handle, *mut JpegStream) -> Status,
+    stream_destroy: unsafe extern "C" fn(JpegStream) -> Status,
+    parse_header: unsafe extern "C" fn(Handle, *const u8, usize, JpegStream) -> Status,
+    batched_supported: unsafe extern "C" fn(Handle, JpegStream, *mut c_int) -> Status,
+    _lib: libloading::Library,
+}
+
+impl Api {
+    fn load() -> Result<Api, String> {
+        let names = ["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"];
+        // SAFETY: loading nvJPEG runs its initialisers only (it links libc alone).
+        let lib = names
+            .iter()
+            .find_map(|n| unsafe { libloading::Library::new(n) }.ok())
+            .ok_or_else(|| format!("no nvJPEG library ({}) on the library path", names.join(", ")))?;
+        macro_rules! sym {
+            ($name:literal) => {
+                // SAFETY: the symbol is nvjpeg.h's function of that name, and the field it is
+                // stored in has its C signature.
+                *unsafe { lib.get($name) }.map_err(|e| format!("nvJPEG: {e}"))?
+            };
+        }
+        Ok(Api {
+            create_ex: sym!(b"nvjpegCreateEx\0"),
+            destroy: sym!(b"nvjpegDestroy\0"),
+            state_create: sym!(b"nvjpegJpegStateCreate\0"),
+            state_destroy: sym!(b"nvjpegJpegStateDestroy\0"),
+            image_info: sym!(b"nvjpegGetImageInfo\0"),
+            batched_init: sym!(b"nvjpegDecodeBatchedInitialize\0"),
+            batched: sym!(b"nvjpegDecodeBatched\0"),
+            stream_create: sym!(b"nvjpegJpegStreamCreate\0"),
+            stream_destroy: sym!(b"nvjpegJpegStreamDestroy\0"),
+            parse_header: sym!(b"nvjpegJpegStreamParseHeader\0"),
+            batched_supported: sym!(b"nvjpegDecodeBatchedSupported\0"),
+            _lib: lib,
+        })
+    }
+}
+
+fn check(what: &str, status: Status) -> Result<(), String> {
+    if status == 0 { Ok(()) } else { Err(format!("nvJPEG {what}: status {status}")) }
+}
+
+/// A decoder: nvJPEG's handle, its batched-decode state and a parsed-header scratch object.
+/// Used under the vision tower's lock, with its CUDA context bound to the calling thread.
+pub(crate) struct Nvjpeg {
+    api: Api,
+    handle: Handle,
+    state: State,
+    header: JpegStream,
+    /// The batch size `state` was initialised for.
+    batch: Option<usize>,
+    /// "hardware" (the JPEG engines) or "GPU" (CUDA cores).
+    pub backend: &'static str,
+}
+
+// SAFETY: the handles are used by one thread at a time (the tower's lock), which nvJPEG allows.
+unsafe impl Send for Nvjpeg {}
+
+impl Nvjpeg {
+    /// The library, a handle on the hardware decoder where the card has one (else the GPU
+    /// back-end), a state and a header object.
+    pub(crate) fn open() -> Result<Nvjpeg, String> {
+        let api = Api::load()?;
+        let mut handle: Handle = std::ptr::null_mut();
+        // NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (libjpeg-turbo's "fancy upsampling", which
+        // Pillow uses) was tried: embeddings moved from 0.99834 to 0.99862 of the host path's
+        // (min cosine, 64 photos, ViT-L/14) and a run of five workers hung in a decode; left off.
+        let tries = [(BACKEND_HARDWARE, 0, "hardware"), (BACKEND_GPU_HYBRID, 0, "GPU")];
+        let mut status = -1;
+        let mut backend = "";
+        for (b, flags, name) in tries {
+            // SAFETY: default allocators (null); the handle is written on success.
+            status = unsafe { (api.create_ex)(b, std::ptr::null_mut(), std::ptr::null_mut(), flags, &mut handle) };
+            if status == 0 {
+                backend = name;
+                break;
+            }
+        }
+        check("create", status)?;
+        let mut d = Nvjpeg { api, handle, state: std::ptr::null_mut(), header: std::ptr::null_mut(), batch: None, backend };
+        // SAFETY: `handle` is live; each call writes its out-parameter on success (and Drop
+        // destroys only what is non-null).
+        check("state", unsafe { (d.api.state_create)(d.handle, &mut d.state) })?;
+        check("stream", unsafe { (d.api.stream_create)(d.handle, &mut d.header) })?;
+        Ok(d)
+    }
+
+    /// `(width, height)` of a JPEG this decoder can decode in a batch, or `None` (progressive,
+    /// CMYK, 4:1:0 or 4:1:1 on the hardware decoder, not a JPEG): such images take the CPU path.
+    pub(crate) fn probe(&mut self, data: &[u8]) -> Option<(usize, usize)> {
+        let (mut comps, mut css) = (0 as c_int, 0 as c_int);
+        let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
+        // SAFETY: `data` is valid for its length; the four outputs have nvJPEG's sizes.
+        let info =
+            unsafe { (self.api.image_info)(self.handle, data.as_ptr(), data.len(), &mut comps, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
+        if info != 0 || !matches!(comps, 1 | 3) || css == CSS_UNKNOWN || (self.backend == "hardware" && matches!(css, CSS_410 | CSS_411)) {
+            return None;
+        }
+        let mut unsupported: c_int = 1;
+        // SAFETY: as above; `header` is this handle's stream object.
+        let ok = unsafe {
+            (self.api.parse_header)(self.handle, data.as_ptr(), data.len(), self.header) == 0
+                && (self.api.batched_supported)(self.handle, self.header, &mut unsupported) == 0
+        };
+        (ok && unsupported == 0 && w[0] > 0 && h[0] > 0).then_some((w[0] as usize, h[0] as usize))
+    }
+
+    /// Decode `data[i]` into `out[i]` (interleaved RGB, device memory of `pitch × height`
+    /// bytes each) on `stream`. Every image must have passed [`Nvjpeg::probe`].
+    ///
+    /// # Safety
+    /// `out`'s planes must be device memory of the current context, large enough for their
+    /// images, and not touched by other work until `stream` has run the decode; `data` must
+    /// stay unchanged until then.
+    pub(crate) unsafe fn decode(&mut self, data: &[&[u8]], out: &mut [NvImage], stream: *mut c_void) -> Result<(), String> {
+        if data.len() != out.len() {
+            return Err("nvJPEG: as many outputs as images".into());
+        }
+        if self.batch != Some(data.len()) {
+            // SAFETY: live handle and state.
+            check("batch set-up", unsafe { (self.api.batched_init)(self.handle, self.state, data.len() as c_int, 1, OUTPUT_RGBI) })?;
+            self.batch = Some(data.len());
+        }
+        let ptrs: Vec<*const u8> = data.iter().map(|d| d.as_ptr()).collect();
+        let lens: Vec<usize> = data.iter().map(|d| d.len()).collect();
+        // SAFETY: the arrays hold `batch` entries; the caller vouches for the buffers.
+        check("decode", unsafe { (self.api.batched)(self.handle, self.state, ptrs.as_ptr(), lens.as_ptr(), out.as_mut_ptr(), stream) })
+    }
+}
+
+impl Drop for Nvjpeg {
+    fn drop(&mut self) {
+        // SAFETY: each object was created on this handle and is destroyed once, handle last.
+        unsafe {
+            if !self.header.is_null() {
+                (self.api.stream_destroy)(self.header);
+            }
+            if !self.state.is_null() {
+                (self.api.state_destroy)(self.state);
+            }
+            (self.api.destroy)(self.handle);
+        }
+    }
+}

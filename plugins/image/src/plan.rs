@@ -1,0 +1,194 @@
+//! CLIP's preprocessing of one image size as data, computed once per size: the taps of the two
+//! resize passes restricted to the pixels the centre crop keeps, and the table from a byte to
+//! its normalised value. [`Plan::apply`] runs it on the CPU (it is what
+//! [`Processor::pixel_values_into`] does for every image the crop does not pad); the GPU path
+//! (curator-encoder's `vision::gpu`, kernels `resize_rows` and `resize_patches`) runs the same
+//! data on images nvJPEG decoded, one thread per output value, with the same integer sums.
+//!
+//! Restricting the passes to the crop changes no value: an output pixel of Pillow's resize
+//! depends only on its own taps, so the columns and rows the crop drops need not be computed.
+
+use crate::Rgb8;
+use crate::clip::Processor;
+use crate::resize::{PRECISION_BITS, Taps, clip8, taps};
+
+/// One axis of a plan: for each output index the first input index, and `k` fixed-point weights
+/// each (zero past the taps Pillow uses; an index past the input is clamped, its weight zero).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    pub first: Vec<i32>,
+    pub k: usize,
+    pub weights: Vec<i32>,
+}
+
+impl Axis {
+    /// Outputs `[from, from + n)` of `taps`, their first indices less `base`.
+    fn from_taps(t: &Taps, from: usize, n: usize, base: usize) -> Axis {
+        let k = t.weights[from..from + n].iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let mut weights = vec![0; n * k];
+        for (dst, w) in weights.chunks_exact_mut(k).zip(&t.weights[from..from + n]) {
+            dst[..w.len()].copy_from_slice(w);
+        }
+        Axis { first: t.first[from..from + n].iter().map(|&f| (f - base) as i32).collect(), k, weights }
+    }
+
+    /// Output `o`'s taps: (input index clamped below `len`, weight).
+    fn taps(&self, o: usize, len: usize) -> impl Iterator<Item = (usize, i32)> + '_ {
+        let first = self.first[o] as usize;
+        self.weights[o * self.k..(o + 1) * self.k].iter().enumerate().map(move |(j, &w)| ((first + j).min(len - 1), w))
+    }
+}
+
+/// Pillow's rounding offset, where every sum starts.
+const HALF: i32 = 1 << (PRECISION_BITS - 1);
+
+/// CLIP's preprocessing of a `src_width × src_height` image whose crop needs no padding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub src_width: usize,
+    pub src_height: usize,
+    /// The output: `out_height × out_width` pixels.
+    pub out_width: usize,
+    pub out_height: usize,
+    /// The input rows the vertical pass reads: `[row_lo, row_lo + rows)`.
+    pub row_lo: usize,
+    pub rows: usize,
+    /// The horizontal pass, per output column (indices into the source row).
+    pub horizontal: Axis,
+    /// The vertical pass, per output row (indices into the horizontal pass's `rows` rows).
+    pub vertical: Axis,
+}
+
+impl Processor {
+    /// The plan for images of `width × height`; `None` where the crop would pad (the image,
+    /// resized, is smaller than the crop: [`Processor::pixel_values_into`] handles that).
+    pub fn plan(&self, width: usize, height: usize) -> Option<Plan> {
+        if width == 0 || height == 0 {
+            return None;
+        }
+        let (rh, rw) = self.resized_size(height, width);
+        let (ch, cw) = self.crop.unwrap_or((rh, rw));
+        if rh < ch || rw < cw {
+            return None;
+        }
+        let (top, left) = ((rh - ch) / 2, (rw - cw) / 2);
+        let (h, v) = (taps(width, rw), taps(height, rh));
+        let row_lo = v.first[top..top + ch].iter().copied().min()?;
+        let row_hi = (top..top + ch).map(|y| v.first[y] + v.weights[y].len()).max()?;
+        Some(Plan {
+            src_width: width,
+            src_height: height,
+            out_width: cw,
+            out_height: ch,
+            row_lo,
+            rows: row_hi - row_lo,
+            horizontal: Axis::from_taps(&h, left, cw, 0),
+            vertical: Axis::from_taps(&v, top, ch, row_lo),
+        })
+    }
+
+    /// The normalised value of each byte, per channel: `[3 × 256]` (rescaled in f64 then f32,
+    /// less the mean, over the standard deviation, as transformers computes it).
+    pub fn table(&self) -> Vec<f32> {
+        let mut t = Vec::with_capacity(3 * 256);
+        for c in 0..3 {
+            for b in 0..=255u8 {
+                let mut v = match self.rescale_factor {
+                    Some(f) => (f64::from(b) * f) as f32,
+                    None => f32::from(b),
+                };
+                if let Some((mean, std)) = &self.mean_std {
+                    v = (v - mean[c]) / std[c];
+                }
+                t.push(v);
+            }
+        }
+        t
+    }
+}
+
+impl Plan {
+    /// The horizontal pass: the plan's `rows` rows, `out_width` pixels each (RGB bytes).
+    pub fn horizontal_pass(&self, img: &Rgb8) -> Vec<u8> {
+        let w = self.out_width;
+        let mut tmp = vec![0u8; self.rows * w * 3];
+        for (r, dst) in tmp.chunks_exact_mut(w * 3).enumerate() {
+            let src = &img.data[(self.row_lo + r) * img.width * 3..(self.row_lo + r + 1) * img.width * 3];
+            for (x, out) in dst.chunks_exact_mut(3).enumerate() {
+                let mut acc = [HALF; 3];
+                for (i, k) in self.horizontal.taps(x, img.width) {
+                    for (a, &p) in acc.iter_mut().zip(&src[i * 3..i * 3 + 3]) {
+                        *a += i32::from(p) * k;
+                    }
+                }
+                out.copy_from_slice(&acc.map(clip8));
+            }
+        }
+        tmp
+    }
+
+    /// The model's input for `img` (`[3 × out_height × out_width]`, channels first) into `out`,
+    /// `table` being [`Processor::table`]: what `resize_patches` computes on the GPU.
+    pub fn apply(&self, img: &Rgb8, table: &[f32], out: &mut Vec<f32>) {
+        let tmp = self.horizontal_pass(img);
+        let (row, plane) = (self.out_width * 3, self.out_width * self.out_height);
+        out.clear();
+        out.resize(3 * plane, 0.0);
+        let mut acc = vec![0i32; row];
+        for y in 0..self.out_height {
+            // Row by row: each tap's input row is read once, in order.
+            acc.fill(HALF);
+            for (r, k) in self.vertical.taps(y, self.rows) {
+                for (a, &p) in acc.iter_mut().zip(&tmp[r * row..(r + 1) * row]) {
+                    *a += i32::from(p) * k;
+                }
+            }
+            for (x, px) in acc.chunks_exact(3).enumerate() {
+                for (c, &a) in px.iter().enumerate() {
+                    out[c * plane + y * self.out_width + x] = table[c * 256 + usize::from(clip8(a))];
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noise(width: usize, height: usize, seed: u32) -> Rgb8 {
+        let mut s = seed;
+        let data = (0..width * height * 3)
+            .map(|_| {
+                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (s >> 24) as u8
+            })
+            .collect();
+        Rgb8 { width, height, data }
+    }
+
+    /// The plan's values equal the full resize, crop and normalisation for every shape that
+    /// needs no padding: shrinking, enlarging, one axis unchanged, exact sizes, odd offsets.
+    #[test]
+    fn the_plan_equals_resize_crop_and_normalise() {
+        let p = Processor::clip(24);
+        let table = p.table();
+        for (w, h) in [(97, 61), (61, 97), (24, 24), (24, 40), (50, 24), (13, 19), (300, 25), (25, 301), (1920 / 8, 1080 / 8)] {
+            let img = noise(w, h, (w * 31 + h) as u32);
+            let plan = p.plan(w, h).expect("no padding");
+            let mut planned = Vec::new();
+            plan.apply(&img, &table, &mut planned);
+            let mut full = Vec::new();
+            p.full_pixel_values_into(&img, &mut full);
+            assert_eq!(planned, full, "{w}x{h}");
+            assert!(plan.rows <= h && plan.row_lo + plan.rows <= h, "{w}x{h}: rows {} + {}", plan.row_lo, plan.rows);
+        }
+    }
+
+    #[test]
+    fn a_crop_that_pads_has_no_plan() {
+        let p = Processor::from_json(r#"{"size": {"height": 20, "width": 20}, "crop_size": 24}"#, 24).expect("config");
+        assert_eq!(p.plan(100, 100), None);
+        assert!(Processor::clip(24).plan(0, 10).is_none());
+    }
+}
