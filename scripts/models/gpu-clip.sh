@@ -8,7 +8,9 @@
 # parity: encoder-check on MiniLM (the text path shares the fused attention kernel) against the
 #         PyTorch references; clip-check on the GPU for the random-weight towers of scripts/models/clip_models.py
 #         (tiny, B/32's and L/14's widths with two layers): GPU fp16 vs our CPU f32 path (which
-#         equals transformers: plugins/encoder/tests/clip.rs) on the committed test images.
+#         equals transformers: plugins/encoder/tests/clip.rs) on the committed test images, and
+#         the GPU path from the files (JPEGs decoded by nvJPEG) vs transformers' embeddings of
+#         Pillow's pixels (tests/parity/clip_reference.json).
 # speed:  ViT-L/14 at full depth (random weights, clip_models.py --full): ours (clip-check) then
 #         transformers fp16 SDPA (clip_bench.py) on the same pixel values and batches, alternated.
 # decode: 1920x1080 JPEGs decoded + preprocessed for CLIP: ours on all cores vs Pillow +
@@ -73,7 +75,8 @@ if want parity; then
     fi
     for name in clip-b32-2l clip-l14-2l; do  # (clip-tiny's heads of 16 dimensions are CPU-only)
         echo "== parity: $name, GPU fp16 vs our CPU f32 path"
-        "$kit/clip-check" "$work/models/$name" --images tests/parity/images --device gpu --count 64 --batch 32 --rounds 1 | grep -A3 parity
+        "$kit/clip-check" "$work/models/$name" --images tests/parity/images --device gpu --count 64 --batch 32 --rounds 1 \
+            --reference tests/parity/clip_reference.json | python3 -c "import json, sys; r = json.load(sys.stdin); print(json.dumps({k: r.get(k) for k in ('parity_vs_cpu_f32', 'parity_vs_transformers')}, indent=1))"
     done
 fi
 if want speed || want run || want decode; then

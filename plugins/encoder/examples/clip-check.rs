@@ -68,6 +68,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cos: Vec<f64> = got.chunks_exact(dim).zip(want.chunks_exact(dim)).map(|(a, b)| cosine(a, b)).collect();
     report["parity_vs_cpu_f32"] = json!({"images": names.len(), "min_cosine": cos.iter().copied().fold(1.0, f64::min),
         "mean_cosine": cos.iter().sum::<f64>() / cos.len().max(1) as f64});
+    if let Some(reference) = arg(&args, "--reference") {
+        versus_reference(&model, &processor, &dir, &images, &reference, batch, &mut report)?;
+    }
 
     // Speed: the test images' pixel values in turn, `count` of them.
     let all: Vec<f32> = (0..count).flat_map(|i| pixels[(i % names.len()) * per..(i % names.len() + 1) * per].iter().copied()).collect();
@@ -109,6 +112,57 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+/// The test images through `embed_encoded` (on the GPU: the JPEGs decoded by nvJPEG) against
+/// transformers' embeddings of Pillow's pixels (`--reference`, `tests/parity/clip_reference.json`;
+/// the model's directory name picks its column): the GPU path's parity end to end.
+fn versus_reference(
+    model: &VisionModel,
+    processor: &Processor,
+    dir: &std::path::Path,
+    images: &str,
+    reference: &str,
+    batch: usize,
+    report: &mut serde_json::Value,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(reference)?)?;
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let Some(refs) = reference["images"].as_object() else { return Ok(()) };
+    let (mut files, mut blobs) = (Vec::new(), Vec::new());
+    for (file, r) in refs {
+        if r["embeddings"][&name].is_array() {
+            files.push(file.clone());
+            blobs.push(std::fs::read(std::path::Path::new(images).join(file))?);
+        }
+    }
+    if files.is_empty() {
+        return Ok(());
+    }
+    let views: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    let cpu = |i: usize| -> Result<Vec<f32>, String> {
+        let img = curator_image::decode(views[i]).map_err(|e| e.to_string())?;
+        let mut px = Vec::new();
+        processor.pixel_values_into(&img, &mut px);
+        Ok(px)
+    };
+    let got = model.embed_encoded(&views, processor, &cpu, true, batch)?;
+    let dim = model.config.embed_dim();
+    let mut per_file = serde_json::Map::new();
+    let (mut worst, mut worst_jpeg) = (1f64, 1f64);
+    for (file, row) in files.iter().zip(got.chunks_exact(dim)) {
+        let want: Vec<f32> =
+            refs[file]["embeddings"][&name].as_array().into_iter().flatten().filter_map(|v| v.as_f64()).map(|v| v as f32).collect();
+        let c = cosine(row, &want);
+        worst = worst.min(c);
+        if file.ends_with(".jpg") {
+            worst_jpeg = worst_jpeg.min(c);
+        }
+        per_file.insert(file.clone(), json!(c));
+    }
+    report["parity_vs_transformers"] =
+        json!({"decoder": model.jpeg_decoding(), "min_cosine": worst, "min_cosine_jpeg": worst_jpeg, "per_image": per_file});
     Ok(())
 }
 

@@ -9,6 +9,7 @@
 
 pub mod clip;
 pub mod heads;
+pub mod jpeg;
 pub mod plan;
 pub mod resize;
 

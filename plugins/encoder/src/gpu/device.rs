@@ -16,7 +16,8 @@ use super::{BLAS_WORKSPACE, GLayer, GLinear, GNorm, driver, kernels_ptx};
 use crate::EncoderError;
 use crate::weights::{Layer, Linear, Norm};
 
-/// GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), ready to run kernels.
+/// GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), ready to run kernels on a
+/// (non-blocking) stream of its own.
 pub(crate) struct GpuDevice {
     ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
@@ -57,7 +58,10 @@ impl GpuDevice {
         // SAFETY: a model uses one stream for everything, so no buffer is ever shared between
         // streams and cudarc's cross-stream events are not needed.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // A stream of its own, not the legacy default stream: libraries that copy on the legacy
+        // stream (nvJPEG does) would otherwise wait for every pass queued here, and the
+        // vision tower's second stream could not overlap its decodes with the forward passes.
+        let stream = ctx.new_stream().map_err(driver("create a stream"))?;
         let blas = CudaBlas::new(stream.clone()).map_err(driver("cuBLAS"))?;
         // cuBLAS' own workspace, as PyTorch gives it on Hopper (its faster kernels need one).
         let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE).map_err(driver("cuBLAS workspace"))?;

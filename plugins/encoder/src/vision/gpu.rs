@@ -11,7 +11,11 @@
 //!
 //! The patches of a pass are cut on all cores into one of [`STAGING`] pinned host buffers
 //! taken in turn, so the upload is asynchronous and the host cuts the next pass while the
-//! device runs this one (a pageable copy would wait for the stream each time).
+//! device runs this one (a pageable copy would wait for the stream each time); JPEGs are
+//! decoded and preprocessed on the device instead (`super::jpeg`). Either way a pass's patches
+//! are made on a second stream into one of two device buffers, so that the next pass's upload
+//! or decode runs while the forward pass of this one does (events order the two streams: the
+//! forward waits for its patches, the patches of pass i + 2 wait for the forward of pass i).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -19,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{Gemm, GemmConfig};
-use cudarc::driver::{CudaSlice, PinnedHostSlice};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
@@ -35,8 +39,8 @@ use crate::gpu::{CONTEXT_BYTES, Dims, GLayer, GLinear, GNorm, Workspace, driver,
 const STAGING: usize = 3;
 
 /// Pinned host buffers for the passes' patches (each `per_pass × L × K`), taken in turn, and
-/// the device buffer they are copied into.
-type Staging = (Vec<PinnedHostSlice<f16>>, Option<CudaSlice<f16>>);
+/// the two device buffers passes make their patches in, in turn.
+type Staging = (Vec<PinnedHostSlice<f16>>, [Option<CudaSlice<f16>>; 2]);
 
 /// A vision tower on the GPU.
 pub struct GpuVision {
@@ -62,6 +66,8 @@ pub struct GpuVision {
     budget: Option<u64>,
     workspace: Mutex<Option<Workspace>>,
     staging: Mutex<Staging>,
+    /// The stream patches are made on (uploads, decodes, the preprocessing kernels).
+    prep: Arc<CudaStream>,
     /// nvJPEG and its buffers, or why there is none.
     jpeg: Mutex<Result<DeviceJpeg, String>>,
 }
@@ -70,7 +76,9 @@ pub struct GpuVision {
 /// and preprocessed on the device.
 pub(crate) enum Slot<'a> {
     Host(Cow<'a, [f32]>),
-    Device(&'a [u8], Arc<curator_image::plan::Plan>),
+    /// The bytes, their plan, and the image's index in the call (for the CPU path, should
+    /// the decoder refuse it).
+    Device(&'a [u8], Arc<curator_image::plan::Plan>, usize),
 }
 
 impl GpuVision {
@@ -153,7 +161,8 @@ impl GpuVision {
             weight_bytes,
             budget,
             workspace: Mutex::new(None),
-            staging: Mutex::new((Vec::new(), None)),
+            staging: Mutex::new((Vec::new(), [None, None])),
+            prep: dev.ctx().new_stream().map_err(driver("create a stream"))?,
             jpeg: Mutex::new(DeviceJpeg::open()),
             dev,
         })
@@ -173,7 +182,10 @@ impl GpuVision {
     pub fn pass_bytes(&self, b: usize) -> u64 {
         let t = (b * self.l) as u64;
         let k = self.patch.inp;
-        workspace_bytes(self.dims.hidden, self.dims.inter, b * self.l, 0, 0) + t * 2 * k as u64 + b as u64 * (4 + 2 * self.embed_dim as u64)
+        // Two patch buffers (one being made while the other is read).
+        workspace_bytes(self.dims.hidden, self.dims.inter, b * self.l, 0, 0)
+            + 2 * t * 2 * k as u64
+            + b as u64 * (4 + 2 * self.embed_dim as u64)
     }
 
     /// Whether passes of `b` images fit the budget.
@@ -196,35 +208,36 @@ impl GpuVision {
         }
     }
 
-    /// Where each image goes: JPEGs nvJPEG can decode and whose crop needs no padding to the
-    /// device (their plans shared by size), the rest through `cpu(i)` on all cores.
+    /// Where each image goes: JPEGs the decoder takes (their header read here, on all cores)
+    /// whose crop needs no padding to the device, their plans shared by size; the rest through
+    /// `cpu(i)`, on all cores.
     pub(crate) fn route<'a>(
         &self,
         images: &[&'a [u8]],
         processor: &curator_image::clip::Processor,
         cpu: &(dyn Fn(usize) -> Result<Vec<f32>, String> + Sync),
     ) -> Result<Vec<Slot<'a>>, EncoderError> {
-        let mut device: Vec<Option<Arc<curator_image::plan::Plan>>> = vec![None; images.len()];
-        if let Ok(Ok(dec)) = self.jpeg.lock().as_deref_mut() {
-            let mut plans: HashMap<(usize, usize), Option<Arc<curator_image::plan::Plan>>> = HashMap::new();
-            for (d, bytes) in device.iter_mut().zip(images) {
-                if let Some((w, h)) = dec.probe(bytes) {
-                    *d = plans
-                        .entry((w, h))
-                        .or_insert_with(|| {
-                            processor.plan(w, h).filter(|p| p.out_width == self.image_size && p.out_height == self.image_size).map(Arc::new)
-                        })
-                        .clone();
-                }
-            }
+        let decoder = self.jpeg_decoder().is_ok();
+        let sizes: Vec<Option<(usize, usize)>> = images
+            .par_iter()
+            .map(|b| {
+                let h = curator_image::jpeg::header(b).filter(|h| decoder && DeviceJpeg::takes(h))?;
+                Some((h.width, h.height))
+            })
+            .collect();
+        let mut plans: HashMap<(usize, usize), Option<Arc<curator_image::plan::Plan>>> = HashMap::new();
+        for &(w, h) in sizes.iter().flatten() {
+            plans.entry((w, h)).or_insert_with(|| {
+                processor.plan(w, h).filter(|p| p.out_width == self.image_size && p.out_height == self.image_size).map(Arc::new)
+            });
         }
         images
             .par_iter()
-            .zip(device)
+            .zip(sizes)
             .enumerate()
-            .map(|(i, (bytes, plan))| match plan {
-                Some(plan) => Ok(Slot::Device(bytes, plan)),
-                None => cpu(i).map(|px| Slot::Host(Cow::Owned(px))).map_err(crate::EncoderError::Image),
+            .map(|(i, (bytes, size))| match size.and_then(|s| plans.get(&s).cloned().flatten()) {
+                Some(plan) => Ok(Slot::Device(bytes, plan, i)),
+                None => cpu(i).map(|px| Slot::Host(Cow::Owned(px))).map_err(EncoderError::Image),
             })
             .collect()
     }
@@ -234,17 +247,19 @@ impl GpuVision {
     pub fn embed(&self, pixels: &[f32], per_pass: usize) -> Result<Vec<f32>, EncoderError> {
         let per = 3 * self.image_size * self.image_size;
         let slots: Vec<Slot<'_>> = pixels.chunks_exact(per).map(|c| Slot::Host(Cow::Borrowed(c))).collect();
-        self.embed_slots(&slots, None, per_pass, true)
+        self.embed_slots(&slots, None, None, per_pass, true)
     }
 
     /// One embedding per slot (see [`GpuVision::route`]; `table`: the processor's byte →
-    /// value table, needed when a slot is on the device), `[n × embed_dim]`, not normalised.
-    /// Without `forward` only the patches are made (timing the preprocessing), and nothing
-    /// comes back.
+    /// value table, needed when a slot is on the device; `cpu`: the CPU path for a device slot's
+    /// image, taken for a whole pass when nvJPEG refuses one of its images),
+    /// `[n × embed_dim]`, not normalised. Without `forward` only the patches are made (timing
+    /// the preprocessing), and nothing comes back.
     pub(crate) fn embed_slots(
         &self,
         slots: &[Slot<'_>],
         table: Option<&[f32]>,
+        cpu: Option<&(dyn Fn(usize) -> Result<Vec<f32>, String> + Sync)>,
         per_pass: usize,
         forward: bool,
     ) -> Result<Vec<f32>, EncoderError> {
@@ -281,50 +296,67 @@ impl GpuVision {
         // different sizes reuse them (a pass copies them whole).
         let pass_len = per_pass.max(1) * self.l * self.patch.inp;
         let mut staging = self.staging.lock().map_err(|_| EncoderError::Gpu("the staging lock is poisoned".into()))?;
-        let (pinned, patches) = &mut *staging;
+        let (pinned, buffers) = &mut *staging;
         if pinned.first().is_some_and(|p| p.len() != pass_len) {
             pinned.clear();
         }
-        if patches.as_ref().is_none_or(|p| p.len() != pass_len) {
-            *patches = None;
-            // SAFETY: every pass's patches are copied in (or written on the device) before a
-            // product reads them.
-            *patches = Some(unsafe { s.alloc::<f16>(pass_len) }.map_err(driver("allocate patches"))?);
+        for buf in buffers.iter_mut() {
+            if buf.as_ref().is_none_or(|p| p.len() != pass_len) {
+                *buf = None;
+                // SAFETY: every pass's patches are copied in (or written on the device) before a
+                // product reads them.
+                *buf = Some(unsafe { s.alloc::<f16>(pass_len) }.map_err(driver("allocate patches"))?);
+            }
         }
-        let Some(patches) = patches.as_mut() else { return Err(EncoderError::Gpu("no patch buffer".into())) };
+        let prep = &self.prep;
+        // Everything queued on the main stream so far (the buffers, the table, an earlier call)
+        // comes before the patches.
+        prep.join(s).map_err(driver("order the streams"))?;
+        let mut read: [Option<CudaEvent>; 2] = [None, None];
         let mut marks = self.dev.marks();
         let geometry = (self.image_size, self.patch_size, self.l, self.tokens, self.patch.inp);
         let mut host_passes = 0;
         for (pass, chunk) in slots.chunks(b_max).enumerate() {
             let b = chunk.len();
+            let Some(patches) = buffers[pass % 2].as_mut() else { return Err(EncoderError::Gpu("no patch buffer".into())) };
+            if let Some(done) = &read[pass % 2] {
+                // The forward pass that read this buffer two passes ago is done.
+                prep.wait(done).map_err(driver("order the streams"))?;
+            }
             let host: Vec<Option<&[f32]>> = chunk.iter().map(|x| if let Slot::Host(px) = x { Some(&**px) } else { None }).collect();
             if host.iter().any(Option::is_some) {
-                if pinned.len() < STAGING.min(host_passes + 1) {
-                    // SAFETY: written in full (zeros where no patch goes) before it is copied.
-                    pinned.push(unsafe { self.dev.ctx().alloc_pinned::<f16>(pass_len) }.map_err(driver("allocate pinned memory"))?);
-                }
-                let host_buf = &mut pinned[host_passes % STAGING];
-                host_passes += 1;
-                // Waits for this buffer's previous copy, STAGING passes ago.
-                self.patches_into(&host, host_buf.as_mut_slice().map_err(driver("pinned memory"))?);
-                self.dev.mark(&mut marks, "upload")?;
-                s.memcpy_htod(host_buf, patches).map_err(driver("copy patches"))?;
+                self.upload(&host, pinned, &mut host_passes, pass_len, patches)?;
             }
             let jobs: Vec<Job<'_>> = chunk
                 .iter()
                 .enumerate()
-                .filter_map(|(i, x)| if let Slot::Device(bytes, plan) = x { Some((i, *bytes, plan.clone())) } else { None })
+                .filter_map(|(i, x)| if let Slot::Device(bytes, plan, _) = x { Some((i, *bytes, plan.clone())) } else { None })
                 .collect();
             if let (false, Some(table)) = (jobs.is_empty(), &table) {
                 let Ok(dec) = jpeg.as_mut() else { return Err(EncoderError::Gpu("images routed to a decoder that is not there".into())) };
-                self.dev.mark(&mut marks, "decode")?;
-                dec.preprocess(&self.dev, &jobs, table, geometry, patches)?;
+                match (dec.preprocess(&self.dev, prep, &jobs, table, geometry, patches), cpu) {
+                    (Ok(()), _) => {}
+                    // nvJPEG refused an image its header promised it would take: the whole
+                    // pass is made again on the host, its JPEGs through the CPU path.
+                    (Err(EncoderError::Gpu(e)), Some(cpu)) if e.starts_with("nvJPEG decode") => {
+                        let again: Vec<Option<Vec<f32>>> = chunk
+                            .par_iter()
+                            .map(|x| if let Slot::Device(.., i) = x { cpu(*i).map(Some).map_err(EncoderError::Image) } else { Ok(None) })
+                            .collect::<Result<_, _>>()?;
+                        let all: Vec<Option<&[f32]>> = host.iter().zip(&again).map(|(h, a)| h.or(a.as_deref())).collect();
+                        self.upload(&all, pinned, &mut host_passes, pass_len, patches)?;
+                    }
+                    (Err(e), _) => return Err(e),
+                }
             }
+            // The forward pass waits for its patches.
+            s.join(prep).map_err(driver("order the streams"))?;
             if forward {
                 self.forward(ws, patches, &lens, b, &mut marks)?;
                 self.dev.mark(&mut marks, "projection")?;
                 self.project(ws, b, &mut out, pass * b_max)?;
             }
+            read[pass % 2] = Some(s.record_event(None).map_err(driver("record an event"))?);
         }
         self.dev.mark(&mut marks, "end")?;
         if !forward {
@@ -334,6 +366,27 @@ impl GpuVision {
         let host = s.clone_dtoh(&out).map_err(driver("copy embeddings back"))?;
         self.dev.add_profile(marks);
         Ok(host.into_iter().map(f16::to_f32).collect())
+    }
+
+    /// Cut the host slots' patches into the next pinned staging buffer (allocated up to
+    /// [`STAGING`] of them) and copy it into `patches` on the preprocessing stream.
+    fn upload(
+        &self,
+        slots: &[Option<&[f32]>],
+        pinned: &mut Vec<PinnedHostSlice<f16>>,
+        host_passes: &mut usize,
+        pass_len: usize,
+        patches: &mut CudaSlice<f16>,
+    ) -> Result<(), EncoderError> {
+        if pinned.len() < STAGING.min(*host_passes + 1) {
+            // SAFETY: written in full (zeros where no patch goes) before it is copied.
+            pinned.push(unsafe { self.dev.ctx().alloc_pinned::<f16>(pass_len) }.map_err(driver("allocate pinned memory"))?);
+        }
+        let host_buf = &mut pinned[*host_passes % STAGING];
+        *host_passes += 1;
+        // Waits for this buffer's previous copy, STAGING passes ago.
+        self.patches_into(slots, host_buf.as_mut_slice().map_err(driver("pinned memory"))?);
+        self.prep.memcpy_htod(host_buf, patches).map_err(driver("copy patches"))
     }
 
     /// The host slots' patches as rows of `[slots·L, 3·patch²]` fp16 in `out` (the rest zero:

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use curator_image::plan::Plan;
 use half::f16;
 
@@ -51,19 +51,19 @@ impl DeviceJpeg {
         self.nvjpeg.backend
     }
 
-    /// `(width, height)` of a JPEG this decoder takes, `None` for anything else.
-    pub(crate) fn probe(&mut self, data: &[u8]) -> Option<(usize, usize)> {
-        if !data.starts_with(&[0xFF, 0xD8, 0xFF]) {
-            return None;
-        }
-        self.nvjpeg.probe(data).filter(|(w, h)| w * h <= MAX_PIXELS)
+    /// Whether a JPEG of this header goes to the decoder (one the hardware decoder takes, of a
+    /// size that fits a group).
+    pub(crate) fn takes(h: &curator_image::jpeg::JpegHeader) -> bool {
+        h.gpu_decodable() && h.width * h.height <= MAX_PIXELS
     }
 
-    /// Decode `jobs` and write each one's slot of `patches` (`[slots × L × K]`), on the device's
-    /// stream. The bytes must stay unchanged until the stream has run.
+    /// Decode `jobs` and write each one's slot of `patches` (`[slots × L × K]`), on stream `s`
+    /// (which alone touches the decoder's buffers). The bytes must stay unchanged until `s`
+    /// has run.
     pub(crate) fn preprocess(
         &mut self,
         dev: &GpuDevice,
+        s: &Arc<CudaStream>,
         jobs: &[Job<'_>],
         table: &CudaSlice<f32>,
         geometry: Geometry,
@@ -78,22 +78,23 @@ impl DeviceJpeg {
                 bytes += raw_len(&jobs[end].2);
                 end += 1;
             }
-            self.group(dev, &jobs[start..end], bytes, table, geometry, patches)?;
+            self.group(dev, s, &jobs[start..end], bytes, table, geometry, patches)?;
             start = end;
         }
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn group(
         &mut self,
         dev: &GpuDevice,
+        s: &Arc<CudaStream>,
         jobs: &[Job<'_>],
         raw_bytes: usize,
         table: &CudaSlice<f32>,
         geometry: Geometry,
         patches: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
-        let s = &dev.stream;
         let side = geometry.0;
         // Descriptors and taps (one copy of the taps per image size in the group).
         let mut desc = Vec::with_capacity(jobs.len() * PREP_DESC);
@@ -147,9 +148,9 @@ impl DeviceJpeg {
         let data: Vec<&[u8]> = jobs.iter().map(|(_, d, _)| *d).collect();
         dev.ctx().bind_to_thread().map_err(driver("bind context"))?;
         // SAFETY: each output is its image's `pitch × height` bytes inside `raw` (device memory
-        // of this context, only touched on this stream: the kernels below read it after the
+        // of this context, only touched on stream `s`: the kernels below read it after the
         // decode, the next group's decode writes it after them); the bytes are the caller's,
-        // unchanged until the stream has run (the call ends with a copy back that waits).
+        // unchanged until the stream has run (the call ends with a copy back that waits for it).
         unsafe { self.nvjpeg.decode(&data, &mut outs, s.cu_stream() as *mut std::ffi::c_void) }.map_err(EncoderError::Gpu)?;
         let desc = s.clone_htod(&desc).map_err(driver("copy descriptors"))?;
         let coef = s.clone_htod(&coef).map_err(driver("copy taps"))?;
@@ -167,11 +168,7 @@ fn raw_len(plan: &Plan) -> usize {
 }
 
 /// `buf`, reallocated when it holds fewer than `len` bytes.
-fn grown<'b>(
-    s: &Arc<cudarc::driver::CudaStream>,
-    buf: &'b mut Option<CudaSlice<u8>>,
-    len: usize,
-) -> Result<&'b mut CudaSlice<u8>, EncoderError> {
+fn grown<'b>(s: &Arc<CudaStream>, buf: &'b mut Option<CudaSlice<u8>>, len: usize) -> Result<&'b mut CudaSlice<u8>, EncoderError> {
     if buf.as_ref().is_none_or(|b| b.len() < len) {
         *buf = None;
         // SAFETY: every byte a kernel reads is written first (by the decode, or pass 1).

@@ -292,7 +292,7 @@ impl VisionModel {
         let mut out = match &self.backend {
             Backend::Gpu(g) => {
                 let slots = g.route(images, processor, cpu)?;
-                g.embed_slots(&slots, Some(&processor.table()), per_pass, true)?
+                g.embed_slots(&slots, Some(&processor.table()), Some(cpu), per_pass, true)?
             }
             Backend::Cpu => {
                 let pixels = (0..images.len()).into_par_iter().map(cpu).collect::<Result<Vec<_>, _>>().map_err(EncoderError::Image)?;
@@ -318,7 +318,7 @@ impl VisionModel {
         match &self.backend {
             Backend::Gpu(g) => {
                 let slots = g.route(images, processor, cpu)?;
-                g.embed_slots(&slots, Some(&processor.table()), per_pass, false).map(drop)
+                g.embed_slots(&slots, Some(&processor.table()), Some(cpu), per_pass, false).map(drop)
             }
             Backend::Cpu => {
                 (0..images.len()).into_par_iter().map(cpu).collect::<Result<Vec<_>, _>>().map(drop).map_err(EncoderError::Image)

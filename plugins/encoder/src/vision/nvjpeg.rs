@@ -12,7 +12,6 @@ use std::ffi::{c_int, c_uint, c_void};
 type Status = c_int;
 type Handle = *mut c_void;
 type State = *mut c_void;
-type JpegStream = *mut c_void;
 
 /// `nvjpegImage_t`: up to four planes and their pitches (RGBI output uses the first).
 #[repr(C)]
@@ -25,9 +24,6 @@ pub(crate) struct NvImage {
 const BACKEND_GPU_HYBRID: c_int = 2;
 const BACKEND_HARDWARE: c_int = 3;
 const OUTPUT_RGBI: c_int = 5;
-const CSS_410: c_int = 5;
-const CSS_411: c_int = 4;
-const CSS_UNKNOWN: c_int = -1;
 
 /// The functions of `nvjpeg.h` we call, resolved from the library (which stays loaded).
 struct Api {
@@ -35,13 +31,8 @@ struct Api {
     destroy: unsafe extern "C" fn(Handle) -> Status,
     state_create: unsafe extern "C" fn(Handle, *mut State) -> Status,
     state_destroy: unsafe extern "C" fn(State) -> Status,
-    image_info: unsafe extern "C" fn(Handle, *const u8, usize, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> Status,
     batched_init: unsafe extern "C" fn(Handle, State, c_int, c_int, c_int) -> Status,
     batched: unsafe extern "C" fn(Handle, State, *const *const u8, *const usize, *mut NvImage, *mut c_void) -> Status,
-    stream_create: unsafe extern "C" fn(Handle, *mut JpegStream) -> Status,
-    stream_destroy: unsafe extern "C" fn(JpegStream) -> Status,
-    parse_header: unsafe extern "C" fn(Handle, *const u8, usize, JpegStream) -> Status,
-    batched_supported: unsafe extern "C" fn(Handle, JpegStream, *mut c_int) -> Status,
     _lib: libloading::Library,
 }
 
@@ -65,13 +56,8 @@ impl Api {
             destroy: sym!(b"nvjpegDestroy\0"),
             state_create: sym!(b"nvjpegJpegStateCreate\0"),
             state_destroy: sym!(b"nvjpegJpegStateDestroy\0"),
-            image_info: sym!(b"nvjpegGetImageInfo\0"),
             batched_init: sym!(b"nvjpegDecodeBatchedInitialize\0"),
             batched: sym!(b"nvjpegDecodeBatched\0"),
-            stream_create: sym!(b"nvjpegJpegStreamCreate\0"),
-            stream_destroy: sym!(b"nvjpegJpegStreamDestroy\0"),
-            parse_header: sym!(b"nvjpegJpegStreamParseHeader\0"),
-            batched_supported: sym!(b"nvjpegDecodeBatchedSupported\0"),
             _lib: lib,
         })
     }
@@ -81,13 +67,12 @@ fn check(what: &str, status: Status) -> Result<(), String> {
     if status == 0 { Ok(()) } else { Err(format!("nvJPEG {what}: status {status}")) }
 }
 
-/// A decoder: nvJPEG's handle, its batched-decode state and a parsed-header scratch object.
+/// A decoder: nvJPEG's handle and its batched-decode state.
 /// Used under the vision tower's lock, with its CUDA context bound to the calling thread.
 pub(crate) struct Nvjpeg {
     api: Api,
     handle: Handle,
     state: State,
-    header: JpegStream,
     /// The batch size `state` was initialised for.
     batch: Option<usize>,
     /// "hardware" (the JPEG engines) or "GPU" (CUDA cores).
@@ -118,36 +103,17 @@ impl Nvjpeg {
             }
         }
         check("create", status)?;
-        let mut d = Nvjpeg { api, handle, state: std::ptr::null_mut(), header: std::ptr::null_mut(), batch: None, backend };
-        // SAFETY: `handle` is live; each call writes its out-parameter on success (and Drop
-        // destroys only what is non-null).
+        let mut d = Nvjpeg { api, handle, state: std::ptr::null_mut(), batch: None, backend };
+        // SAFETY: `handle` is live; the call writes the state on success (and Drop destroys
+        // only what is non-null).
         check("state", unsafe { (d.api.state_create)(d.handle, &mut d.state) })?;
-        check("stream", unsafe { (d.api.stream_create)(d.handle, &mut d.header) })?;
         Ok(d)
     }
 
-    /// `(width, height)` of a JPEG this decoder can decode in a batch, or `None` (progressive,
-    /// CMYK, 4:1:0 or 4:1:1 on the hardware decoder, not a JPEG): such images take the CPU path.
-    pub(crate) fn probe(&mut self, data: &[u8]) -> Option<(usize, usize)> {
-        let (mut comps, mut css) = (0 as c_int, 0 as c_int);
-        let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
-        // SAFETY: `data` is valid for its length; the four outputs have nvJPEG's sizes.
-        let info =
-            unsafe { (self.api.image_info)(self.handle, data.as_ptr(), data.len(), &mut comps, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
-        if info != 0 || !matches!(comps, 1 | 3) || css == CSS_UNKNOWN || (self.backend == "hardware" && matches!(css, CSS_410 | CSS_411)) {
-            return None;
-        }
-        let mut unsupported: c_int = 1;
-        // SAFETY: as above; `header` is this handle's stream object.
-        let ok = unsafe {
-            (self.api.parse_header)(self.handle, data.as_ptr(), data.len(), self.header) == 0
-                && (self.api.batched_supported)(self.handle, self.header, &mut unsupported) == 0
-        };
-        (ok && unsupported == 0 && w[0] > 0 && h[0] > 0).then_some((w[0] as usize, h[0] as usize))
-    }
-
     /// Decode `data[i]` into `out[i]` (interleaved RGB, device memory of `pitch × height`
-    /// bytes each) on `stream`. Every image must have passed [`Nvjpeg::probe`].
+    /// bytes each) on `stream`. Every image must be one the hardware decoder takes
+    /// (`curator_image::jpeg::JpegHeader::gpu_decodable`); a failed call leaves the decoder
+    /// ready for the next.
     ///
     /// # Safety
     /// `out`'s planes must be device memory of the current context, large enough for their
@@ -165,17 +131,19 @@ impl Nvjpeg {
         let ptrs: Vec<*const u8> = data.iter().map(|d| d.as_ptr()).collect();
         let lens: Vec<usize> = data.iter().map(|d| d.len()).collect();
         // SAFETY: the arrays hold `batch` entries; the caller vouches for the buffers.
-        check("decode", unsafe { (self.api.batched)(self.handle, self.state, ptrs.as_ptr(), lens.as_ptr(), out.as_mut_ptr(), stream) })
+        let status = unsafe { (self.api.batched)(self.handle, self.state, ptrs.as_ptr(), lens.as_ptr(), out.as_mut_ptr(), stream) };
+        if status != 0 {
+            // Set the state up again before the next batch.
+            self.batch = None;
+        }
+        check("decode", status)
     }
 }
 
 impl Drop for Nvjpeg {
     fn drop(&mut self) {
-        // SAFETY: each object was created on this handle and is destroyed once, handle last.
+        // SAFETY: the state was created on this handle; each is destroyed once, handle last.
         unsafe {
-            if !self.header.is_null() {
-                (self.api.stream_destroy)(self.header);
-            }
             if !self.state.is_null() {
                 (self.api.state_destroy)(self.state);
             }
