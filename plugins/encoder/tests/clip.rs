@@ -49,3 +49,37 @@ fn cpu_embeddings_equal_transformers() {
         assert!(worst_exact >= 0.99999, "{name}: cosine {worst_exact} on images whose pixels are Pillow's");
     }
 }
+
+/// `embed_encoded` (what `image_embedder` calls) on the CPU is the processor's pixel values
+/// through `embed_cpu`, image by image in order, and names the image that does not decode.
+#[test]
+fn embed_encoded_on_the_cpu_is_the_pixel_path() {
+    let Some(dir) = common::model("clip-tiny") else { return };
+    let model = VisionModel::load(&dir).unwrap();
+    let processor = Processor::from_dir(&dir, model.config.image_size).unwrap();
+    let folder = common::root().join("tests/parity/images");
+    let mut names: Vec<_> = std::fs::read_dir(&folder).unwrap().flatten().map(|e| e.path()).collect();
+    names.sort();
+    let blobs: Vec<Vec<u8>> = names.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let views: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    let cpu = |i: usize| -> Result<Vec<f32>, String> {
+        let img = curator_image::decode(views[i]).map_err(|e| format!("image {i}: {e}"))?;
+        let mut px = Vec::new();
+        processor.pixel_values_into(&img, &mut px);
+        Ok(px)
+    };
+    let got = model.embed_encoded(&views, &processor, &cpu, true, 3).unwrap();
+    let pixels: Vec<f32> = (0..views.len()).flat_map(|i| cpu(i).unwrap()).collect();
+    assert_eq!(got, model.embed_cpu(&pixels, true));
+    assert_eq!(model.jpeg_decoding(), "CPU");
+    let mut broken = views.clone();
+    broken[2] = b"\xFF\xD8\xFF not a JPEG";
+    let cpu_broken = |i: usize| -> Result<Vec<f32>, String> {
+        let img = curator_image::decode(broken[i]).map_err(|e| format!("image {i}: {e}"))?;
+        let mut px = Vec::new();
+        processor.pixel_values_into(&img, &mut px);
+        Ok(px)
+    };
+    let err = model.embed_encoded(&broken, &processor, &cpu_broken, true, 3).unwrap_err();
+    assert!(err.to_string().starts_with("image 2:"), "{err}");
+}
