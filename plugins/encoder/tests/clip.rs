@@ -62,24 +62,20 @@ fn embed_encoded_on_the_cpu_is_the_pixel_path() {
     names.sort();
     let blobs: Vec<Vec<u8>> = names.iter().map(|p| std::fs::read(p).unwrap()).collect();
     let views: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
-    let cpu = |i: usize| -> Result<Vec<f32>, String> {
-        let img = curator_image::decode(views[i]).map_err(|e| format!("image {i}: {e}"))?;
+    let pixels_of = |bytes: &[u8], i: usize| -> Result<Vec<f32>, String> {
+        let img = curator_image::decode(bytes).map_err(|e| format!("image {i}: {e}"))?;
         let mut px = Vec::new();
         processor.pixel_values_into(&img, &mut px);
         Ok(px)
     };
+    let cpu = |i: usize| pixels_of(views[i], i);
     let got = model.embed_encoded(&views, &processor, &cpu, true, 3).unwrap();
     let pixels: Vec<f32> = (0..views.len()).flat_map(|i| cpu(i).unwrap()).collect();
     assert_eq!(got, model.embed_cpu(&pixels, true));
     assert_eq!(model.jpeg_decoding(), "CPU");
     let mut broken = views.clone();
     broken[2] = b"\xFF\xD8\xFF not a JPEG";
-    let cpu_broken = |i: usize| -> Result<Vec<f32>, String> {
-        let img = curator_image::decode(broken[i]).map_err(|e| format!("image {i}: {e}"))?;
-        let mut px = Vec::new();
-        processor.pixel_values_into(&img, &mut px);
-        Ok(px)
-    };
+    let cpu_broken = |i: usize| pixels_of(broken[i], i);
     let err = model.embed_encoded(&broken, &processor, &cpu_broken, true, 3).unwrap_err();
     assert!(err.to_string().starts_with("image 2:"), "{err}");
 }

@@ -288,17 +288,7 @@ impl VisionModel {
         normalize: bool,
         per_pass: usize,
     ) -> Result<Vec<f32>, EncoderError> {
-        use rayon::prelude::*;
-        let mut out = match &self.backend {
-            Backend::Gpu(g) => {
-                let slots = g.route(images, processor, cpu)?;
-                g.embed_slots(&slots, Some(&processor.table()), Some(cpu), per_pass, true)?
-            }
-            Backend::Cpu => {
-                let pixels = (0..images.len()).into_par_iter().map(cpu).collect::<Result<Vec<_>, _>>().map_err(EncoderError::Image)?;
-                cpu::embed(&self.config, &self.weights, &pixels.concat())
-            }
-        };
+        let mut out = self.encoded(images, processor, cpu, per_pass, true)?;
         if normalize {
             normalize_rows(&mut out, self.config.embed_dim());
         }
@@ -314,14 +304,28 @@ impl VisionModel {
         cpu: &(dyn Fn(usize) -> Result<Vec<f32>, String> + Sync),
         per_pass: usize,
     ) -> Result<(), EncoderError> {
+        self.encoded(images, processor, cpu, per_pass, false).map(drop)
+    }
+
+    /// [`VisionModel::embed_encoded`], not normalised; without `forward` the preprocessing
+    /// alone, returning nothing.
+    fn encoded(
+        &self,
+        images: &[&[u8]],
+        processor: &curator_image::clip::Processor,
+        cpu: &(dyn Fn(usize) -> Result<Vec<f32>, String> + Sync),
+        per_pass: usize,
+        forward: bool,
+    ) -> Result<Vec<f32>, EncoderError> {
         use rayon::prelude::*;
         match &self.backend {
             Backend::Gpu(g) => {
                 let slots = g.route(images, processor, cpu)?;
-                g.embed_slots(&slots, Some(&processor.table()), Some(cpu), per_pass, false).map(drop)
+                g.embed_slots(&slots, Some(&processor.table()), Some(cpu), per_pass, forward)
             }
             Backend::Cpu => {
-                (0..images.len()).into_par_iter().map(cpu).collect::<Result<Vec<_>, _>>().map(drop).map_err(EncoderError::Image)
+                let pixels = (0..images.len()).into_par_iter().map(cpu).collect::<Result<Vec<_>, _>>().map_err(EncoderError::Image)?;
+                Ok(if forward { cpu::embed(&self.config, &self.weights, &pixels.concat()) } else { Vec::new() })
             }
         }
     }
