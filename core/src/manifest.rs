@@ -92,6 +92,11 @@ pub struct Manifest {
     /// Columns the stage reads.
     #[serde(default)]
     pub input_columns: Vec<String>,
+    /// Params whose value names one more column the stage reads (`text_field`,
+    /// `embedding_field`: a pipeline that renames a column tells the stage, and the host
+    /// hands that column over). Each must be a string property of `params_schema`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_params: Vec<String>,
     /// Columns the stage writes or adds.
     #[serde(default)]
     pub output_columns: Vec<String>,
@@ -119,6 +124,8 @@ pub enum ManifestError {
     BadParamsSchema,
     #[error("manifest: permissions.directories: {0}")]
     BadDirectory(String),
+    #[error("manifest: input_params: {0:?} is not a string property of params_schema")]
+    BadInputParam(String),
 }
 
 impl Manifest {
@@ -148,7 +155,28 @@ impl Manifest {
                 return Err(ManifestError::BadDirectory(format!("{:?} is not a valid directory name", d.name)));
             }
         }
+        for p in &self.input_params {
+            if self.params_schema.pointer(&format!("/properties/{p}/type")).and_then(|t| t.as_str()) != Some("string") {
+                return Err(ManifestError::BadInputParam(p.clone()));
+            }
+        }
         Ok(())
+    }
+
+    /// The columns a stage with these `params` reads: `input_columns`, then the column each
+    /// of `input_params` names (its value, or its schema default when the pipeline leaves it
+    /// out), each once.
+    pub fn columns_read(&self, params: &serde_json::Value) -> Vec<String> {
+        let mut cols = self.input_columns.clone();
+        for p in &self.input_params {
+            let named = params.get(p).or_else(|| self.params_schema.pointer(&format!("/properties/{p}/default"))).and_then(|v| v.as_str());
+            if let Some(c) = named
+                && !cols.iter().any(|x| x == c)
+            {
+                cols.push(c.to_string());
+            }
+        }
+        cols
     }
 }
 
@@ -160,6 +188,22 @@ pub fn is_valid_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn input_params_add_the_columns_their_values_name() {
+        let mut m = sample();
+        m["input_columns"] = serde_json::json!(["id"]);
+        m["input_params"] = serde_json::json!(["text_field"]);
+        m["params_schema"] = serde_json::json!({"type": "object", "properties": {"text_field": {"type": "string", "default": "text"}}});
+        let m = Manifest::from_json(m.to_string().as_bytes()).expect("valid");
+        assert_eq!(m.columns_read(&serde_json::json!({})), ["id", "text"]);
+        assert_eq!(m.columns_read(&serde_json::json!({"text_field": "title"})), ["id", "title"]);
+        assert_eq!(m.columns_read(&serde_json::json!({"text_field": "id"})), ["id"]);
+        let mut bad = sample();
+        bad["input_params"] = serde_json::json!(["missing"]);
+        let err = Manifest::from_json(bad.to_string().as_bytes()).expect_err("no such param");
+        assert!(err.to_string().contains("\"missing\""), "{err}");
+    }
 
     fn sample() -> serde_json::Value {
         serde_json::json!({

@@ -165,7 +165,7 @@ fn trial(stage: &PlannedStage, sample: &[RecordBatch], size: usize, card_bytes: 
         })
     };
     let mut worker: Box<dyn StageCall> = Box::new(worker);
-    let wanted = &stage.plugin.manifest.input_columns;
+    let wanted = &stage.columns_read();
     // Warm-up (kernels, cuBLAS heuristics, the allocator) on a slice, not timed.
     let result = sample
         .first()

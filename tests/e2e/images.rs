@@ -169,7 +169,9 @@ fn clip_embeddings_and_nemos_filters_keep_what_the_reference_keeps() {
     let nsfw_threshold = threshold("nsfw", 4..7);
     let models = root().join("target/models");
     let yaml = format!(
-        "source: {{path: shards}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {m}}}\n  - plugin: aesthetic_filter\n    params: {{model: /models/aesthetic-head, score_threshold: {aes_threshold}}}\n    grants: {{models: {m}}}\n  - plugin: nsfw_filter\n    params: {{model: /models/nsfw-head, score_threshold: {nsfw_threshold}}}\n    grants: {{models: {m}}}\nsink: {{path: out, format: webdataset}}\n",
+        // The embeddings under a column of the pipeline's naming: the filters' `embedding_field`
+        // (an `input_params` param) is what gets that column to them.
+        "source: {{path: shards}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu, embedding_field: clip}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {m}}}\n  - plugin: aesthetic_filter\n    params: {{model: /models/aesthetic-head, score_threshold: {aes_threshold}, embedding_field: clip}}\n    grants: {{models: {m}}}\n  - plugin: nsfw_filter\n    params: {{model: /models/nsfw-head, score_threshold: {nsfw_threshold}, embedding_field: clip}}\n    grants: {{models: {m}}}\nsink: {{path: out, format: webdataset}}\n",
         m = models.display()
     );
     write_pipeline(tmp.path(), &yaml);
@@ -199,8 +201,8 @@ fn clip_embeddings_and_nemos_filters_keep_what_the_reference_keeps() {
         let tol = if name.ends_with(".jpg") { 1e-3 } else { 1e-5 };
         assert!((meta["aesthetic_score"].as_f64().unwrap() - a).abs() < tol, "{name}: {meta}");
         assert!((meta["nsfw_score"].as_f64().unwrap() - n).abs() < tol, "{name}: {meta}");
-        assert!(meta.get("image_embedding").is_none(), "vectors are members of their own");
-        let npy = &out.iter().find(|(p, _)| p == &format!("{key}.image_embedding.npy")).expect("the embedding as .npy").1;
+        assert!(meta.get("clip").is_none(), "vectors are members of their own");
+        let npy = &out.iter().find(|(p, _)| p == &format!("{key}.clip.npy")).expect("the embedding as .npy").1;
         assert!(npy.starts_with(b"\x93NUMPY\x01\x00") && (npy.len() - 768 * 4) % 64 == 0, "{} bytes", npy.len());
         let image = out
             .iter()

@@ -33,10 +33,22 @@ fn run(dir: &Path, args: &[&str]) -> Run {
 }
 
 fn write_reference_docs(dir: &Path) -> Vec<serde_json::Value> {
+    write_reference_docs_in(dir, "text")
+}
+
+/// The reference texts in `field` (any other than `text`: `text` holds a decoy).
+fn write_reference_docs_in(dir: &Path, field: &str) -> Vec<serde_json::Value> {
     let cases = reference();
     std::fs::create_dir_all(dir.join("in")).unwrap();
-    let lines: Vec<String> =
-        cases.iter().enumerate().map(|(i, c)| serde_json::json!({"id": format!("d{i}"), "text": c["text"]}).to_string()).collect();
+    let lines: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut doc = serde_json::json!({"id": format!("d{i}"), "text": "not this text"});
+            doc[field] = c["text"].clone();
+            doc.to_string()
+        })
+        .collect();
     std::fs::write(dir.join("in/docs.jsonl"), lines.join("\n") + "\n").unwrap();
     cases
 }
@@ -52,9 +64,10 @@ fn embedder_writes_an_embedding_vector_column_to_parquet() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let cases = write_reference_docs(tmp.path());
+    // The text in a field of its own: `text_field` (an `input_params` param) gets it to the stage.
+    let cases = write_reference_docs_in(tmp.path(), "body");
     let yaml = format!(
-        "source: {{path: in}}\nbatch_size: 5\nstages:\n  - plugin: embedder\n    params: {{model: /models/all-MiniLM-L6-v2, device: cpu}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {}}}\nsink: {{path: out, format: parquet}}\n",
+        "source: {{path: in}}\nbatch_size: 5\nstages:\n  - plugin: embedder\n    params: {{model: /models/all-MiniLM-L6-v2, device: cpu, text_field: body}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {}}}\nsink: {{path: out, format: parquet}}\n",
         models().display()
     );
     write_pipeline(tmp.path(), &yaml);

@@ -160,6 +160,7 @@ fn entry_json(e: &PluginEntry) -> serde_json::Value {
         "resources": m.resources,
         "batch_size": m.batch_size,
         "input_columns": m.input_columns,
+        "input_params": m.input_params,
         "output_columns": m.output_columns,
         "permissions": m.permissions,
         "params_schema": m.params_schema,
@@ -218,6 +219,9 @@ fn plugin_inspect(what: &str, dirs: &PluginDirs, json: bool) -> Result<ExitCode>
         out!("file:        {} ({} bytes)", entry.path.display(), entry.size);
         out!("resources:   {}", fmt_resources(&m.resources));
         out!("columns:     reads {:?}, writes {:?}", m.input_columns, m.output_columns);
+        if !m.input_params.is_empty() {
+            out!("             and the columns its params {:?} name", m.input_params);
+        }
         let dirs: Vec<String> =
             m.permissions.directories.iter().map(|d| format!("{} ({})", d.name, if d.writable { "rw" } else { "ro" })).collect();
         out!("directories: {}", if dirs.is_empty() { "none".into() } else { dirs.join(", ") });

@@ -116,7 +116,7 @@ fn time_wasm(
     }
     .map_err(|e| stage_error(stage, e))?;
     let mut inst = compiled.instantiate(&stage.label, &stage.params, &instance_limits(stage)).map_err(|e| stage_error(stage, e))?;
-    let wanted = &stage.plugin.manifest.input_columns;
+    let wanted = &stage.columns_read();
     let timed = best_of(stage, batches, repeat, |b| call_and_apply(&mut inst, b, wanted));
     inst.teardown();
     timed
@@ -132,7 +132,7 @@ fn time_native(
     let lib = Library::load(library).map_err(|e| stage_error(stage, e))?;
     let params = serde_json::to_string(&stage.params).unwrap_or_else(|_| "{}".into());
     let mut inst = lib.create(&params, &curator_sdk::abi::WorkerContext::default()).map_err(|e| stage_error(stage, e))?;
-    let wanted = &stage.plugin.manifest.input_columns;
+    let wanted = &stage.columns_read();
     best_of(stage, batches, repeat, |b| call_and_apply(&mut inst as &mut dyn StageCall, b, wanted))
 }
 

@@ -246,7 +246,7 @@ fn call_resilient(
     calls: &mut Calls,
 ) -> Result<(), RunError> {
     let stage = &ctx.plan.stages[i];
-    let wanted = &stage.plugin.manifest.input_columns;
+    let wanted = &stage.columns_read();
     let mut tries = 0;
     loop {
         let cpu0 = crate::os::thread_cpu_time();

@@ -62,6 +62,12 @@ pub enum Builtin {
 }
 
 impl PlannedStage {
+    /// The columns its calls are given: the manifest's `input_columns` and the columns its
+    /// `input_params` name with this stage's params.
+    pub fn columns_read(&self) -> Vec<String> {
+        self.plugin.manifest.columns_read(&self.params)
+    }
+
     /// A worker count nobody may change: `num_workers`, or what GPU placement decided.
     pub fn fixed_workers(&self) -> Option<usize> {
         self.num_workers.or((!self.gpu.is_empty()).then_some(self.gpu.len()))

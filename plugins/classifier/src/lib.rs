@@ -17,7 +17,7 @@ use curator_encoder::stage::{batch_error, encoder_options, load_encoder, texts};
 use curator_sdk::prelude::*;
 
 /// Sequence classification with a BERT- or DeBERTa-family model.
-#[stage(name = "classifier", native, cpus = 4.0, gpu_memory_gb = 4.0, memory_mb = 4096, dir = "models", outputs = ["label", "score"], batch_size = 8192)]
+#[stage(name = "classifier", native, cpus = 4.0, gpu_memory_gb = 4.0, memory_mb = 4096, dir = "models", inputs = [], input_params = ["text_field"], outputs = ["label", "score"], batch_size = 8192)]
 pub struct Classifier {
     /// The model directory as the stage sees it (inside the granted `models` directory).
     pub model: String,

@@ -14,7 +14,7 @@ use curator_encoder::{Encoder, Pooling};
 use curator_sdk::prelude::*;
 
 /// Sentence embeddings from a BERT-family model.
-#[stage(name = "embedder", native, cpus = 4.0, gpu_memory_gb = 4.0, memory_mb = 4096, dir = "models", outputs = ["embedding"], batch_size = 8192)]
+#[stage(name = "embedder", native, cpus = 4.0, gpu_memory_gb = 4.0, memory_mb = 4096, dir = "models", inputs = [], input_params = ["text_field"], outputs = ["embedding"], batch_size = 8192)]
 pub struct Embedder {
     /// The model directory as the stage sees it (inside the granted `models` directory).
     pub model: String,
