@@ -56,11 +56,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Parity: the device's embeddings against the CPU f32 path's, on the test images.
     let per = model.config.pixels();
     let mut pixels = Vec::new();
-    let mut px = Vec::new();
     let names = files(&images)?;
     for f in &names {
-        processor.pixel_values_into(&curator_image::decode(&std::fs::read(f)?)?, &mut px);
-        pixels.extend_from_slice(&px);
+        pixels.extend(processor.pixel_values_of(&std::fs::read(f)?)?);
     }
     let dim = model.config.embed_dim();
     let got = model.embed(&pixels, true, batch)?;
@@ -141,12 +139,7 @@ fn versus_reference(
         return Ok(());
     }
     let views: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
-    let cpu = |i: usize| -> Result<Vec<f32>, String> {
-        let img = curator_image::decode(views[i]).map_err(|e| e.to_string())?;
-        let mut px = Vec::new();
-        processor.pixel_values_into(&img, &mut px);
-        Ok(px)
-    };
+    let cpu = |i: usize| processor.pixel_values_of(views[i]).map_err(|e| e.to_string());
     let got = model.embed_encoded(&views, processor, &cpu, true, batch)?;
     let dim = model.config.embed_dim();
     let mut per_file = serde_json::Map::new();
@@ -177,12 +170,7 @@ fn gpu_decode(
     batch: usize,
     report: &mut serde_json::Value,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let cpu = |bytes: &[u8]| -> Result<Vec<f32>, String> {
-        let img = curator_image::decode(bytes).map_err(|e| e.to_string())?;
-        let mut px = Vec::new();
-        processor.pixel_values_into(&img, &mut px);
-        Ok(px)
-    };
+    let cpu = |bytes: &[u8]| processor.pixel_values_of(bytes).map_err(|e| e.to_string());
     let distinct: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
     let host: Vec<f32> = distinct.iter().map(|b| cpu(b)).collect::<Result<Vec<_>, _>>()?.concat();
     let want = model.embed(&host, true, batch)?;

@@ -62,12 +62,7 @@ fn embed_encoded_on_the_cpu_is_the_pixel_path() {
     names.sort();
     let blobs: Vec<Vec<u8>> = names.iter().map(|p| std::fs::read(p).unwrap()).collect();
     let views: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
-    let pixels_of = |bytes: &[u8], i: usize| -> Result<Vec<f32>, String> {
-        let img = curator_image::decode(bytes).map_err(|e| format!("image {i}: {e}"))?;
-        let mut px = Vec::new();
-        processor.pixel_values_into(&img, &mut px);
-        Ok(px)
-    };
+    let pixels_of = |bytes: &[u8], i: usize| processor.pixel_values_of(bytes).map_err(|e| format!("image {i}: {e}"));
     let cpu = |i: usize| pixels_of(views[i], i);
     let got = model.embed_encoded(&views, &processor, &cpu, true, 3).unwrap();
     let pixels: Vec<f32> = (0..views.len()).flat_map(|i| cpu(i).unwrap()).collect();

@@ -159,6 +159,16 @@ impl Processor {
         }
     }
 
+    /// The model's input for an encoded image, decoded as [`crate::decode`] decodes it: the
+    /// CPU path of every image `image_embedder` does not decode on the GPU.
+    #[cfg(feature = "decode")]
+    pub fn pixel_values_of(&self, bytes: &[u8]) -> Result<Vec<f32>, ImageError> {
+        let img = crate::decode(bytes)?;
+        let mut px = Vec::new();
+        self.pixel_values_into(&img, &mut px);
+        Ok(px)
+    }
+
     /// [`Processor::pixel_values_into`] the long way: the whole image resized, cropped (and
     /// padded), each byte normalised through [`Processor::table`].
     pub fn full_pixel_values_into(&self, img: &Rgb8, out: &mut Vec<f32>) {

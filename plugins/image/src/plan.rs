@@ -22,14 +22,14 @@ pub struct Axis {
 }
 
 impl Axis {
-    /// Outputs `[from, from + n)` of `taps`, their first indices less `base`.
-    fn from_taps(t: &Taps, from: usize, n: usize, base: usize) -> Axis {
-        let k = t.weights[from..from + n].iter().map(Vec::len).max().unwrap_or(0).max(1);
-        let mut weights = vec![0; n * k];
-        for (dst, w) in weights.chunks_exact_mut(k).zip(&t.weights[from..from + n]) {
+    /// `taps` padded to one length, their first indices less `base`.
+    fn from_taps(t: &Taps, base: usize) -> Axis {
+        let k = t.weights.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let mut weights = vec![0; t.weights.len() * k];
+        for (dst, w) in weights.chunks_exact_mut(k).zip(&t.weights) {
             dst[..w.len()].copy_from_slice(w);
         }
-        Axis { first: t.first[from..from + n].iter().map(|&f| (f - base) as i32).collect(), k, weights }
+        Axis { first: t.first.iter().map(|&f| (f - base) as i32).collect(), k, weights }
     }
 
     /// Output `o`'s taps: (input index clamped below `len`, weight).
@@ -72,9 +72,10 @@ impl Processor {
             return None;
         }
         let (top, left) = ((rh - ch) / 2, (rw - cw) / 2);
-        let (h, v) = (taps(width, rw), taps(height, rh));
-        let row_lo = v.first[top..top + ch].iter().copied().min()?;
-        let row_hi = (top..top + ch).map(|y| v.first[y] + v.weights[y].len()).max()?;
+        // Only the outputs the crop keeps.
+        let (h, v) = (taps(width, rw, left..left + cw), taps(height, rh, top..top + ch));
+        let row_lo = v.first.iter().copied().min()?;
+        let row_hi = v.first.iter().zip(&v.weights).map(|(f, w)| f + w.len()).max()?;
         Some(Plan {
             src_width: width,
             src_height: height,
@@ -82,8 +83,8 @@ impl Processor {
             out_height: ch,
             row_lo,
             rows: row_hi - row_lo,
-            horizontal: Axis::from_taps(&h, left, cw, 0),
-            vertical: Axis::from_taps(&v, top, ch, row_lo),
+            horizontal: Axis::from_taps(&h, 0),
+            vertical: Axis::from_taps(&v, row_lo),
         })
     }
 

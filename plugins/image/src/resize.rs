@@ -34,15 +34,16 @@ pub struct Taps {
     pub weights: Vec<Vec<i32>>,
 }
 
-/// The taps resizing one axis from `in_size` to `out_size` values.
-pub fn taps(in_size: usize, out_size: usize) -> Taps {
+/// The taps of `outputs` when one axis is resized from `in_size` to `out_size` values
+/// (`first[i]`, `weights[i]`: output `outputs.start + i`).
+pub fn taps(in_size: usize, out_size: usize, outputs: std::ops::Range<usize>) -> Taps {
     let scale = in_size as f64 / out_size as f64;
     let filterscale = scale.max(1.0);
     let support = 2.0 * filterscale;
     let ss = 1.0 / filterscale;
-    let mut first = Vec::with_capacity(out_size);
-    let mut weights = Vec::with_capacity(out_size);
-    for xx in 0..out_size {
+    let mut first = Vec::with_capacity(outputs.len());
+    let mut weights = Vec::with_capacity(outputs.len());
+    for xx in outputs {
         let center = (xx as f64 + 0.5) * scale;
         // `(int)(v + 0.5)` in C truncates towards zero; the clamps make that floor here.
         let xmin = ((center - support + 0.5) as i64).max(0) as usize;
@@ -78,7 +79,7 @@ pub fn bicubic_resize(img: &Rgb8, width: usize, height: usize) -> Rgb8 {
     // Horizontal pass (every input row; Pillow skips rows the vertical pass never reads,
     // which changes nothing in the result). The three channels of a pixel in one loop.
     let tmp = if width != img.width {
-        let h = taps(img.width, width);
+        let h = taps(img.width, width, 0..width);
         let mut data = vec![0u8; width * img.height * 3];
         for (src, dst) in img.data.chunks_exact(img.width * 3).zip(data.chunks_exact_mut(width * 3)) {
             for (out, (&x0, w)) in dst.chunks_exact_mut(3).zip(h.first.iter().zip(&h.weights)) {
@@ -99,7 +100,7 @@ pub fn bicubic_resize(img: &Rgb8, width: usize, height: usize) -> Rgb8 {
     if height == tmp.height {
         return tmp.into_owned();
     }
-    let v = taps(tmp.height, height);
+    let v = taps(tmp.height, height, 0..height);
     let row = tmp.width * 3;
     let mut data = vec![0u8; row * height];
     let mut acc = vec![0i32; row];
@@ -126,7 +127,7 @@ mod tests {
     #[test]
     fn weights_sum_to_one_in_fixed_point_and_a_flat_image_stays_flat() {
         for (i, o) in [(1000, 224), (224, 224), (100, 224), (333, 7)] {
-            let t = taps(i, o);
+            let t = taps(i, o, 0..o);
             for w in &t.weights {
                 let s: i64 = w.iter().map(|&k| i64::from(k)).sum();
                 assert!((s - (1 << PRECISION_BITS)).abs() <= w.len() as i64, "{i}->{o}: {s}");

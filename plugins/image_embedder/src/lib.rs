@@ -105,19 +105,13 @@ impl Stage for ImageEmbedder {
         // The manifest's one input column (what a WebDataset source gives).
         let col = batch.column("image")?;
         let n = batch.len();
-        let per = model.config.pixels();
         let dim = model.config.embed_dim();
         let images: Vec<&[u8]> = (0..n)
             .map(|i| col.bytes_at(i).filter(|_| col.is_valid(i)).ok_or_else(|| StageError::Failed(format!("row {i}: no image"))))
             .collect::<Result<_, _>>()?;
         // On the GPU, JPEGs nvJPEG takes are decoded and preprocessed there; every other image
         // on all the stage's cores. Then one call (the GPU passes queue back to back).
-        let cpu = |i: usize| -> Result<Vec<f32>, String> {
-            let img = curator_image::decode(images[i]).map_err(|e| format!("row {i}: {e}"))?;
-            let mut px = Vec::with_capacity(per);
-            processor.pixel_values_into(&img, &mut px);
-            Ok(px)
-        };
+        let cpu = |i: usize| processor.pixel_values_of(images[i]).map_err(|e| format!("row {i}: {e}"));
         let out = model.embed_encoded(&images, processor, &cpu, self.normalize, self.model_inference_batch_size).map_err(|e| match e {
             curator_encoder::EncoderError::OutOfMemory(m) => StageError::OutOfMemory(m),
             other => StageError::Failed(other.to_string()),

@@ -84,19 +84,19 @@ unsafe impl Send for Nvjpeg {}
 
 impl Nvjpeg {
     /// The library, a handle on the hardware decoder where the card has one (else the GPU
-    /// back-end), a state and a header object.
+    /// back-end) and its batched-decode state.
     pub(crate) fn open() -> Result<Nvjpeg, String> {
         let api = Api::load()?;
         let mut handle: Handle = std::ptr::null_mut();
         // NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (libjpeg-turbo's "fancy upsampling", which
         // Pillow uses) was tried: embeddings moved from 0.99834 to 0.99862 of the host path's
         // (min cosine, 64 photos, ViT-L/14) and a run of five workers hung in a decode; left off.
-        let tries = [(BACKEND_HARDWARE, 0, "hardware"), (BACKEND_GPU_HYBRID, 0, "GPU")];
+        let tries = [(BACKEND_HARDWARE, "hardware"), (BACKEND_GPU_HYBRID, "GPU")];
         let mut status = -1;
         let mut backend = "";
-        for (b, flags, name) in tries {
-            // SAFETY: default allocators (null); the handle is written on success.
-            status = unsafe { (api.create_ex)(b, std::ptr::null_mut(), std::ptr::null_mut(), flags, &mut handle) };
+        for (b, name) in tries {
+            // SAFETY: default allocators (null), default flags; the handle is written on success.
+            status = unsafe { (api.create_ex)(b, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut handle) };
             if status == 0 {
                 backend = name;
                 break;
