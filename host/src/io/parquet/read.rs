@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::{EXTRA, JSON_COLUMNS_KEY, LocReader, decoder_guard, perr};
 use crate::io::arrow_json::{self, CellJson, text_column};
+use ::arrow_json::writer::EncoderOptions;
 use crate::io::jsonl::ReadOptions;
 use crate::io::vectors;
 use crate::io::{InputFile, IoError};
@@ -120,98 +121,15 @@ impl ParquetReader {
         let mut ids = StringBuilder::with_capacity(n, id_strings.as_ref().map_or(n * 16, |s| s.value_data().len()));
         let mut metas = StringBuilder::with_capacity(n, self.meta_bytes + self.meta_bytes / 8);
         let encoder_options = arrow_json::encoder_options();
-        // Per column: its key as JSON text, and how its cells read as JSON (`None`: our own
-        // JSON-text columns, copied as they are once checked). `_extra` is merged after.
-        let mut others: Vec<(usize, Vec<u8>, Option<CellJson<'_>>)> = Vec::new();
-        let mut extra_col = None;
-        let mut vectors: Vec<vectors::Lifted> = Vec::new();
-        for (i, f) in schema.fields().iter().enumerate() {
-            if i == text_idx {
-                continue;
-            }
-            if self.opts.vectors.contains(f.name()) {
-                let lifted = vectors::from_arrow(f.name(), batch.column(i)).map_err(|(row, message)| IoError::Field {
-                    at: match row {
-                        Some(r) => format!("{} row {}", self.source, self.row + r as u64),
-                        None => self.source.clone(),
-                    },
-                    field: f.name().clone(),
-                    message,
-                });
-                vectors.extend(lifted?);
-                continue;
-            }
-            if f.name() == EXTRA {
-                extra_col = text_column(batch.column(i));
-                continue;
-            }
-            let key = serde_json::to_vec(f.name()).map_err(|e| perr(&self.source, e))?;
-            let ours = self.json_columns.contains(f.name());
-            others.push((i, key, (!ours).then(|| CellJson::new(f, batch.column(i), &encoder_options))));
-        }
-        let json_texts: Vec<Option<StringArray>> =
-            others.iter().map(|(i, _, c)| if c.is_none() { text_column(batch.column(*i)) } else { None }).collect();
+        let mut sorted = self.sort_columns(batch, text_idx, &encoder_options)?;
+        sorted.id_from_json = id_idx.filter(|_| id_strings.is_none());
         let mut meta = Vec::with_capacity(256);
-        let mut id_json = Vec::new();
         for r in 0..n {
             if text.is_null(r) {
                 // A null text is a missing text: such rows are skipped, as JSONL lines are.
                 continue;
             }
-            meta.clear();
-            meta.push(b'{');
-            let mut id = None;
-            for ((i, key, cells), json_text) in others.iter_mut().zip(&json_texts) {
-                if batch.column(*i).is_null(r) {
-                    continue;
-                }
-                let mark = meta.len();
-                if mark > 1 {
-                    meta.push(b',');
-                }
-                meta.extend_from_slice(key);
-                meta.push(b':');
-                let value_at = meta.len();
-                let wrote = match (cells, json_text) {
-                    (Some(c), _) => c.write(r, &mut meta),
-                    (None, Some(t)) => match serde_json::from_str::<&serde_json::value::RawValue>(t.value(r)) {
-                        Ok(raw) => {
-                            meta.extend_from_slice(raw.get().as_bytes());
-                            true
-                        }
-                        Err(_) => {
-                            meta.extend_from_slice(b"null");
-                            true
-                        }
-                    },
-                    (None, None) => false,
-                };
-                if !wrote {
-                    meta.truncate(mark);
-                    continue;
-                }
-                if Some(*i) == id_idx && id_strings.is_none() {
-                    id_json.clear();
-                    id_json.extend_from_slice(&meta[value_at..]);
-                    id = Some(match serde_json::from_slice::<String>(&id_json) {
-                        Ok(s) => s,
-                        Err(_) => String::from_utf8_lossy(&id_json).into_owned(),
-                    });
-                }
-            }
-            if let Some(extra) = extra_col.as_ref().filter(|c| c.is_valid(r))
-                && let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(extra.value(r))
-            {
-                for (k, v) in fields {
-                    if meta.len() > 1 {
-                        meta.push(b',');
-                    }
-                    serde_json::to_writer(&mut meta, &k).map_err(|e| perr(&self.source, e))?;
-                    meta.push(b':');
-                    serde_json::to_writer(&mut meta, &v).map_err(|e| perr(&self.source, e))?;
-                }
-            }
-            meta.push(b'}');
+            let id = sorted.row_meta(r, &mut meta).map_err(|e| perr(&self.source, e))?;
             match (&id_strings, id) {
                 (Some(s), _) if s.is_valid(r) => ids.append_value(s.value(r)),
                 (_, Some(id)) => ids.append_value(id),
@@ -234,12 +152,134 @@ impl ParquetReader {
         self.row += n as u64;
         let metas = metas.finish();
         self.meta_bytes = metas.value_data().len();
+        let mut vectors = sorted.vectors;
         if let Some(filter) = &kept {
             for (_, column) in vectors.iter_mut() {
                 *column = filter.filter(column).map_err(|e| perr(&self.source, e))?;
             }
         }
         vectors::reader_batch([Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas)], vectors).map_err(|e| perr(&self.source, e))
+    }
+
+    /// The batch's columns other than the text, sorted by how they reach the reader schema.
+    fn sort_columns<'b>(
+        &self,
+        batch: &'b RecordBatch,
+        text_idx: usize,
+        encoder_options: &'b EncoderOptions,
+    ) -> Result<Sorted<'b>, IoError> {
+        let schema = batch.schema_ref();
+        let mut sorted = Sorted { batch, others: Vec::new(), extra: None, vectors: Vec::new(), id_from_json: None };
+        for (i, f) in schema.fields().iter().enumerate() {
+            if i == text_idx {
+                continue;
+            }
+            if self.opts.vectors.contains(f.name()) {
+                let lifted = vectors::from_arrow(f.name(), batch.column(i)).map_err(|(row, message)| IoError::Field {
+                    at: match row {
+                        Some(r) => format!("{} row {}", self.source, self.row + r as u64),
+                        None => self.source.clone(),
+                    },
+                    field: f.name().clone(),
+                    message,
+                });
+                sorted.vectors.extend(lifted?);
+                continue;
+            }
+            if f.name() == EXTRA {
+                sorted.extra = text_column(batch.column(i));
+                continue;
+            }
+            let key = serde_json::to_vec(f.name()).map_err(|e| perr(&self.source, e))?;
+            let cells = if self.json_columns.contains(f.name()) {
+                // Our own JSON-text columns: copied as they are once checked.
+                text_column(batch.column(i)).map(Cells::JsonText)
+            } else {
+                Some(Cells::Arrow(CellJson::new(f, batch.column(i), encoder_options)))
+            };
+            sorted.others.push(Folded { index: i, key, cells });
+        }
+        Ok(sorted)
+    }
+}
+
+/// A column folded into `_meta`.
+struct Folded<'b> {
+    index: usize,
+    /// Its name as JSON text.
+    key: Vec<u8>,
+    /// How its cells read as JSON (`None`: a JSON-text column that is not a string column).
+    cells: Option<Cells<'b>>,
+}
+
+enum Cells<'b> {
+    Arrow(CellJson<'b>),
+    JsonText(StringArray),
+}
+
+/// A batch's columns other than the text, by how they reach the reader schema.
+struct Sorted<'b> {
+    batch: &'b RecordBatch,
+    others: Vec<Folded<'b>>,
+    /// `_extra`, merged into `_meta` after the other columns.
+    extra: Option<StringArray>,
+    vectors: Vec<vectors::Lifted>,
+    /// The id column, when ids are read from its cells' JSON.
+    id_from_json: Option<usize>,
+}
+
+impl Sorted<'_> {
+    /// Row `r`'s `_meta` object into `meta` (cleared first), and its id when
+    /// [`Sorted::id_from_json`] names a column and the row has a value there.
+    fn row_meta(&mut self, r: usize, meta: &mut Vec<u8>) -> Result<Option<String>, serde_json::Error> {
+        meta.clear();
+        meta.push(b'{');
+        let mut id = None;
+        for folded in self.others.iter_mut() {
+            if self.batch.column(folded.index).is_null(r) {
+                continue;
+            }
+            let mark = meta.len();
+            if mark > 1 {
+                meta.push(b',');
+            }
+            meta.extend_from_slice(&folded.key);
+            meta.push(b':');
+            let value_at = meta.len();
+            let wrote = match &mut folded.cells {
+                Some(Cells::Arrow(c)) => c.write(r, meta),
+                Some(Cells::JsonText(t)) => {
+                    match serde_json::from_str::<&serde_json::value::RawValue>(t.value(r)) {
+                        Ok(raw) => meta.extend_from_slice(raw.get().as_bytes()),
+                        Err(_) => meta.extend_from_slice(b"null"),
+                    }
+                    true
+                }
+                None => false,
+            };
+            if !wrote {
+                meta.truncate(mark);
+                continue;
+            }
+            if Some(folded.index) == self.id_from_json {
+                let json = &meta[value_at..];
+                id = Some(serde_json::from_slice::<String>(json).unwrap_or_else(|_| String::from_utf8_lossy(json).into_owned()));
+            }
+        }
+        if let Some(extra) = self.extra.as_ref().filter(|c| c.is_valid(r))
+            && let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(extra.value(r))
+        {
+            for (k, v) in fields {
+                if meta.len() > 1 {
+                    meta.push(b',');
+                }
+                serde_json::to_writer(&mut *meta, &k)?;
+                meta.push(b':');
+                serde_json::to_writer(&mut *meta, &v)?;
+            }
+        }
+        meta.push(b'}');
+        Ok(id)
     }
 }
 
