@@ -18,6 +18,11 @@
 #         ViT-L/14) the same photos through nvJPEG + the resize kernels: embeddings against the
 #         host-made pixels' through the same tower, preprocessing alone, decode + embed.
 #         (The kit carries libnvjpeg.so.13 from the nvidia-nvjpeg wheel for machines without it.)
+# profile: decode + embed (the decode step's GPU half) with the CUDA driver's 8 hardware queues
+#         and with 32 (CUDA_DEVICE_MAX_CONNECTIONS), alternated; then with CURATOR_ENCODER_PROFILE=1
+#         (host and device milliseconds per step) under scripts/models/cupti_trace.c (host
+#         milliseconds per CUDA API call it sees; TRACE_CSV=DIR: every kernel, copy and memset
+#         into DIR), built here with nvcc where CUPTI is found.
 # run:    curator-host run WebDataset (IMAGES samples of the files in RUN_IMAGES: the test images,
 #         or PHOTOS=1 the decode step's 1080p JPEGs) -> image_embedder (GPU,
 #         L/14) -> aesthetic_filter -> nsfw_filter -> WebDataset, GPU busy % sampled every 100 ms.
@@ -104,6 +109,39 @@ if want decode; then
     [ -d "$l14" ] || python3 scripts/models/clip_models.py --out "$work/models" --full >/dev/null
     "$kit/clip-check" "$l14" --images tests/parity/images --device gpu --count 256 --batch "${BATCH:-256}" --rounds 1 \
         --decode "$work/photos" --decode-copies "${GPU_COPIES:-64}" | python3 -c "import json, sys; r = json.load(sys.stdin); print(json.dumps({k: r.get(k) for k in ('decode', 'gpu_decode_parity', 'gpu_decode')}, indent=1))"
+fi
+if want profile; then
+    python3 scripts/models/clip_bench.py --make-photos "$work/photos" "${PHOTOS:-64}"
+    [ -d "$l14" ] || python3 scripts/models/clip_models.py --out "$work/models" --full >/dev/null
+    decode() {
+        "$kit/clip-check" "$l14" --images tests/parity/images --device gpu --count 256 --batch "${BATCH:-256}" --rounds 1 \
+            --decode "$work/photos" --decode-copies "${GPU_COPIES:-64}" | python3 -c "import json, sys; print(json.dumps(json.load(sys.stdin).get('gpu_decode')))"
+    }
+    configs="${PROFILE_CONFIGS:-8 32}"  # CUDA_DEVICE_MAX_CONNECTIONS
+    for round in $(seq 1 "${PROFILE_ROUNDS:-2}"); do
+        for c in $configs; do
+            echo "== profile round $round: decode + embed, ViT-L/14; CUDA_DEVICE_MAX_CONNECTIONS=$c"
+            CUDA_DEVICE_MAX_CONNECTIONS=$c decode
+        done
+    done
+    # The toolkit's CUPTI first (its headers match nvcc's cuda.h), else the one a wheel ships.
+    cupti="$(dirname "$( (ls /usr/local/cuda/extras/CUPTI/lib64/libcupti.so* 2>/dev/null; find / -name 'libcupti.so*' 2>/dev/null) | head -1)")"
+    inc="$(dirname "$( (ls /usr/local/cuda/extras/CUPTI/include/cupti.h 2>/dev/null; find / -name cupti.h 2>/dev/null) | head -1)")"
+    trace=""
+    if command -v nvcc >/dev/null && [ -n "$cupti" ] && [ -n "$inc" ]; then
+        newest() { grep -ho "} CUpti_Activity$1[0-9]*;" "$inc"/cupti_activity*.h | tr -d '}; ' | sort -V | tail -1; }
+        nvcc -shared -Xcompiler -fPIC -o "$work/libcupti_trace.so" scripts/models/cupti_trace.c -I"$inc" -L"$cupti" -lcupti \
+            -DKERNEL_T="$(newest Kernel)" -DMEMCPY_T="$(newest Memcpy)" -DMEMSET_T="$(newest Memset)" \
+            -Xlinker -rpath="$cupti" && trace="$work/libcupti_trace.so"
+    fi
+    for c in ${TRACE_CONFIGS-$configs}; do
+        echo "== profile: host and device ms per step; CUDA_DEVICE_MAX_CONNECTIONS=$c${trace:+; CUDA API calls (cupti_trace)}"
+        [ -z "$trace" ] || export CUDA_INJECTION64_PATH="$trace" CUPTI_TRACE_TOP="${CUPTI_TRACE_TOP:-18}"
+        # With TRACE_CSV=DIR, every kernel, copy and memset of the run into DIR/trace-CONFIG.csv.
+        [ -z "${TRACE_CSV:-}" ] || export CUPTI_TRACE_CSV="$TRACE_CSV/trace-connections-$c.csv"
+        CUDA_DEVICE_MAX_CONNECTIONS=$c CURATOR_ENCODER_PROFILE=1 decode || true  # (the tracer may crash the exit)
+        unset CUDA_INJECTION64_PATH CUPTI_TRACE_CSV
+    done
 fi
 if want run; then
     rm -rf "$work/shards" && mkdir -p "$work/shards"

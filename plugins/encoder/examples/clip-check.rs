@@ -11,6 +11,7 @@
 //! `--decode DIR`: every image file in DIR, K times over, decoded and preprocessed (resize,
 //! crop, normalise) on all cores (rayon), timed.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -185,17 +186,31 @@ fn gpu_decode(
     model.prepare_encoded(&all[..batch.min(all.len())], processor, &fallback, batch)?; // warm-up
     let mut prep = Vec::new();
     let mut full = Vec::new();
+    // Per step, milliseconds (host and device) of each kind of call (with CURATOR_ENCODER_PROFILE).
+    let (mut prep_ms, mut full_ms) = (BTreeMap::new(), BTreeMap::new());
+    let add = |to: &mut BTreeMap<String, f64>, before: &BTreeMap<String, f64>| {
+        for (k, v) in model.profile() {
+            *to.entry(k.clone()).or_default() += v - before.get(&k).copied().unwrap_or(0.0);
+        }
+    };
     for _ in 0..2 {
+        let before: BTreeMap<String, f64> = model.profile().into_iter().collect();
         let t = Instant::now();
         model.prepare_encoded(&all, processor, &fallback, batch)?;
         prep.push(t.elapsed().as_secs_f64());
+        add(&mut prep_ms, &before);
+        let before: BTreeMap<String, f64> = model.profile().into_iter().collect();
         let t = Instant::now();
         let e = model.embed_encoded(&all, processor, &fallback, true, batch)?;
         full.push(t.elapsed().as_secs_f64());
+        add(&mut full_ms, &before);
         assert_eq!(e.len(), all.len() * dim);
     }
     let rate = |v: &[f64]| all.len() as f64 / v.iter().copied().fold(f64::MAX, f64::min);
     report["gpu_decode"] = json!({"images": all.len(), "preprocess_seconds": prep, "preprocess_images_per_s": rate(&prep),
         "decode_and_embed_seconds": full, "decode_and_embed_images_per_s": rate(&full)});
+    if !full_ms.is_empty() {
+        report["gpu_decode"]["profile_ms"] = json!({"preprocess": prep_ms, "decode_and_embed": full_ms});
+    }
     Ok(())
 }

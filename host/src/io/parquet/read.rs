@@ -11,10 +11,10 @@ use serde_json::Value;
 
 use super::{EXTRA, JSON_COLUMNS_KEY, LocReader, decoder_guard, perr};
 use crate::io::arrow_json::{self, CellJson, text_column};
-use ::arrow_json::writer::EncoderOptions;
 use crate::io::jsonl::ReadOptions;
 use crate::io::vectors;
 use crate::io::{InputFile, IoError};
+use ::arrow_json::writer::EncoderOptions;
 use curator_core::partition::Extent;
 use curator_core::pipeline::Format;
 

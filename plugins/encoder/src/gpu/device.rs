@@ -108,6 +108,14 @@ impl GpuDevice {
         }
     }
 
+    /// Add the host time since `start` to step `name` (profiling only: a call that blocks
+    /// the host, waiting for the device, shows here).
+    pub(crate) fn add_host_time(&self, name: &'static str, start: std::time::Instant) {
+        if let Some(Ok(mut totals)) = self.profile.as_ref().map(|p| p.lock()) {
+            *totals.entry(name).or_default() += start.elapsed().as_secs_f64() * 1e3;
+        }
+    }
+
     /// Device milliseconds per step so far (empty unless `CURATOR_ENCODER_PROFILE` is set).
     pub(crate) fn profile(&self) -> Vec<(String, f64)> {
         let Some(Ok(p)) = self.profile.as_ref().map(|p| p.lock()) else { return Vec::new() };

@@ -334,7 +334,10 @@ impl GpuVision {
                 .collect();
             if let (false, Some(table)) = (jobs.is_empty(), &table) {
                 let Ok(dec) = jpeg.as_mut() else { return Err(EncoderError::Gpu("images routed to a decoder that is not there".into())) };
-                match (dec.preprocess(&self.dev, prep, &jobs, table, geometry, patches), cpu) {
+                let t = std::time::Instant::now();
+                let done = dec.preprocess(&self.dev, prep, &jobs, table, geometry, patches);
+                self.dev.add_host_time("host: decode calls", t);
+                match (done, cpu) {
                     (Ok(()), _) => {}
                     // nvJPEG refused an image its header promised it would take: the whole
                     // pass is made again on the host, its JPEGs through the CPU path.
@@ -352,9 +355,11 @@ impl GpuVision {
             // The forward pass waits for its patches.
             s.join(prep).map_err(driver("order the streams"))?;
             if forward {
+                let t = std::time::Instant::now();
                 self.forward(ws, patches, &lens, b, &mut marks)?;
                 self.dev.mark(&mut marks, "projection")?;
                 self.project(ws, b, &mut out, pass * b_max)?;
+                self.dev.add_host_time("host: forward calls", t);
             }
             read[pass % 2] = Some(s.record_event(None).map_err(driver("record an event"))?);
         }
