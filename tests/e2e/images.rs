@@ -260,3 +260,104 @@ fn image_dedup_removes_the_planted_near_copies_and_nothing_else() {
         assert_eq!(both, 1, "one of {copy} and {original} is kept: {kept:?}");
     }
 }
+
+/// The JSON documents of a JSONL output directory, by id.
+fn jsonl_docs(dir: &Path) -> BTreeMap<String, serde_json::Value> {
+    let mut docs = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "jsonl")) {
+        for line in std::fs::read_to_string(e.path()).unwrap().lines() {
+            let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+            docs.insert(doc["id"].as_str().unwrap().to_string(), doc);
+        }
+    }
+    docs
+}
+
+fn vector(doc: &serde_json::Value, field: &str) -> Vec<f64> {
+    doc[field].as_array().unwrap_or_else(|| panic!("{field} in {doc}")).iter().map(|x| x.as_f64().unwrap()).collect()
+}
+
+/// NeMo Curator's workflow of computing embeddings once and filtering later, and image
+/// datasets kept in Parquet: embeddings stored by one pipeline (Parquet `FixedSizeList`) reach
+/// the aesthetic filter of a second as vectors, and images stored as bytes (the first run's
+/// binary column, or Hugging Face's `{bytes, path}` image struct) reach the embedder, which
+/// gives the same embeddings as from the WebDataset shards.
+#[test]
+fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
+    use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray, StructArray};
+    use arrow_schema::{DataType, Field};
+    use std::sync::Arc;
+    if !needs(Need::EncoderModels) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("shards")).unwrap();
+    let (keys, _) = shard(&tmp.path().join("shards/00000.tar"));
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("tests/parity/clip_reference.json")).unwrap()).unwrap();
+    let m = root().join("target/models");
+    let embedder = |field: &str| {
+        format!(
+            "  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu, embedding_field: {field}}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {}}}\n",
+            m.display()
+        )
+    };
+    let run = |yaml: String| {
+        write_pipeline(tmp.path(), &yaml);
+        let run: Run = host()
+            .current_dir(tmp.path())
+            .args(["run", "pipeline.yaml", "--plugins"])
+            .arg(plugins())
+            .arg("--plugins")
+            .arg(guests_dir())
+            .output()
+            .unwrap()
+            .into();
+        run.ok();
+    };
+    // 1. Embed once, store as Parquet.
+    run(format!("source: {{path: shards}}\nstages:\n{}sink: {{path: stored, format: parquet}}\n", embedder("clip")));
+    // 2. From the stored file: the aesthetic filter on the stored embeddings, and the embedder
+    //    again on the stored image bytes.
+    run(format!(
+        "source: {{path: stored}}\nstages:\n  - plugin: aesthetic_filter\n    params: {{model: /models/aesthetic-head, score_threshold: -100, embedding_field: clip}}\n    grants: {{models: {}}}\n{}sink: {{path: second, format: jsonl}}\n",
+        m.display(),
+        embedder("again")
+    ));
+    let second = jsonl_docs(&tmp.path().join("second"));
+    assert_eq!(second.len(), keys.len(), "{:?}", second.keys());
+    let mut by_name = BTreeMap::new();
+    for (name, key) in &keys {
+        let doc = &second[key];
+        let (clip, again) = (vector(doc, "clip"), vector(doc, "again"));
+        assert_eq!(clip.len(), 768, "{name}");
+        assert!(clip.iter().zip(&again).all(|(a, b)| (a - b).abs() < 1e-6), "{name}: the stored bytes embed as the shard's did");
+        let want = reference["images"][name]["scores"]["aesthetic"].as_f64().unwrap();
+        let tol = if name.ends_with(".jpg") { 1e-3 } else { 1e-5 };
+        assert!((doc["aesthetic_score"].as_f64().unwrap() - want).abs() < tol, "{name}: {doc}");
+        by_name.insert(name.clone(), clip);
+    }
+    // 3. Hugging Face's layout: an `image` struct of bytes and path, beside id and text.
+    let names: Vec<&String> = keys.keys().collect();
+    let all = images();
+    let bytes: ArrayRef = Arc::new(BinaryArray::from_iter_values(names.iter().map(|n| all[*n].as_slice())));
+    let paths: ArrayRef = Arc::new(StringArray::from_iter_values(names.iter().map(|n| n.as_str())));
+    let image: ArrayRef = Arc::new(StructArray::from(vec![
+        (Arc::new(Field::new("bytes", DataType::Binary, true)), bytes),
+        (Arc::new(Field::new("path", DataType::Utf8, true)), paths),
+    ]));
+    let ids: ArrayRef = Arc::new(StringArray::from_iter_values(names.iter().map(|n| format!("hf-{n}"))));
+    let texts: ArrayRef = Arc::new(StringArray::from_iter_values(names.iter().map(|n| format!("a picture called {n}"))));
+    let batch = RecordBatch::try_from_iter([("id", ids), ("text", texts), ("image", image)]).unwrap();
+    std::fs::create_dir(tmp.path().join("hf")).unwrap();
+    let file = std::fs::File::create(tmp.path().join("hf/train-00000-of-00001.parquet")).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    run(format!("source: {{path: hf}}\nstages:\n{}sink: {{path: third, format: jsonl}}\n", embedder("clip")));
+    let third = jsonl_docs(&tmp.path().join("third"));
+    for (name, clip) in &by_name {
+        let got = vector(&third[&format!("hf-{name}")], "clip");
+        assert!(got.iter().zip(clip).all(|(a, b)| (a - b).abs() < 1e-6), "{name}: Hugging Face's image struct");
+    }
+}

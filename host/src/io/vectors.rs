@@ -93,8 +93,8 @@ fn check_dim(dim: &mut Option<usize>, n: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// A reader batch: the reader schema's columns (`id`, `text`, `_meta`), then the vector
-/// columns the batch's rows hold.
+/// A reader batch: the reader schema's columns (`id`, `text`, `_meta`), then the columns kept
+/// in their own type (vectors the batch's rows hold; a Parquet source's bytes a stage reads).
 pub fn reader_batch(base: [ArrayRef; 3], vectors: Vec<Lifted>) -> Result<RecordBatch, arrow_schema::ArrowError> {
     let mut fields: Vec<Field> = reader_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
     let mut columns: Vec<ArrayRef> = base.into();

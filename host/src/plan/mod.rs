@@ -186,7 +186,16 @@ impl Plan {
             max_line_bytes: self.max_line_bytes(),
             strict,
             vectors: self.spec.dedup().and_then(|(_, d)| d.dedup.vector_field()).into_iter().collect(),
+            typed: self.columns_stages_read(),
         }
+    }
+
+    /// Every column a stage's calls are given, once each (`*` left out).
+    pub fn columns_stages_read(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.stages.iter().flat_map(|s| s.columns_read()).filter(|c| c != "*").collect();
+        all.sort();
+        all.dedup();
+        all
     }
 }
 

@@ -1,5 +1,6 @@
 //! What a stage is given: the columns its manifest's `input_columns` name, those missing
-//! from the batch taken from the JSONL passthrough fields (`_meta`).
+//! from the batch taken from the JSONL passthrough fields (`_meta`): arrays of numbers as
+//! float32 vectors, other values as text.
 
 use std::sync::Arc;
 
@@ -27,6 +28,12 @@ pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> std::b
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     let mut arrays: Vec<ArrayRef> = batch.columns().to_vec();
     for name in missing {
+        let raw: Vec<Option<&serde_json::Value>> = rows.iter().map(|m| m.get(name.as_str()).filter(|v| !v.is_null())).collect();
+        if let Some((field, array)) = as_vectors(name, &raw) {
+            fields.push(field);
+            arrays.push(array);
+            continue;
+        }
         let values: StringArray = rows
             .iter()
             .map(|m| match m.get(name.as_str()) {
@@ -42,6 +49,20 @@ pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> std::b
         Ok(b) => std::borrow::Cow::Owned(b),
         Err(_) => std::borrow::Cow::Borrowed(batch),
     }
+}
+
+/// A field's values as a float32-vector column when every value there is an array of numbers,
+/// all of one length (stored embeddings, as the reader lifts them for a dedup step); else
+/// `None` (the stage gets them as JSON text).
+fn as_vectors(name: &str, values: &[Option<&serde_json::Value>]) -> Option<crate::io::vectors::Lifted> {
+    if values.iter().all(Option::is_none) || !values.iter().flatten().all(|v| v.is_array()) {
+        return None;
+    }
+    let mut column = crate::io::vectors::VectorColumn::new(name);
+    for v in values {
+        column.push_json(v.map(|v| v.to_string()).as_deref()).ok()?;
+    }
+    column.finish()
 }
 
 /// The columns of `batch` a manifest's `input_columns` name (`*`: all), as an Arrow batch
@@ -80,6 +101,28 @@ mod tests {
         assert_eq!(col("ext"), [Some("py".into()), None, None]);
         assert_eq!(col("n"), [Some("3".into()), None, None]);
         assert!(matches!(with_meta_fields(&b, &["text".to_string()]), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn stored_embeddings_in_meta_reach_a_stage_as_vectors_and_ragged_ones_as_text() {
+        let schema = Schema::new(vec![Field::new(crate::io::META, DataType::Utf8, true)]);
+        let metas: ArrayRef = Arc::new(StringArray::from(vec![
+            Some(r#"{"e":[1,2.5],"r":[1],"m":[1,"x"]}"#),
+            Some(r#"{"e":null,"r":[1,2],"m":[2,3]}"#),
+            Some(r#"{"e":[3,4],"r":[3],"m":[4]}"#),
+        ]));
+        let b = RecordBatch::try_new(Arc::new(schema), vec![metas]).unwrap();
+        let with = with_meta_fields(&b, &["e".to_string(), "r".to_string(), "m".to_string()]);
+        let e = with.column_by_name("e").unwrap();
+        assert_eq!(e.data_type(), &DataType::new_fixed_size_list(DataType::Float32, 2, false));
+        let e = e.as_any().downcast_ref::<arrow_array::FixedSizeListArray>().unwrap();
+        assert!(e.is_valid(0) && e.is_null(1) && e.is_valid(2));
+        let values = e.values().as_any().downcast_ref::<arrow_array::Float32Array>().unwrap();
+        assert_eq!((values.value(0), values.value(1), values.value(4), values.value(5)), (1.0, 2.5, 3.0, 4.0));
+        // Lengths that vary, or a value that is not a number: the stage gets the JSON text.
+        for name in ["r", "m"] {
+            assert_eq!(with.column_by_name(name).unwrap().data_type(), &DataType::Utf8, "{name}");
+        }
     }
 
     #[test]

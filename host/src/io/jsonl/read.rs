@@ -40,6 +40,10 @@ pub struct ReadOptions {
     /// Fields read as float32 vectors (stored embeddings a step reads): lifted out of
     /// `_meta` into their own columns ([`crate::io::vectors`]).
     pub vectors: Vec<String>,
+    /// Fields the stages read: where the format has types (Parquet), such a column of
+    /// numbers in lists (an embedding) or of bytes (an image) stays a column of its own,
+    /// as a float32 vector or binary column, instead of JSON text in `_meta`.
+    pub typed: Vec<String>,
 }
 
 impl Default for ReadOptions {
@@ -51,6 +55,7 @@ impl Default for ReadOptions {
             max_line_bytes: curator_core::pipeline::DEFAULT_MAX_LINE_BYTES,
             strict: false,
             vectors: Vec::new(),
+            typed: Vec::new(),
         }
     }
 }

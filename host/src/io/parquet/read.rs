@@ -3,8 +3,10 @@
 use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
-use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
-use arrow_schema::Field;
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
+use arrow_buffer::NullBuffer;
+use arrow_schema::{DataType, Field};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use serde_json::Value;
@@ -65,6 +67,7 @@ impl ParquetReader {
                         || name == EXTRA
                         || keep.contains(name)
                         || opts.vectors.contains(name)
+                        || opts.typed.contains(name)
                 })
                 .map(|(i, _)| i)
                 .collect();
@@ -152,13 +155,58 @@ impl ParquetReader {
         self.row += n as u64;
         let metas = metas.finish();
         self.meta_bytes = metas.value_data().len();
-        let mut vectors = sorted.vectors;
+        let mut own = sorted.own;
         if let Some(filter) = &kept {
-            for (_, column) in vectors.iter_mut() {
+            for (_, column) in own.iter_mut() {
                 *column = filter.filter(column).map_err(|e| perr(&self.source, e))?;
             }
         }
-        vectors::reader_batch([Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas)], vectors).map_err(|e| perr(&self.source, e))
+        vectors::reader_batch([Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas)], own).map_err(|e| perr(&self.source, e))
+    }
+
+    /// `col` as a float32-vector column (`None`: no row holds one); a bad row is named.
+    fn lift(&self, name: &str, col: &ArrayRef) -> Result<Option<vectors::Lifted>, IoError> {
+        vectors::from_arrow(name, col).map_err(|(row, message)| IoError::Field {
+            at: match row {
+                Some(r) => format!("{} row {}", self.source, self.row + r as u64),
+                None => self.source.clone(),
+            },
+            field: name.to_string(),
+            message,
+        })
+    }
+
+    /// A column a stage reads, in the type the stage is given, when it has one: lists of
+    /// numbers as float32 vectors (an embedding; a ragged row is an error naming it), bytes
+    /// (`Binary`, `LargeBinary`, `BinaryView`) and Hugging Face's image struct (`{bytes, path}`:
+    /// its bytes) as a binary column. Other types: `None` (folded into `_meta`).
+    fn own_column(&self, name: &str, col: &ArrayRef) -> Result<Option<vectors::Lifted>, IoError> {
+        let binary = |a: &ArrayRef| -> Result<Option<vectors::Lifted>, IoError> {
+            let a = arrow_cast::cast(a, &DataType::Binary).map_err(|e| perr(&self.source, e))?;
+            Ok(Some((Field::new(name, DataType::Binary, true), a)))
+        };
+        match col.data_type() {
+            DataType::List(item) | DataType::LargeList(item) | DataType::FixedSizeList(item, _)
+                if item.data_type().is_floating() || item.data_type().is_integer() =>
+            {
+                self.lift(name, col)
+            }
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView => binary(col),
+            DataType::Struct(fields) if fields.find("bytes").is_some_and(|(_, f)| is_binary(f.data_type())) => {
+                let s = col.as_struct();
+                let bytes = s.column_by_name("bytes").cloned().ok_or_else(|| perr(&self.source, "no bytes field"))?;
+                // A null struct is a null image, whatever its bytes field holds.
+                let bytes = match s.nulls() {
+                    Some(n) if n.null_count() > 0 => {
+                        let data = bytes.to_data().into_builder().nulls(NullBuffer::union(bytes.nulls(), Some(n))).build();
+                        arrow_array::make_array(data.map_err(|e| perr(&self.source, e))?)
+                    }
+                    _ => bytes,
+                };
+                binary(&bytes)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// The batch's columns other than the text, sorted by how they reach the reader schema.
@@ -169,25 +217,23 @@ impl ParquetReader {
         encoder_options: &'b EncoderOptions,
     ) -> Result<Sorted<'b>, IoError> {
         let schema = batch.schema_ref();
-        let mut sorted = Sorted { batch, others: Vec::new(), extra: None, vectors: Vec::new(), id_from_json: None };
+        let mut sorted = Sorted { batch, others: Vec::new(), extra: None, own: Vec::new(), id_from_json: None };
         for (i, f) in schema.fields().iter().enumerate() {
             if i == text_idx {
                 continue;
             }
             if self.opts.vectors.contains(f.name()) {
-                let lifted = vectors::from_arrow(f.name(), batch.column(i)).map_err(|(row, message)| IoError::Field {
-                    at: match row {
-                        Some(r) => format!("{} row {}", self.source, self.row + r as u64),
-                        None => self.source.clone(),
-                    },
-                    field: f.name().clone(),
-                    message,
-                });
-                sorted.vectors.extend(lifted?);
+                sorted.own.extend(self.lift(f.name(), batch.column(i))?);
                 continue;
             }
             if f.name() == EXTRA {
                 sorted.extra = text_column(batch.column(i));
+                continue;
+            }
+            if self.opts.typed.contains(f.name())
+                && let Some(own) = self.own_column(f.name(), batch.column(i))?
+            {
+                sorted.own.push(own);
                 continue;
             }
             let key = serde_json::to_vec(f.name()).map_err(|e| perr(&self.source, e))?;
@@ -223,7 +269,8 @@ struct Sorted<'b> {
     others: Vec<Folded<'b>>,
     /// `_extra`, merged into `_meta` after the other columns.
     extra: Option<StringArray>,
-    vectors: Vec<vectors::Lifted>,
+    /// Columns kept in their own type: a step's vectors, the stages' typed columns.
+    own: Vec<vectors::Lifted>,
     /// The id column, when ids are read from its cells' JSON.
     id_from_json: Option<usize>,
 }
@@ -310,4 +357,8 @@ pub fn source_fields(inputs: &[&InputFile], text_field: &str) -> Vec<Field> {
     }
     fields.retain(|f| !conflicting.contains(f.name()));
     fields
+}
+
+fn is_binary(t: &DataType) -> bool {
+    matches!(t, DataType::Binary | DataType::LargeBinary | DataType::BinaryView)
 }
