@@ -69,16 +69,11 @@ impl DeviceJpeg {
         geometry: Geometry,
         patches: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
+        let sizes: Vec<usize> = jobs.iter().map(|j| raw_len(&j.2)).collect();
         let mut start = 0;
-        while start < jobs.len() {
-            // A group of images whose decoded bytes fit RAW_BYTES (at least one).
-            let mut end = start + 1;
-            let mut bytes = raw_len(&jobs[start].2);
-            while end < jobs.len() && bytes + raw_len(&jobs[end].2) <= RAW_BYTES {
-                bytes += raw_len(&jobs[end].2);
-                end += 1;
-            }
-            self.group(dev, s, &jobs[start..end], bytes, table, geometry, patches)?;
+        for count in groups(&sizes, RAW_BYTES) {
+            let end = start + count;
+            self.group(dev, s, &jobs[start..end], sizes[start..end].iter().sum(), table, geometry, patches)?;
             start = end;
         }
         Ok(())
@@ -162,6 +157,37 @@ impl DeviceJpeg {
     }
 }
 
+/// How many images each decode call takes, in order: as few calls as groups of at most `cap`
+/// decoded bytes allow (an image larger than `cap` alone), their counts as even as the bytes
+/// let them be, so that a pass's calls share one or two batch sizes (a decoder state each)
+/// instead of ending with a small remainder.
+fn groups(sizes: &[usize], cap: usize) -> Vec<usize> {
+    let mut fewest = Vec::new();
+    let (mut n, mut bytes) = (0usize, 0usize);
+    for &b in sizes {
+        if n > 0 && bytes + b > cap {
+            fewest.push(n);
+            (n, bytes) = (0, 0);
+        }
+        n += 1;
+        bytes += b;
+    }
+    if n > 0 {
+        fewest.push(n);
+    }
+    // The same number of calls, their counts differing by one at most, if every call's bytes
+    // still fit (a call of one image always does).
+    let calls = fewest.len();
+    let even: Vec<usize> = (0..calls).map(|i| sizes.len() / calls + usize::from(i < sizes.len() % calls)).collect();
+    let mut at = 0;
+    let fits = even.iter().all(|&c| {
+        let bytes: usize = sizes[at..at + c].iter().sum();
+        at += c;
+        c == 1 || bytes <= cap
+    });
+    if fits { even } else { fewest }
+}
+
 /// Decoded bytes of an image (interleaved RGB, no row padding).
 fn raw_len(plan: &Plan) -> usize {
     plan.src_width * 3 * plan.src_height
@@ -175,4 +201,29 @@ fn grown<'b>(s: &Arc<CudaStream>, buf: &'b mut Option<CudaSlice<u8>>, len: usize
         *buf = Some(unsafe { s.alloc::<u8>(len.max(1)) }.map_err(driver("allocate decode buffers"))?);
     }
     buf.as_mut().ok_or_else(|| EncoderError::Gpu("no buffer".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::groups;
+
+    #[test]
+    fn decode_calls_are_few_and_even() {
+        // 45 photos of which 43 fit a call: 23 + 22, not 43 + 2.
+        assert_eq!(groups(&[6; 45], 258), vec![23, 22]);
+        assert_eq!(groups(&[6; 256], 258), vec![43, 43, 43, 43, 42, 42]);
+        // Sizes that vary: never over the cap, never more calls than needed.
+        let sizes = [100, 1, 1, 1, 100, 1, 1, 100];
+        let counts = groups(&sizes, 103);
+        assert_eq!(counts.iter().sum::<usize>(), sizes.len());
+        let mut at = 0;
+        for &c in &counts {
+            assert!(c == 1 || sizes[at..at + c].iter().sum::<usize>() <= 103, "{counts:?}");
+            at += c;
+        }
+        assert_eq!(counts.len(), 3, "{counts:?}");
+        // An image over the cap goes alone; nothing gives no call.
+        assert_eq!(groups(&[500, 1, 1], 100), vec![1, 2]);
+        assert!(groups(&[], 100).is_empty());
+    }
 }
