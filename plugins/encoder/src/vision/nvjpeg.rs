@@ -67,18 +67,14 @@ fn check(what: &str, status: Status) -> Result<(), String> {
     if status == 0 { Ok(()) } else { Err(format!("nvJPEG {what}: status {status}")) }
 }
 
-/// Batched-decode states kept, one per batch size (most recently used last).
-const STATES: usize = 4;
-
-/// A decoder: nvJPEG's handle and its batched-decode states.
+/// A decoder: nvJPEG's handle and its batched-decode state.
 /// Used under the vision tower's lock, with its CUDA context bound to the calling thread.
 pub(crate) struct Nvjpeg {
     api: Api,
     handle: Handle,
-    /// A state per batch size, each set up once: setting one state up again for another size
-    /// (as a pass's last, smaller group needs) releases and re-creates nvJPEG's buffers and
-    /// streams on every pass.
-    states: Vec<(usize, State)>,
+    state: State,
+    /// The batch size `state` was initialised for.
+    batch: Option<usize>,
     /// "hardware" (the JPEG engines) or "GPU" (CUDA cores).
     pub backend: &'static str,
 }
@@ -107,33 +103,11 @@ impl Nvjpeg {
             }
         }
         check("create", status)?;
-        Ok(Nvjpeg { api, handle, states: Vec::new(), backend })
-    }
-
-    /// The state set up for batches of `n`, made (and the least recently used one dropped)
-    /// when there is none.
-    fn state_for(&mut self, n: usize) -> Result<State, String> {
-        if let Some(i) = self.states.iter().position(|(size, _)| *size == n) {
-            let entry = self.states.remove(i);
-            self.states.push(entry);
-            return Ok(entry.1);
-        }
-        if self.states.len() == STATES {
-            let (_, old) = self.states.remove(0);
-            // SAFETY: created on this handle, destroyed once (it is no longer listed).
-            unsafe { (self.api.state_destroy)(old) };
-        }
-        let mut state: State = std::ptr::null_mut();
-        // SAFETY: `handle` is live; the call writes the state on success.
-        check("state", unsafe { (self.api.state_create)(self.handle, &mut state) })?;
-        // SAFETY: live handle and state.
-        if let Err(e) = check("batch set-up", unsafe { (self.api.batched_init)(self.handle, state, n as c_int, 1, OUTPUT_RGBI) }) {
-            // SAFETY: created above, not listed.
-            unsafe { (self.api.state_destroy)(state) };
-            return Err(e);
-        }
-        self.states.push((n, state));
-        Ok(state)
+        let mut d = Nvjpeg { api, handle, state: std::ptr::null_mut(), batch: None, backend };
+        // SAFETY: `handle` is live; the call writes the state on success (and Drop destroys
+        // only what is non-null).
+        check("state", unsafe { (d.api.state_create)(d.handle, &mut d.state) })?;
+        Ok(d)
     }
 
     /// Decode `data[i]` into `out[i]` (interleaved RGB, device memory of `pitch × height`
@@ -149,19 +123,18 @@ impl Nvjpeg {
         if data.len() != out.len() {
             return Err("nvJPEG: as many outputs as images".into());
         }
-        let state = self.state_for(data.len())?;
+        if self.batch != Some(data.len()) {
+            // SAFETY: live handle and state.
+            check("batch set-up", unsafe { (self.api.batched_init)(self.handle, self.state, data.len() as c_int, 1, OUTPUT_RGBI) })?;
+            self.batch = Some(data.len());
+        }
         let ptrs: Vec<*const u8> = data.iter().map(|d| d.as_ptr()).collect();
         let lens: Vec<usize> = data.iter().map(|d| d.len()).collect();
-        // SAFETY: the arrays hold as many entries as the state was set up for; the caller
-        // vouches for the buffers.
-        let status = unsafe { (self.api.batched)(self.handle, state, ptrs.as_ptr(), lens.as_ptr(), out.as_mut_ptr(), stream) };
-        if status != 0
-            && let Some(i) = self.states.iter().position(|(_, s)| *s == state)
-        {
-            // A fresh state for the next batch of this size.
-            let (_, failed) = self.states.remove(i);
-            // SAFETY: created on this handle, destroyed once (it is no longer listed).
-            unsafe { (self.api.state_destroy)(failed) };
+        // SAFETY: the arrays hold `batch` entries; the caller vouches for the buffers.
+        let status = unsafe { (self.api.batched)(self.handle, self.state, ptrs.as_ptr(), lens.as_ptr(), out.as_mut_ptr(), stream) };
+        if status != 0 {
+            // Set the state up again before the next batch.
+            self.batch = None;
         }
         check("decode", status)
     }
@@ -169,10 +142,10 @@ impl Nvjpeg {
 
 impl Drop for Nvjpeg {
     fn drop(&mut self) {
-        // SAFETY: the states were created on this handle; each is destroyed once, handle last.
+        // SAFETY: the state was created on this handle; each is destroyed once, handle last.
         unsafe {
-            for (_, state) in self.states.drain(..) {
-                (self.api.state_destroy)(state);
+            if !self.state.is_null() {
+                (self.api.state_destroy)(self.state);
             }
             (self.api.destroy)(self.handle);
         }
