@@ -159,8 +159,9 @@ impl DeviceJpeg {
 
 /// How many images each decode call takes, in order: as few calls as groups of at most `cap`
 /// decoded bytes allow (an image larger than `cap` alone), their counts as even as the bytes
-/// let them be, so that a pass's calls share one or two batch sizes (a decoder state each)
-/// instead of ending with a small remainder.
+/// let them be: a pass's calls then have one or two batch sizes and no small remainder (a
+/// call of two images after one of 43, as batches of 45 gave, costs a call's fixed overhead
+/// for two images).
 fn groups(sizes: &[usize], cap: usize) -> Vec<usize> {
     let mut fewest = Vec::new();
     let (mut n, mut bytes) = (0usize, 0usize);
