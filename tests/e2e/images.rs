@@ -77,6 +77,15 @@ fn shard(path: &Path) -> (BTreeMap<String, String>, Vec<u64>) {
     (keys, offsets[first..].to_vec())
 }
 
+/// A temporary directory holding `shards/00000.tar` (see [`shard`]), the good samples' keys by
+/// image name, and the defective samples' offsets.
+fn with_shard() -> (tempfile::TempDir, BTreeMap<String, String>, Vec<u64>) {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("shards")).unwrap();
+    let (keys, offsets) = shard(&tmp.path().join("shards/00000.tar"));
+    (tmp, keys, offsets)
+}
+
 fn rejects(out: &Path) -> Vec<serde_json::Value> {
     let dir = out.join("_rejected");
     std::fs::read_dir(&dir).unwrap().flatten().flat_map(|e| read_jsonl(&e.path())).collect()
@@ -84,9 +93,7 @@ fn rejects(out: &Path) -> Vec<serde_json::Value> {
 
 #[test]
 fn webdataset_samples_round_trip_member_for_member_and_defects_are_rejected() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir(tmp.path().join("shards")).unwrap();
-    let (keys, defect_offsets) = shard(&tmp.path().join("shards/00000.tar"));
+    let (tmp, keys, defect_offsets) = with_shard();
     // A second shard cut short inside its third image: its first two samples are kept.
     let whole = tmp.path().join("whole.tar");
     let first = members(&tmp.path().join("shards/00000.tar"));
@@ -137,6 +144,28 @@ fn webdataset_samples_round_trip_member_for_member_and_defects_are_rejected() {
     assert!(d.get("_sample").is_none() && d.get("image").is_some());
 }
 
+/// transformers' embeddings and the heads' scores of the test images
+/// (`tests/parity/clip_reference.json`).
+fn clip_reference() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(root().join("tests/parity/clip_reference.json")).unwrap()).unwrap()
+}
+
+/// Runs `dir/pipeline.yaml` (written from `yaml`) with the image plugin and the guests; it
+/// must succeed.
+fn run_images(dir: &Path, yaml: &str) {
+    write_pipeline(dir, yaml);
+    let run: Run = host()
+        .current_dir(dir)
+        .args(["run", "pipeline.yaml", "--plugins"])
+        .arg(plugins())
+        .arg("--plugins")
+        .arg(guests_dir())
+        .output()
+        .unwrap()
+        .into();
+    run.ok();
+}
+
 /// The native image plugin, copied into its directory once per test process (a copy over a
 /// library another test's worker has mapped would crash that worker).
 fn plugins() -> &'static Path {
@@ -149,11 +178,8 @@ fn clip_embeddings_and_nemos_filters_keep_what_the_reference_keeps() {
     if !needs(Need::EncoderModels) {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir(tmp.path().join("shards")).unwrap();
-    let (keys, _) = shard(&tmp.path().join("shards/00000.tar"));
-    let text = std::fs::read_to_string(root().join("tests/parity/clip_reference.json")).unwrap();
-    let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (tmp, keys, _) = with_shard();
+    let reference = clip_reference();
     let scores = |name: &str, head: &str| reference["images"][name]["scores"][head].as_f64().unwrap();
     // Thresholds in the widest gap between the reference's scores among a few positions, so
     // that each filter drops some images and the JPEGs' slightly different pixels (zune-jpeg
@@ -174,17 +200,7 @@ fn clip_embeddings_and_nemos_filters_keep_what_the_reference_keeps() {
         "source: {{path: shards}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu, embedding_field: clip}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {m}}}\n  - plugin: aesthetic_filter\n    params: {{model: /models/aesthetic-head, score_threshold: {aes_threshold}, embedding_field: clip}}\n    grants: {{models: {m}}}\n  - plugin: nsfw_filter\n    params: {{model: /models/nsfw-head, score_threshold: {nsfw_threshold}, embedding_field: clip}}\n    grants: {{models: {m}}}\nsink: {{path: out, format: webdataset}}\n",
         m = models.display()
     );
-    write_pipeline(tmp.path(), &yaml);
-    let run: Run = host()
-        .current_dir(tmp.path())
-        .args(["run", "pipeline.yaml", "--plugins"])
-        .arg(plugins())
-        .arg("--plugins")
-        .arg(guests_dir())
-        .output()
-        .unwrap()
-        .into();
-    run.ok();
+    run_images(tmp.path(), &yaml);
     let out = members(&tmp.path().join("out/00000.tar"));
     let input: BTreeMap<String, Vec<u8>> = members(&tmp.path().join("shards/00000.tar")).into_iter().collect();
     let mut kept = Vec::new();
@@ -220,8 +236,7 @@ fn image_dedup_removes_the_planted_near_copies_and_nothing_else() {
     }
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir(tmp.path().join("shards")).unwrap();
-    let text = std::fs::read_to_string(root().join("tests/parity/clip_reference.json")).unwrap();
-    let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let reference = clip_reference();
     let planted = reference["planted"].as_object().unwrap();
     // The planted copies (a re-encode, a PNG saved as JPEG, a 2 % crop) sit at cosine ≥ 0.96 to
     // their originals through this tower, every other pair ≤ 0.76: eps 0.1 separates them.
@@ -290,11 +305,8 @@ fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
     if !needs(Need::EncoderModels) {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir(tmp.path().join("shards")).unwrap();
-    let (keys, _) = shard(&tmp.path().join("shards/00000.tar"));
-    let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root().join("tests/parity/clip_reference.json")).unwrap()).unwrap();
+    let (tmp, keys, _) = with_shard();
+    let reference = clip_reference();
     let m = root().join("target/models");
     let embedder = |field: &str| {
         format!(
@@ -302,19 +314,7 @@ fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
             m.display()
         )
     };
-    let run = |yaml: String| {
-        write_pipeline(tmp.path(), &yaml);
-        let run: Run = host()
-            .current_dir(tmp.path())
-            .args(["run", "pipeline.yaml", "--plugins"])
-            .arg(plugins())
-            .arg("--plugins")
-            .arg(guests_dir())
-            .output()
-            .unwrap()
-            .into();
-        run.ok();
-    };
+    let run = |yaml: String| run_images(tmp.path(), &yaml);
     // 1. Embed once, store as Parquet.
     run(format!("source: {{path: shards}}\nstages:\n{}sink: {{path: stored, format: parquet}}\n", embedder("clip")));
     // 2. From the stored file: the aesthetic filter on the stored embeddings, and the embedder
