@@ -313,6 +313,37 @@ fn a_native_stage_that_cannot_start_fails_the_run_before_reading() {
 }
 
 #[test]
+fn bench_feeds_the_stage_after_a_native_one_its_output() {
+    let (plugins, _) = native_plugins();
+    let tmp = tempfile::tempdir().unwrap();
+    let texts: Vec<String> = (0..300).map(|i| "word ".repeat(i % 10)).collect();
+    write_docs(&tmp.path().join("in.jsonl"), &texts);
+    let p = write_pipeline(
+        tmp.path(),
+        "source:\n  path: in.jsonl\nsink:\n  path: out\nstages:\n  - plugin: native_probe\n    params: {mode: fail}\n  - plugin: word_count_filter\n    params: {min_words: 5}\n",
+    );
+    let run: Run = host()
+        .args(["bench", p.to_str().unwrap(), "--json", "--repeat", "1", "--plugins"])
+        .arg(plugins)
+        .arg("--plugins")
+        .arg(guests_dir())
+        .output()
+        .unwrap()
+        .into();
+    run.ok();
+    let rows: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    // The native stage ran (in its worker) and passed every document on: the WASM stage after
+    // it gets them all, not none.
+    assert_eq!(
+        (rows[0]["label"].as_str(), rows[0]["docs_in"].as_u64(), rows[0]["docs_out"].as_u64()),
+        (Some("native_probe"), Some(300), Some(300)),
+        "{rows}"
+    );
+    assert!(rows[0]["native_s"].as_f64().unwrap() > 0.0 && rows[0]["wasm_s"].is_null(), "{rows}");
+    assert_eq!((rows[1]["docs_in"].as_u64(), rows[1]["docs_out"].as_u64()), (Some(300), Some(150)), "{rows}");
+}
+
+#[test]
 fn bench_times_a_stage_as_wasm_and_as_its_native_build() {
     let (plugins, _) = native_plugins();
     let catalogue = plugins.parent().unwrap().join("catalogue");
