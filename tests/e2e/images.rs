@@ -361,3 +361,36 @@ fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
         assert!(got.iter().zip(clip).all(|(a, b)| (a - b).abs() < 1e-6), "{name}: Hugging Face's image struct");
     }
 }
+
+/// Embeddings stored as JSONL arrays reach the aesthetic filter as vectors; one cut short is
+/// refused naming the file, the field and its row.
+#[test]
+fn jsonl_embeddings_reach_a_stage_and_a_short_one_is_named() {
+    if !needs(Need::EncoderModels) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("in")).unwrap();
+    let line =
+        |i: usize, dim: usize| serde_json::json!({"id": format!("d{i}"), "text": "t", "clip": vec![0.01 * i as f32; dim]}).to_string();
+    let good: Vec<String> = (0..4).map(|i| line(i, 768)).collect();
+    std::fs::write(tmp.path().join("in/good.jsonl"), good.join("\n") + "\n").unwrap();
+    let bad: Vec<String> = (0..4).map(|i| line(i, if i == 2 { 767 } else { 768 })).collect();
+    std::fs::write(tmp.path().join("in/bad.jsonl"), bad.join("\n") + "\n").unwrap();
+    let yaml = format!(
+        "source: {{path: in}}\nstages:\n  - plugin: aesthetic_filter\n    params: {{model: /models/aesthetic-head, score_threshold: -100, embedding_field: clip}}\n    grants: {{models: {}}}\nsink: {{path: out, format: jsonl}}\n",
+        root().join("target/models").display()
+    );
+    write_pipeline(tmp.path(), &yaml);
+    let run: Run = host().current_dir(tmp.path()).args(["run", "pipeline.yaml", "--plugins"]).arg(guests_dir()).output().unwrap().into();
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("bad.jsonl") && run.stderr.contains(r#"field "clip" of row 2"#), "{}", run.stderr);
+    assert!(run.stderr.contains("767 numbers where earlier rows had 768"), "{}", run.stderr);
+    // The good file's documents were scored (as vectors, not refused as text).
+    std::fs::remove_file(tmp.path().join("in/bad.jsonl")).unwrap();
+    let run: Run = host().current_dir(tmp.path()).args(["run", "pipeline.yaml", "--plugins"]).arg(guests_dir()).output().unwrap().into();
+    run.ok();
+    let docs = jsonl_docs(&tmp.path().join("out"));
+    assert_eq!(docs.len(), 4);
+    assert!(docs.values().all(|d| d["aesthetic_score"].as_f64().is_some()), "{docs:?}");
+}

@@ -36,6 +36,9 @@ pub enum StageFailure {
     Protocol(String),
     #[error("stage returned an invalid batch: {0}")]
     InvalidOutput(String),
+    /// A column the stage reads cannot be given to it from these documents.
+    #[error("cannot give the stage its input: {0}")]
+    InvalidInput(String),
     /// The plugin cannot be loaded or instantiated at all.
     #[error("{0}")]
     Load(String),
@@ -67,7 +70,7 @@ impl StageFailure {
             | StageFailure::Watchdog { memory: false, .. }
             | StageFailure::Protocol(_) => FailureClass::LostWorker,
             StageFailure::Failed(_) | StageFailure::InvalidOutput(_) => FailureClass::Retryable,
-            StageFailure::InvalidParams(_) | StageFailure::Load(_) => FailureClass::Fatal,
+            StageFailure::InvalidParams(_) | StageFailure::Load(_) | StageFailure::InvalidInput(_) => FailureClass::Fatal,
         }
     }
 
@@ -101,6 +104,7 @@ mod tests {
             (StageFailure::Failed("no".into()), Retryable, false),
             (StageFailure::InvalidOutput("bad".into()), Retryable, false),
             (StageFailure::InvalidParams("bad".into()), Fatal, false),
+            (StageFailure::InvalidInput("ragged".into()), Fatal, false),
         ];
         for (f, class, lost) in cases {
             assert_eq!(f.class(), class, "{f}");

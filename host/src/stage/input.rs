@@ -4,24 +4,29 @@
 
 use std::sync::Arc;
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+
+use super::StageFailure;
 use arrow_schema::{DataType, Field, Schema};
 
 /// The batch a stage instance is called with: `batch` with the stage's missing input columns
 /// added from `_meta`, projected to `wanted` (`*`: every column). No copy of existing columns.
-pub fn stage_input(batch: &RecordBatch, wanted: &[String]) -> RecordBatch {
-    project(&with_meta_fields(batch, wanted), wanted)
+pub fn stage_input(batch: &RecordBatch, wanted: &[String]) -> Result<RecordBatch, StageFailure> {
+    Ok(project(with_meta_fields(batch, wanted)?.as_ref(), wanted))
 }
 
 /// `batch` with the input columns a stage names that the batch lacks, taken from the
-/// passthrough `_meta` JSON of each row (JSONL fields other than id and text): strings as
-/// they are, other values as JSON text, absent fields as nulls. Borrowed when nothing is
-/// missing.
-pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> std::borrow::Cow<'a, RecordBatch> {
+/// passthrough `_meta` JSON of each row (JSONL fields other than id and text): arrays of
+/// numbers as float32 vectors, strings as they are, other values as JSON text, absent fields
+/// as nulls. Borrowed when nothing is missing. A field whose values are all arrays but not
+/// vectors of one length (a stored embedding cut short, say) is refused, naming its row.
+pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> Result<std::borrow::Cow<'a, RecordBatch>, StageFailure> {
     let schema = batch.schema();
     let missing: Vec<&String> = wanted.iter().filter(|w| *w != "*" && schema.index_of(w).is_err()).collect();
     let meta = batch.column_by_name(crate::io::META).and_then(|c| c.as_any().downcast_ref::<StringArray>());
-    let (false, Some(meta)) = (missing.is_empty(), meta) else { return std::borrow::Cow::Borrowed(batch) };
+    let (false, Some(meta)) = (missing.is_empty(), meta) else { return Ok(std::borrow::Cow::Borrowed(batch)) };
     let rows: Vec<serde_json::Map<String, serde_json::Value>> = (0..batch.num_rows())
         .map(|r| if meta.is_null(r) { Default::default() } else { serde_json::from_str(meta.value(r)).unwrap_or_default() })
         .collect();
@@ -29,7 +34,11 @@ pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> std::b
     let mut arrays: Vec<ArrayRef> = batch.columns().to_vec();
     for name in missing {
         let raw: Vec<Option<&serde_json::Value>> = rows.iter().map(|m| m.get(name.as_str()).filter(|v| !v.is_null())).collect();
-        if let Some((field, array)) = as_vectors(name, &raw) {
+        if let Some((field, array)) = as_vectors(name, &raw).map_err(|(r, why)| {
+            // The row as the run's messages count it (`_row`: its row in the source part).
+            let row = batch.column_by_name(crate::io::ROW).and_then(|c| c.as_primitive_opt::<Int64Type>()).map_or(r as i64, |c| c.value(r));
+            StageFailure::InvalidInput(format!("field {name:?} of row {row}: {why}"))
+        })? {
             fields.push(field);
             arrays.push(array);
             continue;
@@ -46,23 +55,24 @@ pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> std::b
         arrays.push(Arc::new(values));
     }
     match RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays) {
-        Ok(b) => std::borrow::Cow::Owned(b),
-        Err(_) => std::borrow::Cow::Borrowed(batch),
+        Ok(b) => Ok(std::borrow::Cow::Owned(b)),
+        Err(_) => Ok(std::borrow::Cow::Borrowed(batch)),
     }
 }
 
-/// A field's values as a float32-vector column when every value there is an array of numbers,
-/// all of one length (stored embeddings, as the reader lifts them for a dedup step); else
-/// `None` (the stage gets them as JSON text).
-fn as_vectors(name: &str, values: &[Option<&serde_json::Value>]) -> Option<crate::io::vectors::Lifted> {
+/// A field's values as a float32-vector column when every value there is an array (stored
+/// embeddings, as the reader lifts them for a dedup step), `Err((row, why))` when one of
+/// them is not a vector of numbers of the others' length; `None` when not every value is an
+/// array (the stage gets them as text).
+fn as_vectors(name: &str, values: &[Option<&serde_json::Value>]) -> Result<Option<crate::io::vectors::Lifted>, (usize, String)> {
     if values.iter().all(Option::is_none) || !values.iter().flatten().all(|v| v.is_array()) {
-        return None;
+        return Ok(None);
     }
     let mut column = crate::io::vectors::VectorColumn::new(name);
-    for v in values {
-        column.push_json(v.map(|v| v.to_string()).as_deref()).ok()?;
+    for (r, v) in values.iter().enumerate() {
+        column.push_json(v.map(|v| v.to_string()).as_deref()).map_err(|why| (r, why))?;
     }
-    column.finish()
+    Ok(column.finish())
 }
 
 /// The columns of `batch` a manifest's `input_columns` name (`*`: all), as an Arrow batch
@@ -87,7 +97,7 @@ mod tests {
         let metas: ArrayRef = Arc::new(StringArray::from(vec![Some(r#"{"ext":"py","n":3}"#), Some("{}"), None]));
         let b = RecordBatch::try_new(Arc::new(schema), vec![texts, metas]).unwrap();
         let wanted = ["text".to_string(), "ext".to_string(), "n".to_string()];
-        let with = with_meta_fields(&b, &wanted);
+        let with = with_meta_fields(&b, &wanted).unwrap();
         let col = |n: &str| {
             with.column_by_name(n)
                 .unwrap()
@@ -100,29 +110,33 @@ mod tests {
         };
         assert_eq!(col("ext"), [Some("py".into()), None, None]);
         assert_eq!(col("n"), [Some("3".into()), None, None]);
-        assert!(matches!(with_meta_fields(&b, &["text".to_string()]), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(with_meta_fields(&b, &["text".to_string()]).unwrap(), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]
-    fn stored_embeddings_in_meta_reach_a_stage_as_vectors_and_ragged_ones_as_text() {
-        let schema = Schema::new(vec![Field::new(crate::io::META, DataType::Utf8, true)]);
+    fn stored_embeddings_in_meta_reach_a_stage_as_vectors_and_bad_ones_are_named() {
+        let schema =
+            Schema::new(vec![Field::new(crate::io::META, DataType::Utf8, true), Field::new(crate::io::ROW, DataType::Int64, false)]);
         let metas: ArrayRef = Arc::new(StringArray::from(vec![
-            Some(r#"{"e":[1,2.5],"r":[1],"m":[1,"x"]}"#),
-            Some(r#"{"e":null,"r":[1,2],"m":[2,3]}"#),
-            Some(r#"{"e":[3,4],"r":[3],"m":[4]}"#),
+            Some(r#"{"e":[1,2.5],"r":[1],"m":[1,"x"],"t":"a"}"#),
+            Some(r#"{"e":null,"r":[1,2],"m":[2,3],"t":[1]}"#),
+            Some(r#"{"e":[3,4],"r":[3],"m":[4],"t":"c"}"#),
         ]));
-        let b = RecordBatch::try_new(Arc::new(schema), vec![metas]).unwrap();
-        let with = with_meta_fields(&b, &["e".to_string(), "r".to_string(), "m".to_string()]);
+        let rows: ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![40, 41, 42]));
+        let b = RecordBatch::try_new(Arc::new(schema), vec![metas, rows]).unwrap();
+        let with = with_meta_fields(&b, &["e".to_string(), "t".to_string()]).unwrap();
         let e = with.column_by_name("e").unwrap();
         assert_eq!(e.data_type(), &DataType::new_fixed_size_list(DataType::Float32, 2, false));
         let e = e.as_any().downcast_ref::<arrow_array::FixedSizeListArray>().unwrap();
         assert!(e.is_valid(0) && e.is_null(1) && e.is_valid(2));
         let values = e.values().as_any().downcast_ref::<arrow_array::Float32Array>().unwrap();
         assert_eq!((values.value(0), values.value(1), values.value(4), values.value(5)), (1.0, 2.5, 3.0, 4.0));
-        // Lengths that vary, or a value that is not a number: the stage gets the JSON text.
-        for name in ["r", "m"] {
-            assert_eq!(with.column_by_name(name).unwrap().data_type(), &DataType::Utf8, "{name}");
-        }
+        // Not every value an array: the stage gets text.
+        assert_eq!(with.column_by_name("t").unwrap().data_type(), &DataType::Utf8);
+        // Arrays that are not vectors of one length: refused, naming the field and the row.
+        let err = |name: &str| with_meta_fields(&b, &[name.to_string()]).unwrap_err().to_string();
+        assert!(err("r").contains(r#"field "r" of row 41"#) && err("r").contains("2 numbers where earlier rows had 1"), "{}", err("r"));
+        assert!(err("m").contains(r#"field "m" of row 40"#), "{}", err("m"));
     }
 
     #[test]
@@ -132,7 +146,7 @@ mod tests {
             ("text", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
         ])
         .unwrap();
-        assert_eq!(stage_input(&b, &["text".to_string()]).num_columns(), 1);
-        assert_eq!(stage_input(&b, &["*".to_string()]).num_columns(), 2);
+        assert_eq!(stage_input(&b, &["text".to_string()]).unwrap().num_columns(), 1);
+        assert_eq!(stage_input(&b, &["*".to_string()]).unwrap().num_columns(), 2);
     }
 }

@@ -61,7 +61,7 @@ pub fn call_and_apply(inst: &mut dyn StageCall, batch: &RecordBatch, wanted: &[S
 /// `call_and_apply`, and whether the answer kept the source's columns
 /// (`StageOutput::keeps_source_columns`).
 pub fn call_and_apply_kept(inst: &mut dyn StageCall, batch: &RecordBatch, wanted: &[String]) -> Result<(RecordBatch, bool), StageFailure> {
-    let out = inst.call(&stage_input(batch, wanted))?;
+    let out = inst.call(&stage_input(batch, wanted)?)?;
     let kept = out.keeps_source_columns();
     Ok((out.apply(batch)?, kept))
 }
