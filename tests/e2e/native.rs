@@ -322,14 +322,7 @@ fn bench_feeds_the_stage_after_a_native_one_its_output() {
         tmp.path(),
         "source:\n  path: in.jsonl\nsink:\n  path: out\nstages:\n  - plugin: native_probe\n    params: {mode: fail}\n  - plugin: word_count_filter\n    params: {min_words: 5}\n",
     );
-    let run: Run = host()
-        .args(["bench", p.to_str().unwrap(), "--json", "--repeat", "1", "--plugins"])
-        .arg(plugins)
-        .arg("--plugins")
-        .arg(guests_dir())
-        .output()
-        .unwrap()
-        .into();
+    let run = run_with_guests(&["bench", p.to_str().unwrap(), "--json", "--repeat", "1", "--plugins", plugins.to_str().unwrap()]);
     run.ok();
     let rows: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     // The native stage ran (in its worker) and passed every document on: the WASM stage after
