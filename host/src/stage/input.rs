@@ -8,6 +8,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 
+use serde_json::value::RawValue;
+
 use super::StageFailure;
 use arrow_schema::{DataType, Field, Schema};
 
@@ -27,13 +29,16 @@ pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> Result
     let missing: Vec<&String> = wanted.iter().filter(|w| *w != "*" && schema.index_of(w).is_err()).collect();
     let meta = batch.column_by_name(crate::io::META).and_then(|c| c.as_any().downcast_ref::<StringArray>());
     let (false, Some(meta)) = (missing.is_empty(), meta) else { return Ok(std::borrow::Cow::Borrowed(batch)) };
-    let rows: Vec<serde_json::Map<String, serde_json::Value>> = (0..batch.num_rows())
-        .map(|r| if meta.is_null(r) { Default::default() } else { serde_json::from_str(meta.value(r)).unwrap_or_default() })
+    // Each row's fields as raw JSON text (borrowed from `_meta`): a stored embedding is
+    // parsed once, straight into the vector column.
+    type Raw<'m> = std::collections::BTreeMap<String, &'m RawValue>;
+    let rows: Vec<Raw<'_>> = (0..batch.num_rows())
+        .map(|r| if meta.is_null(r) { Raw::new() } else { serde_json::from_str(meta.value(r)).unwrap_or_default() })
         .collect();
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     let mut arrays: Vec<ArrayRef> = batch.columns().to_vec();
     for name in missing {
-        let raw: Vec<Option<&serde_json::Value>> = rows.iter().map(|m| m.get(name.as_str()).filter(|v| !v.is_null())).collect();
+        let raw: Vec<Option<&str>> = rows.iter().map(|m| m.get(name.as_str()).map(|v| v.get()).filter(|v| *v != "null")).collect();
         if let Some((field, array)) = as_vectors(name, &raw).map_err(|(r, why)| {
             // The row as the run's messages count it (`_row`: its row in the source part).
             let row = batch.column_by_name(crate::io::ROW).and_then(|c| c.as_primitive_opt::<Int64Type>()).map_or(r as i64, |c| c.value(r));
@@ -43,12 +48,15 @@ pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> Result
             arrays.push(array);
             continue;
         }
-        let values: StringArray = rows
+        // Strings as they are; other values as (compact) JSON text.
+        let values: StringArray = raw
             .iter()
-            .map(|m| match m.get(name.as_str()) {
-                None | Some(serde_json::Value::Null) => None,
-                Some(serde_json::Value::String(s)) => Some(s.clone()),
-                Some(v) => Some(v.to_string()),
+            .map(|v| {
+                v.map(|v| match serde_json::from_str::<serde_json::Value>(v) {
+                    Ok(serde_json::Value::String(s)) => s,
+                    Ok(other) => other.to_string(),
+                    Err(_) => v.to_string(),
+                })
             })
             .collect();
         fields.push(Field::new(name.as_str(), DataType::Utf8, true));
@@ -64,13 +72,13 @@ pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> Result
 /// embeddings, as the reader lifts them for a dedup step), `Err((row, why))` when one of
 /// them is not a vector of numbers of the others' length; `None` when not every value is an
 /// array (the stage gets them as text).
-fn as_vectors(name: &str, values: &[Option<&serde_json::Value>]) -> Result<Option<crate::io::vectors::Lifted>, (usize, String)> {
-    if values.iter().all(Option::is_none) || !values.iter().flatten().all(|v| v.is_array()) {
+fn as_vectors(name: &str, values: &[Option<&str>]) -> Result<Option<crate::io::vectors::Lifted>, (usize, String)> {
+    if values.iter().all(Option::is_none) || !values.iter().flatten().all(|v| v.starts_with('[')) {
         return Ok(None);
     }
     let mut column = crate::io::vectors::VectorColumn::new(name);
     for (r, v) in values.iter().enumerate() {
-        column.push_json(v.map(|v| v.to_string()).as_deref()).map_err(|why| (r, why))?;
+        column.push_json(*v).map_err(|why| (r, why))?;
     }
     Ok(column.finish())
 }

@@ -191,7 +191,7 @@ impl ParquetReader {
             {
                 self.lift(name, col)
             }
-            DataType::Binary | DataType::LargeBinary | DataType::BinaryView => binary(col),
+            t if is_binary(t) => binary(col),
             DataType::Struct(fields) if fields.find("bytes").is_some_and(|(_, f)| is_binary(f.data_type())) => {
                 let s = col.as_struct();
                 let bytes = s.column_by_name("bytes").cloned().ok_or_else(|| perr(&self.source, "no bytes field"))?;
