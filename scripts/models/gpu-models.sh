@@ -35,7 +35,8 @@ want() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 [ -f "$work/minilm-classifier/model.safetensors" ] || python3 -c "import sys; sys.path.insert(0, '$kit'); import fetch; from pathlib import Path; fetch.make_classifier(Path('$model'), Path('$work'))"
 clf="$work/minilm-classifier"
-# Settings: REPEAT (corpus copies), SHARDS (input files), BUDGETS, ST, ST_DOCS, SUMMARY (stage table).
+# Settings: REPEAT (corpus copies), SHARDS (input files), BUDGETS, ST, ST_DOCS, SUMMARY (stage table),
+# EMBED_CPUS (the defaults runs' `cpus` per embedder worker, in place of the stage's own).
 # The kit's corpus REPEAT times (default 8), with fresh ids (what travels to the GPU machine is capped).
 # A corpus or an in/ made with other settings is made again (they are cached between calls).
 if [ "$(cat "$work/corpus.repeat" 2>/dev/null)" != "${REPEAT:-8}" ]; then
@@ -105,18 +106,20 @@ YAML
     grep -h "embedder:" small-warm.log | head -2 || true
     unset CURATOR_CACHE_DIR
 fi
-sample() { # file: GPU util % every 100 ms until killed
-    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$1" 2>/dev/null &
+sample() { # file: "time, GPU index, util %" for every GPU every 100 ms until killed
+    nvidia-smi --query-gpu=timestamp,index,utilization.gpu --format=csv,noheader,nounits -lms 100 > "$1" 2>/dev/null &
     echo $!
 }
 run_embed() { # tag [num_workers] [defaults]: JSONL -> embedder (GPU) -> Parquet; docs/s and GPU busy
     if [ "${3:-}" = defaults ]; then
+        local cpus=""
+        [ -z "${EMBED_CPUS:-}" ] || cpus="    resources: {cpus: $EMBED_CPUS}"$'\n'
         cat > "embed-$1.yaml" <<YAML
 source: {path: in}
 stages:
   - plugin: embedder
     params: {model: /models/minilm16}
-    grants: {models: $kit}
+${cpus}    grants: {models: $kit}
 sink: {path: out-embed-$1, format: parquet, mode: overwrite}
 YAML
     else
@@ -137,13 +140,29 @@ YAML
     "$kit/curator-host" run "embed-$1.yaml" --plugins "$kit/plugins" > "run-$1.log" 2>&1 || { cat "run-$1.log"; exit 1; }
     end=$(date +%s.%N)
     kill "$pid" || true
-    python3 - "$start" "$end" "$docs" "util-$1.txt" "$1" <<'PY'
-import sys
+    python3 - "$start" "$end" "$docs" "util-$1.txt" "$1" "run-$1.log" <<'PY'
+import re, sys
+from datetime import datetime
 start, end, docs = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-u = [int(x) for x in open(sys.argv[4]).read().split() if x.strip().isdigit()]
+per_gpu = {}  # index -> [(unix time, util %)]
+for line in open(sys.argv[4]):
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) == 3 and parts[2].isdigit():
+        t = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+        per_gpu.setdefault(parts[1], []).append((t, int(parts[2])))
+u = [x for s in per_gpu.values() for _, x in s]
 busy = [x for x in u if x > 0]
 print(f"{sys.argv[5]}: {docs / (end - start):.0f} docs/s wall ({end - start:.1f} s, process start included); "
       f"GPU busy mean {sum(u) / max(len(u), 1):.0f} %, {sum(busy) / max(len(busy), 1):.0f} % over non-idle samples ({len(busy)}/{len(u)})")
+# The run's fixed part: process start to a card's first busy sample, its last busy sample to exit.
+for gpu, samples in sorted(per_gpu.items()):
+    on = [t for t, x in samples if x > 0]
+    if on:
+        print(f"  GPU {gpu}: first busy {on[0] - start:.2f} s after start, last busy {end - on[-1]:.2f} s before exit, "
+              f"busy {100 * len(on) / max(1, sum(1 for t, _ in samples if on[0] <= t <= on[-1])):.0f} % of the samples between")
+m = re.search(r"first batch at the sink ([0-9.]+)s", open(sys.argv[6]).read())
+if m:
+    print(f"  first batch at the sink {m.group(1)} s after the run started")
 PY
     grep "wrote" "run-$1.log" | tail -1
     [ -z "${SUMMARY:-}" ] || grep -B1 -A6 "STAGE" "run-$1.log" | head -12
@@ -240,6 +259,10 @@ fi
 if want scale; then
     make_input
     echo "== scale: JSONL -> embedder -> Parquet with the stage's defaults, one GPU, then all $(nvidia-smi -L | wc -l)"
+    # The kernel cache warmed first, so that neither side pays NVRTC's compile.
+    mkdir -p warm-in && head -2000 "$corpus" > warm-in/w.jsonl
+    printf 'source: {path: warm-in}\nstages:\n  - plugin: embedder\n    params: {model: /models/minilm16}\n    grants: {models: %s}\nsink: {path: out-warm, format: parquet, mode: overwrite}\n' "$kit" > warm.yaml
+    "$kit/curator-host" run warm.yaml --plugins "$kit/plugins" > warm.log 2>&1 || { cat warm.log; exit 1; }
     CUDA_VISIBLE_DEVICES=0 run_embed one-gpu "" defaults
     run_embed all-gpus "" defaults
 fi

@@ -71,7 +71,14 @@ fn embedder_writes_an_embedding_vector_column_to_parquet() {
         models().display()
     );
     write_pipeline(tmp.path(), &yaml);
-    run(tmp.path(), &["run", "pipeline.yaml"]).ok();
+    let r = run(tmp.path(), &["run", "pipeline.yaml"]);
+    r.ok();
+    // The worker's set-up line (a native stage's info log) reaches the run's log at info.
+    assert!(
+        r.stderr.lines().any(|l| l.contains(" INFO ") && l.contains("embedder: /models/all-MiniLM-L6-v2") && l.contains("set up in")),
+        "{}",
+        r.stderr
+    );
     let file = std::fs::File::open(tmp.path().join("out/docs.parquet")).unwrap();
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
     let mut seen = 0;

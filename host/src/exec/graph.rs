@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::bounded;
 
 use curator_core::pipeline::ExecutionMode;
+use curator_core::placement::start_waves;
 use curator_core::scaling::{StageLoad, allocate};
 
 use super::Schedule;
@@ -135,21 +136,26 @@ pub(crate) fn run_graph(
 }
 
 /// Start the first allocation's workers and return once every stage has one set up, so that
-/// reading starts while the others are still loading (a GPU model stage's eight workers take
-/// twice as long as one: their CUDA contexts and weights are set up one after another by the
-/// driver). Returns the first setup error when one came before every stage had a worker; a
-/// worker that fails to set up later fails the run (`stage::worker` records every setup
-/// error with `Ctx::fail` before its thread ends).
+/// reading starts while the others are still loading. A GPU stage starts one worker per card
+/// first and the rest once one is set up (`placement::start_waves`: the driver creates CUDA
+/// contexts one after another, and processes that ask together all wait for the last).
+/// Returns the first setup error when one came before every stage had a worker; a worker
+/// that fails to set up later fails the run (`stage::worker` records every setup error with
+/// `Ctx::fail` before its thread ends).
 fn start_workers(ctx: &Arc<Ctx>, pools: &[Arc<Pool>], sched: &mut Schedule<'_>) -> Result<(), RunError> {
     let plan = &ctx.plan;
     let loads: Vec<StageLoad> = pools.iter().map(|p| load(&plan.stages[p.stage], None)).collect();
     let counts = allocate(&sched.capacity, &loads, plan.spec.execution.max_workers_per_stage);
     record_scaling(ctx, &mut sched.scaling, sched.started, pools, &counts, "initial allocation");
+    let first_wave = |pool: &Pool, n: usize| match &plan.stages[pool.stage].gpu {
+        gpu if gpu.is_empty() => n,
+        gpu => start_waves(gpu).1.clamp(1, n.max(1)),
+    };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let mut waiting = std::collections::BTreeSet::new();
     let mut expected = 0;
     for (pool, n) in pools.iter().zip(&counts) {
-        let started = pool.scale_to(ctx, *n, Some(&ready_tx));
+        let started = pool.scale_to(ctx, first_wave(pool, *n), Some(&ready_tx));
         if started > 0 {
             waiting.insert(pool.stage);
         }
@@ -173,10 +179,15 @@ fn start_workers(ctx: &Arc<Ctx>, pools: &[Arc<Pool>], sched: &mut Schedule<'_>) 
             }
         }
     }
-    match failed {
-        true => Err(ctx.take_failure().unwrap_or_else(|| RunError::Panic("a worker failed to start".into()))),
-        false => Ok(()),
+    if failed {
+        return Err(ctx.take_failure().unwrap_or_else(|| RunError::Panic("a worker failed to start".into())));
     }
+    for (pool, n) in pools.iter().zip(&counts) {
+        if first_wave(pool, *n) < *n {
+            pool.scale_to(ctx, *n, None);
+        }
+    }
+    Ok(())
 }
 
 /// Sink thread `k`: writes (or spills) the partitions sent to its queue.

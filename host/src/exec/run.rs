@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use curator_core::pipeline::{ExecutionMode, WriteMode};
+use curator_core::placement::start_waves;
 use curator_core::shard::Phase;
 
 use super::graph::{Sink, Source, run_graph};
@@ -48,7 +49,8 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     // counters are shared by all of them.
     let new_ctx = |plan: Plan| {
         Arc::new(Ctx {
-            gpu_slots: plan.stages.iter().map(|s| Mutex::new(s.gpu.clone())).collect(),
+            // Workers take their card from the end: the start order, reversed.
+            gpu_slots: plan.stages.iter().map(|s| Mutex::new(start_waves(&s.gpu).0.into_iter().rev().collect())).collect(),
             plan,
             compiled: compiled.clone(),
             allowed_cpus: allowed_cpus.clone(),

@@ -120,7 +120,7 @@ impl WorkerProcess {
             let _ = std::thread::Builder::new().name("curator-worker-stderr".into()).spawn(move || {
                 use std::io::BufRead;
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    tracing::debug!(stage = %label, "worker: {line}");
+                    log_worker_line(&label, &line);
                     if let Ok(mut t) = watch.stderr_tail.lock() {
                         t.push_back(line);
                         if t.len() > 8 {
@@ -271,9 +271,44 @@ impl Drop for WorkerProcess {
     }
 }
 
+/// The level a worker's stderr line was written at: a native stage's `curator_sdk::log` writes
+/// `[Level] message`; anything else (a library's own output) is debug.
+fn worker_line_level(line: &str) -> (tracing::Level, &str) {
+    let levels = [
+        ("[Error] ", tracing::Level::ERROR),
+        ("[Warn] ", tracing::Level::WARN),
+        ("[Info] ", tracing::Level::INFO),
+        ("[Debug] ", tracing::Level::DEBUG),
+        ("[Trace] ", tracing::Level::TRACE),
+    ];
+    levels.iter().find_map(|(tag, level)| line.strip_prefix(tag).map(|m| (*level, m))).unwrap_or((tracing::Level::DEBUG, line))
+}
+
+/// Log a line of a worker's stderr at the level its stage logged it at, as the sandbox does
+/// for a WASM stage's log calls.
+fn log_worker_line(label: &str, line: &str) {
+    match worker_line_level(line) {
+        (tracing::Level::ERROR, m) => tracing::error!(stage = %label, "{m}"),
+        (tracing::Level::WARN, m) => tracing::warn!(stage = %label, "{m}"),
+        (tracing::Level::INFO, m) => tracing::info!(stage = %label, "{m}"),
+        (tracing::Level::TRACE, m) => tracing::trace!(stage = %label, "{m}"),
+        (_, m) => tracing::debug!(stage = %label, "worker: {m}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_native_stages_log_lines_keep_their_level() {
+        assert_eq!(worker_line_level("[Info] embedder: set up in 1.20 s"), (tracing::Level::INFO, "embedder: set up in 1.20 s"));
+        assert_eq!(worker_line_level("[Warn] slow"), (tracing::Level::WARN, "slow"));
+        assert_eq!(worker_line_level("[Error] broken"), (tracing::Level::ERROR, "broken"));
+        assert_eq!(worker_line_level("[Trace] t"), (tracing::Level::TRACE, "t"));
+        assert_eq!(worker_line_level("cuBLAS said something"), (tracing::Level::DEBUG, "cuBLAS said something"));
+        assert_eq!(worker_line_level("[Info]no space"), (tracing::Level::DEBUG, "[Info]no space"), "only the SDK's exact form");
+    }
 
     #[test]
     fn only_far_too_large_arenas_shrink() {

@@ -153,16 +153,38 @@ pub struct Encoder {
     max_docs: usize,
     chunk_docs: usize,
     stats: std::sync::Mutex<Stats>,
+    setup: SetupTimes,
+}
+
+/// Where an encoder's set-up went, in seconds (logged by the stages: a run's start-up is
+/// these, paid by every worker).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetupTimes {
+    /// The model's files read: config, weights, tokenizer.
+    pub files_s: f64,
+    /// The GPU's context created by the driver (0 on the CPU).
+    pub context_s: f64,
+    /// The rest of the back-end: cuBLAS, kernels, the weights' upload.
+    pub backend_s: f64,
+}
+
+impl SetupTimes {
+    /// All of it.
+    pub fn total_s(&self) -> f64 {
+        self.files_s + self.context_s + self.backend_s
+    }
 }
 
 impl Encoder {
     /// Load the model in `dir` and set up its back-end.
     pub fn load(dir: &Path, opts: &Options) -> Result<Encoder, EncoderError> {
+        let started = std::time::Instant::now();
         let config = ModelConfig::load(dir)?;
         let weights = Weights::load(&dir.join("model.safetensors"), &config)?;
         let max_tokens = opts.max_tokens.unwrap_or(config.default_tokens()).clamp(2, config.max_tokens());
         let tokenizer = Tokenizer::load(&dir.join("tokenizer.json"), max_tokens)?;
         let cache = opts.kernel_cache.as_deref();
+        let files_s = started.elapsed().as_secs_f64();
         let backend = match opts.device {
             Device::Cpu => Backend::Cpu,
             Device::Gpu => Backend::Gpu(Box::new(gpu::GpuModel::new(&config, &weights, opts.gpu_memory_bytes, cache)?)),
@@ -172,6 +194,11 @@ impl Encoder {
                 Err(e) => return Err(e),
             },
         };
+        let context_s = match &backend {
+            Backend::Gpu(g) => g.context_s(),
+            Backend::Cpu => 0.0,
+        };
+        let setup = SetupTimes { files_s, context_s, backend_s: started.elapsed().as_secs_f64() - files_s - context_s };
         Ok(Encoder {
             config,
             weights,
@@ -182,7 +209,13 @@ impl Encoder {
             max_docs: opts.max_docs.max(1),
             chunk_docs: opts.chunk_docs.max(1),
             stats: Default::default(),
+            setup,
         })
+    }
+
+    /// Where the set-up went.
+    pub fn setup_times(&self) -> SetupTimes {
+        self.setup
     }
 
     /// How the GPU kernels were obtained ("compiled" or "cached"); `None` on the CPU.

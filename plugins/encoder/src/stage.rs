@@ -42,10 +42,16 @@ pub fn load_encoder(stage: &str, model: &str, opts: &Options) -> Result<Encoder,
         other => StageError::Failed(other.to_string()),
     })?;
     let check = if curator_sdk::native::context().check_only { " (set-up check: the worker that runs puts it on the GPU)" } else { "" };
+    let t = encoder.setup_times();
+    let gpu_part = match encoder.kernels_from() {
+        Some(_) => format!(", CUDA context {:.2} s, cuBLAS + kernels + weights {:.2} s", t.context_s, t.backend_s),
+        None => String::new(),
+    };
     log(
         Level::Info,
         &format!(
-            "{stage}: {} ({}; {} layers, {} wide) on the {}{check}, up to {} tokens, {} padded tokens per pass, tokenizer: {}",
+            "{stage}: {} ({}; {} layers, {} wide) on the {}{check}, up to {} tokens, {} padded tokens per pass, tokenizer: {}; \
+             set up in {:.2} s (model files {:.2} s{gpu_part})",
             model,
             encoder.config.layout,
             encoder.config.num_layers,
@@ -53,7 +59,9 @@ pub fn load_encoder(stage: &str, model: &str, opts: &Options) -> Result<Encoder,
             encoder.device(),
             encoder.max_tokens(),
             encoder.token_budget(),
-            encoder.tokenizer()
+            encoder.tokenizer(),
+            t.total_s(),
+            t.files_s,
         ),
     );
     Ok(encoder)

@@ -27,6 +27,9 @@ pub(crate) struct GpuDevice {
     pub(crate) k: Kernels,
     /// How the kernels were obtained ("compiled", "cached").
     pub(crate) kernels_from: &'static str,
+    /// Seconds the driver took to create the context (the part of a worker's start-up that
+    /// the driver may serialise between processes).
+    pub(crate) context_s: f64,
     /// Device milliseconds per step of the forward passes, when `CURATOR_ENCODER_PROFILE` is
     /// set (events between the steps; for benchmarks, not for runs).
     profile: Option<Mutex<BTreeMap<&'static str, f64>>>,
@@ -54,7 +57,9 @@ impl GpuDevice {
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(EncoderError::NoGpu("no cuBLAS library found".into()));
         }
+        let opening = std::time::Instant::now();
         let ctx = CudaContext::new(0).map_err(|e| EncoderError::NoGpu(format!("cannot open GPU 0: {e:?}")))?;
+        let context_s = opening.elapsed().as_secs_f64();
         // SAFETY: a model uses one stream for everything, so no buffer is ever shared between
         // streams and cudarc's cross-stream events are not needed.
         unsafe { ctx.disable_event_tracking() };
@@ -78,7 +83,7 @@ impl GpuDevice {
         let module = ctx.load_module(ptx).map_err(driver("load kernels"))?;
         let k = Kernels::load(&module)?;
         let profile = std::env::var_os("CURATOR_ENCODER_PROFILE").map(|_| Mutex::new(BTreeMap::new()));
-        Ok(GpuDevice { ctx, stream, blas, _blas_workspace: blas_workspace, k, kernels_from, profile })
+        Ok(GpuDevice { ctx, stream, blas, _blas_workspace: blas_workspace, k, kernels_from, context_s, profile })
     }
 
     /// Marks for a group of passes: `Some` when profiling.

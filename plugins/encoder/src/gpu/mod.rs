@@ -349,6 +349,11 @@ impl GpuModel {
         self.dev.kernels_from
     }
 
+    /// Seconds the driver took to create this model's context.
+    pub fn context_s(&self) -> f64 {
+        self.dev.context_s
+    }
+
     /// `y[t × out] = x[t × inp] Wᵀ` (no bias: the next kernel adds it).
     fn matmul(&self, l: &GLinear, x: &CudaSlice<f16>, t: usize, y: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
         self.dev.matmul(l, x, t, y)
