@@ -337,7 +337,8 @@ fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
         assert!((doc["aesthetic_score"].as_f64().unwrap() - want).abs() < tol, "{name}: {doc}");
         by_name.insert(name.clone(), clip);
     }
-    // 3. Hugging Face's layout: an `image` struct of bytes and path, beside id and text.
+    // 3. Hugging Face's layout: an `image` struct of bytes and path, beside an id and a label,
+    //    and no text column (read with empty texts).
     let names: Vec<&String> = keys.keys().collect();
     let all = images();
     let bytes: ArrayRef = Arc::new(BinaryArray::from_iter_values(names.iter().map(|n| all[*n].as_slice())));
@@ -347,8 +348,8 @@ fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
         (Arc::new(Field::new("path", DataType::Utf8, true)), paths),
     ]));
     let ids: ArrayRef = Arc::new(StringArray::from_iter_values(names.iter().map(|n| format!("hf-{n}"))));
-    let texts: ArrayRef = Arc::new(StringArray::from_iter_values(names.iter().map(|n| format!("a picture called {n}"))));
-    let batch = RecordBatch::try_from_iter([("id", ids), ("text", texts), ("image", image)]).unwrap();
+    let labels: ArrayRef = Arc::new(arrow_array::Int64Array::from_iter_values((0..names.len() as i64).map(|i| i % 3)));
+    let batch = RecordBatch::try_from_iter([("id", ids), ("label", labels), ("image", image)]).unwrap();
     std::fs::create_dir(tmp.path().join("hf")).unwrap();
     let file = std::fs::File::create(tmp.path().join("hf/train-00000-of-00001.parquet")).unwrap();
     let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
@@ -356,10 +357,24 @@ fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
     w.close().unwrap();
     run(format!("source: {{path: hf}}\nstages:\n{}sink: {{path: third, format: jsonl}}\n", embedder("clip")));
     let third = jsonl_docs(&tmp.path().join("third"));
-    for (name, clip) in &by_name {
-        let got = vector(&third[&format!("hf-{name}")], "clip");
-        assert!(got.iter().zip(clip).all(|(a, b)| (a - b).abs() < 1e-6), "{name}: Hugging Face's image struct");
+    assert_eq!(third.len(), names.len());
+    for (i, name) in names.iter().enumerate() {
+        let doc = &third[&format!("hf-{name}")];
+        let got = vector(doc, "clip");
+        assert!(got.iter().zip(&by_name[*name]).all(|(a, b)| (a - b).abs() < 1e-6), "{name}: Hugging Face's image struct");
+        assert_eq!((doc["text"].as_str(), doc["label"].as_i64()), (Some(""), Some(i as i64 % 3)), "{doc}");
     }
+    // Without an image column, a Parquet file without its text column is still refused.
+    let plain = RecordBatch::try_from_iter([("id", Arc::new(StringArray::from(vec!["a"])) as ArrayRef)]).unwrap();
+    std::fs::create_dir(tmp.path().join("plain")).unwrap();
+    let file = std::fs::File::create(tmp.path().join("plain/ids.parquet")).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, plain.schema(), None).unwrap();
+    w.write(&plain).unwrap();
+    w.close().unwrap();
+    std::fs::write(tmp.path().join("plain.yaml"), "source: {path: plain}\nsink: {path: fourth, format: jsonl}\n").unwrap();
+    let r: Run = host().current_dir(tmp.path()).args(["run", "plain.yaml"]).output().unwrap().into();
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("plain/ids.parquet") && r.stderr.contains("\"text\"") && r.stderr.contains("no such column"), "{}", r.stderr);
 }
 
 /// Embeddings stored as JSONL arrays reach the aesthetic filter as vectors; one cut short is

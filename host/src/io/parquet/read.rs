@@ -52,8 +52,17 @@ impl ParquetReader {
         let json_columns: Vec<String> =
             builder.schema().metadata().get(JSON_COLUMNS_KEY).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
         let schema = builder.schema().clone();
-        if schema.field_with_name(&opts.text_field).is_err() {
-            return Err(IoError::Field { at: source, field: opts.text_field.clone(), message: "no such column".into() });
+        // A file of images (Hugging Face's image datasets: an image column, a label, no text)
+        // is read with empty texts, as a WebDataset sample without a caption is; any other
+        // file needs its text column, and so does a `text_field` other than the default.
+        let no_text = schema.field_with_name(&opts.text_field).is_err();
+        if no_text && (opts.text_field != crate::io::TEXT || !schema.fields().iter().any(|f| holds_images(f.data_type()))) {
+            return Err(IoError::Field {
+                at: source,
+                field: opts.text_field.clone(),
+                message: "no such column (only a file with an image column, binary or Hugging Face's image struct, may have no text)"
+                    .into(),
+            });
         }
         if let Some(keep) = &opts.fields {
             let wanted: Vec<usize> = schema
@@ -111,12 +120,16 @@ impl ParquetReader {
     fn convert(&mut self, batch: &RecordBatch) -> Result<RecordBatch, IoError> {
         let n = batch.num_rows();
         let schema = batch.schema();
-        let text_idx = schema.index_of(&self.opts.text_field).map_err(|e| perr(&self.source, e))?;
-        let text = text_column(batch.column(text_idx)).ok_or_else(|| IoError::Field {
-            at: self.source.clone(),
-            field: self.opts.text_field.clone(),
-            message: format!("expected a string column, found {}", schema.field(text_idx).data_type()),
-        })?;
+        // No text column: a file of images (checked when it was opened), read with empty texts.
+        let text_idx = schema.index_of(&self.opts.text_field).ok();
+        let text = match text_idx {
+            Some(i) => text_column(batch.column(i)).ok_or_else(|| IoError::Field {
+                at: self.source.clone(),
+                field: self.opts.text_field.clone(),
+                message: format!("expected a string column, found {}", schema.field(i).data_type()),
+            })?,
+            None => StringArray::from_iter_values(std::iter::repeat_n("", n)),
+        };
         let id_idx = schema.index_of(&self.opts.id_field).ok();
         // A string id column gives the ids as they are; other ids (numbers, our own JSON-text
         // columns) are read from their JSON.
@@ -192,7 +205,7 @@ impl ParquetReader {
                 self.lift(name, col)
             }
             t if is_binary(t) => binary(col),
-            DataType::Struct(fields) if fields.find("bytes").is_some_and(|(_, f)| is_binary(f.data_type())) => {
+            DataType::Struct(_) if holds_images(col.data_type()) => {
                 let s = col.as_struct();
                 let bytes = s.column_by_name("bytes").cloned().ok_or_else(|| perr(&self.source, "no bytes field"))?;
                 // A null struct is a null image, whatever its bytes field holds.
@@ -213,13 +226,13 @@ impl ParquetReader {
     fn sort_columns<'b>(
         &self,
         batch: &'b RecordBatch,
-        text_idx: usize,
+        text_idx: Option<usize>,
         encoder_options: &'b EncoderOptions,
     ) -> Result<Sorted<'b>, IoError> {
         let schema = batch.schema_ref();
         let mut sorted = Sorted { batch, others: Vec::new(), extra: None, own: Vec::new(), id_from_json: None };
         for (i, f) in schema.fields().iter().enumerate() {
-            if i == text_idx {
+            if Some(i) == text_idx {
                 continue;
             }
             if self.opts.vectors.contains(f.name()) {
@@ -361,4 +374,12 @@ pub fn source_fields(inputs: &[&InputFile], text_field: &str) -> Vec<Field> {
 
 fn is_binary(t: &DataType) -> bool {
     matches!(t, DataType::Binary | DataType::LargeBinary | DataType::BinaryView)
+}
+
+/// Whether a column can hold images: bytes, or Hugging Face's image struct (`{bytes, path}`).
+fn holds_images(t: &DataType) -> bool {
+    match t {
+        DataType::Struct(fields) => fields.find("bytes").is_some_and(|(_, f)| is_binary(f.data_type())),
+        t => is_binary(t),
+    }
 }
