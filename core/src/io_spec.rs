@@ -20,7 +20,16 @@ pub enum Format {
     /// WebDataset tar shards (image datasets): one document per sample, its image bytes in
     /// an `image` column. A source and a sink (kept samples written back member by member).
     Webdataset,
+    /// A folder of image files (img2dataset's `files` layout): one document per image, with
+    /// the caption and metadata of the files beside it that share its name (`.txt`,
+    /// `.caption`, `.json`, `.cls`), as a WebDataset sample. A source format only.
+    Images,
 }
+
+/// Image files per partition of an `images` source when neither `files_per_partition` nor
+/// `blocksize` is set: a batch never spans partitions, and one image each would starve a
+/// GPU stage.
+pub const IMAGES_PER_PARTITION: usize = 1024;
 
 /// A size: bytes as a number, or text like `64MB`, `1.5GiB` (powers of 1024).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -51,11 +60,13 @@ pub struct SourceSpec {
     /// `az://`, `file://`) or a list of them. Relative paths are resolved against the
     /// pipeline file's directory.
     pub path: OneOrMany,
-    /// `jsonl`, `parquet`, `video` or `warc`; by default from each file's extension
-    /// (`.parquet`, a video extension such as `.mp4`, `.warc[.gz]` / `.wet[.gz]`, or JSONL).
+    /// `jsonl`, `parquet`, `video`, `warc`, `webdataset` or `images`; by default from each
+    /// file's extension (`.parquet`, a video extension such as `.mp4`, `.warc[.gz]` /
+    /// `.wet[.gz]`, `.tar`, an image's such as `.jpg`, or JSONL). A directory of images needs
+    /// `format: images`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<Format>,
-    /// Whole files per partition (exclusive with `blocksize`). Default: 1.
+    /// Whole files per partition (exclusive with `blocksize`). Default: 1 (`images`: 1024).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files_per_partition: Option<usize>,
     /// Target bytes per partition (exclusive with `files_per_partition`): large files are
@@ -196,7 +207,7 @@ impl SinkSpec {
     /// The compression in effect.
     pub fn compression(&self) -> Compression {
         self.compression.unwrap_or(match self.format {
-            Format::Jsonl | Format::Video | Format::Warc | Format::Webdataset => Compression::None,
+            Format::Jsonl | Format::Video | Format::Warc | Format::Webdataset | Format::Images => Compression::None,
             Format::Parquet => Compression::Zstd,
         })
     }

@@ -6,7 +6,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use crate::io_spec::{Compression, DEFAULT_MAX_LINE_BYTES, Format, OneOrMany, RetrySpec, SinkSpec, Size, SourceSpec, WriteMode};
+pub use crate::io_spec::{
+    Compression, DEFAULT_MAX_LINE_BYTES, Format, IMAGES_PER_PARTITION, OneOrMany, RetrySpec, SinkSpec, Size, SourceSpec, WriteMode,
+};
 pub use crate::spec_error::{SpecError, SpecErrors};
 pub use crate::step::{DedupStep, Grant, Isolation, RemoveIdsSpec, RemoveIdsStep, StageSpec, Step};
 
@@ -262,6 +264,13 @@ impl PipelineSpec {
         if self.sink.format == Format::Warc {
             errors.push(SpecError::new(file, "sink.format", "warc is a source format; write the documents as jsonl or parquet"));
         }
+        if self.sink.format == Format::Images {
+            errors.push(SpecError::new(
+                file,
+                "sink.format",
+                "images is a source format; write the images as webdataset shards, or the documents as parquet or jsonl",
+            ));
+        }
     }
 
     /// The steps: one dedup step at most, each dedup and `remove_ids` step on its own.
@@ -489,6 +498,15 @@ stages:
         assert!(e.starts_with("p.yaml: sink.format: video is a source format"), "{e}");
         let source = GOOD.replace("  path: data/\n", "  path: data/\n  format: video\n");
         assert_eq!(PipelineSpec::from_yaml("p.yaml", &source).unwrap().source.format, Some(Format::Video));
+    }
+
+    #[test]
+    fn images_are_a_source_format_only() {
+        let sink = GOOD.replace("  compression: zstd\n", "  format: images\n");
+        let e = PipelineSpec::from_yaml("p.yaml", &sink).unwrap_err().to_string();
+        assert!(e.starts_with("p.yaml: sink.format: images is a source format"), "{e}");
+        let source = GOOD.replace("  path: data/\n", "  path: data/\n  format: images\n");
+        assert_eq!(PipelineSpec::from_yaml("p.yaml", &source).unwrap().source.format, Some(Format::Images));
     }
 
     #[test]

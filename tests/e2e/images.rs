@@ -409,3 +409,80 @@ fn jsonl_embeddings_reach_a_stage_and_a_short_one_is_named() {
     assert_eq!(docs.len(), 4);
     assert!(docs.values().all(|d| d["aesthetic_score"].as_f64().is_some()), "{docs:?}");
 }
+
+/// A folder of images (img2dataset's `files` layout): one document per image, with the
+/// caption and metadata of the files beside it; a partition's images go to the stage in
+/// batches that span the files (one partition, one output file); a file that is not an image
+/// is rejected by name; and the kept images go back out as WebDataset samples with their
+/// captions.
+#[test]
+fn a_folder_of_images_is_a_source() {
+    if !needs(Need::EncoderModels) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("photos/00000");
+    std::fs::create_dir_all(&dir).unwrap();
+    let all = images();
+    let mut names = BTreeMap::new();
+    for (i, (name, bytes)) in all.iter().enumerate() {
+        let key = format!("{i:09}");
+        let ext = name.rsplit_once('.').unwrap().1;
+        std::fs::write(dir.join(format!("{key}.{ext}")), bytes).unwrap();
+        std::fs::write(dir.join(format!("{key}.txt")), format!("a picture called {name}")).unwrap();
+        std::fs::write(dir.join(format!("{key}.json")), format!("{{\"source_name\": \"{name}\"}}")).unwrap();
+        names.insert(format!("00000/{key}"), name.clone());
+    }
+    std::fs::write(dir.join("999999999.jpg"), "a text file under an image's name").unwrap();
+    let reference = clip_reference();
+    let m = root().join("target/models");
+    let stage = format!(
+        "  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {}}}\n",
+        m.display()
+    );
+    run_images(tmp.path(), &format!("source: {{path: photos, format: images}}\nstages:\n{stage}sink: {{path: out, format: jsonl}}\n"));
+    let outputs: Vec<PathBuf> = std::fs::read_dir(tmp.path().join("out"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(outputs.len(), 1, "one partition of {} files: {outputs:?}", all.len() + 1);
+    let docs = jsonl_docs(&tmp.path().join("out"));
+    assert_eq!(docs.len(), all.len(), "{:?}", docs.keys());
+    for (id, name) in &names {
+        let doc = &docs[id];
+        assert_eq!(
+            (doc["text"].as_str(), doc["source_name"].as_str()),
+            (Some(format!("a picture called {name}").as_str()), Some(name.as_str()))
+        );
+        let got = vector(doc, "image_embedding");
+        let want: Vec<f64> =
+            reference["images"][name]["embeddings"]["clip-l14-2l"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let dot: f64 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+        let norms = got.iter().map(|a| a * a).sum::<f64>().sqrt() * want.iter().map(|b| b * b).sum::<f64>().sqrt();
+        assert!(dot / norms >= 0.9999, "{name}: cosine {}", dot / norms);
+    }
+    let rejected = rejects(&tmp.path().join("out"));
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert!(rejected[0]["source"].as_str().unwrap().ends_with("photos/00000/999999999.jpg"), "{}", rejected[0]);
+    assert!(rejected[0]["reason"].as_str().unwrap().contains("not an image"), "{}", rejected[0]);
+
+    // Back out as WebDataset samples: each image with its caption and metadata, as they were.
+    write_pipeline(tmp.path(), "source: {path: photos, format: images}\nsink: {path: shards, format: webdataset}\n");
+    run_with_guests(&["run", tmp.path().join("pipeline.yaml").to_str().unwrap()]).ok();
+    let tars: Vec<PathBuf> = std::fs::read_dir(tmp.path().join("shards"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tar"))
+        .collect();
+    assert_eq!(tars.len(), 1);
+    let written: BTreeMap<String, Vec<u8>> = members(&tars[0]).into_iter().collect();
+    assert_eq!(written.len(), 3 * all.len(), "{:?}", written.keys());
+    for (i, (name, bytes)) in all.iter().enumerate() {
+        let ext = name.rsplit_once('.').unwrap().1;
+        assert_eq!(&written[&format!("00000/{i:09}.{ext}")], bytes, "{name}");
+        assert_eq!(written[&format!("00000/{i:09}.txt")], format!("a picture called {name}").into_bytes());
+    }
+}

@@ -10,6 +10,7 @@ use curator_core::TaskMeta;
 use curator_core::partition::Extent;
 use curator_core::pipeline::Format;
 
+use crate::io::images::ImagesReader;
 use crate::io::jsonl::{JsonlReader, ReadOptions, reader_schema};
 use crate::io::parquet::ParquetReader;
 use crate::io::video::VideoReader;
@@ -28,11 +29,14 @@ pub(super) enum PartReader {
     Video(VideoReader),
     Warc(Box<WarcReader>),
     Webdataset(WebdatasetReader),
+    /// A folder of images: all of a partition's files at once (batches span them).
+    Images(ImagesReader),
 }
 
 impl PartReader {
     pub(super) fn open(input: &InputFile, extent: Extent, opts: &ReadOptions, batch_size: usize) -> Result<PartReader, IoError> {
         Ok(match input.format {
+            Format::Images => PartReader::Images(ImagesReader::open(vec![input.clone()], opts)),
             Format::Jsonl => PartReader::Jsonl(JsonlReader::open(input, extent, opts.clone())?),
             Format::Parquet => PartReader::Parquet(ParquetReader::open(input, extent, opts.clone(), batch_size)?),
             Format::Video => PartReader::Video(VideoReader::open(input, opts)),
@@ -49,6 +53,7 @@ impl PartReader {
             PartReader::Video(r) => r.next_batch(),
             PartReader::Warc(r) => r.next_batch(n),
             PartReader::Webdataset(r) => r.next_batch(n),
+            PartReader::Images(r) => r.next_batch(n),
         }
     }
     pub(super) fn take_rejects(&mut self) -> Vec<Reject> {
@@ -57,8 +62,22 @@ impl PartReader {
             PartReader::Video(r) => r.take_rejects(),
             PartReader::Warc(r) => r.take_rejects(),
             PartReader::Webdataset(r) => r.take_rejects(),
+            PartReader::Images(r) => r.take_rejects(),
             PartReader::Parquet(_) => Vec::new(),
         }
+    }
+}
+
+/// How a partition's parts are read: one after another, except a folder's images, which are
+/// read as one (their batches span the files; `_row` counts the partition's images).
+fn read_groups<'p>(plan: &crate::plan::Plan, parts: &'p [curator_core::partition::Part]) -> Vec<&'p [curator_core::partition::Part]> {
+    match parts.first() {
+        Some(first)
+            if plan.inputs[first.file].format == Format::Images && parts.iter().all(|p| plan.inputs[p.file].format == Format::Images) =>
+        {
+            vec![parts]
+        }
+        _ => parts.chunks(1).collect(),
     }
 }
 
@@ -104,10 +123,20 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet, again:
         let mut rejects: Option<RecordWriter> = None;
         let mut pending: Option<Task> = None;
         let mut seq = 0u64;
-        for part in &partition.parts {
+        for group in read_groups(plan, &partition.parts) {
+            let part = &group[0];
             let input = &plan.inputs[part.file];
-            let source = plan.describe_part(part);
-            let mut reader = PartReader::open(input, part.extent, &opts, batch_size)?;
+            let (source, mut reader) = match group {
+                [_, _, ..] => {
+                    let files = group.iter().map(|p| plan.inputs[p.file].clone()).collect();
+                    let last = plan.describe_part(&group[group.len() - 1]);
+                    (
+                        format!("{} … {last} ({} files)", plan.describe_part(part), group.len()),
+                        PartReader::Images(ImagesReader::open(files, &opts)),
+                    )
+                }
+                _ => (plan.describe_part(part), PartReader::open(input, part.extent, &opts, batch_size)?),
+            };
             let mut row = 0u64;
             let mut part_rejects = (0u64, None::<Reject>);
             loop {

@@ -45,7 +45,7 @@ fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, pi: usize) -> Result<Box<d
         ),
         Format::Webdataset => Box::new(crate::io::webdataset::WebdatasetWriter::create(loc)?),
         // Refused by the pipeline's validation; never a sink.
-        Format::Video | Format::Warc => {
+        Format::Video | Format::Warc | Format::Images => {
             return Err(IoError::Write {
                 path: loc.display(),
                 source: std::io::Error::other(format!("{:?} is a source format, not a sink format", sink.format).to_lowercase()),

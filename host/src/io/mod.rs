@@ -3,6 +3,7 @@
 
 pub mod arrow_json;
 pub mod codec;
+pub mod images;
 pub mod journal;
 pub mod jsonl;
 pub mod parquet;
@@ -203,6 +204,8 @@ pub fn sniff_name(name: &str, format: Option<Format>) -> (Format, bool) {
         Format::Warc
     } else if webdataset::WEBDATASET_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
         Format::Webdataset
+    } else if images::is_image_name(&lower) {
+        Format::Images
     } else {
         Format::Jsonl
     });
@@ -217,6 +220,7 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Form
         (None, Some(Format::Video)) => curator_video::container::VIDEO_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
         (None, Some(Format::Warc)) => WARC_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
         (None, Some(Format::Webdataset)) => webdataset::WEBDATASET_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
+        (None, Some(Format::Images)) => curator_image::EXTENSIONS.iter().map(|e| format!(".{e}")).collect(),
         (None, _) => DEFAULT_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
     };
     let mut files = Vec::new();

@@ -53,8 +53,8 @@ pub fn partition_output_name(inputs: &[InputFile], parts: &[Part], index: usize,
 
 pub(super) fn sink_ext(sink: &SinkSpec) -> String {
     match sink.format {
-        // (A video sink is refused by validation.)
-        Format::Jsonl | Format::Video | Format::Warc => format!(".jsonl{}", sink.compression().suffix()),
+        // (Video, WARC and images sinks are refused by validation.)
+        Format::Jsonl | Format::Video | Format::Warc | Format::Images => format!(".jsonl{}", sink.compression().suffix()),
         Format::Parquet => ".parquet".to_string(),
         Format::Webdataset => ".tar".to_string(),
     }

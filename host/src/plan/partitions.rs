@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use curator_core::PipelineSpec;
 use curator_core::partition::{Extent, FileInfo, Part, PartitionBy, Splittable, partition};
-use curator_core::pipeline::{Format, WriteMode};
+use curator_core::pipeline::{Format, IMAGES_PER_PARTITION, WriteMode};
 use curator_core::shard::Shard;
 
 use super::outputs::{describe, partition_output_name, sink_ext};
@@ -32,11 +32,13 @@ pub(super) struct Partitioning {
     pub prior_manifest: OutputManifest,
 }
 
-/// How the source is cut: `blocksize` wins over `files_per_partition`; one file each by default.
+/// How the source is cut: `blocksize` wins over `files_per_partition`; one file each by
+/// default, [`IMAGES_PER_PARTITION`] for a folder of images.
 fn partition_by(spec: &PipelineSpec) -> PartitionBy {
     match (spec.source.files_per_partition, spec.source.blocksize.as_ref().and_then(|b| b.bytes())) {
         (_, Some(bytes)) => PartitionBy::Bytes(bytes),
         (Some(n), None) => PartitionBy::Files(n),
+        (None, None) if spec.source.format == Some(Format::Images) => PartitionBy::Files(IMAGES_PER_PARTITION),
         (None, None) => PartitionBy::Files(1),
     }
 }
@@ -52,7 +54,7 @@ fn file_infos(inputs: &[InputFile], by: PartitionBy) -> Result<Vec<FileInfo>, Io
             // A compressed file under a plain name is read whole, decoded (never cut as text).
             (Format::Jsonl, false, _) if io::codec::starts_plain(&f.loc, f.size)? => Splittable::Bytes,
             (Format::Jsonl, false, _) => Splittable::No,
-            (Format::Video | Format::Warc | Format::Webdataset, _, _) => Splittable::No,
+            (Format::Video | Format::Warc | Format::Webdataset | Format::Images, _, _) => Splittable::No,
         };
         infos.push(FileInfo { size: f.size, split });
     }

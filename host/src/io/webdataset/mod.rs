@@ -21,6 +21,7 @@ mod read;
 mod write;
 
 pub use read::WebdatasetReader;
+pub(crate) use read::{Doc, batch, document};
 pub use write::WebdatasetWriter;
 
 /// The column that holds each sample's image bytes.

@@ -27,7 +27,7 @@ enum Item {
 }
 
 /// One document: id, text, `_meta`, image, packed members.
-struct Doc {
+pub(crate) struct Doc {
     id: String,
     text: String,
     meta: String,
@@ -77,12 +77,7 @@ impl WebdatasetReader {
         if docs.is_empty() {
             return Ok(None);
         }
-        let strings = |f: fn(&Doc) -> &str| Arc::new(docs.iter().map(f).map(Some).collect::<StringArray>()) as ArrayRef;
-        let binary = |f: fn(&Doc) -> &[u8]| Arc::new(BinaryArray::from_iter_values(docs.iter().map(f))) as ArrayRef;
-        let columns = vec![strings(|d| &d.id), strings(|d| &d.text), strings(|d| &d.meta), binary(|d| &d.image), binary(|d| &d.sample)];
-        RecordBatch::try_new(schema(), columns)
-            .map(Some)
-            .map_err(|e| IoError::Line { at: self.input.display(), message: format!("cannot build the batch: {e}") })
+        batch(&docs).map(Some).map_err(|e| IoError::Line { at: self.input.display(), message: format!("cannot build the batch: {e}") })
     }
 
     pub fn take_rejects(&mut self) -> Vec<Reject> {
@@ -93,47 +88,67 @@ impl WebdatasetReader {
         self.rejects.add(Reject { source: self.input.display(), line: None, byte_offset: offset, reason, excerpt })
     }
 
-    /// A sample as a document, or its key and why not.
     fn document(&self, members: Vec<(String, Vec<u8>)>) -> Result<Doc, (String, String)> {
-        let key = members.first().and_then(|(p, _)| split_key(p)).map(|(k, _)| k.to_string()).unwrap_or_default();
-        let fail = |reason: String| (key.clone(), reason);
-        let ext = |p: &str| split_key(p).map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
-        let Some(img) = members.iter().position(|(p, _)| curator_image::EXTENSIONS.contains(&ext(p).as_str())) else {
-            let exts: Vec<String> = members.iter().map(|(p, _)| ext(p)).collect();
-            return Err(fail(format!("sample {key} has no image member (its members: {})", exts.join(", "))));
-        };
-        let (name, data) = &members[img];
-        if let Err(why) = curator_image::check(data) {
-            return Err(fail(format!("member {name}: {why}")));
-        }
-        let mut meta = serde_json::Map::new();
-        meta.insert("id".into(), key.clone().into());
-        meta.insert("__url__".into(), self.input.display().into());
-        let mut text = None;
-        for (path, data) in &members {
-            match ext(path).as_str() {
-                "json" => match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(data) {
-                    Ok(fields) => meta.extend(fields.into_iter().filter(|(k, _)| k != "id" && k != "__url__")),
-                    Err(e) => return Err(fail(format!("member {path} is not a JSON object: {e}"))),
-                },
-                "cls" => {
-                    let s = String::from_utf8_lossy(data).trim().to_string();
-                    meta.insert("cls".into(), s.parse::<i64>().map(Into::into).unwrap_or_else(|_| s.into()));
-                }
-                "txt" | "caption" | "text" if text.is_none() => text = Some(String::from_utf8_lossy(data).into_owned()),
-                _ => {}
-            }
-        }
-        let packed: Vec<(&str, Option<&[u8]>)> =
-            members.iter().enumerate().map(|(i, (p, d))| (p.as_str(), (i != img).then_some(d.as_slice()))).collect();
-        Ok(Doc {
-            id: key.clone(),
-            text: text.unwrap_or_default(),
-            meta: serde_json::Value::Object(meta).to_string(),
-            sample: pack(&packed),
-            image: members[img].1.clone(),
-        })
+        document(members, &self.input.display())
     }
+}
+
+/// Documents as the reader's batch: id, text, `_meta`, image, packed members.
+pub(crate) fn batch(docs: &[Doc]) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let strings = |f: fn(&Doc) -> &str| Arc::new(docs.iter().map(f).map(Some).collect::<StringArray>()) as ArrayRef;
+    let binary = |f: fn(&Doc) -> &[u8]| Arc::new(BinaryArray::from_iter_values(docs.iter().map(f))) as ArrayRef;
+    let columns = vec![strings(|d| &d.id), strings(|d| &d.text), strings(|d| &d.meta), binary(|d| &d.image), binary(|d| &d.sample)];
+    RecordBatch::try_new(schema(), columns)
+}
+
+impl Doc {
+    /// The bytes of its image.
+    pub(crate) fn image_bytes(&self) -> usize {
+        self.image.len()
+    }
+}
+
+/// A sample (members with one key, in order) as a document, or its key and why not; `url`:
+/// where it was read (`__url__`: the shard, or the image file of a folder).
+pub(crate) fn document(members: Vec<(String, Vec<u8>)>, url: &str) -> Result<Doc, (String, String)> {
+    let key = members.first().and_then(|(p, _)| split_key(p)).map(|(k, _)| k.to_string()).unwrap_or_default();
+    let fail = |reason: String| (key.clone(), reason);
+    let ext = |p: &str| split_key(p).map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    let Some(img) = members.iter().position(|(p, _)| curator_image::EXTENSIONS.contains(&ext(p).as_str())) else {
+        let exts: Vec<String> = members.iter().map(|(p, _)| ext(p)).collect();
+        return Err(fail(format!("sample {key} has no image member (its members: {})", exts.join(", "))));
+    };
+    let (name, data) = &members[img];
+    if let Err(why) = curator_image::check(data) {
+        return Err(fail(format!("member {name}: {why}")));
+    }
+    let mut meta = serde_json::Map::new();
+    meta.insert("id".into(), key.clone().into());
+    meta.insert("__url__".into(), url.into());
+    let mut text = None;
+    for (path, data) in &members {
+        match ext(path).as_str() {
+            "json" => match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(data) {
+                Ok(fields) => meta.extend(fields.into_iter().filter(|(k, _)| k != "id" && k != "__url__")),
+                Err(e) => return Err(fail(format!("member {path} is not a JSON object: {e}"))),
+            },
+            "cls" => {
+                let s = String::from_utf8_lossy(data).trim().to_string();
+                meta.insert("cls".into(), s.parse::<i64>().map(Into::into).unwrap_or_else(|_| s.into()));
+            }
+            "txt" | "caption" | "text" if text.is_none() => text = Some(String::from_utf8_lossy(data).into_owned()),
+            _ => {}
+        }
+    }
+    let packed: Vec<(&str, Option<&[u8]>)> =
+        members.iter().enumerate().map(|(i, (p, d))| (p.as_str(), (i != img).then_some(d.as_slice()))).collect();
+    Ok(Doc {
+        id: key.clone(),
+        text: text.unwrap_or_default(),
+        meta: serde_json::Value::Object(meta).to_string(),
+        sample: pack(&packed),
+        image: members[img].1.clone(),
+    })
 }
 
 /// The reader's columns: id, text, `_meta`, then the image and the packed members.
