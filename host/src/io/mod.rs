@@ -73,8 +73,8 @@ pub const WARC_EXTENSIONS: &[&str] = &[".warc", ".warc.gz", ".wet", ".wet.gz", "
 pub enum IoError {
     #[error("{path}: {source}")]
     Open { path: String, source: std::io::Error },
-    #[error("{path}: no input files found (looked for {extensions})")]
-    NoInput { path: String, extensions: String },
+    #[error("{path}: no input files found (looked for {extensions}){hint}")]
+    NoInput { path: String, extensions: String, hint: String },
     #[error("{at}: {message}")]
     Line { at: String, message: String },
     #[error("{at}: field {field:?}: {message}")]
@@ -213,6 +213,18 @@ pub fn sniff_name(name: &str, format: Option<Format>) -> (Format, bool) {
     (format, compressed)
 }
 
+/// A format as the pipeline file names it.
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Jsonl => "jsonl",
+        Format::Parquet => "parquet",
+        Format::Video => "video",
+        Format::Warc => "warc",
+        Format::Webdataset => "webdataset",
+        Format::Images => "images",
+    }
+}
+
 /// Expand source locations (files, directories read recursively in name order, URL prefixes).
 pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Format>) -> Result<Vec<InputFile>, IoError> {
     let exts: Vec<String> = match (extensions, format) {
@@ -228,15 +240,26 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Form
         let listed = loc.list_files()?;
         let single = listed.len() == 1 && listed[0].1 == *loc;
         let before = files.len();
+        // Files of a format a directory is only read as when the source names it.
+        let mut others: std::collections::BTreeMap<&'static str, usize> = Default::default();
         for (rel, file, size) in listed {
             if !single && !matches_ext(&rel, &exts) {
+                if let (None, (f @ (Format::Images | Format::Webdataset | Format::Video | Format::Warc), _)) =
+                    (format, sniff_name(&rel, None))
+                {
+                    *others.entry(format_name(f)).or_default() += 1;
+                }
                 continue;
             }
             let (format, compressed) = sniff_name(&rel, format);
             files.push(InputFile { loc: file, rel, size, format, compressed });
         }
         if files.len() == before {
-            return Err(IoError::NoInput { path: loc.display(), extensions: exts.join(", ") });
+            let hint = match others.iter().max_by_key(|(_, n)| **n) {
+                Some((name, n)) => format!("; it holds {n} {name} file(s): set the source's `format: {name}`"),
+                None => String::new(),
+            };
+            return Err(IoError::NoInput { path: loc.display(), extensions: exts.join(", "), hint });
         }
     }
     Ok(files)
