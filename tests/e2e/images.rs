@@ -485,8 +485,12 @@ fn a_folder_of_images_is_a_source() {
         assert_eq!(&written[&format!("00000/{i:09}.{ext}")], bytes, "{name}");
         assert_eq!(written[&format!("00000/{i:09}.txt")], format!("a picture called {name}").into_bytes());
     }
-    // Without `format: images` a folder of images alone is no input, and the error says what
-    // to set.
+    // Without `format: images` the folder's .json files are read as JSONL: each one's warning
+    // says what to set.
+    write_pipeline(tmp.path(), "source: {path: photos}\nsink: {path: as-jsonl}\n");
+    let r = run_with_guests(&["run", tmp.path().join("pipeline.yaml").to_str().unwrap()]);
+    assert!(r.stderr.contains("it sits beside an image of its name") && r.stderr.contains("`format: images`"), "{}", r.stderr);
+    // A folder of images alone is no input, and the error says what to set.
     std::fs::create_dir(tmp.path().join("only-images")).unwrap();
     for (name, bytes) in all.iter().take(2) {
         std::fs::write(tmp.path().join("only-images").join(name), bytes).unwrap();

@@ -182,6 +182,10 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet, again:
             if let (0, (n @ 1.., Some(first))) = (row, &part_rejects) {
                 // Under --strict the first reject already failed the run.
                 let hint = match input.format {
+                    Format::Jsonl if crate::io::images::beside_an_image(&input.loc) => {
+                        "; it sits beside an image of its name: a folder of images (and their .json files) is read with `format: images`"
+                            .to_string()
+                    }
                     Format::Jsonl => format!("; is it JSONL with a {:?} field?", opts.text_field),
                     _ => String::new(),
                 };

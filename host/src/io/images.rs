@@ -28,6 +28,15 @@ pub fn is_image_name(lower: &str) -> bool {
     lower.rsplit_once('.').is_some_and(|(_, ext)| curator_image::EXTENSIONS.contains(&ext))
 }
 
+/// Whether a local file has an image beside it with its name up to the first dot (a
+/// sidecar of a folder of images, read as something else).
+pub fn beside_an_image(loc: &Loc) -> bool {
+    let Loc::Local(path) = loc else { return false };
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().map(|n| n.to_string_lossy())) else { return false };
+    let stem = name.split_once('.').map_or(name.as_ref(), |(s, _)| s);
+    curator_image::EXTENSIONS.iter().any(|ext| dir.join(format!("{stem}.{ext}")).is_file())
+}
+
 /// The images of one partition, read in order.
 pub struct ImagesReader {
     files: Vec<InputFile>,
