@@ -170,7 +170,7 @@ fn run_images(dir: &Path, yaml: &str) {
 /// library another test's worker has mapped would crash that worker).
 fn plugins() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| native_plugins_dir("image-plugins", &["image_embedder"]))
+    DIR.get_or_init(|| native_plugins_dir("image-plugins", &["image_embedder", "clip_aesthetic_filter"]))
 }
 
 #[test]
@@ -502,4 +502,116 @@ fn a_folder_of_images_is_a_source() {
         "{}",
         r.stderr
     );
+}
+
+/// An uncompressed 24-bit BMP of `rgb` (`w` × `h`, rows top to bottom).
+fn bmp(w: usize, h: usize, rgb: &[u8]) -> Vec<u8> {
+    let row = (3 * w).div_ceil(4) * 4;
+    let size = 54 + row * h;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(b"BM");
+    for v in [size as u32, 0, 54, 40, w as u32, h as u32] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&24u16.to_le_bytes());
+    for v in [0u32, (row * h) as u32, 2835, 2835, 0, 0] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for y in (0..h).rev() {
+        for x in 0..w {
+            let p = &rgb[3 * (y * w + x)..3 * (y * w + x) + 3];
+            out.extend_from_slice(&[p[2], p[1], p[0]]);
+        }
+        out.resize(out.len() + row - 3 * w, 0);
+    }
+    out
+}
+
+/// NeMo's `ClipAestheticFilterStage` over clips' frames (here from Parquet, as `video_decode`
+/// would give them): frames sampled at 1 fps score as the same pixels do through
+/// `image_embedder` + `aesthetic_filter`, a clip's score is its frames' minimum, a clip
+/// without frames scores −1, the clip embedding is its frames' mean, and the threshold drops.
+#[test]
+fn clip_aesthetic_filter_scores_clips_as_the_image_path_scores_their_frames() {
+    use arrow_array::{ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray};
+    use std::sync::Arc;
+    if !needs(Need::EncoderModels) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (w, h) = (96usize, 64usize);
+    let pattern = |k: usize| -> Vec<u8> {
+        (0..w * h)
+            .flat_map(|p| {
+                let (x, y) = (p % w, p / w);
+                [((x * (3 + k)) % 256) as u8, ((y * (5 + 2 * k) + 40 * k) % 256) as u8, (((x ^ y) * (k + 1)) % 256) as u8]
+            })
+            .collect()
+    };
+    let frames: Vec<Vec<u8>> = (0..3).map(pattern).collect();
+    // 1. The frames as images, through the image path.
+    std::fs::create_dir(tmp.path().join("stills")).unwrap();
+    for (k, f) in frames.iter().enumerate() {
+        std::fs::write(tmp.path().join(format!("stills/{k}.bmp")), bmp(w, h, f)).unwrap();
+    }
+    let m = root().join("target/models");
+    let grant = format!("    grants: {{models: {}}}\n", m.display());
+    run_images(
+        tmp.path(),
+        &format!(
+            "source: {{path: stills, format: images}}\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    resources: {{gpu_memory_gb: 0}}\n{grant}  - plugin: aesthetic_filter\n    params: {{model: /models/aesthetic-head, score_threshold: -100}}\n{grant}sink: {{path: stills-out, format: jsonl}}\n"
+        ),
+    );
+    let stills = jsonl_docs(&tmp.path().join("stills-out"));
+    let score = |k: usize| stills[&k.to_string()]["aesthetic_score"].as_f64().unwrap();
+    let emb = |k: usize| vector(&stills[&k.to_string()], "image_embedding");
+    // 2. Clips of those frames: A A A at 0, 0.5, 1 s (1 fps samples the first and last); B at
+    //    0 s then C at 0.6 and 1.2 s (samples B and the C at 1.2); and a clip without frames.
+    let clips: [(&str, Vec<(usize, f64)>); 3] =
+        [("clip-a", vec![(0, 0.0), (0, 0.5), (0, 1.0)]), ("clip-bc", vec![(1, 0.0), (2, 0.6), (2, 1.2)]), ("clip-none", vec![])];
+    let data: Vec<Vec<u8>> = clips.iter().map(|(_, fs)| fs.iter().flat_map(|(k, _)| frames[*k].clone()).collect()).collect();
+    let times: Vec<Vec<u8>> = clips.iter().map(|(_, fs)| fs.iter().flat_map(|(_, t)| t.to_le_bytes()).collect()).collect();
+    let int = |v: i64| Arc::new(Int64Array::from(vec![v; 3])) as ArrayRef;
+    let batch = RecordBatch::try_from_iter([
+        ("id", Arc::new(StringArray::from_iter_values(clips.iter().map(|(id, _)| *id))) as ArrayRef),
+        ("frames", Arc::new(BinaryArray::from_iter_values(data.iter().map(Vec::as_slice))) as ArrayRef),
+        ("frame_times", Arc::new(BinaryArray::from_iter_values(times.iter().map(Vec::as_slice))) as ArrayRef),
+        ("frame_width", int(w as i64)),
+        ("frame_height", int(h as i64)),
+        ("frame_channels", int(3)),
+    ])
+    .unwrap();
+    std::fs::create_dir(tmp.path().join("clips")).unwrap();
+    let file = std::fs::File::create(tmp.path().join("clips/clips.parquet")).unwrap();
+    let mut wr = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    wr.write(&batch).unwrap();
+    wr.close().unwrap();
+    let filter = |threshold: f64, filter: bool, out: &str| {
+        run_images(
+            tmp.path(),
+            &format!(
+                "source: {{path: clips}}\nstages:\n  - plugin: clip_aesthetic_filter\n    params: {{model: /models/clip-l14-2l, head: /models/aesthetic-head, device: cpu, score_threshold: {threshold}, filter: {filter}, embedding_field: clip_embedding}}\n    resources: {{gpu_memory_gb: 0}}\n{grant}sink: {{path: {out}, format: jsonl}}\n"
+            ),
+        );
+        jsonl_docs(&tmp.path().join(out))
+    };
+    let all = filter(0.0, false, "scored");
+    assert_eq!(all.len(), 3);
+    let got = |id: &str| all[id]["aesthetic_score"].as_f64().unwrap();
+    assert!((got("clip-a") - score(0)).abs() < 1e-5, "{} vs {}", got("clip-a"), score(0));
+    assert!((got("clip-bc") - score(1).min(score(2))).abs() < 1e-5, "{} vs min({}, {})", got("clip-bc"), score(1), score(2));
+    assert_eq!(got("clip-none"), -1.0);
+    let cosine = |a: &[f64], b: &[f64]| {
+        a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
+            / (a.iter().map(|x| x * x).sum::<f64>() * b.iter().map(|y| y * y).sum::<f64>()).sqrt()
+    };
+    assert!(cosine(&vector(&all["clip-a"], "clip_embedding"), &emb(0)) > 0.99999);
+    let mean: Vec<f64> = emb(1).iter().zip(emb(2)).map(|(b, c)| b + c).collect();
+    assert!(cosine(&vector(&all["clip-bc"], "clip_embedding"), &mean) > 0.99999);
+    // The threshold between the two clips' scores keeps the higher one only.
+    let (a, bc) = (got("clip-a"), got("clip-bc"));
+    assert!((a - bc).abs() > 1e-4, "the patterns score apart: {a} {bc}");
+    let kept = filter((a + bc) / 2.0, true, "kept");
+    assert_eq!(kept.keys().collect::<Vec<_>>(), vec![if a > bc { "clip-a" } else { "clip-bc" }]);
 }

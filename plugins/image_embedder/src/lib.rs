@@ -18,8 +18,8 @@
 //! batch and names the one document (or sets it aside with `ignore_failures`). The WebDataset
 //! reader has already refused members that are not images or are cut short.
 
-use curator_encoder::Device;
-use curator_encoder::vision::{VisionModel, VisionOptions};
+use curator_encoder::vision::VisionModel;
+use curator_encoder::vision::stage::{batch_error, load_tower};
 use curator_image::clip::Processor;
 use curator_sdk::prelude::*;
 
@@ -58,45 +58,7 @@ pub struct ImageEmbedder {
 
 impl Stage for ImageEmbedder {
     fn init(&mut self) -> Result<(), StageError> {
-        let context = curator_sdk::native::context();
-        let device = self.device.parse::<Device>().map_err(StageError::InvalidParams)?;
-        let opts = VisionOptions {
-            // Planning's set-up check reads the model but leaves the GPU to the worker that runs.
-            device: if context.check_only { Device::Cpu } else { device },
-            gpu_memory_bytes: context.gpu_memory_budget_bytes,
-            kernel_cache: context.cache_dir.as_ref().map(|d| std::path::PathBuf::from(d).join("kernels")),
-        };
-        let dir = curator_sdk::granted_path(&self.model);
-        let model = VisionModel::load_with(&dir, &opts).map_err(|e| match e {
-            curator_encoder::EncoderError::Io { .. } | curator_encoder::EncoderError::Model { .. } => {
-                StageError::InvalidParams(format!("model {}: {e} (grant its directory as `models`)", self.model))
-            }
-            other => StageError::Failed(format!("model {}: {other}", self.model)),
-        })?;
-        let processor = Processor::from_dir(&dir, model.config.image_size).map_err(|e| StageError::InvalidParams(e.to_string()))?;
-        let input = processor.output_size(model.config.image_size, model.config.image_size);
-        if input != (model.config.image_size, model.config.image_size) {
-            return Err(StageError::InvalidParams(format!(
-                "model {}: the processor makes {}×{} images, the tower takes {} px",
-                self.model, input.0, input.1, model.config.image_size
-            )));
-        }
-        while self.model_inference_batch_size > 1 && !model.fits(self.model_inference_batch_size) {
-            self.model_inference_batch_size /= 2;
-        }
-        log(
-            Level::Info,
-            &format!(
-                "image_embedder: {} ({}, {} wide embeddings) on the {}, {} images per pass, JPEGs decoded by {}",
-                self.model,
-                model.config.describe(),
-                model.config.embed_dim(),
-                model.device(),
-                self.model_inference_batch_size,
-                model.jpeg_decoding()
-            ),
-        );
-        self.model_state = Some((model, processor));
+        self.model_state = Some(load_tower("image_embedder", &self.model, &self.device, &mut self.model_inference_batch_size)?);
         Ok(())
     }
 
@@ -112,10 +74,7 @@ impl Stage for ImageEmbedder {
         // On the GPU, JPEGs nvJPEG takes are decoded and preprocessed there; every other image
         // on all the stage's cores. Then one call (the GPU passes queue back to back).
         let cpu = |i: usize| processor.pixel_values_of(images[i]).map_err(|e| format!("row {i}: {e}"));
-        let out = model.embed_encoded(&images, processor, &cpu, self.normalize, self.model_inference_batch_size).map_err(|e| match e {
-            curator_encoder::EncoderError::OutOfMemory(m) => StageError::OutOfMemory(m),
-            other => StageError::Failed(other.to_string()),
-        })?;
+        let out = model.embed_encoded(&images, processor, &cpu, self.normalize, self.model_inference_batch_size).map_err(batch_error)?;
         Ok(Output::Columns(vec![Column::f32_vectors(&self.embedding_field, dim, &out)]))
     }
 }

@@ -192,7 +192,8 @@ impl ParquetReader {
     /// A column a stage reads, in the type the stage is given, when it has one: lists of
     /// numbers as float32 vectors (an embedding; a ragged row is an error naming it), bytes
     /// (`Binary`, `LargeBinary`, `BinaryView`) and Hugging Face's image struct (`{bytes, path}`:
-    /// its bytes) as a binary column. Other types: `None` (folded into `_meta`).
+    /// its bytes) as a binary column, integers as int64 and other numbers as float64 (the
+    /// stage API's two number types). Other types: `None` (folded into `_meta`).
     fn own_column(&self, name: &str, col: &ArrayRef) -> Result<Option<vectors::Lifted>, IoError> {
         let binary = |a: &ArrayRef| -> Result<Option<vectors::Lifted>, IoError> {
             let a = arrow_cast::cast(a, &DataType::Binary).map_err(|e| perr(&self.source, e))?;
@@ -205,6 +206,12 @@ impl ParquetReader {
                 self.lift(name, col)
             }
             t if is_binary(t) => binary(col),
+            // Numbers a stage reads keep their kind: integers as int64, the rest as float64.
+            t if t.is_integer() || t.is_floating() => {
+                let to = if t.is_integer() { DataType::Int64 } else { DataType::Float64 };
+                let a = arrow_cast::cast(col, &to).map_err(|e| perr(&self.source, e))?;
+                Ok(Some((Field::new(name, to, true), a)))
+            }
             DataType::Struct(_) if holds_images(col.data_type()) => {
                 let s = col.as_struct();
                 let bytes = s.column_by_name("bytes").cloned().ok_or_else(|| perr(&self.source, "no bytes field"))?;

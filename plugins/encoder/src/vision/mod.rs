@@ -15,6 +15,7 @@ pub mod cpu;
 pub mod gpu;
 mod jpeg;
 mod nvjpeg;
+pub mod stage;
 
 use std::path::Path;
 
