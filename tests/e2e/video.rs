@@ -153,3 +153,43 @@ fn static_clips_are_dropped_moving_ones_kept_and_kept_clips_are_written() {
     }
     assert!(temp_leftovers(&dir.path().join("clips")).is_empty());
 }
+
+/// CLIP aesthetics on real decoded clips: every clip of the sample videos gets a score from
+/// its frames (none scores −1, the no-frames value) and its mean CLIP embedding.
+#[test]
+fn clips_from_real_videos_get_clip_aesthetic_scores_and_embeddings() {
+    if !needs(Need::Ffmpeg) || !needs(Need::EncoderModels) {
+        return;
+    }
+    static CLIP: OnceLock<PathBuf> = OnceLock::new();
+    let clip = CLIP.get_or_init(|| native_plugins_dir("video-clip-plugins", &["clip_aesthetic_filter"]));
+    let dir = tempfile::tempdir().unwrap();
+    let (src, models) = (videos().display().to_string(), root().join("target/models"));
+    let yaml = format!(
+        "source: {{path: {src}, format: video, file_extensions: [.mp4]}}\nstages:\n  - plugin: video_decode\n    params: {{device: cpu, fps: 2, width: 64, height: 48}}\n    resources: {{gpu_memory_gb: 0}}\n  - plugin: clip_split\n    params: {{method: scene, min_clip_s: 0.5, max_clip_s: 0}}\n  - plugin: clip_aesthetic_filter\n    params: {{model: /models/clip-l14-2l, head: /models/aesthetic-head, device: cpu, filter: false, embedding_field: clip_embedding}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {}}}\nsink: {{path: out}}\n",
+        models.display()
+    );
+    let p = write_pipeline(dir.path(), &yaml);
+    let run: Run = host()
+        .arg("run")
+        .arg(&p)
+        .args(["--plugins"])
+        .arg(guests_dir())
+        .arg("--plugins")
+        .arg(native())
+        .arg("--plugins")
+        .arg(clip)
+        .output()
+        .unwrap()
+        .into();
+    run.ok();
+    let r = rows(&dir.path().join("out"));
+    assert!(r.len() >= 3, "{r:?}");
+    for c in &r {
+        let score = c["aesthetic_score"].as_f64().unwrap();
+        assert!(score > -1.0 && score.is_finite(), "{c}");
+        let e: Vec<f64> = c["clip_embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(e.len(), 768);
+        assert!((e.iter().map(|x| x * x).sum::<f64>().sqrt() - 1.0).abs() < 1e-4);
+    }
+}
