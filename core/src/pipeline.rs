@@ -492,21 +492,14 @@ stages:
     }
 
     #[test]
-    fn video_is_a_source_format_only() {
-        let sink = GOOD.replace("  compression: zstd\n", "  format: video\n");
-        let e = PipelineSpec::from_yaml("p.yaml", &sink).unwrap_err().to_string();
-        assert!(e.starts_with("p.yaml: sink.format: video is a source format"), "{e}");
-        let source = GOOD.replace("  path: data/\n", "  path: data/\n  format: video\n");
-        assert_eq!(PipelineSpec::from_yaml("p.yaml", &source).unwrap().source.format, Some(Format::Video));
-    }
-
-    #[test]
-    fn images_are_a_source_format_only() {
-        let sink = GOOD.replace("  compression: zstd\n", "  format: images\n");
-        let e = PipelineSpec::from_yaml("p.yaml", &sink).unwrap_err().to_string();
-        assert!(e.starts_with("p.yaml: sink.format: images is a source format"), "{e}");
-        let source = GOOD.replace("  path: data/\n", "  path: data/\n  format: images\n");
-        assert_eq!(PipelineSpec::from_yaml("p.yaml", &source).unwrap().source.format, Some(Format::Images));
+    fn video_warc_and_images_are_source_formats_only() {
+        for (name, format) in [("video", Format::Video), ("warc", Format::Warc), ("images", Format::Images)] {
+            let sink = GOOD.replace("  compression: zstd\n", &format!("  format: {name}\n"));
+            let e = PipelineSpec::from_yaml("p.yaml", &sink).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("p.yaml: sink.format: {name} is a source format")), "{e}");
+            let source = GOOD.replace("  path: data/\n", &format!("  path: data/\n  format: {name}\n"));
+            assert_eq!(PipelineSpec::from_yaml("p.yaml", &source).unwrap().source.format, Some(format));
+        }
     }
 
     #[test]

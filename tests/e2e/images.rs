@@ -351,10 +351,7 @@ fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
     let labels: ArrayRef = Arc::new(arrow_array::Int64Array::from_iter_values((0..names.len() as i64).map(|i| i % 3)));
     let batch = RecordBatch::try_from_iter([("id", ids), ("label", labels), ("image", image)]).unwrap();
     std::fs::create_dir(tmp.path().join("hf")).unwrap();
-    let file = std::fs::File::create(tmp.path().join("hf/train-00000-of-00001.parquet")).unwrap();
-    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    write_parquet(&tmp.path().join("hf/train-00000-of-00001.parquet"), &batch);
     run(format!("source: {{path: hf}}\nstages:\n{}sink: {{path: third, format: jsonl}}\n", embedder("clip")));
     let third = jsonl_docs(&tmp.path().join("third"));
     assert_eq!(third.len(), names.len());
@@ -367,10 +364,7 @@ fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
     // Without an image column, a Parquet file without its text column is still refused.
     let plain = RecordBatch::try_from_iter([("id", Arc::new(StringArray::from(vec!["a"])) as ArrayRef)]).unwrap();
     std::fs::create_dir(tmp.path().join("plain")).unwrap();
-    let file = std::fs::File::create(tmp.path().join("plain/ids.parquet")).unwrap();
-    let mut w = parquet::arrow::ArrowWriter::try_new(file, plain.schema(), None).unwrap();
-    w.write(&plain).unwrap();
-    w.close().unwrap();
+    write_parquet(&tmp.path().join("plain/ids.parquet"), &plain);
     std::fs::write(tmp.path().join("plain.yaml"), "source: {path: plain}\nsink: {path: fourth, format: jsonl}\n").unwrap();
     let r: Run = host().current_dir(tmp.path()).args(["run", "plain.yaml"]).output().unwrap().into();
     assert_ne!(r.code, 0);
@@ -504,6 +498,13 @@ fn a_folder_of_images_is_a_source() {
     );
 }
 
+/// `batch` as a Parquet file at `path`.
+fn write_parquet(path: &Path, batch: &arrow_array::RecordBatch) {
+    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}
+
 /// An uncompressed 24-bit BMP of `rgb` (`w` × `h`, rows top to bottom).
 fn bmp(w: usize, h: usize, rgb: &[u8]) -> Vec<u8> {
     let row = (3 * w).div_ceil(4) * 4;
@@ -583,10 +584,7 @@ fn clip_aesthetic_filter_scores_clips_as_the_image_path_scores_their_frames() {
     ])
     .unwrap();
     std::fs::create_dir(tmp.path().join("clips")).unwrap();
-    let file = std::fs::File::create(tmp.path().join("clips/clips.parquet")).unwrap();
-    let mut wr = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
-    wr.write(&batch).unwrap();
-    wr.close().unwrap();
+    write_parquet(&tmp.path().join("clips/clips.parquet"), &batch);
     let filter = |threshold: f64, filter: bool, out: &str| {
         run_images(
             tmp.path(),

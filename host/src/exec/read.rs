@@ -71,12 +71,9 @@ impl PartReader {
 /// How a partition's parts are read: one after another, except a folder's images, which are
 /// read as one (their batches span the files; `_row` counts the partition's images).
 fn read_groups<'p>(plan: &crate::plan::Plan, parts: &'p [curator_core::partition::Part]) -> Vec<&'p [curator_core::partition::Part]> {
-    match parts.first() {
-        Some(first)
-            if plan.inputs[first.file].format == Format::Images && parts.iter().all(|p| plan.inputs[p.file].format == Format::Images) =>
-        {
-            vec![parts]
-        }
+    let images = |p: &curator_core::partition::Part| plan.inputs[p.file].format == Format::Images;
+    match parts.iter().all(images) {
+        true if !parts.is_empty() => vec![parts],
         _ => parts.chunks(1).collect(),
     }
 }
