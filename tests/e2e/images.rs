@@ -435,12 +435,7 @@ fn a_folder_of_images_is_a_source() {
         m.display()
     );
     run_images(tmp.path(), &format!("source: {{path: photos, format: images}}\nstages:\n{stage}sink: {{path: out, format: jsonl}}\n"));
-    let outputs: Vec<PathBuf> = std::fs::read_dir(tmp.path().join("out"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
+    let outputs = files_with_ext(&tmp.path().join("out"), "jsonl");
     assert_eq!(outputs.len(), 1, "one partition of {} files: {outputs:?}", all.len() + 1);
     let docs = jsonl_docs(&tmp.path().join("out"));
     assert_eq!(docs.len(), all.len(), "{:?}", docs.keys());
@@ -453,9 +448,7 @@ fn a_folder_of_images_is_a_source() {
         let got = vector(doc, "image_embedding");
         let want: Vec<f64> =
             reference["images"][name]["embeddings"]["clip-l14-2l"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-        let dot: f64 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
-        let norms = got.iter().map(|a| a * a).sum::<f64>().sqrt() * want.iter().map(|b| b * b).sum::<f64>().sqrt();
-        assert!(dot / norms >= 0.9999, "{name}: cosine {}", dot / norms);
+        assert!(cosine(&got, &want) >= 0.9999, "{name}: cosine {}", cosine(&got, &want));
     }
     let rejected = rejects(&tmp.path().join("out"));
     assert_eq!(rejected.len(), 1, "{rejected:?}");
@@ -465,12 +458,7 @@ fn a_folder_of_images_is_a_source() {
     // Back out as WebDataset samples: each image with its caption and metadata, as they were.
     write_pipeline(tmp.path(), "source: {path: photos, format: images}\nsink: {path: shards, format: webdataset}\n");
     run_with_guests(&["run", tmp.path().join("pipeline.yaml").to_str().unwrap()]).ok();
-    let tars: Vec<PathBuf> = std::fs::read_dir(tmp.path().join("shards"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "tar"))
-        .collect();
+    let tars = files_with_ext(&tmp.path().join("shards"), "tar");
     assert_eq!(tars.len(), 1);
     let written: BTreeMap<String, Vec<u8>> = members(&tars[0]).into_iter().collect();
     assert_eq!(written.len(), 3 * all.len(), "{:?}", written.keys());
@@ -496,6 +484,15 @@ fn a_folder_of_images_is_a_source() {
         "{}",
         r.stderr
     );
+}
+
+/// The files of `dir` whose extension is `ext`.
+fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect()
+}
+
+fn cosine(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>() / (a.iter().map(|x| x * x).sum::<f64>() * b.iter().map(|y| y * y).sum::<f64>()).sqrt()
 }
 
 /// `batch` as a Parquet file at `path`.
@@ -600,10 +597,6 @@ fn clip_aesthetic_filter_scores_clips_as_the_image_path_scores_their_frames() {
     assert!((got("clip-a") - score(0)).abs() < 1e-5, "{} vs {}", got("clip-a"), score(0));
     assert!((got("clip-bc") - score(1).min(score(2))).abs() < 1e-5, "{} vs min({}, {})", got("clip-bc"), score(1), score(2));
     assert_eq!(got("clip-none"), -1.0);
-    let cosine = |a: &[f64], b: &[f64]| {
-        a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
-            / (a.iter().map(|x| x * x).sum::<f64>() * b.iter().map(|y| y * y).sum::<f64>()).sqrt()
-    };
     assert!(cosine(&vector(&all["clip-a"], "clip_embedding"), &emb(0)) > 0.99999);
     let mean: Vec<f64> = emb(1).iter().zip(emb(2)).map(|(b, c)| b + c).collect();
     assert!(cosine(&vector(&all["clip-bc"], "clip_embedding"), &mean) > 0.99999);
