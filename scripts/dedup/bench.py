@@ -2,14 +2,15 @@
 """Dedup benchmarks: curator against its peers on one corpus, one run each, same machine.
 
     python3 scripts/dedup/make-corpus.py /tmp/corpus
-    pip install rensa datasketch
+    pip install rensa datasketch datatrove spacy orjson 'xxhash<4'   # datatrove 0.10 hashes str, which xxhash 4 refuses
     python3 scripts/dedup/bench.py /tmp/corpus [--host target/dist/curator-host] [--plugins target/dist/plugins]
 
 Workloads (rows of the table, markdown on stdout, JSON in OUT/bench.json):
   exact:  curator `dedup: {method: exact}` end to end (read, hash, group, write), on all cores
           and pinned to one core (taskset), vs a Python md5 keep-first loop (one core);
   fuzzy:  curator `dedup: {method: fuzzy, word_ngrams: 5}` (14 × 8, CPU) on all cores and on
-          one core, vs rensa and datasketch (LSH 14 × 8, keep-first, one core).
+          one core, vs rensa and datasketch (LSH 14 × 8, keep-first, one core) and datatrove's
+          MinHash dedup (its four stages, 14 × 8, one process).
 Precision and recall are measured on the documents each tool removes, against the ids
 that must go: components of the pairs whose word 5-gram Jaccard is ≥ 0.8, found with a
 sensitive LSH (32 bands × 4 rows of 128 rensa hashes) and checked exactly.
@@ -159,6 +160,30 @@ def truth(docs):
     return {docs[k][0] for k in range(len(docs)) if find(k) != k}, pairs
 
 
+# datatrove's MinHash dedup as its docs run it: signatures, buckets, clusters, filter, each a
+# LocalPipelineExecutor stage (one task at a time, one process), 14 buckets × 8 hashes of its
+# own word 5-grams; the removed documents' ids come from the filter's exclusion writer.
+PY_DATATROVE = r'''
+import gzip, json, pathlib, sys
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
+from datatrove.pipeline.dedup.minhash import MinhashConfig
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.writers.jsonl import JsonlWriter
+corpus, work = pathlib.Path(sys.argv[1]) / "data", pathlib.Path(sys.argv[2])
+config = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8)
+read = lambda: JsonlReader(str(corpus), glob_pattern="shard-*.jsonl", text_key="text", id_key="id")
+# Each stage logs apart: an executor skips the tasks its logging directory says are done.
+run = lambda name, pipeline, tasks=1: LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=1, logging_dir=str(work / "logs" / name)).run()
+run("signatures", [read(), MinhashDedupSignature(output_folder=str(work / "sigs"), config=config)])
+run("buckets", [MinhashDedupBuckets(input_folder=str(work / "sigs"), output_folder=str(work / "buckets"), config=config)], config.num_buckets)
+run("clusters", [MinhashDedupCluster(input_folder=str(work / "buckets"), output_folder=str(work / "remove"), config=config)])
+run("filter", [read(), MinhashDedupFilter(input_folder=str(work / "remove"), exclusion_writer=JsonlWriter(str(work / "removed")))])
+removed = [json.loads(l)["id"] for f in sorted((work / "removed").glob("*.jsonl.gz")) for l in gzip.open(f, "rt")]
+print(json.dumps(removed))
+'''
+
+
 def pr(removed, want):
     tp = len(removed & want)
     return (tp / len(removed) if removed else 1.0), (tp / len(want) if want else 1.0)
@@ -212,6 +237,9 @@ def main():
         for tool in ("rensa", "datasketch"):
             dt, rss, out = timed([sys.executable, str(work / "lsh.py"), tool, str(corpus), str(work / f"{tool}.jsonl")])
             row("fuzzy word 5-grams 14x8", tool, 1, dt, rss, set(json.loads(out)), fuzzy_want)
+        (work / "datatrove.py").write_text(PY_DATATROVE)
+        dt, rss, out = timed([sys.executable, str(work / "datatrove.py"), str(corpus), str(work / "datatrove")])
+        row("fuzzy word 5-grams 14x8", "datatrove MinHash", 1, dt, rss, set(json.loads(out.strip().splitlines()[-1])), fuzzy_want)
     print(f"corpus: {n} documents, {size / 1e6:.1f} MB JSONL, {len(exact_want)} exact and {len(fuzzy_want)} fuzzy ids to remove; {cores} cores\n")
     print("| workload | tool | cores | s | docs/s | docs/s per core | peak RSS MiB | removed | precision | recall |")
     print("|---|---|---|---|---|---|---|---|---|---|")
