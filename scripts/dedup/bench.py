@@ -237,8 +237,8 @@ def main():
         for tool in ("rensa", "datasketch"):
             dt, rss, out = timed([sys.executable, str(work / "lsh.py"), tool, str(corpus), str(work / f"{tool}.jsonl")])
             row("fuzzy word 5-grams 14x8", tool, 1, dt, rss, set(json.loads(out)), fuzzy_want)
-        (work / "datatrove.py").write_text(PY_DATATROVE)
-        dt, rss, out = timed([sys.executable, str(work / "datatrove.py"), str(corpus), str(work / "datatrove")])
+        (work / "dt_minhash.py").write_text(PY_DATATROVE)  # not datatrove.py: it would import itself
+        dt, rss, out = timed([sys.executable, str(work / "dt_minhash.py"), str(corpus), str(work / "datatrove")])
         row("fuzzy word 5-grams 14x8", "datatrove MinHash", 1, dt, rss, set(json.loads(out.strip().splitlines()[-1])), fuzzy_want)
     print(f"corpus: {n} documents, {size / 1e6:.1f} MB JSONL, {len(exact_want)} exact and {len(fuzzy_want)} fuzzy ids to remove; {cores} cores\n")
     print("| workload | tool | cores | s | docs/s | docs/s per core | peak RSS MiB | removed | precision | recall |")
