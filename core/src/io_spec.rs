@@ -26,6 +26,20 @@ pub enum Format {
     Images,
 }
 
+impl Format {
+    /// Its name in a pipeline file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Jsonl => "jsonl",
+            Format::Parquet => "parquet",
+            Format::Video => "video",
+            Format::Warc => "warc",
+            Format::Webdataset => "webdataset",
+            Format::Images => "images",
+        }
+    }
+}
+
 /// Image files per partition of an `images` source when neither `files_per_partition` nor
 /// `blocksize` is set: a batch never spans partitions, and one image each would starve a
 /// GPU stage.

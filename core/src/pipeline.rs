@@ -492,6 +492,13 @@ stages:
     }
 
     #[test]
+    fn a_formats_name_is_the_one_pipeline_files_use() {
+        for f in [Format::Jsonl, Format::Parquet, Format::Video, Format::Warc, Format::Webdataset, Format::Images] {
+            assert_eq!(serde_json::to_value(f).unwrap(), f.name());
+        }
+    }
+
+    #[test]
     fn video_warc_and_images_are_source_formats_only() {
         for (name, format) in [("video", Format::Video), ("warc", Format::Warc), ("images", Format::Images)] {
             let sink = GOOD.replace("  compression: zstd\n", &format!("  format: {name}\n"));

@@ -48,7 +48,7 @@ fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, pi: usize) -> Result<Box<d
         Format::Video | Format::Warc | Format::Images => {
             return Err(IoError::Write {
                 path: loc.display(),
-                source: std::io::Error::other(format!("{:?} is a source format, not a sink format", sink.format).to_lowercase()),
+                source: std::io::Error::other(format!("{} is a source format, not a sink format", sink.format.name())),
             });
         }
     })

@@ -14,11 +14,8 @@
 use arrow_array::RecordBatch;
 
 use super::jsonl::ReadOptions;
-use super::webdataset::{Doc, batch, document};
+use super::webdataset::{BATCH_IMAGE_BYTES, Doc, batch, document};
 use super::{InputFile, IoError, Loc, Reject, Rejects};
-
-/// A batch is cut when its images reach this many bytes (as a WebDataset shard's are).
-const BATCH_IMAGE_BYTES: usize = 32 << 20;
 
 /// The files beside an image that belong to its sample.
 const SIDECARS: &[&str] = &["txt", "caption", "json", "cls"];

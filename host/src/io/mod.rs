@@ -213,18 +213,6 @@ pub fn sniff_name(name: &str, format: Option<Format>) -> (Format, bool) {
     (format, compressed)
 }
 
-/// A format as the pipeline file names it.
-fn format_name(f: Format) -> &'static str {
-    match f {
-        Format::Jsonl => "jsonl",
-        Format::Parquet => "parquet",
-        Format::Video => "video",
-        Format::Warc => "warc",
-        Format::Webdataset => "webdataset",
-        Format::Images => "images",
-    }
-}
-
 /// Expand source locations (files, directories read recursively in name order, URL prefixes).
 pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Format>) -> Result<Vec<InputFile>, IoError> {
     let exts: Vec<String> = match (extensions, format) {
@@ -247,7 +235,7 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Form
                 if let (None, (f @ (Format::Images | Format::Webdataset | Format::Video | Format::Warc), _)) =
                     (format, sniff_name(&rel, None))
                 {
-                    *others.entry(format_name(f)).or_default() += 1;
+                    *others.entry(f.name()).or_default() += 1;
                 }
                 continue;
             }

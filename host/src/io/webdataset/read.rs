@@ -9,12 +9,10 @@ use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::{IMAGE, SAMPLE, pack, split_key};
+use super::{BATCH_IMAGE_BYTES, IMAGE, SAMPLE, pack, split_key};
 use crate::io::jsonl::{ReadOptions, reader_schema};
 use crate::io::{InputFile, IoError, Reject, Rejects};
 
-/// A batch is cut when its images reach this many bytes.
-const BATCH_IMAGE_BYTES: usize = 32 << 20;
 /// Samples the tar thread may run ahead.
 const AHEAD: usize = 64;
 
