@@ -168,6 +168,13 @@ impl FuzzyParams {
     pub fn num_hashes(&self) -> usize {
         self.num_bands * self.rows
     }
+    /// Whether candidate pairs are checked against their Jaccard similarity, which needs each
+    /// document's signature (and, where it leaves doubt, its text) after the LSH buckets.
+    /// Without the check (`jaccard_threshold: 0`, NeMo Curator's behaviour) a document is
+    /// known by its band keys alone.
+    pub fn checks_pairs(&self) -> bool {
+        self.jaccard_threshold > 0.0
+    }
     /// The similarity at which a pair is caught with probability ½: (1/b)^(1/r).
     pub fn lsh_threshold(&self) -> f64 {
         (1.0 / self.num_bands as f64).powf(1.0 / self.rows as f64)
@@ -177,12 +184,17 @@ impl FuzzyParams {
 impl DedupSpec {
     /// Whether the step's documents spill leaves the text behind and its output phase reads
     /// the source again (for the batches whose source columns no stage in front changed).
-    /// Exact dedup needs only a key per document, computed as the documents are spilled, so
-    /// the text is moved once: read, hashed, and read again only for the output. Fuzzy dedup
-    /// checks doubtful pairs on their text and semantic dedup reads vectors from the spill,
-    /// so both spill the whole batch.
+    /// The spill then keeps a key per document, computed as the documents are spilled:
+    /// exact dedup's hash of the text, or fuzzy dedup's band keys when its pairs are not
+    /// checked (`FuzzyParams::checks_pairs`). The text is moved once: read, hashed, and read
+    /// again only for the output. Fuzzy dedup that checks its doubtful pairs on their text,
+    /// and semantic dedup (it reads vectors from the spill), spill the whole batch.
     pub fn output_rereads_source(&self) -> bool {
-        self.method == DedupMethod::Exact
+        match self.method {
+            DedupMethod::Exact => true,
+            DedupMethod::Fuzzy => !self.fuzzy().checks_pairs(),
+            DedupMethod::Semantic => false,
+        }
     }
 
     /// The fuzzy parameters with defaults (NeMo's for characters, datatrove's for words).
@@ -343,6 +355,26 @@ mod tests {
         assert_eq!((w.shingle, w.num_bands, w.rows), (Shingle::Words(5), 14, 8));
         assert_eq!(s.action, DedupAction::Remove);
         assert_eq!(s.jaccard_threshold, 0.8);
+    }
+
+    #[test]
+    fn the_text_is_spilled_only_for_steps_that_read_it_after_the_documents_phase() {
+        for (yaml, rereads) in [
+            ("method: exact", true),
+            ("method: fuzzy", false),
+            ("{method: fuzzy, jaccard_threshold: 0}", true),
+            ("{method: fuzzy, word_ngrams: 5, jaccard_threshold: 0.0}", true),
+            ("{method: semantic, n_clusters: 4}", false),
+        ] {
+            assert_eq!(spec(yaml).output_rereads_source(), rereads, "{yaml}");
+        }
+        // The plan's spill disk: 1 M documents of 2.7 KB.
+        let corpus = Corpus { docs: 1_000_000, bytes: 2_700_000_000 };
+        let disk = |yaml: &str| plan_dedup(&spec(yaml), corpus, 24 << 30).spill_bytes;
+        assert!(disk("method: fuzzy") > corpus.bytes + 1_000_000 * 260 * 4, "the text and 260 hashes a document");
+        // Without the pair check: an id, a row and 20 band keys a document, twice (spill, scan).
+        assert!(disk("{method: fuzzy, jaccard_threshold: 0}") < 1_000_000 * 2 * (64 + 160) + 500_000_000);
+        assert!(disk("method: exact") < corpus.bytes / 20);
     }
 
     #[test]

@@ -461,12 +461,23 @@ fn outputs(out: &Path) -> BTreeMap<String, Vec<serde_json::Value>> {
     files
 }
 
-/// Exact dedup spills no text: its output reads the source again (`host/src/dedup/lean.rs`).
-/// What it writes equals the path that spills whole batches (forced by a stage in front that
-/// rewrites the text, to itself), with files cut into byte ranges, a bad line, a filter in
-/// front, `mark`, and after a kill in any phase.
+/// Exact dedup, and fuzzy dedup without the pair check, spill no text: their output reads
+/// the source again (`host/src/dedup/lean.rs`). What it writes equals the path that spills
+/// whole batches (forced by a stage in front that rewrites the text, to itself), with files
+/// cut into byte ranges, a bad line, a filter in front, `mark`, and after a kill in any phase.
+/// Fuzzy dedup that checks its pairs spills the text.
 #[test]
-fn exact_output_read_from_the_source_again_equals_the_spilled_batches() {
+fn output_read_from_the_source_again_equals_the_spilled_batches() {
+    output_read_again_equals_spilled("method: exact", &["spill-0", "docs", "scan", "groups", "output-partition", "duplicates"]);
+    output_read_again_equals_spilled("method: fuzzy, word_ngrams: 5, jaccard_threshold: 0", &["docs", "scan", "buckets-001", "groups"]);
+    let (dir, _) = setup(FUZZY, "");
+    let checked = run_in(dir.path(), &["run", "pipeline.yaml"], &[]);
+    assert!(!checked.ok().stderr.contains("output reads the source again"), "{}", checked.stderr);
+}
+
+/// The output of dedup step `{step}` read from the source again equals the one replayed from
+/// whole spilled batches; a kill at each of `kills` and a rerun write the same.
+fn output_read_again_equals_spilled(step: &str, kills: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("data")).unwrap();
     let base = base_texts();
@@ -501,11 +512,12 @@ fn exact_output_read_from_the_source_again_equals_the_spilled_batches() {
         );
         run_in(dir.path(), &["run", "pipeline.yaml"], extra)
     };
+    let dedup = |extra: &str| format!("  - dedup: {{{step}{extra}}}");
     let again = "output reads the source again";
-    let lean = run("  - dedup: {method: exact}", "lean", &[]);
+    let lean = run(&dedup(""), "lean", &[]);
     lean.ok();
     assert!(lean.stderr.contains(again), "{}", lean.stderr);
-    let whole = run("  - plugin: unicode_normalize\n  - dedup: {method: exact}", "whole", &[]);
+    let whole = run(&format!("  - plugin: unicode_normalize\n{}", dedup("")), "whole", &[]);
     whole.ok();
     assert!(!whole.stderr.contains(again), "a rewrite in front spills whole batches\n{}", whole.stderr);
     let (l, w) = (dir.path().join("lean"), dir.path().join("whole"));
@@ -519,7 +531,7 @@ fn exact_output_read_from_the_source_again_equals_the_spilled_batches() {
     assert_eq!(rejected, 2);
 
     // A filter in front: the spill keeps its rows, the output reads just those back.
-    let filtered = run("  - plugin: word_count_filter\n    params: {min_words: 10}\n  - dedup: {method: exact}", "filtered", &[]);
+    let filtered = run(&format!("  - plugin: word_count_filter\n    params: {{min_words: 10}}\n{}", dedup("")), "filtered", &[]);
     filtered.ok();
     assert!(filtered.stderr.contains(again), "{}", filtered.stderr);
     let long = |v: &serde_json::Value| v["text"].as_str().unwrap().split_whitespace().count() >= 10;
@@ -532,7 +544,7 @@ fn exact_output_read_from_the_source_again_equals_the_spilled_batches() {
     // mark: every document, with the verdict's columns.
     for out in ["lean-mark", "whole-mark"] {
         let front = if out == "whole-mark" { "  - plugin: unicode_normalize\n" } else { "" };
-        run(&format!("{front}  - dedup: {{method: exact, action: mark}}"), out, &[]).ok();
+        run(&format!("{front}{}", dedup(", action: mark")), out, &[]).ok();
     }
     let marked = outputs(&dir.path().join("lean-mark"));
     assert_eq!(marked, outputs(&dir.path().join("whole-mark")));
@@ -540,12 +552,12 @@ fn exact_output_read_from_the_source_again_equals_the_spilled_batches() {
     assert_eq!(marked.values().flatten().filter(|v| v["is_duplicate"] == true).count(), duplicates(&l).len());
 
     // Killed in any phase, a rerun writes the same.
-    for phase in ["spill-0", "docs", "scan", "groups", "output-partition", "duplicates"] {
+    for phase in kills {
         let out = format!("killed-{phase}");
-        let killed = run("  - dedup: {method: exact}", &out, &[("CURATOR_DEDUP_CRASH_AT", phase)]);
+        let killed = run(&dedup(""), &out, &[("CURATOR_DEDUP_CRASH_AT", phase)]);
         assert_ne!(killed.code, 0, "{phase}: the run was not killed\n{}", killed.stderr);
-        run("  - dedup: {method: exact}", &out, &[]).ok();
-        assert_eq!(outputs(&dir.path().join(&out)), outputs(&l), "{phase}");
-        assert_eq!(duplicates(&dir.path().join(&out)), duplicates(&l), "{phase}");
+        run(&dedup(""), &out, &[]).ok();
+        assert_eq!(outputs(&dir.path().join(&out)), outputs(&l), "{step}: {phase}");
+        assert_eq!(duplicates(&dir.path().join(&out)), duplicates(&l), "{step}: {phase}");
     }
 }

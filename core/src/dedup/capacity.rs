@@ -137,7 +137,13 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
     let budget = (memory as f64 * DEDUP_MEMORY_SHARE) as u64;
     let room = budget.saturating_sub(PHASE_OVERHEAD_BYTES).max(1);
     let n = corpus.docs.max(1);
-    let docs_spill = corpus.bytes + corpus.bytes / 8 + n * 64;
+    // The documents spill: the whole documents, or (a lean spill, `output_rereads_source`)
+    // each one's id, row and key. An id is taken at 48 bytes.
+    let key_bytes = match spec.method {
+        DedupMethod::Fuzzy => spec.fuzzy().num_bands as u64 * 8,
+        _ => 16,
+    };
+    let docs_spill = if spec.output_rereads_source() { n * (64 + key_bytes) } else { corpus.bytes + corpus.bytes / 8 + n * 64 };
     match spec.method {
         DedupMethod::Exact => {
             let records = n * EXACT_RECORD_BYTES;
@@ -207,7 +213,8 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
                 },
             ];
             let peak = bucket.max(components);
-            let sigs = n * p.num_hashes() as u64 * 4;
+            // The scan's signatures, or band keys when the pairs are not checked.
+            let sigs = if p.checks_pairs() { n * p.num_hashes() as u64 * 4 } else { n * key_bytes };
             DedupPlan {
                 bands_per_iteration: bpi,
                 iterations,

@@ -8,6 +8,7 @@
 //! one before it (a star keeps a bucket of k documents at 2k pairs, the chain keeps a pair
 //! that fails the check against the first member a second chance).
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use arrow_array::Array;
@@ -17,7 +18,7 @@ use curator_sdk::shingle::Shingles;
 
 use super::DedupError;
 use super::components::Components;
-use super::index::{Index, load_pairs, save_pairs, utf8};
+use super::index::{Index, load_pairs, save_pairs};
 use super::scans::Sigs;
 use super::work::{RecordFile, Work, read_all, write_atomic};
 
@@ -28,6 +29,8 @@ use crate::task::SpillDir;
 pub const SIGNATURE: &str = "minhash_signature";
 /// Each docs shard's signatures, in position order (`scans.rs`).
 pub const SIGS: &str = "sigs.bin";
+/// Each docs shard's band keys, in position order, when the pairs are not checked.
+pub const BANDS: &str = "bands.bin";
 /// Candidate and verified pair counts of the components phase.
 const PAIRS: &str = "pairs.json";
 
@@ -68,8 +71,89 @@ fn decode(hex: &str, hashes: usize, out: &mut Vec<u8>) -> Option<()> {
     (bad & 0xf0 == 0).then_some(())
 }
 
-/// Write the signature of every document of the partitions `owned` picks to `sigs.bin` in
-/// `work` (one docs shard's scan directory), in position order.
+/// The signatures of `batch`'s documents, back to back (`hashes` little-endian u32 each):
+/// the `minhash` plugin's binary column as it is, or hex text (8 digits a value) decoded.
+/// `name` says where the batch came from, for the error.
+pub(crate) fn signatures<'b>(batch: &'b arrow_array::RecordBatch, hashes: usize, name: &str) -> Result<Cow<'b, [u8]>, DedupError> {
+    let bad = |r: usize| DedupError::Data {
+        path: name.to_string(),
+        message: format!("row {r}: {SIGNATURE} is not {hashes} u32 values (binary, or hex text)"),
+    };
+    let col = batch.column_by_name(SIGNATURE);
+    if let Some(col) = col.and_then(|c| c.as_any().downcast_ref::<arrow_array::BinaryArray>()) {
+        let (offsets, values) = (col.value_offsets(), col.value_data());
+        let (first, last) = (offsets[0] as usize, offsets[col.len()] as usize);
+        if col.null_count() > 0 || last - first != col.len() * hashes * 4 {
+            return Err(bad((0..col.len()).find(|&r| col.is_null(r) || col.value(r).len() != hashes * 4).unwrap_or(0)));
+        }
+        // Every row has exactly `hashes * 4` bytes, so the rows lie back to back.
+        return Ok(Cow::Borrowed(&values[first..last]));
+    }
+    let Some(col) = col.and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>()) else {
+        return Err(DedupError::Data { path: name.to_string(), message: format!("no {SIGNATURE} column (binary, or hex text)") });
+    };
+    let mut buf = Vec::with_capacity(col.len() * hashes * 4);
+    for r in 0..col.len() {
+        decode(col.value(r), hashes, &mut buf).ok_or_else(|| bad(r))?;
+    }
+    Ok(Cow::Owned(buf))
+}
+
+/// Band `b`'s key of one signature: xxh3-64 of the band's values, seeded with `b`.
+fn band_key(sig: &[u8], rows: usize, b: usize) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(&sig[b * rows * 4..(b + 1) * rows * 4], b as u64)
+}
+
+/// Every band's key of each signature in `sigs` (back to back), appended to `out`: 8 bytes
+/// (little-endian) a band, `num_bands` a document.
+pub(crate) fn band_keys(sigs: &[u8], p: &FuzzyParams, out: &mut Vec<u8>) {
+    out.reserve(sigs.len() / (p.num_hashes() * 4).max(1) * p.num_bands * 8);
+    for sig in sigs.chunks_exact(p.num_hashes() * 4) {
+        for b in 0..p.num_bands {
+            out.extend_from_slice(&band_key(sig, p.rows, b).to_le_bytes());
+        }
+    }
+}
+
+/// What the scan keeps of each document for the bucket passes: its signature when the pairs
+/// are checked (the check reads it), else only its band keys (8 bytes a band, not 4 a hash).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Records {
+    Signatures,
+    BandKeys,
+}
+
+impl Records {
+    pub(crate) fn of(p: &FuzzyParams) -> Records {
+        if p.checks_pairs() { Records::Signatures } else { Records::BandKeys }
+    }
+    /// The scan's file of them, in position order.
+    pub(crate) fn file(self) -> &'static str {
+        match self {
+            Records::Signatures => SIGS,
+            Records::BandKeys => BANDS,
+        }
+    }
+    /// Bytes per document.
+    pub(crate) fn width(self, p: &FuzzyParams) -> usize {
+        match self {
+            Records::Signatures => p.num_hashes() * 4,
+            Records::BandKeys => p.num_bands * 8,
+        }
+    }
+    /// Band `b`'s key of one document's record.
+    fn band_key(self, record: &[u8], p: &FuzzyParams, b: usize) -> u64 {
+        match self {
+            Records::Signatures => band_key(record, p.rows, b),
+            Records::BandKeys => u64::from_le_bytes(record[b * 8..b * 8 + 8].try_into().unwrap_or_default()),
+        }
+    }
+}
+
+/// Write the signatures (or band keys, `Records::of`) of every document of the partitions
+/// `owned` picks to `sigs.bin` (or `bands.bin`) in `work` (one docs shard's scan
+/// directory), in position order. A lean batch brings its band keys; one spilled whole, its
+/// signatures.
 pub fn scan(
     work: &Work,
     docs: &SpillDir,
@@ -80,45 +164,44 @@ pub fn scan(
     if work.done("scan") {
         return Index::load(work);
     }
-    let hashes = p.num_hashes();
-    let mut sigs = RecordFile::create(work.path(SIGS))?;
+    let records = Records::of(p);
+    let width = records.width(p);
+    let mut out = RecordFile::create(work.path(records.file()))?;
     let index = Index::build(
         docs,
         owned,
         &[SIGNATURE],
         |task, name| {
-            let mut buf = Vec::new();
             if task.batch.num_rows() == 0 {
-                return Ok(buf);
+                return Ok(Vec::new());
             }
-            let bad = |r: usize| DedupError::Data {
-                path: format!("{name} ({})", task.meta),
-                message: format!("row {r}: {SIGNATURE} is not {hashes} u32 values (binary, or hex text)"),
-            };
-            // Binary (the `minhash` plugin: little-endian u32), or hex text (8 digits a value).
-            if let Some(col) = task.batch.column_by_name(SIGNATURE).and_then(|c| c.as_any().downcast_ref::<arrow_array::BinaryArray>()) {
-                let (offsets, values) = (col.value_offsets(), col.value_data());
-                let (first, last) = (offsets[0] as usize, offsets[col.len()] as usize);
-                if col.null_count() > 0 || last - first != col.len() * hashes * 4 {
-                    return Err(bad((0..col.len()).find(|&r| col.is_null(r) || col.value(r).len() != hashes * 4).unwrap_or(0)));
+            let at = format!("{name} ({})", task.meta);
+            if let Some(keys) = super::lean::key_bytes(&task.batch) {
+                if records != Records::BandKeys || keys.len() != task.batch.num_rows() * width {
+                    return Err(DedupError::Data {
+                        path: at,
+                        message: format!("{} does not hold this step's band keys", super::lean::KEY),
+                    });
                 }
-                // Every row has exactly `hashes * 4` bytes, so the rows lie back to back.
-                return Ok(values[first..last].to_vec());
+                return Ok(keys.to_vec());
             }
-            let col = utf8(task, SIGNATURE, name)?;
-            buf.reserve(col.len() * hashes * 4);
-            for r in 0..col.len() {
-                decode(col.value(r), hashes, &mut buf).ok_or_else(|| bad(r))?;
-            }
-            Ok(buf)
+            let sigs = signatures(&task.batch, p.num_hashes(), &at)?;
+            Ok(match records {
+                Records::Signatures => sigs.into_owned(),
+                Records::BandKeys => {
+                    let mut keys = Vec::new();
+                    band_keys(&sigs, p, &mut keys);
+                    keys
+                }
+            })
         },
         |_, buf| {
-            sigs.write(&buf)?;
-            metrics.dedup.docs_hashed.fetch_add((buf.len() / (hashes * 4).max(1)) as u64, Ordering::Relaxed);
+            out.write(&buf)?;
+            metrics.dedup.docs_hashed.fetch_add((buf.len() / width.max(1)) as u64, Ordering::Relaxed);
             Ok(())
         },
     )?;
-    sigs.commit()?;
+    out.commit()?;
     index.save(work)?;
     work.mark("scan")?;
     Ok(index)
@@ -161,11 +244,15 @@ fn bucket_pairs(recs: &mut [u128], edges: &mut Vec<u64>) {
 /// Sort `recs` in `shards` pieces (split by key) on every core; each piece's candidate pairs
 /// go to its own edges file of pass `it`, partition `q`. Pairs are not held in memory.
 fn pairs_to_files(work: &Work, recs: Vec<u128>, it: usize, q: usize) -> Result<(), DedupError> {
-    let threads = crate::os::available_cores().max(1);
-    let shards = split_by_key(recs, threads);
+    shards_to_files(work, split_by_key(recs, crate::os::available_cores().max(1)), it, q)
+}
+
+/// Each of `shards` (records cut by key: a bucket never spans two) sorted on its own core;
+/// its candidate pairs go to its own edges file of pass `it`, partition `q`.
+fn shards_to_files(work: &Work, shards: Vec<Vec<u128>>, it: usize, q: usize) -> Result<(), DedupError> {
     let ids: Vec<usize> = (0..shards.len()).collect();
     let shards: Vec<std::sync::Mutex<Vec<u128>>> = shards.into_iter().map(std::sync::Mutex::new).collect();
-    super::index::par_map(&ids, threads, |&s| {
+    super::index::par_map(&ids, crate::os::available_cores().max(1), |&s| {
         let mut recs =
             std::mem::take(&mut *shards[s].lock().map_err(|_| DedupError::Data { path: String::new(), message: "poisoned".into() })?);
         let mut edges = Vec::new();
@@ -180,6 +267,87 @@ fn pairs_to_files(work: &Work, recs: Vec<u128>, it: usize, q: usize) -> Result<(
         f.commit()
     })?;
     Ok(())
+}
+
+/// The shard of `shards` a band key's records go to: by its top bits.
+fn shard_of(key: u64, shards: usize) -> usize {
+    ((key as u128 * shards as u128) >> 64) as usize
+}
+
+/// `f(key, position)` for band `bands` of every document in `docs`, read from `sigs` a
+/// block at a time.
+fn for_each_band_key(
+    sigs: &Sigs,
+    docs: std::ops::Range<u32>,
+    p: &FuzzyParams,
+    bands: std::ops::Range<usize>,
+    mut f: impl FnMut(u64, u32),
+) -> Result<(), DedupError> {
+    let records = Records::of(p);
+    let width = records.width(p);
+    let block = ((1 << 20) / width.max(1)).clamp(1, (docs.end - docs.start).max(1) as usize);
+    let mut buf = vec![0u8; block * width];
+    let mut doc = docs.start;
+    while doc < docs.end {
+        let take = block.min((docs.end - doc) as usize);
+        let buf = &mut buf[..take * width];
+        sigs.read(doc as u64, buf)?;
+        for (k, rec) in buf.chunks_exact(width).enumerate() {
+            for b in bands.clone() {
+                f(records.band_key(rec, p, b), doc + k as u32);
+            }
+        }
+        doc += take as u32;
+    }
+    Ok(())
+}
+
+/// One pass's (key, position) records of `bands` for all `n` documents, in `shards` vectors
+/// cut by key, built on every core with no step on one: each range of documents counts its
+/// records per shard, the shards are allocated at their exact sizes, then each range writes
+/// its records into its own place of every shard (reading its keys twice costs less than
+/// moving the records once more).
+fn records_by_shard(
+    sigs: &Sigs,
+    n: u32,
+    p: &FuzzyParams,
+    bands: std::ops::Range<usize>,
+    shards: usize,
+) -> Result<Vec<Vec<u128>>, DedupError> {
+    let threads = crate::os::available_cores().max(1);
+    let pieces = (threads * 4).min(n.max(1) as usize) as u32;
+    let ranges: Vec<std::ops::Range<u32>> =
+        (0..pieces).map(|i| (n as u64 * i as u64 / pieces as u64) as u32..(n as u64 * (i as u64 + 1) / pieces as u64) as u32).collect();
+    let counts = super::index::par_map(&ranges, threads, |docs| {
+        let mut c = vec![0usize; shards];
+        for_each_band_key(sigs, docs.clone(), p, bands.clone(), |key, _| c[shard_of(key, shards)] += 1)?;
+        Ok(c)
+    })?;
+    // Zeroed allocations: their pages are touched first by the threads that fill them.
+    let mut out: Vec<Vec<u128>> = (0..shards).map(|s| vec![0u128; counts.iter().map(|c| c[s]).sum()]).collect();
+    {
+        let mut places: Vec<Vec<&mut [u128]>> = ranges.iter().map(|_| Vec::with_capacity(shards)).collect();
+        for (s, shard) in out.iter_mut().enumerate() {
+            let mut rest: &mut [u128] = shard;
+            for (r, c) in counts.iter().enumerate() {
+                let (mine, tail) = std::mem::take(&mut rest).split_at_mut(c[s]);
+                places[r].push(mine);
+                rest = tail;
+            }
+        }
+        let jobs: Vec<(std::ops::Range<u32>, std::sync::Mutex<Vec<&mut [u128]>>)> =
+            ranges.into_iter().zip(places).map(|(r, p)| (r, std::sync::Mutex::new(p))).collect();
+        super::index::par_map(&jobs, threads, |(docs, place)| {
+            let mut place = place.lock().map_err(|_| DedupError::Data { path: String::new(), message: "poisoned".into() })?;
+            let mut at = vec![0usize; shards];
+            for_each_band_key(sigs, docs.clone(), p, bands.clone(), |key, doc| {
+                let s = shard_of(key, shards);
+                place[s][at[s]] = (key as u128) << 32 | doc as u128;
+                at[s] += 1;
+            })
+        })?;
+    }
+    Ok(out)
 }
 
 /// `recs` cut into `n` vectors by the top bits of their key (a bucket never spans two), each
@@ -199,7 +367,7 @@ fn split_by_key(recs: Vec<u128>, n: usize) -> Vec<Vec<u128>> {
         let start = recs.len().saturating_sub(block);
         for r in recs.drain(start..) {
             let key = (r >> 32) as u64;
-            out[((key as u128 * n as u128) >> 64) as usize].push(r);
+            out[shard_of(key, n)].push(r);
         }
         recs.shrink_to_fit();
     }
@@ -207,8 +375,9 @@ fn split_by_key(recs: Vec<u128>, n: usize) -> Vec<Vec<u128>> {
 }
 
 /// Pass `it`: bucket its bands of every document and write the candidate pairs it finds.
-/// The bands' keys are hashed on every core; with one partition the records stay in memory,
-/// with more they go through one spill file per partition, processed one at a time.
+/// The bands' keys are hashed (or read, `Records::BandKeys`) on every core; with one
+/// partition the records stay in memory, with more they go through one spill file per
+/// partition, processed one at a time.
 pub fn buckets(work: &Work, sigs: &Sigs, n: u32, p: &FuzzyParams, bpi: usize, partitions: usize, it: usize) -> Result<(), DedupError> {
     let marker = format!("buckets-{it:03}");
     if work.done(&marker) {
@@ -223,18 +392,16 @@ pub fn buckets(work: &Work, sigs: &Sigs, n: u32, p: &FuzzyParams, bpi: usize, pa
             }
         }
     }
-    let hashes = p.num_hashes();
     let bands = it * bpi..((it + 1) * bpi).min(p.num_bands);
-    let row_bytes = p.rows * 4;
-    let sig_bytes = hashes * 4;
-    let per_part = n as usize * bands.len() / partitions + 1;
-    let mut in_memory: Vec<u128> = if partitions == 1 { Vec::with_capacity(per_part) } else { Vec::new() };
-    let mut files = if partitions == 1 {
-        Vec::new()
-    } else {
-        (0..partitions).map(|q| RecordFile::create(work.path(&format!("bucket-{it:03}-{q:04}.bin")))).collect::<Result<Vec<_>, _>>()?
-    };
     let threads = crate::os::available_cores().max(1);
+    if partitions == 1 {
+        shards_to_files(work, records_by_shard(sigs, n, p, bands, threads)?, it, 0)?;
+        return work.mark(&marker);
+    }
+    let records = Records::of(p);
+    let sig_bytes = records.width(p);
+    let mut files =
+        (0..partitions).map(|q| RecordFile::create(work.path(&format!("bucket-{it:03}-{q:04}.bin")))).collect::<Result<Vec<_>, _>>()?;
     let chunk_docs = ((8 << 20) / sig_bytes.max(1)).max(threads);
     let mut chunk = vec![0u8; chunk_docs * sig_bytes];
     let mut doc: u32 = 0;
@@ -251,37 +418,28 @@ pub fn buckets(work: &Work, sigs: &Sigs, n: u32, p: &FuzzyParams, bpi: usize, pa
             let mut out = Vec::with_capacity(piece.len() / sig_bytes * bands.len());
             for (k, sig) in piece.chunks_exact(sig_bytes).enumerate() {
                 for b in bands.clone() {
-                    let key = xxhash_rust::xxh3::xxh3_64_with_seed(&sig[b * row_bytes..(b + 1) * row_bytes], b as u64);
+                    let key = records.band_key(sig, p, b);
                     out.push((key as u128) << 32 | (first + k as u32) as u128);
                 }
             }
             Ok(out)
         })?;
         for r in recs.into_iter().flatten() {
-            if partitions == 1 {
-                in_memory.push(r);
-            } else {
-                let q = (((r >> 32) as u64 as u128 * partitions as u128) >> 64) as usize;
-                files[q].write(&r.to_le_bytes())?;
-            }
+            files[shard_of((r >> 32) as u64, partitions)].write(&r.to_le_bytes())?;
         }
         doc += take as u32;
     }
     drop(chunk);
-    if partitions == 1 {
-        pairs_to_files(work, in_memory, it, 0)?;
-    } else {
-        for f in files {
-            f.commit()?;
-        }
-        for q in 0..partitions {
-            let part = work.path(&format!("bucket-{it:03}-{q:04}.bin"));
-            let bytes = read_all(&part)?;
-            let recs: Vec<u128> = bytes.chunks_exact(16).map(|c| u128::from_le_bytes(c.try_into().unwrap_or_default())).collect();
-            drop(bytes);
-            pairs_to_files(work, recs, it, q)?;
-            let _ = std::fs::remove_file(&part);
-        }
+    for f in files {
+        f.commit()?;
+    }
+    for q in 0..partitions {
+        let part = work.path(&format!("bucket-{it:03}-{q:04}.bin"));
+        let bytes = read_all(&part)?;
+        let recs: Vec<u128> = bytes.chunks_exact(16).map(|c| u128::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+        drop(bytes);
+        pairs_to_files(work, recs, it, q)?;
+        let _ = std::fs::remove_file(&part);
     }
     work.mark(&marker)
 }
@@ -338,9 +496,10 @@ pub(crate) fn read_edges(work: &Work, wanted: impl Fn(usize) -> bool) -> Result<
 
 /// Where the components phase gets its checked pairs.
 pub enum Pairs<'a> {
-    /// Every pass's candidate pairs, checked here against the Jaccard threshold (unless it is
-    /// 0) on their signatures, and on the text in `docs` where those leave doubt.
-    Check { docs: &'a SpillDir, sigs: &'a Sigs, p: &'a FuzzyParams, chunk_docs: u64 },
+    /// Every pass's candidate pairs, checked here against the Jaccard threshold on their
+    /// signatures (`sigs`; none when the threshold is 0 and every pair is kept), and on the
+    /// text in `docs` where those leave doubt.
+    Check { docs: &'a SpillDir, sigs: Option<&'a Sigs>, p: &'a FuzzyParams, chunk_docs: u64 },
     /// The bucket shards of a phased step checked their own passes' pairs
     /// (`verify::verify_pass`): only joined here.
     Checked,
@@ -363,10 +522,9 @@ pub fn components(work: &Work, index: &Index, iterations: usize, pairs: Pairs<'_
             let edges = read_edges(work, |it| it < iterations)?;
             let candidates = edges.len() as u64;
             metrics.dedup.candidate_pairs.store(candidates, Ordering::Relaxed);
-            let (kept, checked) = if p.jaccard_threshold > 0.0 && !edges.is_empty() {
-                super::verify::verify(sigs, &edges, docs, index, p, chunk_docs)?
-            } else {
-                (edges, 0)
+            let (kept, checked) = match sigs {
+                Some(sigs) if p.checks_pairs() && !edges.is_empty() => super::verify::verify(sigs, &edges, docs, index, p, chunk_docs)?,
+                _ => (edges, 0),
             };
             (kept, candidates, checked)
         }
@@ -400,6 +558,41 @@ mod tests {
         edges.sort_unstable();
         let pairs: Vec<(u64, u64)> = edges.iter().map(|e| (e >> 32, e & 0xffff_ffff)).collect();
         assert_eq!(pairs, [(3, 5), (3, 9), (5, 9)]);
+    }
+
+    /// A lean batch's band keys bucket a document as its signature does, and the signature
+    /// column (binary or hex) is refused with its row when a value is short.
+    #[test]
+    fn band_keys_of_a_lean_batch_bucket_as_the_signature_does() {
+        use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
+        use std::sync::Arc;
+        let p = FuzzyParams { shingle: Shingle::Chars(5), num_bands: 3, rows: 2, seed: 1, jaccard_threshold: 0.0 };
+        let sigs: Vec<Vec<u8>> = (0..4u32).map(|d| (0..6u32).flat_map(|h| (d * 7 + h % 3).to_le_bytes()).collect()).collect();
+        let batch = |sig: ArrayRef| {
+            let text: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c", "d"]));
+            RecordBatch::try_from_iter([(crate::io::TEXT, text), (SIGNATURE, sig)]).unwrap()
+        };
+        let binary = batch(Arc::new(BinaryArray::from_iter_values(sigs.iter())));
+        let lean = super::super::lean::lean_batch(&binary, &super::super::lean::DocKey::Bands(p)).unwrap();
+        let names: Vec<String> = lean.schema().fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(names, [super::super::lean::KEY], "the text and the signatures are left out");
+        let keys = super::super::lean::key_bytes(&lean).unwrap();
+        assert_eq!(keys.len(), 4 * 3 * 8);
+        for (d, sig) in sigs.iter().enumerate() {
+            let record = &keys[d * 24..(d + 1) * 24];
+            for b in 0..3 {
+                assert_eq!(Records::BandKeys.band_key(record, &p, b), Records::Signatures.band_key(sig, &p, b), "doc {d} band {b}");
+            }
+        }
+        // Documents with other values get other keys.
+        assert_ne!(keys[..8], keys[24..32]);
+        let hex = batch(Arc::new(StringArray::from_iter_values(
+            sigs.iter().map(|s| s.chunks(4).map(|v| format!("{:08x}", u32::from_le_bytes(v.try_into().unwrap()))).collect::<String>()),
+        )));
+        assert_eq!(signatures(&hex, 6, "x").unwrap(), signatures(&binary, 6, "x").unwrap());
+        let short = batch(Arc::new(BinaryArray::from_iter_values([&sigs[0][..], &sigs[1][..4], &sigs[2][..], &sigs[3][..]])));
+        let e = signatures(&short, 6, "docs/f.arrow").unwrap_err().to_string();
+        assert!(e.contains("docs/f.arrow") && e.contains("row 1"), "{e}");
     }
 
     #[test]

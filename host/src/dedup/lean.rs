@@ -1,51 +1,90 @@
 //! A step whose output reads its source again (`DedupSpec::output_rereads_source`): the
 //! documents spill holds, for each batch whose source columns no stage in front changed,
-//! everything but the text and `_meta`, plus the document's key; the output phase reads the
+//! everything but the text, `_meta` and the MinHash signatures, plus the document's key
+//! (exact dedup's hash of the text, or fuzzy dedup's band keys); the output phase reads the
 //! source by partition, takes the rows the spill kept (by `_row`) and adds the columns the
 //! stages in front added. The text is read twice and written once, never spilled.
 
 use std::sync::Arc;
 
-use arrow_array::builder::FixedSizeBinaryBuilder;
 use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, Int64Array, RecordBatch, UInt32Array};
+use arrow_buffer::Buffer;
 use arrow_schema::{ArrowError, Field, Schema};
-use curator_core::dedup::ExactHash;
+use curator_core::dedup::{ExactHash, FuzzyParams};
 
 use super::DedupError;
 
-/// The column of a lean batch that holds each document's exact-dedup key (16 bytes).
+/// The column of a lean batch that holds each document's key.
 pub const KEY: &str = "_dedup_key";
 
-/// `batch` as the lean documents spill keeps it: the text's key added, the text and `_meta`
-/// left out.
-pub fn lean_batch(batch: &RecordBatch, h: ExactHash) -> Result<RecordBatch, ArrowError> {
-    let text = batch
-        .column_by_name(crate::io::TEXT)
-        .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
-        .ok_or_else(|| ArrowError::SchemaError("no utf8 \"text\" column".into()))?;
-    let mut keys = FixedSizeBinaryBuilder::with_capacity(text.len(), 16);
-    for r in 0..text.len() {
-        keys.append_value(super::exact::key(text.value(r), h))?;
+/// What a lean batch keeps of each document in place of its text.
+#[derive(Debug, Clone, Copy)]
+pub enum DocKey {
+    /// Exact dedup: the text's 16-byte hash (`exact::key`).
+    Exact(ExactHash),
+    /// Fuzzy dedup without the pair check: the band keys of the document's MinHash
+    /// signature, 8 bytes a band (`fuzzy::band_keys`).
+    Bands(FuzzyParams),
+}
+
+impl DocKey {
+    /// Bytes per document.
+    pub fn width(&self) -> usize {
+        match self {
+            DocKey::Exact(_) => 16,
+            DocKey::Bands(p) => p.num_bands * 8,
+        }
     }
+}
+
+/// `batch` as the lean documents spill keeps it: each document's key added; the text,
+/// `_meta` and the signatures left out.
+pub fn lean_batch(batch: &RecordBatch, key: &DocKey) -> Result<RecordBatch, ArrowError> {
+    let mut values = Vec::with_capacity(batch.num_rows() * key.width());
+    match key {
+        DocKey::Exact(h) => {
+            let text = batch
+                .column_by_name(crate::io::TEXT)
+                .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+                .ok_or_else(|| ArrowError::SchemaError("no utf8 \"text\" column".into()))?;
+            for r in 0..text.len() {
+                values.extend_from_slice(&super::exact::key(text.value(r), *h));
+            }
+        }
+        DocKey::Bands(p) => {
+            let sigs = super::fuzzy::signatures(batch, p.num_hashes(), "").map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+            super::fuzzy::band_keys(&sigs, p, &mut values);
+        }
+    }
+    let keys = FixedSizeBinaryArray::try_new(key.width() as i32, Buffer::from_vec(values), None)?;
     let schema = batch.schema();
     let (mut fields, mut cols): (Vec<Field>, Vec<ArrayRef>) = schema
         .fields()
         .iter()
         .zip(batch.columns())
-        .filter(|(f, _)| f.name() != crate::io::TEXT && f.name() != crate::io::META)
+        .filter(|(f, _)| ![crate::io::TEXT, crate::io::META, super::SIGNATURE].contains(&f.name().as_str()))
         .map(|(f, c)| (f.as_ref().clone(), c.clone()))
         .unzip();
-    fields.push(Field::new(KEY, arrow_schema::DataType::FixedSizeBinary(16), false));
-    cols.push(Arc::new(keys.finish()));
+    fields.push(Field::new(KEY, arrow_schema::DataType::FixedSizeBinary(key.width() as i32), false));
+    cols.push(Arc::new(keys));
     RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())), cols)
 }
 
-/// The keys of a lean batch (`exact::key`'s layout), or `None` for a batch spilled whole.
-pub fn keys(batch: &RecordBatch) -> Option<impl Iterator<Item = [u8; 16]> + '_> {
+/// The keys of a lean batch, back to back (`DocKey::width` bytes a document), or `None` for
+/// a batch spilled whole.
+pub fn key_bytes(batch: &RecordBatch) -> Option<&[u8]> {
     let col = batch.column_by_name(KEY)?.as_any().downcast_ref::<FixedSizeBinaryArray>()?;
-    Some((0..col.len()).map(move |r| {
+    let w = col.value_length() as usize;
+    Some(&col.value_data()[..col.len() * w])
+}
+
+/// The 16-byte keys of an exact step's lean batch (`exact::key`'s layout), or `None` for a
+/// batch spilled whole.
+pub fn keys(batch: &RecordBatch) -> Option<impl Iterator<Item = [u8; 16]> + '_> {
+    let bytes = key_bytes(batch)?;
+    Some(bytes.chunks_exact(16).map(|c| {
         let mut k = [0u8; 16];
-        k.copy_from_slice(col.value(r));
+        k.copy_from_slice(c);
         k
     }))
 }
@@ -121,7 +160,7 @@ mod tests {
         let mut cols = kept.columns().to_vec();
         cols.push(Arc::new(Float64Array::from(vec![0.5, 0.25])));
         let scored = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
-        let lean = lean_batch(&scored, ExactHash::Xxh3).unwrap();
+        let lean = lean_batch(&scored, &DocKey::Exact(ExactHash::Xxh3)).unwrap();
         assert!(is_lean(&lean));
         assert!(lean.column_by_name(crate::io::META).is_none());
         let k: Vec<[u8; 16]> = keys(&lean).unwrap().collect();
@@ -136,7 +175,7 @@ mod tests {
     #[test]
     fn a_row_the_source_no_longer_has_is_an_error() {
         let read = read_batch();
-        let lean = lean_batch(&read, ExactHash::Md5).unwrap();
+        let lean = lean_batch(&read, &DocKey::Exact(ExactHash::Md5)).unwrap();
         let e = join(&read.slice(0, 2), &lean, 10, "docs/00000000-0000000000.arrow").unwrap_err().to_string();
         assert!(e.contains("spilled row 12") && e.contains("did the source change"), "{e}");
         let e = join(&read, &lean, 11, "x").unwrap_err().to_string();

@@ -227,7 +227,8 @@ pub(crate) fn bucket_shard(
     let p = dedup.spec.fuzzy();
     let scanned = scans::gather(work, count)?;
     stats.documents = scanned.index.documents();
-    let sigs = scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4)?;
+    let records = fuzzy::Records::of(&p);
+    let sigs = scans::Sigs::open(&scanned, records.file(), records.width(&p))?;
     let planned = dedup.capacity.planned_bytes(DedupPhase::Buckets);
     let mine: Vec<usize> = (0..layout.iterations).filter(|&it| curator_core::shard::owns_pass(shard, it)).collect();
     metrics.dedup.iterations_total.store(mine.len() as u64, Ordering::Relaxed);
@@ -274,12 +275,14 @@ pub(crate) fn components(
         _ => {
             let p = dedup.spec.fuzzy();
             // The signatures only when the pairs are checked here.
-            let sigs = (!checked_by_buckets).then(|| scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4)).transpose()?;
+            let sigs = (!checked_by_buckets && p.checks_pairs())
+                .then(|| scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4))
+                .transpose()?;
             let clock = PhaseClock::start(DedupPhase::Components, planned(DedupPhase::Components));
             let chunk = check_chunk(dedup.capacity.check_docs_per_chunk);
-            let pairs = match &sigs {
-                None => fuzzy::Pairs::Checked,
-                Some(sigs) => fuzzy::Pairs::Check { docs, sigs, p: &p, chunk_docs: chunk },
+            let pairs = match checked_by_buckets {
+                true => fuzzy::Pairs::Checked,
+                false => fuzzy::Pairs::Check { docs, sigs: sigs.as_ref(), p: &p, chunk_docs: chunk },
             };
             let found = fuzzy::components(work, &scanned.index, layout.iterations, pairs, metrics)?;
             clock.finish(&mut stats, resumed);

@@ -157,8 +157,12 @@ fn spill_documents(
         }
         let mut spill = SpillDir::open(docs_dir.clone(), Some(todo.iter().map(|p| p.index).collect()))?;
         if d.spec.output_rereads_source() {
-            let h = d.spec.hash.unwrap_or_default();
-            spill = spill.lean(Box::new(move |b| crate::dedup::lean::lean_batch(b, h)));
+            use crate::dedup::lean::{DocKey, lean_batch};
+            let key = match d.spec.method {
+                curator_core::DedupMethod::Fuzzy => DocKey::Bands(d.spec.fuzzy()),
+                _ => DocKey::Exact(d.spec.hash.unwrap_or_default()),
+            };
+            spill = spill.lean(Box::new(move |b| lean_batch(b, &key)));
         }
         let mut front = plan.clone();
         front.partitions = todo;

@@ -53,7 +53,7 @@ pub fn to_hex(sig: &[u32]) -> String {
 }
 
 /// MinHash signatures of documents (GPU when available, else CPU; same values either way).
-#[stage(name = "minhash", native, cpus = 1.0, gpu_memory_gb = 4.0, memory_mb = 8192, outputs = ["minhash_signature"], batch_size = 16384)]
+#[stage(name = "minhash", native, cpus = 1.0, gpus = 0.25, memory_mb = 8192, outputs = ["minhash_signature"], batch_size = 16384)]
 pub struct MinHash {
     /// Characters per shingle.
     #[param(default = 24, min = 1, max = 4096)]
