@@ -41,7 +41,7 @@ pub struct Owned<'a> {
 /// - Docs shards: their own partitions and scan (to resume).
 /// - Bucket shards: every scan (the signatures), every document (they check their passes'
 ///   doubtful pairs on the text), the candidate pairs of their own passes (to resume).
-/// - `components`: the scans (exact keys; no fuzzy signatures), the checked pairs, every
+/// - `components`: the scans (exact keys; no fuzzy signatures or band keys), the checked pairs, every
 ///   document (`_duplicates/` takes the ids); no candidate pairs.
 /// - Output shards: their partitions' documents and the scans' indexes.
 ///
@@ -59,8 +59,8 @@ pub fn reads(owned: &Owned<'_>, rel: &str) -> bool {
         return match owned.phase {
             Phase::Docs => rest.split('/').next() == Some(owned.shard.tag().as_str()),
             Phase::Buckets => true,
-            // Exact keys, not fuzzy signatures (the bucket shards checked the pairs).
-            Phase::Components => !rel.ends_with(super::fuzzy::SIGS),
+            // Exact keys, not fuzzy signatures or band keys (the bucket shards checked the pairs).
+            Phase::Components => !rel.ends_with(super::fuzzy::SIGS) && !rel.ends_with(super::fuzzy::BANDS),
             Phase::Output => !rel.ends_with(".bin"),
         };
     }
@@ -201,6 +201,7 @@ mod tests {
             ("docs/00000003.done", "DBCO"),
             ("docs/00000007-0000000001.arrow", "BC"),
             ("scan-shard-0001-of-0002/sigs.bin", "DB"),
+            ("scan-shard-0001-of-0002/bands.bin", "DB"),
             ("scan-shard-0001-of-0002/index.json", "DBCO"),
             ("scan-shard-0000-of-0002/keys-0000.bin", "BC"),
             ("scan-shard-0000-of-0002/read.json", "BCO"),

@@ -43,7 +43,7 @@ pub fn verify_pass(
     let edges = super::fuzzy::read_edges(work, |pass| pass == it)?;
     let candidates = edges.len() as u64;
     let (kept, checked) =
-        if p.jaccard_threshold > 0.0 && !edges.is_empty() { verify(sigs, &edges, docs, index, p, chunk_docs)? } else { (edges, 0) };
+        if p.checks_pairs() && !edges.is_empty() { verify(sigs, &edges, docs, index, p, chunk_docs)? } else { (edges, 0) };
     let mut f = RecordFile::create(work.path(&name(it, "bin")))?;
     for e in &kept {
         f.write(&e.to_le_bytes())?;
