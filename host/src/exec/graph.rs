@@ -119,6 +119,7 @@ pub(crate) fn run_graph(
                 Err(_) => ctx.fail(RunError::Panic("a writer thread panicked".into())),
             }
         }
+        tracing::debug!("writers finished {:.2}s after the run started", ctx.started.elapsed().as_secs_f64());
         stop_scaler.store(true, Ordering::Relaxed);
         if let Some(h) = scaler
             && let Ok(events) = h.join()
@@ -128,6 +129,7 @@ pub(crate) fn run_graph(
         for p in &pools {
             p.join();
         }
+        tracing::debug!("workers gone {:.2}s after the run started", ctx.started.elapsed().as_secs_f64());
         match ctx.take_failure() {
             Some(e) => Err(e),
             None => Ok((read, written)),

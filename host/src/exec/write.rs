@@ -150,6 +150,7 @@ fn write_task(
         return Ok(());
     }
     let Some(o) = open.remove(&pi) else { return Ok(()) };
+    let closing = std::time::Instant::now();
     let sources = plan.sources(partition);
     let finish = |w: Option<Box<dyn OutputWriter>>, path: &str| -> Result<WrittenFile, RunError> {
         let (documents, bytes, sha256) = match w {
@@ -180,6 +181,7 @@ fn write_task(
             target.display()
         );
     }
+    let main_docs = main.documents;
     written.docs_out += main.documents;
     ctx.metrics.docs_written.fetch_add(main.documents, Ordering::Relaxed);
     let entry = JournalEntry { file: main, branches: branch_files };
@@ -189,6 +191,13 @@ fn write_task(
         j.record(&entry)?;
         crate::os::crash_point("output-partition");
     }
+    tracing::debug!(
+        "partition {} written ({} documents), its files closed in {:.3}s, {:.2}s after the run started",
+        partition.index,
+        main_docs,
+        closing.elapsed().as_secs_f64(),
+        ctx.started.elapsed().as_secs_f64()
+    );
     written.entries.push((pi, entry));
     Ok(())
 }

@@ -255,10 +255,14 @@ impl Drop for WorkerProcess {
         self.watch.stop.store(true, Ordering::Relaxed);
         let _ = protocol::write_frame(&mut self.stdin, TAG_SHUTDOWN, &[]);
         let _ = self.stdin.flush();
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let asked = Instant::now();
+        let deadline = asked + Duration::from_secs(2);
         loop {
             match self.child.try_wait() {
-                Ok(Some(_)) => break,
+                Ok(Some(_)) => {
+                    tracing::debug!(stage = %self.label, "worker exited {:.3}s after it was asked to", asked.elapsed().as_secs_f64());
+                    break;
+                }
                 Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
                 _ => {
                     tracing::debug!(stage = %self.label, "worker did not stop: killing it");
