@@ -12,7 +12,7 @@
 #    - NeMo Curator's workflow (identify, no Jaccard check) with GPU signatures, then the same
 #      with CPU signatures on every core (identical _duplicates/?);
 #    - our default (pairs checked against their Jaccard, duplicates removed, output written).
-#    End to end (process start to exit), docs/s, the GPU's busy % (nvidia-smi every 200 ms),
+#    End to end (process start to exit; ROUNDS alternating GPU / CPU pairs), docs/s, the GPU's busy % (nvidia-smi every 200 ms),
 #    each phase's seconds, the bucket phase's peak RSS beside the plan's estimate.
 set -euo pipefail
 kit="$(cd "$1" && pwd)"; corpus="$(cd "$2" && pwd)"; scale="${3:-10}"
@@ -98,6 +98,11 @@ dedup cpu cpu "$corpus/data"
 # NeMo Curator's fuzzy workflow: identify the duplicates' ids, no Jaccard check of the LSH pairs.
 dedup nemo-gpu gpu "$work/big" ", jaccard_threshold: 0, action: identify"
 dedup nemo-cpu cpu "$work/big" ", jaccard_threshold: 0, action: identify"
+# ROUNDS (default 1) more GPU / CPU pairs, alternating, for a range.
+for r in $(seq 2 "${ROUNDS:-1}"); do
+    dedup "nemo-gpu-$r" gpu "$work/big" ", jaccard_threshold: 0, action: identify"
+    dedup "nemo-cpu-$r" cpu "$work/big" ", jaccard_threshold: 0, action: identify"
+done
 # The same with the minhash workers asking for 4 GB of GPU memory each, not a quarter of a card
 # (as before 2026-11-29: as many workers as cores, each with its own CUDA context).
 dedup nemo-gpu-many gpu "$work/big" ", jaccard_threshold: 0, action: identify" "{gpu_memory_gb: 4}"
