@@ -335,8 +335,9 @@ fn records_by_shard(
                 rest = tail;
             }
         }
-        let jobs: Vec<(std::ops::Range<u32>, std::sync::Mutex<Vec<&mut [u128]>>)> =
-            ranges.into_iter().zip(places).map(|(r, p)| (r, std::sync::Mutex::new(p))).collect();
+        // Each range of documents with its place in every shard.
+        type Job<'a> = (std::ops::Range<u32>, std::sync::Mutex<Vec<&'a mut [u128]>>);
+        let jobs: Vec<Job<'_>> = ranges.into_iter().zip(places).map(|(r, p)| (r, std::sync::Mutex::new(p))).collect();
         super::index::par_map(&jobs, threads, |(docs, place)| {
             let mut place = place.lock().map_err(|_| DedupError::Data { path: String::new(), message: "poisoned".into() })?;
             let mut at = vec![0usize; shards];
