@@ -44,7 +44,7 @@ pub fn load_encoder(stage: &str, model: &str, opts: &Options) -> Result<Encoder,
     let check = if curator_sdk::native::context().check_only { " (set-up check: the worker that runs puts it on the GPU)" } else { "" };
     let t = encoder.setup_times();
     let gpu_part = match encoder.kernels_from() {
-        Some(_) => format!(", CUDA context {:.2} s, cuBLAS + kernels + weights {:.2} s", t.context_s, t.backend_s),
+        Some(_) => format!(", CUDA context {:.2} s alongside, then cuBLAS + kernels + weights {:.2} s", t.context_s, t.backend_s),
         None => String::new(),
     };
     log(

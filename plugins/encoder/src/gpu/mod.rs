@@ -275,19 +275,38 @@ pub(crate) fn kernels_ptx(cache: Option<&Path>, arch: (i32, i32)) -> Result<(Ptx
     Ok((ptx, "compiled"))
 }
 
+/// Open GPU 0 and load the kernels ([`GpuDevice::open`]); a panic in a CUDA library is
+/// [`EncoderError::NoGpu`].
+pub(crate) fn open_device(kernel_cache: Option<&Path>) -> Result<GpuDevice, EncoderError> {
+    match std::panic::catch_unwind(|| GpuDevice::open(kernel_cache)) {
+        Ok(r) => r,
+        Err(_) => Err(EncoderError::NoGpu("CUDA set-up panicked (a CUDA library is missing)".into())),
+    }
+}
+
 impl GpuModel {
     /// Open GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), load the kernels
     /// (from `kernel_cache` when present) and upload the weights in fp16. `budget`: the bytes
     /// this model may use in all.
     pub fn new(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| GpuModel::open(config, w, budget, kernel_cache))) {
+        GpuModel::on_device(open_device(kernel_cache), config, w, budget)
+    }
+
+    /// The model's weights uploaded to `dev` (from [`open_device`], which may run on another
+    /// thread while the model's files are read).
+    pub(crate) fn on_device(
+        dev: Result<GpuDevice, EncoderError>,
+        config: &ModelConfig,
+        w: &Weights,
+        budget: Option<u64>,
+    ) -> Result<GpuModel, EncoderError> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| GpuModel::upload(dev?, config, w, budget))) {
             Ok(r) => r,
             Err(_) => Err(EncoderError::NoGpu("CUDA set-up panicked (a CUDA library is missing)".into())),
         }
     }
 
-    fn open(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
-        let dev = GpuDevice::open(kernel_cache)?;
+    fn upload(dev: GpuDevice, config: &ModelConfig, w: &Weights, budget: Option<u64>) -> Result<GpuModel, EncoderError> {
         let stream = dev.stream.clone();
         let weight_bytes = w.gpu_bytes() as u64;
         if let Some(b) = budget
