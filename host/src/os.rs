@@ -143,6 +143,23 @@ pub fn keep_large_allocations() {
     }
 }
 
+/// Start writing `len` bytes of `file` from `offset` to its disk without waiting for them
+/// (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`; elsewhere nothing), so that the `fsync`
+/// that commits the file finds little left to write.
+pub fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a hint to the kernel on an open descriptor; errors (a filesystem that does
+        // not support it) change nothing but timing and are ignored.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), offset as i64, len as i64, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, offset, len);
+}
+
 /// Stop process `pid` now (SIGKILL).
 pub fn kill(pid: u32) {
     // SAFETY: sending a signal to a process id; at worst it is gone (ESRCH).

