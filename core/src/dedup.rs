@@ -375,6 +375,10 @@ mod tests {
         // Without the pair check: an id, a row and 20 band keys a document, twice (spill, scan).
         assert!(disk("{method: fuzzy, jaccard_threshold: 0}") < 1_000_000 * 2 * (64 + 160) + 500_000_000);
         assert!(disk("method: exact") < corpus.bytes / 20);
+        // Nor does it plan memory for the shingle sets of pairs it does not check.
+        let components = |yaml: &str| plan_dedup(&spec(yaml), corpus, 24 << 30).phases[1].bytes;
+        assert!(components("{method: fuzzy, jaccard_threshold: 0}") < 64 << 20);
+        assert!(components("method: fuzzy") > 1 << 30);
     }
 
     #[test]

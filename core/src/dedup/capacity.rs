@@ -193,7 +193,9 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
             };
             let set_bytes = shingles_per_doc * 8 + 32;
             let chunk = (room / 4 / set_bytes).clamp(1024, n.max(1024));
-            let sets = chunk.min(n) * set_bytes;
+            // No shingle set is built when the pairs are not checked.
+            let checked = if p.checks_pairs() { chunk.min(n) } else { 0 };
+            let sets = checked * set_bytes;
             let components = n * UNION_FIND_BYTES + edges * EDGE_BYTES + n / 8 + sets + PHASE_OVERHEAD_BYTES;
             let phases = vec![
                 PhaseEstimate {
@@ -207,8 +209,7 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
                     phase: DedupPhase::Components,
                     bytes: components,
                     formula: format!(
-                        "{n} docs × {UNION_FIND_BYTES} B + ~{edges} candidate pairs × {EDGE_BYTES} B + {} docs' shingle sets × {set_bytes} B + 16 MiB",
-                        chunk.min(n)
+                        "{n} docs × {UNION_FIND_BYTES} B + ~{edges} candidate pairs × {EDGE_BYTES} B + {checked} docs' shingle sets × {set_bytes} B + 16 MiB"
                     ),
                 },
             ];
