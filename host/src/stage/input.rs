@@ -1,6 +1,7 @@
 //! What a stage is given: the columns its manifest's `input_columns` name, those missing
 //! from the batch taken from the JSONL passthrough fields (`_meta`): arrays of numbers as
-//! float32 vectors, other values as text.
+//! float32 vectors, numbers as int64 (all integers) or float64, other values as text — the
+//! types a Parquet source gives the same columns.
 
 use std::sync::Arc;
 
@@ -21,8 +22,9 @@ pub fn stage_input(batch: &RecordBatch, wanted: &[String]) -> Result<RecordBatch
 
 /// `batch` with the input columns a stage names that the batch lacks, taken from the
 /// passthrough `_meta` JSON of each row (JSONL fields other than id and text): arrays of
-/// numbers as float32 vectors, strings as they are, other values as JSON text, absent fields
-/// as nulls. Borrowed when nothing is missing. A field whose values are all arrays but not
+/// numbers as float32 vectors, numbers as int64 when every value is an integer that fits and
+/// as float64 otherwise (as a Parquet source gives them), strings as they are, other values
+/// (or a mix) as JSON text, absent fields as nulls. Borrowed when nothing is missing. A field whose values are all arrays but not
 /// vectors of one length (a stored embedding cut short, say) is refused, naming its row.
 pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> Result<std::borrow::Cow<'a, RecordBatch>, StageFailure> {
     let schema = batch.schema();
@@ -44,6 +46,11 @@ pub fn with_meta_fields<'a>(batch: &'a RecordBatch, wanted: &[String]) -> Result
             let row = batch.column_by_name(crate::io::ROW).and_then(|c| c.as_primitive_opt::<Int64Type>()).map_or(r as i64, |c| c.value(r));
             StageFailure::InvalidInput(format!("field {name:?} of row {row}: {why}"))
         })? {
+            fields.push(field);
+            arrays.push(array);
+            continue;
+        }
+        if let Some((field, array)) = as_numbers(name, &raw) {
             fields.push(field);
             arrays.push(array);
             continue;
@@ -83,6 +90,29 @@ fn as_vectors(name: &str, values: &[Option<&str>]) -> Result<Option<crate::io::v
     Ok(column.finish())
 }
 
+/// A field's values as an int64 column when every value there is an integer JSON number
+/// that fits, a float64 column when every one is a number; `None` otherwise (or when the
+/// field is absent everywhere).
+fn as_numbers(name: &str, values: &[Option<&str>]) -> Option<crate::io::vectors::Lifted> {
+    if values.iter().all(Option::is_none) {
+        return None;
+    }
+    let numbers: Vec<Option<serde_json::Number>> = values
+        .iter()
+        .map(|v| match v.map(serde_json::from_str::<serde_json::Value>) {
+            None => Some(None),
+            Some(Ok(serde_json::Value::Number(n))) => Some(Some(n)),
+            Some(_) => None,
+        })
+        .collect::<Option<_>>()?;
+    if numbers.iter().flatten().all(|n| n.as_i64().is_some()) {
+        let a: arrow_array::Int64Array = numbers.iter().map(|n| n.as_ref().and_then(serde_json::Number::as_i64)).collect();
+        return Some((Field::new(name, DataType::Int64, true), Arc::new(a)));
+    }
+    let a: arrow_array::Float64Array = numbers.iter().map(|n| n.as_ref().and_then(serde_json::Number::as_f64)).collect();
+    Some((Field::new(name, DataType::Float64, true), Arc::new(a)))
+}
+
 /// The columns of `batch` a manifest's `input_columns` name (`*`: all), as an Arrow batch
 /// (no copy: the arrays are shared).
 pub fn project(batch: &RecordBatch, wanted: &[String]) -> RecordBatch {
@@ -117,7 +147,8 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(col("ext"), [Some("py".into()), None, None]);
-        assert_eq!(col("n"), [Some("3".into()), None, None]);
+        let n = with.column_by_name("n").unwrap().as_primitive::<Int64Type>();
+        assert_eq!(n.iter().collect::<Vec<_>>(), [Some(3), None, None], "a number field reaches the stage as a number");
         assert!(matches!(with_meta_fields(&b, &["text".to_string()]).unwrap(), std::borrow::Cow::Borrowed(_)));
     }
 
@@ -145,6 +176,28 @@ mod tests {
         let err = |name: &str| with_meta_fields(&b, &[name.to_string()]).unwrap_err().to_string();
         assert!(err("r").contains(r#"field "r" of row 41"#) && err("r").contains("2 numbers where earlier rows had 1"), "{}", err("r"));
         assert!(err("m").contains(r#"field "m" of row 40"#), "{}", err("m"));
+    }
+
+    /// Numbers keep their kind, as from a Parquet source: integers as int64, any float (or an
+    /// integer past i64) makes the column float64; a field that also holds a string stays text.
+    #[test]
+    fn number_fields_reach_a_stage_as_int64_or_float64() {
+        let metas: ArrayRef = Arc::new(StringArray::from(vec![
+            Some(r#"{"i":1,"f":1,"big":1,"mixed":1,"flag":true}"#),
+            Some(r#"{"i":-7,"f":2.5,"big":18446744073709551615,"mixed":"x"}"#),
+            Some(r#"{"i":null}"#),
+        ]));
+        let b = RecordBatch::try_from_iter([(crate::io::META, metas)]).unwrap();
+        let names = ["i", "f", "big", "mixed", "flag"].map(String::from);
+        let with = with_meta_fields(&b, &names).unwrap();
+        let ty = |n: &str| with.column_by_name(n).unwrap().data_type().clone();
+        assert_eq!(
+            [ty("i"), ty("f"), ty("big"), ty("mixed"), ty("flag")],
+            [DataType::Int64, DataType::Float64, DataType::Float64, DataType::Utf8, DataType::Utf8]
+        );
+        assert_eq!(with.column_by_name("i").unwrap().as_primitive::<Int64Type>().iter().collect::<Vec<_>>(), [Some(1), Some(-7), None]);
+        let f = with.column_by_name("f").unwrap().as_primitive::<arrow_array::types::Float64Type>();
+        assert_eq!(f.iter().collect::<Vec<_>>(), [Some(1.0), Some(2.5), None]);
     }
 
     #[test]
