@@ -137,6 +137,20 @@ fn a_native_worker_warming_up_is_not_recycled() {
     assert_eq!(read_jsonl(&tmp.path().join("out/a.jsonl")).len(), 60);
 }
 
+/// A native stage's CPU time counts every thread of its worker process, not only the one
+/// that called it: the run summary's busy seconds for a stage that works on threads of its own.
+#[test]
+fn a_native_stage_working_on_its_own_threads_counts_their_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    probe(tmp.path(), "threads", "").ok();
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(tmp.path().join("out/_summary.json")).unwrap()).unwrap();
+    let stage = &summary["stages"][0];
+    // Two threads of at least 0.4 s of CPU each; the calling thread alone used almost none.
+    let busy = stage["busy_s"].as_f64().unwrap();
+    assert!(busy > 0.6, "{stage}");
+}
+
 #[test]
 fn native_failure_without_ignore_fails_naming_the_batch() {
     let tmp = tempfile::tempdir().unwrap();

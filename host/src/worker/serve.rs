@@ -115,7 +115,9 @@ pub fn serve(args: &WorkerArgs<'_>) -> i32 {
             }
             _ => return 4,
         }
-        let cpu0 = crate::os::thread_cpu_time();
+        // The whole process's CPU time: a native stage may work on threads of its own (the
+        // calling thread's alone counted 0.001 s for a stage that decodes on eight).
+        let cpu0 = crate::os::process_cpu_time();
         let answer = (|| -> Result<Vec<u8>, StageFailure> {
             let proto = |e: super::layout::ShmError| StageFailure::Protocol(e.to_string());
             input.follow().map_err(|e| StageFailure::Protocol(e.to_string()))?;
@@ -130,7 +132,7 @@ pub fn serve(args: &WorkerArgs<'_>) -> i32 {
         })();
         let sent = match answer {
             Ok(d) => {
-                let cpu = crate::os::thread_cpu_time().saturating_sub(cpu0);
+                let cpu = crate::os::process_cpu_time().saturating_sub(cpu0);
                 protocol::write_frame(&mut out, TAG_OUTPUT, &protocol::join_cpu(cpu, &d))
             }
             Err(e) => {

@@ -12,7 +12,7 @@ pub struct NativeProbe {
     /// refuse after 2 s) |
     /// warm (every batch, triggered or not, keeps `warm_mb` MiB more for the first
     /// `warm_batches` batches, as caches warming up do)
-    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog", "fail_init", "fail_init_late", "warm"])]
+    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog", "fail_init", "fail_init_late", "warm", "threads"])]
     pub mode: String,
     /// MiB kept per batch in `warm` mode.
     #[param(default = 2)]
@@ -95,6 +95,21 @@ impl Stage for NativeProbe {
                 }
                 "oom" if batch.num_rows > 1 => return Err(StageError::OutOfMemory("CUDA out of memory (pretend)".into())),
                 "slow" => std::thread::sleep(std::time::Duration::from_secs(30)),
+                "threads" => {
+                    // Two threads of its own work while the calling thread only waits: the
+                    // call's CPU is theirs. A fixed amount of work (a chain of 400 M dependent
+                    // multiply-adds, 0.4 s or more of CPU each), whatever else runs.
+                    let spin = || {
+                        let mut x = 1u64;
+                        for _ in 0..400_000_000u64 {
+                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        }
+                    };
+                    std::thread::scope(|s| {
+                        s.spawn(spin);
+                        s.spawn(spin);
+                    });
+                }
                 "gpu_hog" => {
                     // SAFETY: only probes for the driver library.
                     if !unsafe { cudarc::driver::sys::is_culib_present() } {
