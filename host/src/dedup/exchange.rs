@@ -67,7 +67,7 @@ pub fn reads(owned: &Owned<'_>, rel: &str) -> bool {
     if rel.starts_with(super::verify::VERIFIED_PREFIX) && !rel.ends_with(".done") {
         return owned.phase == Phase::Components;
     }
-    if let Some(rest) = rel.strip_prefix(super::fuzzy::EDGES_PREFIX) {
+    if let Some(rest) = rel.strip_prefix(super::buckets::EDGES_PREFIX) {
         let pass = rest.get(..3).and_then(|p| p.parse::<usize>().ok());
         return owned.phase == Phase::Buckets && pass.is_some_and(|it| curator_core::shard::owns_pass(owned.shard, it));
     }

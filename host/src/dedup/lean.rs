@@ -32,7 +32,7 @@ impl DocKey {
     pub fn width(&self) -> usize {
         match self {
             DocKey::Exact(_) => 16,
-            DocKey::Bands(p) => p.num_bands * 8,
+            DocKey::Bands(p) => super::fuzzy::Records::BandKeys.width(p),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! Every phase writes its files under temporary names, renames them, then writes a marker
 //! (`work.rs`); a rerun skips phases whose marker exists.
 
+mod buckets;
 pub mod components;
 pub mod estimate;
 mod exact;
@@ -235,7 +236,7 @@ pub(crate) fn bucket_shard(
     for (k, &it) in mine.iter().enumerate() {
         let resumed = work.done(&format!("buckets-{it:03}"));
         let clock = PhaseClock::start(DedupPhase::Buckets, planned);
-        fuzzy::buckets(work, &sigs, stats.documents as u32, &p, layout.bands_per_iteration, layout.partitions, it)?;
+        buckets::buckets(work, &sigs, stats.documents as u32, &p, layout.bands_per_iteration, layout.partitions, it)?;
         if let Some(docs) = check {
             let chunk = check_chunk(dedup.capacity.check_docs_per_chunk);
             verify::verify_pass(work, &sigs, docs, &scanned.index, &p, it, chunk)?;
