@@ -64,6 +64,13 @@ impl Shard {
     pub fn tag(&self) -> String {
         format!("shard-{:04}-of-{:04}", self.index, self.count)
     }
+
+    /// The shard a [`Shard::tag`] names.
+    pub fn from_tag(tag: &str) -> Option<Shard> {
+        let (i, n) = tag.strip_prefix("shard-")?.split_once("-of-")?;
+        let (index, count) = (i.parse().ok()?, n.parse().ok()?);
+        (index < count).then_some(Shard { index, count })
+    }
 }
 
 /// One phase of a pipeline with a dedup step, run on its own (`run --phase P`), so that a
@@ -187,6 +194,10 @@ mod tests {
     fn shards_parse_from_flags_and_job_arrays() {
         assert_eq!(Shard::parse("3/8"), Ok(Shard { index: 3, count: 8 }));
         assert!(Shard::parse("8/8").is_err() && Shard::parse("x").is_err() && Shard::parse("0/0").is_err());
+        let s = Shard { index: 3, count: 12 };
+        assert_eq!(Shard::from_tag(&s.tag()), Some(s));
+        assert_eq!(Shard::from_tag("shard-0003-of-0003"), None);
+        assert_eq!(Shard::from_tag("shard-x-of-0003"), None);
         let env =
             |vars: &'static [(&'static str, &'static str)]| move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
         assert_eq!(

@@ -6,8 +6,11 @@
 #       examples/cluster/slurm-dedup.sh
 #
 #   docs        N tasks  the stages in front of the step, then this shard's signatures
-#   buckets     M tasks  the LSH passes, dealt round-robin (tasks beyond the passes idle)
-#   components  1 task   verification, groups, _duplicates/
+#   buckets     M tasks  the LSH passes, dealt round-robin (tasks beyond the passes idle);
+#                        semantic: k-means fitted by the M tasks together (they must run at
+#                        the same time: give the cluster room for M at once), then each
+#                        task's clusters
+#   components  1 task   verification (or the bucket tasks' pairs joined), groups, _duplicates/
 #   output      N tasks  the verdict applied, the stages after the step, the sink
 #   merge       1 task   checks every output shard finished; _manifest.json, _summary.json
 #

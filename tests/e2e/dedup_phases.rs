@@ -269,3 +269,170 @@ fn the_slurm_dedup_chain_runs_under_a_fake_sbatch_and_equals_one_machine() {
     assert_eq!(duplicates(&out), duplicates(&single));
     assert_eq!(manifest(&out), manifest(&single));
 }
+
+/// `n` seeded unit vectors of 16 dimensions around a few dozen centres, and a near-copy
+/// (cosine ≈ 0.999) of every seventh: JSONL documents with the vector as `embedding`, cut
+/// into `files` files under `data/`.
+fn vector_fixture(dir: &Path, n: usize, files: usize) {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let unit = |v: Vec<f32>| {
+        let s = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / s).collect::<Vec<f32>>()
+    };
+    let centres: Vec<Vec<f32>> = (0..40).map(|_| (0..16).map(|_| next()).collect()).collect();
+    let mut lines = Vec::new();
+    for i in 0..n {
+        let v = unit(centres[i % centres.len()].iter().map(|c| c + 1.5 * next()).collect());
+        if i % 7 == 3 {
+            let copy = unit(v.iter().map(|x| x + 0.01 * next()).collect());
+            lines.push(serde_json::json!({"id": format!("c{i:04}"), "text": format!("copy of {i}"), "embedding": copy}).to_string());
+        }
+        lines.push(serde_json::json!({"id": format!("d{i:04}"), "text": format!("document {i}"), "embedding": v}).to_string());
+    }
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    for (f, chunk) in lines.chunks(lines.len().div_ceil(files)).enumerate() {
+        std::fs::write(dir.join(format!("data/part-{f:02}.jsonl")), chunk.join("\n") + "\n").unwrap();
+    }
+}
+
+#[test]
+fn semantic_dedup_in_phases_equals_one_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    vector_fixture(dir.path(), 900, 5);
+    // A fit sample (fit_fraction) spanning the shards; more clusters than blobs, so some
+    // clusters run empty in a shard's rows during the fit.
+    let stage = "{method: semantic, n_clusters: 60, eps: [0.01, 0.05], fit_fraction: 0.7, max_iter: 40, tol: 1e-9, device: cpu}";
+    let yaml = format!("source: {{path: data, blocksize: 16KB}}\nbatch_size: 32\nstages:\n  - dedup: {stage}\nsink: {{path: out}}\n");
+    write_pipeline(dir.path(), &yaml);
+    run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();
+    let single = dir.path().join("out");
+    let found = duplicates(&single);
+    assert!(found.len() >= 100 && found.keys().any(|id| id.starts_with('c')), "{found:?}");
+    let summary = |out: &Path| -> serde_json::Value {
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("_duplicates/summary.json")).unwrap()).unwrap();
+        assert!(s["semantic"]["clusters"].as_u64().is_some(), "{s}");
+        s["semantic"].clone()
+    };
+    for (docs, buckets) in [(3, 3), (2, 1), (1, 4)] {
+        let name = format!("phased-{docs}-{buckets}");
+        std::fs::write(dir.path().join(format!("{name}.yaml")), yaml.replace("path: out}", &format!("path: {name}}}"))).unwrap();
+        let pipeline = format!("{name}.yaml");
+        let step = |phase: &str, shard: Option<String>| {
+            let mut args = vec!["run", pipeline.as_str(), "--phase", phase];
+            if let Some(s) = &shard {
+                args.extend(["--shard", s.as_str()]);
+            }
+            run_in(dir.path(), &args, &[]).ok();
+        };
+        for i in 0..docs {
+            step("docs", Some(format!("{i}/{docs}")));
+        }
+        // A semantic step's bucket shards fit k-means together: all of them at once.
+        let shards: Vec<_> = (0..buckets)
+            .map(|j| {
+                host()
+                    .current_dir(dir.path())
+                    .args(["run", &pipeline, "--phase", "buckets", "--shard", &format!("{j}/{buckets}")])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for s in shards {
+            let run: Run = s.wait_with_output().unwrap().into();
+            run.ok();
+            assert!(run.stderr.contains("cluster(s) checked here"), "{}", run.stderr);
+        }
+        step("components", None);
+        for i in 0..docs {
+            step("output", Some(format!("{i}/{docs}")));
+        }
+        host().current_dir(dir.path()).args(["merge", &name]).output().map(Run::from).unwrap().ok();
+        let out = dir.path().join(&name);
+        assert_eq!(duplicates(&out), found, "{docs} docs shard(s), {buckets} bucket shard(s)");
+        assert_eq!(output_ids(&out), output_ids(&single));
+        assert_eq!(manifest(&out), manifest(&single));
+        assert_eq!(summary(&out), summary(&single), "{docs} docs shard(s), {buckets} bucket shard(s)");
+    }
+}
+
+#[test]
+fn semantic_phases_that_share_only_an_object_store_equal_one_machine() {
+    if !needs(Need::MotoServer) {
+        return;
+    }
+    let s3 = crate::s3::S3Server::start();
+    let bucket = "phases-semantic";
+    let dir = tempfile::tempdir().unwrap();
+    vector_fixture(dir.path(), 400, 3);
+    let stage = "{method: semantic, n_clusters: 24, fit_fraction: 0.8, device: cpu}";
+    let yaml = format!("source: {{path: data}}\nbatch_size: 32\nstages:\n  - dedup: {stage}\nsink: {{path: out}}\n");
+    write_pipeline(dir.path(), &yaml);
+    run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();
+    let single = dir.path().join("out");
+    s3.create_bucket(bucket);
+    for f in std::fs::read_dir(dir.path().join("data")).unwrap().flatten() {
+        s3.put_object(bucket, &format!("data/{}", f.file_name().to_string_lossy()), &std::fs::read(f.path()).unwrap());
+    }
+    let pipeline = dir.path().join("s3.yaml");
+    std::fs::write(
+        &pipeline,
+        yaml.replace("path: data}", &format!("path: s3://{bucket}/data}}")).replace("path: out}", &format!("path: s3://{bucket}/out}}")),
+    )
+    .unwrap();
+    // Every job in a directory of its own, with a TMPDIR of its own: the store is all they share.
+    let nodes: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let job = |node: usize, args: &[&str]| {
+        let mut c = s3.command(s3.port);
+        c.current_dir(nodes[node].path()).env("TMPDIR", nodes[node].path()).args(args);
+        c
+    };
+    let p = pipeline.to_str().unwrap();
+    for i in 0..2 {
+        let run: Run = job(i, &["run", p, "--phase", "docs", "--shard", &format!("{i}/2")]).output().unwrap().into();
+        run.ok();
+    }
+    // The two bucket shards at once; they meet in the store between rounds.
+    let shards: Vec<_> = (0..2)
+        .map(|j| {
+            job(2 + j, &["run", p, "--phase", "buckets", "--shard", &format!("{j}/2")])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for s in shards {
+        let run: Run = s.wait_with_output().unwrap().into();
+        run.ok();
+        assert!(run.stderr.contains("cluster(s) checked here"), "{}", run.stderr);
+        // They met in the store.
+        assert!(!s3.keys(bucket, "out/_dedup_work/kmeans/round-0000.bin").is_empty());
+    }
+    let run: Run = job(0, &["run", p, "--phase", "components"]).output().unwrap().into();
+    run.ok();
+    for i in 0..2 {
+        let run: Run = job(i, &["run", p, "--phase", "output", "--shard", &format!("{i}/2")]).output().unwrap().into();
+        run.ok();
+    }
+    let merged: Run = job(0, &["merge", &format!("s3://{bucket}/out")]).output().unwrap().into();
+    merged.ok();
+    assert!(s3.keys(bucket, "out/_dedup_work").is_empty());
+    for node in &nodes {
+        let left: Vec<_> = std::fs::read_dir(node.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+    let phased = dir.path().join("phased");
+    s3.download(bucket, "out", &phased);
+    assert!(!duplicates(&single).is_empty());
+    assert_eq!(duplicates(&phased), duplicates(&single));
+    assert_eq!(output_ids(&phased), output_ids(&single));
+    assert_eq!(manifest(&phased), manifest(&single));
+}

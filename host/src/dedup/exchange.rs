@@ -20,6 +20,9 @@ use curator_core::shard::{Phase, Shard};
 use super::DedupError;
 use crate::io::Loc;
 
+/// The directory of the files semantic dedup's bucket shards meet through.
+const KMEANS: &str = "kmeans/";
+
 /// How many objects move at once (threads of `index::par_map`, each blocking on one transfer).
 const PARALLEL: usize = 8;
 
@@ -29,30 +32,38 @@ pub struct Exchange {
     local: PathBuf,
 }
 
-/// What a phase owns, for [`reads`]: its partitions (docs, output) and its docs shard.
+/// What a phase owns, for [`reads`]: its partitions (docs, output) and its docs shard; and
+/// whether bucket shards read the documents (fuzzy dedup checking pairs on their text).
 pub struct Owned<'a> {
     pub phase: Phase,
     pub shard: Shard,
     pub partitions: &'a HashSet<usize>,
+    pub texts: bool,
 }
 
 /// Whether the phase `owned` describes reads the work file `rel` (a `/`-separated path
 /// below the work directory).
 /// - Docs shards: their own partitions and scan (to resume).
-/// - Bucket shards: every scan (the signatures), every document (they check their passes'
-///   doubtful pairs on the text), the candidate pairs of their own passes (to resume).
-/// - `components`: the scans (exact keys; no fuzzy signatures or band keys), the checked pairs, every
-///   document (`_duplicates/` takes the ids); no candidate pairs.
+/// - Bucket shards: every scan (the signatures, or semantic dedup's embeddings), every
+///   document when they check their passes' doubtful pairs on the text, the candidate pairs
+///   of their own passes (to resume).
+/// - `components`: the scans (exact keys; no fuzzy signatures or band keys, no embeddings),
+///   the checked pairs, every document (`_duplicates/` takes the ids); no candidate pairs.
 /// - Output shards: their partitions' documents and the scans' indexes.
 ///
 /// The step's small files (fingerprint, layout, markers, groups, statistics) are read by
-/// every phase.
+/// every phase; the files semantic dedup's bucket shards meet through while they run
+/// (`kmeans/`, `rendezvous.rs`) by none: they are read where they are.
 pub fn reads(owned: &Owned<'_>, rel: &str) -> bool {
+    if rel.starts_with(KMEANS) {
+        return false;
+    }
     if let Some(name) = rel.strip_prefix(super::work::DOCS).and_then(|r| r.strip_prefix('/')) {
         let partition = name.get(..8).and_then(|d| d.parse::<usize>().ok());
         return match owned.phase {
             Phase::Docs | Phase::Output => partition.is_some_and(|p| owned.partitions.contains(&p)),
-            Phase::Buckets | Phase::Components => true,
+            Phase::Buckets => owned.texts,
+            Phase::Components => true,
         };
     }
     if let Some(rest) = rel.strip_prefix(super::scans::PREFIX) {
@@ -60,7 +71,9 @@ pub fn reads(owned: &Owned<'_>, rel: &str) -> bool {
             Phase::Docs => rest.split('/').next() == Some(owned.shard.tag().as_str()),
             Phase::Buckets => true,
             // Exact keys, not fuzzy signatures or band keys (the bucket shards checked the pairs).
-            Phase::Components => !rel.ends_with(super::fuzzy::SIGS) && !rel.ends_with(super::fuzzy::BANDS),
+            Phase::Components => {
+                !rel.ends_with(super::fuzzy::SIGS) && !rel.ends_with(super::fuzzy::BANDS) && !rel.ends_with(super::semantic::EMB)
+            }
             Phase::Output => !rel.ends_with(".bin"),
         };
     }
@@ -200,6 +213,9 @@ mod tests {
             ("docs/00000003-0000000000.arrow", "DBCO"),
             ("docs/00000003.done", "DBCO"),
             ("docs/00000007-0000000001.arrow", "BC"),
+            ("scan-shard-0000-of-0002/emb.bin", "B"),
+            ("kmeans/round-0000.bin", ""),
+            ("semantic-pairs-shard-0000-of-0002.bin", "DBCO"),
             ("scan-shard-0001-of-0002/sigs.bin", "DB"),
             ("scan-shard-0001-of-0002/bands.bin", "DB"),
             ("scan-shard-0001-of-0002/index.json", "DBCO"),
@@ -211,8 +227,12 @@ mod tests {
         ];
         for (file, readers) in table {
             for (letter, phase) in [('D', Phase::Docs), ('B', Phase::Buckets), ('C', Phase::Components), ('O', Phase::Output)] {
-                let owned = Owned { phase, shard, partitions: &partitions };
+                let owned = Owned { phase, shard, partitions: &partitions, texts: true };
                 assert_eq!(reads(&owned, file), readers.contains(letter), "{file} read by {phase:?}?");
+                // Bucket shards that check no text read no documents.
+                let no_texts = Owned { texts: false, ..owned };
+                let docs = file.starts_with("docs/");
+                assert_eq!(reads(&no_texts, file), readers.contains(letter) && !(phase == Phase::Buckets && docs), "{file}");
             }
         }
     }

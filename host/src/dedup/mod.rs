@@ -22,8 +22,10 @@ mod fuzzy;
 mod index;
 pub mod lean;
 mod output;
+pub mod rendezvous;
 pub mod scans;
 pub mod semantic;
+mod semantic_shards;
 pub(crate) mod verify;
 pub mod work;
 
@@ -197,9 +199,7 @@ pub(crate) fn scan_shard(
     let index = match dedup.spec.method {
         DedupMethod::Exact => exact::scan(&part, docs, owned, dedup.spec.hash.unwrap_or_default(), layout.partitions, metrics)?,
         DedupMethod::Fuzzy => fuzzy::scan(&part, docs, owned, &dedup.spec.fuzzy(), metrics)?,
-        DedupMethod::Semantic => {
-            return Err(DedupError::Data { path: work.dir.display().to_string(), message: "semantic dedup does not run in phases".into() });
-        }
+        DedupMethod::Semantic => semantic::scan(&part, docs, owned, &dedup.spec.semantic(), metrics)?.0,
     };
     clock.finish(&mut stats, resumed);
     stats.documents = index.documents();
@@ -212,16 +212,23 @@ pub(crate) fn scan_shard(
 ///
 /// With `check` (a phased step), the shard also checks its passes' candidate pairs against
 /// the documents there (`verify::verify_pass`), so that `components` only joins.
+///
+/// Semantic dedup's bucket shards are its k-means shards (`semantic_shards`): they meet
+/// through `meet` (the work directory, or its object-store prefix) between rounds.
 pub(crate) fn bucket_shard(
     dedup: StepPlan<'_>,
     work: &Work,
     shard: Shard,
     count: Option<usize>,
     check: Option<&SpillDir>,
+    meet: &rendezvous::Rendezvous,
     metrics: &RunMetrics,
 ) -> Result<DedupStats, DedupError> {
     let layout = layout(dedup, work)?;
     let mut stats = new_stats(dedup, Some(layout));
+    if dedup.spec.method == DedupMethod::Semantic {
+        return semantic_shards::bucket_shard(dedup, work, meet, shard, stats);
+    }
     if dedup.spec.method != DedupMethod::Fuzzy {
         return Ok(stats);
     }
@@ -271,6 +278,13 @@ pub(crate) fn components(
             let clock = PhaseClock::start(DedupPhase::Group, planned(DedupPhase::Group));
             let g = exact::group(work, &scanned, layout.partitions)?;
             clock.finish(&mut stats, resumed);
+            g
+        }
+        DedupMethod::Semantic => {
+            let clock = PhaseClock::start(DedupPhase::Components, None);
+            let g = semantic_shards::join(work, &dedup.spec.semantic())?;
+            clock.finish(&mut stats, resumed);
+            stats.semantic = work::read_all(&work.path(semantic::STATS)).ok().and_then(|b| serde_json::from_slice(&b).ok());
             g
         }
         _ => {
@@ -350,7 +364,8 @@ pub(crate) fn find_duplicates(
     if scan.documents > curator_core::dedup::MAX_DOCS {
         return Err(DedupError::TooManyDocs(scan.documents));
     }
-    let buckets = bucket_shard(dedup, work, one, Some(1), None, metrics)?;
+    let meet = rendezvous::Rendezvous::new(crate::io::Loc::Local(work.dir.clone()));
+    let buckets = bucket_shard(dedup, work, one, Some(1), None, &meet, metrics)?;
     let (index, verdict, mut stats) = components(dedup, work, docs, Some(1), false, metrics)?;
     let mut phases = scan.phases;
     phases.extend(buckets.phases);
@@ -371,7 +386,7 @@ fn find_semantic(
     let planned = |phase| dedup.capacity.planned_bytes(phase);
     let resumed = work.done("scan");
     let clock = PhaseClock::start(DedupPhase::Scan, None);
-    let (index, dim) = semantic::scan(work, docs, &spec.semantic(), metrics)?;
+    let (index, dim) = semantic::scan(work, docs, |_| true, &spec.semantic(), metrics)?;
     clock.finish(&mut stats, resumed);
     stats.documents = index.documents();
     if stats.documents > curator_core::dedup::MAX_DOCS {

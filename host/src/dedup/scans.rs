@@ -37,9 +37,7 @@ pub struct Scanned {
 }
 
 fn parse_tag(name: &str) -> Option<Shard> {
-    let rest = name.strip_prefix(PREFIX)?.strip_prefix("shard-")?;
-    let (i, n) = rest.split_once("-of-")?;
-    Some(Shard { index: i.parse().ok()?, count: n.parse().ok()? })
+    Shard::from_tag(name.strip_prefix(PREFIX)?)
 }
 
 /// The scans of all docs shards in `work`: of `count` shards when given, else of the one

@@ -24,8 +24,10 @@ use super::work::{RecordFile, Work, write_atomic};
 use crate::metrics::RunMetrics;
 use crate::task::SpillDir;
 
-const EMB: &str = "emb.bin";
-const META: &str = "emb.json";
+/// Every document's unit embedding, in position order (`d` float32s each).
+pub(crate) const EMB: &str = "emb.bin";
+/// `{"dim": d}` beside [`EMB`].
+pub(crate) const META: &str = "emb.json";
 const CLUSTERS: &str = "clusters.bin";
 /// Per-cluster statistics (cluster, size, duplicates at each eps), for `_summary.json`.
 pub const STATS: &str = "semantic.json";
@@ -34,19 +36,30 @@ fn io(path: &std::path::Path, e: std::io::Error) -> DedupError {
     DedupError::Io { path: path.display().to_string(), source: e }
 }
 
-/// Read every document's embedding into `emb.bin` (unit length); the index and the dimension.
-pub(crate) fn scan(work: &Work, docs: &SpillDir, p: &SemanticParams, metrics: &RunMetrics) -> Result<(Index, usize), DedupError> {
+/// The embedding width a scan recorded in `work` (0: it saw no document).
+pub(crate) fn dim(work: &Work) -> Result<usize, DedupError> {
+    let meta = super::work::read_all(&work.path(META))?;
+    Ok(serde_json::from_slice::<serde_json::Value>(&meta).ok().and_then(|v| v["dim"].as_u64()).unwrap_or(0) as usize)
+}
+
+/// Read the embedding of every document of the partitions `owned` picks into `emb.bin`
+/// (unit length); the index and the dimension.
+pub(crate) fn scan(
+    work: &Work,
+    docs: &SpillDir,
+    owned: impl Fn(usize) -> bool,
+    p: &SemanticParams,
+    metrics: &RunMetrics,
+) -> Result<(Index, usize), DedupError> {
     if work.done("scan") {
-        let meta = super::work::read_all(&work.path(META))?;
-        let dim = serde_json::from_slice::<serde_json::Value>(&meta).ok().and_then(|v| v["dim"].as_u64()).unwrap_or(0) as usize;
-        return Ok((Index::load(work)?, dim));
+        return Ok((Index::load(work)?, dim(work)?));
     }
     let field = p.embedding_field.as_str();
     let mut out = RecordFile::create(work.path(EMB))?;
     let mut dim: Option<usize> = None;
     let index = Index::build(
         docs,
-        |_| true,
+        owned,
         &[field, crate::io::ID],
         |task, name| {
             let source = &task.meta.source;
@@ -128,6 +141,22 @@ type Fit<'a> = &'a dyn Fn(&[f32], &KMeansParams) -> Result<Vec<f32>, DedupError>
 /// earlier row and that row.
 type Within<'a> = &'a (dyn Fn(&[u32]) -> Result<Vec<(f32, Option<u32>)>, DedupError> + Sync);
 
+/// The positions k-means is fitted on, ascending: every document, or a seeded sample of
+/// `fit_fraction` of them (at least `k`).
+pub(crate) fn fit_rows(n: u64, k: usize, p: &SemanticParams) -> Vec<u32> {
+    if p.fit_fraction >= 1.0 {
+        return (0..n as u32).collect();
+    }
+    let want = ((n as f64 * p.fit_fraction).ceil() as usize).clamp(k.min(n as usize), n as usize);
+    let mut rng = curator_vectors::Rng::new(p.seed ^ 0x5eed);
+    curator_vectors::sample(n as usize, want, &mut rng).into_iter().map(|i| i as u32).collect()
+}
+
+/// How k-means runs for `k` clusters fitted on `fitted` documents.
+pub(crate) fn kmeans_params(k: usize, p: &SemanticParams, fitted: usize) -> KMeansParams {
+    KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (8 * k).min(fitted) }
+}
+
 /// Fit k-means and assign every document: `(label, squared distance)` per position.
 pub fn cluster(work: &Work, n: u64, d: usize, p: &SemanticParams) -> Result<Vec<(u32, f32)>, DedupError> {
     cluster_with(work, n, d, p, &|rows, kp| Ok(kmeans(rows, d, kp).centroids))
@@ -145,17 +174,9 @@ fn cluster_with(work: &Work, n: u64, d: usize, p: &SemanticParams, fit_model: Fi
     let emb_path = work.path(EMB);
     let file = std::fs::File::open(&emb_path).map_err(|e| io(&emb_path, e))?;
     let k = p.clusters(n);
-    // The fit sample: every document, or a seeded sample in position order.
-    let fit_rows: Vec<u32> = if p.fit_fraction >= 1.0 {
-        (0..n as u32).collect()
-    } else {
-        let want = ((n as f64 * p.fit_fraction).ceil() as usize).clamp(k.min(n as usize), n as usize);
-        let mut rng = curator_vectors::Rng::new(p.seed ^ 0x5eed);
-        curator_vectors::sample(n as usize, want, &mut rng).into_iter().map(|i| i as u32).collect()
-    };
+    let fit_rows = fit_rows(n, k, p);
     let fit = read_rows(&file, &emb_path, d, &fit_rows)?;
-    let centroids =
-        fit_model(&fit, &KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (8 * k).min(fit_rows.len()) })?;
+    let centroids = fit_model(&fit, &kmeans_params(k, p, fit_rows.len()))?;
     drop(fit);
     tracing::info!(clusters = k, "dedup: k-means fitted on {} of {n} documents", fit_rows.len());
     // Assign in chunks read from the file.
@@ -235,34 +256,73 @@ fn pairwise_with(
     if work.done("groups") {
         return super::index::load_pairs(work, "groups.bin");
     }
+    let found = clusters_pass(assigned, p, threads, within, |_| true)?;
+    let k = assigned.iter().map(|(l, _)| *l as usize + 1).max().unwrap_or(0);
+    save_groups(work, k, p, found)
+}
+
+/// What the pairwise pass found in some of the clusters: `(position, survivor)` pairs, each
+/// cluster's statistics (`cluster`, `size`, `duplicates` at each eps) in cluster order, and
+/// the largest cluster's size (over every cluster).
+pub(crate) struct Found {
+    pub pairs: Vec<(u32, u32)>,
+    pub per_cluster: Vec<serde_json::Value>,
+    pub largest: usize,
+}
+
+/// The pairwise pass over the clusters `owns` picks (of the labels in `assigned`, one per
+/// position), `threads` clusters at a time.
+pub(crate) fn clusters_pass(
+    assigned: &[(u32, f32)],
+    p: &SemanticParams,
+    threads: usize,
+    within: Within<'_>,
+    owns: impl Fn(usize) -> bool,
+) -> Result<Found, DedupError> {
     let k = assigned.iter().map(|(l, _)| *l as usize + 1).max().unwrap_or(0);
     let mut members: Vec<Vec<u32>> = vec![Vec::new(); k];
     for (pos, (l, _)) in assigned.iter().enumerate() {
         members[*l as usize].push(pos as u32);
     }
-    let clusters: Vec<usize> = (0..k).filter(|&c| members[c].len() > 1).collect();
+    let clusters: Vec<usize> = (0..k).filter(|&c| members[c].len() > 1 && owns(c)).collect();
     let results = par_map(&clusters, threads, |&c| {
         let dist: Vec<f32> = members[c].iter().map(|&m| assigned[m as usize].1).collect();
         one_cluster(&members[c], &dist, p, within)
     })?;
     let mut pairs = Vec::new();
-    let mut stats = Vec::new();
+    let mut per_cluster = Vec::new();
     for (&c, r) in clusters.iter().zip(results) {
         pairs.extend(r.pairs);
-        stats.push(serde_json::json!({ "cluster": c, "size": members[c].len(), "duplicates": r.per_eps }));
+        per_cluster.push(serde_json::json!({ "cluster": c, "size": members[c].len(), "duplicates": r.per_eps }));
     }
-    pairs.sort_unstable();
+    Ok(Found { pairs, per_cluster, largest: members.iter().map(Vec::len).max().unwrap_or(0) })
+}
+
+/// What a bucket shard's pairwise pass `found` (of `clusters` in all), for `components`:
+/// its pairs in `pairs`, its statistics in `stats` (JSON).
+pub(crate) fn save_found(work: &Work, pairs: &str, stats: &str, clusters: usize, found: Found) -> Result<(), DedupError> {
+    save_pairs(work, pairs, &found.pairs)?;
+    let v = serde_json::json!({ "clusters": clusters, "largest_cluster": found.largest, "per_cluster": found.per_cluster });
+    write_atomic(&work.path(stats), v.to_string().as_bytes())
+}
+
+/// The step's groups from what the pairwise pass found in every cluster (of `k`):
+/// `groups.bin` and `semantic.json` written, the phase marked; the pairs, sorted.
+pub(crate) fn save_groups(work: &Work, k: usize, p: &SemanticParams, mut found: Found) -> Result<Vec<(u32, u32)>, DedupError> {
+    found.pairs.sort_unstable();
+    found.per_cluster.sort_by_key(|s| s["cluster"].as_u64());
+    let stats = &found.per_cluster;
     let summary = serde_json::json!({
         "clusters": k,
         "eps": p.eps,
         "duplicates": p.eps.iter().enumerate().map(|(i, _)| stats.iter().map(|s| s["duplicates"][i].as_u64().unwrap_or(0)).sum::<u64>()).collect::<Vec<_>>(),
-        "largest_cluster": members.iter().map(Vec::len).max().unwrap_or(0),
+        "largest_cluster": found.largest,
         "per_cluster": stats,
     });
     write_atomic(&work.path(STATS), summary.to_string().as_bytes())?;
-    save_pairs(work, "groups.bin", &pairs)?;
+    save_pairs(work, "groups.bin", &found.pairs)?;
     work.mark("groups")?;
-    Ok(pairs)
+    Ok(found.pairs)
 }
 
 fn gpu_error(e: String) -> DedupError {

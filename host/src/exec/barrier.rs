@@ -85,7 +85,13 @@ pub(super) fn run_phase(
             }
             DedupStats { phases: [stats.phases, scan.phases].concat(), ..scan }
         }
-        Phase::Buckets => crate::dedup::bucket_shard(d.step_plan(), &work, shard, None, Some(&reader), &ctx.metrics)?,
+        Phase::Buckets => {
+            // Semantic dedup's shards meet while they run: in the work directory, or in the
+            // object store it is exchanged through.
+            let root = d.exchange.clone().unwrap_or_else(|| crate::io::Loc::Local(work.dir.clone()));
+            let meet = crate::dedup::rendezvous::Rendezvous::new(root);
+            crate::dedup::bucket_shard(d.step_plan(), &work, shard, None, Some(&reader), &meet, &ctx.metrics)?
+        }
         Phase::Components => {
             let (index, verdict, mut stats) = crate::dedup::components(d.step_plan(), &work, &reader, None, true, &ctx.metrics)?;
             crate::dedup::work::write_atomic(&work.path(crate::dedup::STATS), &serde_json::to_vec(&stats).unwrap_or_default())?;
@@ -117,7 +123,8 @@ fn pull(plan: &Plan, d: &PlannedDedup, (phase, shard): (Phase, Shard), remote: &
         Phase::Docs => d.all_partitions.iter().map(|p| p.index).collect(),
         _ => plan.partitions.iter().map(|p| p.index).collect(),
     };
-    let owned = crate::dedup::exchange::Owned { phase, shard, partitions: &partitions };
+    let texts = d.spec.method == curator_core::DedupMethod::Fuzzy && d.spec.fuzzy().checks_pairs();
+    let owned = crate::dedup::exchange::Owned { phase, shard, partitions: &partitions, texts };
     let pulled = x.pull(|rel| crate::dedup::exchange::reads(&owned, rel))?;
     tracing::info!("dedup {:?}: {pulled} work file(s) fetched from {} into {}", d.label, remote.display(), d.work_dir.display());
     if !d.work_dir.join(Work::LAYOUT).exists() {

@@ -99,14 +99,6 @@ pub(super) fn check_phase(label: &str, dedup: Option<&PlannedDedup>, opts: PlanO
             )
             .into());
         }
-        (Some(d), Some(_)) if d.spec.method == curator_core::DedupMethod::Semantic => {
-            return Err(SpecError::new(
-                label,
-                format!("stages[{}].dedup", d.step),
-                "semantic dedup does not run in phases (k-means needs every embedding on one machine); run it without --phase",
-            )
-            .into());
-        }
         (None, Some(p)) => {
             return Err(SpecError::new(label, "stages", format!("--phase {}: the pipeline has no dedup step", p.name())).into());
         }

@@ -18,6 +18,7 @@
 //! Deterministic for a seed, and independent of the thread count: every dot product is summed
 //! in dimension order, and the clusters' sums are exact fixed-point integers.
 
+pub mod fit;
 pub mod gpu;
 
 mod bounds;
@@ -145,19 +146,15 @@ struct FixedSums {
 }
 
 impl FixedSums {
+    /// Sums at the scale `data`'s own fit takes (the tests' plain Lloyd).
+    #[cfg(test)]
     fn new(data: &[f32], d: usize, k: usize) -> FixedSums {
-        let n = data.len() / d.max(1);
-        let max = data
-            .par_chunks(1 << 16)
-            .map(|c| c.iter().map(|x| x.abs()).filter(|x| x.is_finite()).fold(0f32, f32::max))
-            .reduce(|| 0.0, f32::max);
-        let e = if max > 0.0 {
-            let max = f64::from(max);
-            (62.0 - (n.max(1) as f64 * max).log2()).min(50.0 - max.log2()).floor().min(40.0)
-        } else {
-            0.0
-        };
-        FixedSums { acc: vec![0; k * d], counts: vec![0; k], scale: 2f64.powi(e as i32), d }
+        FixedSums::with_scale(k, d, fit::fixed_scale(data.len() / d.max(1), fit::max_abs(data)))
+    }
+
+    /// Empty sums of `k` clusters at `scale` (the whole fit's, [`fit::fixed_scale`]).
+    fn with_scale(k: usize, d: usize, scale: f64) -> FixedSums {
+        FixedSums { acc: vec![0; k * d], counts: vec![0; k], scale, d }
     }
 
     /// Moves each changed row's vector from its old cluster's sum to its new one's.
@@ -196,6 +193,7 @@ impl FixedSums {
     }
 
     /// The sums as floats (`k × d`).
+    #[cfg(test)]
     fn as_f64(&self) -> Vec<f64> {
         self.acc.iter().map(|&s| s as f64 / self.scale).collect()
     }
@@ -263,24 +261,30 @@ pub(crate) fn variance(data: &[f32], d: usize, idx: &[usize]) -> f64 {
 /// point farthest from its centroid (as scikit-learn; `dists` gives every row's squared
 /// distance to its centroid, asked for only then). Returns the squared movement.
 pub(crate) fn update(centroids: &mut [f32], sums: &[f64], counts: &[u64], data: &[f32], dists: impl FnOnce() -> Vec<f32>, d: usize) -> f64 {
-    let n = data.len() / d.max(1);
-    let mut shift = 0.0;
-    let mut dists = Some(dists);
-    let mut far: Option<Vec<usize>> = None;
+    let far = |m: usize| {
+        let dists = dists();
+        let mut f: Vec<usize> = (0..dists.len()).collect();
+        f.sort_unstable_by(|&a, &b| dists[b].total_cmp(&dists[a]).then(a.cmp(&b)));
+        f.into_iter().take(m).map(|i| data[i * d..(i + 1) * d].to_vec()).collect()
+    };
+    update_with(centroids, sums, counts, far, d)
+}
+
+/// [`update`] with the rows for empty clusters given by `far(m)`: the `m` (or fewer) rows
+/// farthest from their centroids, farthest first; asked for only when a cluster is empty.
+pub(crate) fn update_with(centroids: &mut [f32], sums: &[f64], counts: &[u64], far: impl FnOnce(usize) -> Vec<Vec<f32>>, d: usize) -> f64 {
+    let empty = counts.iter().filter(|&&c| c == 0).count();
+    let far = if empty > 0 { far(empty) } else { Vec::new() };
     let mut next_far = 0;
+    let mut shift = 0.0;
     for (c, &count) in counts.iter().enumerate() {
         let new: Vec<f32> = if count > 0 {
             sums[c * d..(c + 1) * d].iter().map(|s| (s / count as f64) as f32).collect()
-        } else {
-            let far = far.get_or_insert_with(|| {
-                let dists = dists.take().map(|f| f()).unwrap_or_default();
-                let mut f: Vec<usize> = (0..n).collect();
-                f.sort_unstable_by(|&a, &b| dists[b].total_cmp(&dists[a]).then(a.cmp(&b)));
-                f
-            });
-            let i = far[next_far.min(n.saturating_sub(1))];
+        } else if let Some(row) = far.get(next_far.min(far.len().saturating_sub(1))) {
             next_far += 1;
-            data[i * d..(i + 1) * d].to_vec()
+            row.clone()
+        } else {
+            centroids[c * d..(c + 1) * d].to_vec()
         };
         shift += new.iter().zip(&centroids[c * d..(c + 1) * d]).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>();
         centroids[c * d..(c + 1) * d].copy_from_slice(&new);
@@ -288,18 +292,18 @@ pub(crate) fn update(centroids: &mut [f32], sums: &[f64], counts: &[u64], data: 
     shift
 }
 
-/// Fit k-means on `data` (`n × d`): k-means++ seeds from a sample, then Lloyd on all rows.
+/// Fit k-means on `data` (`n × d`): k-means++ seeds from a sample, then Lloyd on all rows
+/// (the map and reduce steps of [`fit`] with one shard).
 pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
     assert!(d > 0, "vectors of at least one dimension");
     let started = std::time::Instant::now();
     let n = data.len() / d;
     let k = p.k.clamp(1, n.max(1));
-    let mut rng = Rng::new(p.seed);
-    let idx = sample(n, p.init_sample.max(k).min(n), &mut rng);
-    let mut centroids = seed_plus_plus(data, d, &idx, k, &mut rng);
+    let (idx, mut rng) = fit::init_sample(n, p);
+    let seed_rows: Vec<f32> = idx.iter().flat_map(|&i| data[i * d..(i + 1) * d].iter().copied()).collect();
     // scikit-learn's tolerance: tol × mean per-dimension variance of the data (estimated on
     // the seeding sample).
-    let tol = p.tol * variance(data, d, &idx);
+    let (mut centroids, tol) = fit::start(&seed_rows, d, k, p.tol, &mut rng);
     let init_seconds = started.elapsed().as_secs_f64();
     let (labels, steps) = lloyd(data, d, &mut centroids, p.max_iter, tol, p.seed);
     let inertia = distances(data, d, &centroids, &labels).iter().map(|&x| f64::from(x)).sum();
@@ -310,26 +314,21 @@ pub fn kmeans(data: &[f32], d: usize, p: &KMeansParams) -> KMeans {
 /// `tol` (never when it is negative) or `max_iter`; each row's label, and the iterations.
 fn lloyd(data: &[f32], d: usize, centroids: &mut [f32], max_iter: usize, tol: f64, seed: u64) -> (Vec<u32>, Vec<Step>) {
     let n = data.len() / d.max(1);
-    let k = centroids.len() / d.max(1);
-    let groups = bounds::Groups::new(centroids, k, d, n, seed);
-    let mut b = bounds::Bounds::new(data, d, groups.len());
-    let mut sums = FixedSums::new(data, d, k);
+    let scale = fit::fixed_scale(n, fit::max_abs(data));
+    let mut shard = fit::FitShard::new(data, d, 0, centroids, n, scale, seed);
     let mut steps = Vec::new();
-    for it in 0..max_iter.max(1) {
+    for _ in 0..max_iter.max(1) {
         let started = std::time::Instant::now();
-        let gaps = bounds::half_gaps(&Packed::new(centroids, d), centroids);
-        let (distances_computed, changes) = bounds::assign(data, d, centroids, &groups, &gaps, &mut b, it == 0);
-        sums.apply(data, &changes);
+        let partial = shard.round(centroids);
         let before = centroids.to_vec();
-        let shift = update(centroids, &sums.as_f64(), &sums.counts, data, || distances(data, d, &before, &b.labels), d);
-        let moves: Vec<f32> = before.chunks_exact(d).zip(centroids.chunks_exact(d)).map(|(a, c)| dist2(a, c).sqrt()).collect();
-        b.follow(&moves, &groups);
-        steps.push(Step { seconds: started.elapsed().as_secs_f64(), distances: distances_computed });
+        let shift = fit::reduce(centroids, std::slice::from_ref(&partial), scale, d);
+        shard.follow(&before, centroids);
+        steps.push(Step { seconds: started.elapsed().as_secs_f64(), distances: partial.distances });
         if shift <= tol {
             break;
         }
     }
-    (b.labels, steps)
+    (shard.labels().to_vec(), steps)
 }
 
 /// Each row's squared distance to its centroid.

@@ -13,7 +13,7 @@ def main(argv=None):
     r.add_argument("pipeline")
     r.add_argument("--address", help="the Ray cluster (e.g. auto, or ray://head:10001); default: start a local one for this run")
     r.add_argument("--shards", type=int, default=2, help="partition shards (docs and output phases too); default 2")
-    r.add_argument("--bucket-shards", type=int, help="shards of a fuzzy dedup step's LSH passes (default: --shards)")
+    r.add_argument("--bucket-shards", type=int, help="bucket shards of a dedup step: a fuzzy step's LSH passes, or a semantic step's k-means shards, which run together (default: --shards)")
     r.add_argument("--curator", default="curator-host", help="the curator-host binary, at the same path on every node")
     r.add_argument("--plugins", action="append", default=[], help="plugin directory (repeatable), on every node")
     r.add_argument("--cpus-per-task", type=float, default=1.0, help="cores of each task (its --workers); default 1")

@@ -108,6 +108,36 @@ def card_memory_gb():
         return None
 
 
+# How long a phase whose tasks run together waits for the cluster to have room for all.
+GANG_WAIT_S = 600
+
+
+def gang(res, n, label, out):
+    """A placement group of `n` bundles of `res`, once the cluster has reserved them all: the
+    tasks of a phase that must run at the same time start together, or not at all."""
+    import ray
+    from ray.util.placement_group import remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    bundle = {"CPU": res["num_cpus"], "memory": res["memory"]}
+    if res["num_gpus"]:
+        bundle["GPU"] = res["num_gpus"]
+    group = placement_group([dict(bundle) for _ in range(n)], strategy="SPREAD")
+    try:
+        ray.get(group.ready(), timeout=GANG_WAIT_S)
+    except ray.exceptions.GetTimeoutError:
+        remove_placement_group(group)
+        raise ShardFailed(
+            ["placement_group"],
+            1,
+            f"{label}: the cluster has no room for its {n} tasks at once ({bundle} each) after {GANG_WAIT_S} s; "
+            "a semantic dedup step's bucket shards fit k-means together: use fewer --bucket-shards",
+        ) from None
+    print(f"[curator-ray] {label}: {n} task(s) reserved together (one placement group)", file=out, flush=True)
+    return group
+
+
 def run(
     pipeline,
     address=None,
@@ -151,8 +181,11 @@ def run(
                 flush=True,
             )
             opts = dict(res, max_retries=max_retries, retry_exceptions=[ShardFailed])
+            group = gang(res, len(tasks), label, out) if policy.together(report, phase) and len(tasks) > 1 else None
             pending = {}
-            for args in tasks:
+            for i, args in enumerate(tasks):
+                if group is not None:
+                    opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=i)
                 ref = remote.options(**opts).remote(base + args + ["--workers", workers])
                 pending[ref] = (args, time.time())
             done = 0
@@ -168,6 +201,8 @@ def run(
                     parts = shard_partitions(curator, pipeline, plugins, args) if "--shard" in args else []
                     for other in pending:
                         ray.cancel(other, force=True)
+                    if group is not None:
+                        remove_placement_group(group)
                     log = getattr(cause, "log", str(cause))
                     raise ShardFailed(
                         base + args,
@@ -184,6 +219,8 @@ def run(
                     file=out,
                     flush=True,
                 )
+            if group is not None:
+                remove_placement_group(group)
         output = report["output"]
         merged = subprocess.run([curator, "merge", output], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if merged.returncode != 0:

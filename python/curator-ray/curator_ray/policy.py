@@ -67,6 +67,13 @@ def task_resources(report, cpus, card_gb=None, phase=None):
     return {"num_cpus": cpus, "num_gpus": gpus, "memory": int(memory)}
 
 
+def together(report, phase):
+    """Whether the tasks of `phase` must run at the same time: a semantic step's bucket
+    shards fit k-means together, round by round (the driver reserves them as one placement
+    group)."""
+    return phase == "buckets" and (report.get("dedup") or {}).get("method") == "semantic"
+
+
 def steps(report, shards, bucket_shards):
     """The pipeline as a list of steps run one after another, each a list of tasks run in
     parallel: (phase or None, [curator-host run arguments after the pipeline])."""
@@ -75,8 +82,6 @@ def steps(report, shards, bucket_shards):
     dedup = report.get("dedup")
     if dedup is None:
         return [(None, [["--shard", f"{i}/{shards}"] for i in range(shards)])]
-    if dedup.get("method") == "semantic":
-        raise PolicyError("semantic dedup runs on one machine (k-means needs every embedding): run it with curator-host run")
     out = []
     for phase in DEDUP_PHASES:
         n = {"docs": shards, "buckets": bucket_shards, "components": 1, "output": shards}[phase]

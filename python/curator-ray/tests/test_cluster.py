@@ -1,6 +1,6 @@
 """curator-ray on a real Ray cluster of several nodes on this machine (loopback only): the
-quickstart pipeline and a fuzzy dedup pipeline give what one machine gives, also when a
-worker node dies mid-run.
+quickstart pipeline, a fuzzy dedup pipeline (also when a worker node dies mid-run) and a
+semantic dedup pipeline (its bucket shards reserved together) give what one machine gives.
 
 Needs CURATOR (the curator-host binary), CURATOR_TEST_PLUGINS (plugin directories, colon-
 separated) and CURATOR_TEST_EXAMPLES (the repository's examples/); the Rust e2e test `ray`
@@ -118,6 +118,42 @@ class RayCluster(unittest.TestCase):
         self.assertEqual(p.returncode, 0, out + err)
         print(out, file=sys.stderr)
         self.assertGreaterEqual(len(os.listdir(started)), 2 + 2 + 1 + 2 + 1, "the lost task ran again")
+        self.assertEqual(duplicates(os.path.join(self.dir, "ray")), duplicates(os.path.join(self.dir, "single")))
+        self.assertEqual(manifest(os.path.join(self.dir, "ray")), manifest(os.path.join(self.dir, "single")))
+
+    def test_semantic_dedup_through_ray_fits_kmeans_across_nodes(self):
+        # Seeded unit vectors around a few centres, a near-copy of every fifth, in three files.
+        import random
+
+        rng = random.Random(7)
+        centres = [[rng.uniform(-1, 1) for _ in range(8)] for _ in range(10)]
+
+        def unit(v):
+            n = sum(x * x for x in v) ** 0.5
+            return [x / n for x in v]
+
+        lines = []
+        for i in range(240):
+            v = unit([c + 0.3 * rng.uniform(-1, 1) for c in centres[i % 10]])
+            lines.append(json.dumps({"id": f"d{i:03}", "text": f"document {i}", "embedding": v}))
+            if i % 5 == 2:
+                lines.append(json.dumps({"id": f"c{i:03}", "text": f"copy {i}", "embedding": unit([x + 0.01 * rng.uniform(-1, 1) for x in v])}))
+        os.makedirs(os.path.join(self.dir, "data"))
+        for k in range(3):
+            with open(os.path.join(self.dir, "data", f"part-{k}.jsonl"), "w") as f:
+                f.write("\n".join(lines[k::3]) + "\n")
+        for name in ("single", "ray"):
+            with open(os.path.join(self.dir, f"{name}.yaml"), "w") as f:
+                f.write(
+                    "source: {path: data}\nbatch_size: 16\nstages:\n"
+                    "  - dedup: {method: semantic, n_clusters: 12, fit_fraction: 0.8, device: cpu}\n"
+                    f"sink: {{path: {name}}}\n"
+                )
+        self.single(os.path.join(self.dir, "single.yaml"))
+        p = curator_ray([os.path.join(self.dir, "ray.yaml"), "--address", self.cluster.address, "--shards", "3", "--bucket-shards", "2"])
+        out, err = p.communicate(timeout=600)
+        self.assertEqual(p.returncode, 0, out + err)
+        self.assertIn("buckets: 2 task(s) reserved together", out)
         self.assertEqual(duplicates(os.path.join(self.dir, "ray")), duplicates(os.path.join(self.dir, "single")))
         self.assertEqual(manifest(os.path.join(self.dir, "ray")), manifest(os.path.join(self.dir, "single")))
 

@@ -48,8 +48,11 @@ class Policy(unittest.TestCase):
         self.assertEqual([len(t) for _, t in d], [2, 3, 1, 2])
         self.assertEqual(d[2][1], [["--phase", "components"]])
         self.assertEqual(d[1][1][2], ["--phase", "buckets", "--shard", "2/3"])
-        with self.assertRaises(policy.PolicyError):
-            policy.steps(report((256, {}), dedup={"method": "semantic"}), 2, 2)
+        # A semantic step runs in the same phases; its bucket shards run together.
+        sem = report((256, {}), dedup={"method": "semantic"})
+        self.assertEqual([p for p, _ in policy.steps(sem, 2, 3)], ["docs", "buckets", "components", "output"])
+        self.assertTrue(policy.together(sem, "buckets"))
+        self.assertFalse(policy.together(sem, "docs") or policy.together(report((256, {}), dedup={"method": "fuzzy"}), "buckets"))
 
 
 if __name__ == "__main__":
