@@ -116,8 +116,6 @@ def gang(res, n, label, out):
     """A placement group of `n` bundles of `res`, once the cluster has reserved them all: the
     tasks of a phase that must run at the same time start together, or not at all."""
     import ray
-    from ray.util.placement_group import remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     from ray.util.placement_group import placement_group, remove_placement_group
 
     bundle = {"CPU": res["num_cpus"], "memory": res["memory"]}
@@ -153,6 +151,8 @@ def run(
     """Run `pipeline` on the Ray cluster at `address` (None: start a local one, and stop it
     after). Returns the merged summary; raises ShardFailed naming the shard that kept failing."""
     import ray
+    from ray.util.placement_group import remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     pipeline = os.path.abspath(pipeline)
     plugins = [os.path.abspath(d) for d in plugins]
