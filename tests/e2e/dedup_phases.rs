@@ -361,6 +361,11 @@ fn semantic_dedup_in_phases_equals_one_machine() {
         assert_eq!(manifest(&out), manifest(&single));
         assert_eq!(summary(&out), summary(&single), "{docs} docs shard(s), {buckets} bucket shard(s)");
     }
+    // The shards fit on their CPUs: device: gpu is refused in phases, naming the field.
+    std::fs::write(dir.path().join("gpu.yaml"), yaml.replace("device: cpu", "device: gpu")).unwrap();
+    let refused = run_in(dir.path(), &["run", "gpu.yaml", "--phase", "docs", "--shard", "0/2"], &[]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("stages[0].dedup.device") && refused.stderr.contains("device: cpu or auto"), "{}", refused.stderr);
 }
 
 #[test]

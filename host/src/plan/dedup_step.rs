@@ -99,6 +99,14 @@ pub(super) fn check_phase(label: &str, dedup: Option<&PlannedDedup>, opts: PlanO
             )
             .into());
         }
+        (Some(d), Some(_)) if d.spec.method == curator_core::DedupMethod::Semantic && d.spec.device == curator_core::dedup::Device::Gpu => {
+            return Err(SpecError::new(
+                label,
+                format!("stages[{}].dedup.device", d.step),
+                "a semantic step in phases fits k-means on the bucket shards' CPUs (exact sums across machines); set device: cpu or auto, or run it on one machine for the GPU",
+            )
+            .into());
+        }
         (None, Some(p)) => {
             return Err(SpecError::new(label, "stages", format!("--phase {}: the pipeline has no dedup step", p.name())).into());
         }

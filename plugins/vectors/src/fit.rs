@@ -304,6 +304,7 @@ mod tests {
             assert_eq!(sharded(rows, d, &p, &[0], &[0]), one, "one shard, k = {k}");
             assert_eq!(sharded(rows, d, &p, &[0, 700, 701, 1900], &[0, 0, 3, 0]), one, "four shards, k = {k}");
             assert_eq!(sharded(rows, d, &p, &[0, 100], &[5, 2]), one, "two late shards, k = {k}");
+            assert_eq!(sharded(rows, d, &p, &[0, 0, 1200, 2400], &[0, 0, 0, 0]), one, "shards without rows, k = {k}");
         }
     }
 
