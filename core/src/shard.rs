@@ -79,8 +79,8 @@ impl Shard {
 /// | phase | sharded over | does |
 /// |---|---|---|
 /// | `docs` | partitions (`owners`) | the stages in front of the step, into the shared spill, then this shard's keys or signatures |
-/// | `buckets` | LSH passes (`owns_pass`) | fuzzy: the candidate pairs of the passes it owns (exact: nothing) |
-/// | `components` | — (one job) | verification, groups, `_duplicates/` |
+/// | `buckets` | LSH passes (`owns_pass`); semantic: runs of documents | fuzzy: the candidate pairs of the passes it owns (exact: nothing); semantic: k-means fitted by all bucket shards together (they run at once), then the clusters it owns |
+/// | `components` | — (one job) | verification (or the bucket shards' pairs joined), groups, `_duplicates/` |
 /// | `output` | partitions (`owners`) | the verdict applied, the stages after the step, the sink |
 ///
 /// Each phase reads only what the earlier phases wrote to the shared work directory; run in

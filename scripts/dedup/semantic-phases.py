@@ -2,7 +2,7 @@
 """Semantic dedup in phases against one machine, same input, same run (needs pyarrow):
 
     python3 scripts/dedup/semantic-phases.py --host target/release/curator-host \
-        [--docs 200000] [--dim 128] [--files 8] [--buckets 2] [--rounds 2]
+        [--docs 200000] [--dim 128] [--files 8] [--buckets 2] [--rounds 2] [--cores-per-node C]
 
 Writes --docs seeded unit embeddings (float32, clustered, with planted near-copies) as Parquet,
 then, alternating, runs `curator-host run` (one machine, device: cpu) and the four phases
@@ -10,6 +10,10 @@ then, alternating, runs `curator-host run` (one machine, device: cpu) and the fo
 merge). Prints each run's wall time (process start to exit, summed over a phase's jobs for
 docs/output; the bucket phase is the slowest of its concurrent jobs), the bucket phase's
 k-means rounds, and whether `_duplicates/` is byte-identical to one machine's.
+
+With --cores-per-node C, each job is pinned (taskset) as a node of C cores would be: one
+machine and every docs, components and output job on cores 0..C-1, bucket shard J on cores
+J·C..(J+1)·C-1, so the bucket phase has M nodes' cores where one machine has one node's.
 """
 
 import argparse
@@ -23,8 +27,12 @@ import tempfile
 import time
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+try:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError:  # JSONL then (a GPU machine without pyarrow)
+    pa = None
 
 
 def corpus(path, docs, dim, files, seed=7):
@@ -37,6 +45,11 @@ def corpus(path, docs, dim, files, seed=7):
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     os.makedirs(path)
     for f, rows in enumerate(np.array_split(np.arange(docs), files)):
+        if pa is None:
+            with open(os.path.join(path, f"part-{f:03}.jsonl"), "w") as out:
+                for i in rows:
+                    out.write(json.dumps({"id": f"d{i:08}", "text": "", "embedding": [round(float(x), 7) for x in v[i]]}) + "\n")
+            continue
         emb = pa.FixedSizeListArray.from_arrays(pa.array(v[rows].ravel(), pa.float32()), dim)
         ids = pa.array([f"d{i:08}" for i in rows])
         table = pa.table({"id": ids, "text": pa.array([""] * len(rows)), "embedding": emb})
@@ -48,7 +61,17 @@ def digest(out):
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
+PIN = None  # cores per node, when jobs are pinned
+
+
+def pinned(argv, node=0):
+    if PIN is None:
+        return argv
+    return ["taskset", "-c", f"{node * PIN}-{(node + 1) * PIN - 1}"] + argv
+
+
 def timed(argv, cwd):
+    argv = pinned(argv)
     t0 = time.perf_counter()
     r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -64,16 +87,20 @@ def main():
     ap.add_argument("--files", type=int, default=8)
     ap.add_argument("--buckets", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--cores-per-node", type=int)
     a = ap.parse_args()
+    global PIN
+    PIN = a.cores_per_node
     host = os.path.abspath(a.host)
     work = tempfile.mkdtemp(prefix="semantic-phases-")
     try:
         corpus(os.path.join(work, "data"), a.docs, a.dim, a.files)
-        stage = "{method: semantic, device: cpu}"
+        stage = "{method: semantic, action: identify, device: cpu}"
         for name in ("single", "phased"):
             with open(os.path.join(work, f"{name}.yaml"), "w") as f:
                 f.write(f"source: {{path: data}}\nstages:\n  - dedup: {stage}\nsink: {{path: {name}, mode: overwrite}}\n")
-        print(f"{a.docs} documents × {a.dim} dims in {a.files} Parquet files, {os.cpu_count()} cores")
+        node = f", {PIN} cores per node" if PIN else ""
+        print(f"{a.docs} documents × {a.dim} dims in {a.files} {'Parquet' if pa else 'JSONL'} files, {os.cpu_count()} cores{node}")
         print("| run | wall s | docs phase s | k-means + pairwise s (phases: the bucket phase) | rounds | _duplicates |")
         print("|---|---|---|---|---|---|")
         want = None
@@ -91,7 +118,7 @@ def main():
             tb = time.perf_counter()
             jobs = [
                 subprocess.Popen(
-                    [host, "run", "phased.yaml", "--phase", "buckets", "--shard", f"{j}/{a.buckets}"],
+                    pinned([host, "run", "phased.yaml", "--phase", "buckets", "--shard", f"{j}/{a.buckets}"], j),
                     cwd=work,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
