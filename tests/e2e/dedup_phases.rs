@@ -362,7 +362,8 @@ fn semantic_dedup_in_phases_equals_one_machine() {
         assert_eq!(summary(&out), summary(&single), "{docs} docs shard(s), {buckets} bucket shard(s)");
     }
     // The shards fit on their CPUs: device: gpu is refused in phases, naming the field.
-    std::fs::write(dir.path().join("gpu.yaml"), yaml.replace("device: cpu", "device: gpu")).unwrap();
+    std::fs::write(dir.path().join("gpu.yaml"), yaml.replace("device: cpu", "device: gpu").replace("path: out}", "path: gpu-out}"))
+        .unwrap();
     let refused = run_in(dir.path(), &["run", "gpu.yaml", "--phase", "docs", "--shard", "0/2"], &[]);
     assert_eq!(refused.code, 2, "{}", refused.stderr);
     assert!(refused.stderr.contains("stages[0].dedup.device") && refused.stderr.contains("device: cpu or auto"), "{}", refused.stderr);
