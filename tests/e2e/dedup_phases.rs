@@ -270,21 +270,24 @@ fn the_slurm_dedup_chain_runs_under_a_fake_sbatch_and_equals_one_machine() {
     assert_eq!(manifest(&out), manifest(&single));
 }
 
+/// Semantic bucket shards, started at once (they fit k-means together), each succeeding
+/// and checking its own clusters.
+fn together(shards: impl Iterator<Item = std::process::Command>) {
+    let started: Vec<_> =
+        shards.map(|mut c| c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()).collect();
+    for s in started {
+        let run: Run = s.wait_with_output().unwrap().into();
+        run.ok();
+        assert!(run.stderr.contains("cluster(s) checked here"), "{}", run.stderr);
+    }
+}
+
 /// `n` seeded unit vectors of 16 dimensions around a few dozen centres, and a near-copy
 /// (cosine ≈ 0.999) of every seventh: JSONL documents with the vector as `embedding`, cut
 /// into `files` files under `data/`.
 fn vector_fixture(dir: &Path, n: usize, files: usize) {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    };
-    let unit = |v: Vec<f32>| {
-        let s = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.into_iter().map(|x| x / s).collect::<Vec<f32>>()
-    };
+    let mut next = crate::stored_vectors::noise(0x2545_f491_4f6c_dd1d);
+    let unit = crate::stored_vectors::unit;
     let centres: Vec<Vec<f32>> = (0..40).map(|_| (0..16).map(|_| next()).collect()).collect();
     let mut lines = Vec::new();
     for i in 0..n {
@@ -334,22 +337,11 @@ fn semantic_dedup_in_phases_equals_one_machine() {
             step("docs", Some(format!("{i}/{docs}")));
         }
         // A semantic step's bucket shards fit k-means together: all of them at once.
-        let shards: Vec<_> = (0..buckets)
-            .map(|j| {
-                host()
-                    .current_dir(dir.path())
-                    .args(["run", &pipeline, "--phase", "buckets", "--shard", &format!("{j}/{buckets}")])
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        for s in shards {
-            let run: Run = s.wait_with_output().unwrap().into();
-            run.ok();
-            assert!(run.stderr.contains("cluster(s) checked here"), "{}", run.stderr);
-        }
+        together((0..buckets).map(|j| {
+            let mut c = host();
+            c.current_dir(dir.path()).args(["run", &pipeline, "--phase", "buckets", "--shard", &format!("{j}/{buckets}")]);
+            c
+        }));
         step("components", None);
         for i in 0..docs {
             step("output", Some(format!("{i}/{docs}")));
@@ -406,22 +398,8 @@ fn semantic_phases_that_share_only_an_object_store_equal_one_machine() {
         run.ok();
     }
     // The two bucket shards at once; they meet in the store between rounds.
-    let shards: Vec<_> = (0..2)
-        .map(|j| {
-            job(2 + j, &["run", p, "--phase", "buckets", "--shard", &format!("{j}/2")])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for s in shards {
-        let run: Run = s.wait_with_output().unwrap().into();
-        run.ok();
-        assert!(run.stderr.contains("cluster(s) checked here"), "{}", run.stderr);
-        // They met in the store.
-        assert!(!s3.keys(bucket, "out/_dedup_work/kmeans/round-0000.bin").is_empty());
-    }
+    together((0..2).map(|j| job(2 + j, &["run", p, "--phase", "buckets", "--shard", &format!("{j}/2")])));
+    assert!(!s3.keys(bucket, "out/_dedup_work/kmeans/round-0000.bin").is_empty());
     let run: Run = job(0, &["run", p, "--phase", "components"]).output().unwrap().into();
     run.ok();
     for i in 0..2 {

@@ -19,17 +19,7 @@ const DIM: usize = 16;
 /// (id, vector, planted: the id it nearly copies). 30 seeded random unit vectors and five
 /// copies of some of them with a little noise (cosine ≈ 0.999 to their original).
 fn fixture() -> Vec<(String, Vec<f32>, Option<String>)> {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    };
-    let unit = |v: Vec<f32>| {
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.into_iter().map(|x| x / n).collect::<Vec<f32>>()
-    };
+    let mut next = noise(0x9e37_79b9_7f4a_7c15);
     let mut docs: Vec<(String, Vec<f32>, Option<String>)> =
         (0..30).map(|i| (format!("d{i:02}"), unit((0..DIM).map(|_| next()).collect()), None)).collect();
     for (k, of) in [3usize, 8, 14, 21, 27].into_iter().enumerate() {
@@ -37,6 +27,23 @@ fn fixture() -> Vec<(String, Vec<f32>, Option<String>)> {
         docs.push((format!("c{k}"), copy, Some(docs[of].0.clone())));
     }
     docs
+}
+
+/// A seeded xorshift stream of values in [-0.5, 0.5).
+pub(crate) fn noise(seed: u64) -> impl FnMut() -> f32 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    }
+}
+
+/// `v` scaled to unit length.
+pub(crate) fn unit(v: Vec<f32>) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / n).collect()
 }
 
 fn planted(docs: &[(String, Vec<f32>, Option<String>)]) -> BTreeSet<BTreeSet<String>> {
