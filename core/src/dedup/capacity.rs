@@ -58,6 +58,25 @@ pub struct DedupPlan {
     /// Settings that will work but badly (e.g. too few clusters for the corpus).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Semantic: the memory of one bucket shard of a phased step, which holds only its share
+    /// of the fit sample (`ShardMemory::of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket_shard: Option<ShardMemory>,
+}
+
+/// Memory of one of M shards that split part of a phase's data: `fixed_bytes` each, plus
+/// `split_bytes / M`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardMemory {
+    pub fixed_bytes: u64,
+    pub split_bytes: u64,
+}
+
+impl ShardMemory {
+    /// One shard's bytes when there are `shards` of them.
+    pub fn of(&self, shards: u64) -> u64 {
+        self.fixed_bytes + self.split_bytes.div_ceil(shards.max(1))
+    }
 }
 
 /// The phases of a dedup step, as they are planned (`PhaseEstimate`), timed and reported (the
@@ -167,6 +186,7 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
                 fits: group <= budget,
                 check_docs_per_chunk: 0,
                 warnings: Vec::new(),
+                bucket_shard: None,
             }
         }
         DedupMethod::Semantic => semantic::plan(spec, n, docs_spill, budget),
@@ -227,6 +247,7 @@ pub fn plan_dedup(spec: &DedupSpec, corpus: Corpus, memory: u64) -> DedupPlan {
                 fits: peak <= budget,
                 check_docs_per_chunk: chunk,
                 warnings: Vec::new(),
+                bucket_shard: None,
             }
         }
     }

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{DedupPlan, DedupSpec, PHASE_OVERHEAD_BYTES, PhaseEstimate};
+use super::{DedupPlan, DedupSpec, PHASE_OVERHEAD_BYTES, PhaseEstimate, ShardMemory};
 
 /// Which document of a semantic duplicate pair stays (SemDeDup's `which_to_keep`): documents
 /// of a cluster are ordered by this rule and the earlier one stays.
@@ -155,6 +155,14 @@ pub(super) fn plan(spec: &DedupSpec, n: u64, docs_spill: u64, budget: u64) -> De
         },
     ];
     let peak = kmeans.max(pairwise);
+    // A bucket shard of a phased step: its share of the fit sample and of the bounds; every
+    // shard holds the centroids, every document's label and distance (8 B), and the
+    // clusters in flight of the ones it owns.
+    let in_flight = CLUSTERS_IN_FLIGHT * (largest * (d * 4 + 12) + PAIR_TILE * d * 4);
+    let bucket_shard = ShardMemory {
+        fixed_bytes: k * d * (3 * 4 + 8) + n * 8 + in_flight + PHASE_OVERHEAD_BYTES,
+        split_bytes: fit * (d * 4 + 12) + bounds,
+    };
     DedupPlan {
         bands_per_iteration: 0,
         iterations: 1,
@@ -166,12 +174,24 @@ pub(super) fn plan(spec: &DedupSpec, n: u64, docs_spill: u64, budget: u64) -> De
         fits: peak <= budget,
         check_docs_per_chunk: 0,
         warnings,
+        bucket_shard: Some(bucket_shard),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bucket_shard_plans_its_share_of_the_fit_and_never_more_than_one_machine() {
+        let spec: DedupSpec = serde_json::from_str(r#"{"method": "semantic"}"#).unwrap();
+        let p = plan(&spec, 10_000_000, 0, u64::MAX);
+        let shard = p.bucket_shard.unwrap();
+        assert!(shard.of(1) <= p.peak_bytes + p.peak_bytes / 10, "{} vs {}", shard.of(1), p.peak_bytes);
+        // 10 M documents of 1,024 dims: the fit is ~41 GB; eight shards hold an eighth each.
+        assert!(shard.of(8) < p.peak_bytes / 4, "{} vs {}", shard.of(8), p.peak_bytes);
+        assert_eq!(shard.of(8) - shard.fixed_bytes, shard.split_bytes.div_ceil(8));
+    }
 
     #[test]
     fn keep_rules_order_a_cluster() {

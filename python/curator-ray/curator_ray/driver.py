@@ -171,7 +171,7 @@ def run(
     t0 = time.time()
     try:
         for phase, tasks in plan:
-            res = policy.task_resources(report, cpus_per_task, gpu_card_gb, phase)
+            res = policy.task_resources(report, cpus_per_task, gpu_card_gb, phase, tasks=len(tasks))
             label = phase or "shards"
             cpus = res["num_cpus"]
             workers = str(max(1, int(cpus)))

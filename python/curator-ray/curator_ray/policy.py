@@ -52,8 +52,9 @@ def num_gpus(stages, card_gb):
     return float(math.ceil(total)) if total > 1 else total
 
 
-def task_resources(report, cpus, card_gb=None, phase=None):
-    """Ray resources of one task of `phase` (None: a shard of a pipeline without dedup)."""
+def task_resources(report, cpus, card_gb=None, phase=None, tasks=1):
+    """Ray resources of one task of `phase` (None: a shard of a pipeline without dedup), one of
+    `tasks` tasks of that phase."""
     if cpus <= 0:
         raise PolicyError("--cpus-per-task must be positive")
     stages = report.get("stages", [])
@@ -63,7 +64,13 @@ def task_resources(report, cpus, card_gb=None, phase=None):
     if phase in ("buckets", "components"):
         # No stage runs in these phases; the step's own phases take what the plan says.
         gpus = 0.0
-        memory = max(memory, int(report.get("dedup", {}).get("plan", {}).get("peak_bytes", 0)) + HOST_MIB * MIB)
+        plan = report.get("dedup", {}).get("plan", {})
+        peak = int(plan.get("peak_bytes", 0))
+        shard = plan.get("bucket_shard")
+        if phase == "buckets" and shard:
+            # A semantic step's bucket shards split the fit sample between them.
+            peak = int(shard["fixed_bytes"]) + -(-int(shard["split_bytes"]) // max(1, tasks))
+        memory = max(memory, peak + HOST_MIB * MIB)
     return {"num_cpus": cpus, "num_gpus": gpus, "memory": int(memory)}
 
 

@@ -39,6 +39,11 @@ class Policy(unittest.TestCase):
         self.assertEqual(res["num_gpus"], 0.0)
         self.assertEqual(res["memory"], (10 << 30) + (256 << 20))
         self.assertEqual(policy.task_resources(r, 1, card_gb=80, phase="docs")["num_gpus"], 0.1)
+        # A semantic step's bucket shards each reserve their share of the fit, not the whole.
+        shard = {"fixed_bytes": 1 << 30, "split_bytes": 8 << 30}
+        sem = report((256, {}), dedup={"method": "semantic", "plan": {"peak_bytes": 9 << 30, "bucket_shard": shard}})
+        self.assertEqual(policy.task_resources(sem, 1, phase="buckets", tasks=4)["memory"], (3 << 30) + (256 << 20))
+        self.assertEqual(policy.task_resources(sem, 1, phase="components", tasks=1)["memory"], (9 << 30) + (256 << 20))
 
     def test_steps_cover_every_shard_and_phase_in_order(self):
         plain = policy.steps(report((256, {})), 3, 3)
