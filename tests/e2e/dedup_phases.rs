@@ -67,6 +67,9 @@ fn fuzzy_in_phases(stage: &str) {
     let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("_summary.json")).unwrap()).unwrap();
     assert_eq!(s["documents_in"].as_u64(), Some(docs.len() as u64), "{s}");
     assert_eq!(s["documents_out"].as_u64(), Some((docs.len() - duplicates(&single).len()) as u64), "{s}");
+    // The merged summary carries the step's statistics, as one machine's does.
+    assert_eq!(s["dedup"]["duplicates"].as_u64(), Some(duplicates(&single).len() as u64), "{s}");
+    assert_eq!(s["dedup"]["method"].as_str(), Some("fuzzy"), "{s}");
     // More bucket shards than passes: the extra ones have nothing to do, the result is the same.
     let yaml6 = yaml.replace("path: phased,", "path: phased6,");
     std::fs::write(dir.path().join("phased6.yaml"), yaml6).unwrap();
@@ -352,6 +355,11 @@ fn semantic_dedup_in_phases_equals_one_machine() {
         assert_eq!(output_ids(&out), output_ids(&single));
         assert_eq!(manifest(&out), manifest(&single));
         assert_eq!(summary(&out), summary(&single), "{docs} docs shard(s), {buckets} bucket shard(s)");
+        let merged = |out: &Path| -> serde_json::Value {
+            serde_json::from_slice::<serde_json::Value>(&std::fs::read(out.join("_summary.json")).unwrap()).unwrap()["dedup"]["semantic"]
+                .clone()
+        };
+        assert_eq!(merged(&out), merged(&single));
     }
     // The shards fit on their CPUs: device: gpu is refused in phases, naming the field.
     std::fs::write(dir.path().join("gpu.yaml"), yaml.replace("device: cpu", "device: gpu").replace("path: out}", "path: gpu-out}"))

@@ -80,7 +80,8 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let (docs_in, rejected) = read;
     let docs_out = written.docs_out;
     let failed = ctx.docs_failed.load(Ordering::Relaxed);
-    let (outputs, branch_outputs) = finish_outputs(plan, written, Counts { docs_in, docs_out, rejected, failed })?;
+    let counts = Counts { docs_in, docs_out, rejected, failed };
+    let (outputs, branch_outputs) = finish_outputs(plan, written, counts, dedup.as_ref().map(|(stats, _)| stats))?;
     // The work directory of a phased step is shared by every job; remove it after `merge`.
     let dedup = dedup.map(|(stats, work)| {
         if plan.phase.is_none() {
@@ -242,7 +243,12 @@ struct Counts {
 /// The files this run wrote (main sink, and per branch sink), and what makes them one
 /// output: each sink's manifest (or, for a shard, its record for `merge`), then the journal
 /// removed. A phase before `output` writes only into the shared work directory.
-fn finish_outputs(plan: &Plan, written: Written, counts: Counts) -> Result<(Vec<WrittenFile>, Vec<Vec<WrittenFile>>), RunError> {
+fn finish_outputs(
+    plan: &Plan,
+    written: Written,
+    counts: Counts,
+    dedup: Option<&DedupStats>,
+) -> Result<(Vec<WrittenFile>, Vec<Vec<WrittenFile>>), RunError> {
     let mut entries = written.entries;
     entries.sort_by_key(|(pi, _)| *pi);
     let outputs: Vec<WrittenFile> = entries.iter().map(|(_, e)| e.file.clone()).filter(|f| !f.is_empty()).collect();
@@ -279,6 +285,7 @@ fn finish_outputs(plan: &Plan, written: Written, counts: Counts) -> Result<(Vec<
             documents_out: counts.docs_out,
             rejected: counts.rejected,
             failed: counts.failed,
+            dedup: dedup.and_then(|s| serde_json::to_value(s).ok()),
         };
         record.save(&plan.output_dir)?;
     } else {

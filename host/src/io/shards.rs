@@ -24,6 +24,10 @@ pub struct ShardRecord {
     pub documents_out: u64,
     pub rejected: u64,
     pub failed: u64,
+    /// The run's dedup step's statistics, as an output shard of a phased step has them (the
+    /// same in every output shard: the components phase's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<serde_json::Value>,
 }
 
 /// One branch sink's files of a shard: its directory (a path or object-store URL) and files.
@@ -77,6 +81,9 @@ pub struct Merged {
     pub documents_out: u64,
     pub rejected: u64,
     pub failed: u64,
+    /// A phased dedup step's statistics (from the output shards' records).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<serde_json::Value>,
 }
 
 /// Check that every shard of one plan finished in `out`, then write `_manifest.json` (every
@@ -121,6 +128,7 @@ pub fn merge(out: &Loc) -> Result<Merged, MergeError> {
         documents_out: records.iter().map(|r| r.documents_out).sum(),
         rejected: records.iter().map(|r| r.rejected).sum(),
         failed: records.iter().map(|r| r.failed).sum(),
+        dedup: records.iter().find_map(|r| r.dedup.clone()),
     };
     OutputManifest { files }.save(out)?;
     // Each branch sink's manifest: every shard's files of that branch.
