@@ -370,6 +370,46 @@ fn semantic_dedup_in_phases_equals_one_machine() {
 }
 
 #[test]
+fn a_killed_semantic_bucket_shard_rejoins_the_fit_with_the_same_result() {
+    let dir = tempfile::tempdir().unwrap();
+    vector_fixture(dir.path(), 900, 3);
+    let stage = "{method: semantic, n_clusters: 40, max_iter: 40, tol: 1e-9, device: cpu}";
+    let yaml = format!("source: {{path: data}}\nbatch_size: 32\nstages:\n  - dedup: {stage}\nsink: {{path: out}}\n");
+    write_pipeline(dir.path(), &yaml);
+    run_in(dir.path(), &["run", "pipeline.yaml"], &[]).ok();
+    std::fs::write(dir.path().join("phased.yaml"), yaml.replace("path: out}", "path: phased}")).unwrap();
+    run_in(dir.path(), &["run", "phased.yaml", "--phase", "docs"], &[]).ok();
+    let shard = |j: usize, crash: Option<&str>| {
+        let mut c = host();
+        c.current_dir(dir.path()).args(["run", "phased.yaml", "--phase", "buckets", "--shard", &format!("{j}/2")]);
+        if let Some(at) = crash {
+            c.env("CURATOR_DEDUP_CRASH_AT", at);
+        }
+        c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+    };
+    // Shard 1 dies right after its partial of round 2; shard 0 waits for the round's reduce.
+    let first = shard(0, None);
+    let killed: Run = shard(1, Some("kmeans/partial-0002-shard-0001-of-0002.bin")).wait_with_output().unwrap().into();
+    assert_ne!(killed.code, 0, "{}", killed.stderr);
+    assert!(killed.stderr.contains("killing this process"), "{}", killed.stderr);
+    // Started again, it joins at the last round written.
+    let again: Run = shard(1, None).wait_with_output().unwrap().into();
+    again.ok();
+    let first: Run = first.wait_with_output().unwrap().into();
+    first.ok();
+    run_in(dir.path(), &["run", "phased.yaml", "--phase", "components"], &[]).ok();
+    run_in(dir.path(), &["run", "phased.yaml", "--phase", "output"], &[]).ok();
+    let (single, phased) = (dir.path().join("out"), dir.path().join("phased"));
+    assert!(!duplicates(&single).is_empty());
+    assert_eq!(duplicates(&phased), duplicates(&single));
+    let stats = |out: &Path| -> serde_json::Value {
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(out.join("_summary.json")).unwrap()).unwrap()["dedup"]["semantic"]
+            .clone()
+    };
+    assert_eq!(stats(&phased), stats(&single));
+}
+
+#[test]
 fn semantic_phases_that_share_only_an_object_store_equal_one_machine() {
     if !needs(Need::MotoServer) {
         return;

@@ -295,6 +295,7 @@ fn fit_together(
     while !round.last {
         let partial = fitter.round(&round.centroids);
         meet.put(&partial_name(t, shard), &partial.to_bytes(d))?;
+        crate::os::crash_point(&partial_name(t, shard));
         if shard.index == 0 && !meet.exists(&round_name(t + 1)) {
             let names: Vec<String> = all(shard).map(|s| partial_name(t, s)).collect();
             let got = meet.wait(&names, PATIENCE, |m| format!("k-means round {t} of {}", shards_named(m, shard.count)))?;
