@@ -36,8 +36,16 @@ pub struct Scanned {
     pub index: Index,
 }
 
-fn parse_tag(name: &str) -> Option<Shard> {
-    Shard::from_tag(name.strip_prefix(PREFIX)?)
+/// The shards whose files in `work` are named `PREFIX` + the shard's tag + `suffix`.
+pub(crate) fn shards_in(work: &Work, prefix: &str, suffix: &str) -> Result<Vec<Shard>, DedupError> {
+    let entries = std::fs::read_dir(&work.dir).map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?;
+    Ok(entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            Shard::from_tag(name.strip_prefix(prefix)?.strip_suffix(suffix)?)
+        })
+        .collect())
 }
 
 /// The scans of all docs shards in `work`: of `count` shards when given, else of the one
@@ -45,8 +53,7 @@ fn parse_tag(name: &str) -> Option<Shard> {
 /// errors that say which.
 pub fn gather(work: &Work, count: Option<usize>) -> Result<Scanned, DedupError> {
     let data = |message: String| DedupError::Data { path: work.dir.display().to_string(), message };
-    let entries = std::fs::read_dir(&work.dir).map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?;
-    let mut found: Vec<Shard> = entries.flatten().filter_map(|e| e.file_name().to_str().and_then(parse_tag)).collect();
+    let mut found = shards_in(work, PREFIX, "")?;
     if let Some(n) = count {
         found.retain(|s| s.count == n);
     }

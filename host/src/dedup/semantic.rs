@@ -165,11 +165,7 @@ pub fn cluster(work: &Work, n: u64, d: usize, p: &SemanticParams) -> Result<Vec<
 fn cluster_with(work: &Work, n: u64, d: usize, p: &SemanticParams, fit_model: Fit<'_>) -> Result<Vec<(u32, f32)>, DedupError> {
     let path = work.path(CLUSTERS);
     if work.done("kmeans") {
-        let bytes = super::work::read_all(&path)?;
-        return Ok(bytes
-            .chunks_exact(8)
-            .map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), f32::from_le_bytes([c[4], c[5], c[6], c[7]])))
-            .collect());
+        return Ok(assigned_from(&super::work::read_all(&path)?));
     }
     let emb_path = work.path(EMB);
     let file = std::fs::File::open(&emb_path).map_err(|e| io(&emb_path, e))?;
@@ -179,22 +175,40 @@ fn cluster_with(work: &Work, n: u64, d: usize, p: &SemanticParams, fit_model: Fi
     let centroids = fit_model(&fit, &kmeans_params(k, p, fit_rows.len()))?;
     drop(fit);
     tracing::info!(clusters = k, "dedup: k-means fitted on {} of {n} documents", fit_rows.len());
-    // Assign in chunks read from the file.
-    let mut out = Vec::with_capacity(n as usize);
-    let chunk = 65_536u32;
-    let mut start = 0u32;
-    while (start as u64) < n {
-        let end = ((start as u64 + chunk as u64).min(n)) as u32;
-        let rows: Vec<u32> = (start..end).collect();
-        let v = read_rows(&file, &emb_path, d, &rows)?;
-        let (labels, dists) = assign(&v, d, &centroids, k);
-        out.extend(labels.into_iter().zip(dists));
-        start = end;
-    }
-    let bytes: Vec<u8> = out.iter().flat_map(|(l, s)| l.to_le_bytes().into_iter().chain(s.to_le_bytes())).collect();
-    write_atomic(&path, &bytes)?;
+    let out = assign_range(0..n, d, &centroids, |rows| read_rows(&file, &emb_path, d, rows))?;
+    write_atomic(&path, &assigned_bytes(&out))?;
     work.mark("kmeans")?;
     Ok(out)
+}
+
+/// The documents at positions `range`, each assigned to its nearest of `centroids` (`(label,
+/// squared distance)`), read by `read` a chunk at a time.
+pub(crate) fn assign_range(
+    range: std::ops::Range<u64>,
+    d: usize,
+    centroids: &[f32],
+    read: impl Fn(&[u32]) -> Result<Vec<f32>, DedupError>,
+) -> Result<Vec<(u32, f32)>, DedupError> {
+    const CHUNK: u64 = 65_536;
+    let k = centroids.len() / d.max(1);
+    let mut out = Vec::with_capacity((range.end - range.start) as usize);
+    for start in range.clone().step_by(CHUNK as usize) {
+        let rows: Vec<u32> = (start as u32..start.saturating_add(CHUNK).min(range.end) as u32).collect();
+        let (labels, dists) = assign(&read(&rows)?, d, centroids, k);
+        out.extend(labels.into_iter().zip(dists));
+    }
+    Ok(out)
+}
+
+/// `(label, squared distance)` per document as little-endian bytes (`clusters.bin`, a bucket
+/// shard's assignments).
+pub(crate) fn assigned_bytes(assigned: &[(u32, f32)]) -> Vec<u8> {
+    assigned.iter().flat_map(|(l, s)| l.to_le_bytes().into_iter().chain(s.to_le_bytes())).collect()
+}
+
+/// [`assigned_bytes`] read back.
+pub(crate) fn assigned_from(bytes: &[u8]) -> Vec<(u32, f32)> {
+    bytes.chunks_exact(8).map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), f32::from_le_bytes([c[4], c[5], c[6], c[7]]))).collect()
 }
 
 /// One cluster's result: `(position, survivor)` for its duplicates and their survivors, and

@@ -183,26 +183,12 @@ pub(crate) fn bucket_shard(
     let centroids = fit_together(meet, shard, (&mine, fa), fit_rows.len(), d, &kp)?;
     drop(mine);
     // Every row of the range, assigned to the fitted centroids.
-    let kk = centroids.len() / d;
-    let mut assigned = Vec::with_capacity(((hi - lo) * 8) as usize);
-    for start in (lo..hi).step_by(READ_ROWS * 4) {
-        let end = (start + (READ_ROWS * 4) as u64).min(hi);
-        let rows: Vec<u32> = (start as u32..end as u32).collect();
-        let (labels, dists) = curator_vectors::assign(&vectors(&emb, d, &rows)?, d, &centroids, kk);
-        for (l, s) in labels.into_iter().zip(dists) {
-            assigned.extend_from_slice(&l.to_le_bytes());
-            assigned.extend_from_slice(&s.to_le_bytes());
-        }
-    }
-    meet.put(&assigned_name(shard), &assigned)?;
-    drop(assigned);
+    let mine = semantic::assign_range(lo..hi, d, &centroids, |rows| vectors(&emb, d, rows))?;
+    meet.put(&assigned_name(shard), &semantic::assigned_bytes(&mine))?;
+    drop(mine);
     let names: Vec<String> = all(shard).map(assigned_name).collect();
     let parts = meet.wait(&names, PATIENCE, |m| format!("the clusters of {}", shards_named(m, shard.count)))?;
-    let every: Vec<(u32, f32)> = parts
-        .iter()
-        .flat_map(|b| b.chunks_exact(8))
-        .map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), f32::from_le_bytes([c[4], c[5], c[6], c[7]])))
-        .collect();
+    let every: Vec<(u32, f32)> = parts.iter().flat_map(|b| semantic::assigned_from(b)).collect();
     if every.len() as u64 != n {
         return Err(data(&meet.display(), format!("the shards' clusters cover {} documents of {n}", every.len())));
     }
@@ -325,14 +311,7 @@ pub(crate) fn join(work: &Work, p: &SemanticParams) -> Result<Vec<(u32, u32)>, D
         return super::index::load_pairs(work, "groups.bin");
     }
     let here = work.dir.display().to_string();
-    let entries = std::fs::read_dir(&work.dir).map_err(|e| DedupError::Io { path: here.clone(), source: e })?;
-    let mut found: Vec<Shard> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            Shard::from_tag(name.strip_prefix(DONE_PREFIX)?.strip_suffix(".done")?)
-        })
-        .collect();
+    let mut found = scans::shards_in(work, DONE_PREFIX, ".done")?;
     found.sort_unstable_by_key(|s| (s.count, s.index));
     let Some(count) = found.last().map(|s| s.count) else {
         return Err(data(
