@@ -180,6 +180,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve `run` requests on a Unix socket, one at a time, keeping the compiled plugins,
+    /// stage instances (worker processes with their models loaded) and setup checks for the
+    /// next run of the same stages (what curator-ray's warm workers start on each node).
+    /// Each request is a line of JSON, {"argv": ["run", ...], "cwd": "..."}, answered with one
+    /// line: {"code", "stdout", "stderr", "elapsed_s", "kept"}.
+    Serve {
+        /// The socket to listen on (created; a stale one is replaced).
+        #[arg(long)]
+        socket: PathBuf,
+    },
     /// Inspect installed plugins.
     Plugin {
         #[command(subcommand)]
@@ -260,6 +270,8 @@ mod pipeline_cli;
 use pipeline_cli::{RunFlags, bench, lock_command, plan_command, run, tune_command};
 #[path = "cli/host.rs"]
 mod host_cli;
+#[path = "cli/serve.rs"]
+mod serve_cli;
 
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CURATOR_LOG")
@@ -278,30 +290,7 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run {
-            pipeline,
-            plugins,
-            workers,
-            no_cache,
-            dry_run,
-            strict,
-            restart,
-            metrics,
-            ignore_memory_plan,
-            shard,
-            shard_from_env,
-            phase,
-        } => {
-            let (shard, phase) = match parse_shard_and_phase(shard, shard_from_env, phase) {
-                Ok(x) => x,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(ExitCode::from(EXIT_INVALID));
-                }
-            };
-            let flags = RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard, phase };
-            run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics }, flags)
-        }
+        Command::Run { .. } => dispatch_run(cli, None).map(ExitCode::from),
         Command::Plan { pipeline, plugins, memory, workers, json } => plan_command(&pipeline, &plugins, memory.as_deref(), workers, json),
         Command::DedupGpu { work, docs, dim, spec } => host_cli::dedup_gpu(&work, docs, dim, &spec),
         Command::Tune { pipeline, plugins, stage, gpu_memory, margin, sample, start, apply, json } => {
@@ -320,8 +309,39 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Worker { plugin, params, context, cpus, wasm, shm, .. } => host_cli::worker(&plugin, &params, &context, &cpus, wasm, &shm),
         Command::Gpus { json } => host_cli::gpus(json),
+        Command::Serve { socket } => serve_cli::serve(&socket),
         Command::Schema { what } => host_cli::schema(what),
     }
+}
+
+/// `run`, in this process or as a request to a serving host (`warm`); its exit code.
+fn dispatch_run(cli: Cli, warm: Option<&serve_cli::Warm>) -> Result<u8> {
+    let Command::Run {
+        pipeline,
+        plugins,
+        workers,
+        no_cache,
+        dry_run,
+        strict,
+        restart,
+        metrics,
+        ignore_memory_plan,
+        shard,
+        shard_from_env,
+        phase,
+    } = cli.command
+    else {
+        anyhow::bail!("not a run");
+    };
+    let (shard, phase) = match parse_shard_and_phase(shard, shard_from_env, phase) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let flags = RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard, phase };
+    run(&pipeline, &plugins, RunOptions { workers, strict, metrics_addr: metrics, warm: None }, flags, warm)
 }
 
 /// `--shard I/N` (or `--shard-from-env`) and `--phase P`, parsed.

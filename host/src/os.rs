@@ -99,6 +99,76 @@ fn children_of(pid: &str) -> Vec<u32> {
     out
 }
 
+/// This process's stdout and stderr sent to files until [`Captured::finish`]: what a
+/// serving host (`curator-host serve`) hands back as one request's output. Process-wide
+/// (file descriptors 1 and 2), so only one request may be captured at a time; whatever any
+/// thread writes meanwhile, worker processes' stderr relayed through the log included, lands
+/// in the capture.
+pub struct Captured {
+    saved: [std::os::fd::OwnedFd; 2],
+    files: [std::fs::File; 2],
+}
+
+/// Start capturing stdout and stderr (see [`Captured`]).
+pub fn capture_output() -> std::io::Result<Captured> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    flush_std();
+    let files = [tempfile::tempfile()?, tempfile::tempfile()?];
+    let mut saved = Vec::new();
+    for fd in [1, 2] {
+        // SAFETY: dup of a descriptor this process has open; the result is a new descriptor
+        // owned by nobody else.
+        let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        if copy < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `copy` was just created and is owned here only.
+        saved.push(unsafe { std::os::fd::OwnedFd::from_raw_fd(copy) });
+    }
+    for (fd, file) in [1, 2].into_iter().zip(&files) {
+        // SAFETY: dup2 onto stdout/stderr of this process from an open file.
+        if unsafe { libc::dup2(file.as_raw_fd(), fd) } < 0 {
+            let e = std::io::Error::last_os_error();
+            restore(&saved);
+            return Err(e);
+        }
+    }
+    let [out, err]: [std::os::fd::OwnedFd; 2] = saved.try_into().map_err(|_| std::io::Error::other("two descriptors"))?;
+    Ok(Captured { saved: [out, err], files })
+}
+
+fn flush_std() {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+}
+
+fn restore(saved: &[std::os::fd::OwnedFd]) {
+    use std::os::fd::AsRawFd;
+    for (fd, copy) in [1, 2].into_iter().zip(saved) {
+        // SAFETY: dup2 of a descriptor this process owns back onto stdout/stderr.
+        unsafe { libc::dup2(copy.as_raw_fd(), fd) };
+    }
+}
+
+impl Captured {
+    /// Stop capturing; what was written to stdout and to stderr, each its last `tail` bytes.
+    pub fn finish(self, tail: u64) -> (Vec<u8>, Vec<u8>) {
+        use std::io::{Read, Seek, SeekFrom};
+        flush_std();
+        restore(&self.saved);
+        let read = |mut f: &std::fs::File| {
+            let len = f.seek(SeekFrom::End(0)).unwrap_or(0);
+            let mut buf = Vec::new();
+            if f.seek(SeekFrom::Start(len.saturating_sub(tail))).is_ok() {
+                let _ = f.read_to_end(&mut buf);
+            }
+            buf
+        };
+        (read(&self.files[0]), read(&self.files[1]))
+    }
+}
+
 /// CPUs this process may run on (its affinity mask), in order.
 pub fn allowed_cpus() -> Vec<usize> {
     #[cfg(target_os = "linux")]

@@ -14,8 +14,9 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct FileId {
+/// A file's identity: while it is the same, so are the file's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct FileId {
     dev: u64,
     ino: u64,
     size: u64,
@@ -24,7 +25,8 @@ struct FileId {
 }
 
 impl FileId {
-    fn of(path: &Path) -> Option<FileId> {
+    /// The identity of the file at `path` (`None`: it cannot be read).
+    pub fn of(path: &Path) -> Option<FileId> {
         let m = std::fs::metadata(path).ok()?;
         let ns = |s: i64, n: i64| s as i128 * 1_000_000_000 + n as i128;
         Some(FileId {

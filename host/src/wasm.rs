@@ -18,6 +18,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use curator_core::Manifest;
 
+use crate::plugin_facts::FileId;
 use crate::stage::{StageCall, StageFailure, StageOutput};
 
 /// Host bindings of the `curator:stage` world.
@@ -63,9 +64,11 @@ pub struct WasmRuntime {
     stop_ticker: Arc<AtomicBool>,
     /// Whether compiled code checks the per-call deadline (epoch interruption).
     deadline_checks: bool,
-    /// Components compiled by this runtime, by plugin file (and whether each came from the
-    /// disk cache): planning's setup check and the run compile a plugin once between them.
-    compiled: std::sync::Mutex<std::collections::HashMap<PathBuf, (Component, bool)>>,
+    /// Components compiled by this runtime, by plugin file and its identity (and whether each
+    /// came from the disk cache): planning's setup check and the run compile a plugin once
+    /// between them, and a serving host (`curator-host serve`) once for all its runs, until
+    /// the file changes.
+    compiled: std::sync::Mutex<std::collections::HashMap<(PathBuf, Option<FileId>), (Component, bool)>>,
     /// The runtime for code that worker processes run (no deadline checks), made on demand.
     for_workers: std::sync::OnceLock<Box<WasmRuntime>>,
 }
@@ -169,13 +172,14 @@ impl WasmRuntime {
 
     /// Compile (or load from the cache) the plugin at `path`.
     pub fn load(&self, path: &Path, manifest: Manifest) -> Result<CompiledPlugin, WasmError> {
-        let memo = self.compiled.lock().ok().and_then(|m| m.get(path).cloned());
+        let key = (path.to_path_buf(), FileId::of(path));
+        let memo = self.compiled.lock().ok().and_then(|m| m.get(&key).cloned());
         let (component, from_cache) = match memo {
             Some(c) => c,
             None => {
                 let c = self.compile(path)?;
                 if let Ok(mut m) = self.compiled.lock() {
-                    m.insert(path.into(), c.clone());
+                    m.insert(key, c.clone());
                 }
                 c
             }

@@ -1,4 +1,5 @@
-"""1 vs 2 Ray worker nodes (one core each) on the same input, through curator-ray.
+"""1 vs 2 Ray worker nodes (one core each) on the same input, through curator-ray, with warm
+workers (an actor per slot keeping `curator-host serve`) and with a Ray task per shard (cold).
 
     python3 python/curator-ray/bench.py --curator target/release/curator-host \
         --plugins target/dist/plugins [--copies 16] [--shards 8]
@@ -8,7 +9,7 @@ curator-host sees one usable core). Writes a table: wall time of the shards (sub
 scaling ratio against one node, and the scheduling overhead per task: the time the nodes'
 cores were not running a curator-host process, per task ((wall x nodes - sum of task run
 times) / tasks). Also times the same pipeline as one `curator-host run --workers 1` without
-Ray, as the baseline.
+Ray, as the baseline. Modes and node counts alternate: cold 1, warm 1, cold 2, warm 2.
 """
 
 import argparse
@@ -92,16 +93,25 @@ def main():
         )
         baseline = time.time() - t
         rows = []
-        for nodes in (1, 2):
-            cluster = ray.cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": 100 << 20})
+        for nodes, mode in [(n, m) for n in (1, 2) for m in ("cold", "warm")]:
+            cluster = ray.cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": 100 << 20, "include_dashboard": False})
             for k in range(nodes):
                 pin(cluster.add_node(num_cpus=1, object_store_memory=100 << 20), k % os.cpu_count())
             cluster.wait_for_nodes()
             try:
-                path = pipeline(dir, f"ray{nodes}")
+                path = pipeline(dir, f"ray{nodes}-{mode}")
                 quiet = open(os.devnull, "w")
                 try:
-                    r = driver.run(path, address=cluster.address, shards=a.shards, curator=curator, plugins=plugins, out=quiet, max_retries=a.max_retries)
+                    r = driver.run(
+                        path,
+                        address=cluster.address,
+                        shards=a.shards,
+                        curator=curator,
+                        plugins=plugins,
+                        out=quiet,
+                        max_retries=a.max_retries,
+                        warm=mode == "warm",
+                    )
                 except driver.ShardFailed as e:
                     sys.exit(f"{nodes} node(s): {e.log}")
                 tasks = r["tasks"]
@@ -114,15 +124,18 @@ def main():
                     mine = sorted((x for x in tasks if x["pid"] == pid), key=lambda x: x["started"])
                     gaps.append(mine[0]["started"] - mine[0]["submitted"])
                     gaps.extend(b["started"] - a["finished"] for a, b in zip(mine, mine[1:]))
-                rows.append((nodes, wall, sum(gaps) / len(gaps), busy / len(tasks), (wall * nodes - busy) / len(tasks)))
+                rows.append((mode, nodes, wall, sum(gaps) / len(gaps), busy / len(tasks), (wall * nodes - busy) / len(tasks)))
             finally:
                 ray.shutdown()
                 cluster.shutdown()
         print(f"input: {size / 1e6:.0f} MB in {a.copies} files, NeMo English heuristics as 28 stages, {a.shards} shards, 1 core per node")
         print(f"baseline (curator-host run --workers 1 on one core, no Ray): {baseline:.2f} s")
-        print(f"{'nodes':>5} {'wall s':>8} {'x 1 node':>9} {'x baseline':>11} {'task s':>8} {'sched ms/task':>14} {'idle ms/task':>13}")
-        for nodes, wall, sched, task, idle in rows:
-            print(f"{nodes:>5} {wall:>8.2f} {rows[0][1] / wall:>9.2f} {baseline / wall:>11.2f} {task:>8.2f} {sched * 1000:>14.0f} {idle * 1000:>13.0f}")
+        print(f"{'mode':>5} {'nodes':>5} {'wall s':>8} {'x 1 node':>9} {'x baseline':>11} {'task s':>8} {'sched ms/task':>14} {'idle ms/task':>13}")
+        one = {mode: wall for mode, nodes, wall, *_ in rows if nodes == 1}
+        for mode, nodes, wall, sched, task, idle in rows:
+            print(
+                f"{mode:>5} {nodes:>5} {wall:>8.2f} {one[mode] / wall:>9.2f} {baseline / wall:>11.2f} {task:>8.2f} {sched * 1000:>14.0f} {idle * 1000:>13.0f}"
+            )
     finally:
         shutil.rmtree(dir, ignore_errors=True)
 

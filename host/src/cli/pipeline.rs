@@ -175,11 +175,30 @@ pub(crate) fn plan_command(
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags) -> Result<ExitCode> {
+/// `run`; its exit code. A serving host (`warm`) lends its WASM runtime, the setup checks
+/// its earlier runs passed and its pool of kept stage instances (not with `--no-cache`).
+pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags, warm: Option<&super::serve_cli::Warm>) -> Result<u8> {
     let RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard, phase } = flags;
     let reg = scan_for(pipeline, dirs);
-    let runtime = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
-    let check_setup = |s: &plan::PlannedStage| exec::check_setup(s, &runtime);
+    let warm = warm.filter(|_| !no_cache);
+    let own;
+    let runtime = match warm {
+        Some(w) => &w.runtime,
+        None => {
+            own = WasmRuntime::new(if no_cache { None } else { default_cache_dir() }).context("cannot start the WASM runtime")?;
+            &own
+        }
+    };
+    let check_setup = |s: &plan::PlannedStage| {
+        let Some(pool) = warm.map(|w| &w.pool) else { return exec::check_setup(s, runtime) };
+        let key = exec::warm::stage_key(s);
+        if !pool.setup_checked(&key) {
+            exec::check_setup(s, runtime)?;
+            pool.record_setup_check(key);
+        }
+        Ok(())
+    };
+    let opts = RunOptions { warm: warm.map(|w| w.pool.clone()), ..opts };
     let opts_plan = plan::PlanOptions {
         restart: restart && !dry_run,
         check_setup: Some(&check_setup),
@@ -194,18 +213,18 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
         Ok(p) => p,
         Err(e @ PlanError::Spec(_)) | Err(e @ PlanError::Io(_)) => {
             eprintln!("error: {e}");
-            return Ok(ExitCode::from(EXIT_INVALID));
+            return Ok(EXIT_INVALID);
         }
     };
     if dry_run {
         print_dry_run(&plan, opts.workers);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let summary = match exec::run(&plan, &runtime, &opts) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(ExitCode::from(EXIT_FAILED));
+            return Ok(EXIT_FAILED);
         }
     };
     print_summary(&plan, &summary);
@@ -220,7 +239,7 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
     if let Err(e) = saved {
         tracing::warn!("cannot write {}: {e}", summary_loc.display());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// `run --dry-run`: what the plan would start, and (a shard) the partitions it owns.

@@ -38,7 +38,8 @@ pub(crate) fn autoscaler(ctx: &Arc<Ctx>, pools: &[Arc<Pool>], capacity: &Capacit
     let mut measured_once = false;
     let mut events = Vec::new();
     while !stop.load(Ordering::Relaxed) && !ctx.cancelled() {
-        std::thread::sleep(Duration::from_millis(50));
+        // Woken early when the run stops it (it is joined at the end of every run).
+        std::thread::park_timeout(Duration::from_millis(50));
         let due = if measured_once {
             last.elapsed() >= interval
         } else {

@@ -121,6 +121,9 @@ pub(crate) fn run_graph(
         }
         tracing::debug!("writers finished {:.2}s after the run started", ctx.started.elapsed().as_secs_f64());
         stop_scaler.store(true, Ordering::Relaxed);
+        if let Some(h) = &scaler {
+            h.thread().unpark();
+        }
         if let Some(h) = scaler
             && let Ok(events) = h.join()
         {

@@ -9,7 +9,7 @@ use crate::worker::{WasmWorkerSpec, WorkerLimits, WorkerPlugin, WorkerProcess};
 use curator_core::placement::Assignment;
 use curator_sdk::abi::WorkerContext;
 
-use super::{Ctx, Loaded, RunError};
+use super::{Ctx, Loaded, RunError, warm};
 
 /// One instance of a stage, whatever runs it.
 pub(crate) type Instance = Box<dyn StageCall>;
@@ -32,15 +32,14 @@ pub(crate) fn worker_limits(stage: &PlannedStage, allowed_cpus: &[usize], at: &P
     }
 }
 
-/// Start an instance of `stage` (compiled as `loaded`) for worker `at`.
-pub(crate) fn start_instance(
+/// What a worker of `stage` is started with: its limits and the context its plugin gets.
+fn start_of(
     stage: &PlannedStage,
-    loaded: &Loaded,
     allowed_cpus: &[usize],
     cache_dir: Option<&std::path::Path>,
     at: &Placement,
     check_only: bool,
-) -> Result<Instance, StageFailure> {
+) -> (WorkerLimits, WorkerContext) {
     let limits = worker_limits(stage, allowed_cpus, at);
     let context = WorkerContext {
         worker: at.k,
@@ -50,6 +49,19 @@ pub(crate) fn start_instance(
         cache_dir: cache_dir.map(|d| d.display().to_string()),
         check_only,
     };
+    (limits, context)
+}
+
+/// Start an instance of `stage` (compiled as `loaded`) for worker `at`.
+pub(crate) fn start_instance(
+    stage: &PlannedStage,
+    loaded: &Loaded,
+    allowed_cpus: &[usize],
+    cache_dir: Option<&std::path::Path>,
+    at: &Placement,
+    check_only: bool,
+) -> Result<Instance, StageFailure> {
+    let (limits, context) = start_of(stage, allowed_cpus, cache_dir, at, check_only);
     match loaded {
         Loaded::Wasm(plugin) => Ok(Box::new(plugin.instantiate(&stage.label, &stage.params, &instance_limits(stage))?)),
         Loaded::WasmWorker { .. } => {
@@ -90,10 +102,38 @@ pub fn check_setup(stage: &PlannedStage, runtime: &crate::wasm::WasmRuntime) -> 
     Ok(())
 }
 
-/// Start an instance of stage `i` for a worker of this run.
+/// Start an instance of stage `i` for a worker of this run: one a serving host kept from an
+/// earlier run when it was started exactly so, else a new one.
 pub(crate) fn instantiate(ctx: &Ctx, i: usize, at: &Placement) -> Result<Instance, RunError> {
     let stage = &ctx.plan.stages[i];
+    if let Some((pool, key)) = kept_key(ctx, i, at)
+        && let Some(inst) = pool.take(&key)
+    {
+        tracing::debug!(stage = %stage.label, worker = at.k, "a kept instance");
+        return Ok(inst);
+    }
     start_instance(stage, &ctx.compiled[i], &ctx.allowed_cpus, ctx.cache_dir.as_deref(), at, false).map_err(|e| RunError::start(stage, e))
+}
+
+/// A worker of stage `i` is done with `inst`: a serving host keeps it for its next run when
+/// this run has not failed; otherwise it is stopped.
+pub(crate) fn release(ctx: &Ctx, i: usize, at: &Placement, inst: Instance) {
+    match kept_key(ctx, i, at) {
+        Some((pool, key)) if !ctx.cancelled() => pool.keep(warm::stage_key(&ctx.plan.stages[i]), key, ctx.run_number, inst),
+        _ => inst.teardown(),
+    }
+}
+
+/// The pool and the key of worker `at`'s instance of stage `i`, when this run keeps
+/// instances (the host serves runs) and the stage's can be kept (not the host's own stages).
+fn kept_key<'a>(ctx: &'a Ctx, i: usize, at: &Placement) -> Option<(&'a warm::WarmPool, String)> {
+    let pool = ctx.warm.as_deref()?;
+    let stage = &ctx.plan.stages[i];
+    if stage.builtin.is_some() {
+        return None;
+    }
+    let (limits, context) = start_of(stage, &ctx.allowed_cpus, ctx.cache_dir.as_deref(), at, false);
+    Some((pool, format!("{}|{limits:?}|{context:?}|{:?}", warm::stage_key(stage), instance_limits(stage))))
 }
 
 /// The sandbox limits of a WASM instance of `stage`.

@@ -23,6 +23,7 @@ mod read;
 mod run;
 mod stage;
 mod summary;
+pub mod warm;
 mod write;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -55,6 +56,9 @@ pub struct RunOptions {
     pub strict: bool,
     /// Serve Prometheus metrics on this address during the run.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Keep the stage instances for the next run (a serving host: `curator-host serve`), and
+    /// start this one's from those kept by the last.
+    pub warm: Option<Arc<warm::WarmPool>>,
 }
 
 /// What the scheduling steps of one run share (a dedup step runs several, batch mode one per
@@ -115,6 +119,9 @@ pub(crate) struct Ctx {
     queue_capacity: usize,
     /// When the run started (its first batch at the sink is logged against it).
     pub started: std::time::Instant,
+    /// The instances a serving host keeps between runs, and this run's number among them.
+    pub warm: Option<Arc<warm::WarmPool>>,
+    pub run_number: u64,
 }
 
 impl Ctx {

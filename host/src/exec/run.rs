@@ -27,6 +27,15 @@ use crate::task::SpillDir;
 use crate::task::SpillReplay;
 use crate::wasm::WasmRuntime;
 
+/// Ends a serving host's run in its pool of kept instances when dropped.
+struct EndOfRun(Arc<super::warm::WarmPool>, u64);
+
+impl Drop for EndOfRun {
+    fn drop(&mut self) {
+        self.0.end(self.1);
+    }
+}
+
 /// Run a checked plan.
 pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunSummary, RunError> {
     let started = Instant::now();
@@ -45,6 +54,10 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     }
     let allowed_cpus = crate::os::allowed_cpus();
     let cache_dir: Option<PathBuf> = runtime.cache_dir().map(Into::into);
+    // A serving host: stop the kept instances this run cannot use before its own start, and
+    // those it did not take back when it ends, however it ends.
+    let run_number = opts.warm.as_ref().map_or(0, |pool| pool.begin(plan.stages.iter().map(super::warm::stage_key)));
+    let _end_of_run = opts.warm.clone().map(|pool| EndOfRun(pool, run_number));
     // One context per scheduling step (a dedup step runs several over different partitions);
     // counters are shared by all of them.
     let new_ctx = |plan: Plan| {
@@ -65,6 +78,8 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
             docs_failed: AtomicU64::new(0),
             queue_capacity,
             started,
+            warm: opts.warm.clone(),
+            run_number,
         })
     };
     let ctx = new_ctx(plan.clone());

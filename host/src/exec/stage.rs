@@ -14,7 +14,7 @@ use curator_core::leak::LeakWatch;
 use crate::plan::BranchKind;
 use crate::stage::{FailureClass, StageFailure};
 
-use super::instance::{Instance, Placement, instantiate};
+use super::instance::{Instance, Placement, instantiate, release};
 use super::{Ctx, DeadLetter, Outlet, RunError, Task};
 
 /// The workers of one stage.
@@ -221,7 +221,7 @@ fn worker(ctx: &Ctx, pool: &Pool, k: usize, rx: Receiver<Task>, out: Outlet, rea
             }
         }
     };
-    inst.teardown();
+    release(ctx, i, &at, inst);
     leave(at, retired);
 }
 

@@ -19,6 +19,11 @@ def main(argv=None):
     r.add_argument("--cpus-per-task", type=float, default=1.0, help="cores of each task (its --workers); default 1")
     r.add_argument("--gpu-card-gb", type=float, help="memory of one GPU of the nodes, to turn gpu_memory_gb into num_gpus (default: this machine's nvidia-smi)")
     r.add_argument("--max-retries", type=int, default=3, help="reruns of a failed task or one lost with its node; default 3")
+    r.add_argument(
+        "--cold",
+        action="store_true",
+        help="a Ray task per shard, each starting its own curator-host (default: warm workers, an actor per slot keeping `curator-host serve`)",
+    )
     a = ap.parse_args(argv)
     try:
         driver.run(
@@ -31,6 +36,7 @@ def main(argv=None):
             cpus_per_task=a.cpus_per_task,
             gpu_card_gb=a.gpu_card_gb,
             max_retries=a.max_retries,
+            warm=not a.cold,
         )
     except policy.PolicyError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -146,13 +146,20 @@ def run(
     cpus_per_task=1.0,
     gpu_card_gb=None,
     max_retries=3,
+    warm=True,
     out=sys.stdout,
 ):
     """Run `pipeline` on the Ray cluster at `address` (None: start a local one, and stop it
-    after). Returns the merged summary; raises ShardFailed naming the shard that kept failing."""
+    after). Returns the merged summary; raises ShardFailed naming the shard that kept failing.
+
+    `warm`: run the tasks on warm workers (`warm.Pool`: an actor per slot, each keeping a
+    `curator-host serve`), except the tasks of a phase that must run together (a placement
+    group of plain tasks); otherwise each task is a Ray task starting its own `curator-host`."""
     import ray
     from ray.util.placement_group import remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from curator_ray import warm as warm_workers
 
     pipeline = os.path.abspath(pipeline)
     plugins = [os.path.abspath(d) for d in plugins]
@@ -168,6 +175,7 @@ def run(
     remote = ray.remote(run_curator)
     base = [curator, "run", pipeline] + [a for d in plugins for a in ("--plugins", d)]
     timings = []
+    pools = {}  # warm workers by resource shape, kept while phases ask for the same shape
     t0 = time.time()
     try:
         for phase, tasks in plan:
@@ -180,47 +188,72 @@ def run(
                 file=out,
                 flush=True,
             )
+            argvs = [base + args + ["--workers", workers] for args in tasks]
+            done = [0]
+
+            def finished(i, r, submitted):
+                done[0] += 1
+                timings.append({"phase": label, "args": tasks[i], "submitted": submitted, "received": time.time(), **r})
+                print(
+                    f"[curator-ray] {label}: {done[0]}/{len(tasks)} done ({' '.join(tasks[i])} on {r['node']}, {r['finished'] - r['started']:.2f}s)",
+                    file=out,
+                    flush=True,
+                )
+
+            def lost(i, cause):
+                shard = " ".join(tasks[i])
+                parts = shard_partitions(curator, pipeline, plugins, tasks[i]) if "--shard" in tasks[i] else []
+                return ShardFailed(
+                    argvs[i],
+                    getattr(cause, "code", 1),
+                    f"{label} task `{shard}` failed after {max_retries + 1} attempt(s)"
+                    + (f"; it owns:\n  " + "\n  ".join(parts) if parts else "")
+                    + f"\nits log:\n{getattr(cause, 'log', str(cause))}",
+                )
+
+            together = policy.together(report, phase) and len(tasks) > 1
+            if warm and not together:
+                key = warm_workers.shape(res)
+                for other in [k for k in pools if k != key]:
+                    pools.pop(other).kill()  # their reservations are this phase's room
+                want = min(len(tasks), max(1, warm_workers.capacity(res)))
+                if key in pools:
+                    pools[key].grow(want)
+                else:
+                    pools[key] = warm_workers.Pool(res, curator, want)
+                    print(f"[curator-ray] {label}: {want} warm worker(s) (curator-host serve)", file=out, flush=True)
+                try:
+                    pools[key].run(argvs, max_retries, finished)
+                except warm_workers.Lost as e:
+                    raise lost(e.index, e.cause) from None
+                continue
+            for p in pools.values():
+                p.kill()
+            pools.clear()
             opts = dict(res, max_retries=max_retries, retry_exceptions=[ShardFailed])
-            group = gang(res, len(tasks), label, out) if policy.together(report, phase) and len(tasks) > 1 else None
+            group = gang(res, len(tasks), label, out) if together else None
             pending = {}
-            for i, args in enumerate(tasks):
+            for i, argv in enumerate(argvs):
                 if group is not None:
                     opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=i)
-                ref = remote.options(**opts).remote(base + args + ["--workers", workers])
-                pending[ref] = (args, time.time())
-            done = 0
+                pending[remote.options(**opts).remote(argv)] = (i, time.time())
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
-                ref = ready[0]
-                args, submitted = pending.pop(ref)
+                i, submitted = pending.pop(ready[0])
                 try:
-                    r = ray.get(ref)
+                    r = ray.get(ready[0])
                 except Exception as e:  # the task's last attempt failed
-                    cause = getattr(e, "cause", None) or e
-                    shard = " ".join(args)
-                    parts = shard_partitions(curator, pipeline, plugins, args) if "--shard" in args else []
                     for other in pending:
                         ray.cancel(other, force=True)
                     if group is not None:
                         remove_placement_group(group)
-                    log = getattr(cause, "log", str(cause))
-                    raise ShardFailed(
-                        base + args,
-                        getattr(cause, "code", 1),
-                        f"{label} task `{shard}` failed after {max_retries + 1} attempt(s)"
-                        + (f"; it owns:\n  " + "\n  ".join(parts) if parts else "")
-                        + f"\nits log:\n{log}",
-                    ) from None
-                received = time.time()
-                done += 1
-                timings.append({"phase": label, "args": args, "submitted": submitted, "received": received, **r})
-                print(
-                    f"[curator-ray] {label}: {done}/{len(tasks)} done ({' '.join(args)} on {r['node']}, {r['finished'] - r['started']:.2f}s)",
-                    file=out,
-                    flush=True,
-                )
+                    raise lost(i, getattr(e, "cause", None) or e) from None
+                finished(i, r, submitted)
             if group is not None:
                 remove_placement_group(group)
+        for p in pools.values():
+            p.kill()
+        pools.clear()
         output = report["output"]
         merged = subprocess.run([curator, "merge", output], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if merged.returncode != 0:
@@ -228,6 +261,8 @@ def run(
         print(f"[curator-ray] {merged.stdout.strip()} in {time.time() - t0:.2f}s", file=out, flush=True)
         return {"merge": merged.stdout.strip(), "elapsed_s": time.time() - t0, "tasks": timings}
     finally:
+        for p in pools.values():
+            p.kill()
         # Never stop a cluster this driver did not start.
         if started_here:
             ray.shutdown()
