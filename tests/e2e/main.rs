@@ -27,6 +27,7 @@ mod sandbox;
 mod scaffold;
 mod scheduling;
 mod semantic;
+mod serve;
 mod shards;
 mod snapshots;
 mod stored_vectors;

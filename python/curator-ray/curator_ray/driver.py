@@ -216,7 +216,7 @@ def run(
                 key = warm_workers.shape(res)
                 for other in [k for k in pools if k != key]:
                     pools.pop(other).kill()  # their reservations are this phase's room
-                want = min(len(tasks), max(1, warm_workers.capacity(res)))
+                want = min(len(tasks), max(1, warm_workers.capacity(res, ray.nodes())))
                 if key in pools:
                     pools[key].grow(want)
                 else:

@@ -112,13 +112,11 @@ class Server:
         }
 
 
-def capacity(res):
-    """How many actors of `res` the cluster's alive nodes hold at once (each node counted on
-    its own: a slot never spans nodes)."""
-    import ray
-
+def capacity(res, nodes):
+    """How many actors of `res` the alive nodes of `nodes` (`ray.nodes()`) hold at once, each
+    node counted on its own: a slot never spans nodes."""
     total = 0
-    for node in ray.nodes():
+    for node in nodes:
         if not node.get("Alive"):
             continue
         have = node.get("Resources", {})

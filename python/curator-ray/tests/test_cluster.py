@@ -1,6 +1,7 @@
 """curator-ray on a real Ray cluster of several nodes on this machine (loopback only): the
-quickstart pipeline, a fuzzy dedup pipeline (also when a worker node dies mid-run) and a
-semantic dedup pipeline (its bucket shards reserved together) give what one machine gives.
+quickstart pipeline, a fuzzy dedup pipeline (also when a worker node dies mid-run, with warm
+workers and with a Ray task per shard) and a semantic dedup pipeline (its bucket shards
+reserved together) give what one machine gives.
 
 Needs CURATOR (the curator-host binary), CURATOR_TEST_PLUGINS (plugin directories, colon-
 separated) and CURATOR_TEST_EXAMPLES (the repository's examples/); the Rust e2e test `ray`
@@ -18,6 +19,8 @@ import time
 import unittest
 
 import ray.cluster_utils
+
+from curator_ray import warm
 
 CURATOR = os.environ.get("CURATOR", "")
 PLUGINS = [d for d in os.environ.get("CURATOR_TEST_PLUGINS", "").split(":") if d]
@@ -51,6 +54,14 @@ class RayCluster(unittest.TestCase):
         if not (CURATOR and PLUGINS and EXAMPLES):
             self.fail("set CURATOR, CURATOR_TEST_PLUGINS and CURATOR_TEST_EXAMPLES (the e2e test `ray` does)")
         self.dir = tempfile.mkdtemp(prefix="curator-ray-")
+        # Warm workers note each request they start here and pause, in the test that takes a
+        # node away while one runs (the nodes' processes inherit the environment).
+        self.started = os.path.join(self.dir, "started")
+        os.makedirs(self.started)
+        if "warm_workers" in self._testMethodName:
+            os.environ[warm.TEST_STARTED] = self.started
+        else:
+            os.environ.pop(warm.TEST_STARTED, None)
         # The head takes no tasks; two worker nodes of one core each.
         self.cluster = ray.cluster_utils.Cluster(
             initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": 100 << 20}
@@ -59,6 +70,7 @@ class RayCluster(unittest.TestCase):
         self.cluster.wait_for_nodes()
 
     def tearDown(self):
+        os.environ.pop(warm.TEST_STARTED, None)
         self.cluster.shutdown()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -77,6 +89,7 @@ class RayCluster(unittest.TestCase):
         out, err = p.communicate(timeout=300)
         self.assertEqual(p.returncode, 0, out + err)
         self.assertIn("merged 3 shard(s)", out)
+        self.assertIn("shards: 2 warm worker(s)", out, "one per node: the default")
         self.assertEqual(manifest(os.path.join(self.dir, "ray")), manifest(os.path.join(self.dir, "single")))
         # The driver left the cluster it did not start running.
         probe = subprocess.run(
@@ -87,7 +100,7 @@ class RayCluster(unittest.TestCase):
         )
         self.assertEqual(probe.stdout.strip().splitlines()[-1], "2.0", probe.stderr)
 
-    def test_fuzzy_dedup_through_ray_survives_losing_a_node(self):
+    def fuzzy_pipelines(self):
         for f in ("shard-000.jsonl", "shard-001.jsonl"):
             os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
             shutil.copy(os.path.join(EXAMPLES, "dedup", "data", f), os.path.join(self.dir, "data", f))
@@ -97,29 +110,42 @@ class RayCluster(unittest.TestCase):
             with open(os.path.join(self.dir, f"{name}.yaml"), "w") as f:
                 f.write(yaml.replace("path: out ", f"path: {name} "))
         self.single(os.path.join(self.dir, "single.yaml"))
-        # Every task's curator-host starts slowly, so that a node dies with a task on it.
-        started = os.path.join(self.dir, "started")
-        os.makedirs(started)
-        slow = os.path.join(self.dir, "slow-curator")
-        with open(slow, "w") as f:
-            f.write(
-                "#!/usr/bin/env bash\n"
-                f'if [ "$1" = run ] && [[ " $* " != *" --dry-run "* ]]; then touch "{started}/$$"; sleep 2; fi\n'
-                f'exec "{CURATOR}" "$@"\n'
-            )
-        os.chmod(slow, 0o755)
-        p = curator_ray([os.path.join(self.dir, "ray.yaml"), "--address", self.cluster.address, "--shards", "2"], curator=slow)
+
+    def lose_a_node_while_two_tasks_run(self, p):
         deadline = time.time() + 120
-        while len(os.listdir(started)) < 2 and time.time() < deadline and p.poll() is None:
+        while len(os.listdir(self.started)) < 2 and time.time() < deadline and p.poll() is None:
             time.sleep(0.05)
-        self.assertEqual(len(os.listdir(started)), 2, "both docs tasks started")
+        self.assertEqual(len(os.listdir(self.started)), 2, "both docs tasks started")
         self.cluster.remove_node(self.nodes[0], allow_graceful=False)
         out, err = p.communicate(timeout=600)
         self.assertEqual(p.returncode, 0, out + err)
         print(out, file=sys.stderr)
-        self.assertGreaterEqual(len(os.listdir(started)), 2 + 2 + 1 + 2 + 1, "the lost task ran again")
+        self.assertGreaterEqual(len(os.listdir(self.started)), 2 + 2 + 1 + 2 + 1, "the lost task ran again")
         self.assertEqual(duplicates(os.path.join(self.dir, "ray")), duplicates(os.path.join(self.dir, "single")))
         self.assertEqual(manifest(os.path.join(self.dir, "ray")), manifest(os.path.join(self.dir, "single")))
+        return out
+
+    def test_fuzzy_dedup_through_ray_tasks_survives_losing_a_node(self):
+        self.fuzzy_pipelines()
+        # Every task's curator-host starts slowly, so that a node dies with a task on it.
+        slow = os.path.join(self.dir, "slow-curator")
+        with open(slow, "w") as f:
+            f.write(
+                "#!/usr/bin/env bash\n"
+                f'if [ "$1" = run ] && [[ " $* " != *" --dry-run "* ]]; then touch "{self.started}/$$"; sleep 2; fi\n'
+                f'exec "{CURATOR}" "$@"\n'
+            )
+        os.chmod(slow, 0o755)
+        p = curator_ray([os.path.join(self.dir, "ray.yaml"), "--address", self.cluster.address, "--shards", "2", "--cold"], curator=slow)
+        out = self.lose_a_node_while_two_tasks_run(p)
+        self.assertNotIn("warm worker", out)
+
+    def test_fuzzy_dedup_on_warm_workers_survives_losing_a_node(self):
+        # Each warm worker notes a request and pauses before sending it (warm.TEST_STARTED).
+        self.fuzzy_pipelines()
+        p = curator_ray([os.path.join(self.dir, "ray.yaml"), "--address", self.cluster.address, "--shards", "2"])
+        out = self.lose_a_node_while_two_tasks_run(p)
+        self.assertIn("docs: 2 warm worker(s)", out)
 
     def test_semantic_dedup_through_ray_fits_kmeans_across_nodes(self):
         # Seeded unit vectors around a few centres, a near-copy of every fifth, in three files.
