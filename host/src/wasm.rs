@@ -56,6 +56,9 @@ impl From<WasmError> for StageFailure {
     }
 }
 
+/// A plugin file as a runtime memoizes it: its path and its identity when it was read.
+type PluginFile = (PathBuf, Option<FileId>);
+
 /// The engine and everything shared by all plugins of a run.
 pub struct WasmRuntime {
     engine: Engine,
@@ -68,7 +71,7 @@ pub struct WasmRuntime {
     /// came from the disk cache): planning's setup check and the run compile a plugin once
     /// between them, and a serving host (`curator-host serve`) once for all its runs, until
     /// the file changes.
-    compiled: std::sync::Mutex<std::collections::HashMap<(PathBuf, Option<FileId>), (Component, bool)>>,
+    compiled: std::sync::Mutex<std::collections::HashMap<PluginFile, (Component, bool)>>,
     /// The runtime for code that worker processes run (no deadline checks), made on demand.
     for_workers: std::sync::OnceLock<Box<WasmRuntime>>,
 }

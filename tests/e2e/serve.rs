@@ -89,8 +89,12 @@ fn a_serving_host_keeps_a_native_stages_worker_between_runs() {
 
     // The same shard as a process of its own sets the stage up again, and the probe refuses:
     // the server's runs passed because they reused its worker.
-    let cold: Run =
-        host().current_dir(dir).args(["run", "pipeline.yaml", "--shard", "0/3", "--restart", "--plugins", plugins]).output().unwrap().into();
+    let cold: Run = host()
+        .current_dir(dir)
+        .args(["run", "pipeline.yaml", "--shard", "0/3", "--restart", "--plugins", plugins])
+        .output()
+        .unwrap()
+        .into();
     assert_ne!(cold.code, 0, "a cold run starts the stage again: {}", cold.stderr);
     assert!(cold.stderr.contains("refusing to start, late, on purpose"), "{}", cold.stderr);
 
@@ -117,7 +121,11 @@ fn a_serving_host_answers_what_it_cannot_run_and_goes_on() {
     };
     std::fs::write(dir.join("served.yaml"), yaml("served")).unwrap();
     std::fs::write(dir.join("alone.yaml"), yaml("alone")).unwrap();
-    std::fs::write(dir.join("broken.yaml"), "source:\n  path: in\nsink:\n  path: x\nstages:\n  - plugin: word_count_filter\n    params: {min_words: many}\n").unwrap();
+    std::fs::write(
+        dir.join("broken.yaml"),
+        "source:\n  path: in\nsink:\n  path: x\nstages:\n  - plugin: word_count_filter\n    params: {min_words: many}\n",
+    )
+    .unwrap();
     let guests = guests_dir().to_str().unwrap();
     let server = Server::start(dir);
 

@@ -177,7 +177,13 @@ pub(crate) fn plan_command(
 
 /// `run`; its exit code. A serving host (`warm`) lends its WASM runtime, the setup checks
 /// its earlier runs passed and its pool of kept stage instances (not with `--no-cache`).
-pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: RunFlags, warm: Option<&super::serve_cli::Warm>) -> Result<u8> {
+pub(crate) fn run(
+    pipeline: &Path,
+    dirs: &PluginDirs,
+    opts: RunOptions,
+    flags: RunFlags,
+    warm: Option<&super::serve_cli::Warm>,
+) -> Result<u8> {
     let RunFlags { no_cache, dry_run, restart, ignore_memory_plan, shard, phase } = flags;
     let reg = scan_for(pipeline, dirs);
     let warm = warm.filter(|_| !no_cache);
@@ -220,7 +226,7 @@ pub(crate) fn run(pipeline: &Path, dirs: &PluginDirs, opts: RunOptions, flags: R
         print_dry_run(&plan, opts.workers);
         return Ok(0);
     }
-    let summary = match exec::run(&plan, &runtime, &opts) {
+    let summary = match exec::run(&plan, runtime, &opts) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

@@ -89,7 +89,9 @@ pub(crate) fn serve(socket: &Path) -> Result<ExitCode> {
         let (reply, fatal) = match read_request(&conn) {
             Ok(None) => continue, // a client that only looked whether the socket listens
             Ok(Some(r)) => answer(&r, &warm),
-            Err(e) => (Reply { code: EXIT_INVALID, stdout: String::new(), stderr: format!("error: {e}\n"), elapsed_s: 0.0, kept: 0 }, false),
+            Err(e) => {
+                (Reply { code: EXIT_INVALID, stdout: String::new(), stderr: format!("error: {e}\n"), elapsed_s: 0.0, kept: 0 }, false)
+            }
         };
         let reply = Reply { elapsed_s: started.elapsed().as_secs_f64(), kept: warm.pool.kept_count(), ..reply };
         eprintln!("curator-host serve: exit code {} in {:.3}s, {} instance(s) kept", reply.code, reply.elapsed_s, reply.kept);

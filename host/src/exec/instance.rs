@@ -195,4 +195,25 @@ mod tests {
         let s = stage(PluginKind::Wasm, Isolation::InProcess);
         assert_eq!(crate::plan::capacity::load(&s, None).memory_mb, instance_limits(&s).memory_mb);
     }
+
+    #[test]
+    fn a_kept_instance_is_known_by_its_plugin_file_params_and_grants() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.wasm");
+        std::fs::write(&file, b"one").unwrap();
+        let mut s = stage(PluginKind::Wasm, Isolation::InProcess);
+        s.plugin.path = file.clone();
+        let key = warm::stage_key(&s);
+        assert_eq!(key, warm::stage_key(&s.clone()), "the same stage, the same key");
+        let mut other = s.clone();
+        other.params = serde_json::json!({"min_words": 3});
+        assert_ne!(warm::stage_key(&other), key, "other params");
+        let mut granted = s.clone();
+        granted.grants.push(crate::wasm::DirGrant { name: "models".into(), host_path: dir.path().into(), writable: false });
+        assert_ne!(warm::stage_key(&granted), key, "another grant");
+        // The plugin file replaced (another inode, size, times): its old instances are stale.
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(&file, b"two, longer").unwrap();
+        assert_ne!(warm::stage_key(&s), key, "the plugin file changed");
+    }
 }

@@ -145,7 +145,7 @@ mod tests {
     struct Counted(Arc<AtomicUsize>);
     impl crate::stage::StageCall for Counted {
         fn call(&mut self, _: &arrow_array::RecordBatch) -> Result<crate::stage::StageOutput, crate::stage::StageFailure> {
-            Err(crate::stage::StageFailure::Fatal("not called".into()))
+            Err(crate::stage::StageFailure::Failed("not called".into()))
         }
         fn memory_bytes(&self) -> usize {
             0
