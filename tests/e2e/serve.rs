@@ -77,6 +77,8 @@ fn a_serving_host_keeps_a_native_stages_worker_between_runs() {
         assert_eq!(code(&r), 0, "shard {shard} through the server: {r}");
         assert!(r["stdout"].as_str().unwrap().contains("read 20 documents in 1 partition(s)"), "{r}");
         assert_eq!(r["kept"], 1, "the worker is kept for the next run: {r}");
+        let reused = if i == 0 { "0 stage instance(s) reused" } else { "1 stage instance(s) reused" };
+        assert!(r["stderr"].as_str().unwrap().contains(reused), "{r}");
     }
     let setups = (1..=3).filter(|j| dir.join(format!("setup.{j}")).exists()).count();
     assert_eq!(setups, 2, "three runs, one worker and one setup check between them");

@@ -46,6 +46,8 @@ pub struct WarmPool {
     kept: Mutex<Vec<Kept>>,
     /// Runs started so far.
     runs: Mutex<u64>,
+    /// Instances the current run took from the pool.
+    reused: std::sync::atomic::AtomicUsize,
     /// Setup checks passed (by [`stage_key`]): planning checks a stage once per serving host.
     checked: Mutex<std::collections::HashSet<String>>,
 }
@@ -85,6 +87,7 @@ impl WarmPool {
         let wanted: std::collections::HashSet<String> = stages.into_iter().collect();
         let stale = self.take_where(|k| !wanted.contains(&k.stage));
         stop(stale, "a stage this run does not have");
+        self.reused.store(0, std::sync::atomic::Ordering::Relaxed);
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         *runs += 1;
         *runs
@@ -94,12 +97,18 @@ impl WarmPool {
     pub(crate) fn end(&self, run: u64) {
         let unused = self.take_where(|k| k.run < run);
         stop(unused, "not used by the last run");
+        tracing::info!(
+            "{} stage instance(s) reused from the run before, {} kept for the next",
+            self.reused.load(std::sync::atomic::Ordering::Relaxed),
+            self.kept_count()
+        );
     }
 
     /// A kept instance started with exactly `key`, if there is one.
     pub(crate) fn take(&self, key: &str) -> Option<Instance> {
         let mut kept = self.kept.lock().ok()?;
         let at = kept.iter().position(|k| k.key == key)?;
+        self.reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(kept.swap_remove(at).inst)
     }
 
