@@ -25,7 +25,9 @@
 #         into DIR), built here with nvcc where CUPTI is found.
 # run:    curator-host run WebDataset (IMAGES samples of the files in RUN_IMAGES: the test images,
 #         or PHOTOS=1 the decode step's 1080p JPEGs) -> image_embedder (GPU,
-#         L/14) -> aesthetic_filter -> nsfw_filter -> WebDataset, GPU busy % sampled every 100 ms.
+#         L/14) -> aesthetic_filter -> nsfw_filter -> WebDataset, GPU busy % sampled every 100 ms;
+#         then (TORCH=0 skips it) the same shards through scripts/models/clip_e2e_torch.py (PyTorch:
+#         DataLoader, nvJPEG via torchvision, transformers fp16 SDPA, the same heads).
 set -euo pipefail
 if [ "${1:-}" = build ]; then
     out="${2:-.device/clip-kit}"
@@ -196,4 +198,20 @@ print(f"ours: {n / (end - start):.0f} images/s ({end - start:.1f} s, process sta
 PY
     grep -h "image_embedder:" "$work/run.log" | head -2 || true
     tail -8 "$work/run.log"
+    if [ "${TORCH:-1}" = 1 ]; then
+        # The same shards, model and heads through PyTorch (scripts/models/clip_e2e_torch.py:
+        # DataLoader workers read the tars, nvJPEG decodes on the GPU, transformers fp16 SDPA).
+        echo "== run: the same in PyTorch (DataLoader + torchvision nvJPEG + transformers), ${IMAGES:-50000} images"
+        nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$work/util-torch.txt" 2>/dev/null &
+        sampler=$!
+        python3 scripts/models/clip_e2e_torch.py --shards "$work/shards" --model "$l14" --aesthetic "$work/models/aesthetic-head" \
+            --nsfw "$work/models/nsfw-head" --out "$work/out-torch" --batch "${BATCH:-256}" --workers "${TORCH_WORKERS:-8}" \
+            --nsfw-threshold 1.5 --aesthetic-threshold -100 | tee "$work/torch.json"
+        kill $sampler || true
+        python3 - "$work/util-torch.txt" <<'PY'
+import sys
+u = [int(x) for x in open(sys.argv[1]).read().split() if x.strip().isdigit()]
+print(f"PyTorch: GPU busy mean {sum(u) / max(len(u), 1):.0f} % over {len(u)} samples")
+PY
+    fi
 fi

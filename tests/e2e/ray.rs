@@ -24,5 +24,5 @@ fn curator_ray_runs_shards_and_dedup_phases_on_a_ray_cluster_and_survives_a_lost
         .expect("python3")
         .into();
     assert_eq!(r.code, 0, "curator-ray tests failed:\n{}\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("Ran 12 tests") && r.stderr.contains("OK"), "{}", r.stderr);
+    assert!(r.stderr.contains("Ran 13 tests") && r.stderr.contains("OK"), "{}", r.stderr);
 }

@@ -28,6 +28,16 @@ START_S = 120
 TEST_STARTED = "CURATOR_RAY_TEST_STARTED"
 
 
+class ServeFailed(driver.ShardFailed):
+    """An actor's `curator-host serve` that would not start; says why (its log's tail)."""
+
+    def __str__(self):
+        return f"{super().__str__()}:\n{self.log}"
+
+    def __reduce__(self):
+        return (ServeFailed, (self.argv, self.code, self.log))
+
+
 class Server:
     """The body of a warm-worker actor: one `curator-host serve` for the actor's life (started
     again if it dies between tasks)."""
@@ -54,7 +64,7 @@ class Server:
         deadline = time.time() + START_S
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise driver.ShardFailed([self.curator, "serve"], self.proc.returncode, self._log_tail())
+                raise ServeFailed([self.curator, "serve"], self.proc.returncode, self._log_tail())
             try:
                 with socket.socket(socket.AF_UNIX) as s:
                     s.connect(self.sock)  # listening (a connection that sends nothing is dropped)
@@ -62,7 +72,7 @@ class Server:
             except OSError:
                 time.sleep(0.02)
         self.proc.kill()
-        raise driver.ShardFailed([self.curator, "serve"], 1, f"curator-host serve did not listen within {START_S} s")
+        raise ServeFailed([self.curator, "serve"], 1, f"curator-host serve did not listen within {START_S} s")
 
     def _log_tail(self):
         try:
@@ -172,6 +182,9 @@ class Pool:
 
         queue = collections.deque((i, 0) for i in range(len(argvs)))
         inflight = {}
+        # Actors that never started: a few are lost nodes; more than that is a host that
+        # cannot serve (a broken binary, say), reported with the first waiting task.
+        start_failures = 0
         while queue or inflight:
             while self.idle and queue:
                 i, attempt = queue.popleft()
@@ -185,8 +198,13 @@ class Pool:
                 try:
                     ray.get(ref)
                     self.idle.append(actor)
-                except Exception:  # it never started (its node died, its curator-host failed)
+                except Exception as e:  # it never started (its node died, its curator-host failed)
                     ray.kill(actor, no_restart=True)
+                    start_failures += 1
+                    if start_failures > max_retries + self.size() and queue:
+                        for other, *_ in inflight.values():
+                            ray.kill(other, no_restart=True)
+                        raise Lost(queue[0][0], getattr(e, "cause", None) or e) from None
                     self._add()
                 continue
             actor, i, attempt, submitted = inflight.pop(ref)

@@ -147,6 +147,21 @@ class RayCluster(unittest.TestCase):
         out = self.lose_a_node_while_two_tasks_run(p)
         self.assertIn("docs: 2 warm worker(s)", out)
 
+    def test_warm_workers_that_cannot_start_are_reported_not_retried_forever(self):
+        shutil.copytree(os.path.join(EXAMPLES, "quickstart", "data"), os.path.join(self.dir, "data"))
+        with open(os.path.join(EXAMPLES, "quickstart", "pipeline.yaml")) as f:
+            yaml = f.read().replace("path: out ", "path: ray ")
+        with open(os.path.join(self.dir, "ray.yaml"), "w") as f:
+            f.write(yaml)
+        broken = os.path.join(self.dir, "no-serve-curator")
+        with open(broken, "w") as f:
+            f.write('#!/usr/bin/env bash\nif [ "$1" = serve ]; then echo "cannot serve here" >&2; exit 3; fi\n' f'exec "{CURATOR}" "$@"\n')
+        os.chmod(broken, 0o755)
+        p = curator_ray([os.path.join(self.dir, "ray.yaml"), "--address", self.cluster.address, "--shards", "2", "--max-retries", "1"], curator=broken)
+        out, err = p.communicate(timeout=300)
+        self.assertEqual(p.returncode, 1, out + err)
+        self.assertIn("cannot serve here", err)
+
     def test_semantic_dedup_through_ray_fits_kmeans_across_nodes(self):
         # Seeded unit vectors around a few centres, a near-copy of every fifth, in three files.
         import random
