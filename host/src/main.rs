@@ -180,11 +180,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Serve `run` requests on a Unix socket, one at a time, keeping the compiled plugins,
-    /// stage instances (worker processes with their models loaded) and setup checks for the
-    /// next run of the same stages (what curator-ray's warm workers start on each node).
-    /// Each request is a line of JSON, {"argv": ["run", ...], "cwd": "..."}, answered with one
-    /// line: {"code", "stdout", "stderr", "elapsed_s", "kept"}.
+    /// Serve `run` requests on a Unix socket, keeping plugins, stage instances and models
+    /// between runs (curator-ray's warm workers).
+    ///
+    /// One request at a time; the compiled plugins, the stage instances (worker processes
+    /// with their models loaded) and the setup checks are kept for the next run of the same
+    /// stages. Each request is a line of JSON, {"argv": ["run", ...], "cwd": "..."},
+    /// answered with one line: {"code", "stdout", "stderr", "elapsed_s", "kept"}.
     Serve {
         /// The socket to listen on (created; a stale one is replaced).
         #[arg(long)]
