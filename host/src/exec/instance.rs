@@ -132,8 +132,34 @@ fn kept_key<'a>(ctx: &'a Ctx, i: usize, at: &Placement) -> Option<(&'a warm::War
     if stage.builtin.is_some() {
         return None;
     }
-    let (limits, context) = start_of(stage, &ctx.allowed_cpus, ctx.cache_dir.as_deref(), at, false);
-    Some((pool, format!("{}|{limits:?}|{context:?}|{:?}", warm::stage_key(stage), instance_limits(stage))))
+    Some((pool, start_key(stage, &ctx.allowed_cpus, ctx.cache_dir.as_deref(), at)))
+}
+
+/// What a kept instance of `stage` must have been started with to serve worker `at`: the
+/// stage, the sandbox and memory limits, the GPU assignment and budget, the grants. Not the
+/// worker's index or its share of the CPUs: workers take their GPU assignments in the order
+/// their threads start, so an instance started as one worker of a stage may serve another
+/// with the same assignment (it keeps the context and CPU share it was started with).
+fn start_key(stage: &PlannedStage, allowed_cpus: &[usize], cache_dir: Option<&std::path::Path>, at: &Placement) -> String {
+    let (limits, context) = start_of(stage, allowed_cpus, cache_dir, at, false);
+    let limits = WorkerLimits { cpus: Vec::new(), ..limits };
+    let context = WorkerContext { worker: 0, ..context };
+    format!("{}|{limits:?}|{context:?}|{:?}", warm::stage_key(stage), instance_limits(stage))
+}
+
+/// What a run of `plan` asks a serving host's pool for, per stage: its [`warm::stage_key`]
+/// and, for a GPU stage (whose workers are placed at planning), the start of each of its
+/// workers; kept instances of a GPU stage started otherwise hold card memory this run's
+/// workers may need, and are stopped before it starts.
+pub(crate) fn wanted(plan: &crate::plan::Plan, allowed_cpus: &[usize], cache_dir: Option<&std::path::Path>) -> Vec<warm::Wanted> {
+    plan.stages
+        .iter()
+        .map(|s| warm::Wanted {
+            stage: warm::stage_key(s),
+            gpu_starts: (!s.gpu.is_empty())
+                .then(|| s.gpu.iter().map(|a| start_key(s, allowed_cpus, cache_dir, &Placement { k: 0, gpu: Some(a.clone()) })).collect()),
+        })
+        .collect()
 }
 
 /// The sandbox limits of a WASM instance of `stage`.
@@ -215,5 +241,17 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         std::fs::write(&file, b"two, longer").unwrap();
         assert_ne!(warm::stage_key(&s), key, "the plugin file changed");
+    }
+
+    #[test]
+    fn a_kept_gpu_worker_serves_any_worker_index_with_its_card_and_budget() {
+        let s = stage(PluginKind::Native, Isolation::Process);
+        let card = |d: u32| Assignment { devices: vec![d], share: 0.5, memory_budget_mb: 8192 };
+        let key = |k, d| start_key(&s, &[0, 1, 2, 3], None, &Placement { k, gpu: Some(card(d)) });
+        assert_eq!(key(0, 1), key(1, 1), "workers take their cards in the order their threads start");
+        assert_ne!(key(0, 0), key(0, 1), "another card");
+        let other_budget =
+            start_key(&s, &[0, 1, 2, 3], None, &Placement { k: 0, gpu: Some(Assignment { memory_budget_mb: 4096, ..card(1) }) });
+        assert_ne!(other_budget, key(0, 1), "another budget");
     }
 }

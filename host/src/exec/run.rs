@@ -56,7 +56,7 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     let cache_dir: Option<PathBuf> = runtime.cache_dir().map(Into::into);
     // A serving host: stop the kept instances this run cannot use before its own start, and
     // those it did not take back when it ends, however it ends.
-    let run_number = opts.warm.as_ref().map_or(0, |pool| pool.begin(plan.stages.iter().map(super::warm::stage_key)));
+    let run_number = opts.warm.as_ref().map_or(0, |pool| pool.begin(super::instance::wanted(plan, &allowed_cpus, cache_dir.as_deref())));
     let _end_of_run = opts.warm.clone().map(|pool| EndOfRun(pool, run_number));
     // One context per scheduling step (a dedup step runs several over different partitions);
     // counters are shared by all of them.

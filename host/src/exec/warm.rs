@@ -31,6 +31,14 @@ pub fn stage_key(stage: &PlannedStage) -> String {
     )
 }
 
+/// What a run asks the pool for, per stage.
+pub(crate) struct Wanted {
+    /// [`stage_key`].
+    pub stage: String,
+    /// For a GPU stage, the start (key) of each of its workers.
+    pub gpu_starts: Option<std::collections::HashSet<String>>,
+}
+
 struct Kept {
     /// [`stage_key`] and the worker's own start (limits, context).
     stage: String,
@@ -81,12 +89,18 @@ impl WarmPool {
         }
     }
 
-    /// A run of the stages with these [`stage_key`]s starts: stop what it will not use.
+    /// A run that asks for `wanted` starts: stop what it will not use (the instances of
+    /// stages it does not have, and a GPU stage's instances started for another placement).
     /// Returns the run's number.
-    pub(crate) fn begin(&self, stages: impl IntoIterator<Item = String>) -> u64 {
-        let wanted: std::collections::HashSet<String> = stages.into_iter().collect();
-        let stale = self.take_where(|k| !wanted.contains(&k.stage));
-        stop(stale, "a stage this run does not have");
+    pub(crate) fn begin(&self, wanted: Vec<Wanted>) -> u64 {
+        let by_stage: std::collections::HashMap<String, Option<std::collections::HashSet<String>>> =
+            wanted.into_iter().map(|w| (w.stage, w.gpu_starts)).collect();
+        let stale = self.take_where(|k| match by_stage.get(&k.stage) {
+            None => true,
+            Some(Some(starts)) => !starts.contains(&k.key),
+            Some(None) => false,
+        });
+        stop(stale, "a stage this run does not have, or a GPU placement it does not make");
         self.reused.store(0, std::sync::atomic::Ordering::Relaxed);
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         *runs += 1;
@@ -164,13 +178,34 @@ mod tests {
         }
     }
 
+    fn cpu(stage: &str) -> Wanted {
+        Wanted { stage: stage.into(), gpu_starts: None }
+    }
+
+    #[test]
+    fn a_gpu_stages_instances_placed_otherwise_are_stopped_before_the_run() {
+        let stopped = Arc::new(AtomicUsize::new(0));
+        let pool = WarmPool::new();
+        let run1 = pool.begin(vec![cpu("g")]);
+        pool.keep("g".into(), "g|card 0".into(), run1, Box::new(Counted(stopped.clone())));
+        pool.keep("g".into(), "g|card 1".into(), run1, Box::new(Counted(stopped.clone())));
+        pool.end(run1);
+        // The next run places the stage on card 1 and card 2: card 0's worker holds memory it
+        // will not use, and goes first.
+        let starts = ["g|card 1".to_string(), "g|card 2".to_string()].into_iter().collect();
+        let run2 = pool.begin(vec![Wanted { stage: "g".into(), gpu_starts: Some(starts) }]);
+        assert_eq!((pool.kept_count(), stopped.load(Ordering::Relaxed)), (1, 1));
+        assert!(pool.take("g|card 1").is_some());
+        pool.end(run2);
+    }
+
     #[test]
     fn a_kept_instance_goes_only_to_the_same_start_and_the_pool_holds_one_runs_worth() {
         let stopped = Arc::new(AtomicUsize::new(0));
         let inst = || -> Instance { Box::new(Counted(stopped.clone())) };
         let pool = WarmPool::new();
         let (a, b) = ("a".to_string(), "b".to_string());
-        let run1 = pool.begin([a.clone(), b.clone()]);
+        let run1 = pool.begin(vec![cpu(&a), cpu(&b)]);
         pool.keep(a.clone(), format!("{a}|w0"), run1, inst());
         pool.keep(a.clone(), format!("{a}|w1"), run1, inst());
         pool.keep(b.clone(), format!("{b}|w0"), run1, inst());
@@ -178,7 +213,7 @@ mod tests {
         assert_eq!((pool.kept_count(), stopped.load(Ordering::Relaxed)), (3, 0), "returned by the run that ends: kept");
 
         // The next run has stage a only: b's instance is stopped before it starts.
-        let run2 = pool.begin([a.clone()]);
+        let run2 = pool.begin(vec![cpu(&a)]);
         assert_eq!((pool.kept_count(), stopped.load(Ordering::Relaxed)), (2, 1));
         assert!(pool.take(&format!("{a}|w9")).is_none(), "another worker's start gets nothing");
         let w0 = pool.take(&format!("{a}|w0")).expect("the same start gets the kept instance");
