@@ -261,7 +261,18 @@ fn killed_runs_writing_to_an_object_store_resume_from_its_journal() {
         }
         if killed {
             resumed += 1;
-            let journaled = s3.keys("resume", &format!("{out}/_journal/")).len();
+            // A PUT the killed run had already sent may still land after the kill: count the
+            // journal once it has stopped changing.
+            let count = || s3.keys("resume", &format!("{out}/_journal/")).len();
+            let mut journaled = count();
+            loop {
+                std::thread::sleep(Duration::from_millis(300));
+                let now = count();
+                if now == journaled {
+                    break;
+                }
+                journaled = now;
+            }
             let run = s3.run(&p);
             run.ok();
             assert!(run.stdout.contains(&format!("skipped, {journaled} resumed)")), "round {round}: {}", run.stdout);
