@@ -56,6 +56,13 @@ struct Reply {
     kept: usize,
 }
 
+impl Reply {
+    /// An answer before timing (the loop adds `elapsed_s` and `kept`).
+    fn of(code: u8, stdout: String, stderr: String) -> Reply {
+        Reply { code, stdout, stderr, elapsed_s: 0.0, kept: 0 }
+    }
+}
+
 /// Longest request line read.
 const MAX_REQUEST: u64 = 1 << 20;
 /// Bytes of each output stream sent back.
@@ -89,9 +96,7 @@ pub(crate) fn serve(socket: &Path) -> Result<ExitCode> {
         let (reply, fatal) = match read_request(&conn) {
             Ok(None) => continue, // a client that only looked whether the socket listens
             Ok(Some(r)) => answer(&r, &warm),
-            Err(e) => {
-                (Reply { code: EXIT_INVALID, stdout: String::new(), stderr: format!("error: {e}\n"), elapsed_s: 0.0, kept: 0 }, false)
-            }
+            Err(e) => (Reply::of(EXIT_INVALID, String::new(), format!("error: {e}\n")), false),
         };
         let reply = Reply { elapsed_s: started.elapsed().as_secs_f64(), kept: warm.pool.kept_count(), ..reply };
         eprintln!("curator-host serve: exit code {} in {:.3}s, {} instance(s) kept", reply.code, reply.elapsed_s, reply.kept);
@@ -120,7 +125,7 @@ fn read_request(conn: &UnixStream) -> Result<Option<Request>> {
 
 /// Run one request with its output captured; whether it panicked.
 fn answer(r: &Request, warm: &Warm) -> (Reply, bool) {
-    let reply = |code, stderr: String| Reply { code, stdout: String::new(), stderr, elapsed_s: 0.0, kept: 0 };
+    let reply = |code, stderr: String| Reply::of(code, String::new(), stderr);
     eprintln!("curator-host serve: {}", r.argv.join(" "));
     let cli = match Cli::try_parse_from(std::iter::once("curator-host".to_string()).chain(r.argv.iter().cloned())) {
         Ok(c) => c,
@@ -153,8 +158,6 @@ fn answer(r: &Request, warm: &Warm) -> (Reply, bool) {
         let _ = std::env::set_current_dir(here);
     }
     let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-    match result {
-        Ok(code) => (Reply { code, stdout: text(stdout), stderr: text(stderr), elapsed_s: 0.0, kept: 0 }, false),
-        Err(_) => (Reply { code: EXIT_PANIC, stdout: text(stdout), stderr: text(stderr), elapsed_s: 0.0, kept: 0 }, true),
-    }
+    let panicked = result.is_err();
+    (Reply::of(result.unwrap_or(EXIT_PANIC), text(stdout), text(stderr)), panicked)
 }

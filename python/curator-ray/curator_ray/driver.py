@@ -251,9 +251,6 @@ def run(
                 finished(i, r, submitted)
             if group is not None:
                 remove_placement_group(group)
-        for p in pools.values():
-            p.kill()
-        pools.clear()
         output = report["output"]
         merged = subprocess.run([curator, "merge", output], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if merged.returncode != 0:

@@ -202,9 +202,7 @@ class Pool:
                     ray.kill(actor, no_restart=True)
                     start_failures += 1
                     if start_failures > max_retries + self.size() and queue:
-                        for other, *_ in inflight.values():
-                            ray.kill(other, no_restart=True)
-                        raise Lost(queue[0][0], getattr(e, "cause", None) or e) from None
+                        self._give_up(inflight, queue[0][0], getattr(e, "cause", None) or e)
                     self._add()
                 continue
             actor, i, attempt, submitted = inflight.pop(ref)
@@ -218,13 +216,20 @@ class Pool:
                     ray.kill(actor, no_restart=True)
                     self._add()
                 if isinstance(cause, driver.ShardInvalid) or attempt >= max_retries:
-                    for other, *_ in inflight.values():
-                        ray.kill(other, no_restart=True)
-                    raise Lost(i, cause) from None
+                    self._give_up(inflight, i, cause)
                 queue.append((i, attempt + 1))
                 continue
             self.idle.append(actor)
             done(i, r, submitted)
+
+    @staticmethod
+    def _give_up(inflight, i, cause):
+        """Stop the actors still running tasks, and report task `i` lost with `cause`."""
+        import ray
+
+        for other, *_ in inflight.values():
+            ray.kill(other, no_restart=True)
+        raise Lost(i, cause)
 
     def kill(self):
         import ray
