@@ -1,22 +1,210 @@
-//! A page parsed into a tree: html5ever (the WHATWG parser) into `scraper`'s tree, read as the
-//! Python tools' parser (libxml2) reads it where the two differ in ways that change the text:
-//! `<noscript>` content is markup (a parser without scripting), and `<tag/>` closes the
-//! element ([`crate::self_closing`]).
+//! A page's tree, as an arena: nodes in document order (an element's descendants are the ids
+//! right after it, up to its `end`), their strings in one buffer. Built by
+//! [`crate::tree_builder`] the way libxml2 builds it; read by the extractors.
 
-use html5ever::tendril::TendrilSink;
-use scraper::{Html, HtmlTreeSink};
+use std::ops::Range;
 
-/// A node of the tree.
-pub type NodeRef<'a> = ego_tree::NodeRef<'a, scraper::Node>;
+/// A node's place in its [`Dom`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub(crate) usize);
 
-/// The page's tree.
-pub fn parse(html: &str) -> Html {
-    let opts = html5ever::ParseOpts {
-        tree_builder: html5ever::tree_builder::TreeBuilderOpts { scripting_enabled: false, ..Default::default() },
-        ..Default::default()
-    };
-    let html = crate::self_closing::close_self_closing(html);
-    html5ever::parse_document(HtmlTreeSink::new(Html::new_document()), opts).one(&*html)
+impl NodeId {
+    /// The node's index: ids run from 0 (the document) in document order.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+const NONE: usize = usize::MAX;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Kind {
+    Document,
+    /// Name, and the element's range in [`Dom::attrs`].
+    Element {
+        name: (usize, usize),
+        attrs: (usize, usize),
+    },
+    Text((usize, usize)),
+    Comment,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub(crate) kind: Kind,
+    pub(crate) parent: usize,
+    pub(crate) first_child: usize,
+    pub(crate) last_child: usize,
+    pub(crate) next_sibling: usize,
+    /// One past the node's last descendant.
+    pub(crate) end: usize,
+}
+
+/// A parsed page.
+#[derive(Debug, Clone, Default)]
+pub struct Dom {
+    pub(crate) nodes: Vec<Node>,
+    /// Names, attribute names and values, and text, one after another.
+    pub(crate) strings: String,
+    /// (name, value) spans in `strings`.
+    pub(crate) attrs: Vec<((usize, usize), (usize, usize))>,
+}
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeValue<'a> {
+    Document,
+    /// An element, by its lower-cased name.
+    Element(&'a str),
+    Text(&'a str),
+    Comment,
+}
+
+impl Dom {
+    /// `html` parsed as libxml2 parses it.
+    pub fn parse(html: &str) -> Dom {
+        crate::tree_builder::build(html)
+    }
+
+    pub(crate) fn empty() -> Dom {
+        let root = Node { kind: Kind::Document, parent: NONE, first_child: NONE, last_child: NONE, next_sibling: NONE, end: 1 };
+        Dom { nodes: vec![root], strings: String::new(), attrs: Vec::new() }
+    }
+
+    /// The document node.
+    pub fn root(&self) -> NodeRef<'_> {
+        NodeRef { dom: self, id: NodeId(0) }
+    }
+
+    pub fn get(&self, id: NodeId) -> NodeRef<'_> {
+        NodeRef { dom: self, id }
+    }
+
+    /// How many nodes: every [`NodeId::index`] is below it.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the page holds no node but the document.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() <= 1
+    }
+
+    fn str(&self, (start, end): (usize, usize)) -> &str {
+        &self.strings[start..end]
+    }
+
+    pub(crate) fn push_str(&mut self, s: &str) -> (usize, usize) {
+        let start = self.strings.len();
+        self.strings.push_str(s);
+        (start, self.strings.len())
+    }
+
+    /// Add `kind` as `parent`'s last child.
+    pub(crate) fn append(&mut self, parent: usize, kind: Kind) -> usize {
+        let id = self.nodes.len();
+        self.nodes.push(Node { kind, parent, first_child: NONE, last_child: NONE, next_sibling: NONE, end: id + 1 });
+        let p = &mut self.nodes[parent];
+        let last = std::mem::replace(&mut p.last_child, id);
+        if last == NONE {
+            p.first_child = id;
+        } else {
+            self.nodes[last].next_sibling = id;
+        }
+        id
+    }
+
+    /// Text added to `parent`: joined to its last child when that is text (as libxml2 joins
+    /// adjacent character data), else a new node.
+    pub(crate) fn append_text(&mut self, parent: usize, text: &str) {
+        let last = self.nodes[parent].last_child;
+        if let Some(Node { kind: Kind::Text((start, end)), .. }) = self.nodes.get(last)
+            && *end == self.strings.len()
+        {
+            let start = *start;
+            self.strings.push_str(text);
+            self.nodes[last].kind = Kind::Text((start, self.strings.len()));
+            return;
+        }
+        let span = self.push_str(text);
+        self.append(parent, Kind::Text(span));
+    }
+}
+
+/// A node, to read.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRef<'a> {
+    dom: &'a Dom,
+    id: NodeId,
+}
+
+impl<'a> NodeRef<'a> {
+    pub fn id(self) -> NodeId {
+        self.id
+    }
+
+    pub fn value(self) -> NodeValue<'a> {
+        match self.dom.nodes[self.id.0].kind {
+            Kind::Document => NodeValue::Document,
+            Kind::Element { name, .. } => NodeValue::Element(self.dom.str(name)),
+            Kind::Text(span) => NodeValue::Text(self.dom.str(span)),
+            Kind::Comment => NodeValue::Comment,
+        }
+    }
+
+    /// The element's name; `None` for other nodes.
+    pub fn name(self) -> Option<&'a str> {
+        match self.value() {
+            NodeValue::Element(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The value of the element's attribute `name` (lower-case), its first when repeated.
+    pub fn attr(self, name: &str) -> Option<&'a str> {
+        let Kind::Element { attrs: (start, end), .. } = self.dom.nodes[self.id.0].kind else { return None };
+        self.dom.attrs[start..end].iter().find(|(n, _)| self.dom.str(*n) == name).map(|(_, v)| self.dom.str(*v))
+    }
+
+    pub fn parent(self) -> Option<NodeRef<'a>> {
+        let p = self.dom.nodes[self.id.0].parent;
+        (p != NONE).then(|| self.dom.get(NodeId(p)))
+    }
+
+    /// The children, in order.
+    pub fn children(self) -> Children<'a> {
+        Children { dom: self.dom, next: self.dom.nodes[self.id.0].first_child }
+    }
+
+    /// The ids of the node's descendants, in document order.
+    pub fn descendant_ids(self) -> Range<usize> {
+        self.id.0 + 1..self.dom.nodes[self.id.0].end
+    }
+
+    /// The node and its descendants, in document order.
+    pub fn subtree(self) -> impl Iterator<Item = NodeRef<'a>> + 'a {
+        let dom = self.dom;
+        (self.id.0..dom.nodes[self.id.0].end).map(move |i| dom.get(NodeId(i)))
+    }
+}
+
+/// A node's children.
+pub struct Children<'a> {
+    dom: &'a Dom,
+    next: usize,
+}
+
+impl<'a> Iterator for Children<'a> {
+    type Item = NodeRef<'a>;
+
+    fn next(&mut self) -> Option<NodeRef<'a>> {
+        if self.next == NONE {
+            return None;
+        }
+        let id = self.next;
+        self.next = self.dom.nodes[id].next_sibling;
+        Some(self.dom.get(NodeId(id)))
+    }
 }
 
 /// Push `node`'s children onto a depth-first stack (wrapped by `wrap`) so that they pop in

@@ -8,22 +8,29 @@
 //! - [`stoplists`]: jusText's stop-word lists for 100 languages; [`language`]: which one a
 //!   page needs when nobody said (`language: auto`).
 //!
-//! The HTML is parsed by html5ever (through `scraper`'s tree), the WHATWG parser of Servo.
+//! The HTML is tokenized by html5gum (a WHATWG tokenizer) and built into a tree by libxml2's
+//! rules ([`tree_builder`], [`tree_rules`]): the parser the Python tools run, through lxml.
 
 pub mod classify;
 pub mod dom;
 pub mod language;
 pub mod main_text;
 pub mod paragraphs;
-pub mod self_closing;
 pub mod stoplists;
+pub mod tree_builder;
+pub mod tree_rules;
 
 pub use classify::{Class, Params};
 pub use paragraphs::Paragraph;
 
 /// The page's paragraphs, classified: keep those whose class is [`Class::Good`].
 pub fn justext(html: &str, stoplist: &stoplists::Stoplist, params: &Params) -> Vec<Paragraph> {
-    let mut paragraphs = paragraphs::paragraphs(html);
+    justext_of(&dom::Dom::parse(html), stoplist, params)
+}
+
+/// [`justext`] of a parsed page.
+pub fn justext_of(dom: &dom::Dom, stoplist: &stoplists::Stoplist, params: &Params) -> Vec<Paragraph> {
+    let mut paragraphs = paragraphs::paragraphs_of(dom);
     classify::classify(&mut paragraphs, stoplist, params);
     paragraphs
 }

@@ -20,12 +20,9 @@
 //! Blocks are joined by a newline. Compared with trafilatura (datatrove's settings) by word
 //! overlap in `scripts/parity/compare_main_text.py`.
 
-use std::collections::HashMap;
-
 use curator_sdk::text::is_py_space;
-use scraper::Node;
 
-use crate::dom::NodeRef;
+use crate::dom::{Dom, NodeRef, NodeValue};
 use crate::stoplists::Stoplist;
 
 /// The extractor's parameters.
@@ -133,15 +130,15 @@ const BLOCK_TAGS: &[&str] = &[
 
 /// The main text of `html` (empty when there is none).
 pub fn main_text(html: &str, stoplist: &Stoplist, params: &MainTextParams) -> String {
-    let doc = crate::dom::parse(html);
-    let Some(body) = doc.tree.root().descendants().find(|n| element_name(*n) == Some("body")) else {
+    let dom = Dom::parse(html);
+    let Some(body) = dom.root().subtree().find(|n| n.name() == Some("body")) else {
         return String::new();
     };
-    let sizes = text_sizes(body);
-    let page_text = sizes.get(&body.id()).map_or(0, |s| s.0 - s.1);
+    let sizes = text_sizes(&dom, body);
+    let page_text = sizes[body.id().index()].map_or(0, |s| s.0 - s.1);
     let root = content_root(body, &sizes, page_text);
     let mut blocks = Blocks::default();
-    let page_all = sizes.get(&body.id()).map_or(0, |s| s.0);
+    let page_all = sizes[body.id().index()].map_or(0, |s| s.0);
     walk(root, &sizes, page_all, &mut blocks);
     blocks.cut();
     let kept: Vec<&Block> =
@@ -157,19 +154,12 @@ pub fn main_text(html: &str, stoplist: &Stoplist, params: &MainTextParams) -> St
     if text.chars().count() >= params.min_chars {
         return text;
     }
-    let fallback = crate::justext_text(html, stoplist, &crate::Params::default(), false);
+    let fallback = crate::kept_text(&crate::justext_of(&dom, stoplist, &crate::Params::default()), false);
     if fallback.chars().count() > text.chars().count() { fallback } else { text }
 }
 
-fn element_name<'a>(n: NodeRef<'a>) -> Option<&'a str> {
-    match n.value() {
-        Node::Element(e) => Some(e.name()),
-        _ => None,
-    }
-}
-
 /// The lower-cased words of an element's class and id.
-fn class_id_words(e: &scraper::node::Element) -> Vec<String> {
+fn class_id_words(e: NodeRef<'_>) -> Vec<String> {
     let mut s = String::new();
     for attr in ["class", "id"] {
         if let Some(v) = e.attr(attr) {
@@ -185,8 +175,7 @@ fn class_id_words(e: &scraper::node::Element) -> Vec<String> {
 }
 
 /// Whether an element is boilerplate by its tag, class, id or role.
-fn is_boilerplate(e: &scraper::node::Element, in_article: bool) -> bool {
-    let name = e.name();
+fn is_boilerplate(e: NodeRef<'_>, name: &str, in_article: bool) -> bool {
     if DROP_TAGS.contains(&name) || (name == "header" && !in_article) {
         return true;
     }
@@ -204,50 +193,52 @@ fn is_boilerplate(e: &scraper::node::Element, in_article: bool) -> bool {
     !content && words.iter().any(|w| BOILER_EXACT.contains(&w.as_str()) || BOILER_WORDS.iter().any(|b| w.starts_with(b)))
 }
 
-/// Per element: (text bytes, text bytes inside links), counting only text outside
-/// never-content tags.
-fn text_sizes(body: NodeRef<'_>) -> HashMap<ego_tree::NodeId, (usize, usize)> {
-    let mut sizes: HashMap<ego_tree::NodeId, (usize, usize)> = HashMap::new();
-    // One pass: links open around a text node are counted on the way in.
-    let mut links = 0usize;
-    for edge in body.traverse() {
-        match edge {
-            ego_tree::iter::Edge::Open(n) => match n.value() {
-                Node::Element(e) if e.name() == "a" => links += 1,
-                Node::Text(t) => {
-                    let len = t.text.trim().len();
-                    sizes.insert(n.id(), (len, if links > 0 { len } else { 0 }));
-                }
-                _ => {}
-            },
-            ego_tree::iter::Edge::Close(n) => {
-                let Node::Element(e) = n.value() else { continue };
-                if e.name() == "a" {
-                    links -= 1;
-                }
-                if DROP_TAGS.contains(&e.name()) {
-                    continue;
-                }
-                let own = n.children().filter_map(|c| sizes.get(&c.id())).fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1));
-                sizes.insert(n.id(), own);
-            }
+/// Per node (by index): (text bytes, text bytes inside links), counting only text outside
+/// never-content tags; `None` for nodes outside `body`, never-content elements and comments.
+type Sizes = Vec<Option<(usize, usize)>>;
+
+fn text_sizes(dom: &Dom, body: NodeRef<'_>) -> Sizes {
+    let mut sizes: Sizes = vec![None; dom.len()];
+    // Text first, in document order: the ends of the links open around it are kept on a stack.
+    let mut links: Vec<usize> = Vec::new();
+    for n in body.subtree() {
+        let i = n.id().index();
+        while links.last().is_some_and(|&end| end <= i) {
+            links.pop();
         }
+        match n.value() {
+            NodeValue::Element("a") => links.push(n.descendant_ids().end),
+            NodeValue::Text(t) => {
+                let len = t.trim().len();
+                sizes[i] = Some((len, if links.is_empty() { 0 } else { len }));
+            }
+            _ => {}
+        }
+    }
+    // Then elements, children before parents (a child's id is above its parent's).
+    for i in body.descendant_ids().rev().chain([body.id().index()]) {
+        let n = dom.get(crate::dom::NodeId(i));
+        let Some(name) = n.name() else { continue };
+        if DROP_TAGS.contains(&name) {
+            continue;
+        }
+        sizes[i] = Some(n.children().filter_map(|c| sizes[c.id().index()]).fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1)));
     }
     sizes
 }
 
 /// The element holding the article, or `body`.
-fn content_root<'a>(body: NodeRef<'a>, sizes: &HashMap<ego_tree::NodeId, (usize, usize)>, page_text: usize) -> NodeRef<'a> {
-    let prose = |n: NodeRef<'_>| sizes.get(&n.id()).map_or(0, |s| s.0 - s.1);
-    body.descendants()
-        .filter(|n| match n.value() {
-            Node::Element(e) => {
-                matches!(e.name(), "article" | "main")
-                    || e.attr("role") == Some("main")
-                    || e.attr("itemprop") == Some("articleBody")
-                    || (matches!(e.name(), "div" | "section") && class_id_words(e).iter().any(|w| CONTENT_WORDS.contains(&w.as_str())))
+fn content_root<'a>(body: NodeRef<'a>, sizes: &Sizes, page_text: usize) -> NodeRef<'a> {
+    let prose = |n: NodeRef<'_>| sizes[n.id().index()].map_or(0, |s| s.0 - s.1);
+    body.subtree()
+        .filter(|n| match n.name() {
+            Some(name) => {
+                matches!(name, "article" | "main")
+                    || n.attr("role") == Some("main")
+                    || n.attr("itemprop") == Some("articleBody")
+                    || (matches!(name, "div" | "section") && class_id_words(*n).iter().any(|w| CONTENT_WORDS.contains(&w.as_str())))
             }
-            _ => false,
+            None => false,
         })
         .max_by_key(|n| prose(*n))
         .filter(|n| prose(*n) * 2 >= page_text && page_text > 0)
@@ -306,7 +297,7 @@ impl Blocks {
 
 /// `page_all`: the page's text, links included (an element holding over half of it is a
 /// wrapper of the page, kept whatever its class says).
-fn walk(root: NodeRef<'_>, sizes: &HashMap<ego_tree::NodeId, (usize, usize)>, page_all: usize, out: &mut Blocks) {
+fn walk(root: NodeRef<'_>, sizes: &Sizes, page_all: usize, out: &mut Blocks) {
     enum Step<'a> {
         Enter(NodeRef<'a>),
         Leave { block: bool, link: bool, pre: bool, article: bool },
@@ -327,14 +318,13 @@ fn walk(root: NodeRef<'_>, sizes: &HashMap<ego_tree::NodeId, (usize, usize)>, pa
             Step::Enter(n) => n,
         };
         match node.value() {
-            Node::Text(t) => out.push_text(&t.text, links > 0, pres > 0),
-            Node::Element(e) => {
-                let name = e.name();
+            NodeValue::Text(t) => out.push_text(t, links > 0, pres > 0),
+            NodeValue::Element(name) => {
                 // A wrapper: over half of the page's text, in two or more blocks.
-                let holds_page = sizes.get(&node.id()).is_some_and(|s| s.0 * 2 > page_all)
-                    && node.children().filter(|c| element_name(*c).is_some_and(|n| BLOCK_TAGS.contains(&n))).nth(1).is_some();
+                let holds_page = sizes[node.id().index()].is_some_and(|s| s.0 * 2 > page_all)
+                    && node.children().filter(|c| c.name().is_some_and(|n| BLOCK_TAGS.contains(&n))).nth(1).is_some();
                 // An element that holds most of the page is kept whatever its class says.
-                if (!holds_page || DROP_TAGS.contains(&name)) && is_boilerplate(e, articles > 0) {
+                if (!holds_page || DROP_TAGS.contains(&name)) && is_boilerplate(node, name, articles > 0) {
                     continue;
                 }
                 if name == "br" {

@@ -1,7 +1,7 @@
 //! A page cut into paragraphs the way jusText cuts it: the page parsed, cleaned as jusText's
 //! preprocessor cleans it (lxml's `Cleaner` with jusText's options), then walked in document
-//! order, a paragraph ending at every block-level tag and at `<br><br>`. Self-closing tags
-//! are read as libxml2 reads them ([`crate::self_closing`]).
+//! order, a paragraph ending at every block-level tag and at `<br><br>`. The tree is libxml2's
+//! ([`crate::tree_builder`]), as lxml gives it to jusText.
 //!
 //! What the cleaner does, and how the walk mirrors it without copying the tree:
 //! - elements *killed* with their content (`head`, `script`, `style`, `base`, `applet`, form
@@ -13,9 +13,8 @@
 //!   cleaning (a blank piece is ignored, so where pieces are cut matters).
 
 use curator_sdk::text::is_py_space;
-use scraper::Node;
 
-use crate::dom::{NodeRef, push_children};
+use crate::dom::{Dom, NodeRef, NodeValue, push_children};
 
 /// Tags that end a paragraph and start the next (jusText's `PARAGRAPH_TAGS`).
 const PARAGRAPH_TAGS: &[&str] = &[
@@ -81,9 +80,13 @@ pub struct Paragraph {
 
 /// The paragraphs of `html`.
 pub fn paragraphs(html: &str) -> Vec<Paragraph> {
-    let doc = crate::dom::parse(html);
+    paragraphs_of(&Dom::parse(html))
+}
+
+/// The paragraphs of a parsed page.
+pub fn paragraphs_of(dom: &Dom) -> Vec<Paragraph> {
     let mut maker = Maker::default();
-    walk(doc.tree.root(), &mut maker);
+    walk(dom.root(), &mut maker);
     maker.flush();
     maker.new_paragraph();
     maker.done
@@ -106,10 +109,9 @@ fn walk(node: NodeRef<'_>, maker: &mut Maker) {
             Step::Enter(n) => n,
         };
         match node.value() {
-            Node::Text(t) => maker.pending.push_str(&t.text),
-            Node::Element(e) => {
-                let name = e.name();
-                if KILLED.contains(&name) || (name == "link" && e.attr("rel").is_some_and(|r| r.to_lowercase().contains("stylesheet"))) {
+            NodeValue::Text(t) => maker.pending.push_str(t),
+            NodeValue::Element(name) => {
+                if KILLED.contains(&name) || (name == "link" && node.attr("rel").is_some_and(|r| r.to_lowercase().contains("stylesheet"))) {
                     continue;
                 }
                 if !UNWRAPPED.contains(&name) {
@@ -119,9 +121,9 @@ fn walk(node: NodeRef<'_>, maker: &mut Maker) {
                 }
                 push_children(&mut stack, node, Step::Enter);
             }
-            Node::Document | Node::Fragment => push_children(&mut stack, node, Step::Enter),
-            // Comments are killed; doctypes and processing instructions hold no text.
-            _ => {}
+            NodeValue::Document => push_children(&mut stack, node, Step::Enter),
+            // Comments are killed.
+            NodeValue::Comment => {}
         }
     }
 }
@@ -223,23 +225,25 @@ impl Maker {
 }
 
 /// Python's `re.sub(r"\s+", …)` of jusText: a run of whitespace becomes "\n" when it holds
-/// "\n" or "\r", else " ".
+/// "\n" or "\r", else " ". (Text between runs is copied a slice at a time.)
 pub fn normalize_whitespace(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut run: Option<bool> = None; // Some(has line break) while in a run
-    for c in text.chars() {
+    let mut start = 0; // where the text since the last run starts
+    for (i, c) in text.char_indices() {
         if is_py_space(c) {
-            let br = c == '\n' || c == '\r';
-            run = Some(run.unwrap_or(false) || br);
-        } else {
-            if let Some(br) = run.take() {
-                out.push(if br { '\n' } else { ' ' });
+            if run.is_none() {
+                out.push_str(&text[start..i]);
             }
-            out.push(c);
+            run = Some(run.unwrap_or(false) || c == '\n' || c == '\r');
+        } else if let Some(br) = run.take() {
+            out.push(if br { '\n' } else { ' ' });
+            start = i;
         }
     }
-    if let Some(br) = run {
-        out.push(if br { '\n' } else { ' ' });
+    match run {
+        Some(br) => out.push(if br { '\n' } else { ' ' }),
+        None => out.push_str(&text[start..]),
     }
     out
 }
@@ -295,6 +299,14 @@ mod tests {
         assert_eq!(ps[0].chars_in_links, 4);
         assert_eq!(ps[1].text, "a\nb c link text");
         assert_eq!(ps[1].chars_in_links, "link text".len());
+    }
+
+    #[test]
+    fn whitespace_runs_become_one_space_or_one_newline() {
+        assert_eq!(normalize_whitespace("a  b\t\n c\u{a0}\u{2003}d "), "a b\nc d ");
+        assert_eq!(normalize_whitespace("\r\nx\u{1c}y"), "\nx y");
+        assert_eq!(normalize_whitespace(""), "");
+        assert_eq!(normalize_whitespace("é—ü"), "é—ü");
     }
 
     #[test]

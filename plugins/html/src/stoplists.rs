@@ -3,6 +3,9 @@
 //! looks words up in.
 
 use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+
+use rustc_hash::FxHasher;
 
 /// (language, words one per line), sorted by language.
 static STOPLISTS: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/stoplists.rs"));
@@ -15,7 +18,8 @@ pub fn languages() -> impl Iterator<Item = &'static str> {
 /// A set of lower-cased stop words.
 #[derive(Debug, Clone, Default)]
 pub struct Stoplist {
-    words: HashSet<String>,
+    /// Fx: the set is fixed, so lookups of hostile words cannot grow its collisions.
+    words: HashSet<String, BuildHasherDefault<FxHasher>>,
 }
 
 impl Stoplist {
@@ -35,7 +39,7 @@ impl Stoplist {
         if word.bytes().all(|b| !b.is_ascii_uppercase()) && word.is_ascii() {
             self.words.contains(word)
         } else {
-            self.words.contains(&word.to_lowercase())
+            self.words.contains(word.to_lowercase().as_str())
         }
     }
 

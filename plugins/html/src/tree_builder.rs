@@ -1,0 +1,355 @@
+//! Tokens to a tree: html5gum (a WHATWG tokenizer) reads the page; the tree is built the way
+//! libxml2's HTML parser builds it, by the rules of [`crate::tree_rules`]:
+//!
+//! - a start tag first closes the current element while the rules say it does, then implies
+//!   `html`, and `head` or `body`, when they are missing;
+//! - a second `html`, a `head` anywhere but right under `html`, and a `body` inside a `body`
+//!   are dropped, and so is the end tag that matches one of them;
+//! - `<tag/>` closes any element at once, and empty elements (`br`, `img`, …) never open;
+//! - an end tag closes the nearest open element of its name and those above it, unless one
+//!   of those ranks higher ([`crate::tree_rules::end_priority`]); one with no open element is
+//!   ignored;
+//! - text that is not whitespace, where only `html` or `head` is open, implies a `body`;
+//! - the content of raw-text elements (`script`, `style`, `title`, …) is text.
+
+use std::convert::Infallible;
+
+use html5gum::emitters::callback::{Callback, CallbackEmitter, CallbackEvent};
+use html5gum::{Emitter, ForwardingEmitter, Span, State, Tokenizer};
+
+use crate::dom::{Dom, Kind};
+use crate::tree_rules::{Raw, end_priority, implies_head, is_empty, raw, start_closes};
+
+/// The tree of `html`.
+pub fn build(html: &str) -> Dom {
+    let mut builder = Builder { dom: Dom::empty(), ..Builder::default() };
+    let mut inner = CallbackEmitter::new(Events(&mut builder));
+    inner.naively_switch_states(false);
+    // The callback answers nothing, so one call drives the tokenizer to the end of the page.
+    if let Some(Ok(never)) = Tokenizer::new_with_emitter(html, TreeEmitter { inner }).next() {
+        match never {}
+    }
+    builder.finish();
+    builder.dom
+}
+
+/// The tokenizer's emitter: html5gum's callback emitter, telling the tokenizer which state an
+/// element's content is read in (the tree builder's call, as in a browser).
+struct TreeEmitter<'a> {
+    inner: CallbackEmitter<Events<'a>>,
+}
+
+impl ForwardingEmitter for TreeEmitter<'_> {
+    type Token = Infallible;
+
+    fn inner(&mut self) -> &mut impl Emitter<Token = Infallible> {
+        &mut self.inner
+    }
+
+    /// Parse errors change nothing in the tree: the tokenizer need not look for them (its
+    /// per-character checks are a tenth of the parse).
+    fn should_emit_errors(&mut self) -> bool {
+        false
+    }
+
+    fn emit_current_tag(&mut self) -> Option<State> {
+        let _naive = self.inner.emit_current_tag();
+        self.inner.callback_mut().0.next_state.take()
+    }
+}
+
+/// The tokenizer's events, handed to the builder.
+struct Events<'a>(&'a mut Builder);
+
+#[derive(Default)]
+struct Builder {
+    dom: Dom,
+    /// The open elements, outermost first.
+    open: Vec<usize>,
+    /// Whether a `head` / `body` was opened (implied or not): libxml2 implies each once.
+    seen_head: bool,
+    seen_body: bool,
+    /// Start tags of `html`, `head`, `body` dropped as misplaced: as many of their end tags
+    /// are dropped too.
+    dropped: usize,
+    /// The start tag being read: its name, and where its attributes start in `dom.attrs`.
+    tag: String,
+    in_start_tag: bool,
+    attrs_from: usize,
+    /// The attribute being read repeats an earlier one (the first wins).
+    repeated: bool,
+    next_state: Option<State>,
+}
+
+/// The tokenizer's bytes as text (they come from a `&str`, so the check passes).
+fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+impl Callback<Infallible, ()> for Events<'_> {
+    fn handle_event(&mut self, event: CallbackEvent<'_>, _span: Span<()>) -> Option<Infallible> {
+        self.0.event(event);
+        None
+    }
+}
+
+impl Builder {
+    fn event(&mut self, event: CallbackEvent<'_>) {
+        match event {
+            CallbackEvent::OpenStartTag { name } => {
+                self.tag.clear();
+                self.tag.push_str(&text_of(name));
+                self.in_start_tag = true;
+                self.attrs_from = self.dom.attrs.len();
+            }
+            CallbackEvent::AttributeName { name } if self.in_start_tag => {
+                let name = text_of(name);
+                self.repeated = self.dom.attrs[self.attrs_from..].iter().any(|(n, _)| self.dom.strings[n.0..n.1] == *name);
+                if !self.repeated {
+                    let span = self.dom.push_str(&name);
+                    self.dom.attrs.push((span, (span.1, span.1)));
+                }
+            }
+            CallbackEvent::AttributeValue { value } if self.in_start_tag && !self.repeated => {
+                let span = self.dom.push_str(&text_of(value));
+                if let Some(last) = self.dom.attrs[self.attrs_from..].last_mut() {
+                    last.1 = span;
+                }
+            }
+            CallbackEvent::CloseStartTag { self_closing } => {
+                self.in_start_tag = false;
+                let name = std::mem::take(&mut self.tag);
+                self.start_tag(&name, self_closing);
+                self.tag = name;
+            }
+            CallbackEvent::EndTag { name } => {
+                self.in_start_tag = false;
+                self.end_tag(&text_of(name));
+            }
+            CallbackEvent::String { value } => self.text(&text_of(value)),
+            CallbackEvent::Comment { .. } => {
+                let parent = self.current().unwrap_or(0);
+                self.dom.append(parent, Kind::Comment);
+            }
+            // Attributes of end tags, doctypes and parse errors change nothing.
+            _ => {}
+        }
+    }
+}
+
+/// HTML's whitespace, as libxml2 counts it.
+fn is_html_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0c')
+}
+
+impl Builder {
+    fn current(&self) -> Option<usize> {
+        self.open.last().copied()
+    }
+
+    fn name_of(&self, id: usize) -> &str {
+        match self.dom.nodes[id].kind {
+            Kind::Element { name, .. } => &self.dom.strings[name.0..name.1],
+            _ => "",
+        }
+    }
+
+    fn current_name(&self) -> Option<&str> {
+        self.current().map(|id| self.name_of(id))
+    }
+
+    /// Open an element under the current one (the document when none is open).
+    fn open_element(&mut self, name: &str, attrs: (usize, usize)) {
+        self.seen_head |= name == "head";
+        self.seen_body |= name == "body";
+        let span = self.dom.push_str(name);
+        let parent = self.current().unwrap_or(0);
+        let id = self.dom.append(parent, Kind::Element { name: span, attrs });
+        self.open.push(id);
+    }
+
+    fn pop(&mut self) {
+        if let Some(id) = self.open.pop() {
+            self.dom.nodes[id].end = self.dom.nodes.len();
+        }
+    }
+
+    fn no_attrs(&self) -> (usize, usize) {
+        (self.dom.attrs.len(), self.dom.attrs.len())
+    }
+
+    /// Close the current element while `new` closes it.
+    fn auto_close(&mut self, new: &str) {
+        while self.current_name().is_some_and(|open| start_closes(open, new)) {
+            self.pop();
+        }
+    }
+
+    /// Open the `html`, `head` or `body` that `new` needs and the page left out.
+    fn imply(&mut self, new: &str) {
+        if new == "html" {
+            return;
+        }
+        if self.open.is_empty() {
+            let none = self.no_attrs();
+            self.open_element("html", none);
+        }
+        if new == "body" || new == "head" {
+            return;
+        }
+        let none = self.no_attrs();
+        if self.open.len() <= 1 && implies_head(new) {
+            if !self.seen_head {
+                self.open_element("head", none);
+            }
+        } else if !matches!(new, "noframes" | "frame" | "frameset")
+            && !self.seen_body
+            && !self.open.iter().any(|&id| matches!(self.name_of(id), "body" | "head"))
+        {
+            self.open_element("body", none);
+        }
+    }
+
+    fn start_tag(&mut self, name: &str, self_closing: bool) {
+        self.auto_close(name);
+        self.imply(name);
+        let misplaced = (name == "html" && !self.open.is_empty())
+            || (name == "head" && self.open.len() != 1)
+            || (name == "body" && self.open.iter().any(|&id| self.name_of(id) == "body"));
+        if misplaced {
+            self.dropped += 1;
+            self.dom.attrs.truncate(self.attrs_from);
+            // libxml2 reads the `/>` of a dropped tag as closing the current element.
+            if self_closing {
+                self.pop();
+            }
+            return;
+        }
+        let attrs = (self.attrs_from, self.dom.attrs.len());
+        self.open_element(name, attrs);
+        if self_closing || is_empty(name) {
+            self.pop();
+            return;
+        }
+        self.next_state = raw(name).map(|r| match r {
+            Raw::RcData => State::RcData,
+            Raw::RawText => State::RawText,
+            Raw::Script => State::ScriptData,
+            Raw::PlainText => State::PlainText,
+        });
+    }
+
+    fn end_tag(&mut self, name: &str) {
+        if self.dropped > 0 && matches!(name, "html" | "body" | "head") {
+            self.dropped -= 1;
+            return;
+        }
+        let Some(at) = self.open.iter().rposition(|&id| self.name_of(id) == name) else { return };
+        let priority = end_priority(name);
+        if self.open[at + 1..].iter().any(|&id| end_priority(self.name_of(id)) > priority) {
+            return;
+        }
+        while self.open.len() > at {
+            self.pop();
+        }
+    }
+
+    fn text(&mut self, mut text: &str) {
+        if self.current_name().is_none_or(|n| n == "html" || n == "head") {
+            // Whitespace stays where it is (dropped outside any element); text implies a body.
+            let ws = text.len() - text.trim_start_matches(is_html_space).len();
+            if ws > 0
+                && let Some(current) = self.current()
+            {
+                self.dom.append_text(current, &text[..ws]);
+            }
+            text = &text[ws..];
+            if text.is_empty() {
+                return;
+            }
+            if self.current_name() == Some("head") {
+                self.auto_close("p");
+            }
+            self.imply("p");
+        }
+        if let Some(current) = self.current() {
+            self.dom.append_text(current, text);
+        }
+    }
+
+    fn finish(&mut self) {
+        while !self.open.is_empty() {
+            self.pop();
+        }
+        self.dom.nodes[0].end = self.dom.nodes.len();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dom::{Dom, NodeRef, NodeValue};
+
+    /// The tree as `name(children…)`, text quoted, comments `#c`.
+    fn shape(html: &str) -> String {
+        fn go(n: NodeRef<'_>, out: &mut String) {
+            let name = match n.value() {
+                NodeValue::Text(t) => return out.push_str(&format!("{t:?}")),
+                NodeValue::Comment => return out.push_str("#c"),
+                NodeValue::Element(name) => name,
+                NodeValue::Document => "doc",
+            };
+            out.push_str(name);
+            for (i, k) in n.children().enumerate() {
+                out.push(if i == 0 { '(' } else { ' ' });
+                go(k, out);
+            }
+            if n.children().next().is_some() {
+                out.push(')');
+            }
+        }
+        let mut out = String::new();
+        go(Dom::parse(html).root(), &mut out);
+        out
+    }
+
+    #[test]
+    fn missing_html_head_and_body_are_implied() {
+        assert_eq!(shape("<title>T</title><p>x"), r#"doc(html(head(title("T")) body(p("x"))))"#);
+        assert_eq!(shape("hello"), r#"doc(html(body("hello")))"#);
+        assert_eq!(shape("  <!-- c -->"), "doc(#c)");
+        // A head left open is closed by body content in HTML 4's list, not by HTML5's elements.
+        assert_eq!(shape("<head><title>T</title><div>x</div>"), r#"doc(html(head(title("T")) body(div("x"))))"#);
+        assert_eq!(shape("<head><title>T</title><section>x</section>"), r#"doc(html(head(title("T") section("x"))))"#);
+    }
+
+    #[test]
+    fn start_tags_close_the_current_element_by_libxml2s_table() {
+        assert_eq!(shape("<body><p>a<div>b</div>"), r#"doc(html(body(p("a") div("b"))))"#);
+        assert_eq!(shape("<body><ul><li>a<li>b</ul>"), r#"doc(html(body(ul(li("a") li("b")))))"#);
+        assert_eq!(shape("<body><h2>T<p>x</p></h2>"), r#"doc(html(body(h2("T") p("x"))))"#);
+        // Only the current node is checked: a <span> inside the <p> stops the closing.
+        assert_eq!(shape("<body><p><span>a<div>b"), r#"doc(html(body(p(span("a" div("b"))))))"#);
+    }
+
+    #[test]
+    fn end_tags_close_up_to_their_element_unless_a_higher_one_is_between() {
+        assert_eq!(shape("<body><div><b>x</div>y"), r#"doc(html(body(div(b("x")) "y")))"#);
+        // A stray </div> in a cell does not close the table.
+        assert_eq!(shape("<body><div><table><tr><td>a</div>b</td></tr></table>"), r#"doc(html(body(div(table(tr(td("ab")))))))"#);
+        assert_eq!(shape("<body>a</p>b</br>c"), r#"doc(html(body("abc")))"#);
+    }
+
+    #[test]
+    fn self_closing_empty_raw_and_misplaced_tags() {
+        assert_eq!(shape(r#"<body><a id="x"/>T<br>u<script src="s"/>v"#), r#"doc(html(body(a "T" br "u" script "v")))"#);
+        assert_eq!(
+            shape("<body><script>a<b>c</script><noscript><p>n</p></noscript>"),
+            r#"doc(html(body(script("a<b>c") noscript(p("n")))))"#
+        );
+        assert_eq!(shape("<html><body><body class=x><html>a</body></html>b"), r#"doc(html(body("ab")))"#);
+        assert_eq!(Dom::parse("<body><p class=a class=b id=i>x").root().subtree().find_map(|n| n.attr("class")), Some("a"));
+    }
+}
