@@ -15,6 +15,10 @@ fi
 if ! python3 -c 'import pyarrow, polars, duckdb' >/dev/null 2>&1; then
     python3 -m pip install --quiet pyarrow polars duckdb
 fi
+# lxml (libxml2 2.14.6) for the HTML tree parity test (plugins/html/tests/tree_parity.rs).
+if ! python3 -c 'import lxml.etree as e; assert e.LIBXML_VERSION == (2, 14, 6)' >/dev/null 2>&1; then
+    python3 -m pip install --quiet 'lxml==6.1.3'
+fi
 # The Ray driver (python/curator-ray, with Ray from PyPI) for the cluster tests; they run the
 # workspace's binary, so the driver's curator-host wheel (scripts/wheel-smoke.sh) is not needed.
 if ! python3 -c 'import ray, curator_ray' >/dev/null 2>&1; then

@@ -118,10 +118,17 @@ impl Dom {
     /// adjacent character data), else a new node.
     pub(crate) fn append_text(&mut self, parent: usize, text: &str) {
         let last = self.nodes[parent].last_child;
-        if let Some(Node { kind: Kind::Text((start, end)), .. }) = self.nodes.get(last)
-            && *end == self.strings.len()
-        {
-            let start = *start;
+        if let Some(Node { kind: Kind::Text((start, end)), .. }) = self.nodes.get(last) {
+            let (start, end) = (*start, *end);
+            // The text must end the buffer to grow in place; else it moves to the end (a
+            // dropped tag's attributes were written after it).
+            let start = if end == self.strings.len() {
+                start
+            } else {
+                let moved = self.strings.len();
+                self.strings.extend_from_within(start..end);
+                moved
+            };
             self.strings.push_str(text);
             self.nodes[last].kind = Kind::Text((start, self.strings.len()));
             return;

@@ -10,7 +10,10 @@
 //!   of those ranks higher ([`crate::tree_rules::end_priority`]); one with no open element is
 //!   ignored;
 //! - text that is not whitespace, where only `html` or `head` is open, implies a `body`;
-//! - the content of raw-text elements (`script`, `style`, `title`, …) is text.
+//! - the content of raw-text elements (`script`, `style`, `title`, …) is text;
+//! - an element that would open a 257th level stops the parse: the tree is what was read
+//!   before it, as lxml returns it (libxml2 halts there unless told `huge`). It also bounds
+//!   the work per end tag, whatever the page.
 
 use std::convert::Infallible;
 
@@ -19,6 +22,9 @@ use html5gum::{Emitter, ForwardingEmitter, Span, State, Tokenizer};
 
 use crate::dom::{Dom, Kind};
 use crate::tree_rules::{Raw, end_priority, implies_head, is_empty, raw, start_closes};
+
+/// How many elements may be open at once (libxml2's limit without `huge`).
+pub const MAX_DEPTH: usize = 256;
 
 /// The tree of `html`.
 pub fn build(html: &str) -> Dom {
@@ -79,6 +85,8 @@ struct Builder {
     /// The attribute being read repeats an earlier one (the first wins).
     repeated: bool,
     next_state: Option<State>,
+    /// The page nested deeper than [`MAX_DEPTH`]: nothing after that point is read.
+    halted: bool,
 }
 
 /// The tokenizer's bytes as text (they come from a `&str`, so the check passes).
@@ -98,6 +106,9 @@ impl Callback<Infallible, ()> for Events<'_> {
 
 impl Builder {
     fn event(&mut self, event: CallbackEvent<'_>) {
+        if self.halted {
+            return;
+        }
         match event {
             CallbackEvent::OpenStartTag { name } => {
                 self.tag.clear();
@@ -163,6 +174,12 @@ impl Builder {
 
     /// Open an element under the current one (the document when none is open).
     fn open_element(&mut self, name: &str, attrs: (usize, usize)) {
+        if self.open.len() >= MAX_DEPTH {
+            self.halted = true;
+        }
+        if self.halted {
+            return;
+        }
         self.seen_head |= name == "head";
         self.seen_body |= name == "body";
         let span = self.dom.push_str(name);
@@ -202,7 +219,8 @@ impl Builder {
         }
         let none = self.no_attrs();
         if self.open.len() <= 1 && implies_head(new) {
-            if !self.seen_head {
+            // libxml2 keeps one level (head, then body): after a body, no head is implied.
+            if !self.seen_head && !self.seen_body {
                 self.open_element("head", none);
             }
         } else if !matches!(new, "noframes" | "frame" | "frameset")
@@ -216,6 +234,9 @@ impl Builder {
     fn start_tag(&mut self, name: &str, self_closing: bool) {
         self.auto_close(name);
         self.imply(name);
+        if self.halted {
+            return;
+        }
         let misplaced = (name == "html" && !self.open.is_empty())
             || (name == "head" && self.open.len() != 1)
             || (name == "body" && self.open.iter().any(|&id| self.name_of(id) == "body"));
@@ -230,6 +251,9 @@ impl Builder {
         }
         let attrs = (self.attrs_from, self.dom.attrs.len());
         self.open_element(name, attrs);
+        if self.halted {
+            return;
+        }
         if self_closing || is_empty(name) {
             self.pop();
             return;
@@ -274,6 +298,9 @@ impl Builder {
                 self.auto_close("p");
             }
             self.imply("p");
+        }
+        if self.halted {
+            return;
         }
         if let Some(current) = self.current() {
             self.dom.append_text(current, text);
@@ -351,5 +378,18 @@ mod tests {
         );
         assert_eq!(shape("<html><body><body class=x><html>a</body></html>b"), r#"doc(html(body("ab")))"#);
         assert_eq!(Dom::parse("<body><p class=a class=b id=i>x").root().subtree().find_map(|n| n.attr("class")), Some("a"));
+    }
+
+    #[test]
+    fn nesting_past_the_limit_stops_the_parse_where_it_went_too_deep() {
+        // html and body are two levels: 254 spans fit, the 255th does not.
+        let page = format!("<body>{}x{}tail", "<span>".repeat(255), "</span>".repeat(255));
+        let dom = Dom::parse(&page);
+        let spans = dom.root().subtree().filter(|n| n.name() == Some("span")).count();
+        assert_eq!(spans, super::MAX_DEPTH - 2);
+        assert!(dom.root().subtree().all(|n| n.value() != NodeValue::Text("tail")));
+        // A million unclosed tags cost no more than their reading.
+        let hostile = "<div>".repeat(1_000_000) + &"</b>".repeat(1_000_000);
+        assert_eq!(Dom::parse(&hostile).len(), super::MAX_DEPTH + 1);
     }
 }
