@@ -225,12 +225,25 @@ impl Maker {
 }
 
 /// Python's `re.sub(r"\s+", …)` of jusText: a run of whitespace becomes "\n" when it holds
-/// "\n" or "\r", else " ". (Text between runs is copied a slice at a time.)
+/// "\n" or "\r", else " ". (Text between runs is copied a slice at a time; ASCII letters are
+/// stepped over byte by byte, other characters decoded.)
 pub fn normalize_whitespace(text: &str) -> String {
+    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut run: Option<bool> = None; // Some(has line break) while in a run
     let mut start = 0; // where the text since the last run starts
-    for (i, c) in text.char_indices() {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b > b' ' && b < 0x80 {
+            if let Some(br) = run.take() {
+                out.push(if br { '\n' } else { ' ' });
+                start = i;
+            }
+            i += 1;
+            continue;
+        }
+        let c = if b < 0x80 { b as char } else { text[i..].chars().next().unwrap_or('\u{fffd}') };
         if is_py_space(c) {
             if run.is_none() {
                 out.push_str(&text[start..i]);
@@ -240,6 +253,7 @@ pub fn normalize_whitespace(text: &str) -> String {
             out.push(if br { '\n' } else { ' ' });
             start = i;
         }
+        i += c.len_utf8();
     }
     match run {
         Some(br) => out.push(if br { '\n' } else { ' ' }),
