@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLIP image embeddings on a GPU machine (issue: images/CLIP). Two halves:
 #
-#   scripts/models/gpu-clip.sh build KIT             # here: binaries and plugins into KIT (xz)
+#   scripts/models/gpu-clip.sh build KIT             # here: binaries and plugins into KIT (xz; SYMBOLS=1 keeps symbol tables)
 #   scripts/models/gpu-clip.sh KIT [parity|speed|decode|run|all]...   # on the GPU machine, repo root
 #   (carry KIT; for the text-path check carry KIT.minilm alone, with `parity`: both pass 64 MiB)
 #
@@ -28,6 +28,8 @@
 #         L/14) -> aesthetic_filter -> nsfw_filter -> WebDataset, GPU busy % sampled every 100 ms;
 #         then (TORCH=0 skips it) the same shards through scripts/models/clip_e2e_torch.py (PyTorch:
 #         DataLoader, nvJPEG via torchvision, transformers fp16 SDPA, the same heads).
+#         STACKS_AFTER=SECS: if the run is still going SECS seconds in, every thread's stack of
+#         the host and its workers is printed (for hangs; gdb where the machine has it).
 set -euo pipefail
 if [ "${1:-}" = build ]; then
     out="${2:-.device/clip-kit}"
@@ -35,7 +37,7 @@ if [ "${1:-}" = build ]; then
     cargo build --release --locked -p curator-encoder --example clip-check --example encoder-check
     cargo build --locked --profile guest --target wasm32-wasip2 --target-dir target/wasm -p aesthetic_filter -p nsfw_filter
     rm -rf "$out" && mkdir -p "$out/plugins"
-    strip -o "$out/curator-host" target/release/curator-host
+    strip ${SYMBOLS:+--strip-debug} -o "$out/curator-host" target/release/curator-host
     strip -o "$out/clip-check" target/release/examples/clip-check
     strip -o "$out/encoder-check" target/release/examples/encoder-check
     # The text path shares the attention kernel: MiniLM in fp16 checks it against PyTorch (a
@@ -43,7 +45,8 @@ if [ "${1:-}" = build ]; then
     rm -rf "$out.minilm" && mkdir -p "$out.minilm"
     python3 scripts/models/fetch.py --fp16 "$out.minilm/minilm-fp16" >/dev/null
     xz -T2 -6 -c "$out/encoder-check" > "$out.minilm/encoder-check.xz"
-    strip -o "$out/plugins/libimage_embedder.so" target/release/libimage_embedder.so
+    # SYMBOLS=1 keeps the symbol tables of the host and the embedder (stacks name functions).
+    strip ${SYMBOLS:+--strip-debug} -o "$out/plugins/libimage_embedder.so" target/release/libimage_embedder.so
     cp target/wasm/wasm32-wasip2/guest/aesthetic_filter.wasm target/wasm/wasm32-wasip2/guest/nsfw_filter.wasm "$out/plugins/"
     xz -T2 -6 "$out/curator-host" "$out/clip-check" "$out/plugins/libimage_embedder.so"
     # nvJPEG for machines whose CUDA install lacks it (the wheel is on PyPI).
@@ -187,7 +190,26 @@ YAML
     nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$work/util.txt" 2>/dev/null &
     sampler=$!
     start=$(date +%s.%N)
-    "$kit/curator-host" run "$work/run.yaml" --plugins "$kit/plugins" > "$work/run.log" 2>&1 || { tail -30 "$work/run.log"; kill $sampler; exit 1; }
+    "$kit/curator-host" run "$work/run.yaml" --plugins "$kit/plugins" > "$work/run.log" 2>&1 &
+    host=$!
+    if [ -n "${STACKS_AFTER:-}" ]; then
+        # A stalled run: every thread's stack of the host and its workers, STACKS_AFTER seconds
+        # in (gdb when the machine has it, else the kernel's view of each thread).
+        ( sleep "$STACKS_AFTER"
+          kill -0 $host 2>/dev/null || exit 0
+          for p in $host $(pgrep -P $host) $(for c in $(pgrep -P $host); do pgrep -P "$c"; done); do
+              echo "=== pid $p: $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-120)"
+              if command -v gdb >/dev/null; then
+                  timeout 60 gdb -p "$p" -batch -ex 'thread apply all bt 25' 2>/dev/null | grep -E '^(Thread|#)' | cut -c1-200
+              else
+                  for t in /proc/$p/task/*; do
+                      echo "--- $(cat $t/comm) wchan=$(cat $t/wchan) syscall=$(cut -d' ' -f1 $t/syscall)"; cat $t/stack 2>/dev/null | head -8
+                  done
+              fi
+          done > "$work/stacks.txt" 2>&1 ) &
+    fi
+    wait $host || { tail -30 "$work/run.log"; [ ! -s "$work/stacks.txt" ] || cat "$work/stacks.txt"; kill $sampler; exit 1; }
+    [ ! -s "$work/stacks.txt" ] || { echo "== stacks ${STACKS_AFTER} s in (the run was still going)"; head -400 "$work/stacks.txt"; }
     end=$(date +%s.%N)
     kill $sampler || true
     python3 - "$start" "$end" "${IMAGES:-50000}" "$work/util.txt" <<'PY'
