@@ -28,8 +28,8 @@
 #         L/14) -> aesthetic_filter -> nsfw_filter -> WebDataset, GPU busy % sampled every 100 ms;
 #         then (TORCH=0 skips it) the same shards through scripts/models/clip_e2e_torch.py (PyTorch:
 #         DataLoader, nvJPEG via torchvision, transformers fp16 SDPA, the same heads).
-#         STACKS_AFTER=SECS: if the run is still going SECS seconds in, every thread's stack of
-#         the host and its workers is printed (for hangs; gdb where the machine has it).
+#         STACKS_AFTER="SECS ...": if the run is still going SECS seconds in, every thread's stack
+#         of the host and its workers is printed (for hangs; gdb or cuda-gdb).
 set -euo pipefail
 if [ "${1:-}" = build ]; then
     out="${2:-.device/clip-kit}"
@@ -192,24 +192,38 @@ YAML
     start=$(date +%s.%N)
     "$kit/curator-host" run "$work/run.yaml" --plugins "$kit/plugins" > "$work/run.log" 2>&1 &
     host=$!
+    trap 'kill $host 2>/dev/null' EXIT
+    trap 'kill $host 2>/dev/null; exit 1' TERM INT
     if [ -n "${STACKS_AFTER:-}" ]; then
-        # A stalled run: every thread's stack of the host and its workers, STACKS_AFTER seconds
-        # in (gdb when the machine has it, else the kernel's view of each thread).
-        ( sleep "$STACKS_AFTER"
-          kill -0 $host 2>/dev/null || exit 0
-          for p in $host $(pgrep -P $host) $(for c in $(pgrep -P $host); do pgrep -P "$c"; done); do
-              echo "=== pid $p: $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-120)"
-              if command -v gdb >/dev/null; then
-                  timeout 60 gdb -p "$p" -batch -ex 'thread apply all bt 25' 2>/dev/null | grep -E '^(Thread|#)' | cut -c1-200
-              else
-                  for t in /proc/$p/task/*; do
-                      echo "--- $(cat $t/comm) wchan=$(cat $t/wchan) syscall=$(cut -d' ' -f1 $t/syscall)"; cat $t/stack 2>/dev/null | head -8
+        # A stalled run: every thread's stack of the host and its workers at each of the
+        # STACKS_AFTER seconds ("40 70"), with gdb or cuda-gdb (which also attaches to programs
+        # without GPU code), and the kernel's view of each thread.
+        dbg="$(command -v gdb || command -v cuda-gdb || true)"
+        ( last=0
+          for at in $STACKS_AFTER; do
+              sleep $((at - last)); last=$at
+              kill -0 $host 2>/dev/null || exit 0
+              echo "##### $at s"
+              # The host's descendants, from /proc (the machine may have no pgrep).
+              tree=" $host "
+              for _ in 1 2 3; do
+                  for d in /proc/[0-9]*; do
+                      pp="$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)"
+                      [[ "$tree" == *" $pp "* && "$tree" != *" ${d#/proc/} "* ]] && tree="$tree${d#/proc/} "
                   done
-              fi
+              done
+              for p in $tree; do
+                  echo "=== pid $p: $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-120)"
+                  for t in /proc/$p/task/*; do
+                      echo "--- $(cat $t/comm) wchan=$(cat $t/wchan 2>/dev/null) syscall=$(cut -d' ' -f1 $t/syscall 2>/dev/null)"
+                  done
+                  # (The workers' stacks; the host's threads wait on them.)
+                  [ -z "$dbg" ] || [ "$p" = "$host" ] || timeout 90 "$dbg" -p "$p" -batch -ex 'thread apply all bt 30' 2>/dev/null | grep -E '^(Thread|#)' | cut -c1-220
+              done
           done > "$work/stacks.txt" 2>&1 ) &
     fi
-    wait $host || { tail -30 "$work/run.log"; [ ! -s "$work/stacks.txt" ] || cat "$work/stacks.txt"; kill $sampler; exit 1; }
-    [ ! -s "$work/stacks.txt" ] || { echo "== stacks ${STACKS_AFTER} s in (the run was still going)"; head -400 "$work/stacks.txt"; }
+    wait $host || { tail -30 "$work/run.log"; [ ! -s "$work/stacks.txt" ] || head -600 "$work/stacks.txt"; kill $sampler; exit 1; }
+    [ ! -s "$work/stacks.txt" ] || { echo "== stacks at ${STACKS_AFTER} s (the run was still going)"; head -600 "$work/stacks.txt"; }
     end=$(date +%s.%N)
     kill $sampler || true
     python3 - "$start" "$end" "${IMAGES:-50000}" "$work/util.txt" <<'PY'

@@ -70,6 +70,8 @@ pub struct GpuVision {
     prep: Arc<CudaStream>,
     /// nvJPEG and its buffers, or why there is none.
     jpeg: Mutex<Result<DeviceJpeg, String>>,
+    /// NVML and the card's UUID as it names it: whether other processes use the card.
+    card: Option<(nvml_wrapper::Nvml, String)>,
 }
 
 /// One image of a call: pixel values made on the host, or JPEG bytes and their plan, decoded
@@ -163,7 +165,8 @@ impl GpuVision {
             workspace: Mutex::new(None),
             staging: Mutex::new((Vec::new(), [None, None])),
             prep: dev.ctx().new_stream().map_err(driver("create a stream"))?,
-            jpeg: Mutex::new(DeviceJpeg::open()),
+            jpeg: Mutex::new(DeviceJpeg::open(&card_id(&dev))),
+            card: nvml_wrapper::Nvml::init().ok().zip(nvml_uuid(&dev)),
             dev,
         })
     }
@@ -198,6 +201,17 @@ impl GpuVision {
         if self.jpeg_decoder().is_ok() { JPEG_BYTES } else { 0 }
     }
 
+    /// Whether this process is the card's only compute process (NVML's list; true where NVML
+    /// cannot say). JPEGs go to nvJPEG only then: on an H200 (driver 580), a process on the
+    /// card that ended while this one was in `nvjpegDecodeBatched` left the decode waiting in
+    /// the driver's `cuMemFree` for good, and the card's next decode with it; one process
+    /// alone on the card never did (`gpu-clip.sh run`, 12,000 photos, with one and with two
+    /// workers). While another is there, the batch's JPEGs decode on the CPU.
+    fn alone_on_card(&self) -> bool {
+        let Some((nvml, uuid)) = &self.card else { return true };
+        nvml.device_by_uuid(uuid.as_str()).and_then(|d| d.running_compute_processes()).map_or(true, |p| p.len() <= 1)
+    }
+
     /// How JPEGs are decoded on this device ("hardware" engines or "GPU" cores), or why they
     /// are not (no nvJPEG library, say).
     pub fn jpeg_decoder(&self) -> Result<&'static str, String> {
@@ -217,7 +231,7 @@ impl GpuVision {
         processor: &curator_image::clip::Processor,
         cpu: &(dyn Fn(usize) -> Result<Vec<f32>, String> + Sync),
     ) -> Result<Vec<Slot<'a>>, EncoderError> {
-        let decoder = self.jpeg_decoder().is_ok();
+        let decoder = self.jpeg_decoder().is_ok() && self.alone_on_card();
         let sizes: Vec<Option<(usize, usize)>> = images
             .par_iter()
             .map(|b| {
@@ -506,4 +520,19 @@ fn vision_weight_bytes(w: &VisionWeights) -> u64 {
     let vec: usize =
         w.layers.iter().map(|l| 3 * l.query.b.len() + l.attn_out.b.len() + l.up.b.len() + l.down.b.len() + 4 * l.query.out).sum();
     (2 * mat + 4 * vec) as u64
+}
+
+/// The card's UUID as NVML names it (`GPU-8-4-4-4-12` hex digits).
+fn nvml_uuid(dev: &GpuDevice) -> Option<String> {
+    let b: Vec<u8> = dev.ctx().uuid().ok()?.bytes.iter().map(|b| *b as u8).collect();
+    let hex = |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    Some(format!("GPU-{}-{}-{}-{}-{}", hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16)))
+}
+
+/// The card's identity across processes: its UUID, in hex (the ordinal if the driver has none).
+fn card_id(dev: &GpuDevice) -> String {
+    match dev.ctx().uuid() {
+        Ok(u) => u.bytes.iter().map(|b| format!("{:02x}", *b as u8)).collect(),
+        Err(_) => format!("ordinal-{}", dev.ctx().ordinal()),
+    }
 }
