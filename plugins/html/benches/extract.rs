@@ -12,6 +12,9 @@ use curator_html::main_text::{MainTextParams, main_text};
 use curator_html::stoplists::Stoplist;
 use curator_html::{Params, justext};
 
+/// A step's name, and the step over one page (its result, kept so the work is not optimised away).
+type Step<'a> = (&'static str, Box<dyn Fn(&str) -> usize + 'a>);
+
 fn html_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -44,7 +47,7 @@ fn main() {
     let english = &stoplist;
     let rounds: usize = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
     println!("{} pages, {:.1} MB; best of {rounds} rounds, one core", pages.len(), bytes as f64 / 1e6);
-    let steps: Vec<(&str, Box<dyn Fn(&str) -> usize>)> = vec![
+    let steps: Vec<Step<'_>> = vec![
         ("parse", Box::new(|h: &str| curator_html::dom::Dom::parse(h).len())),
         ("paragraphs", Box::new(|h: &str| curator_html::paragraphs::paragraphs(h).len())),
         ("justext", Box::new(move |h: &str| justext(h, english, &Params::default()).len())),
