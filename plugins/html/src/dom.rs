@@ -32,7 +32,6 @@ pub(crate) enum Kind {
 #[derive(Debug, Clone)]
 pub(crate) struct Node {
     pub(crate) kind: Kind,
-    pub(crate) parent: usize,
     pub(crate) first_child: usize,
     pub(crate) last_child: usize,
     pub(crate) next_sibling: usize,
@@ -67,7 +66,7 @@ impl Dom {
     }
 
     pub(crate) fn empty() -> Dom {
-        let root = Node { kind: Kind::Document, parent: NONE, first_child: NONE, last_child: NONE, next_sibling: NONE, end: 1 };
+        let root = Node { kind: Kind::Document, first_child: NONE, last_child: NONE, next_sibling: NONE, end: 1 };
         Dom { nodes: vec![root], strings: String::new(), attrs: Vec::new() }
     }
 
@@ -103,7 +102,7 @@ impl Dom {
     /// Add `kind` as `parent`'s last child.
     pub(crate) fn append(&mut self, parent: usize, kind: Kind) -> usize {
         let id = self.nodes.len();
-        self.nodes.push(Node { kind, parent, first_child: NONE, last_child: NONE, next_sibling: NONE, end: id + 1 });
+        self.nodes.push(Node { kind, first_child: NONE, last_child: NONE, next_sibling: NONE, end: id + 1 });
         let p = &mut self.nodes[parent];
         let last = std::mem::replace(&mut p.last_child, id);
         if last == NONE {
@@ -173,11 +172,6 @@ impl<'a> NodeRef<'a> {
         self.dom.attrs[start..end].iter().find(|(n, _)| self.dom.str(*n) == name).map(|(_, v)| self.dom.str(*v))
     }
 
-    pub fn parent(self) -> Option<NodeRef<'a>> {
-        let p = self.dom.nodes[self.id.0].parent;
-        (p != NONE).then(|| self.dom.get(NodeId(p)))
-    }
-
     /// The children, in order.
     pub fn children(self) -> Children<'a> {
         Children { dom: self.dom, next: self.dom.nodes[self.id.0].first_child }
@@ -188,8 +182,8 @@ impl<'a> NodeRef<'a> {
         self.id.0 + 1..self.dom.nodes[self.id.0].end
     }
 
-    /// The node and its descendants, in document order.
-    pub fn subtree(self) -> impl Iterator<Item = NodeRef<'a>> + 'a {
+    /// The node and its descendants, in document order (`rev()`: every node before its parent).
+    pub fn subtree(self) -> impl DoubleEndedIterator<Item = NodeRef<'a>> + 'a {
         let dom = self.dom;
         (self.id.0..dom.nodes[self.id.0].end).map(move |i| dom.get(NodeId(i)))
     }

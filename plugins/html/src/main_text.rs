@@ -216,13 +216,12 @@ fn text_sizes(dom: &Dom, body: NodeRef<'_>) -> Sizes {
         }
     }
     // Then elements, children before parents (a child's id is above its parent's).
-    for i in body.descendant_ids().rev().chain([body.id().index()]) {
-        let n = dom.get(crate::dom::NodeId(i));
+    for n in body.subtree().rev() {
         let Some(name) = n.name() else { continue };
         if DROP_TAGS.contains(&name) {
             continue;
         }
-        sizes[i] = Some(n.children().filter_map(|c| sizes[c.id().index()]).fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1)));
+        sizes[n.id().index()] = Some(n.children().filter_map(|c| sizes[c.id().index()]).fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1)));
     }
     sizes
 }
