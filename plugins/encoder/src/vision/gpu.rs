@@ -165,7 +165,7 @@ impl GpuVision {
             workspace: Mutex::new(None),
             staging: Mutex::new((Vec::new(), [None, None])),
             prep: dev.ctx().new_stream().map_err(driver("create a stream"))?,
-            jpeg: Mutex::new(DeviceJpeg::open(&card_id(&dev))),
+            jpeg: Mutex::new(DeviceJpeg::open()),
             card: nvml_wrapper::Nvml::init().ok().zip(nvml_uuid(&dev)),
             dev,
         })
@@ -527,12 +527,4 @@ fn nvml_uuid(dev: &GpuDevice) -> Option<String> {
     let b: Vec<u8> = dev.ctx().uuid().ok()?.bytes.iter().map(|b| *b as u8).collect();
     let hex = |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
     Some(format!("GPU-{}-{}-{}-{}-{}", hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16)))
-}
-
-/// The card's identity across processes: its UUID, in hex (the ordinal if the driver has none).
-fn card_id(dev: &GpuDevice) -> String {
-    match dev.ctx().uuid() {
-        Ok(u) => u.bytes.iter().map(|b| format!("{:02x}", *b as u8)).collect(),
-        Err(_) => format!("ordinal-{}", dev.ctx().ordinal()),
-    }
 }

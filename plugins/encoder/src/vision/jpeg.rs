@@ -42,9 +42,8 @@ pub(crate) type Job<'a> = (usize, &'a [u8], Arc<Plan>);
 pub(crate) type Geometry = (usize, usize, usize, usize, usize);
 
 impl DeviceJpeg {
-    /// nvJPEG on the card `card` (its UUID: see [`Nvjpeg::open`]).
-    pub(crate) fn open(card: &str) -> Result<DeviceJpeg, String> {
-        Ok(DeviceJpeg { nvjpeg: Nvjpeg::open(card)?, raw: None, tmp: None })
+    pub(crate) fn open() -> Result<DeviceJpeg, String> {
+        Ok(DeviceJpeg { nvjpeg: Nvjpeg::open()?, raw: None, tmp: None })
     }
 
     /// "hardware" or "GPU".

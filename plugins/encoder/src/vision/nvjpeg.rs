@@ -77,47 +77,16 @@ pub(crate) struct Nvjpeg {
     batch: Option<usize>,
     /// "hardware" (the JPEG engines) or "GPU" (CUDA cores).
     pub backend: &'static str,
-    /// The card's JPEG engines, held by this process (dropped after the handle).
-    _engines: Option<EngineLease>,
-}
-
-/// The JPEG engines of one card, held by one process at a time: an exclusive `flock` on a
-/// file named by the card's UUID in the temporary directory, which the kernel releases when
-/// the process ends, however it ends. A second worker on a card decodes its JPEGs on the CPU
-/// (the hybrid back-end is slower still: its Huffman decoding is on one host thread). This
-/// alone did not stop the hang of a decode when another process on the card ended (see
-/// `GpuVision::alone_on_card`), but it keeps two processes' decodes off the engines at once.
-struct EngineLease(#[allow(dead_code)] std::fs::File);
-
-impl EngineLease {
-    /// The card's engines, or why not (another process holds them).
-    fn take(card: &str) -> Result<EngineLease, String> {
-        let path = std::env::temp_dir().join(format!("curator-nvjpeg-{card}.lock"));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => Ok(EngineLease(file)),
-            Err(std::fs::TryLockError::WouldBlock) => {
-                Err("another worker holds this card's JPEG engines (one process per card uses them)".into())
-            }
-            Err(std::fs::TryLockError::Error(e)) => Err(format!("{}: {e}", path.display())),
-        }
-    }
 }
 
 // SAFETY: the handles are used by one thread at a time (the tower's lock), which nvJPEG allows.
 unsafe impl Send for Nvjpeg {}
 
 impl Nvjpeg {
-    /// The library, a handle on the hardware decoder where the card has one and no other
-    /// process holds it ([`EngineLease`]; else an error: the caller decodes on the CPU), else
-    /// on the GPU back-end, and its batched-decode state. `card` names the card across
-    /// processes (its UUID).
-    pub(crate) fn open(card: &str) -> Result<Nvjpeg, String> {
+    /// The library, a handle on the hardware decoder where the card has one (else the GPU
+    /// back-end) and its batched-decode state. (Which batches may use it while other
+    /// processes share the card: `GpuVision::alone_on_card`.)
+    pub(crate) fn open() -> Result<Nvjpeg, String> {
         let api = Api::load()?;
         let mut handle: Handle = std::ptr::null_mut();
         // NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (libjpeg-turbo's "fancy upsampling", which
@@ -126,26 +95,20 @@ impl Nvjpeg {
         // `CURATOR_NVJPEG_BACKEND=gpu` skips the hardware engines (to tell their faults from
         // ours).
         let hardware = std::env::var("CURATOR_NVJPEG_BACKEND").map_or(true, |b| b != "gpu");
-        let mut engines = None;
+        let all = [(BACKEND_HARDWARE, "hardware"), (BACKEND_GPU_HYBRID, "GPU")];
+        let tries = if hardware { &all[..] } else { &all[1..] };
         let mut status = -1;
         let mut backend = "";
-        if hardware {
-            let lease = EngineLease::take(card)?;
+        for &(b, name) in tries {
             // SAFETY: default allocators (null), default flags; the handle is written on success.
-            status = unsafe { (api.create_ex)(BACKEND_HARDWARE, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut handle) };
+            status = unsafe { (api.create_ex)(b, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut handle) };
             if status == 0 {
-                backend = "hardware";
-                engines = Some(lease);
+                backend = name;
+                break;
             }
         }
-        if status != 0 {
-            // No engines on this card (or told not to): its CUDA cores.
-            // SAFETY: as above.
-            status = unsafe { (api.create_ex)(BACKEND_GPU_HYBRID, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut handle) };
-            backend = "GPU";
-        }
         check("create", status)?;
-        let mut d = Nvjpeg { api, handle, state: std::ptr::null_mut(), batch: None, backend, _engines: engines };
+        let mut d = Nvjpeg { api, handle, state: std::ptr::null_mut(), batch: None, backend };
         // SAFETY: `handle` is live; the call writes the state on success (and Drop destroys
         // only what is non-null).
         check("state", unsafe { (d.api.state_create)(d.handle, &mut d.state) })?;
@@ -191,21 +154,5 @@ impl Drop for Nvjpeg {
             }
             (self.api.destroy)(self.handle);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::EngineLease;
-
-    #[test]
-    fn one_holder_per_card_until_it_lets_go() {
-        let card = format!("test-{}-{:?}", std::process::id(), std::thread::current().id());
-        let first = EngineLease::take(&card).unwrap();
-        let second = EngineLease::take(&card).err().unwrap();
-        assert!(second.contains("another worker holds"), "{second}");
-        assert!(EngineLease::take(&format!("{card}-other")).is_ok(), "another card's engines are free");
-        drop(first);
-        assert!(EngineLease::take(&card).is_ok());
     }
 }
