@@ -17,46 +17,53 @@ use curator_sdk::text::is_py_space;
 use crate::dom::{Dom, NodeRef, NodeValue, push_children};
 
 /// Tags that end a paragraph and start the next (jusText's `PARAGRAPH_TAGS`).
-const PARAGRAPH_TAGS: &[&str] = &[
-    "body",
-    "blockquote",
-    "caption",
-    "center",
-    "col",
-    "colgroup",
-    "dd",
-    "div",
-    "dl",
-    "dt",
-    "fieldset",
-    "form",
-    "legend",
-    "optgroup",
-    "option",
-    "p",
-    "pre",
-    "table",
-    "td",
-    "textarea",
-    "tfoot",
-    "th",
-    "thead",
-    "tr",
-    "ul",
-    "li",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-];
+fn is_paragraph_tag(name: &str) -> bool {
+    matches!(
+        name,
+        "body"
+            | "blockquote"
+            | "caption"
+            | "center"
+            | "col"
+            | "colgroup"
+            | "dd"
+            | "div"
+            | "dl"
+            | "dt"
+            | "fieldset"
+            | "form"
+            | "legend"
+            | "optgroup"
+            | "option"
+            | "p"
+            | "pre"
+            | "table"
+            | "td"
+            | "textarea"
+            | "tfoot"
+            | "th"
+            | "thead"
+            | "tr"
+            | "ul"
+            | "li"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+    )
+}
 
 /// Removed with their content by the cleaner.
-const KILLED: &[&str] = &["head", "script", "style", "base", "applet", "button", "input", "select", "textarea"];
+fn is_killed(name: &str) -> bool {
+    matches!(name, "head" | "script" | "style" | "base" | "applet" | "button" | "input" | "select" | "textarea")
+}
 
 /// Removed, their content kept, by the cleaner.
-const UNWRAPPED: &[&str] = &["form", "iframe", "embed", "layer", "object", "param"];
+fn is_unwrapped(name: &str) -> bool {
+    matches!(name, "form" | "iframe" | "embed" | "layer" | "object" | "param")
+}
 
 /// One block of text and what jusText measures of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,10 +118,10 @@ fn walk(node: NodeRef<'_>, maker: &mut Maker) {
         match node.value() {
             NodeValue::Text(t) => maker.pending.push_str(t),
             NodeValue::Element(name) => {
-                if KILLED.contains(&name) || (name == "link" && node.attr("rel").is_some_and(|r| r.to_lowercase().contains("stylesheet"))) {
+                if is_killed(name) || (name == "link" && node.attr("rel").is_some_and(|r| r.to_lowercase().contains("stylesheet"))) {
                     continue;
                 }
-                if !UNWRAPPED.contains(&name) {
+                if !is_unwrapped(name) {
                     maker.flush();
                     maker.start(name);
                     stack.push(Step::Leave(name));
@@ -177,11 +184,11 @@ impl Maker {
     }
 
     fn start(&mut self, name: &str) {
-        let marks = (has_heading_word(name), name.contains("select"));
+        let marks = (has_heading_word(name), name.len() >= 6 && name.contains("select"));
         self.headings += marks.0 as usize;
         self.selects += marks.1 as usize;
         self.path.push(marks);
-        if PARAGRAPH_TAGS.contains(&name) || (name == "br" && self.br) {
+        if is_paragraph_tag(name) || (name == "br" && self.br) {
             self.new_paragraph();
         } else {
             self.br = name == "br";
@@ -198,7 +205,7 @@ impl Maker {
             self.headings -= h as usize;
             self.selects -= s as usize;
         }
-        if PARAGRAPH_TAGS.contains(&name) {
+        if is_paragraph_tag(name) {
             self.new_paragraph();
         }
         if name == "a" {
@@ -225,55 +232,52 @@ impl Maker {
 }
 
 /// Python's `re.sub(r"\s+", …)` of jusText: a run of whitespace becomes "\n" when it holds
-/// "\n" or "\r", else " ". (Text between runs is copied a slice at a time; ASCII letters are
-/// stepped over byte by byte, other characters decoded.)
+/// "\n" or "\r", else " ". The text is copied a slice at a time, broken only where a run
+/// changes (a lone " " between words, most runs, stays in the slice); ASCII letters are
+/// stepped over byte by byte, other characters decoded.
 pub fn normalize_whitespace(text: &str) -> String {
     let bytes = text.as_bytes();
+    let char_at = |i: usize| text[i..].chars().next().unwrap_or('\u{fffd}');
     let mut out = String::with_capacity(text.len());
-    let mut run: Option<bool> = None; // Some(has line break) while in a run
-    let mut start = 0; // where the text since the last run starts
+    let mut start = 0; // where the text not yet copied starts
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
         if b > b' ' && b < 0x80 {
-            if let Some(br) = run.take() {
-                out.push(if br { '\n' } else { ' ' });
-                start = i;
-            }
             i += 1;
             continue;
         }
-        let c = if b < 0x80 { b as char } else { text[i..].chars().next().unwrap_or('\u{fffd}') };
-        if is_py_space(c) {
-            if run.is_none() {
-                out.push_str(&text[start..i]);
-            }
-            run = Some(run.unwrap_or(false) || c == '\n' || c == '\r');
-        } else if let Some(br) = run.take() {
-            out.push(if br { '\n' } else { ' ' });
-            start = i;
+        let c = if b < 0x80 { b as char } else { char_at(i) };
+        if !is_py_space(c) {
+            i += c.len_utf8();
+            continue;
         }
-        i += c.len_utf8();
+        let (mut end, mut line_break) = (i, false);
+        while end < bytes.len() {
+            let c = if bytes[end] < 0x80 { bytes[end] as char } else { char_at(end) };
+            if !is_py_space(c) {
+                break;
+            }
+            line_break |= c == '\n' || c == '\r';
+            end += c.len_utf8();
+        }
+        if !(b == b' ' && end == i + 1) {
+            out.push_str(&text[start..i]);
+            out.push(if line_break { '\n' } else { ' ' });
+            start = end;
+        }
+        i = end;
     }
-    match run {
-        Some(br) => out.push(if br { '\n' } else { ' ' }),
-        None => out.push_str(&text[start..]),
-    }
+    out.push_str(&text[start..]);
     out
 }
 
 /// Python's `re.search(r"\bh\d\b", name)`: jusText searches the dotted path of tag names.
 fn has_heading_word(name: &str) -> bool {
-    if !name.contains('h') {
-        return false;
-    }
-    let chars: Vec<char> = name.chars().collect();
     let word = |c: char| c.is_alphanumeric() || c == '_';
-    (0..chars.len()).any(|i| {
-        chars[i] == 'h'
-            && (i == 0 || !word(chars[i - 1]))
-            && chars.get(i + 1).is_some_and(|c| c.is_numeric())
-            && chars.get(i + 2).is_none_or(|&c| !word(c))
+    name.match_indices('h').any(|(i, _)| {
+        let mut after = name[i + 1..].chars();
+        !name[..i].chars().next_back().is_some_and(word) && after.next().is_some_and(|c| c.is_numeric()) && !after.next().is_some_and(word)
     })
 }
 
@@ -321,6 +325,40 @@ mod tests {
         assert_eq!(normalize_whitespace("\r\nx\u{1c}y"), "\nx y");
         assert_eq!(normalize_whitespace(""), "");
         assert_eq!(normalize_whitespace("é—ü"), "é—ü");
+        assert_eq!(normalize_whitespace(" a b  "), " a b ");
+        // Against the definition, char by char, on seeded strings of spaces, breaks,
+        // letters and non-ASCII spaces.
+        let reference = |t: &str| {
+            let mut out = String::new();
+            let mut run: Option<bool> = None;
+            for c in t.chars() {
+                if is_py_space(c) {
+                    run = Some(run.unwrap_or(false) || c == '\n' || c == '\r');
+                } else {
+                    if let Some(br) = run.take() {
+                        out.push(if br { '\n' } else { ' ' });
+                    }
+                    out.push(c);
+                }
+            }
+            if let Some(br) = run {
+                out.push(if br { '\n' } else { ' ' });
+            }
+            out
+        };
+        let alphabet = [" ", "  ", "\n", "\r", "\t", "a", "bc", "\u{a0}", "\u{2003}", "é", "\u{1c}", "x y"];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5_000 {
+            let mut t = String::new();
+            for _ in 0..(seed % 12) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                t.push_str(alphabet[(seed % alphabet.len() as u64) as usize]);
+            }
+            assert_eq!(normalize_whitespace(&t), reference(&t), "{t:?}");
+            seed = seed.wrapping_add(1);
+        }
     }
 
     #[test]
