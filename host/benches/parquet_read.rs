@@ -8,6 +8,7 @@
 //! thread, timed inside Python, interpreter start excluded); ours also turns each batch into
 //! the reader schema (`id`, `text`, `_meta` JSON), which is what a run pays. The "decode only"
 //! row is the parquet crate's Arrow reader alone. Needs python3 with pyarrow (skips otherwise).
+//! `CODECS=zstd` (or `snappy`) times one codec only.
 
 mod common;
 
@@ -95,7 +96,8 @@ fn main() {
     );
     println!("| {:<8} | {:>8} | {:<30} | {:>16} | {:>14} |", "codec", "file MB", "reader", "MB/s (range)", "vs pyarrow");
     println!("|{:-<10}|{:-<10}|{:-<32}|{:-<18}|{:-<16}|", "", "", "", "", "");
-    for (codec, path) in &files {
+    let only = std::env::var("CODECS").unwrap_or_default();
+    for (codec, path) in files.iter().filter(|(c, _)| only.is_empty() || only.split(',').any(|o| o.eq_ignore_ascii_case(c))) {
         let mb = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) as f64 / (1 << 20) as f64;
         let (mut base, mut full, mut raw) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {

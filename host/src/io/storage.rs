@@ -235,9 +235,15 @@ impl Loc {
     pub fn read_range(&self, start: u64, end: u64) -> Result<Bytes, IoError> {
         match self {
             Loc::Local(_) => {
-                let mut r = self.open_from(start)?;
-                let mut out = vec![0u8; (end - start) as usize];
-                r.read_exact(&mut out).map_err(|source| IoError::Read { file: self.display(), line: 0, source })?;
+                let want = (end - start) as usize;
+                // Read into spare capacity (a file reads into it without zeroing it first).
+                let mut out = Vec::with_capacity(want);
+                let read = self.open_from(start)?.take(want as u64).read_to_end(&mut out);
+                let read = read.map_err(|source| IoError::Read { file: self.display(), line: 0, source })?;
+                if read < want {
+                    let source = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("{read} of {want} bytes at {start}"));
+                    return Err(IoError::Read { file: self.display(), line: 0, source });
+                }
                 Ok(Bytes::from(out))
             }
             Loc::Remote { store, path, .. } => {

@@ -49,7 +49,9 @@ impl Length for LocReader {
 impl ChunkReader for LocReader {
     type T = Box<dyn std::io::Read + Send>;
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        self.loc.open_from(start).map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        // Buffered: the decoder reads page headers a field at a time.
+        let read = self.loc.open_from(start).map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
+        Ok(Box::new(std::io::BufReader::with_capacity(8 << 10, read)))
     }
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
         self.loc.read_range(start, start + length as u64).map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
