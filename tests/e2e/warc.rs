@@ -183,3 +183,49 @@ fn a_crawl_is_read_from_object_storage() {
     assert!(docs.iter().all(|d| d["text"].as_str().unwrap().starts_with("Harbour\n\nThe old harbour")), "{docs:?}");
     assert_eq!(docs[2]["url"], "http://town.example/3");
 }
+
+/// The extractors in the sandbox give their native build's text, page for page: the planted
+/// parity pages and, where installed, Debian's HTML documentation (the guest build has code of
+/// its own: the tokenizer's byte search runs on SIMD128 there).
+#[test]
+fn the_sandboxed_extractors_give_the_native_builds_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let planted = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/parity/justext_planted.jsonl")).unwrap();
+    let mut pages: Vec<String> =
+        planted.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["html"].as_str().unwrap().to_string()).collect();
+    let docs = Path::new("/usr/share/doc/python3.11/html/library");
+    if let Ok(entries) = std::fs::read_dir(docs) {
+        let mut names: Vec<_> =
+            entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "html")).collect();
+        names.sort();
+        pages.extend(names.iter().take(120).filter_map(|p| std::fs::read(p).ok()).map(|b| String::from_utf8_lossy(&b).into_owned()));
+    }
+    let mut input = String::new();
+    for (i, html) in pages.iter().enumerate() {
+        input.push_str(&serde_json::json!({"id": format!("p{i}"), "text": html}).to_string());
+        input.push('\n');
+    }
+    std::fs::write(tmp.path().join("pages.jsonl"), input).unwrap();
+    for stage in ["justext", "main_text"] {
+        let yaml = format!("source:\n  path: pages.jsonl\nsink:\n  path: out-{stage}\nstages:\n  - plugin: {stage}\n");
+        run_with_guests(&["run", write_pipeline(tmp.path(), &yaml).to_str().unwrap()]).ok();
+        let got: std::collections::HashMap<String, String> = read_jsonl(&tmp.path().join(format!("out-{stage}/pages.jsonl")))
+            .into_iter()
+            .map(|d| (d["id"].as_str().unwrap().to_string(), d["text"].as_str().unwrap().to_string()))
+            .collect();
+        let english = curator_html::stoplists::Stoplist::for_language("English").unwrap();
+        // The stages' defaults are the library's.
+        let native = |html: &str| match stage {
+            "justext" => curator_html::justext_text(html, &english, &curator_html::Params::default(), false),
+            _ => curator_html::main_text::main_text(html, &english, &curator_html::main_text::MainTextParams::default()),
+        };
+        let mut kept = 0;
+        for (i, html) in pages.iter().enumerate() {
+            let want = Some(native(html)).filter(|t| !t.is_empty());
+            assert_eq!(got.get(&format!("p{i}")), want.as_ref(), "{stage}, page {i}");
+            kept += want.is_some() as usize;
+        }
+        assert_eq!(got.len(), kept, "{stage}");
+        assert!(kept >= pages.len() / 3, "{stage} kept {kept} of {} pages", pages.len());
+    }
+}

@@ -84,54 +84,47 @@ impl Reader for PageReader<'_> {
     }
 }
 
-/// The index of `hay`'s first byte that is in `needle` (`hay.len()` when none is).
-///
-/// The tokenizer's needles are one state's special bytes, at most eight (with the `\r` it
-/// adds). Those are compared 16 bytes at a time against all eight keys (a short needle is
-/// padded with its own first byte): vector compares, SSE2 natively, SIMD128 in the sandbox,
-/// where a byte-at-a-time set lookup was a sixth of the stage's time. A longer needle is
-/// looked up in a 256-bit set.
+/// The index of `hay`'s first byte that is in `needle` (`hay.len()` when none is), by a
+/// 256-bit set: natively as fast as any vector search for the tokenizer's short runs.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn first_of(hay: &[u8], needle: &[u8]) -> usize {
+    in_set(hay, needle)
+}
+
+fn in_set(hay: &[u8], needle: &[u8]) -> usize {
+    let mut set = [0u64; 4];
+    for &b in needle {
+        set[(b >> 6) as usize] |= 1 << (b & 63);
+    }
+    hay.iter().position(|&b| set[(b >> 6) as usize] >> (b & 63) & 1 != 0).unwrap_or(hay.len())
+}
+
+/// The same in the sandbox, where the set lookup per byte was a sixth of the stage's time:
+/// a needle of at most eight bytes (the tokenizer's are, with the `\r` it adds) is compared
+/// with 16 bytes at a time, SIMD128 (a short needle padded with its own first byte).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn first_of(hay: &[u8], needle: &[u8]) -> usize {
+    use core::arch::wasm32::{u8x16, u8x16_bitmask, u8x16_eq, u8x16_splat, v128_or};
+    const KEYS: usize = 8;
     let Some(&pad) = needle.first() else { return hay.len() };
     if needle.len() > KEYS {
-        let mut set = [0u64; 4];
-        for &b in needle {
-            set[(b >> 6) as usize] |= 1 << (b & 63);
-        }
-        return hay.iter().position(|&b| set[(b >> 6) as usize] >> (b & 63) & 1 != 0).unwrap_or(hay.len());
+        return in_set(hay, needle);
     }
     let mut keys = [pad; KEYS];
     keys[..needle.len()].copy_from_slice(needle);
-    let (chunks, tail) = hay.as_chunks::<LANES>();
+    let splats = keys.map(|k| u8x16_splat(k));
+    let (chunks, tail) = hay.as_chunks::<16>();
     for (c, chunk) in chunks.iter().enumerate() {
-        let hits = hits(chunk, &keys);
+        let [b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15] = *chunk;
+        let v = u8x16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15);
+        let eq = splats.iter().fold(u8x16_splat(0), |m, &k| v128_or(m, u8x16_eq(v, k)));
+        let hits = u8x16_bitmask(eq);
         if hits != 0 {
-            return c * LANES + hits.trailing_zeros() as usize;
+            return c * 16 + hits.trailing_zeros() as usize;
         }
     }
     let at = hay.len() - tail.len();
     at + tail.iter().position(|b| keys.iter().any(|k| k == b)).unwrap_or(tail.len())
-}
-
-const KEYS: usize = 8;
-const LANES: usize = 16;
-
-/// Bit `i` set where `chunk[i]` is one of `keys`.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-#[inline(always)]
-fn hits(chunk: &[u8; LANES], keys: &[u8; KEYS]) -> u16 {
-    use core::arch::wasm32::{u8x16, u8x16_bitmask, u8x16_eq, u8x16_splat, v128_or};
-    let [b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15] = *chunk;
-    let v = u8x16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15);
-    let eq = keys.iter().fold(u8x16_splat(0), |m, &k| v128_or(m, u8x16_eq(v, u8x16_splat(k))));
-    u8x16_bitmask(eq)
-}
-
-/// Bit `i` set where `chunk[i]` is one of `keys` (vectorised by the compiler).
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-#[inline(always)]
-fn hits(chunk: &[u8; LANES], keys: &[u8; KEYS]) -> u16 {
-    chunk.iter().enumerate().fold(0, |hits, (i, &b)| hits | u16::from(keys.iter().fold(false, |h, &k| h | (b == k))) << i)
 }
 
 /// The tokenizer's emitter: html5gum's callback emitter, telling the tokenizer which state an
