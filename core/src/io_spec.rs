@@ -65,6 +65,8 @@ impl Size {
 
 /// Default longest JSONL line accepted (longer lines are rejected, not read into memory).
 pub const DEFAULT_MAX_LINE_BYTES: u64 = 64 << 20;
+/// Where an image source cuts a batch by default (`image_batch_bytes`).
+pub const DEFAULT_IMAGE_BATCH_BYTES: u64 = 32 << 20;
 
 /// Where documents come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -93,6 +95,10 @@ pub struct SourceSpec {
     /// JSONL lines (WARC: record blocks) longer than this are rejected (default 64 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_line_bytes: Option<Size>,
+    /// An image source's batch is cut when its images reach this many bytes (default 32 MiB):
+    /// large photos (1080p JPEGs are ~750 KB) give a GPU stage few images per call below it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_batch_bytes: Option<Size>,
     /// Field holding the document text (default `text`).
     #[serde(default = "default_text_field")]
     pub text_field: String,

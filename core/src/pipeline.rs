@@ -7,7 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::io_spec::{
-    Compression, DEFAULT_MAX_LINE_BYTES, Format, IMAGES_PER_PARTITION, OneOrMany, RetrySpec, SinkSpec, Size, SourceSpec, WriteMode,
+    Compression, DEFAULT_IMAGE_BATCH_BYTES, DEFAULT_MAX_LINE_BYTES, Format, IMAGES_PER_PARTITION, OneOrMany, RetrySpec, SinkSpec, Size,
+    SourceSpec, WriteMode,
 };
 pub use crate::spec_error::{SpecError, SpecErrors};
 pub use crate::step::{DedupStep, Grant, Isolation, RemoveIdsSpec, RemoveIdsStep, StageSpec, Step};
@@ -206,7 +207,11 @@ impl PipelineSpec {
         if self.source.files_per_partition == Some(0) {
             errors.push(SpecError::new(file, "source.files_per_partition", "must be > 0"));
         }
-        for (field, size) in [("blocksize", &self.source.blocksize), ("max_line_bytes", &self.source.max_line_bytes)] {
+        for (field, size) in [
+            ("blocksize", &self.source.blocksize),
+            ("max_line_bytes", &self.source.max_line_bytes),
+            ("image_batch_bytes", &self.source.image_batch_bytes),
+        ] {
             if let Some(s) = size.as_ref().filter(|s| s.bytes().is_none()) {
                 let shown = match s {
                     Size::Bytes(b) => b.to_string(),

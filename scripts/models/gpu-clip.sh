@@ -28,6 +28,7 @@
 #         L/14) -> aesthetic_filter -> nsfw_filter -> WebDataset, GPU busy % sampled every 100 ms;
 #         then (TORCH=0 skips it) the same shards through scripts/models/clip_e2e_torch.py (PyTorch:
 #         DataLoader, nvJPEG via torchvision, transformers fp16 SDPA, the same heads).
+#         IMAGE_BATCH=512MB sets the source's image_batch_bytes, EMBED_BATCH the embedder's batch_size.
 #         STACKS_AFTER="SECS ...": if the run is still going SECS seconds in, every thread's stack
 #         of the host and its workers is printed (for hangs; gdb or cuda-gdb).
 set -euo pipefail
@@ -171,11 +172,12 @@ for s in range(0, n, per):
 print(n, "samples")
 PY
     cat > "$work/run.yaml" <<YAML
-source: {path: $work/shards}
+source: {path: $work/shards${IMAGE_BATCH:+, image_batch_bytes: $IMAGE_BATCH}}
 stages:
   - plugin: image_embedder
     params: {model: /models/clip-l14, device: gpu}
-    resources: {gpu_memory_gb: ${GPU_GB:-16}${EMBED_CPUS:+, cpus: $EMBED_CPUS}}
+    resources: {gpu_memory_gb: ${GPU_GB:-16}${EMBED_CPUS:+, cpus: $EMBED_CPUS}}${EMBED_BATCH:+
+    batch_size: $EMBED_BATCH}
     grants: {models: $work/models}
   - plugin: aesthetic_filter
     params: {model: /models/aesthetic-head, score_threshold: -100}

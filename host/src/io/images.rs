@@ -7,14 +7,14 @@
 //! Such files are looked up beside local images; images in an object store are read alone.
 //!
 //! A partition holds many images (`IMAGES_PER_PARTITION` by default) and is read into batches
-//! that span its files, cut at 32 MiB of images: a GPU stage gets full batches, not one image
+//! that span its files, cut at `image_batch_bytes` of images (32 MiB): a GPU stage gets full batches, not one image
 //! at a time. A file that is not an image by its magic bytes, is cut short, or is larger than
 //! `max_line_bytes` is a [`Reject`] naming the file.
 
 use arrow_array::RecordBatch;
 
 use super::jsonl::ReadOptions;
-use super::webdataset::{BATCH_IMAGE_BYTES, Doc, batch, document};
+use super::webdataset::{Doc, batch, document};
 use super::{InputFile, IoError, Loc, Reject, Rejects};
 
 /// The files beside an image that belong to its sample.
@@ -40,18 +40,21 @@ pub struct ImagesReader {
     next: usize,
     max_bytes: u64,
     rejects: Rejects,
+    /// A batch is cut when its images reach this many bytes.
+    batch_bytes: usize,
 }
 
 impl ImagesReader {
     pub fn open(files: Vec<InputFile>, opts: &ReadOptions) -> ImagesReader {
-        ImagesReader { files, next: 0, max_bytes: opts.max_line_bytes, rejects: Rejects::new(opts.strict) }
+        let batch_bytes = usize::try_from(opts.image_batch_bytes).unwrap_or(usize::MAX);
+        ImagesReader { files, next: 0, max_bytes: opts.max_line_bytes, rejects: Rejects::new(opts.strict), batch_bytes }
     }
 
     /// The next batch of at most `n` images (fewer when they reach 32 MiB), spanning files.
     pub fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         let mut docs: Vec<Doc> = Vec::new();
         let mut bytes = 0usize;
-        while docs.len() < n.max(1) && bytes < BATCH_IMAGE_BYTES && self.next < self.files.len() {
+        while docs.len() < n.max(1) && bytes < self.batch_bytes && self.next < self.files.len() {
             let file = self.files[self.next].clone();
             self.next += 1;
             match sample(&file, self.max_bytes)? {
@@ -154,6 +157,12 @@ mod tests {
         assert_eq!(rejects.len(), 1);
         assert!(rejects[0].source.ends_with("00000/0004.png") && rejects[0].reason.contains("not an image"), "{:?}", rejects[0]);
         assert!(r.next_batch(3).unwrap().is_none());
+        // `image_batch_bytes` cuts a batch once its images reach it: two PNGs' worth, two.
+        let files: Vec<InputFile> = (0..4).map(|i| input(tmp.path(), &format!("00000/{i:04}.png"))).collect();
+        let opts = ReadOptions { image_batch_bytes: 2 * PNG.len() as u64, ..ReadOptions::default() };
+        let mut r = ImagesReader::open(files, &opts);
+        assert_eq!(r.next_batch(10).unwrap().unwrap().num_rows(), 2);
+        assert_eq!(r.next_batch(10).unwrap().unwrap().num_rows(), 2);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use curator_core::partition::Part;
-use curator_core::pipeline::{DEFAULT_MAX_LINE_BYTES, WriteMode};
+use curator_core::pipeline::{DEFAULT_IMAGE_BATCH_BYTES, DEFAULT_MAX_LINE_BYTES, WriteMode};
 use curator_core::placement::Assignment;
 use curator_core::{Isolation, MemoryBudget, PipelineSpec, PluginKind, Resources, Runs, SinkSpec, SpecError};
 
@@ -184,6 +184,7 @@ impl Plan {
             id_field: src.id_field.clone(),
             fields: src.fields.clone(),
             max_line_bytes: self.max_line_bytes(),
+            image_batch_bytes: src.image_batch_bytes.as_ref().and_then(|s| s.bytes()).unwrap_or(DEFAULT_IMAGE_BATCH_BYTES),
             strict,
             vectors: self.spec.dedup().and_then(|(_, d)| d.dedup.vector_field()).into_iter().collect(),
             typed: self.columns_stages_read(),

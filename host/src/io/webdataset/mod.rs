@@ -29,10 +29,6 @@ pub const IMAGE: &str = "image";
 /// The column that holds each sample's other members (hidden from JSONL and Parquet sinks).
 pub const SAMPLE: &str = "_sample";
 
-/// A batch of images (a shard's samples, a folder's files) is cut when its images reach this
-/// many bytes.
-pub(crate) const BATCH_IMAGE_BYTES: usize = 32 << 20;
-
 /// Extensions of WebDataset shards.
 pub const WEBDATASET_EXTENSIONS: &[&str] = &[".tar"];
 

@@ -9,7 +9,7 @@ use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::{BATCH_IMAGE_BYTES, IMAGE, SAMPLE, pack, split_key};
+use super::{IMAGE, SAMPLE, pack, split_key};
 use crate::io::jsonl::{ReadOptions, reader_schema};
 use crate::io::{InputFile, IoError, Reject, Rejects};
 
@@ -37,6 +37,8 @@ pub struct WebdatasetReader {
     input: InputFile,
     items: Option<Receiver<Item>>,
     rejects: Rejects,
+    /// A batch is cut when its images reach this many bytes.
+    batch_bytes: usize,
 }
 
 impl WebdatasetReader {
@@ -49,14 +51,15 @@ impl WebdatasetReader {
             line: 0,
             source: e,
         })?;
-        Ok(WebdatasetReader { input: input.clone(), items: Some(rx), rejects: Rejects::new(opts.strict) })
+        let batch_bytes = usize::try_from(opts.image_batch_bytes).unwrap_or(usize::MAX);
+        Ok(WebdatasetReader { input: input.clone(), items: Some(rx), rejects: Rejects::new(opts.strict), batch_bytes })
     }
 
-    /// The next batch of at most `n` samples (fewer when their images reach 32 MiB).
+    /// The next batch of at most `n` samples (fewer when their images reach `image_batch_bytes`).
     pub fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         let mut docs = Vec::new();
         let mut bytes = 0usize;
-        while docs.len() < n.max(1) && bytes < BATCH_IMAGE_BYTES {
+        while docs.len() < n.max(1) && bytes < self.batch_bytes {
             let Some(item) = self.items.as_ref().and_then(|rx| rx.recv().ok()) else {
                 self.items = None;
                 break;
