@@ -7,8 +7,8 @@
 //! Such files are looked up beside local images; images in an object store are read alone.
 //!
 //! A partition holds many images (`IMAGES_PER_PARTITION` by default) and is read into batches
-//! that span its files, cut at `image_batch_bytes` of images (32 MiB): a GPU stage gets full batches, not one image
-//! at a time. A file that is not an image by its magic bytes, is cut short, or is larger than
+//! that span its files, cut at `image_batch_bytes` of images (32 MiB by default): a GPU stage
+//! gets full batches, not one image at a time. A file that is not an image by its magic bytes, is cut short, or is larger than
 //! `max_line_bytes` is a [`Reject`] naming the file.
 
 use arrow_array::RecordBatch;
@@ -46,11 +46,17 @@ pub struct ImagesReader {
 
 impl ImagesReader {
     pub fn open(files: Vec<InputFile>, opts: &ReadOptions) -> ImagesReader {
-        let batch_bytes = usize::try_from(opts.image_batch_bytes).unwrap_or(usize::MAX);
-        ImagesReader { files, next: 0, max_bytes: opts.max_line_bytes, rejects: Rejects::new(opts.strict), batch_bytes }
+        ImagesReader {
+            files,
+            next: 0,
+            max_bytes: opts.max_line_bytes,
+            rejects: Rejects::new(opts.strict),
+            batch_bytes: opts.image_batch_bytes,
+        }
     }
 
-    /// The next batch of at most `n` images (fewer when they reach 32 MiB), spanning files.
+    /// The next batch of at most `n` images (fewer when they reach `image_batch_bytes`), spanning
+    /// files.
     pub fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         let mut docs: Vec<Doc> = Vec::new();
         let mut bytes = 0usize;
@@ -159,7 +165,7 @@ mod tests {
         assert!(r.next_batch(3).unwrap().is_none());
         // `image_batch_bytes` cuts a batch once its images reach it: two PNGs' worth, two.
         let files: Vec<InputFile> = (0..4).map(|i| input(tmp.path(), &format!("00000/{i:04}.png"))).collect();
-        let opts = ReadOptions { image_batch_bytes: 2 * PNG.len() as u64, ..ReadOptions::default() };
+        let opts = ReadOptions { image_batch_bytes: 2 * PNG.len(), ..ReadOptions::default() };
         let mut r = ImagesReader::open(files, &opts);
         assert_eq!(r.next_batch(10).unwrap().unwrap().num_rows(), 2);
         assert_eq!(r.next_batch(10).unwrap().unwrap().num_rows(), 2);

@@ -184,7 +184,8 @@ impl Plan {
             id_field: src.id_field.clone(),
             fields: src.fields.clone(),
             max_line_bytes: self.max_line_bytes(),
-            image_batch_bytes: src.image_batch_bytes.as_ref().and_then(|s| s.bytes()).unwrap_or(DEFAULT_IMAGE_BATCH_BYTES),
+            image_batch_bytes: usize::try_from(src.image_batch_bytes.as_ref().and_then(|s| s.bytes()).unwrap_or(DEFAULT_IMAGE_BATCH_BYTES))
+                .unwrap_or(usize::MAX),
             strict,
             vectors: self.spec.dedup().and_then(|(_, d)| d.dedup.vector_field()).into_iter().collect(),
             typed: self.columns_stages_read(),

@@ -237,7 +237,11 @@ impl Maker {
 /// stepped over byte by byte, other characters decoded.
 pub fn normalize_whitespace(text: &str) -> String {
     let bytes = text.as_bytes();
-    let char_at = |i: usize| text[i..].chars().next().unwrap_or('\u{fffd}');
+    // The character at byte `i` (ASCII read directly, the rest decoded).
+    let char_at = |i: usize| match bytes[i] {
+        b if b < 0x80 => b as char,
+        _ => text[i..].chars().next().unwrap_or('\u{fffd}'),
+    };
     let mut out = String::with_capacity(text.len());
     let mut start = 0; // where the text not yet copied starts
     let mut i = 0;
@@ -247,14 +251,14 @@ pub fn normalize_whitespace(text: &str) -> String {
             i += 1;
             continue;
         }
-        let c = if b < 0x80 { b as char } else { char_at(i) };
+        let c = char_at(i);
         if !is_py_space(c) {
             i += c.len_utf8();
             continue;
         }
         let (mut end, mut line_break) = (i, false);
         while end < bytes.len() {
-            let c = if bytes[end] < 0x80 { bytes[end] as char } else { char_at(end) };
+            let c = char_at(end);
             if !is_py_space(c) {
                 break;
             }

@@ -36,7 +36,7 @@ pub struct ReadOptions {
     /// Longer lines are rejected without being held in memory.
     pub max_line_bytes: u64,
     /// An image source's batch is cut when its images reach this many bytes.
-    pub image_batch_bytes: u64,
+    pub image_batch_bytes: usize,
     /// Turn the first rejected line into an error.
     pub strict: bool,
     /// Fields read as float32 vectors (stored embeddings a step reads): lifted out of
@@ -55,7 +55,7 @@ impl Default for ReadOptions {
             id_field: ID.into(),
             fields: None,
             max_line_bytes: curator_core::pipeline::DEFAULT_MAX_LINE_BYTES,
-            image_batch_bytes: curator_core::pipeline::DEFAULT_IMAGE_BATCH_BYTES,
+            image_batch_bytes: curator_core::pipeline::DEFAULT_IMAGE_BATCH_BYTES as usize,
             strict: false,
             vectors: Vec::new(),
             typed: Vec::new(),

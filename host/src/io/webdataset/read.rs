@@ -51,8 +51,12 @@ impl WebdatasetReader {
             line: 0,
             source: e,
         })?;
-        let batch_bytes = usize::try_from(opts.image_batch_bytes).unwrap_or(usize::MAX);
-        Ok(WebdatasetReader { input: input.clone(), items: Some(rx), rejects: Rejects::new(opts.strict), batch_bytes })
+        Ok(WebdatasetReader {
+            input: input.clone(),
+            items: Some(rx),
+            rejects: Rejects::new(opts.strict),
+            batch_bytes: opts.image_batch_bytes,
+        })
     }
 
     /// The next batch of at most `n` samples (fewer when their images reach `image_batch_bytes`).
