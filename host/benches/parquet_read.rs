@@ -8,7 +8,9 @@
 //! thread, timed inside Python, interpreter start excluded); ours also turns each batch into
 //! the reader schema (`id`, `text`, `_meta` JSON), which is what a run pays. The "decode only"
 //! row is the parquet crate's Arrow reader alone. Needs python3 with pyarrow (skips otherwise).
-//! `CODECS=zstd` (or `snappy`) times one codec only.
+//! `CODECS=zstd` (or `snappy`) times one codec only. `PROFILE=N` skips the table and runs only
+//! our reader N times on each file, then pyarrow's N times (in its own process), for
+//! `perf record` (`perf report --sort comm,symbol` tells the two apart).
 
 mod common;
 
@@ -65,6 +67,15 @@ fn decode_only(path: &Path) {
     }
 }
 
+/// This process's minor page faults so far (fresh memory touched: each one a page the kernel
+/// zeroes).
+fn minor_faults() -> u64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
+    if ok { usage.ru_minflt.max(0) as u64 } else { 0 }
+}
+
 fn pyarrow(path: &Path, repeats: usize) -> Option<Duration> {
     let out = Command::new("python3").args(["-c", PYARROW]).arg(path).arg(repeats.to_string()).output().ok()?;
     let secs: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
@@ -88,6 +99,17 @@ fn main() {
         println!("skipped: python3 with pyarrow is needed to write the files and time read_table (pip install pyarrow)");
         return;
     }
+    let only = std::env::var("CODECS").unwrap_or_default();
+    let chosen = || files.iter().filter(|(c, _)| only.is_empty() || only.split(',').any(|o| o.eq_ignore_ascii_case(c)));
+    if let Some(n) = std::env::var("PROFILE").ok().and_then(|n| n.parse::<usize>().ok()) {
+        for (codec, path) in chosen() {
+            let faults = minor_faults();
+            let best = best_of(n, || ours(path));
+            println!("{codec}: our reader, {n} times: {best:?} at best, {} minor page faults a read", (minor_faults() - faults) / n as u64);
+            println!("{codec}: pyarrow, {n} times: {:?} at best", pyarrow(path, n));
+        }
+        return;
+    }
     let (rounds, repeats) = (5, 3);
     println!(
         "{} documents ({} MB of text) in 4 columns, written by pyarrow; one core; {rounds} alternating rounds, best of {repeats} each; ratios paired by round",
@@ -96,8 +118,7 @@ fn main() {
     );
     println!("| {:<8} | {:>8} | {:<30} | {:>16} | {:>14} |", "codec", "file MB", "reader", "MB/s (range)", "vs pyarrow");
     println!("|{:-<10}|{:-<10}|{:-<32}|{:-<18}|{:-<16}|", "", "", "", "", "");
-    let only = std::env::var("CODECS").unwrap_or_default();
-    for (codec, path) in files.iter().filter(|(c, _)| only.is_empty() || only.split(',').any(|o| o.eq_ignore_ascii_case(c))) {
+    for (codec, path) in chosen() {
         let mb = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) as f64 / (1 << 20) as f64;
         let (mut base, mut full, mut raw) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
