@@ -162,9 +162,36 @@ pub(crate) fn upload_norm(stream: &Arc<CudaStream>, n: &Norm) -> Result<GNorm, E
     Ok(GNorm { gamma: full(&n.gamma)?, beta: full(&n.beta)? })
 }
 
+/// What the query and key biases add to DeBERTa's position terms, per (head, table row), over
+/// the score divisor `scale`: `[heads, rows]` (one zero for a model without the terms). The
+/// kernels' tables are products of the QKV product before its bias, and `(q + b_q)·p_k +
+/// (k + b_k)·p_q = q·p_k + k·p_q + (b_q·p_k + b_k·p_q)`, the last part one value per head and
+/// row (both terms of a score read the same row). `pos_key` / `pos_query`: `[rows, H]`, empty
+/// when the model has no such term; `bq`, `bk`: `[H]`.
+pub(crate) fn rel_bias(pos_key: &[f32], bq: &[f32], pos_query: &[f32], bk: &[f32], heads: usize, scale: f32) -> Vec<f32> {
+    let h = bq.len();
+    let dh = h / heads.max(1);
+    let rows = pos_key.len().max(pos_query.len()) / h.max(1);
+    let mut out = vec![0f32; (heads * rows).max(1)];
+    for (pos, bias) in [(pos_key, bq), (pos_query, bk)] {
+        if pos.is_empty() {
+            continue;
+        }
+        for head in 0..heads {
+            let b = &bias[head * dh..(head + 1) * dh];
+            for r in 0..rows {
+                let p = &pos[r * h + head * dh..r * h + (head + 1) * dh];
+                out[head * rows + r] += b.iter().zip(p).map(|(x, y)| x * y).sum::<f32>() / scale;
+            }
+        }
+    }
+    out
+}
+
 /// A layer on the device: Q, K and V as one `[3H, H]` product; DeBERTa's projected relative
-/// embeddings as `[heads, 2·span, head_dim]` (one matrix per head for cuBLAS).
-pub(crate) fn upload_layer(stream: &Arc<CudaStream>, l: &Layer, heads: usize) -> Result<GLayer, EncoderError> {
+/// embeddings as `[heads, 2·span, head_dim]` (one matrix per head for cuBLAS), and what the
+/// query and key biases add to each position term (`rel_scale` divides every score).
+pub(crate) fn upload_layer(stream: &Arc<CudaStream>, l: &Layer, heads: usize, rel_scale: f32) -> Result<GLayer, EncoderError> {
     let qkv = Linear {
         w: [l.query.w.as_slice(), &l.key.w, &l.value.w].concat(),
         b: [l.query.b.as_slice(), &l.key.b, &l.value.b].concat(),
@@ -186,7 +213,9 @@ pub(crate) fn upload_layer(stream: &Arc<CudaStream>, l: &Layer, heads: usize) ->
         }
         upload_half(stream, &out).map(Some)
     };
+    let rel_bias = rel_bias(&l.pos_key, &l.query.b, &l.pos_query, &l.key.b, heads, rel_scale);
     Ok(GLayer {
+        rel_bias: stream.clone_htod(&rel_bias).map_err(driver("upload weights"))?,
         pos_key: per_head(&l.pos_key)?,
         pos_query: per_head(&l.pos_query)?,
         qkv: upload_linear(stream, &qkv)?,
@@ -196,4 +225,36 @@ pub(crate) fn upload_layer(stream: &Arc<CudaStream>, l: &Layer, heads: usize) ->
         down: upload_linear(stream, &l.down)?,
         out_norm: upload_norm(stream, &l.out_norm)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rel_bias;
+
+    /// Position terms made from Q and K without their biases, plus `rel_bias`, are the terms
+    /// made from Q and K with them, for every head and table row.
+    #[test]
+    fn the_bias_part_of_the_position_terms_is_split_off_exactly() {
+        let (heads, dh, rows, scale) = (3, 4, 5, 2.5f32);
+        let h = heads * dh;
+        let val =
+            |seed: usize, n: usize| -> Vec<f32> { (0..n).map(|i| (((i * 7919 + seed * 104_729) % 97) as f32 - 48.0) / 31.0).collect() };
+        let (pk, pq, bq, bk, q, k) = (val(1, rows * h), val(2, rows * h), val(3, h), val(4, h), val(5, h), val(6, h));
+        let bias = rel_bias(&pk, &bq, &pq, &bk, heads, scale);
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        for head in 0..heads {
+            let cols = head * dh..(head + 1) * dh;
+            let with = |x: &[f32], b: &[f32]| -> Vec<f32> { x[cols.clone()].iter().zip(&b[cols.clone()]).map(|(x, b)| x + b).collect() };
+            for r in 0..rows {
+                let row = |p: &[f32]| p[r * h + head * dh..r * h + (head + 1) * dh].to_vec();
+                let want = (dot(&with(&q, &bq), &row(&pk)) + dot(&with(&k, &bk), &row(&pq))) / scale;
+                let got = (dot(&q[cols.clone()], &row(&pk)) + dot(&k[cols.clone()], &row(&pq))) / scale + bias[head * rows + r];
+                assert!((want - got).abs() < 1e-4, "head {head} row {r}: {want} vs {got}");
+            }
+        }
+        // Without the content→position term only the key bias counts; without either, nothing.
+        let only_p2c = rel_bias(&[], &bq, &pq, &bk, heads, scale);
+        assert!((only_p2c[rows + 1] - dot(&bk[dh..2 * dh], &pq[h + dh..h + 2 * dh]) / scale).abs() < 1e-5);
+        assert_eq!(rel_bias(&[], &bq, &[], &bk, heads, scale), vec![0.0]);
+    }
 }

@@ -318,9 +318,22 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned int* a, unsign
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-template <int DH>
+// DeBERTa's disentangled attention takes the same kernel with REL: each score also gets the
+// content→position term c2p[(head, b, i), t] and the position→content term p2c[(head, b, j), t],
+// t = rel_index[i - j + center] - lo, gathered from the tables cuBLAS made (see
+// `disentangled_softmax`, the split path, for their layout) plus what the query and key biases
+// add to the two (one value per table row), in f32 before the mask and the softmax: no score matrix, no probabilities
+// written, no context product.
+struct RelArgs {
+    const unsigned short* c2p;
+    const unsigned short* p2c;
+    const int* rel_index;
+    const float* rel_bias;
+    int rows, center, lo, W, use_c2p, use_p2c;
+};
+template <int DH, bool REL>
 __device__ void attention(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale,
-                          unsigned short* out) {
+                          unsigned short* out, RelArgs rel) {
     // The block's keys and values, 64 at a time, shared by its four warps: K as rows, V
     // transposed (so a pair of consecutive keys of one dimension is one 32-bit word, the mma's
     // B operand); rows padded by 8 so the warps' fragment loads hit 32 different banks.
@@ -385,6 +398,25 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
 #pragma unroll
                 for (int s = 0; s < DH / 16; s++)
                     mma16816(sc[j], qa[s], *(const unsigned int*)(kp + 16 * s), *(const unsigned int*)(kp + 16 * s + 8));
+            }
+            if (REL) {
+                long long hb = ((long long)head * gridDim.z + b) * L;
+                const float* tb = rel.rel_bias + head * rel.rows + rel.lo;
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int row = q0 + g + 8 * (e >> 1);
+                        int key = t0 + k16 + 8 * j + tig * 2 + (e & 1);
+                        if (key < len && row < L) {
+                            int t = rel.rel_index[row - key + rel.center] - rel.lo;
+                            float v = tb[t];
+                            if (rel.use_c2p) v += h2f(rel.c2p[(hb + row) * rel.W + t]);
+                            if (rel.use_p2c) v += h2f(rel.p2c[(hb + key) * rel.W + t]);
+                            sc[j][e] += v;
+                        }
+                    }
+                }
             }
             // Mask keys past the sequence, then the online softmax of rows g (c0, c1) and g+8 (c2, c3).
             float mx0 = -1e30f, mx1 = -1e30f;
@@ -451,49 +483,65 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
     }
 }
 extern "C" __global__ void attention32(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale, unsigned short* out) {
-    attention<32>(qkv, bias, lens, L, H, heads, scale, out);
+    attention<32, false>(qkv, bias, lens, L, H, heads, scale, out, RelArgs{});
 }
 extern "C" __global__ void attention64(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale, unsigned short* out) {
-    attention<64>(qkv, bias, lens, L, H, heads, scale, out);
+    attention<64, false>(qkv, bias, lens, L, H, heads, scale, out, RelArgs{});
 }
+#define DEBERTA_ATTENTION(DH)                                                                                                   \
+    extern "C" __global__ void deberta_attention##DH(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, \
+                                                     int heads, float scale, unsigned short* out, const unsigned short* c2p,    \
+                                                     const unsigned short* p2c, const int* rel_index, const float* rel_bias,     \
+                                                     int rows, int center, int lo, int W, int use_c2p, int use_p2c) {            \
+        attention<DH, true>(qkv, bias, lens, L, H, heads, scale, out,                                                           \
+                            RelArgs{c2p, p2c, rel_index, rel_bias, rows, center, lo, W, use_c2p, use_p2c});                       \
+    }
+DEBERTA_ATTENTION(32)
+DEBERTA_ATTENTION(64)
 
 // DeBERTa's disentangled attention, one warp per row of scores [B * heads * L, L] (Q Kᵀ,
-// already scaled): adds the content→position term c2p[row, idx(i - j)] and the
-// position→content term p2c[(bh, j), idx(i - j)] (tables [B * heads * L, W], scaled, over the
-// window of table rows [lo, lo + W) that distances under L reach), then the masked softmax,
+// already scaled): adds the content→position term c2p[(head, b, i), idx(i - j)] and the
+// position→content term p2c[(head, b, j), idx(i - j)] (tables [heads * B * L, W], scaled, over
+// the window of table rows [lo, lo + W) that distances under L reach; products of Q and K
+// before their biases, which add tb[idx] to the two: `rel_bias`, [heads, rows]), then the masked softmax,
 // written back in place as fp16 probabilities. Every sum is taken in f32. `rel_index[i - j +
 // center]` is a distance's table row (computed on the host, as transformers buckets it).
 // Rows of up to 512 scores are computed once, into registers; longer ones take three passes.
 #define DEBERTA_REGS 16
 __device__ __forceinline__ float deberta_score(const unsigned short* row, const unsigned short* c_row, const unsigned short* p_base,
-                                               const int* rel_index, int i, int j, int center, int lo, int W, int use_c2p,
-                                               int use_p2c) {
+                                               const float* tb, const int* rel_index, int i, int j, int center, int lo, int W,
+                                               int use_c2p, int use_p2c) {
     int t = rel_index[i - j + center] - lo;
-    float v = h2f(row[j]);
+    float v = h2f(row[j]) + tb[t];
     if (use_c2p) v += h2f(c_row[t]);
     if (use_p2c) v += h2f(p_base[(long long)j * W + t]);
     return v;
 }
 
 extern "C" __global__ void disentangled_softmax(unsigned short* s, const unsigned short* c2p, const unsigned short* p2c,
-                                                const int* rel_index, int center, int lo, int W, long long rows, int L, int heads,
-                                                const int* lens, int use_c2p, int use_p2c) {
+                                                const int* rel_index, const float* rel_bias, int table_rows, int center, int lo,
+                                                int W, long long rows, int L, int heads, const int* lens, int use_c2p, int use_p2c) {
     long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= rows) return;
     long long bh = r / L;
     int i = (int)(r - bh * L);
-    int len = lens[bh / heads];
+    long long B = rows / ((long long)heads * L);
+    int b = (int)(bh / heads), head = (int)(bh - (long long)b * heads);
+    int len = lens[b];
     unsigned short* row = s + r * L;
-    const unsigned short* c_row = c2p + r * (long long)W;
-    const unsigned short* p_base = p2c + bh * L * (long long)W;
+    long long hb = ((long long)head * B + b) * L;
+    const unsigned short* c_row = c2p + (hb + i) * (long long)W;
+    const unsigned short* p_base = p2c + hb * (long long)W;
+    // Column t of the tables is table row lo + t.
+    const float* tb = rel_bias + head * table_rows + lo;
     if (L <= 32 * DEBERTA_REGS) {
         float e[DEBERTA_REGS];
         float m = -1e30f;
 #pragma unroll
         for (int k = 0; k < DEBERTA_REGS; k++) {
             int j = lane + 32 * k;
-            e[k] = j < len ? deberta_score(row, c_row, p_base, rel_index, i, j, center, lo, W, use_c2p, use_p2c) : -1e30f;
+            e[k] = j < len ? deberta_score(row, c_row, p_base, tb, rel_index, i, j, center, lo, W, use_c2p, use_p2c) : -1e30f;
             m = fmaxf(m, e[k]);
         }
         for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
@@ -514,15 +562,15 @@ extern "C" __global__ void disentangled_softmax(unsigned short* s, const unsigne
         return;
     }
     float m = -1e30f;
-    for (int j = lane; j < len; j += 32) m = fmaxf(m, deberta_score(row, c_row, p_base, rel_index, i, j, center, lo, W, use_c2p, use_p2c));
+    for (int j = lane; j < len; j += 32) m = fmaxf(m, deberta_score(row, c_row, p_base, tb, rel_index, i, j, center, lo, W, use_c2p, use_p2c));
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
     float sum = 0.0f;
-    for (int j = lane; j < len; j += 32) sum += __expf(deberta_score(row, c_row, p_base, rel_index, i, j, center, lo, W, use_c2p, use_p2c) - m);
+    for (int j = lane; j < len; j += 32) sum += __expf(deberta_score(row, c_row, p_base, tb, rel_index, i, j, center, lo, W, use_c2p, use_p2c) - m);
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
     float inv = 1.0f / sum;
     // Each lane reads its own scores before writing them: in place is safe.
     for (int j = lane; j < L; j += 32) {
-        float p = j < len ? __expf(deberta_score(row, c_row, p_base, rel_index, i, j, center, lo, W, use_c2p, use_p2c) - m) * inv : 0.0f;
+        float p = j < len ? __expf(deberta_score(row, c_row, p_base, tb, rel_index, i, j, center, lo, W, use_c2p, use_p2c) - m) * inv : 0.0f;
         row[j] = f2h(p);
     }
 }

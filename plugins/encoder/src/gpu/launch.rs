@@ -25,8 +25,11 @@ pub(crate) struct Kernels {
     /// Fused attention for heads of 32 and 64 dimensions.
     pub(super) attention32: CudaFunction,
     pub(super) attention64: CudaFunction,
-    /// DeBERTa: its position terms added to the scores, and the masked softmax.
+    /// DeBERTa: its position terms added to the scores, and the masked softmax (the split
+    /// path); the fused attention with the position terms.
     pub(super) disentangled_softmax: CudaFunction,
+    pub(super) deberta_attention32: CudaFunction,
+    pub(super) deberta_attention64: CudaFunction,
     /// CLIP's vision tower: embeddings + pre-norm, and the pre-norm layers' residual + norm.
     pub(super) patch_embed: CudaFunction,
     pub(super) residual_norm: CudaFunction,
@@ -52,13 +55,16 @@ pub(crate) struct Prep<'a> {
 }
 
 /// The device side of DeBERTa's position terms for one pass (see `disentangled_softmax`).
-pub(super) struct RelTerms<'a> {
+pub(crate) struct RelTerms<'a> {
     /// The tables (views into the workspace; an absent term's is never read).
     pub(super) c2p: &'a CudaView<'a, f16>,
     pub(super) p2c: &'a CudaView<'a, f16>,
     pub(super) use_c2p: bool,
     pub(super) use_p2c: bool,
     pub(super) rel_index: &'a CudaSlice<i32>,
+    /// The layer's `rel_bias` (`[heads, rows]`) and its rows per head.
+    pub(super) rel_bias: &'a CudaSlice<f32>,
+    pub(super) rows: usize,
     /// The window of table rows the pass's distances reach: `[lo, lo + width)`.
     pub(super) lo: usize,
     pub(super) width: usize,
@@ -88,6 +94,8 @@ impl Kernels {
             attention32: f("attention32")?,
             attention64: f("attention64")?,
             disentangled_softmax: f("disentangled_softmax")?,
+            deberta_attention32: f("deberta_attention32")?,
+            deberta_attention64: f("deberta_attention64")?,
             patch_embed: f("patch_embed")?,
             residual_norm: f("residual_norm")?,
             residual_norm_warp: f("residual_norm_warp")?,
@@ -204,8 +212,10 @@ impl Kernels {
         unsafe { b.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("residual_norm"))
     }
 
-    /// `attention32` / `attention64(qkv, bias, lens, L, H, heads, scale, out)`: a block of
-    /// four warps per 64 queries of one (sequence, head).
+    /// `attention32` / `attention64(qkv, bias, lens, L, H, heads, scale, out)`, and with
+    /// DeBERTa's position terms (`rel`) `deberta_attention32` / `deberta_attention64(…, c2p,
+    /// p2c, rel_index, center, lo, W, use_c2p, use_p2c)`: a block of four warps per 64 queries
+    /// of one (sequence, head).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn attention(
         &self,
@@ -216,26 +226,45 @@ impl Kernels {
         b: usize,
         l: usize,
         d: &Dims,
+        rel: Option<&RelTerms>,
         out: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
-        let f = match d.head_dim {
-            32 => &self.attention32,
-            64 => &self.attention64,
-            other => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
+        let f = match (d.head_dim, rel.is_some()) {
+            (32, false) => &self.attention32,
+            (64, false) => &self.attention64,
+            (32, true) => &self.deberta_attention32,
+            (64, true) => &self.deberta_attention64,
+            (other, _) => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
         };
         let (l_i, h_i, heads_i) = (l as i32, d.hidden as i32, d.heads as i32);
-        let scale = 1.0 / (d.head_dim as f32).sqrt();
+        let scale = 1.0 / d.rel.map_or((d.head_dim as f32).sqrt(), |r| r.scale);
         debug_assert!(qkv.len() >= b * l * 3 * d.hidden && out.len() >= b * l * d.hidden && bias.len() == 3 * d.hidden);
         debug_assert!(lens.len() == b && l.is_multiple_of(8) && d.hidden.is_multiple_of(2) && b <= 65_535);
         let mut a = s.launch_builder(f);
         a.arg(qkv).arg(bias).arg(lens).arg(&l_i).arg(&h_i).arg(&heads_i).arg(&scale).arg(out);
+        let center = rel.map_or(0, |r| (r.rel_index.len() / 2) as i32);
+        let (lo_i, w_i, rows_i) = rel.map_or((0, 0, 0), |r| (r.lo as i32, r.width as i32, r.rows as i32));
+        let (use_c2p, use_p2c) = rel.map_or((0, 0), |r| (i32::from(r.use_c2p), i32::from(r.use_p2c)));
+        if let Some(r) = rel {
+            debug_assert!(l <= center as usize + 1);
+            debug_assert!(
+                (!r.use_c2p || r.c2p.len() >= b * d.heads * l * r.width) && (!r.use_p2c || r.p2c.len() >= b * d.heads * l * r.width)
+            );
+            a.arg(r.c2p).arg(r.p2c).arg(r.rel_index).arg(r.rel_bias).arg(&rows_i).arg(&center).arg(&lo_i).arg(&w_i);
+            a.arg(&use_c2p).arg(&use_p2c);
+        }
         let cfg = LaunchConfig { grid_dim: (l.div_ceil(64) as u32, d.heads as u32, b as u32), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: the C parameters of `attention32`/`attention64` in order and type (unsigned
-        // short* qkv, float* bias, int* lens, int L, int H, int heads, float scale, unsigned
-        // short* out), the variant matching the head size; block (x, head, seq) reads rows of
-        // sequence `seq` only (b × L rows of 3H) and only below L, and writes its queries' rows
-        // (below L) of `out` (b × L × H); lens holds b lengths ≤ L. Every 32-bit access is at
-        // an even element offset (H, L and the head size are even).
+        // SAFETY: the C parameters of the variant matching the head size and `rel`, in order
+        // and type (unsigned short* qkv, float* bias, int* lens, int L, int H, int heads, float
+        // scale, unsigned short* out; then for DeBERTa unsigned short* c2p, p2c, int*
+        // rel_index, float* rel_bias, int rows, int center, int lo, int W, int use_c2p, int
+        // use_p2c); block (x, head,
+        // seq) reads rows of sequence `seq` only (b × L rows of 3H) and only below L, and
+        // writes its queries' rows (below L) of `out` (b × L × H); lens holds b lengths ≤ L.
+        // Every 32-bit access is at an even element offset (H, L and the head size are even).
+        // DeBERTa's tables: as `disentangled_softmax` reads them (rows (head, seq, i) of W
+        // values, columns rel_index[i - j + center] - lo in [0, W) for i, j < L; rel_bias at
+        // those plus lo, below rows; an absent table is never read).
         unsafe { a.launch(cfg) }.map(drop).map_err(driver("attention"))
     }
 
@@ -360,7 +389,9 @@ impl Kernels {
         debug_assert!(scores.len() >= rows * l && lens.len() * heads * l == rows && l <= center as usize + 1);
         debug_assert!((!rel.use_c2p || rel.c2p.len() >= rows * rel.width) && (!rel.use_p2c || rel.p2c.len() >= rows * rel.width));
         let mut a = s.launch_builder(&self.disentangled_softmax);
-        a.arg(scores).arg(rel.c2p).arg(rel.p2c).arg(rel.rel_index).arg(&center).arg(&lo_i).arg(&w_i).arg(&rows_i).arg(&l_i).arg(&heads_i);
+        let table_rows = rel.rows as i32;
+        a.arg(scores).arg(rel.c2p).arg(rel.p2c).arg(rel.rel_index).arg(rel.rel_bias).arg(&table_rows).arg(&center).arg(&lo_i).arg(&w_i);
+        a.arg(&rows_i).arg(&l_i).arg(&heads_i);
         a.arg(lens).arg(&use_c2p).arg(&use_p2c);
         let warps = 8u32;
         let cfg = LaunchConfig {
@@ -369,12 +400,13 @@ impl Kernels {
             shared_mem_bytes: 0,
         };
         // SAFETY: `disentangled_softmax`'s C parameters in order and type (unsigned short* s,
-        // c2p, p2c, int* rel_index, int center, int lo, int W, long long rows, int L, int
-        // heads, int* lens, int use_c2p, int use_p2c); warps past `rows` return; each row is L
-        // scores inside the buffer; a present table holds rows × W values, read at columns
-        // rel_index[i - j + center] - lo for i, j < L, which lie in [0, W) (the host's window);
-        // rel_index holds 2 × center + 1 entries and i - j + center lies in it (L ≤ center + 1);
-        // an absent table is never read.
+        // c2p, p2c, int* rel_index, float* rel_bias, int table_rows, int center, int lo, int W,
+        // long long rows, int L, int heads, int* lens, int use_c2p, int use_p2c); warps past
+        // `rows` return; each row is L scores inside the buffer; a present table holds rows × W
+        // values, read at columns rel_index[i - j + center] - lo for i, j < L, which lie in
+        // [0, W) (the host's window); rel_bias holds heads × table_rows values, read at
+        // rel_index[…] < table_rows; rel_index holds 2 × center + 1 entries and i - j + center
+        // lies in it (L ≤ center + 1); an absent table is never read.
         unsafe { a.launch(cfg) }.map(drop).map_err(driver("disentangled softmax"))
     }
 

@@ -64,6 +64,9 @@ pub(crate) struct GLayer {
     /// (content→position keys, position→content queries), when the model has the term.
     pub(crate) pos_key: Option<CudaSlice<f16>>,
     pub(crate) pos_query: Option<CudaSlice<f16>>,
+    /// DeBERTa: what the query and key biases add to a score's position terms, per head and
+    /// table row: `[heads, 2 × span]` ([`device::rel_bias`]; one zero for other models).
+    pub(crate) rel_bias: CudaSlice<f32>,
     pub(crate) attn_out: GLinear,
     pub(crate) attn_norm: GNorm,
     pub(crate) up: GLinear,
@@ -123,13 +126,10 @@ impl RelDims {
 }
 
 /// The attention buffers of a pass of `b` sequences of `l` tokens: (scores, position-term
-/// values). The fused kernel needs neither; DeBERTa always takes the split path.
+/// values). The fused kernel needs no scores; DeBERTa needs its position terms either way.
 fn attention_buffers(head_dim: usize, heads: usize, rel: Option<RelDims>, b: usize, l: usize) -> (usize, usize) {
-    match rel {
-        Some(r) => (b * heads * l * l, r.terms() * b * heads * l * r.rows),
-        None if fused_attention(head_dim, b) => (0, 0),
-        None => (b * heads * l * l, 0),
-    }
+    let scores = if fused_attention(head_dim, b) { 0 } else { b * heads * l * l };
+    (scores, rel.map_or(0, |r| r.terms() * b * heads * l * r.rows))
 }
 
 impl Workspace {
@@ -321,7 +321,11 @@ impl GpuModel {
         }
         let half = |v: &[f32]| upload_half(&stream, v);
         let norm = |n: &Norm| upload_norm(&stream, n);
-        let layers = w.layers.iter().map(|l| upload_layer(&stream, l, config.num_heads)).collect::<Result<Vec<_>, _>>()?;
+        let layers = w
+            .layers
+            .iter()
+            .map(|l| upload_layer(&stream, l, config.num_heads, RelDims::of(config).map_or(1.0, |r| r.scale)))
+            .collect::<Result<Vec<_>, _>>()?;
         let h = config.hidden_size;
         let dims = Dims {
             hidden: h,
@@ -473,13 +477,15 @@ impl GpuModel {
         let k = &self.dev.k;
         self.mark(marks, "embed")?;
         k.embed(&self.dev.stream, ids, l, &d, self, &mut ws.x)?;
-        let fused = d.rel.is_none() && fused_attention(d.head_dim, b);
+        let fused = fused_attention(d.head_dim, b);
         for layer in &self.layers {
             self.mark(marks, "gemm qkv")?;
             self.matmul(&layer.qkv, &ws.x, t, &mut ws.qkv)?;
-            if fused {
+            if fused && d.rel.is_some() {
+                self.deberta_attention(ws, layer, lens, b, l, marks)?;
+            } else if fused {
                 self.mark(marks, "attention")?;
-                k.attention(&self.dev.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, &mut ws.merged)?;
+                k.attention(&self.dev.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, None, &mut ws.merged)?;
             } else {
                 self.split_attention(ws, layer, lens, b, l, marks)?;
             }
@@ -551,25 +557,11 @@ impl GpuModel {
         }
         if let Some(r) = d.rel {
             self.mark(marks, "gemm positions")?;
-            // Only the table rows that distances under L reach: [lo, lo + width).
-            let center = self.rel_index_host.len() / 2;
-            // Rounded out to multiples of 8 (cuBLAS' fast kernels want aligned leading
-            // dimensions), within the table's rows.
-            let lo = (self.rel_index_host[center + 1 - l] as usize) / 8 * 8;
-            let width = (self.rel_index_host[center + l - 1] as usize + 1 - lo).next_multiple_of(8).min(r.rows - lo);
-            let table = b * d.heads * l * width;
-            let split = if r.c2p { table } else { 0 };
-            let (mut c2p, mut p2c) = ws.rel.split_at_mut(split);
-            if let Some(pos) = layer.pos_key.as_ref().filter(|_| r.c2p) {
-                self.position_term(&ws.q, pos, b, l, r.rows, lo, width, &mut c2p)?;
-            }
-            if let Some(pos) = layer.pos_query.as_ref().filter(|_| r.p2c) {
-                self.position_term(&ws.k, pos, b, l, r.rows, lo, width, &mut p2c)?;
-            }
+            let (lo, width, split) = self.position_terms(ws, layer, r, b, l)?;
             self.mark(marks, "softmax")?;
             // An absent term's view is never read (the workspace holds at least one value).
             let (c2p, p2c) = (ws.rel.slice(0..split.max(1)), ws.rel.slice(split.min(ws.rel.len() - 1)..));
-            let terms = launch::RelTerms { c2p: &c2p, p2c: &p2c, use_c2p: r.c2p, use_p2c: r.p2c, rel_index: &self.rel_index, lo, width };
+            let terms = self.rel_terms(&c2p, &p2c, layer, r, lo, width);
             k.disentangled_softmax(&self.dev.stream, &mut ws.scores, &terms, b * d.heads * l, l, d.heads, lens)?;
         } else {
             self.mark(marks, "softmax")?;
@@ -604,18 +596,91 @@ impl GpuModel {
 }
 
 impl GpuModel {
-    /// One DeBERTa position term for every (sequence, head): `out[(b, head)] = X[(b, head)]
-    /// pos[head][lo..lo + width]ᵀ / scale`, `[L × width]` per (sequence, head), X being
-    /// Q (c2p) or K (p2c) in `[B, heads, L, dh]` and pos `[heads, rows = 2·span, dh]`. One
-    /// strided batched product per head, over the sequences (the head's position rows are
-    /// shared: stride 0).
+    /// DeBERTa's attention on the fused kernel: the position terms' tables by cuBLAS, straight
+    /// from the QKV product, then the fused kernel adds them to its scores and writes the
+    /// context into `ws.merged`.
+    fn deberta_attention(
+        &self,
+        ws: &mut Workspace,
+        layer: &GLayer,
+        lens: &CudaView<i32>,
+        b: usize,
+        l: usize,
+        marks: &mut Marks,
+    ) -> Result<(), EncoderError> {
+        let d = self.dims;
+        let Some(r) = d.rel else { return Err(EncoderError::Gpu("DeBERTa attention for a model without position terms".into())) };
+        self.mark(marks, "gemm positions")?;
+        let (lo, width, split) = self.position_terms(ws, layer, r, b, l)?;
+        self.mark(marks, "attention")?;
+        let (c2p, p2c) = (ws.rel.slice(0..split.max(1)), ws.rel.slice(split.min(ws.rel.len() - 1)..));
+        let terms = self.rel_terms(&c2p, &p2c, layer, r, lo, width);
+        self.dev.k.attention(&self.dev.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, Some(&terms), &mut ws.merged)
+    }
+
+    /// What the kernels need of a pass's position terms.
+    fn rel_terms<'a>(
+        &'a self,
+        c2p: &'a CudaView<'a, f16>,
+        p2c: &'a CudaView<'a, f16>,
+        layer: &'a GLayer,
+        r: RelDims,
+        lo: usize,
+        width: usize,
+    ) -> launch::RelTerms<'a> {
+        launch::RelTerms {
+            c2p,
+            p2c,
+            use_c2p: r.c2p,
+            use_p2c: r.p2c,
+            rel_index: &self.rel_index,
+            rel_bias: &layer.rel_bias,
+            rows: r.rows,
+            lo,
+            width,
+        }
+    }
+
+    /// DeBERTa's position-term tables of a pass into `ws.rel` (c2p, then p2c, each `[heads,
+    /// B·L, width]`), over only the table rows that distances under `l` reach: `(lo, width,
+    /// where p2c starts)`.
+    fn position_terms(
+        &self,
+        ws: &mut Workspace,
+        layer: &GLayer,
+        r: RelDims,
+        b: usize,
+        l: usize,
+    ) -> Result<(usize, usize, usize), EncoderError> {
+        let center = self.rel_index_host.len() / 2;
+        // Rounded out to multiples of 8 (cuBLAS' fast kernels want aligned leading
+        // dimensions), within the table's rows.
+        let lo = (self.rel_index_host[center + 1 - l] as usize) / 8 * 8;
+        let width = (self.rel_index_host[center + l - 1] as usize + 1 - lo).next_multiple_of(8).min(r.rows - lo);
+        let table = b * self.dims.heads * l * width;
+        let split = if r.c2p { table } else { 0 };
+        let (mut c2p, mut p2c) = ws.rel.split_at_mut(split);
+        let h = self.dims.hidden;
+        if let Some(pos) = layer.pos_key.as_ref().filter(|_| r.c2p) {
+            self.position_term(&ws.qkv.slice(0..), pos, b * l, r.rows, lo, width, &mut c2p)?;
+        }
+        if let Some(pos) = layer.pos_query.as_ref().filter(|_| r.p2c) {
+            self.position_term(&ws.qkv.slice(h..), pos, b * l, r.rows, lo, width, &mut p2c)?;
+        }
+        Ok((lo, width, split))
+    }
+
+    /// One DeBERTa position term for every token and head, without the bias of Q or K (the
+    /// kernels add `rel_bias`): `out[head] = X[head] pos[head][lo..lo + width]ᵀ / scale`,
+    /// `[T × width]` per head, X being the QKV product's Q (c2p) or K (p2c) columns (`x`
+    /// starts at them; rows of 3H) and pos `[heads, rows = 2·span, dh]`. One strided batched
+    /// product over the heads.
     #[allow(clippy::too_many_arguments)]
     fn position_term(
         &self,
-        x: &CudaSlice<f16>,
+        x: &CudaView<f16>,
         pos: &CudaSlice<f16>,
-        b: usize,
-        l: usize,
+        t: usize,
         rows: usize,
         lo: usize,
         width: usize,
@@ -629,30 +694,24 @@ impl GpuModel {
                 transa: CUBLAS_OP_T,
                 transb: CUBLAS_OP_N,
                 m: width as i32,
-                n: l as i32,
+                n: t as i32,
                 k: dh as i32,
                 alpha: f16::ONE, // gemm_ex takes the scale in f32
                 lda: dh as i32,
-                ldb: dh as i32,
+                ldb: (3 * d.hidden) as i32,
                 beta: f16::ZERO,
                 ldc: width as i32,
             },
-            batch_size: b as i32,
-            stride_a: 0,
-            stride_b: (heads * l * dh) as i64,
-            stride_c: (heads * l * width) as i64,
+            batch_size: heads as i32,
+            stride_a: (rows * dh) as i64,
+            stride_b: dh as i64,
+            stride_c: (t * width) as i64,
         };
-        for head in 0..heads {
-            let a = pos.slice((head * rows + lo) * dh..(head * rows + lo + width) * dh);
-            let xs = x.slice(head * l * dh..);
-            let mut c = out.slice_mut(head * l * width..);
-            // pos[head]'s rows lo..lo + width (of `rows`) are width × dh; X's b matrices of L × dh
-            // start at head·L·dh, heads·L·dh apart, inside the [B, heads, L, dh] buffer; out's b
-            // matrices of L × width start at head·L·width, heads·L·width apart, inside the table
-            // of B·heads·L·width values.
-            self.gemm_ex(cfg, 1.0 / scale, &a, &xs, &mut c)?;
-        }
-        Ok(())
+        // Head h: pos[h]'s rows lo..lo + width (width × dh, rows · dh apart per head); X's T
+        // rows of dh at column h·dh of the [T, 3H] product (row stride 3H); out's T × width at
+        // h·T·width, inside the table of heads·T·width values.
+        let a = pos.slice(lo * dh..);
+        self.gemm_ex(cfg, 1.0 / scale, &a, x, out)
     }
 
     /// cuBLAS' strided batched product in fp16 with f32 accumulation, `alpha` given in f32
@@ -732,6 +791,8 @@ mod tests {
             "attention64",
             "add_norm_warp",
             "disentangled_softmax",
+            "deberta_attention32",
+            "deberta_attention64",
             "patch_embed",
             "residual_norm",
             "residual_norm_warp",

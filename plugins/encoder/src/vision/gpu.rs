@@ -126,7 +126,7 @@ impl GpuVision {
         let mut table = vec![0f32; l * h];
         table[..tokens * h].copy_from_slice(&w.position);
         table[..h].iter_mut().zip(&w.class).for_each(|(t, c)| *t += c);
-        let layers = w.layers.iter().map(|layer| upload_layer(&s, layer, config.num_heads)).collect::<Result<Vec<_>, _>>()?;
+        let layers = w.layers.iter().map(|layer| upload_layer(&s, layer, config.num_heads, 1.0)).collect::<Result<Vec<_>, _>>()?;
         // The patch product's inner dimension (3·patch², 588 for L/14) padded with zero columns
         // to a multiple of 8, the tensor cores' granule (cuBLAS is ~5× slower off it).
         let (k, k_pad) = (w.patch.inp, w.patch.inp.next_multiple_of(8));
@@ -456,7 +456,7 @@ impl GpuVision {
             mark("gemm qkv")?;
             self.dev.matmul(&layer.qkv, &ws.merged, t, &mut ws.qkv)?;
             mark("attention")?;
-            k.attention(s, &ws.qkv, &layer.qkv.b, &lens, b, self.l, &d, &mut ws.a)?;
+            k.attention(s, &ws.qkv, &layer.qkv.b, &lens, b, self.l, &d, None, &mut ws.a)?;
             mark("gemm attn_out")?;
             self.dev.matmul(&layer.attn_out, &ws.a, t, &mut ws.merged)?;
             mark("norms")?;
