@@ -57,8 +57,8 @@ pub(crate) struct Prep<'a> {
 /// The device side of DeBERTa's position terms for one pass (see `disentangled_softmax`).
 pub(crate) struct RelTerms<'a> {
     /// The tables (views into the workspace; an absent term's is never read).
-    pub(super) c2p: &'a CudaView<'a, f16>,
-    pub(super) p2c: &'a CudaView<'a, f16>,
+    pub(super) c2p: CudaView<'a, f16>,
+    pub(super) p2c: CudaView<'a, f16>,
     pub(super) use_c2p: bool,
     pub(super) use_p2c: bool,
     pub(super) rel_index: &'a CudaSlice<i32>,
@@ -250,7 +250,7 @@ impl Kernels {
             debug_assert!(
                 (!r.use_c2p || r.c2p.len() >= b * d.heads * l * r.width) && (!r.use_p2c || r.p2c.len() >= b * d.heads * l * r.width)
             );
-            a.arg(r.c2p).arg(r.p2c).arg(r.rel_index).arg(r.rel_bias).arg(&rows_i).arg(&center).arg(&lo_i).arg(&w_i);
+            a.arg(&r.c2p).arg(&r.p2c).arg(r.rel_index).arg(r.rel_bias).arg(&rows_i).arg(&center).arg(&lo_i).arg(&w_i);
             a.arg(&use_c2p).arg(&use_p2c);
         }
         let cfg = LaunchConfig { grid_dim: (l.div_ceil(64) as u32, d.heads as u32, b as u32), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
@@ -390,7 +390,7 @@ impl Kernels {
         debug_assert!((!rel.use_c2p || rel.c2p.len() >= rows * rel.width) && (!rel.use_p2c || rel.p2c.len() >= rows * rel.width));
         let mut a = s.launch_builder(&self.disentangled_softmax);
         let table_rows = rel.rows as i32;
-        a.arg(scores).arg(rel.c2p).arg(rel.p2c).arg(rel.rel_index).arg(rel.rel_bias).arg(&table_rows).arg(&center).arg(&lo_i).arg(&w_i);
+        a.arg(scores).arg(&rel.c2p).arg(&rel.p2c).arg(rel.rel_index).arg(rel.rel_bias).arg(&table_rows).arg(&center).arg(&lo_i).arg(&w_i);
         a.arg(&rows_i).arg(&l_i).arg(&heads_i);
         a.arg(lens).arg(&use_c2p).arg(&use_p2c);
         let warps = 8u32;

@@ -321,11 +321,8 @@ impl GpuModel {
         }
         let half = |v: &[f32]| upload_half(&stream, v);
         let norm = |n: &Norm| upload_norm(&stream, n);
-        let layers = w
-            .layers
-            .iter()
-            .map(|l| upload_layer(&stream, l, config.num_heads, RelDims::of(config).map_or(1.0, |r| r.scale)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let rel_scale = RelDims::of(config).map_or(1.0, |r| r.scale);
+        let layers = w.layers.iter().map(|l| upload_layer(&stream, l, config.num_heads, rel_scale)).collect::<Result<Vec<_>, _>>()?;
         let h = config.hidden_size;
         let dims = Dims {
             hidden: h,
@@ -481,11 +478,19 @@ impl GpuModel {
         for layer in &self.layers {
             self.mark(marks, "gemm qkv")?;
             self.matmul(&layer.qkv, &ws.x, t, &mut ws.qkv)?;
-            if fused && d.rel.is_some() {
-                self.deberta_attention(ws, layer, lens, b, l, marks)?;
-            } else if fused {
+            if fused {
+                // DeBERTa: its position terms' tables by cuBLAS, straight from the QKV
+                // product; the kernel adds them to its scores.
+                let window = match d.rel {
+                    Some(r) => {
+                        self.mark(marks, "gemm positions")?;
+                        Some((r, self.position_terms(ws, layer, r, b, l)?))
+                    }
+                    None => None,
+                };
+                let terms = window.map(|(r, w)| self.rel_terms(&ws.rel, layer, r, w));
                 self.mark(marks, "attention")?;
-                k.attention(&self.dev.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, None, &mut ws.merged)?;
+                k.attention(&self.dev.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, terms.as_ref(), &mut ws.merged)?;
             } else {
                 self.split_attention(ws, layer, lens, b, l, marks)?;
             }
@@ -557,11 +562,9 @@ impl GpuModel {
         }
         if let Some(r) = d.rel {
             self.mark(marks, "gemm positions")?;
-            let (lo, width, split) = self.position_terms(ws, layer, r, b, l)?;
+            let window = self.position_terms(ws, layer, r, b, l)?;
             self.mark(marks, "softmax")?;
-            // An absent term's view is never read (the workspace holds at least one value).
-            let (c2p, p2c) = (ws.rel.slice(0..split.max(1)), ws.rel.slice(split.min(ws.rel.len() - 1)..));
-            let terms = self.rel_terms(&c2p, &p2c, layer, r, lo, width);
+            let terms = self.rel_terms(&ws.rel, layer, r, window);
             k.disentangled_softmax(&self.dev.stream, &mut ws.scores, &terms, b * d.heads * l, l, d.heads, lens)?;
         } else {
             self.mark(marks, "softmax")?;
@@ -596,41 +599,19 @@ impl GpuModel {
 }
 
 impl GpuModel {
-    /// DeBERTa's attention on the fused kernel: the position terms' tables by cuBLAS, straight
-    /// from the QKV product, then the fused kernel adds them to its scores and writes the
-    /// context into `ws.merged`.
-    fn deberta_attention(
-        &self,
-        ws: &mut Workspace,
-        layer: &GLayer,
-        lens: &CudaView<i32>,
-        b: usize,
-        l: usize,
-        marks: &mut Marks,
-    ) -> Result<(), EncoderError> {
-        let d = self.dims;
-        let Some(r) = d.rel else { return Err(EncoderError::Gpu("DeBERTa attention for a model without position terms".into())) };
-        self.mark(marks, "gemm positions")?;
-        let (lo, width, split) = self.position_terms(ws, layer, r, b, l)?;
-        self.mark(marks, "attention")?;
-        let (c2p, p2c) = (ws.rel.slice(0..split.max(1)), ws.rel.slice(split.min(ws.rel.len() - 1)..));
-        let terms = self.rel_terms(&c2p, &p2c, layer, r, lo, width);
-        self.dev.k.attention(&self.dev.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, Some(&terms), &mut ws.merged)
-    }
-
-    /// What the kernels need of a pass's position terms.
+    /// What the kernels need of a pass's position terms, the tables in `rel` as
+    /// [`GpuModel::position_terms`] wrote them (`(lo, width, split)` is what it returned).
     fn rel_terms<'a>(
         &'a self,
-        c2p: &'a CudaView<'a, f16>,
-        p2c: &'a CudaView<'a, f16>,
+        rel: &'a CudaSlice<f16>,
         layer: &'a GLayer,
         r: RelDims,
-        lo: usize,
-        width: usize,
+        (lo, width, split): (usize, usize, usize),
     ) -> launch::RelTerms<'a> {
+        // An absent term's view is never read (the workspace holds at least one value).
         launch::RelTerms {
-            c2p,
-            p2c,
+            c2p: rel.slice(0..split.max(1)),
+            p2c: rel.slice(split.min(rel.len() - 1)..),
             use_c2p: r.c2p,
             use_p2c: r.p2c,
             rel_index: &self.rel_index,
