@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's side of the DeBERTa benchmarks (scripts/models/gpu-deberta.sh), on a GPU machine.
 
-    deberta_bench.py MODEL_DIR IDS_JSON [--rounds R]
+    deberta_bench.py MODEL_DIR IDS_JSON [--rounds R] [--vs-f32]
     deberta_bench.py MODEL_DIR --corpus FILE.jsonl [--docs N] [--max-chars 2000] [--batch 256]
 
 Forward (IDS_JSON from `deberta-check --dump-ids`): the same token ids in the same batches as
@@ -11,7 +11,8 @@ checkpoint's sizes, `fc` on every token, the first token's softmax), run two way
 it (f32 weights under `torch.autocast`, fp16) and as a plain fp16 model (`.half()`). The
 clock covers the forward passes, the head, and copying each batch's probabilities to the host
 (as ours copies each pass's logits back); R rounds, alternated. Then PyTorch's fp16 logits
-against ours (in IDS_JSON).
+against ours (in IDS_JSON); with --vs-f32, ours and autocast each against the f32 model on
+every document.
 
 Corpus: NeMo's DomainClassifier path end to end, as its TokenizerStage and ModelStage do it:
 texts cut to max_chars, tokenized by the fast tokenizer in one call, sorted by length, batches
@@ -86,6 +87,8 @@ def bench_ids(args):
                 times[mode].append(time.perf_counter() - t)
                 if mode == "half":
                     got = torch.cat([r[0] for r in result]).numpy()
+                else:
+                    got_autocast = torch.cat([r[0] for r in result]).numpy()
     for mode, ts in times.items():
         report[mode] = {"rounds_s": [round(x, 4) for x in ts], "docs_per_s": len(ids) / min(ts), "tokens_per_s": tokens / min(ts)}
     # PyTorch fp16 logits in our batches' order back to document order, against ours.
@@ -95,6 +98,19 @@ def bench_ids(args):
     ours = np.array(ours, dtype=np.float32).reshape(len(ids), n)
     report["ours_vs_torch_fp16"] = {"max_logit_delta": float(np.abs(ours - theirs).max()),
                                     "same_argmax_share": float((ours.argmax(1) == theirs.argmax(1)).mean())}
+    if args.vs_f32:
+        # The f32 model (no autocast) on every document: how far ours and NeMo's own fp16 path
+        # (autocast) each are from it, on the same ids.
+        with torch.no_grad():
+            f32 = torch.cat([r[0] for r in forward_batches(net, fc, inputs, False)]).numpy()
+        ref = np.zeros((len(ids), n), dtype=np.float32)
+        ref[order] = f32
+        auto = np.zeros((len(ids), n), dtype=np.float32)
+        auto[order] = got_autocast
+        for name, x in (("ours_vs_torch_f32", ours), ("autocast_vs_torch_f32", auto)):
+            d = np.abs(x - ref).max(1)
+            report[name] = {"max_logit_delta": float(d.max()), "p99_logit_delta": float(np.quantile(d, 0.99)),
+                            "same_argmax_share": float((x.argmax(1) == ref.argmax(1)).mean())}
     print(json.dumps(report, indent=2))
 
 
@@ -143,6 +159,7 @@ def main():
     ap.add_argument("--max-chars", type=int, default=2000)
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--vs-f32", action="store_true", help="ids mode: also compare ours and autocast with the f32 model")
     args = ap.parse_args()
     bench_corpus(args) if args.corpus else bench_ids(args)
 

@@ -16,21 +16,28 @@ __device__ float block_sum(float v, float* shared) {
     return total;
 }
 
-// Layer norm of `row` (n floats in shared memory) into out (fp16).
-__device__ void norm_row(float* row, int n, const float* gamma, const float* beta, float eps, unsigned short* out, float* red) {
+// Layer norm of `row` (n floats in shared memory) into out (fp16) and, when out32 is not null,
+// into out32 as well (the post-norm encoders' residual stream, kept in f32).
+__device__ void norm_row(float* row, int n, const float* gamma, const float* beta, float eps, unsigned short* out, float* red,
+                         float* out32 = nullptr) {
     float s = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) s += row[j];
     float mean = block_sum(s, red) / n;
     float q = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) { float d = row[j] - mean; q += d * d; }
     float inv = rsqrtf(block_sum(q, red) / n + eps);
-    for (int j = threadIdx.x; j < n; j += blockDim.x) out[j] = f2h((row[j] - mean) * inv * gamma[j] + beta[j]);
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float y = (row[j] - mean) * inv * gamma[j] + beta[j];
+        out[j] = f2h(y);
+        if (out32) out32[j] = y;
+    }
 }
 
-// One block per token: word + position + token type, then layer norm.
+// One block per token: word + position + token type, then layer norm, into out (fp16, the
+// products' input) and res (f32, the residual stream).
 extern "C" __global__ void embed(const int* ids, int L, int vocab, int max_pos, int pos_offset, const unsigned short* word,
                                  const unsigned short* pos, const unsigned short* type0, const float* gamma, const float* beta,
-                                 float eps, int H, unsigned short* out) {
+                                 float eps, int H, unsigned short* out, float* res) {
     extern __shared__ float row[];
     __shared__ float red[32];
     int t = blockIdx.x;
@@ -41,18 +48,20 @@ extern "C" __global__ void embed(const int* ids, int L, int vocab, int max_pos, 
     for (int j = threadIdx.x; j < H; j += blockDim.x)
         row[j] = h2f(word[(long long)id * H + j]) + h2f(pos[(long long)p * H + j]) + h2f(type0[j]);
     __syncthreads();
-    norm_row(row, H, gamma, beta, eps, out + (long long)t * H, red);
+    norm_row(row, H, gamma, beta, eps, out + (long long)t * H, red, res + (long long)t * H);
 }
 
-// out = LayerNorm(x + bias + residual), one block per row; out may be residual or x.
-extern "C" __global__ void add_norm(const unsigned short* x, const float* bias, const unsigned short* residual, const float* gamma,
-                                    const float* beta, float eps, int H, unsigned short* out) {
+// Post-norm layers (BERT, DeBERTa): res = LayerNorm(x + bias + res), the residual stream in
+// f32 (as PyTorch's autocast keeps it: its layer norms run in f32), in place; out gets the
+// same in fp16 for the next product. One block per row.
+extern "C" __global__ void add_norm(const unsigned short* x, const float* bias, float* res, const float* gamma, const float* beta,
+                                    float eps, int H, unsigned short* out) {
     extern __shared__ float row[];
     __shared__ float red[32];
     long long base = (long long)blockIdx.x * H;
-    for (int j = threadIdx.x; j < H; j += blockDim.x) row[j] = h2f(x[base + j]) + bias[j] + h2f(residual[base + j]);
+    for (int j = threadIdx.x; j < H; j += blockDim.x) row[j] = h2f(x[base + j]) + bias[j] + res[base + j];
     __syncthreads();
-    norm_row(row, H, gamma, beta, eps, out + base, red);
+    norm_row(row, H, gamma, beta, eps, out + base, red, res + base);
 }
 
 // CLIP's embeddings: x[t] = LayerNorm(a[t] + table[t % period]) (a: the patches' products, the
@@ -93,9 +102,10 @@ extern "C" __global__ void residual_norm(const unsigned short* a, const float* b
 // row, the row read once into registers (two fp16 values per 32-bit load), warp shuffles only.
 #define NORM_PAIRS 16
 // The warp's row (its lane's pairs in v, their sum in s) layer-normed into o2, two fp16 values
-// per 32-bit store: what the warp-per-row norm kernels end with.
+// per 32-bit store (and, when o32 is not null, the f32 values two per 64-bit store): what the
+// warp-per-row norm kernels end with.
 __device__ __forceinline__ void warp_norm(const float* v, float s, int lane, int pairs, int H, const float* gamma, const float* beta,
-                                          float eps, unsigned int* o2) {
+                                          float eps, unsigned int* o2, float2* o32 = nullptr) {
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
     float mean = s / H;
     float q = 0.0f;
@@ -111,19 +121,21 @@ __device__ __forceinline__ void warp_norm(const float* v, float s, int lane, int
 #pragma unroll
     for (int k = 0; k < NORM_PAIRS; k++) {
         int p = lane + 32 * k;
-        if (p < pairs)
-            o2[p] = (unsigned int)f2h((v[2 * k] - mean) * inv * gamma[2 * p] + beta[2 * p])
-                  | ((unsigned int)f2h((v[2 * k + 1] - mean) * inv * gamma[2 * p + 1] + beta[2 * p + 1]) << 16);
+        if (p < pairs) {
+            float y0 = (v[2 * k] - mean) * inv * gamma[2 * p] + beta[2 * p];
+            float y1 = (v[2 * k + 1] - mean) * inv * gamma[2 * p + 1] + beta[2 * p + 1];
+            o2[p] = (unsigned int)f2h(y0) | ((unsigned int)f2h(y1) << 16);
+            if (o32) o32[p] = make_float2(y0, y1);
+        }
     }
 }
-extern "C" __global__ void add_norm_warp(const unsigned short* x, const float* bias, const unsigned short* residual,
-                                         const float* gamma, const float* beta, float eps, int H, long long rows,
-                                         unsigned short* out) {
+extern "C" __global__ void add_norm_warp(const unsigned short* x, const float* bias, float* res, const float* gamma,
+                                         const float* beta, float eps, int H, long long rows, unsigned short* out) {
     long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= rows) return;
     const unsigned int* x2 = (const unsigned int*)(x + r * H);
-    const unsigned int* r2 = (const unsigned int*)(residual + r * H);
+    float2* r2 = (float2*)(res + r * H);
     unsigned int* o2 = (unsigned int*)(out + r * H);
     int pairs = H / 2;
     float v[2 * NORM_PAIRS];
@@ -134,13 +146,15 @@ extern "C" __global__ void add_norm_warp(const unsigned short* x, const float* b
         v[2 * k] = 0.0f;
         v[2 * k + 1] = 0.0f;
         if (p < pairs) {
-            unsigned int a = x2[p], c = r2[p];
-            v[2 * k] = h2f((unsigned short)(a & 0xffff)) + bias[2 * p] + h2f((unsigned short)(c & 0xffff));
-            v[2 * k + 1] = h2f((unsigned short)(a >> 16)) + bias[2 * p + 1] + h2f((unsigned short)(c >> 16));
+            unsigned int a = x2[p];
+            float2 c = r2[p];
+            v[2 * k] = h2f((unsigned short)(a & 0xffff)) + bias[2 * p] + c.x;
+            v[2 * k + 1] = h2f((unsigned short)(a >> 16)) + bias[2 * p + 1] + c.y;
             s += v[2 * k] + v[2 * k + 1];
         }
     }
-    warp_norm(v, s, lane, pairs, H, gamma, beta, eps, o2);
+    // Every lane has read its pairs of res before any writes them: in place is safe.
+    warp_norm(v, s, lane, pairs, H, gamma, beta, eps, o2, r2);
 }
 
 // residual_norm for rows of H <= 1024 values (H even): one warp per row, the row in registers
@@ -284,17 +298,18 @@ extern "C" __global__ void bias_act(unsigned short* x, const float* bias, int N,
     for (int j = threadIdx.x; j < N; j += blockDim.x) row[j] = f2h(act_fn(h2f(row[j]) + bias[j], act));
 }
 
-// One block per sequence: the mean of its first len token states (mode 0) or the first (1).
-extern "C" __global__ void pool(const unsigned short* x, const int* lens, int L, int H, int mode, float* out) {
+// One block per sequence: the mean of its first len token states (mode 0) or the first (1),
+// from the f32 residual stream.
+extern "C" __global__ void pool(const float* x, const int* lens, int L, int H, int mode, float* out) {
     int b = blockIdx.x;
     int len = lens[b];
     for (int j = threadIdx.x; j < H; j += blockDim.x) {
-        const unsigned short* base = x + (long long)b * L * H + j;
+        const float* base = x + (long long)b * L * H + j;
         float acc;
-        if (mode == 1 || len <= 0) acc = h2f(base[0]);
+        if (mode == 1 || len <= 0) acc = base[0];
         else {
             acc = 0.0f;
-            for (int l = 0; l < len; l++) acc += h2f(base[(long long)l * H]);
+            for (int l = 0; l < len; l++) acc += base[(long long)l * H];
             acc /= len;
         }
         out[(long long)b * H + j] = acc;

@@ -268,8 +268,9 @@ impl Kernels {
         unsafe { a.launch(cfg) }.map(drop).map_err(driver("attention"))
     }
 
-    /// `embed(ids, L, vocab, max_pos, pos_offset, word, pos, type0, gamma, beta, eps, H, out)`:
+    /// `embed(ids, L, vocab, max_pos, pos_offset, word, pos, type0, gamma, beta, eps, H, out, res)`:
     /// one block per token of the pass (`ids.len()` of them).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn embed(
         &self,
         s: &Arc<CudaStream>,
@@ -278,50 +279,54 @@ impl Kernels {
         d: &Dims,
         m: &GpuModel,
         out: &mut CudaSlice<f16>,
+        res: &mut CudaSlice<f32>,
     ) -> Result<(), EncoderError> {
         let (l, vocab, max_pos, off, h) = (l as i32, d.vocab as i32, d.max_pos as i32, d.pos_offset as i32, d.hidden as i32);
-        debug_assert!(out.len() >= ids.len() * d.hidden);
+        debug_assert!(out.len() >= ids.len() * d.hidden && res.len() >= ids.len() * d.hidden);
         let mut a = s.launch_builder(&self.embed);
         a.arg(ids).arg(&l).arg(&vocab).arg(&max_pos).arg(&off).arg(&m.word).arg(&m.position).arg(&m.token_type);
-        a.arg(&m.embed_norm.gamma).arg(&m.embed_norm.beta).arg(&d.eps).arg(&h).arg(out);
+        a.arg(&m.embed_norm.gamma).arg(&m.embed_norm.beta).arg(&d.eps).arg(&h).arg(out).arg(res);
         // SAFETY: the arguments are `embed`'s C parameters in order and type (int* ids,
         // int L, int vocab, int max_pos, int pos_offset, 3 × unsigned short* tables,
-        // 2 × float* norm, float eps, int H, unsigned short* out); the kernel clamps ids to the
-        // vocabulary and positions to the table, and writes ids.len() rows of H into `out`.
+        // 2 × float* norm, float eps, int H, unsigned short* out, float* res); the kernel clamps
+        // ids to the vocabulary and positions to the table, and writes ids.len() rows of H into
+        // `out` and `res`.
         unsafe { a.launch(rows_cfg(ids.len(), d.hidden)) }.map(drop).map_err(driver("embed"))
     }
 
-    /// `add_norm(x, bias, residual, gamma, beta, eps, H, out)` over `t` rows.
+    /// `add_norm(x, bias, res, gamma, beta, eps, H, out)` over `t` rows: `res` (the f32
+    /// residual stream) becomes LayerNorm(x + bias + res), and `out` the same in fp16.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn add_norm(
         &self,
         s: &Arc<CudaStream>,
         x: &CudaSlice<f16>,
         bias: &CudaSlice<f32>,
-        residual: &CudaSlice<f16>,
+        res: &mut CudaSlice<f32>,
         norm: &GNorm,
         t: usize,
         d: &Dims,
         out: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
         let h = d.hidden as i32;
-        debug_assert!(x.len() >= t * d.hidden && residual.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
+        debug_assert!(x.len() >= t * d.hidden && res.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
         if d.hidden <= 1024 && d.hidden.is_multiple_of(2) {
             let rows = t as i64;
             let mut a = s.launch_builder(&self.add_norm_warp);
-            a.arg(x).arg(bias).arg(residual).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(&rows).arg(out);
+            a.arg(x).arg(bias).arg(res).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(&rows).arg(out);
             let cfg = LaunchConfig { grid_dim: (t.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
             // SAFETY: `add_norm_warp`'s C parameters in order and type (unsigned short* x,
-            // float* bias, unsigned short* residual, float* gamma, float* beta, float eps, int H,
-            // long long rows, unsigned short* out); warp r < rows reads row r of x and residual
-            // (H ≤ 1024 even values, 32-bit aligned) into registers before writing row r of out.
+            // float* bias, float* res, float* gamma, float* beta, float eps, int H, long long
+            // rows, unsigned short* out); warp r < rows reads row r of x and res (H ≤ 1024 even
+            // values, 32- and 64-bit aligned) into registers before writing row r of res and out.
             return unsafe { a.launch(cfg) }.map(drop).map_err(driver("add_norm"));
         }
         let mut a = s.launch_builder(&self.add_norm);
-        a.arg(x).arg(bias).arg(residual).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(out);
+        a.arg(x).arg(bias).arg(res).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(out);
         // SAFETY: `add_norm`'s C parameters in order and type (unsigned short* x, float* bias,
-        // unsigned short* residual, float* gamma, float* beta, float eps, int H, unsigned
-        // short* out); t blocks each read and write one row of H inside the t × H buffers.
+        // float* res, float* gamma, float* beta, float eps, int H, unsigned short* out); t
+        // blocks each read one row of H into shared memory, then write it to res and out,
+        // inside the t × H buffers.
         unsafe { a.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("add_norm"))
     }
 
@@ -455,12 +460,12 @@ impl Kernels {
         unsafe { a.launch(rows_cfg(rows, 0)) }.map(drop).map_err(driver("bias_act"))
     }
 
-    /// `pool(x, lens, L, H, mode, out)`: one block per sequence.
+    /// `pool(x, lens, L, H, mode, out)` over the f32 residual stream: one block per sequence.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn pool(
         &self,
         s: &Arc<CudaStream>,
-        x: &CudaSlice<f16>,
+        x: &CudaSlice<f32>,
         lens: &CudaView<i32>,
         b: usize,
         l: usize,
@@ -473,7 +478,7 @@ impl Kernels {
         let mut a = s.launch_builder(&self.pool);
         a.arg(x).arg(lens).arg(&l_i).arg(&h_i).arg(&mode).arg(out);
         let cfg = LaunchConfig { grid_dim: (b as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: `pool`'s C parameters in order and type (unsigned short* x, int* lens, int
+        // SAFETY: `pool`'s C parameters in order and type (float* x, int* lens, int
         // L, int H, int mode, float* out); block i reads sequence i's first lens[i] ≤ L rows
         // of H and writes row i of `out` (b × H).
         unsafe { a.launch(cfg) }.map(drop).map_err(driver("pool"))

@@ -1,4 +1,5 @@
-//! The GPU back-end: the encoder in fp16 (f32 accumulation, f32 layer norms and softmax).
+//! The GPU back-end: the encoder in fp16 (f32 accumulation, f32 layer norms and softmax, the
+//! post-norm layers' residual stream in f32 as PyTorch's autocast keeps it).
 //!
 //! Everything CUDA is loaded at run time through cudarc (the driver, cuBLAS, NVRTC), so this
 //! builds with no CUDA toolkit and [`GpuModel::new`] answers [`EncoderError::NoGpu`] where
@@ -79,7 +80,10 @@ pub(crate) struct GLayer {
 pub(crate) struct Workspace {
     pub(crate) tokens: usize,
     pub(crate) scores_len: usize,
+    /// The hidden states in fp16 (the products' input) and, in `res`, in f32: the residual
+    /// stream of the post-norm layers, which the layer norms read and write.
     pub(crate) x: CudaSlice<f16>,
+    pub(crate) res: CudaSlice<f32>,
     pub(crate) qkv: CudaSlice<f16>,
     pub(crate) q: CudaSlice<f16>,
     pub(crate) k: CudaSlice<f16>,
@@ -98,7 +102,9 @@ pub(crate) struct Workspace {
 /// Device bytes of a workspace for `tokens` tokens, `scores` attention scores (0: fused
 /// attention, without the q, k, v and context buffers) and `rel` position-term values.
 pub(crate) fn workspace_bytes(hidden: usize, inter: usize, tokens: usize, scores: usize, rel: usize) -> u64 {
-    let per_token = if scores > 0 { 10 * hidden + inter } else { 6 * hidden + inter };
+    // In fp16 values: x, qkv (3), merged, a, the f32 residual (2), inter; the split path adds
+    // q, k, v and ctx.
+    let per_token = if scores > 0 { 12 * hidden + inter } else { 8 * hidden + inter };
     2 * (tokens as u64 * per_token as u64 + scores as u64 + rel as u64)
 }
 
@@ -152,6 +158,8 @@ impl Workspace {
             rel_len,
             rel: alloc(rel_len)?,
             x: alloc(tokens * h)?,
+            // SAFETY: as above; `embed` writes every row a pass reads.
+            res: unsafe { stream.alloc::<f32>((tokens * h).max(1)) }.map_err(driver("allocate activations"))?,
             qkv: alloc(tokens * 3 * h)?,
             q: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
             k: alloc(if scores_len > 0 { tokens * h } else { 0 })?,
@@ -473,7 +481,7 @@ impl GpuModel {
         let (t, h) = (b * l, d.hidden);
         let k = &self.dev.k;
         self.mark(marks, "embed")?;
-        k.embed(&self.dev.stream, ids, l, &d, self, &mut ws.x)?;
+        k.embed(&self.dev.stream, ids, l, &d, self, &mut ws.x, &mut ws.res)?;
         let fused = fused_attention(d.head_dim, b);
         for layer in &self.layers {
             self.mark(marks, "gemm qkv")?;
@@ -497,8 +505,9 @@ impl GpuModel {
             self.mark(marks, "gemm attn_out")?;
             self.matmul(&layer.attn_out, &ws.merged, t, &mut ws.a)?;
             self.mark(marks, "add_norm")?;
-            // merged = LN(a + bias + x); then it is the layer's attention output.
-            k.add_norm(&self.dev.stream, &ws.a, &layer.attn_out.b, &ws.x, &layer.attn_norm, t, &d, &mut ws.merged)?;
+            // res = LN(a + bias + res), merged its fp16 copy; then that is the layer's
+            // attention output.
+            k.add_norm(&self.dev.stream, &ws.a, &layer.attn_out.b, &mut ws.res, &layer.attn_norm, t, &d, &mut ws.merged)?;
             std::mem::swap(&mut ws.a, &mut ws.merged);
             self.mark(marks, "gemm up")?;
             self.matmul(&layer.up, &ws.a, t, &mut ws.inter)?;
@@ -506,12 +515,12 @@ impl GpuModel {
             k.bias_act(&self.dev.stream, &mut ws.inter, &layer.up.b, t, d.inter, d.act)?;
             self.mark(marks, "gemm down")?;
             self.matmul(&layer.down, &ws.inter, t, &mut ws.merged)?;
-            // x = LN(down + bias + a)
+            // res = LN(down + bias + res), x its fp16 copy.
             self.mark(marks, "add_norm")?;
-            k.add_norm(&self.dev.stream, &ws.merged, &layer.down.b, &ws.a, &layer.out_norm, t, &d, &mut ws.x)?;
+            k.add_norm(&self.dev.stream, &ws.merged, &layer.down.b, &mut ws.res, &layer.out_norm, t, &d, &mut ws.x)?;
         }
         self.mark(marks, "pool")?;
-        k.pool(&self.dev.stream, &ws.x, lens, b, l, h, pooling, out)
+        k.pool(&self.dev.stream, &ws.res, lens, b, l, h, pooling, out)
     }
 
     /// Attention as separate steps (heads the fused kernel does not cover): split into
@@ -792,10 +801,10 @@ mod tests {
         )
         .unwrap();
         // Heads of 32: fused attention, no q/k/v/context buffers and no scores. 64 × 128 tokens:
-        // 2 B × T × (6 H + I) of activations, 4 B per id, and per sequence its length and its
-        // pooled vector.
+        // 2 B × T × (6 H + I) of fp16 activations, 4 B × T × H of the f32 residual stream, 4 B
+        // per id, and per sequence its length and its pooled vector.
         let t: u64 = 64 * 128;
-        assert_eq!(activation_bytes(&minilm, 64, 128), 2 * t * (6 * 384 + 1536) + 4 * t + 64 * (4 + 4 * 384));
+        assert_eq!(activation_bytes(&minilm, 64, 128), 2 * t * (6 * 384 + 1536) + 4 * t * 384 + 4 * t + 64 * (4 + 4 * 384));
         // At equal tokens, the fused path's memory does not grow with the sequence length.
         assert!(activation_bytes(&minilm, 32, 256) <= activation_bytes(&minilm, 64, 128));
         // Heads of 48 take the split path: four more buffers of T × H and the L² scores.
@@ -804,7 +813,7 @@ mod tests {
         )
         .unwrap();
         let scores: u64 = 2 * 64 * 8 * 128 * 128;
-        assert_eq!(activation_bytes(&odd, 64, 128), 2 * t * (10 * 384 + 1536) + scores + 4 * t + 64 * (4 + 4 * 384));
+        assert_eq!(activation_bytes(&odd, 64, 128), 2 * t * (10 * 384 + 1536) + 4 * t * 384 + scores + 4 * t + 64 * (4 + 4 * 384));
         assert!(activation_bytes(&odd, 32, 256) > activation_bytes(&odd, 64, 128), "L² scores");
     }
 }
