@@ -5,7 +5,8 @@
 #   scripts/models/gpu-deberta.sh KIT [parity|speed|mdeberta|run|all]...   # on the GPU machine, repo root
 #
 # parity:   deberta-check on the GPU against transformers' references (tests/parity/deberta_reference.json)
-#           for the three tiny layouts (transformers, NeMo fc, NeMo multi-head).
+#           for the three tiny layouts (transformers, NeMo fc, NeMo multi-head); at a trained model's
+#           query/key scale, GPU vs our CPU f32 path, and ours and autocast vs transformers f32 on the corpus.
 # speed:    a deberta-v3-base-sized NeMo classifier (random weights, scripts/models/deberta_models.py --size
 #           base): forward pass alone on the corpus (max_chars 2000), ours then PyTorch (autocast as NeMo
 #           runs it, and .half()) on the same token ids and batches; GPU logits vs our CPU f32 path on 300
@@ -61,6 +62,13 @@ if want parity; then
         "$kit/deberta-check" "$work/models-qk1/$name" --device gpu --corpus "$corpus" --docs 2000 --max-chars 2000 --cpu-docs "${CPU_DOCS:-1000}" --rounds 1 \
             | grep -A5 vs_cpu_f32
     done
+    # Every document of the corpus, ours (GPU) and NeMo's autocast path each against
+    # transformers' f32 model on the same ids.
+    echo "== parity: deberta-nemo-base (gain 1), ours and autocast vs transformers f32, whole corpus"
+    "$kit/deberta-check" "$work/models-qk1/deberta-nemo-base" --device gpu --corpus "$corpus" --docs 20000 --max-chars 2000 --cpu-docs 0 \
+        --rounds 1 --dump-ids "$work/ids-qk1.json" >/dev/null
+    python3 scripts/models/deberta_bench.py "$work/models-qk1/deberta-nemo-base" "$work/ids-qk1.json" --rounds 1 --vs-f32 \
+        | python3 -c "import json, sys; d = json.load(sys.stdin); [print(k, d[k]) for k in ('ours_vs_torch_f32', 'autocast_vs_torch_f32')]"
 fi
 if want speed || want run; then
     python3 scripts/models/deberta_models.py --out "$work/models" --size base >/dev/null
