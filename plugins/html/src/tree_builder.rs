@@ -74,49 +74,86 @@ impl Reader for PageReader<'_> {
         }
     }
 
+    // Inlined into the tokenizer's states, whose needles are constants: the set is then a
+    // constant too, and a one-byte run (most of them) costs one test.
+    #[inline(always)]
     fn read_until<'b>(&'b mut self, needle: &[u8], _: &'b mut [u8; 4]) -> Result<Option<&'b [u8]>, Infallible> {
-        let Some(first) = self.input.first() else { return Ok(None) };
-        // Not `contains`: for bytes that is a call into `memchr`, slow for a needle this short.
-        let end = if needle.iter().any(|b| b == first) { 1 } else { first_of(self.input, needle) };
+        let Some(&first) = self.input.first() else { return Ok(None) };
+        let set = ByteSet::new(needle);
+        let end = if set.contains(first) { 1 } else { first_of(self.input, needle, set) };
         let (run, rest) = self.input.split_at(end);
         self.input = rest;
         Ok(Some(run))
     }
 }
 
-/// The index of `hay`'s first byte that is in `needle` (`hay.len()` when none is), by a
-/// 256-bit set: natively as fast as any vector search for the tokenizer's short runs.
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-fn first_of(hay: &[u8], needle: &[u8]) -> usize {
-    in_set(hay, needle)
-}
+/// A set of bytes as 256 bits.
+#[derive(Clone, Copy)]
+struct ByteSet([u64; 4]);
 
-fn in_set(hay: &[u8], needle: &[u8]) -> usize {
-    let mut set = [0u64; 4];
-    for &b in needle {
-        set[(b >> 6) as usize] |= 1 << (b & 63);
+impl ByteSet {
+    #[inline(always)]
+    fn new(bytes: &[u8]) -> ByteSet {
+        let mut set = [0u64; 4];
+        for &b in bytes {
+            set[(b >> 6) as usize] |= 1 << (b & 63);
+        }
+        ByteSet(set)
     }
-    hay.iter().position(|&b| set[(b >> 6) as usize] >> (b & 63) & 1 != 0).unwrap_or(hay.len())
+
+    #[inline(always)]
+    fn contains(self, b: u8) -> bool {
+        self.0[(b >> 6) as usize] >> (b & 63) & 1 != 0
+    }
+
+    /// The index of `hay`'s first byte in the set (`hay.len()` when none is).
+    #[inline(always)]
+    fn first_in(self, hay: &[u8]) -> usize {
+        hay.iter().position(|&b| self.contains(b)).unwrap_or(hay.len())
+    }
 }
 
-/// The same in the sandbox, where the set lookup per byte was a sixth of the stage's time:
-/// a needle of at most eight bytes (the tokenizer's are, with the `\r` it adds) is compared
-/// with 16 bytes at a time, SIMD128 (a short needle padded with its own first byte).
+/// The index of `hay`'s first byte that is in `needle` (`set` holds the same bytes;
+/// `hay.len()` when none is): natively by the set, as fast as any vector search for the
+/// tokenizer's short runs.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+#[inline(always)]
+fn first_of(hay: &[u8], _needle: &[u8], set: ByteSet) -> usize {
+    set.first_in(hay)
+}
+
+/// The same in the sandbox: the first 16 bytes by the set, inline (most runs end there);
+/// the rest of a longer run 16 bytes at a time with SIMD128, out of line.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-fn first_of(hay: &[u8], needle: &[u8]) -> usize {
-    use core::arch::wasm32::{u8x16, u8x16_bitmask, u8x16_eq, u8x16_splat, v128_or};
+#[inline(always)]
+fn first_of(hay: &[u8], needle: &[u8], set: ByteSet) -> usize {
+    let head = hay.len().min(16);
+    let at = set.first_in(&hay[..head]);
+    if at < head || head == hay.len() {
+        return at;
+    }
+    head + simd_first_of(&hay[head..], needle, set)
+}
+
+/// `first_of` for the rest of a long run: a needle of at most eight bytes (the tokenizer's
+/// are, with the `\r` it adds) is compared with 16 bytes at a time (a short needle padded
+/// with its own first byte); a longer one, and the last bytes, by the set.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline(never)]
+fn simd_first_of(hay: &[u8], needle: &[u8], set: ByteSet) -> usize {
+    use core::arch::wasm32::{u8x16_bitmask, u8x16_eq, u8x16_splat, v128, v128_load, v128_or};
     const KEYS: usize = 8;
     let Some(&pad) = needle.first() else { return hay.len() };
     if needle.len() > KEYS {
-        return in_set(hay, needle);
+        return set.first_in(hay);
     }
     let mut keys = [pad; KEYS];
     keys[..needle.len()].copy_from_slice(needle);
     let splats = keys.map(|k| u8x16_splat(k));
     let (chunks, tail) = hay.as_chunks::<16>();
     for (c, chunk) in chunks.iter().enumerate() {
-        let [b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15] = *chunk;
-        let v = u8x16(b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15);
+        // SAFETY: `chunk` is 16 readable bytes; a v128 load needs no alignment.
+        let v = unsafe { v128_load(chunk.as_ptr().cast::<v128>()) };
         let eq = splats.iter().fold(u8x16_splat(0), |m, &k| v128_or(m, u8x16_eq(v, k)));
         let hits = u8x16_bitmask(eq);
         if hits != 0 {
@@ -124,7 +161,7 @@ fn first_of(hay: &[u8], needle: &[u8]) -> usize {
         }
     }
     let at = hay.len() - tail.len();
-    at + tail.iter().position(|b| keys.iter().any(|k| k == b)).unwrap_or(tail.len())
+    at + set.first_in(tail)
 }
 
 /// The tokenizer's emitter: html5gum's callback emitter, telling the tokenizer which state an
@@ -406,6 +443,39 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use crate::dom::{Dom, NodeRef, NodeValue};
+
+    /// The reader splits as its definition says: the first byte alone when it is in the
+    /// needle, else everything before the first byte that is (seeded inputs and needles).
+    #[test]
+    fn the_reader_splits_runs_at_the_first_needle_byte() {
+        use html5gum::Reader;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let alphabet = b"ab<&\r\n\0 =\"'>/-x";
+        for _ in 0..2_000 {
+            let len = (next() % 80) as usize;
+            let hay: Vec<u8> = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
+            let needle: Vec<u8> = (0..1 + next() % 9).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
+            let mut reader = super::PageReader::new(&hay);
+            let mut pieces = Vec::new();
+            while let Ok(Some(run)) = reader.read_until(&needle, &mut [0; 4]) {
+                pieces.push(run.to_vec());
+            }
+            let mut want = Vec::new();
+            let mut rest = &hay[..];
+            while let Some(&first) = rest.first() {
+                let end = if needle.contains(&first) { 1 } else { rest.iter().position(|b| needle.contains(b)).unwrap_or(rest.len()) };
+                want.push(rest[..end].to_vec());
+                rest = &rest[end..];
+            }
+            assert_eq!(pieces, want, "hay {hay:?} needle {needle:?}");
+        }
+    }
 
     /// The tree as `name(children…)`, text quoted, comments `#c`.
     fn shape(html: &str) -> String {
