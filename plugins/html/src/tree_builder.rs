@@ -449,18 +449,12 @@ mod tests {
     #[test]
     fn the_reader_splits_runs_at_the_first_needle_byte() {
         use html5gum::Reader;
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = curator_test_support::Xorshift::new(0x9e37_79b9_7f4a_7c15);
         let alphabet = b"ab<&\r\n\0 =\"'>/-x";
         for _ in 0..2_000 {
-            let len = (next() % 80) as usize;
-            let hay: Vec<u8> = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
-            let needle: Vec<u8> = (0..1 + next() % 9).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
+            let len = rng.below(80);
+            let hay: Vec<u8> = (0..len).map(|_| alphabet[rng.below(alphabet.len())]).collect();
+            let needle: Vec<u8> = (0..1 + rng.below(9)).map(|_| alphabet[rng.below(alphabet.len())]).collect();
             let mut reader = super::PageReader::new(&hay);
             let mut pieces = Vec::new();
             while let Ok(Some(run)) = reader.read_until(&needle, &mut [0; 4]) {

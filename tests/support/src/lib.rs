@@ -1,5 +1,5 @@
 //! What the workspace's test suites share (std only, a dev-dependency of the crates whose
-//! tests need it).
+//! tests need it): the skip-or-fail rule below, and a seeded generator for drawn cases.
 //!
 //! One rule for a test that needs something from outside the repository (a server, a tool, a
 //! fetched model): where it is missing, a plain `cargo test` skips the test and says so on the
@@ -27,9 +27,42 @@ pub fn under_ci() -> bool {
     std::env::var("CI").as_deref() == Ok("true")
 }
 
+/// A seeded xorshift64 generator for tests that draw many cases: the same seed, the same
+/// cases on every machine (no `rand`, whose streams change between versions).
+pub struct Xorshift(u64);
+
+impl Xorshift {
+    /// A generator from `seed` (zero, which xorshift never leaves, is moved off).
+    pub fn new(seed: u64) -> Xorshift {
+        Xorshift(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A value in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_generator_repeats_its_seed_and_stays_below_its_bound() {
+        let (mut a, mut b) = (Xorshift::new(7), Xorshift::new(7));
+        let xs: Vec<u64> = (0..100).map(|_| a.next_u64()).collect();
+        assert_eq!(xs, (0..100).map(|_| b.next_u64()).collect::<Vec<_>>());
+        assert!(xs.windows(2).all(|w| w[0] != w[1]));
+        assert!((0..1000).all(|_| a.below(3) < 3));
+        assert_ne!(Xorshift::new(0).next_u64(), 0);
+    }
 
     #[test]
     fn a_present_need_goes_on_and_a_missing_one_skips_or_fails_under_ci() {
