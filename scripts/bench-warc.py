@@ -22,6 +22,7 @@ Prints a Markdown table; ratios are paired per round.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -92,6 +93,22 @@ print(json.dumps({"kept": kept, "seconds": seconds}))
 '''
 
 
+def debian_docs():
+    """The pages the WARC files are made of: without Debian's HTML documentation, make_warc.py
+    has only the 80 small planted pages, and every side's time would be mostly start-up."""
+    dirs = ["/usr/share/doc/python3.11/html", "/usr/share/debian-reference"]
+    if all(os.path.isdir(d) for d in dirs):
+        return
+    apt = [*(["sudo"] if shutil.which("sudo") else []), "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]
+    if shutil.which("apt-get"):
+        if subprocess.call([*apt, "install", "-y", "-qq", "python3-doc", "debian-reference-en"]) != 0:
+            subprocess.call([*apt, "update", "-qq"])
+            subprocess.call([*apt, "install", "-y", "-qq", "python3-doc", "debian-reference-en"])
+    missing = [d for d in dirs if not os.path.isdir(d)]
+    if missing:
+        sys.exit(f"bench-warc: {', '.join(missing)} missing: install the Debian packages python3-doc and debian-reference-en")
+
+
 def peak_rss(cmd):
     """Peak RSS (MB) of one run of `cmd`, read by /usr/bin/time (its own process tree's maximum)."""
     r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True)
@@ -120,6 +137,7 @@ def main():
     py = venv_python("bench-warc-venv", PINS, probe="import justext, warcio, pycld2, resiliparse, lxml_html_clean, datatrove, cchardet, magic, orjson")
     if subprocess.call([py, "-c", "import nemo_curator"], stderr=subprocess.DEVNULL) != 0:
         subprocess.check_call([py, "-m", "pip", "install", "--quiet", "--no-deps", "nemo-curator==1.4.0"])
+    debian_docs()
     data = os.path.join(WORK, "data")
     os.makedirs(WORK, exist_ok=True)
     marker = os.path.join(data, f".made-{a.files}x{a.repeat}")

@@ -4,6 +4,8 @@
 
 use std::ops::Range;
 
+use crate::tree_builder::{Attrs, TreeSink};
+
 /// A node's place in its [`Dom`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(pub(crate) usize);
@@ -97,6 +99,32 @@ impl Dom {
         let start = self.strings.len();
         self.strings.push_str(s);
         (start, self.strings.len())
+    }
+
+    /// Hand the tree to `sink` as the builder would: its events in document order.
+    pub fn replay<S: TreeSink>(&self, sink: &mut S) {
+        // The ends of the open elements (innermost last), with their names.
+        let mut open: Vec<(usize, &str)> = Vec::new();
+        for (id, node) in self.nodes.iter().enumerate().skip(1) {
+            while open.last().is_some_and(|&(end, _)| end <= id) {
+                if let Some((_, name)) = open.pop() {
+                    sink.close(name);
+                }
+            }
+            match node.kind {
+                Kind::Element { name, attrs: (from, to) } => {
+                    let name = self.str(name);
+                    sink.open(name, Attrs { strings: &self.strings, spans: &self.attrs[from..to] });
+                    open.push((node.end, name));
+                }
+                Kind::Text(span) => sink.text(self.str(span)),
+                Kind::Comment => sink.comment(),
+                Kind::Document => {}
+            }
+        }
+        while let Some((_, name)) = open.pop() {
+            sink.close(name);
+        }
     }
 
     /// Add `kind` as `parent`'s last child.
@@ -214,4 +242,59 @@ pub fn push_children<'a, T>(stack: &mut Vec<T>, node: NodeRef<'a>, wrap: impl Fn
     let at = stack.len();
     stack.extend(node.children().map(wrap));
     stack[at..].reverse();
+}
+
+/// The builder's events kept as a [`Dom`].
+pub struct DomSink {
+    dom: Dom,
+    /// The open elements' ids, innermost last.
+    open: Vec<usize>,
+}
+
+impl Default for DomSink {
+    fn default() -> Self {
+        DomSink { dom: Dom::empty(), open: Vec::new() }
+    }
+}
+
+impl DomSink {
+    /// The tree, once the builder has closed every element.
+    pub fn finish(mut self) -> Dom {
+        while let Some(id) = self.open.pop() {
+            self.dom.nodes[id].end = self.dom.nodes.len();
+        }
+        self.dom.nodes[0].end = self.dom.nodes.len();
+        self.dom
+    }
+
+    fn parent(&self) -> usize {
+        self.open.last().copied().unwrap_or(0)
+    }
+}
+
+impl TreeSink for DomSink {
+    fn open(&mut self, name: &str, attrs: Attrs<'_>) {
+        let from = self.dom.attrs.len();
+        for (n, v) in attrs.iter() {
+            let pair = (self.dom.push_str(n), self.dom.push_str(v));
+            self.dom.attrs.push(pair);
+        }
+        let span = self.dom.push_str(name);
+        let id = self.dom.append(self.parent(), Kind::Element { name: span, attrs: (from, self.dom.attrs.len()) });
+        self.open.push(id);
+    }
+
+    fn close(&mut self, _name: &str) {
+        if let Some(id) = self.open.pop() {
+            self.dom.nodes[id].end = self.dom.nodes.len();
+        }
+    }
+
+    fn text(&mut self, text: &str) {
+        self.dom.append_text(self.parent(), text);
+    }
+
+    fn comment(&mut self) {
+        self.dom.append(self.parent(), Kind::Comment);
+    }
 }

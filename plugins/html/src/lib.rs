@@ -25,7 +25,9 @@ pub use paragraphs::Paragraph;
 
 /// The page's paragraphs, classified: keep those whose class is [`Class::Good`].
 pub fn justext(html: &str, stoplist: &stoplists::Stoplist, params: &Params) -> Vec<Paragraph> {
-    justext_of(&dom::Dom::parse(html), stoplist, params)
+    let mut paragraphs = paragraphs::paragraphs(html);
+    classify::classify(&mut paragraphs, stoplist, params);
+    paragraphs
 }
 
 /// [`justext`] of a parsed page.

@@ -14,7 +14,8 @@
 
 use curator_sdk::text::is_py_space;
 
-use crate::dom::{Dom, NodeRef, NodeValue, push_children};
+use crate::dom::Dom;
+use crate::tree_builder::{Attrs, TreeSink};
 
 /// Tags that end a paragraph and start the next (jusText's `PARAGRAPH_TAGS`).
 fn is_paragraph_tag(name: &str) -> bool {
@@ -85,52 +86,49 @@ pub struct Paragraph {
     pub cf_class: crate::Class,
 }
 
-/// The paragraphs of `html`.
+/// The paragraphs of `html`, made as the page is parsed (no tree is kept).
 pub fn paragraphs(html: &str) -> Vec<Paragraph> {
-    paragraphs_of(&Dom::parse(html))
+    let mut maker = Maker::default();
+    crate::tree_builder::build_into(html, &mut maker);
+    maker.finish()
 }
 
 /// The paragraphs of a parsed page.
 pub fn paragraphs_of(dom: &Dom) -> Vec<Paragraph> {
     let mut maker = Maker::default();
-    walk(dom.root(), &mut maker);
-    maker.flush();
-    maker.new_paragraph();
-    maker.done
+    dom.replay(&mut maker);
+    maker.finish()
 }
 
-fn walk(node: NodeRef<'_>, maker: &mut Maker) {
-    // Iterative: pages nest deep enough to overflow a recursive walk on a small stack.
-    enum Step<'a> {
-        Enter(NodeRef<'a>),
-        Leave(&'a str),
+/// The cleaner, over the tree's events: what it removes never reaches the [`Maker`].
+impl TreeSink for Maker {
+    fn wants_attrs(&self, name: &str) -> bool {
+        name == "link" && self.killed == 0
     }
-    let mut stack = vec![Step::Enter(node)];
-    while let Some(step) = stack.pop() {
-        let node = match step {
-            Step::Leave(name) => {
-                maker.flush();
-                maker.end(name);
-                continue;
-            }
-            Step::Enter(n) => n,
-        };
-        match node.value() {
-            NodeValue::Text(t) => maker.pending.push_str(t),
-            NodeValue::Element(name) => {
-                if is_killed(name) || (name == "link" && node.attr("rel").is_some_and(|r| r.to_lowercase().contains("stylesheet"))) {
-                    continue;
-                }
-                if !is_unwrapped(name) {
-                    maker.flush();
-                    maker.start(name);
-                    stack.push(Step::Leave(name));
-                }
-                push_children(&mut stack, node, Step::Enter);
-            }
-            NodeValue::Document => push_children(&mut stack, node, Step::Enter),
-            // Comments are killed.
-            NodeValue::Comment => {}
+
+    fn open(&mut self, name: &str, attrs: Attrs<'_>) {
+        if self.killed > 0 {
+            self.killed += 1;
+        } else if is_killed(name) || (name == "link" && attrs.get("rel").is_some_and(|r| r.to_lowercase().contains("stylesheet"))) {
+            self.killed = 1;
+        } else if !is_unwrapped(name) {
+            self.flush();
+            self.start(name);
+        }
+    }
+
+    fn close(&mut self, name: &str) {
+        if self.killed > 0 {
+            self.killed -= 1;
+        } else if !is_unwrapped(name) {
+            self.flush();
+            self.end(name);
+        }
+    }
+
+    fn text(&mut self, text: &str) {
+        if self.killed == 0 {
+            self.pending.push_str(text);
         }
     }
 }
@@ -150,6 +148,8 @@ struct Maker {
     br: bool,
     /// Text not yet handed over (joined across removed elements).
     pending: String,
+    /// How deep inside an element the cleaner kills the events are (0: not inside one).
+    killed: usize,
 }
 
 /// The paragraph being built.
@@ -163,12 +163,26 @@ struct Current {
 }
 
 impl Maker {
+    /// The paragraphs, once the page's events are all in.
+    fn finish(mut self) -> Vec<Paragraph> {
+        self.flush();
+        self.new_paragraph();
+        self.done
+    }
+
     fn new_paragraph(&mut self) {
         let next = Current { heading: self.headings > 0, in_select: self.selects > 0, ..Current::default() };
         let done = std::mem::replace(&mut self.current, next);
         // jusText keeps a paragraph when it has text pieces *and* is truthy: `Paragraph`
         // has a `__len__`, so one whose text is empty once stripped (a lone `<br>`) is dropped.
-        let text = normalize_whitespace(done.text.trim_matches(is_py_space));
+        // The text is normalised as it grows: at most one space or newline to trim at each end.
+        let mut text = done.text;
+        if text.ends_with([' ', '\n']) {
+            text.pop();
+        }
+        if text.starts_with([' ', '\n']) {
+            text.remove(0);
+        }
         if !text.is_empty() {
             let chars = text.chars().count();
             self.done.push(Paragraph {
@@ -193,7 +207,7 @@ impl Maker {
         } else {
             self.br = name == "br";
             if self.br {
-                self.current.text.push(' ');
+                push_normalized(&mut self.current.text, " ");
             } else if name == "a" {
                 self.link = true;
             }
@@ -218,15 +232,15 @@ impl Maker {
         if self.pending.is_empty() {
             return;
         }
-        let piece = std::mem::take(&mut self.pending);
-        if piece.chars().all(is_py_space) {
+        if self.pending.chars().all(is_py_space) {
+            self.pending.clear();
             return;
         }
-        let normalized = normalize_whitespace(&piece);
+        let chars = push_normalized(&mut self.current.text, &self.pending);
         if self.link {
-            self.current.chars_in_links += normalized.chars().count();
+            self.current.chars_in_links += chars;
         }
-        self.current.text.push_str(&normalized);
+        self.pending.clear();
         self.br = false;
     }
 }
@@ -236,13 +250,35 @@ impl Maker {
 /// changes (a lone " " between words, most runs, stays in the slice); ASCII letters are
 /// stepped over byte by byte, other characters decoded.
 pub fn normalize_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    normalize_into(&mut out, text);
+    out
+}
+
+/// `text` normalised (as [`normalize_whitespace`]) onto the end of `out`, itself normalised:
+/// a run of whitespace that `text` starts with joins the one `out` ends with, so `out` stays
+/// what normalising the whole of it would give. Returns the characters of `text` normalised
+/// alone (what jusText counts of a piece of text in a link).
+fn push_normalized(out: &mut String, text: &str) -> usize {
+    let from = out.len();
+    normalize_into(out, text);
+    let chars = out[from..].chars().count();
+    let run_at = |i: usize| matches!(out.as_bytes().get(i), Some(b' ' | b'\n'));
+    if from > 0 && run_at(from - 1) && run_at(from) {
+        let line_break = out.as_bytes()[from - 1] == b'\n' || out.as_bytes()[from] == b'\n';
+        out.replace_range(from - 1..from + 1, if line_break { "\n" } else { " " });
+    }
+    chars
+}
+
+/// [`normalize_whitespace`], onto the end of `out`.
+fn normalize_into(out: &mut String, text: &str) {
     let bytes = text.as_bytes();
     // The character at byte `i` (ASCII read directly, the rest decoded).
     let char_at = |i: usize| match bytes[i] {
         b if b < 0x80 => b as char,
         _ => text[i..].chars().next().unwrap_or('\u{fffd}'),
     };
-    let mut out = String::with_capacity(text.len());
     let mut start = 0; // where the text not yet copied starts
     let mut i = 0;
     while i < bytes.len() {
@@ -273,7 +309,6 @@ pub fn normalize_whitespace(text: &str) -> String {
         i = end;
     }
     out.push_str(&text[start..]);
-    out
 }
 
 /// Python's `re.search(r"\bh\d\b", name)`: jusText searches the dotted path of tag names.
@@ -323,6 +358,57 @@ mod tests {
         assert_eq!(ps[1].chars_in_links, "link text".len());
     }
 
+    /// The paragraphs made as the page is parsed are those of its tree walked: on seeded tag
+    /// soup of the elements the cleaner and the paragraph maker treat apart.
+    #[test]
+    fn paragraphs_while_parsing_equal_those_of_the_tree() {
+        let pieces = [
+            "<p>",
+            "</p>",
+            "<div class=x>",
+            "</div>",
+            "<a href=y>",
+            "</a>",
+            "<br>",
+            "<br/>",
+            "<h2>",
+            "</h2>",
+            "<script>s()</script>",
+            "<style>p{}</style>",
+            "<link rel=Stylesheet href=s>",
+            "<link rel=next>",
+            "<form>",
+            "</form>",
+            "<iframe>f</iframe>",
+            "<select><option>o</select>",
+            "<head>",
+            "<body>",
+            "</body>",
+            "<html>",
+            "<!-- c -->",
+            "<td>",
+            "<table>",
+            "</table>",
+            "<li>",
+            "<b>",
+            "</b>",
+            "word ",
+            " \n ",
+            "\u{a0}",
+            "text",
+            "<textarea>t</textarea>",
+            "<title>T</title>",
+            "<span>",
+        ];
+        let mut rng = curator_test_support::Xorshift::new(0x5eed_cafe_f00d_d00d);
+        for case in 0..3_000 {
+            let page: String = (0..rng.below(60)).map(|_| pieces[rng.below(pieces.len())]).collect();
+            // Some pages nest past the parser's depth limit.
+            let page = if case % 100 == 0 { format!("{}{page}", "<span>".repeat(300)) } else { page };
+            assert_eq!(paragraphs(&page), paragraphs_of(&Dom::parse(&page)), "{page:?}");
+        }
+    }
+
     #[test]
     fn whitespace_runs_become_one_space_or_one_newline() {
         assert_eq!(normalize_whitespace("a  b\t\n c\u{a0}\u{2003}d "), "a b\nc d ");
@@ -362,6 +448,22 @@ mod tests {
             }
             assert_eq!(normalize_whitespace(&t), reference(&t), "{t:?}");
             seed = seed.wrapping_add(1);
+        }
+    }
+
+    /// Pieces normalised onto a normalised text give the whole normalised at once.
+    #[test]
+    fn pieces_pushed_one_by_one_normalise_as_the_whole() {
+        let alphabet = [" ", "  ", "\n", "\r", "\t", "a", "bc", "\u{a0}", "é", "x y", " z "];
+        let mut rng = curator_test_support::Xorshift::new(0x0dd_ba11);
+        for _ in 0..5_000 {
+            let pieces: Vec<String> =
+                (0..1 + rng.below(5)).map(|_| (0..rng.below(5)).map(|_| alphabet[rng.below(alphabet.len())]).collect()).collect();
+            let mut out = String::new();
+            for p in &pieces {
+                assert_eq!(push_normalized(&mut out, p), normalize_whitespace(p).chars().count(), "{pieces:?}");
+            }
+            assert_eq!(out, normalize_whitespace(&pieces.concat()), "{pieces:?}");
         }
     }
 

@@ -20,15 +20,62 @@ use std::convert::Infallible;
 use html5gum::emitters::callback::{Callback, CallbackEmitter, CallbackEvent};
 use html5gum::{Emitter, ForwardingEmitter, Reader, Span, State, Tokenizer};
 
-use crate::dom::{Dom, Kind};
+use crate::dom::Dom;
 use crate::tree_rules::{Raw, end_priority, implies_head, is_empty, raw, start_closes};
 
 /// How many elements may be open at once (libxml2's limit without `huge`).
 pub const MAX_DEPTH: usize = 256;
 
+/// Where the builder's tree goes, as events in document order: each element opened (after
+/// the rules closed and implied what they do), its text, its comments, and its end. Every
+/// event lands in the element opened last and not yet closed, so the events are the tree's
+/// depth-first walk: [`crate::dom::DomSink`] keeps them as a tree; a reader that needs only
+/// the walk ([`crate::paragraphs`]) takes them as they come, and no tree is built.
+pub trait TreeSink {
+    /// Whether [`TreeSink::open`] reads the attributes of a `name` element: when not, the
+    /// builder does not keep them.
+    fn wants_attrs(&self, _name: &str) -> bool {
+        true
+    }
+    /// An element opens, with its attributes (the first of a repeated name).
+    fn open(&mut self, name: &str, attrs: Attrs<'_>);
+    /// The element opened last, `name`, closes.
+    fn close(&mut self, name: &str);
+    /// Text in the element opened last (adjacent calls are one run of text).
+    fn text(&mut self, text: &str);
+    /// A comment in the element opened last (or in the document).
+    fn comment(&mut self) {}
+}
+
+/// An element's attributes: (name, value) spans in `strings`.
+#[derive(Clone, Copy)]
+pub struct Attrs<'a> {
+    pub(crate) strings: &'a str,
+    pub(crate) spans: &'a [((usize, usize), (usize, usize))],
+}
+
+impl<'a> Attrs<'a> {
+    /// The value of attribute `name` (lower-case).
+    pub fn get(self, name: &str) -> Option<&'a str> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// (name, value), in the tag's order.
+    pub fn iter(self) -> impl Iterator<Item = (&'a str, &'a str)> {
+        self.spans.iter().map(move |(n, v)| (&self.strings[n.0..n.1], &self.strings[v.0..v.1]))
+    }
+}
+
 /// The tree of `html`.
 pub fn build(html: &str) -> Dom {
-    let mut builder = Builder { dom: Dom::empty(), ..Builder::default() };
+    let mut dom = crate::dom::DomSink::default();
+    build_into(html, &mut dom);
+    dom.finish()
+}
+
+/// `html`'s tree, handed to `sink` as it is built.
+pub fn build_into<S: TreeSink>(html: &str, sink: &mut S) {
+    let mut builder = Builder::new(sink);
     let mut inner = CallbackEmitter::new(Events(&mut builder));
     inner.naively_switch_states(false);
     // The callback answers nothing, so one call drives the tokenizer to the end of the page.
@@ -36,7 +83,6 @@ pub fn build(html: &str) -> Dom {
         match never {}
     }
     builder.finish();
-    builder.dom
 }
 
 /// The page's bytes, handed to the tokenizer. html5gum's own string reader finds the end of
@@ -166,11 +212,11 @@ fn simd_first_of(hay: &[u8], needle: &[u8], set: ByteSet) -> usize {
 
 /// The tokenizer's emitter: html5gum's callback emitter, telling the tokenizer which state an
 /// element's content is read in (the tree builder's call, as in a browser).
-struct TreeEmitter<'a> {
-    inner: CallbackEmitter<Events<'a>>,
+struct TreeEmitter<'a, 'b, S: TreeSink> {
+    inner: CallbackEmitter<Events<'a, 'b, S>>,
 }
 
-impl ForwardingEmitter for TreeEmitter<'_> {
+impl<S: TreeSink> ForwardingEmitter for TreeEmitter<'_, '_, S> {
     type Token = Infallible;
 
     fn inner(&mut self) -> &mut impl Emitter<Token = Infallible> {
@@ -190,23 +236,26 @@ impl ForwardingEmitter for TreeEmitter<'_> {
 }
 
 /// The tokenizer's events, handed to the builder.
-struct Events<'a>(&'a mut Builder);
+struct Events<'a, 'b, S: TreeSink>(&'a mut Builder<'b, S>);
 
-#[derive(Default)]
-struct Builder {
-    dom: Dom,
-    /// The open elements, outermost first.
-    open: Vec<usize>,
+struct Builder<'s, S: TreeSink> {
+    sink: &'s mut S,
+    /// The open elements' names, outermost first: spans in `names`.
+    open: Vec<(usize, usize)>,
+    names: String,
     /// Whether a `head` / `body` was opened (implied or not): libxml2 implies each once.
     seen_head: bool,
     seen_body: bool,
     /// Start tags of `html`, `head`, `body` dropped as misplaced: as many of their end tags
     /// are dropped too.
     dropped: usize,
-    /// The start tag being read: its name, and where its attributes start in `dom.attrs`.
+    /// The start tag being read: its name, whether the sink reads its attributes, and those
+    /// read so far (spans in `attr_strings`).
     tag: String,
     in_start_tag: bool,
-    attrs_from: usize,
+    keep_attrs: bool,
+    attr_strings: String,
+    attrs: Vec<((usize, usize), (usize, usize))>,
     /// The attribute being read repeats an earlier one (the first wins).
     repeated: bool,
     next_state: Option<State>,
@@ -222,14 +271,14 @@ fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
-impl Callback<Infallible, ()> for Events<'_> {
+impl<S: TreeSink> Callback<Infallible, ()> for Events<'_, '_, S> {
     fn handle_event(&mut self, event: CallbackEvent<'_>, _span: Span<()>) -> Option<Infallible> {
         self.0.event(event);
         None
     }
 }
 
-impl Builder {
+impl<S: TreeSink> Builder<'_, S> {
     fn event(&mut self, event: CallbackEvent<'_>) {
         if self.halted {
             return;
@@ -239,19 +288,21 @@ impl Builder {
                 self.tag.clear();
                 self.tag.push_str(&text_of(name));
                 self.in_start_tag = true;
-                self.attrs_from = self.dom.attrs.len();
+                self.keep_attrs = self.sink.wants_attrs(&self.tag);
+                self.attrs.clear();
+                self.attr_strings.clear();
             }
-            CallbackEvent::AttributeName { name } if self.in_start_tag => {
+            CallbackEvent::AttributeName { name } if self.in_start_tag && self.keep_attrs => {
                 let name = text_of(name);
-                self.repeated = self.dom.attrs[self.attrs_from..].iter().any(|(n, _)| self.dom.strings[n.0..n.1] == *name);
+                self.repeated = self.attrs.iter().any(|(n, _)| self.attr_strings[n.0..n.1] == *name);
                 if !self.repeated {
-                    let span = self.dom.push_str(&name);
-                    self.dom.attrs.push((span, (span.1, span.1)));
+                    let span = push_span(&mut self.attr_strings, &name);
+                    self.attrs.push((span, (span.1, span.1)));
                 }
             }
-            CallbackEvent::AttributeValue { value } if self.in_start_tag && !self.repeated => {
-                let span = self.dom.push_str(&text_of(value));
-                if let Some(last) = self.dom.attrs[self.attrs_from..].last_mut() {
+            CallbackEvent::AttributeValue { value } if self.in_start_tag && self.keep_attrs && !self.repeated => {
+                let span = push_span(&mut self.attr_strings, &text_of(value));
+                if let Some(last) = self.attrs.last_mut() {
                     last.1 = span;
                 }
             }
@@ -266,14 +317,18 @@ impl Builder {
                 self.end_tag(&text_of(name));
             }
             CallbackEvent::String { value } => self.text(&text_of(value)),
-            CallbackEvent::Comment { .. } => {
-                let parent = self.current().unwrap_or(0);
-                self.dom.append(parent, Kind::Comment);
-            }
+            CallbackEvent::Comment { .. } => self.sink.comment(),
             // Attributes of end tags, doctypes and parse errors change nothing.
             _ => {}
         }
     }
+}
+
+/// `s` added to `buf`; its span there.
+fn push_span(buf: &mut String, s: &str) -> (usize, usize) {
+    let start = buf.len();
+    buf.push_str(s);
+    (start, buf.len())
 }
 
 /// HTML's whitespace, as libxml2 counts it.
@@ -281,24 +336,41 @@ fn is_html_space(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0c')
 }
 
-impl Builder {
-    fn current(&self) -> Option<usize> {
-        self.open.last().copied()
-    }
-
-    fn name_of(&self, id: usize) -> &str {
-        match self.dom.nodes[id].kind {
-            Kind::Element { name, .. } => &self.dom.strings[name.0..name.1],
-            _ => "",
+impl<'s, S: TreeSink> Builder<'s, S> {
+    fn new(sink: &'s mut S) -> Self {
+        Builder {
+            sink,
+            open: Vec::new(),
+            names: String::new(),
+            seen_head: false,
+            seen_body: false,
+            dropped: 0,
+            tag: String::new(),
+            in_start_tag: false,
+            keep_attrs: false,
+            attr_strings: String::new(),
+            attrs: Vec::new(),
+            repeated: false,
+            next_state: None,
+            halted: false,
         }
     }
 
-    fn current_name(&self) -> Option<&str> {
-        self.current().map(|id| self.name_of(id))
+    fn name_at(&self, (start, end): (usize, usize)) -> &str {
+        &self.names[start..end]
     }
 
-    /// Open an element under the current one (the document when none is open).
-    fn open_element(&mut self, name: &str, attrs: (usize, usize)) {
+    fn current_name(&self) -> Option<&str> {
+        self.open.last().map(|&span| self.name_at(span))
+    }
+
+    fn is_open(&self, pred: impl Fn(&str) -> bool) -> bool {
+        self.open.iter().any(|&span| pred(self.name_at(span)))
+    }
+
+    /// Open an element under the current one (the document when none is open), with the
+    /// attributes read for it when `with_attrs`.
+    fn open_element(&mut self, name: &str, with_attrs: bool) {
         if self.open.len() >= MAX_DEPTH {
             self.halted = true;
         }
@@ -307,20 +379,17 @@ impl Builder {
         }
         self.seen_head |= name == "head";
         self.seen_body |= name == "body";
-        let span = self.dom.push_str(name);
-        let parent = self.current().unwrap_or(0);
-        let id = self.dom.append(parent, Kind::Element { name: span, attrs });
-        self.open.push(id);
+        let span = push_span(&mut self.names, name);
+        self.open.push(span);
+        let spans: &[_] = if with_attrs { &self.attrs } else { &[] };
+        self.sink.open(name, Attrs { strings: &self.attr_strings, spans });
     }
 
     fn pop(&mut self) {
-        if let Some(id) = self.open.pop() {
-            self.dom.nodes[id].end = self.dom.nodes.len();
+        if let Some(span) = self.open.pop() {
+            self.sink.close(&self.names[span.0..span.1]);
+            self.names.truncate(span.0);
         }
-    }
-
-    fn no_attrs(&self) -> (usize, usize) {
-        (self.dom.attrs.len(), self.dom.attrs.len())
     }
 
     /// Close the current element while `new` closes it.
@@ -336,23 +405,18 @@ impl Builder {
             return;
         }
         if self.open.is_empty() {
-            let none = self.no_attrs();
-            self.open_element("html", none);
+            self.open_element("html", false);
         }
         if new == "body" || new == "head" {
             return;
         }
-        let none = self.no_attrs();
         if self.open.len() <= 1 && implies_head(new) {
             // libxml2 keeps one level (head, then body): after a body, no head is implied.
             if !self.seen_head && !self.seen_body {
-                self.open_element("head", none);
+                self.open_element("head", false);
             }
-        } else if !matches!(new, "noframes" | "frame" | "frameset")
-            && !self.seen_body
-            && !self.open.iter().any(|&id| matches!(self.name_of(id), "body" | "head"))
-        {
-            self.open_element("body", none);
+        } else if !matches!(new, "noframes" | "frame" | "frameset") && !self.seen_body && !self.is_open(|n| matches!(n, "body" | "head")) {
+            self.open_element("body", false);
         }
     }
 
@@ -364,18 +428,16 @@ impl Builder {
         }
         let misplaced = (name == "html" && !self.open.is_empty())
             || (name == "head" && self.open.len() != 1)
-            || (name == "body" && self.open.iter().any(|&id| self.name_of(id) == "body"));
+            || (name == "body" && self.is_open(|n| n == "body"));
         if misplaced {
             self.dropped += 1;
-            self.dom.attrs.truncate(self.attrs_from);
             // libxml2 reads the `/>` of a dropped tag as closing the current element.
             if self_closing {
                 self.pop();
             }
             return;
         }
-        let attrs = (self.attrs_from, self.dom.attrs.len());
-        self.open_element(name, attrs);
+        self.open_element(name, true);
         if self.halted {
             return;
         }
@@ -396,9 +458,9 @@ impl Builder {
             self.dropped -= 1;
             return;
         }
-        let Some(at) = self.open.iter().rposition(|&id| self.name_of(id) == name) else { return };
+        let Some(at) = self.open.iter().rposition(|&span| self.name_at(span) == name) else { return };
         let priority = end_priority(name);
-        if self.open[at + 1..].iter().any(|&id| end_priority(self.name_of(id)) > priority) {
+        if self.open[at + 1..].iter().any(|&span| end_priority(self.name_at(span)) > priority) {
             return;
         }
         while self.open.len() > at {
@@ -410,10 +472,8 @@ impl Builder {
         if self.current_name().is_none_or(|n| n == "html" || n == "head") {
             // Whitespace stays where it is (dropped outside any element); text implies a body.
             let ws = text.len() - text.trim_start_matches(is_html_space).len();
-            if ws > 0
-                && let Some(current) = self.current()
-            {
-                self.dom.append_text(current, &text[..ws]);
+            if ws > 0 && !self.open.is_empty() {
+                self.sink.text(&text[..ws]);
             }
             text = &text[ws..];
             if text.is_empty() {
@@ -427,8 +487,8 @@ impl Builder {
         if self.halted {
             return;
         }
-        if let Some(current) = self.current() {
-            self.dom.append_text(current, text);
+        if !self.open.is_empty() {
+            self.sink.text(text);
         }
     }
 
@@ -436,7 +496,6 @@ impl Builder {
         while !self.open.is_empty() {
             self.pop();
         }
-        self.dom.nodes[0].end = self.dom.nodes.len();
     }
 }
 
