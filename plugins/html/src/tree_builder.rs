@@ -17,8 +17,7 @@
 
 use std::convert::Infallible;
 
-use html5gum::emitters::callback::{Callback, CallbackEmitter, CallbackEvent};
-use html5gum::{Emitter, ForwardingEmitter, Reader, Span, State, Tokenizer};
+use html5gum::{Emitter, Reader, State, Tokenizer};
 
 use crate::dom::Dom;
 use crate::tree_rules::{Raw, end_priority, implies_head, is_empty, raw, start_closes};
@@ -76,10 +75,8 @@ pub fn build(html: &str) -> Dom {
 /// `html`'s tree, handed to `sink` as it is built.
 pub fn build_into<S: TreeSink>(html: &str, sink: &mut S) {
     let mut builder = Builder::new(sink);
-    let mut inner = CallbackEmitter::new(Events(&mut builder));
-    inner.naively_switch_states(false);
-    // The callback answers nothing, so one call drives the tokenizer to the end of the page.
-    if let Some(Ok(never)) = Tokenizer::new_with_emitter(PageReader::new(html.as_bytes()), TreeEmitter { inner }).next() {
+    // The emitter gives no tokens, so one call drives the tokenizer to the end of the page.
+    if let Some(Ok(never)) = Tokenizer::new_with_emitter(PageReader::new(html.as_bytes()), TreeEmitter::new(&mut builder)).next() {
         match never {}
     }
     builder.finish();
@@ -210,18 +207,73 @@ fn simd_first_of(hay: &[u8], needle: &[u8], set: ByteSet) -> usize {
     at + set.first_in(tail)
 }
 
-/// The tokenizer's emitter: html5gum's callback emitter, telling the tokenizer which state an
-/// element's content is read in (the tree builder's call, as in a browser).
-struct TreeEmitter<'a, 'b, S: TreeSink> {
-    inner: CallbackEmitter<Events<'a, 'b, S>>,
+/// The tokenizer's emitter: html5gum's events straight into the [`Builder`], which tells the
+/// tokenizer which state an element's content is read in (the tree builder's call, as in a
+/// browser). Text goes to the builder as the tokenizer reads it; a tag is acted on when it is
+/// complete; attributes are kept only when the sink reads them ([`TreeSink::wants_attrs`]).
+struct TreeEmitter<'b, 's, S: TreeSink> {
+    builder: &'b mut Builder<'s, S>,
+    /// The tag being read: start or end, its name, whether it ends with `/>`.
+    start: bool,
+    tag: Vec<u8>,
+    self_closing: bool,
+    /// The name of the last start tag: an end tag of that name ends raw text.
+    last_start_tag: Vec<u8>,
+    /// Whether the current tag's attributes are kept: decided at its first attribute.
+    keep_attrs: Option<bool>,
+    /// The attribute being read, as bytes (the tokenizer may hand a character over in
+    /// pieces), and where its value starts in them (`None`: not in an attribute, or not
+    /// keeping it).
+    attr: Option<Option<usize>>,
+    attr_bytes: Vec<u8>,
+    /// The tag's attributes kept: (name, value) spans in `attr_strings`.
+    attr_strings: String,
+    attrs: Vec<((usize, usize), (usize, usize))>,
 }
 
-impl<S: TreeSink> ForwardingEmitter for TreeEmitter<'_, '_, S> {
+impl<'b, 's, S: TreeSink> TreeEmitter<'b, 's, S> {
+    fn new(builder: &'b mut Builder<'s, S>) -> Self {
+        TreeEmitter {
+            builder,
+            start: false,
+            tag: Vec::new(),
+            self_closing: false,
+            last_start_tag: Vec::new(),
+            keep_attrs: None,
+            attr: None,
+            attr_bytes: Vec::new(),
+            attr_strings: String::new(),
+            attrs: Vec::new(),
+        }
+    }
+
+    /// The attribute being read, added to the tag's unless its name repeats an earlier one.
+    fn finish_attribute(&mut self) {
+        let Some(value_at) = self.attr.take() else { return };
+        let (name, value) = self.attr_bytes.split_at(value_at.unwrap_or(self.attr_bytes.len()));
+        let name = text_of(name);
+        if !name.is_empty() && !self.attrs.iter().any(|(n, _)| self.attr_strings[n.0..n.1] == *name) {
+            let name = push_span(&mut self.attr_strings, &name);
+            let value = push_span(&mut self.attr_strings, &text_of(value));
+            self.attrs.push((name, value));
+        }
+        self.attr_bytes.clear();
+    }
+}
+
+impl<S: TreeSink> Emitter for TreeEmitter<'_, '_, S> {
     type Token = Infallible;
 
-    fn inner(&mut self) -> &mut impl Emitter<Token = Infallible> {
-        &mut self.inner
+    fn set_last_start_tag(&mut self, last_start_tag: Option<&[u8]>) {
+        self.last_start_tag.clear();
+        self.last_start_tag.extend_from_slice(last_start_tag.unwrap_or_default());
     }
+
+    fn emit_eof(&mut self) {
+        self.builder.flush_text();
+    }
+
+    fn emit_error(&mut self, _: html5gum::Error) {}
 
     /// Parse errors change nothing in the tree: the tokenizer need not look for them (its
     /// per-character checks are a tenth of the parse).
@@ -229,15 +281,118 @@ impl<S: TreeSink> ForwardingEmitter for TreeEmitter<'_, '_, S> {
         false
     }
 
+    fn pop_token(&mut self) -> Option<Infallible> {
+        None
+    }
+
+    // The tokenizer may hand a character over in pieces (after a `&` that starts no
+    // reference): the text is kept as bytes until the next tag, comment or the end.
+    fn emit_string(&mut self, s: &[u8]) {
+        self.builder.text_bytes.extend_from_slice(s);
+    }
+
+    fn init_start_tag(&mut self) {
+        self.start = true;
+        self.tag.clear();
+        self.self_closing = false;
+        self.keep_attrs = None;
+        self.attr = None;
+        self.attrs.clear();
+        self.attr_strings.clear();
+    }
+
+    fn init_end_tag(&mut self) {
+        self.start = false;
+        self.tag.clear();
+        self.keep_attrs = Some(false);
+        self.attr = None;
+    }
+
+    fn init_comment(&mut self) {}
+
     fn emit_current_tag(&mut self) -> Option<State> {
-        let _naive = self.inner.emit_current_tag();
-        self.inner.callback_mut().0.next_state.take()
+        self.builder.flush_text();
+        self.finish_attribute();
+        let name = text_of(&self.tag);
+        if self.start {
+            let attrs = Attrs { strings: &self.attr_strings, spans: &self.attrs };
+            self.builder.start_tag(&name, self.self_closing, attrs);
+            self.last_start_tag.clear();
+            self.last_start_tag.extend_from_slice(&self.tag);
+            self.builder.next_state.take()
+        } else {
+            self.builder.end_tag(&name);
+            self.last_start_tag.clear();
+            None
+        }
+    }
+
+    fn emit_current_comment(&mut self) {
+        self.builder.flush_text();
+        self.builder.comment();
+    }
+
+    fn emit_current_doctype(&mut self) {
+        self.builder.flush_text();
+    }
+
+    fn set_self_closing(&mut self) {
+        self.self_closing |= self.start;
+    }
+
+    fn set_force_quirks(&mut self) {}
+
+    fn push_tag_name(&mut self, s: &[u8]) {
+        self.tag.extend_from_slice(s);
+    }
+
+    fn push_comment(&mut self, _: &[u8]) {}
+
+    fn push_doctype_name(&mut self, _: &[u8]) {}
+
+    fn init_doctype(&mut self) {}
+
+    fn init_attribute(&mut self) {
+        self.finish_attribute();
+        let keep = *self.keep_attrs.get_or_insert_with(|| self.builder.sink.wants_attrs(&text_of(&self.tag)));
+        self.attr = keep.then_some(None);
+        self.attr_bytes.clear();
+    }
+
+    fn init_attribute_value(&mut self) {
+        if let Some(value) = &mut self.attr {
+            *value = Some(self.attr_bytes.len());
+        }
+    }
+
+    fn push_attribute_name(&mut self, s: &[u8]) {
+        if self.attr.is_some() {
+            self.attr_bytes.extend_from_slice(s);
+        }
+    }
+
+    fn push_attribute_value(&mut self, s: &[u8]) {
+        if let Some(value) = &mut self.attr {
+            // A value pushed without its start marked (html5gum marks it) starts here.
+            value.get_or_insert(self.attr_bytes.len());
+            self.attr_bytes.extend_from_slice(s);
+        }
+    }
+
+    fn set_doctype_public_identifier(&mut self, _: &[u8]) {}
+
+    fn set_doctype_system_identifier(&mut self, _: &[u8]) {}
+
+    fn push_doctype_public_identifier(&mut self, _: &[u8]) {}
+
+    fn push_doctype_system_identifier(&mut self, _: &[u8]) {}
+
+    fn current_is_appropriate_end_tag_token(&mut self) -> bool {
+        !self.start && !self.last_start_tag.is_empty() && self.last_start_tag == self.tag
     }
 }
 
-/// The tokenizer's events, handed to the builder.
-struct Events<'a, 'b, S: TreeSink>(&'a mut Builder<'b, S>);
-
+/// Builds the tree from complete tags and text, by libxml2's rules.
 struct Builder<'s, S: TreeSink> {
     sink: &'s mut S,
     /// The open elements' names, outermost first: spans in `names`.
@@ -249,18 +404,11 @@ struct Builder<'s, S: TreeSink> {
     /// Start tags of `html`, `head`, `body` dropped as misplaced: as many of their end tags
     /// are dropped too.
     dropped: usize,
-    /// The start tag being read: its name, whether the sink reads its attributes, and those
-    /// read so far (spans in `attr_strings`).
-    tag: String,
-    in_start_tag: bool,
-    keep_attrs: bool,
-    attr_strings: String,
-    attrs: Vec<((usize, usize), (usize, usize))>,
-    /// The attribute being read repeats an earlier one (the first wins).
-    repeated: bool,
     next_state: Option<State>,
     /// The page nested deeper than [`MAX_DEPTH`]: nothing after that point is read.
     halted: bool,
+    /// Text read since the last tag, comment or doctype.
+    text_bytes: Vec<u8>,
 }
 
 /// The tokenizer's bytes as text (they come from a `&str`, so the check passes).
@@ -271,65 +419,15 @@ fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
-impl<S: TreeSink> Callback<Infallible, ()> for Events<'_, '_, S> {
-    fn handle_event(&mut self, event: CallbackEvent<'_>, _span: Span<()>) -> Option<Infallible> {
-        self.0.event(event);
-        None
-    }
-}
-
-impl<S: TreeSink> Builder<'_, S> {
-    fn event(&mut self, event: CallbackEvent<'_>) {
-        if self.halted {
-            return;
-        }
-        match event {
-            CallbackEvent::OpenStartTag { name } => {
-                self.tag.clear();
-                self.tag.push_str(&text_of(name));
-                self.in_start_tag = true;
-                self.keep_attrs = self.sink.wants_attrs(&self.tag);
-                self.attrs.clear();
-                self.attr_strings.clear();
-            }
-            CallbackEvent::AttributeName { name } if self.in_start_tag && self.keep_attrs => {
-                let name = text_of(name);
-                self.repeated = self.attrs.iter().any(|(n, _)| self.attr_strings[n.0..n.1] == *name);
-                if !self.repeated {
-                    let span = push_span(&mut self.attr_strings, &name);
-                    self.attrs.push((span, (span.1, span.1)));
-                }
-            }
-            CallbackEvent::AttributeValue { value } if self.in_start_tag && self.keep_attrs && !self.repeated => {
-                let span = push_span(&mut self.attr_strings, &text_of(value));
-                if let Some(last) = self.attrs.last_mut() {
-                    last.1 = span;
-                }
-            }
-            CallbackEvent::CloseStartTag { self_closing } => {
-                self.in_start_tag = false;
-                let name = std::mem::take(&mut self.tag);
-                self.start_tag(&name, self_closing);
-                self.tag = name;
-            }
-            CallbackEvent::EndTag { name } => {
-                self.in_start_tag = false;
-                self.end_tag(&text_of(name));
-            }
-            CallbackEvent::String { value } => self.text(&text_of(value)),
-            CallbackEvent::Comment { .. } => self.sink.comment(),
-            // Attributes of end tags, doctypes and parse errors change nothing.
-            _ => {}
-        }
-    }
-}
-
 /// `s` added to `buf`; its span there.
 fn push_span(buf: &mut String, s: &str) -> (usize, usize) {
     let start = buf.len();
     buf.push_str(s);
     (start, buf.len())
 }
+
+/// No attributes (of an element the rules imply).
+const NO_ATTRS: Attrs<'static> = Attrs { strings: "", spans: &[] };
 
 /// HTML's whitespace, as libxml2 counts it.
 fn is_html_space(c: char) -> bool {
@@ -345,14 +443,9 @@ impl<'s, S: TreeSink> Builder<'s, S> {
             seen_head: false,
             seen_body: false,
             dropped: 0,
-            tag: String::new(),
-            in_start_tag: false,
-            keep_attrs: false,
-            attr_strings: String::new(),
-            attrs: Vec::new(),
-            repeated: false,
             next_state: None,
             halted: false,
+            text_bytes: Vec::new(),
         }
     }
 
@@ -368,9 +461,8 @@ impl<'s, S: TreeSink> Builder<'s, S> {
         self.open.iter().any(|&span| pred(self.name_at(span)))
     }
 
-    /// Open an element under the current one (the document when none is open), with the
-    /// attributes read for it when `with_attrs`.
-    fn open_element(&mut self, name: &str, with_attrs: bool) {
+    /// Open an element under the current one (the document when none is open).
+    fn open_element(&mut self, name: &str, attrs: Attrs<'_>) {
         if self.open.len() >= MAX_DEPTH {
             self.halted = true;
         }
@@ -381,8 +473,7 @@ impl<'s, S: TreeSink> Builder<'s, S> {
         self.seen_body |= name == "body";
         let span = push_span(&mut self.names, name);
         self.open.push(span);
-        let spans: &[_] = if with_attrs { &self.attrs } else { &[] };
-        self.sink.open(name, Attrs { strings: &self.attr_strings, spans });
+        self.sink.open(name, attrs);
     }
 
     fn pop(&mut self) {
@@ -405,7 +496,7 @@ impl<'s, S: TreeSink> Builder<'s, S> {
             return;
         }
         if self.open.is_empty() {
-            self.open_element("html", false);
+            self.open_element("html", NO_ATTRS);
         }
         if new == "body" || new == "head" {
             return;
@@ -413,14 +504,17 @@ impl<'s, S: TreeSink> Builder<'s, S> {
         if self.open.len() <= 1 && implies_head(new) {
             // libxml2 keeps one level (head, then body): after a body, no head is implied.
             if !self.seen_head && !self.seen_body {
-                self.open_element("head", false);
+                self.open_element("head", NO_ATTRS);
             }
         } else if !matches!(new, "noframes" | "frame" | "frameset") && !self.seen_body && !self.is_open(|n| matches!(n, "body" | "head")) {
-            self.open_element("body", false);
+            self.open_element("body", NO_ATTRS);
         }
     }
 
-    fn start_tag(&mut self, name: &str, self_closing: bool) {
+    fn start_tag(&mut self, name: &str, self_closing: bool, attrs: Attrs<'_>) {
+        if self.halted {
+            return;
+        }
         self.auto_close(name);
         self.imply(name);
         if self.halted {
@@ -437,7 +531,7 @@ impl<'s, S: TreeSink> Builder<'s, S> {
             }
             return;
         }
-        self.open_element(name, true);
+        self.open_element(name, attrs);
         if self.halted {
             return;
         }
@@ -454,6 +548,9 @@ impl<'s, S: TreeSink> Builder<'s, S> {
     }
 
     fn end_tag(&mut self, name: &str) {
+        if self.halted {
+            return;
+        }
         if self.dropped > 0 && matches!(name, "html" | "body" | "head") {
             self.dropped -= 1;
             return;
@@ -469,6 +566,9 @@ impl<'s, S: TreeSink> Builder<'s, S> {
     }
 
     fn text(&mut self, mut text: &str) {
+        if self.halted {
+            return;
+        }
         if self.current_name().is_none_or(|n| n == "html" || n == "head") {
             // Whitespace stays where it is (dropped outside any element); text implies a body.
             let ws = text.len() - text.trim_start_matches(is_html_space).len();
@@ -492,7 +592,25 @@ impl<'s, S: TreeSink> Builder<'s, S> {
         }
     }
 
+    /// Hand the text read so far to the tree.
+    fn flush_text(&mut self) {
+        if self.text_bytes.is_empty() {
+            return;
+        }
+        let bytes = std::mem::take(&mut self.text_bytes);
+        self.text(&text_of(&bytes));
+        self.text_bytes = bytes;
+        self.text_bytes.clear();
+    }
+
+    fn comment(&mut self) {
+        if !self.halted {
+            self.sink.comment();
+        }
+    }
+
     fn finish(&mut self) {
+        self.flush_text();
         while !self.open.is_empty() {
             self.pop();
         }
@@ -524,6 +642,16 @@ mod tests {
         let mut out = String::new();
         go(Dom::parse(html).root(), &mut out);
         out
+    }
+
+    /// After a `&` that starts no reference the tokenizer hands the next character over a
+    /// byte at a time: text and attribute values still come out whole.
+    #[test]
+    fn characters_after_a_bare_ampersand_stay_whole() {
+        assert_eq!(shape("<body><p>‘&’ &été</p>"), r#"doc(html(body(p("‘&’ &été"))))"#);
+        let dom = Dom::parse("<body><p title=\"a&’b\" data-x=&é>x");
+        let p = dom.root().subtree().find(|n| n.name() == Some("p")).unwrap();
+        assert_eq!((p.attr("title"), p.attr("data-x")), (Some("a&’b"), Some("&é")));
     }
 
     #[test]
