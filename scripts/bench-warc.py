@@ -121,7 +121,8 @@ def pipeline(name, sources, stage):
     p = os.path.join(WORK, f"{name}.yaml")
     paths = "".join(f"\n    - {x}" for x in sources)
     with open(p, "w") as f:
-        f.write(f"source:\n  path:{paths}\nstages:\n  - plugin: {stage}\n    params: {{language: English}}\n"
+        # `isolation: process`, as examples/common-crawl/pipeline.yaml runs the extractor.
+        f.write(f"source:\n  path:{paths}\nstages:\n  - plugin: {stage}\n    params: {{language: English}}\n    isolation: process\n"
                 f"sink:\n  path: out-{name}\n  mode: overwrite\n")
     return p
 

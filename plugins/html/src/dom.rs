@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use crate::tree_builder::{Attrs, TreeSink};
+use crate::tree_builder::{AttrSpan, Attrs, TreeSink};
 
 /// A node's place in its [`Dom`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -48,7 +48,7 @@ pub struct Dom {
     /// Names, attribute names and values, and text, one after another.
     pub(crate) strings: String,
     /// (name, value) spans in `strings`.
-    pub(crate) attrs: Vec<((usize, usize), (usize, usize))>,
+    pub(crate) attrs: Vec<AttrSpan>,
 }
 
 /// What a node is.

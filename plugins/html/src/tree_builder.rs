@@ -46,11 +46,14 @@ pub trait TreeSink {
     fn comment(&mut self) {}
 }
 
+/// An attribute's name and value, as (start, end) spans of a string buffer.
+pub(crate) type AttrSpan = ((usize, usize), (usize, usize));
+
 /// An element's attributes: (name, value) spans in `strings`.
 #[derive(Clone, Copy)]
 pub struct Attrs<'a> {
     pub(crate) strings: &'a str,
-    pub(crate) spans: &'a [((usize, usize), (usize, usize))],
+    pub(crate) spans: &'a [AttrSpan],
 }
 
 impl<'a> Attrs<'a> {
@@ -228,7 +231,7 @@ struct TreeEmitter<'b, 's, S: TreeSink> {
     attr_bytes: Vec<u8>,
     /// The tag's attributes kept: (name, value) spans in `attr_strings`.
     attr_strings: String,
-    attrs: Vec<((usize, usize), (usize, usize))>,
+    attrs: Vec<AttrSpan>,
 }
 
 impl<'b, 's, S: TreeSink> TreeEmitter<'b, 's, S> {
