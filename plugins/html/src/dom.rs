@@ -96,9 +96,7 @@ impl Dom {
     }
 
     pub(crate) fn push_str(&mut self, s: &str) -> (usize, usize) {
-        let start = self.strings.len();
-        self.strings.push_str(s);
-        (start, self.strings.len())
+        crate::tree_builder::push_span(&mut self.strings, s)
     }
 
     /// Hand the tree to `sink` as the builder would: its events in document order.

@@ -3,7 +3,8 @@
 //! order, a paragraph ending at every block-level tag and at `<br><br>`. The tree is libxml2's
 //! ([`crate::tree_builder`]), as lxml gives it to jusText.
 //!
-//! What the cleaner does, and how the walk mirrors it without copying the tree:
+//! The maker takes the tree builder's events as they come (a [`TreeSink`]; no tree is built),
+//! or a built tree's ([`Dom::replay`]). What the cleaner does, and how the maker mirrors it:
 //! - elements *killed* with their content (`head`, `script`, `style`, `base`, `applet`, form
 //!   controls `button`, `input`, `select`, `textarea`, stylesheet `link`s, and comments) are
 //!   skipped; the text after them joins the text before, as lxml's `drop_tree` joins tails;

@@ -212,8 +212,9 @@ fn simd_first_of(hay: &[u8], needle: &[u8], set: ByteSet) -> usize {
 
 /// The tokenizer's emitter: html5gum's events straight into the [`Builder`], which tells the
 /// tokenizer which state an element's content is read in (the tree builder's call, as in a
-/// browser). Text goes to the builder as the tokenizer reads it; a tag is acted on when it is
-/// complete; attributes are kept only when the sink reads them ([`TreeSink::wants_attrs`]).
+/// browser). Text is kept until the next tag, comment, doctype or the end, then handed over
+/// as one run; a tag is acted on when it is complete; attributes are kept only when the sink
+/// reads them ([`TreeSink::wants_attrs`]).
 struct TreeEmitter<'b, 's, S: TreeSink> {
     builder: &'b mut Builder<'s, S>,
     /// The tag being read: start or end, its name, whether it ends with `/>`.
@@ -423,7 +424,7 @@ fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 }
 
 /// `s` added to `buf`; its span there.
-fn push_span(buf: &mut String, s: &str) -> (usize, usize) {
+pub(crate) fn push_span(buf: &mut String, s: &str) -> (usize, usize) {
     let start = buf.len();
     buf.push_str(s);
     (start, buf.len())
