@@ -12,10 +12,12 @@
 pub mod charset;
 pub mod record;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::builder::StringBuilder;
+use arrow_array::{ArrayRef, RecordBatch};
 
 use super::jsonl::{ReadOptions, reader_schema};
 use super::{InputFile, IoError, Reject, Rejects};
@@ -49,8 +51,13 @@ pub struct WarcReader {
     file_name: String,
 }
 
-/// One document: id, text, `_meta`.
-type Doc = (String, String, String);
+/// One document, its text borrowed from its record where the page was UTF-8.
+struct Doc<'r> {
+    id: &'r str,
+    text: Cow<'r, str>,
+    /// `_meta`, as JSON.
+    meta: String,
+}
 
 impl WarcReader {
     pub fn open(input: &InputFile, opts: &ReadOptions) -> Result<WarcReader, IoError> {
@@ -68,9 +75,12 @@ impl WarcReader {
 
     /// The next batch of at most `n` documents (fewer when their text reaches 8 MiB).
     pub fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
-        let mut docs: Vec<Doc> = Vec::new();
-        let mut bytes = 0usize;
-        while docs.len() < n.max(1) && bytes < BATCH_TEXT_BYTES {
+        // A page's text is copied once, from its record's block into the batch's column.
+        let mut ids = StringBuilder::new();
+        let mut texts = StringBuilder::with_capacity(0, 0);
+        let mut metas = StringBuilder::new();
+        let mut rows = 0usize;
+        while rows < n.max(1) && texts.values_slice().len() < BATCH_TEXT_BYTES {
             let Some(records) = self.records.as_mut() else { break };
             let Some(item) = records.next_item() else {
                 self.records = None;
@@ -80,8 +90,13 @@ impl WarcReader {
             match item {
                 Item::Record(r) => match self.document(&r) {
                     Ok(Some(doc)) => {
-                        bytes += doc.1.len();
-                        docs.push(doc);
+                        if rows == 0 {
+                            texts = StringBuilder::with_capacity(n.clamp(1, 1 << 16), BATCH_TEXT_BYTES + doc.text.len());
+                        }
+                        ids.append_value(doc.id);
+                        texts.append_value(&doc.text);
+                        metas.append_value(doc.meta);
+                        rows += 1;
                     }
                     Ok(None) => {}
                     Err(reason) => self.reject(r.offset, reason, r.header("WARC-Target-URI").unwrap_or_default().to_string())?,
@@ -89,18 +104,12 @@ impl WarcReader {
                 Item::Defect(d) => self.reject(d.offset, d.reason, String::new())?,
             }
         }
-        if docs.is_empty() {
+        if rows == 0 {
             return Ok(None);
         }
-        self.documents += docs.len() as u64;
-        let mut cols: [Vec<String>; 3] = Default::default();
-        for (id, text, meta) in docs {
-            cols[0].push(id);
-            cols[1].push(text);
-            cols[2].push(meta);
-        }
-        let [ids, texts, metas] = cols.map(|c| Arc::new(StringArray::from(c)) as ArrayRef);
-        let batch = RecordBatch::try_new(reader_schema(), vec![ids, texts, metas])
+        self.documents += rows as u64;
+        let cols = [ids, texts, metas].map(|mut c| Arc::new(c.finish()) as ArrayRef);
+        let batch = RecordBatch::try_new(reader_schema(), cols.to_vec())
             .map_err(|e| IoError::Line { at: self.input.display(), message: format!("cannot build the batch: {e}") })?;
         Ok(Some(batch))
     }
@@ -135,7 +144,7 @@ impl WarcReader {
     }
 
     /// The document a record makes, `None` for a record that is skipped, or why it is bad.
-    fn document(&mut self, r: &Record) -> Result<Option<Doc>, String> {
+    fn document<'r>(&mut self, r: &'r Record) -> Result<Option<Doc<'r>>, String> {
         let kind = r.header("WARC-Type").unwrap_or("").to_ascii_lowercase();
         let url = r.header("WARC-Target-URI").unwrap_or("");
         let record_id = r.header("WARC-Record-ID").unwrap_or("");
@@ -160,13 +169,13 @@ impl WarcReader {
                 }
                 meta.insert("http_status".into(), http.status.into());
                 let (text, enc, _) = charset::decode(body, http.content_type.as_deref(), url);
-                (text.into_owned(), http.content_type.unwrap_or_default(), enc.name())
+                (text, http.content_type.unwrap_or_default(), enc.name())
             }
             "conversion" => {
                 if let Some(lang) = r.header("WARC-Identified-Content-Language") {
                     meta.insert("language".into(), lang.into());
                 }
-                let text = String::from_utf8_lossy(&r.block).into_owned();
+                let text = String::from_utf8_lossy(&r.block);
                 (text, r.header("Content-Type").unwrap_or("text/plain").to_string(), "UTF-8")
             }
             "" => return Err("the record has no WARC-Type".into()),
@@ -185,10 +194,10 @@ impl WarcReader {
         all.insert("content_type".into(), content_type.into());
         all.insert("charset".into(), charset.into());
         all.extend(meta);
-        Ok(Some((uuid.to_string(), text, serde_json::Value::Object(all).to_string())))
+        Ok(Some(Doc { id: uuid, text, meta: serde_json::Value::Object(all).to_string() }))
     }
 
-    fn skip(&mut self, kind: &str) -> Option<Doc> {
+    fn skip(&mut self, kind: &str) -> Option<Doc<'static>> {
         *self.skipped.by_type.entry(kind.to_string()).or_default() += 1;
         None
     }
@@ -253,6 +262,7 @@ mod tests {
     use super::record::tests::{gzip, record};
     use super::*;
     use crate::io::Loc;
+    use arrow_array::StringArray;
     use curator_core::pipeline::Format;
 
     type Read = (Vec<(String, String, serde_json::Value)>, Vec<Reject>, Skipped);

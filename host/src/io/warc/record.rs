@@ -12,6 +12,11 @@ use crate::io::{Codec, IoError};
 /// Headers of a WARC record longer than this are a defect (they are a few hundred bytes).
 const MAX_HEADER_BYTES: usize = 64 << 10;
 
+/// The buffer over a gzip member's decoded bytes. Reads at least this long go to inflate
+/// directly, so a page is decoded into its block without a copy; header lines are read from
+/// the buffer.
+const MEMBER_BUFFER: usize = 16 << 10;
+
 /// One WARC record.
 #[derive(Debug)]
 pub struct Record {
@@ -152,7 +157,8 @@ impl Records {
                         return Some(fatal(raw.pos, "bytes that are not a gzip member after the previous member".into()));
                     }
                     let start = raw.pos;
-                    let dec = Box::new(BufReader::with_capacity(256 << 10, flate2::bufread::GzDecoder::new(raw)));
+                    // A small buffer for the headers: a block's bytes bypass it (`read_block`).
+                    let dec = Box::new(BufReader::with_capacity(MEMBER_BUFFER, flate2::bufread::GzDecoder::new(raw)));
                     self.state = State::Member { start, index: 0, dec };
                 }
                 State::Member { start, index, mut dec } => {
@@ -281,16 +287,38 @@ fn read_record(r: &mut impl BufRead, max_block: u64) -> Result<Option<(Vec<(Stri
             skippable: true,
         });
     }
-    let mut block = Vec::with_capacity(length as usize);
-    r.by_ref().take(length).read_to_end(&mut block).map_err(Bad::Io)?;
-    if (block.len() as u64) < length {
-        return Err(Bad::Io(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            format!("end of data after {} of the block's {length} bytes", block.len()),
-        )));
-    }
+    let block = read_block(r, length as usize).map_err(Bad::Io)?;
     skip_line_ends(r, 4).map_err(Bad::Io)?;
     Ok(Some((headers, block)))
+}
+
+/// The `length` bytes of a block: what `r` holds buffered is copied, the rest read straight
+/// into the block (a buffered reader hands a read at least as long as its buffer to the
+/// reader under it: for a gzip member, inflate writes the page where it will stay).
+fn read_block(r: &mut impl BufRead, length: usize) -> std::io::Result<Vec<u8>> {
+    let mut block = Vec::with_capacity(length);
+    let buffered = r.fill_buf()?;
+    let n = buffered.len().min(length);
+    block.extend_from_slice(&buffered[..n]);
+    r.consume(n);
+    if n < length {
+        block.resize(length, 0);
+        let mut have = n;
+        while have < length {
+            match r.read(&mut block[have..]) {
+                Ok(0) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("end of data after {have} of the block's {length} bytes"),
+                    ));
+                }
+                Ok(k) => have += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(block)
 }
 
 #[cfg(test)]
@@ -349,6 +377,25 @@ pub(crate) mod tests {
         // zstd, told by its magic bytes.
         let zst = zstd::encode_all(&plain[..], 3).unwrap();
         assert_eq!(summary(&items(zst, 1 << 20)).len(), 2);
+    }
+
+    #[test]
+    fn blocks_longer_than_the_member_buffer_are_read_whole_and_a_short_one_is_cut() {
+        // Past the buffer, a block is read straight from inflate (or the file).
+        let big: Vec<u8> = (0..5 * MEMBER_BUFFER + 123).map(|i| (i * 7 % 251) as u8).collect();
+        let (a, b) = (record("response", &[], &big), record("response", &[], b"next"));
+        for file in [[gzip(&a), gzip(&b)].concat(), gzip(&[a.clone(), b.clone()].concat()), [a.clone(), b].concat()] {
+            let got = items(file, 1 << 20);
+            assert_eq!(got.len(), 2);
+            assert!(matches!(&got[0], Item::Record(r) if r.block == big));
+            assert!(matches!(&got[1], Item::Record(r) if r.block == b"next"));
+        }
+        let got = summary(&items(a[..a.len() - 1000].to_vec(), 1 << 20));
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].contains(&format!("record cut short: end of data after {} of the block's {} bytes", big.len() - 996, big.len())),
+            "{got:?}"
+        );
     }
 
     #[test]
