@@ -292,30 +292,23 @@ fn read_record(r: &mut impl BufRead, max_block: u64) -> Result<Option<(Vec<(Stri
     Ok(Some((headers, block)))
 }
 
-/// The `length` bytes of a block: what `r` holds buffered is copied, the rest read straight
-/// into the block (a buffered reader hands a read at least as long as its buffer to the
-/// reader under it: for a gzip member, inflate writes the page where it will stay).
+/// The `length` bytes of a block. A buffered reader copies what it holds and hands a read at
+/// least as long as its buffer to the reader under it: for a gzip member, inflate writes the
+/// rest of the page where it will stay.
 fn read_block(r: &mut impl BufRead, length: usize) -> std::io::Result<Vec<u8>> {
-    let mut block = Vec::with_capacity(length);
-    let buffered = r.fill_buf()?;
-    let n = buffered.len().min(length);
-    block.extend_from_slice(&buffered[..n]);
-    r.consume(n);
-    if n < length {
-        block.resize(length, 0);
-        let mut have = n;
-        while have < length {
-            match r.read(&mut block[have..]) {
-                Ok(0) => {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        format!("end of data after {have} of the block's {length} bytes"),
-                    ));
-                }
-                Ok(k) => have += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+    let mut block = vec![0; length];
+    let mut have = 0;
+    while have < length {
+        match r.read(&mut block[have..]) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("end of data after {have} of the block's {length} bytes"),
+                ));
             }
+            Ok(k) => have += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(block)
