@@ -415,9 +415,17 @@ struct Builder<'s, S: TreeSink> {
     text_bytes: Vec<u8>,
 }
 
-/// The tokenizer's bytes as text (they come from a `&str`, so the check passes).
+/// The tokenizer's bytes as text (they come from a `&str`, so the check passes). A short
+/// run (a tag or attribute name, most text between two tags) is checked inline for ASCII;
+/// a longer one by simdutf8 (16 bytes a step with SIMD128 in the sandbox, where `from_utf8`
+/// goes 4 bytes a step, out of line: a tenth of the tree builder's time on real pages).
+#[inline]
 fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
-    match std::str::from_utf8(bytes) {
+    if bytes.len() <= 32 && bytes.iter().all(u8::is_ascii) {
+        // SAFETY: ASCII bytes are UTF-8.
+        return std::borrow::Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    match simdutf8::basic::from_utf8(bytes) {
         Ok(s) => std::borrow::Cow::Borrowed(s),
         Err(_) => String::from_utf8_lossy(bytes),
     }
