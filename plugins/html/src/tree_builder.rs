@@ -418,7 +418,7 @@ struct Builder<'s, S: TreeSink> {
 /// The tokenizer's bytes as text (they come from a `&str`, so the check passes). A short
 /// run (a tag or attribute name, most text between two tags) is checked inline for ASCII;
 /// a longer one by simdutf8 (16 bytes a step with SIMD128 in the sandbox, where `from_utf8`
-/// goes 4 bytes a step, out of line: a tenth of the tree builder's time on real pages).
+/// goes 4 bytes a step, out of line: justext's stage is 2 % faster on Debian's pages).
 #[inline]
 fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     if bytes.len() <= 32 && bytes.iter().all(u8::is_ascii) {
