@@ -158,6 +158,8 @@ struct Maker {
 struct Current {
     /// The joined text pieces (each whitespace-normalised as it came).
     text: String,
+    /// `text`'s length in code points.
+    chars: usize,
     chars_in_links: usize,
     heading: bool,
     in_select: bool,
@@ -177,15 +179,16 @@ impl Maker {
         // jusText keeps a paragraph when it has text pieces *and* is truthy: `Paragraph`
         // has a `__len__`, so one whose text is empty once stripped (a lone `<br>`) is dropped.
         // The text is normalised as it grows: at most one space or newline to trim at each end.
-        let mut text = done.text;
+        let (mut text, mut chars) = (done.text, done.chars);
         if text.ends_with([' ', '\n']) {
             text.pop();
+            chars -= 1;
         }
         if text.starts_with([' ', '\n']) {
             text.remove(0);
+            chars -= 1;
         }
         if !text.is_empty() {
-            let chars = text.chars().count();
             self.done.push(Paragraph {
                 text,
                 chars,
@@ -208,7 +211,7 @@ impl Maker {
         } else {
             self.br = name == "br";
             if self.br {
-                push_normalized(&mut self.current.text, " ");
+                self.current.push(" ");
             } else if name == "a" {
                 self.link = true;
             }
@@ -237,7 +240,7 @@ impl Maker {
             self.pending.clear();
             return;
         }
-        let chars = push_normalized(&mut self.current.text, &self.pending);
+        let chars = self.current.push(&self.pending);
         if self.link {
             self.current.chars_in_links += chars;
         }
@@ -256,20 +259,31 @@ pub fn normalize_whitespace(text: &str) -> String {
     out
 }
 
-/// `text` normalised (as [`normalize_whitespace`]) onto the end of `out`, itself normalised:
-/// a run of whitespace that `text` starts with joins the one `out` ends with, so `out` stays
-/// what normalising the whole of it would give. Returns the characters of `text` normalised
-/// alone (what jusText counts of a piece of text in a link).
-fn push_normalized(out: &mut String, text: &str) -> usize {
-    let from = out.len();
-    normalize_into(out, text);
-    let chars = out[from..].chars().count();
-    let run_at = |i: usize| matches!(out.as_bytes().get(i), Some(b' ' | b'\n'));
-    if from > 0 && run_at(from - 1) && run_at(from) {
-        let line_break = out.as_bytes()[from - 1] == b'\n' || out.as_bytes()[from] == b'\n';
-        out.replace_range(from - 1..from + 1, if line_break { "\n" } else { " " });
+impl Current {
+    /// `text` normalised (as [`normalize_whitespace`]) onto the paragraph's text, itself
+    /// normalised: see [`Current::joined`].
+    fn push(&mut self, text: &str) -> usize {
+        let at = self.text.len();
+        normalize_into(&mut self.text, text);
+        self.joined(at)
     }
-    chars
+
+    /// The piece normalised onto the text from byte `at` joined to what was before it: a run
+    /// of whitespace that it starts with joins the one the text ended with, so the text stays
+    /// what normalising the whole of it would give, and `chars` counts it. Returns the
+    /// piece's characters normalised alone (what jusText counts of a piece of text in a link).
+    fn joined(&mut self, at: usize) -> usize {
+        let out = &mut self.text;
+        let chars = out[at..].chars().count();
+        self.chars += chars;
+        let run_at = |i: usize| matches!(out.as_bytes().get(i), Some(b' ' | b'\n'));
+        if at > 0 && run_at(at - 1) && run_at(at) {
+            let line_break = out.as_bytes()[at - 1] == b'\n' || out.as_bytes()[at] == b'\n';
+            out.replace_range(at - 1..at + 1, if line_break { "\n" } else { " " });
+            self.chars -= 1;
+        }
+        chars
+    }
 }
 
 /// [`normalize_whitespace`], onto the end of `out`.
@@ -318,7 +332,8 @@ fn has_heading_word(name: &str) -> bool {
         // Most names: the same test on bytes, without a search per tag.
         let b = name.as_bytes();
         let word = |i: usize| b.get(i).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_');
-        return (0..b.len()).any(|i| b[i] == b'h' && (i == 0 || !word(i - 1)) && b.get(i + 1).is_some_and(u8::is_ascii_digit) && !word(i + 2));
+        return (0..b.len())
+            .any(|i| b[i] == b'h' && (i == 0 || !word(i - 1)) && b.get(i + 1).is_some_and(u8::is_ascii_digit) && !word(i + 2));
     }
     let word = |c: char| c.is_alphanumeric() || c == '_';
     name.match_indices('h').any(|(i, _)| {
@@ -466,11 +481,12 @@ mod tests {
         for _ in 0..5_000 {
             let pieces: Vec<String> =
                 (0..1 + rng.below(5)).map(|_| (0..rng.below(5)).map(|_| alphabet[rng.below(alphabet.len())]).collect()).collect();
-            let mut out = String::new();
+            let mut out = Current::default();
             for p in &pieces {
-                assert_eq!(push_normalized(&mut out, p), normalize_whitespace(p).chars().count(), "{pieces:?}");
+                assert_eq!(out.push(p), normalize_whitespace(p).chars().count(), "{pieces:?}");
             }
-            assert_eq!(out, normalize_whitespace(&pieces.concat()), "{pieces:?}");
+            assert_eq!(out.text, normalize_whitespace(&pieces.concat()), "{pieces:?}");
+            assert_eq!(out.chars, out.text.chars().count(), "{pieces:?}");
         }
     }
 
