@@ -261,18 +261,13 @@ pub fn normalize_whitespace(text: &str) -> String {
 
 impl Current {
     /// `text` normalised (as [`normalize_whitespace`]) onto the paragraph's text, itself
-    /// normalised: see [`Current::joined`].
+    /// normalised: a run of whitespace that `text` starts with joins the one the text ends
+    /// with, so the text stays what normalising the whole of it would give, and `chars`
+    /// counts it. Returns the characters of `text` normalised alone (what jusText counts of
+    /// a piece of text in a link).
     fn push(&mut self, text: &str) -> usize {
         let at = self.text.len();
         normalize_into(&mut self.text, text);
-        self.joined(at)
-    }
-
-    /// The piece normalised onto the text from byte `at` joined to what was before it: a run
-    /// of whitespace that it starts with joins the one the text ended with, so the text stays
-    /// what normalising the whole of it would give, and `chars` counts it. Returns the
-    /// piece's characters normalised alone (what jusText counts of a piece of text in a link).
-    fn joined(&mut self, at: usize) -> usize {
         let out = &mut self.text;
         let chars = out[at..].chars().count();
         self.chars += chars;
