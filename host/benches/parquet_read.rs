@@ -2,15 +2,18 @@
 //! (written by pyarrow, Snappy and Zstd) in the same run.
 //!
 //! `cargo bench -p curator-host --bench parquet_read` prints a table of MB/s of file bytes.
-//! Rounds alternate pyarrow and ours; each cell is the best of the round's repeats; the
-//! range over rounds is printed, and the range of each round's ratio to that round's pyarrow. Timed on both sides: opening the file, decoding every column
-//! into Arrow (pyarrow: `pq.read_table(path, use_threads=False)` with one CPU and one I/O
-//! thread, timed inside Python, interpreter start excluded); ours also turns each batch into
-//! the reader schema (`id`, `text`, `_meta` JSON), which is what a run pays. The "decode only"
-//! row is the parquet crate's Arrow reader alone. Needs python3 with pyarrow (skips otherwise).
-//! `CODECS=zstd` (or `snappy`) times one codec only. `PROFILE=N` skips the table and runs only
-//! our reader N times on each file, then pyarrow's N times (in its own process), for
-//! `perf record` (`perf report --sort comm,symbol` tells the two apart).
+//! This machine's speed drifts within seconds, so reads are paired one for one: pyarrow runs
+//! in one Python process kept alive for the whole bench, and each pair is one pyarrow read
+//! then one of ours, a few hundred milliseconds apart. The ratio of each pair is taken, and
+//! the table gives the median ratio with its quartiles (`PAIRS`, default 25, pairs per
+//! codec and reader). Timed on both sides: opening the file, decoding every column into
+//! Arrow (pyarrow: `pq.read_table(path, use_threads=False)` with one CPU and one I/O thread,
+//! timed inside Python, interpreter start excluded); ours also turns each batch into the
+//! reader schema (`id`, `text`, `_meta` JSON), which is what a run pays. The "decode only"
+//! row is the parquet crate's Arrow reader alone. Needs python3 with pyarrow (skips
+//! otherwise). `CODECS=zstd` (or `snappy`) times one codec only. `PROFILE=N` skips the table
+//! and runs only our reader N times on each file, then pyarrow's N times (in its own
+//! process), for `perf record` (`perf report --sort comm,symbol` tells the two apart).
 
 mod common;
 
@@ -30,14 +33,18 @@ import sys, time
 import pyarrow as pa, pyarrow.parquet as pq
 pa.set_cpu_count(1)
 pa.set_io_thread_count(1)
-path, repeats = sys.argv[1], int(sys.argv[2])
-best = float("inf")
-for _ in range(repeats):
+def once(path):
     t = time.perf_counter()
     table = pq.read_table(path, use_threads=False)
-    best = min(best, time.perf_counter() - t)
+    took = time.perf_counter() - t
     del table
-print(best)
+    return took
+if len(sys.argv) > 1:
+    print(min(once(sys.argv[1]) for _ in range(int(sys.argv[2]))))
+else:
+    # Served: one path a line in, its read's seconds a line out.
+    for line in sys.stdin:
+        print(once(line.strip()), flush=True)
 "#;
 
 const WRITE: &str = r#"
@@ -82,6 +89,53 @@ fn pyarrow(path: &Path, repeats: usize) -> Option<Duration> {
     Some(Duration::from_secs_f64(secs))
 }
 
+/// A Python process that reads a file with pyarrow each time it is asked.
+struct Pyarrow {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Pyarrow {
+    fn start() -> Option<Pyarrow> {
+        let mut child = Command::new("python3")
+            .args(["-c", PYARROW])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .ok()?;
+        let out = std::io::BufReader::new(child.stdout.take()?);
+        Some(Pyarrow { child, out })
+    }
+
+    fn read(&mut self, path: &Path) -> Option<Duration> {
+        use std::io::BufRead;
+        writeln!(self.child.stdin.as_mut()?, "{}", path.display()).ok()?;
+        let mut line = String::new();
+        self.out.read_line(&mut line).ok()?;
+        line.trim().parse::<f64>().ok().map(Duration::from_secs_f64)
+    }
+}
+
+impl Drop for Pyarrow {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+fn timed(f: impl FnOnce()) -> Duration {
+    let t = std::time::Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// The median and quartiles of `v`.
+fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v.get(((v.len().saturating_sub(1)) as f64 * q).round() as usize).copied().unwrap_or(f64::NAN);
+    (at(0.25), at(0.5), at(0.75))
+}
+
 fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let docs = common::corpus(192 << 20);
@@ -110,37 +164,41 @@ fn main() {
         }
         return;
     }
-    let (rounds, repeats) = (5, 3);
+    let pairs: usize = std::env::var("PAIRS").ok().and_then(|n| n.parse().ok()).unwrap_or(25).max(1);
+    let Some(mut py) = Pyarrow::start() else {
+        println!("skipped: python3 could not be started");
+        return;
+    };
     println!(
-        "{} documents ({} MB of text) in 4 columns, written by pyarrow; one core; {rounds} alternating rounds, best of {repeats} each; ratios paired by round",
+        "{} documents ({} MB of text) in 4 columns, written by pyarrow; one core; {pairs} pairs of reads (pyarrow, then ours) per row, interleaved; median ratio of the pairs [quartiles]",
         docs.len(),
         (192 << 20) >> 20
     );
-    println!("| {:<8} | {:>8} | {:<30} | {:>16} | {:>14} |", "codec", "file MB", "reader", "MB/s (range)", "vs pyarrow");
-    println!("|{:-<10}|{:-<10}|{:-<32}|{:-<18}|{:-<16}|", "", "", "", "", "");
+    println!(
+        "| {:<8} | {:>7} | {:<30} | {:>14} | {:>14} | {:>22} |",
+        "codec", "file MB", "reader", "ours MB/s", "pyarrow MB/s", "ours / pyarrow"
+    );
+    println!("|{:-<10}|{:-<9}|{:-<32}|{:-<16}|{:-<16}|{:-<24}|", "", "", "", "", "", "");
+    type Reader = (&'static str, fn(&Path));
+    let readers: [Reader; 2] = [("ours: into the reader schema", ours), ("ours: decode only (arrow-rs)", decode_only)];
     for (codec, path) in chosen() {
         let mb = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) as f64 / (1 << 20) as f64;
-        let (mut base, mut full, mut raw) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            if let Some(d) = pyarrow(path, repeats) {
-                base.push(mb / d.as_secs_f64());
+        // One untimed read each: the file in the page cache, both sides' code paged in.
+        let _ = py.read(path);
+        readers.iter().for_each(|(_, read)| read(path));
+        for (name, read) in readers {
+            let (mut ratios, mut theirs, mut us) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..pairs {
+                let Some(base) = py.read(path) else { break };
+                let own = timed(|| read(path));
+                ratios.push(base.as_secs_f64() / own.as_secs_f64());
+                theirs.push(mb / base.as_secs_f64());
+                us.push(mb / own.as_secs_f64());
             }
-            full.push(mb / best_of(repeats, || ours(path)).as_secs_f64());
-            raw.push(mb / best_of(repeats, || decode_only(path)).as_secs_f64());
-        }
-        let range = |v: &[f64]| {
-            let (lo, hi) = v.iter().fold((f64::MAX, 0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-            (lo, hi)
-        };
-        // Each round's ratio against the pyarrow run of the same round (the machine's noise
-        // moves both sides of a round together).
-        let paired = |v: &[f64]| -> Vec<f64> { v.iter().zip(&base).map(|(x, b)| x / b).collect() };
-        for (name, v) in
-            [("pyarrow read_table, 1 thread", &base), ("ours: into the reader schema", &full), ("ours: decode only (arrow-rs)", &raw)]
-        {
-            let (lo, hi) = range(v);
-            let (rlo, rhi) = if base.len() == v.len() { range(&paired(v)) } else { (f64::NAN, f64::NAN) };
-            println!("| {codec:<8} | {mb:>8.0} | {name:<30} | {:>7.0}–{:<7.0} | {:>6.2}–{:<5.2}x |", lo, hi, rlo, rhi);
+            let (lo, mid, hi) = quartiles(&mut ratios);
+            let (_, theirs, _) = quartiles(&mut theirs);
+            let (_, us, _) = quartiles(&mut us);
+            println!("| {codec:<8} | {mb:>7.0} | {name:<30} | {us:>14.0} | {theirs:>14.0} | {mid:>6.2}x [{lo:.2}–{hi:.2}] |");
         }
     }
 }

@@ -18,6 +18,8 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::{DataType, Field, FieldRef, Schema};
 use serde_json::{Map, Value};
 
+use super::json_str::push_json_str;
+
 /// A string column of any Arrow string layout (`Utf8`, `LargeUtf8`, `Utf8View`, or a
 /// dictionary of them) as `Utf8`; `None` for anything else.
 pub fn text_column(a: &ArrayRef) -> Option<StringArray> {
@@ -70,6 +72,7 @@ impl<'a> CellJson<'a> {
             | DataType::Float32
             | DataType::Float64
             | DataType::Utf8
+            | DataType::Utf8View
             | DataType::Null => How::Scalar(col.as_ref()),
             DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..) => {
                 match ArrayFormatter::try_new(col.as_ref(), &FormatOptions::default()) {
@@ -112,11 +115,15 @@ impl CellJson<'_> {
     /// Write the cell at `row` as JSON text to `out` (what [`CellJson::value`] would give,
     /// without building it); false, writing nothing, for a null cell.
     pub fn write(&mut self, row: usize, out: &mut Vec<u8>) -> bool {
-        let text = |s: &str, out: &mut Vec<u8>| serde_json::to_writer(out, s).is_ok();
+        let text = |s: &str, out: &mut Vec<u8>| {
+            push_json_str(out, s);
+            true
+        };
         match &mut self.how {
             How::Scalar(a) if a.is_null(row) => false,
             How::Scalar(a) => match a.data_type() {
                 DataType::Utf8 => text(a.as_string::<i32>().value(row), out),
+                DataType::Utf8View => text(a.as_string_view().value(row), out),
                 DataType::Int64 => serde_json::to_writer(out, &a.as_primitive::<Int64Type>().value(row)).is_ok(),
                 _ => serde_json::to_writer(out, &scalar(*a, row)).is_ok(),
             },
@@ -157,6 +164,7 @@ fn scalar(a: &dyn Array, row: usize) -> Value {
         DataType::Float32 => shortest(a.as_primitive::<Float32Type>().value(row)),
         DataType::Float64 => float(a.as_primitive::<Float64Type>().value(row)),
         DataType::Utf8 => Value::String(a.as_string::<i32>().value(row).to_string()),
+        DataType::Utf8View => Value::String(a.as_string_view().value(row).to_string()),
         _ => Value::Null,
     }
 }

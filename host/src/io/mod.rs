@@ -5,6 +5,7 @@ pub mod arrow_json;
 pub mod codec;
 pub mod images;
 pub mod journal;
+pub mod json_str;
 pub mod jsonl;
 pub mod parquet;
 pub mod run_lock;

@@ -173,6 +173,46 @@ mod tests {
         }
     }
 
+    /// A file as another tool writes it (string columns read as views): a row without text
+    /// is skipped, the others keep their own ids (or get `file#row` where the id is null), and
+    /// string cells reach `_meta` escaped as serde_json escapes them.
+    #[test]
+    fn string_ids_and_cells_survive_skipped_rows() {
+        use arrow_array::{ArrayRef, RecordBatch, StringArray};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let pq = dir.path().join("t.parquet");
+        let col = |v: Vec<Option<&str>>| Arc::new(StringArray::from(v)) as ArrayRef;
+        let url = "a \"quoted\"\nline \\ ünï 模型 \u{1}";
+        for skip in [false, true] {
+            let texts = if skip { vec![Some("x"), None, Some("z"), Some("w")] } else { vec![Some("x"), Some("y"), Some("z"), Some("w")] };
+            let batch = RecordBatch::try_from_iter([
+                ("id", col(vec![Some("a"), Some("b"), None, Some("d")])),
+                ("text", col(texts)),
+                ("url", col(vec![Some(url); 4])),
+            ])
+            .unwrap();
+            let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), batch.schema(), None).unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+            let back = ParquetReader::open(&input(&pq), Extent::Whole, ReadOptions::default(), 10).unwrap().next_batch().unwrap().unwrap();
+            let strings =
+                |name: &str| -> Vec<String> { string_column(&back, name).unwrap().iter().map(|v| v.unwrap().to_string()).collect() };
+            let (ids, texts) = if skip {
+                (vec!["a", "t.parquet#2", "d"], vec!["x", "z", "w"])
+            } else {
+                (vec!["a", "b", "t.parquet#2", "d"], vec!["x", "y", "z", "w"])
+            };
+            assert_eq!(strings(ID), ids, "skip {skip}");
+            assert_eq!(strings(TEXT), texts, "skip {skip}");
+            let metas = strings(META);
+            for (meta, id) in metas.iter().zip(&ids) {
+                let id = if id.contains('#') { String::new() } else { format!("\"id\":\"{id}\",") };
+                assert_eq!(*meta, format!("{{{id}\"url\":{}}}", serde_json::to_string(url).unwrap()), "skip {skip}");
+            }
+        }
+    }
+
     #[test]
     fn row_groups_and_projection() {
         let dir = tempfile::tempdir().unwrap();

@@ -143,7 +143,10 @@ impl ParquetReader {
         // A string id column gives the ids as they are; other ids (numbers, our own JSON-text
         // columns) are read from their JSON.
         let id_strings = id_idx.filter(|i| !self.json_columns.contains(schema.field(*i).name())).and_then(|i| text_column(batch.column(i)));
-        let mut ids = StringBuilder::with_capacity(n, id_strings.as_ref().map_or(n * 16, |s| s.value_data().len()));
+        // Every row kept and every id given: the id column is the ids as they are (no copy).
+        let whole_ids = id_strings.as_ref().filter(|s| s.null_count() == 0 && text.null_count() == 0).cloned();
+        let id_bytes = if whole_ids.is_some() { 0 } else { id_strings.as_ref().map_or(n * 16, |s| s.value_data().len()) };
+        let mut ids = StringBuilder::with_capacity(n, id_bytes);
         let mut metas = StringBuilder::with_capacity(n, self.meta_bytes + self.meta_bytes / 8);
         let encoder_options = arrow_json::encoder_options();
         let mut sorted = self.sort_columns(batch, text_idx, &encoder_options)?;
@@ -156,6 +159,7 @@ impl ParquetReader {
             }
             let id = sorted.row_meta(r, &mut meta).map_err(|e| perr(&self.source, e))?;
             match (&id_strings, id) {
+                _ if whole_ids.is_some() => {}
                 (Some(s), _) if s.is_valid(r) => ids.append_value(s.value(r)),
                 (_, Some(id)) => ids.append_value(id),
                 _ => ids.append_value(format!("{}#{}", self.id_prefix, self.row + r as u64)),
@@ -183,7 +187,8 @@ impl ParquetReader {
                 *column = filter.filter(column).map_err(|e| perr(&self.source, e))?;
             }
         }
-        vectors::reader_batch([Arc::new(ids.finish()), Arc::new(texts), Arc::new(metas)], own).map_err(|e| perr(&self.source, e))
+        let ids = whole_ids.unwrap_or_else(|| ids.finish());
+        vectors::reader_batch([Arc::new(ids), Arc::new(texts), Arc::new(metas)], own).map_err(|e| perr(&self.source, e))
     }
 
     /// `col` as a float32-vector column (`None`: no row holds one); a bad row is named.
