@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device: Device = arg(&args, "--device").unwrap_or_else(|| "gpu".into()).parse()?;
     let (count, batch, rounds) = (num("--count", 4096)?, num("--batch", 256)?, num("--rounds", 3)?);
     let t = Instant::now();
-    let model = VisionModel::load_with(&dir, &VisionOptions { device, gpu_memory_bytes: None, kernel_cache: None })?;
+    let model = VisionModel::load_with(&dir, &VisionOptions { device, gpu_memory_bytes: None, kernel_cache: None, check_only: false })?;
     let processor = Processor::from_dir(&dir, model.config.image_size)?;
     let mut report = json!({"model": dir.display().to_string(), "tower": model.config.describe(), "device": model.device(),
         "load_s": t.elapsed().as_secs_f64(), "batch": batch});

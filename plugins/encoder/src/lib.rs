@@ -53,6 +53,9 @@ pub enum EncoderError {
     /// The device ran out of memory even for one document.
     #[error("GPU out of memory: {0}")]
     OutOfMemory(String),
+    /// An encoder loaded for a set-up check ([`Options::check_only`]) was asked to run.
+    #[error("this encoder was loaded to check the set-up only (its weights were not read)")]
+    CheckOnly,
 }
 
 impl EncoderError {
@@ -105,6 +108,11 @@ pub struct Options {
     pub chunk_docs: usize,
     /// Where compiled GPU kernels are cached (`None`: compile every time).
     pub kernel_cache: Option<PathBuf>,
+    /// Planning's set-up check: the config, the tokenizer and the weights file's header are
+    /// read and checked (every tensor the config implies, with its shape and dtype), on the
+    /// CPU, but no weight is read or converted, and the encoder refuses to run
+    /// ([`EncoderError::CheckOnly`]). A base-sized model's full load is over a second.
+    pub check_only: bool,
 }
 
 impl Default for Options {
@@ -117,6 +125,7 @@ impl Default for Options {
             gpu_memory_bytes: None,
             chunk_docs: 2048,
             kernel_cache: None,
+            check_only: false,
         }
     }
 }
@@ -154,6 +163,8 @@ pub struct Encoder {
     chunk_docs: usize,
     stats: std::sync::Mutex<Stats>,
     setup: SetupTimes,
+    /// Loaded by [`Options::check_only`]: hollow weights, never run.
+    check_only: bool,
 }
 
 /// Where an encoder's set-up went, in seconds (logged by the stages: a run's start-up is
@@ -186,10 +197,11 @@ impl Encoder {
         let started = std::time::Instant::now();
         let cache = opts.kernel_cache.as_deref();
         let (files, device, files_s) = std::thread::scope(|s| {
-            let device = (opts.device != Device::Cpu).then(|| s.spawn(|| gpu::open_device(cache)));
+            let device = (opts.device != Device::Cpu && !opts.check_only).then(|| s.spawn(|| gpu::open_device(cache)));
             let files = (|| -> Result<_, EncoderError> {
                 let config = ModelConfig::load(dir)?;
-                let weights = Weights::load(&dir.join("model.safetensors"), &config)?;
+                let path = dir.join("model.safetensors");
+                let weights = if opts.check_only { Weights::check(&path, &config)? } else { Weights::load(&path, &config)? };
                 let max_tokens = opts.max_tokens.unwrap_or(config.default_tokens()).clamp(2, config.max_tokens());
                 let tokenizer = Tokenizer::load(&dir.join("tokenizer.json"), max_tokens)?;
                 Ok((config, weights, tokenizer))
@@ -226,6 +238,7 @@ impl Encoder {
             chunk_docs: opts.chunk_docs.max(1),
             stats: Default::default(),
             setup,
+            check_only: opts.check_only,
         })
     }
 
@@ -343,6 +356,9 @@ impl Encoder {
     }
 
     fn run_chunk(&self, ids: &[Vec<u32>], pooling: Pooling, out: &mut [f32], stats: &mut Stats) -> Result<(), EncoderError> {
+        if self.check_only {
+            return Err(EncoderError::CheckOnly);
+        }
         let h = self.config.hidden_size;
         let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
         stats.tokens += lengths.iter().sum::<usize>();

@@ -20,9 +20,11 @@ fn options_in(
 ) -> Result<Options, StageError> {
     let device = device.parse::<Device>().map_err(StageError::InvalidParams)?;
     Ok(Options {
-        // Planning's set-up check reads the model (config, tokenizer, weights) but does not
-        // put it on the GPU: that happens once, in the worker that runs.
+        // Planning's set-up check reads the model's config and tokenizer and checks its
+        // weights file's header, but reads no weight and leaves the GPU alone: the worker
+        // that runs loads the model, once.
         device: if context.check_only { Device::Cpu } else { device },
+        check_only: context.check_only,
         max_tokens: (max_tokens > 0).then_some(max_tokens),
         token_budget: max_batch_tokens,
         max_docs,

@@ -92,15 +92,43 @@ pub struct Weights {
 /// Tensors of one checkpoint as f32, checked against the shapes the config implies; names
 /// are under `prefix` unless asked for at the top.
 pub(crate) struct Reader<'a> {
-    st: SafeTensors<'a>,
+    tensors: Tensors<'a>,
     path: &'a Path,
     prefix: String,
+}
+
+/// Where a [`Reader`]'s tensors come from.
+enum Tensors<'a> {
+    /// The file's bytes: every tensor read as f32.
+    Full(SafeTensors<'a>),
+    /// The file's header alone: each tensor's presence, dtype and shape checked, its values
+    /// left unread (empty). Planning's set-up check, which drops the model right after.
+    Header(std::collections::BTreeMap<String, TensorHeader>),
+}
+
+/// One tensor as a `.safetensors` header describes it.
+#[derive(Debug, Clone)]
+pub struct TensorHeader {
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    /// Bytes of its data (`data_offsets` end minus start).
+    pub bytes: usize,
 }
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(bytes: &'a [u8], path: &'a Path, prefix: &str) -> Result<Reader<'a>, EncoderError> {
         let st = SafeTensors::deserialize(bytes).map_err(|e| EncoderError::Model { path: path.to_path_buf(), reason: e.to_string() })?;
-        Ok(Reader { st, path, prefix: prefix.to_string() })
+        Ok(Reader { tensors: Tensors::Full(st), path, prefix: prefix.to_string() })
+    }
+
+    /// A reader of `path`'s header alone (see [`Tensors::Header`]).
+    pub(crate) fn header_only(path: &'a Path, prefix: &str) -> Result<Reader<'a>, EncoderError> {
+        Ok(Reader { tensors: Tensors::Header(header(path)?), path, prefix: prefix.to_string() })
+    }
+
+    /// Whether values are left unread ([`Reader::header_only`]).
+    pub(crate) fn hollow(&self) -> bool {
+        matches!(self.tensors, Tensors::Header(_))
     }
 
     pub(crate) fn err(&self, reason: String) -> EncoderError {
@@ -108,22 +136,46 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn has(&self, name: &str) -> bool {
-        self.st.tensor(name).is_ok()
+        match &self.tensors {
+            Tensors::Full(st) => st.tensor(name).is_ok(),
+            Tensors::Header(h) => h.contains_key(name),
+        }
     }
 
-    /// Tensor `name` (under the model prefix unless `top`) as f32, with `shape`.
+    /// Tensor `name` (under the model prefix unless `top`) as f32, with `shape` (empty when
+    /// [`Reader::hollow`], once its dtype and shape are checked).
     pub(crate) fn get(&self, name: &str, shape: &[usize], top: bool) -> Result<Vec<f32>, EncoderError> {
         let full = if top { name.to_string() } else { format!("{}{name}", self.prefix) };
-        let t = self.st.tensor(&full).map_err(|_| self.err(format!("tensor {full:?} is missing")))?;
-        if t.shape() != shape {
-            return Err(self.err(format!("tensor {full:?} has shape {:?}, expected {shape:?}", t.shape())));
+        let missing = || self.err(format!("tensor {full:?} is missing"));
+        let (dtype, found, data) = match &self.tensors {
+            Tensors::Full(st) => {
+                let t = st.tensor(&full).map_err(|_| missing())?;
+                let dtype = match t.dtype() {
+                    Dtype::F32 => "F32",
+                    Dtype::F16 => "F16",
+                    Dtype::BF16 => "BF16",
+                    other => return Err(self.err(format!("tensor {full:?} has dtype {other:?} (f32, f16 or bf16 expected)"))),
+                };
+                (dtype.to_string(), t.shape().to_vec(), Some(t.data()))
+            }
+            Tensors::Header(h) => {
+                let t = h.get(&full).ok_or_else(missing)?;
+                (t.dtype.clone(), t.shape.clone(), None)
+            }
+        };
+        if found != shape {
+            return Err(self.err(format!("tensor {full:?} has shape {found:?}, expected {shape:?}")));
         }
-        let data = t.data();
-        let values: Vec<f32> = match t.dtype() {
-            Dtype::F32 => data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-            Dtype::F16 => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-            Dtype::BF16 => data.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-            other => return Err(self.err(format!("tensor {full:?} has dtype {other:?} (f32, f16 or bf16 expected)"))),
+        let width = match dtype.as_str() {
+            "F32" => 4,
+            "F16" | "BF16" => 2,
+            other => return Err(self.err(format!("tensor {full:?} has dtype {other} (f32, f16 or bf16 expected)"))),
+        };
+        let Some(data) = data else { return Ok(Vec::new()) };
+        let values: Vec<f32> = match width {
+            4 => data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+            _ if dtype == "F16" => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+            _ => data.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
         };
         if values.len() != shape.iter().product::<usize>() {
             return Err(self.err(format!("tensor {full:?} holds {} values for shape {shape:?}", values.len())));
@@ -150,27 +202,63 @@ impl<'a> Reader<'a> {
 /// Every tensor's name and shape in a `.safetensors` file, from its header alone (what a
 /// model-hub checkpoint's backbone is read from).
 pub fn shapes(path: &Path) -> Result<std::collections::BTreeMap<String, Vec<usize>>, EncoderError> {
+    Ok(header(path)?.into_iter().map(|(name, t)| (name, t.shape)).collect())
+}
+
+/// Every tensor of a `.safetensors` file as its header describes it, read without its data;
+/// a header whose tensors do not fit its dtypes and shapes, or a file shorter or longer than
+/// the header says, is refused (as reading the whole file would refuse it).
+pub fn header(path: &Path) -> Result<std::collections::BTreeMap<String, TensorHeader>, EncoderError> {
     use std::io::Read;
     let err = |reason: String| EncoderError::Model { path: path.to_path_buf(), reason };
     let mut file = std::fs::File::open(path).map_err(|e| EncoderError::io(path, e))?;
+    let size = file.metadata().map_err(|e| EncoderError::io(path, e))?.len();
     let mut len = [0u8; 8];
     file.read_exact(&mut len).map_err(|e| EncoderError::io(path, e))?;
     let len = u64::from_le_bytes(len);
     if len > 100 << 20 {
         return Err(err(format!("safetensors header of {len} bytes: not a safetensors file")));
     }
-    let mut header = vec![0u8; len as usize];
-    file.read_exact(&mut header).map_err(|e| EncoderError::io(path, e))?;
+    let mut text = vec![0u8; len as usize];
+    file.read_exact(&mut text).map_err(|e| EncoderError::io(path, e))?;
     let map: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(&header).map_err(|e| err(format!("safetensors header: {e}")))?;
-    Ok(map
-        .into_iter()
-        .filter(|(name, _)| name != "__metadata__")
-        .filter_map(|(name, info)| {
-            let shape = info.get("shape")?.as_array()?.iter().map(|d| d.as_u64().map(|d| d as usize)).collect::<Option<Vec<_>>>()?;
-            Some((name, shape))
-        })
-        .collect())
+        serde_json::from_slice(&text).map_err(|e| err(format!("safetensors header: {e}")))?;
+    let mut tensors = std::collections::BTreeMap::new();
+    let mut end = 0u64;
+    for (name, info) in map.into_iter().filter(|(name, _)| name != "__metadata__") {
+        let bad = |what: &str| err(format!("safetensors header: tensor {name:?} has no valid {what}"));
+        let dtype = info.get("dtype").and_then(|d| d.as_str()).ok_or_else(|| bad("dtype"))?.to_string();
+        let shape = info
+            .get("shape")
+            .and_then(|s| s.as_array())
+            .and_then(|s| s.iter().map(|d| d.as_u64().map(|d| d as usize)).collect::<Option<Vec<_>>>())
+            .ok_or_else(|| bad("shape"))?;
+        let offsets = info
+            .get("data_offsets")
+            .and_then(|o| o.as_array())
+            .and_then(|o| o.iter().map(|d| d.as_u64()).collect::<Option<Vec<_>>>())
+            .filter(|o| o.len() == 2 && o[0] <= o[1])
+            .ok_or_else(|| bad("data_offsets"))?;
+        let bytes = (offsets[1] - offsets[0]) as usize;
+        let width = match dtype.as_str() {
+            "F64" | "I64" | "U64" => 8,
+            "F32" | "I32" | "U32" => 4,
+            "F16" | "BF16" | "I16" | "U16" => 2,
+            _ => 1,
+        };
+        if shape.iter().try_fold(width, |n: usize, d| n.checked_mul(*d)) != Some(bytes) {
+            return Err(err(format!("safetensors header: tensor {name:?} has {bytes} bytes for {dtype} {shape:?}")));
+        }
+        end = end.max(offsets[1]);
+        tensors.insert(name, TensorHeader { dtype, shape, bytes });
+    }
+    if 8 + len + end != size {
+        return Err(err(format!(
+            "the file holds {size} bytes, its header describes {}: truncated or not a safetensors file",
+            8 + len + end
+        )));
+    }
+    Ok(tensors)
 }
 
 impl Weights {
@@ -182,16 +270,22 @@ impl Weights {
 
     /// As [`Weights::load`], from the file's bytes (`path` names it in errors).
     pub fn from_bytes(bytes: &[u8], path: &Path, config: &ModelConfig) -> Result<Weights, EncoderError> {
-        let st = SafeTensors::deserialize(bytes).map_err(|e| EncoderError::Model { path: path.to_path_buf(), reason: e.to_string() })?;
-        let prefix = ["", "bert.", "roberta.", "electra.", "deberta.", "model.", "backbone."]
+        Weights::read(Reader::new(bytes, path, "")?, config)
+    }
+
+    /// The checks of [`Weights::load`] on `path`'s header alone: every tensor the config
+    /// implies is there with its shape and a float dtype. The weights it gives are hollow
+    /// (shapes kept, values empty): for planning's set-up check, which never runs them.
+    pub fn check(path: &Path, config: &ModelConfig) -> Result<Weights, EncoderError> {
+        Weights::read(Reader::header_only(path, "")?, config)
+    }
+
+    fn read(mut r: Reader<'_>, config: &ModelConfig) -> Result<Weights, EncoderError> {
+        r.prefix = ["", "bert.", "roberta.", "electra.", "deberta.", "model.", "backbone."]
             .iter()
-            .find(|p| st.tensor(&format!("{p}embeddings.word_embeddings.weight")).is_ok())
+            .find(|p| r.has(&format!("{p}embeddings.word_embeddings.weight")))
             .map(|p| p.to_string())
-            .ok_or_else(|| EncoderError::Model {
-                path: path.to_path_buf(),
-                reason: "no embeddings.word_embeddings.weight tensor: not a BERT- or DeBERTa-family checkpoint".into(),
-            })?;
-        let r = Reader { st, path, prefix };
+            .ok_or_else(|| r.err("no embeddings.word_embeddings.weight tensor: not a BERT- or DeBERTa-family checkpoint".into()))?;
         let (h, i) = (config.hidden_size, config.intermediate_size);
         let deberta = match &config.arch {
             Arch::Deberta(d) => Some(d),
@@ -230,7 +324,12 @@ impl Weights {
                 // The relative embeddings through the content projection when shared, else
                 // through the layer's own `pos_*_proj`.
                 let project = |shared: &Linear, own: &str| -> Result<Vec<f32>, EncoderError> {
-                    Ok(if d.share_att_key {
+                    Ok(if r.hollow() {
+                        if !d.share_att_key {
+                            r.linear(&format!("{p}.attention.self.{own}"), h, h, false)?;
+                        }
+                        Vec::new()
+                    } else if d.share_att_key {
                         crate::cpu::dense(shared, &rel, rows)
                     } else {
                         crate::cpu::dense(&r.linear(&format!("{p}.attention.self.{own}"), h, h, false)?, &rel, rows)

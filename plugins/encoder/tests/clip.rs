@@ -74,3 +74,24 @@ fn embed_encoded_on_the_cpu_is_the_pixel_path() {
     let err = model.embed_encoded(&broken, &processor, &cpu_broken, true, 3).unwrap_err();
     assert!(err.to_string().starts_with("image 2:"), "{err}");
 }
+
+/// Planning's set-up check loads a tower from its weights file's header alone (the same
+/// config), and the tower refuses to run.
+#[test]
+fn the_set_up_check_reads_the_header_alone() {
+    let Some(dir) = common::model("clip-tiny") else { return };
+    let opts = curator_encoder::vision::VisionOptions {
+        device: curator_encoder::Device::Cpu,
+        gpu_memory_bytes: None,
+        kernel_cache: None,
+        check_only: true,
+    };
+    let hollow = VisionModel::load_with(&dir, &opts).unwrap();
+    let full = VisionModel::load(&dir).unwrap();
+    assert_eq!(hollow.config.embed_dim(), full.config.embed_dim());
+    assert_eq!(hollow.config.image_size, full.config.image_size);
+    assert!(hollow.weights.layers.len() == full.weights.layers.len() && hollow.weights.class.is_empty());
+    let pixels = vec![0f32; hollow.config.pixels()];
+    assert!(matches!(hollow.embed(&pixels, true, 1), Err(curator_encoder::EncoderError::CheckOnly)));
+    assert!(full.embed(&pixels, true, 1).is_ok());
+}

@@ -141,3 +141,58 @@ fn nemo_multi_head_complexity_results() {
         }
     }
 }
+
+/// Planning's set-up check (`check_only`): each layout loads from the weights file's header
+/// alone with the same config, head and outputs as a full load, and refuses to run; a file
+/// the full load refuses (a tensor missing, the file cut short) it refuses too.
+#[test]
+fn the_set_up_check_reads_the_header_alone_and_refuses_what_a_load_refuses() {
+    let names = ["deberta-tiny-hf", "deberta-tiny-nemo", "deberta-tiny-complexity"];
+    let Some(dirs) = names.iter().map(|n| model(n)).collect::<Option<Vec<_>>>() else { return };
+    let check = Options { device: Device::Cpu, check_only: true, ..Options::default() };
+    for dir in &dirs {
+        let full = load(dir, 512);
+        let hollow = Encoder::load(dir, &Options { max_tokens: Some(512), ..check.clone() }).unwrap();
+        assert_eq!(hollow.outputs(), full.outputs(), "{}", dir.display());
+        assert_eq!(hollow.config.labels, full.config.labels);
+        assert_eq!(hollow.config.layout, full.config.layout);
+        assert_eq!(hollow.max_tokens(), full.max_tokens());
+        assert!(matches!(hollow.logits(&["a text"], None), Err(curator_encoder::EncoderError::CheckOnly)));
+    }
+    // Broken copies of the NeMo layout's weights: a tensor renamed, the file cut short.
+    let tmp = tempfile::tempdir().unwrap();
+    let src = &dirs[1];
+    let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + len]).unwrap().to_string();
+    let edit = |from: &str, to: &str| -> Vec<u8> {
+        assert!(header.contains(from), "{from}");
+        // Same length, so every offset stays right.
+        assert_eq!(from.len(), to.len());
+        let mut out = bytes.clone();
+        out[8..8 + len].copy_from_slice(header.replacen(from, to, 1).as_bytes());
+        out
+    };
+    let cases: [(&str, Vec<u8>, &str); 3] = [
+        (
+            "renamed",
+            edit("layer.1.attention.output.LayerNorm.bias\"", "layer.1.attention.output.LayerNorm.biaX\""),
+            "LayerNorm.bias\" is missing",
+        ),
+        ("cut", bytes[..bytes.len() - 16].to_vec(), ""),
+        ("empty", bytes[..4].to_vec(), ""),
+    ];
+    for (what, data, says) in cases {
+        let dir = tmp.path().join(what);
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["config.json", "tokenizer.json"] {
+            std::fs::copy(src.join(f), dir.join(f)).unwrap();
+        }
+        std::fs::write(dir.join("model.safetensors"), data).unwrap();
+        let full = Encoder::load(&dir, &Options { device: Device::Cpu, ..Options::default() }).err().map(|e| e.to_string());
+        let hollow = Encoder::load(&dir, &check).err().map(|e| e.to_string());
+        assert!(full.is_some() && hollow.is_some(), "{what}: full {full:?}, check {hollow:?}");
+        assert!(hollow.as_deref().unwrap_or("").contains(says), "{what}: {hollow:?}");
+        assert!(full.as_deref().unwrap_or("").contains(says), "{what}: {full:?}");
+    }
+}

@@ -174,7 +174,16 @@ impl VisionWeights {
     }
 
     pub fn from_bytes(bytes: &[u8], path: &Path, config: &VisionConfig) -> Result<VisionWeights, EncoderError> {
-        let r = Reader::new(bytes, path, "vision_model.")?;
+        VisionWeights::read(Reader::new(bytes, path, "vision_model.")?, config)
+    }
+
+    /// The checks of [`VisionWeights::load`] on `path`'s header alone; the weights it gives
+    /// are hollow (shapes kept, values empty), for planning's set-up check.
+    pub fn check(path: &Path, config: &VisionConfig) -> Result<VisionWeights, EncoderError> {
+        VisionWeights::read(Reader::header_only(path, "vision_model.")?, config)
+    }
+
+    fn read(r: Reader<'_>, config: &VisionConfig) -> Result<VisionWeights, EncoderError> {
         let (h, i, p) = (config.hidden_size, config.intermediate_size, config.patch_size);
         if !r.has("vision_model.embeddings.patch_embedding.weight") {
             return Err(r.err("no vision_model.embeddings.patch_embedding.weight tensor: not a CLIP checkpoint".into()));
@@ -225,6 +234,8 @@ pub struct VisionModel {
     pub config: VisionConfig,
     pub weights: VisionWeights,
     backend: Backend,
+    /// Loaded by [`VisionOptions::check_only`]: hollow weights, never run.
+    check_only: bool,
 }
 
 /// How a [`VisionModel`] is set up (the text encoder's [`crate::Options`] fields that apply).
@@ -235,26 +246,34 @@ pub struct VisionOptions {
     pub gpu_memory_bytes: Option<u64>,
     /// Where compiled GPU kernels are cached.
     pub kernel_cache: Option<std::path::PathBuf>,
+    /// Planning's set-up check (as [`crate::Options::check_only`]): the weights file's header
+    /// checked, no weight read, on the CPU; the tower refuses to run.
+    pub check_only: bool,
 }
 
 impl VisionModel {
     /// `dir/config.json` and `dir/model.safetensors`, on the CPU.
     pub fn load(dir: &Path) -> Result<VisionModel, EncoderError> {
-        VisionModel::load_with(dir, &VisionOptions { device: crate::Device::Cpu, gpu_memory_bytes: None, kernel_cache: None })
+        VisionModel::load_with(
+            dir,
+            &VisionOptions { device: crate::Device::Cpu, gpu_memory_bytes: None, kernel_cache: None, check_only: false },
+        )
     }
 
     /// [`VisionModel::load`] on the device `opts` asks for (`Auto`: the GPU when one is
     /// usable, else the CPU).
     pub fn load_with(dir: &Path, opts: &VisionOptions) -> Result<VisionModel, EncoderError> {
         let config = VisionConfig::load(dir)?;
-        let weights = VisionWeights::load(&dir.join("model.safetensors"), &config)?;
+        let path = dir.join("model.safetensors");
+        let weights = if opts.check_only { VisionWeights::check(&path, &config)? } else { VisionWeights::load(&path, &config)? };
         let gpu = || gpu::GpuVision::new(&config, &weights, opts.gpu_memory_bytes, opts.kernel_cache.as_deref()).map(Box::new);
         let backend = match opts.device {
+            _ if opts.check_only => Backend::Cpu,
             crate::Device::Cpu => Backend::Cpu,
             crate::Device::Gpu => Backend::Gpu(gpu()?),
             crate::Device::Auto => gpu().map(Backend::Gpu).unwrap_or(Backend::Cpu),
         };
-        Ok(VisionModel { config, weights, backend })
+        Ok(VisionModel { config, weights, backend, check_only: opts.check_only })
     }
 
     /// "GPU" or "CPU".
@@ -269,6 +288,9 @@ impl VisionModel {
     /// values each), `[n × embed_dim]`, scaled to unit length when `normalize`; on the GPU in
     /// passes of `per_pass` images.
     pub fn embed(&self, pixels: &[f32], normalize: bool, per_pass: usize) -> Result<Vec<f32>, EncoderError> {
+        if self.check_only {
+            return Err(EncoderError::CheckOnly);
+        }
         let Backend::Gpu(g) = &self.backend else { return Ok(self.embed_cpu(pixels, normalize)) };
         let mut out = g.embed(pixels, per_pass)?;
         if normalize {
@@ -319,6 +341,9 @@ impl VisionModel {
         forward: bool,
     ) -> Result<Vec<f32>, EncoderError> {
         use rayon::prelude::*;
+        if self.check_only {
+            return Err(EncoderError::CheckOnly);
+        }
         match &self.backend {
             Backend::Gpu(g) => {
                 let slots = g.route(images, processor, cpu)?;

@@ -11,7 +11,8 @@ use crate::{Device, EncoderError};
 
 /// The tower at `model` (inside the granted `models` directory) and its processor, on
 /// `device` (`auto`, `gpu`, `cpu`); `per_pass` is lowered until a pass fits. Planning's
-/// set-up check reads the model but leaves the GPU to the worker that runs.
+/// set-up check reads the model's config and its weights file's header, no weight, and
+/// leaves the GPU to the worker that runs.
 pub fn load_tower(stage: &str, model: &str, device: &str, per_pass: &mut usize) -> Result<(VisionModel, Processor), StageError> {
     let context = curator_sdk::native::context();
     let device = device.parse::<Device>().map_err(StageError::InvalidParams)?;
@@ -19,6 +20,7 @@ pub fn load_tower(stage: &str, model: &str, device: &str, per_pass: &mut usize) 
         device: if context.check_only { Device::Cpu } else { device },
         gpu_memory_bytes: context.gpu_memory_budget_bytes,
         kernel_cache: context.cache_dir.as_ref().map(|d| std::path::PathBuf::from(d).join("kernels")),
+        check_only: context.check_only,
     };
     let dir = curator_sdk::granted_path(model);
     let tower = VisionModel::load_with(&dir, &opts).map_err(|e| match e {
