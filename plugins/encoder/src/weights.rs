@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use safetensors::tensor::TensorInfo;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::EncoderError;
@@ -103,16 +104,7 @@ enum Tensors<'a> {
     Full(SafeTensors<'a>),
     /// The file's header alone: each tensor's presence, dtype and shape checked, its values
     /// left unread (empty). Planning's set-up check, which drops the model right after.
-    Header(std::collections::BTreeMap<String, TensorHeader>),
-}
-
-/// One tensor as a `.safetensors` header describes it.
-#[derive(Debug, Clone)]
-pub struct TensorHeader {
-    pub dtype: String,
-    pub shape: Vec<usize>,
-    /// Bytes of its data (`data_offsets` end minus start).
-    pub bytes: usize,
+    Header(std::collections::BTreeMap<String, TensorInfo>),
 }
 
 impl<'a> Reader<'a> {
@@ -150,31 +142,23 @@ impl<'a> Reader<'a> {
         let (dtype, found, data) = match &self.tensors {
             Tensors::Full(st) => {
                 let t = st.tensor(&full).map_err(|_| missing())?;
-                let dtype = match t.dtype() {
-                    Dtype::F32 => "F32",
-                    Dtype::F16 => "F16",
-                    Dtype::BF16 => "BF16",
-                    other => return Err(self.err(format!("tensor {full:?} has dtype {other:?} (f32, f16 or bf16 expected)"))),
-                };
-                (dtype.to_string(), t.shape().to_vec(), Some(t.data()))
+                (t.dtype(), t.shape().to_vec(), Some(t.data()))
             }
             Tensors::Header(h) => {
                 let t = h.get(&full).ok_or_else(missing)?;
-                (t.dtype.clone(), t.shape.clone(), None)
+                (t.dtype, t.shape.clone(), None)
             }
         };
         if found != shape {
             return Err(self.err(format!("tensor {full:?} has shape {found:?}, expected {shape:?}")));
         }
-        let width = match dtype.as_str() {
-            "F32" => 4,
-            "F16" | "BF16" => 2,
-            other => return Err(self.err(format!("tensor {full:?} has dtype {other} (f32, f16 or bf16 expected)"))),
-        };
+        if !matches!(dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
+            return Err(self.err(format!("tensor {full:?} has dtype {dtype:?} (f32, f16 or bf16 expected)")));
+        }
         let Some(data) = data else { return Ok(Vec::new()) };
-        let values: Vec<f32> = match width {
-            4 => data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-            _ if dtype == "F16" => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        let values: Vec<f32> = match dtype {
+            Dtype::F32 => data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+            Dtype::F16 => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
             _ => data.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
         };
         if values.len() != shape.iter().product::<usize>() {
@@ -208,7 +192,7 @@ pub fn shapes(path: &Path) -> Result<std::collections::BTreeMap<String, Vec<usiz
 /// Every tensor of a `.safetensors` file as its header describes it, read without its data;
 /// a header whose tensors do not fit its dtypes and shapes, or a file shorter or longer than
 /// the header says, is refused (as reading the whole file would refuse it).
-pub fn header(path: &Path) -> Result<std::collections::BTreeMap<String, TensorHeader>, EncoderError> {
+pub fn header(path: &Path) -> Result<std::collections::BTreeMap<String, TensorInfo>, EncoderError> {
     use std::io::Read;
     let err = |reason: String| EncoderError::Model { path: path.to_path_buf(), reason };
     let mut file = std::fs::File::open(path).map_err(|e| EncoderError::io(path, e))?;
@@ -226,31 +210,19 @@ pub fn header(path: &Path) -> Result<std::collections::BTreeMap<String, TensorHe
     let mut tensors = std::collections::BTreeMap::new();
     let mut end = 0u64;
     for (name, info) in map.into_iter().filter(|(name, _)| name != "__metadata__") {
-        let bad = |what: &str| err(format!("safetensors header: tensor {name:?} has no valid {what}"));
-        let dtype = info.get("dtype").and_then(|d| d.as_str()).ok_or_else(|| bad("dtype"))?.to_string();
-        let shape = info
-            .get("shape")
-            .and_then(|s| s.as_array())
-            .and_then(|s| s.iter().map(|d| d.as_u64().map(|d| d as usize)).collect::<Option<Vec<_>>>())
-            .ok_or_else(|| bad("shape"))?;
-        let offsets = info
-            .get("data_offsets")
-            .and_then(|o| o.as_array())
-            .and_then(|o| o.iter().map(|d| d.as_u64()).collect::<Option<Vec<_>>>())
-            .filter(|o| o.len() == 2 && o[0] <= o[1])
-            .ok_or_else(|| bad("data_offsets"))?;
-        let bytes = (offsets[1] - offsets[0]) as usize;
-        let width = match dtype.as_str() {
-            "F64" | "I64" | "U64" => 8,
-            "F32" | "I32" | "U32" => 4,
-            "F16" | "BF16" | "I16" | "U16" => 2,
-            _ => 1,
-        };
-        if shape.iter().try_fold(width, |n: usize, d| n.checked_mul(*d)) != Some(bytes) {
-            return Err(err(format!("safetensors header: tensor {name:?} has {bytes} bytes for {dtype} {shape:?}")));
+        let info: TensorInfo = serde_json::from_value(info).map_err(|e| err(format!("safetensors header: tensor {name:?}: {e}")))?;
+        let (start, stop) = info.data_offsets;
+        let bits = info.shape.iter().try_fold(info.dtype.bitsize(), |n: usize, d| n.checked_mul(*d));
+        if start > stop || bits != Some((stop - start) * 8) {
+            return Err(err(format!(
+                "safetensors header: tensor {name:?} has {} bytes for {:?} {:?}",
+                stop.saturating_sub(start),
+                info.dtype,
+                info.shape
+            )));
         }
-        end = end.max(offsets[1]);
-        tensors.insert(name, TensorHeader { dtype, shape, bytes });
+        end = end.max(stop as u64);
+        tensors.insert(name, info);
     }
     if 8 + len + end != size {
         return Err(err(format!(
