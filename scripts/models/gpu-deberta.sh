@@ -13,8 +13,10 @@
 #           documents and vs PyTorch fp16 on all.
 # mdeberta: the same at mDeBERTa-v3-base's size (250k vocabulary): GPU vs CPU f32 (fp16 range) and speed.
 # run:      curator-host run JSONL -> classifier (domain-style: max_chars 2000, 512 tokens) -> JSONL on
-#           REPEAT copies of the corpus (default 6, ~113k docs), GPU busy % sampled every 100 ms; then NeMo's
-#           DomainClassifier path in PyTorch (tokenize + sort + batches of 256, autocast) on the same docs.
+#           REPEAT copies of the corpus (default 6, ~113k docs), GPU busy % sampled every 100 ms, RUNS times
+#           (default 1; with BASELINE_PLUGINS=DIR an earlier plugin build alternates with this one); then
+#           NeMo's DomainClassifier path in PyTorch (tokenize + sort + batches of 256, autocast) on the same docs
+#           (NEMO=0 skips it).
 set -euo pipefail
 if [ "${1:-}" = build ]; then
     out="${2:-.device/deberta-kit}"
@@ -113,21 +115,38 @@ stages:
     grants: {models: $work/models}
 sink: {path: out-run, format: jsonl, mode: overwrite}
 YAML
-    echo "== run: curator-host run, $docs documents, JSONL -> classifier (GPU) -> JSONL"
-    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > util.txt 2>/dev/null &
-    sampler=$!
-    start=$(date +%s.%N)
-    "$kit/curator-host" run run.yaml --plugins "$kit/plugins" > run.log 2>&1 || { tail -30 run.log; kill $sampler; exit 1; }
-    end=$(date +%s.%N)
-    kill $sampler || true
-    python3 - "$start" "$end" "$docs" util.txt <<'PY'
+    # One timed run of the pipeline with the plugins in $1, labelled $2.
+    run_once() {
+        rm -rf out-run
+        nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > util.txt 2>/dev/null &
+        sampler=$!
+        start=$(date +%s.%N)
+        "$kit/curator-host" run run.yaml --plugins "$1" > run.log 2>&1 || { tail -30 run.log; kill $sampler; exit 1; }
+        end=$(date +%s.%N)
+        kill $sampler || true
+        python3 - "$start" "$end" "$docs" util.txt "$2" <<'PY'
 import sys
 start, end, docs = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-u = [int(x) for x in open(sys.argv[4]).read().split() if x.strip().isdigit()]
-busy = [x for x in u]
-print(f"ours: {docs / (end - start):.0f} docs/s ({end - start:.1f} s, process start to exit); GPU busy mean {sum(busy) / max(len(busy), 1):.0f} % over {len(busy)} samples, {sum(1 for x in busy if x > 0) / max(len(busy), 1) * 100:.0f} % of samples non-zero")
+busy = [int(x) for x in open(sys.argv[4]).read().split() if x.strip().isdigit()]
+print(f"{sys.argv[5]}: {docs / (end - start):.0f} docs/s ({end - start:.2f} s, process start to exit); GPU busy mean {sum(busy) / max(len(busy), 1):.0f} % over {len(busy)} samples, {sum(1 for x in busy if x > 0) / max(len(busy), 1) * 100:.0f} % of samples non-zero")
 PY
-    grep -h "classifier:" run.log | head -2 || true
-    echo "== run: NeMo's DomainClassifier path in PyTorch on the same documents"
-    python3 scripts/models/deberta_bench.py "$base" --corpus in/corpus.jsonl --docs "$docs" --max-chars 2000 --batch 256
+        grep -h "classifier:" run.log | head -"${LOG_LINES:-2}" || true
+    }
+    # BASELINE_PLUGINS=DIR (a directory holding an earlier build's libclassifier.so, or its .xz):
+    # that build and this one alternate, RUNS times each, same binary, same documents.
+    if [ -n "${BASELINE_PLUGINS:-}" ]; then
+        mkdir -p "$kit/baseline-plugins"
+        for f in "$BASELINE_PLUGINS"/*; do
+            case "$f" in *.xz) xz -dc "$f" > "$kit/baseline-plugins/$(basename "${f%.xz}")" ;; *) cp "$f" "$kit/baseline-plugins/" ;; esac
+        done
+    fi
+    echo "== run: curator-host run, $docs documents, JSONL -> classifier (GPU) -> JSONL"
+    for r in $(seq "${RUNS:-1}"); do
+        [ -z "${BASELINE_PLUGINS:-}" ] || run_once "$kit/baseline-plugins" "baseline run $r"
+        run_once "$kit/plugins" "ours run $r"
+    done
+    if [ "${NEMO:-1}" != 0 ]; then
+        echo "== run: NeMo's DomainClassifier path in PyTorch on the same documents"
+        python3 scripts/models/deberta_bench.py "$base" --corpus in/corpus.jsonl --docs "$docs" --max-chars 2000 --batch 256
+    fi
 fi

@@ -145,15 +145,24 @@ pub struct Stats {
     pub oom_retries: usize,
 }
 
+/// Where a loaded model runs: the CPU reference holds its f32 weights; the GPU holds its
+/// own copy on the device (the host's fp16 read is dropped once uploaded).
 enum Backend {
-    Cpu,
+    Cpu(Box<Weights>),
     Gpu(Box<gpu::GpuModel>),
+}
+
+/// The weights as read for one back-end, before it is set up.
+enum Loaded {
+    Cpu(Weights),
+    Gpu(Weights<half::f16>),
 }
 
 /// A loaded model, ready to encode.
 pub struct Encoder {
     pub config: ModelConfig,
-    weights: Weights,
+    /// The classification head (runs on the host for both back-ends).
+    head: Option<weights::Head>,
     tokenizer: Tokenizer,
     backend: Backend,
     token_budget: AtomicUsize,
@@ -196,12 +205,21 @@ impl Encoder {
     pub fn load(dir: &Path, opts: &Options) -> Result<Encoder, EncoderError> {
         let started = std::time::Instant::now();
         let cache = opts.kernel_cache.as_deref();
+        let path = dir.join("model.safetensors");
+        // Where the backbone's matrices go decides how they are read: fp16 for the GPU
+        // (straight from an fp16 file), f32 for the CPU reference and the set-up check.
+        let on_gpu = opts.device != Device::Cpu && !opts.check_only;
         let (files, device, files_s) = std::thread::scope(|s| {
-            let device = (opts.device != Device::Cpu && !opts.check_only).then(|| s.spawn(|| gpu::open_device(cache)));
+            let device = on_gpu.then(|| s.spawn(|| gpu::open_device(cache)));
             let files = (|| -> Result<_, EncoderError> {
                 let config = ModelConfig::load(dir)?;
-                let path = dir.join("model.safetensors");
-                let weights = if opts.check_only { Weights::check(&path, &config)? } else { Weights::load(&path, &config)? };
+                let weights = if opts.check_only {
+                    Loaded::Cpu(Weights::check(&path, &config)?)
+                } else if on_gpu {
+                    Loaded::Gpu(Weights::load(&path, &config)?)
+                } else {
+                    Loaded::Cpu(Weights::load(&path, &config)?)
+                };
                 let max_tokens = opts.max_tokens.unwrap_or(config.default_tokens()).clamp(2, config.max_tokens());
                 let tokenizer = Tokenizer::load(&dir.join("tokenizer.json"), max_tokens)?;
                 Ok((config, weights, tokenizer))
@@ -212,24 +230,33 @@ impl Encoder {
         });
         let (config, weights, tokenizer) = files?;
         let waited = started.elapsed().as_secs_f64();
-        let backend = match (opts.device, device) {
-            (Device::Cpu, _) | (_, None) => Backend::Cpu,
-            (Device::Gpu, Some(dev)) => Backend::Gpu(Box::new(gpu::GpuModel::on_device(dev, &config, &weights, opts.gpu_memory_bytes)?)),
-            (Device::Auto, Some(dev)) => match gpu::GpuModel::on_device(dev, &config, &weights, opts.gpu_memory_bytes) {
-                Ok(g) => Backend::Gpu(Box::new(g)),
-                Err(EncoderError::NoGpu(_)) => Backend::Cpu,
-                Err(e) => return Err(e),
-            },
+        let (head, backend) = match (weights, device) {
+            (Loaded::Cpu(mut w), _) => (w.head.take(), Backend::Cpu(Box::new(w))),
+            (Loaded::Gpu(mut w), Some(dev)) => {
+                let head = w.head.take();
+                match gpu::GpuModel::on_device(dev, &config, &w, opts.gpu_memory_bytes) {
+                    Ok(g) => (head, Backend::Gpu(Box::new(g))),
+                    // `auto` without a usable GPU: the CPU reference, read again in f32 (an
+                    // fp16 copy would round an f32 checkpoint).
+                    Err(EncoderError::NoGpu(_)) if opts.device == Device::Auto => {
+                        drop(w);
+                        let mut w: Weights = Weights::load(&path, &config)?;
+                        (w.head.take(), Backend::Cpu(Box::new(w)))
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            (Loaded::Gpu(_), None) => return Err(EncoderError::NoGpu("the device was not opened".into())),
         };
         let context_s = match &backend {
             Backend::Gpu(g) => g.context_s(),
-            Backend::Cpu => 0.0,
+            Backend::Cpu(_) => 0.0,
         };
         let wall_s = started.elapsed().as_secs_f64();
         let setup = SetupTimes { files_s, context_s, backend_s: wall_s - waited, wall_s };
         Ok(Encoder {
             config,
-            weights,
+            head,
             tokenizer,
             backend,
             token_budget: AtomicUsize::new(opts.token_budget.max(8)),
@@ -251,7 +278,7 @@ impl Encoder {
     pub fn kernels_from(&self) -> Option<&'static str> {
         match &self.backend {
             Backend::Gpu(g) => Some(g.kernels_from()),
-            Backend::Cpu => None,
+            Backend::Cpu(_) => None,
         }
     }
 
@@ -259,14 +286,14 @@ impl Encoder {
     pub fn gpu_profile(&self) -> Vec<(String, f64)> {
         match &self.backend {
             Backend::Gpu(g) => g.profile(),
-            Backend::Cpu => Vec::new(),
+            Backend::Cpu(_) => Vec::new(),
         }
     }
 
     /// "gpu" or "cpu".
     pub fn device(&self) -> &'static str {
         match self.backend {
-            Backend::Cpu => "cpu",
+            Backend::Cpu(_) => "cpu",
             Backend::Gpu(_) => "gpu",
         }
     }
@@ -365,10 +392,10 @@ impl Encoder {
         let padded = |batch: &[usize]| batch.len() * batching::padded_len(batch.iter().map(|&i| lengths[i]).max().unwrap_or(1).max(1));
         let g = match &self.backend {
             Backend::Gpu(g) => g,
-            Backend::Cpu => {
+            Backend::Cpu(weights) => {
                 for batch in batching::by_token_budget(&lengths, self.token_budget(), self.max_docs) {
                     let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-                    let vecs = cpu::pooled(&self.config, &self.weights, &seqs, pooling);
+                    let vecs = cpu::pooled(&self.config, weights, &seqs, pooling);
                     stats.batches += 1;
                     stats.padded_tokens += padded(&batch);
                     for (k, &i) in batch.iter().enumerate() {
@@ -447,11 +474,11 @@ impl Encoder {
 
     /// Logits per document of the head (0 without one).
     pub fn outputs(&self) -> usize {
-        self.weights.head.as_ref().map_or(0, weights::Head::outputs)
+        self.head.as_ref().map_or(0, weights::Head::outputs)
     }
 
     fn head(&self) -> Result<&weights::Head, EncoderError> {
-        self.weights.head.as_ref().ok_or_else(|| EncoderError::Model {
+        self.head.as_ref().ok_or_else(|| EncoderError::Model {
             path: PathBuf::from("config.json"),
             reason: "the model has no classification head (no id2label / num_labels / target_sizes)".into(),
         })

@@ -14,7 +14,7 @@ use half::f16;
 use super::launch::Kernels;
 use super::{BLAS_WORKSPACE, GLayer, GLinear, GNorm, driver, kernels_ptx};
 use crate::EncoderError;
-use crate::weights::{Layer, Linear, Norm};
+use crate::weights::{Elem, Layer, Linear, Norm};
 
 /// GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), ready to run kernels on a
 /// (non-blocking) stream of its own.
@@ -148,12 +148,12 @@ impl GpuDevice {
     }
 }
 
-pub(crate) fn upload_half(stream: &Arc<CudaStream>, v: &[f32]) -> Result<CudaSlice<f16>, EncoderError> {
-    let h: Vec<f16> = v.iter().map(|x| f16::from_f32(*x)).collect();
-    stream.clone_htod(&h).map_err(driver("upload weights"))
+/// `v` on the device in fp16 (copied as it is when it is fp16 on the host already).
+pub(crate) fn upload_half<M: Elem>(stream: &Arc<CudaStream>, v: &[M]) -> Result<CudaSlice<f16>, EncoderError> {
+    stream.clone_htod(&*M::narrow(v)).map_err(driver("upload weights"))
 }
 
-pub(crate) fn upload_linear(stream: &Arc<CudaStream>, l: &Linear) -> Result<GLinear, EncoderError> {
+pub(crate) fn upload_linear<M: Elem>(stream: &Arc<CudaStream>, l: &Linear<M>) -> Result<GLinear, EncoderError> {
     Ok(GLinear { w: upload_half(stream, &l.w)?, b: stream.clone_htod(&l.b).map_err(driver("upload weights"))?, out: l.out, inp: l.inp })
 }
 
@@ -191,7 +191,7 @@ pub(crate) fn rel_bias(pos_key: &[f32], bq: &[f32], pos_query: &[f32], bk: &[f32
 /// A layer on the device: Q, K and V as one `[3H, H]` product; DeBERTa's projected relative
 /// embeddings as `[heads, 2·span, head_dim]` (one matrix per head for cuBLAS), and what the
 /// query and key biases add to each position term (`rel_scale` divides every score).
-pub(crate) fn upload_layer(stream: &Arc<CudaStream>, l: &Layer, heads: usize, rel_scale: f32) -> Result<GLayer, EncoderError> {
+pub(crate) fn upload_layer<M: Elem>(stream: &Arc<CudaStream>, l: &Layer<M>, heads: usize, rel_scale: f32) -> Result<GLayer, EncoderError> {
     let qkv = Linear {
         w: [l.query.w.as_slice(), &l.key.w, &l.value.w].concat(),
         b: [l.query.b.as_slice(), &l.key.b, &l.value.b].concat(),

@@ -32,7 +32,7 @@ use half::f16;
 
 use crate::EncoderError;
 use crate::config::{Activation, Arch, ModelConfig, Pooling};
-use crate::weights::{Norm, Weights};
+use crate::weights::{Elem, Norm, Weights};
 
 pub(crate) mod device;
 pub(crate) mod launch;
@@ -296,16 +296,21 @@ impl GpuModel {
     /// Open GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card), load the kernels
     /// (from `kernel_cache` when present) and upload the weights in fp16. `budget`: the bytes
     /// this model may use in all.
-    pub fn new(config: &ModelConfig, w: &Weights, budget: Option<u64>, kernel_cache: Option<&Path>) -> Result<GpuModel, EncoderError> {
+    pub fn new<M: Elem>(
+        config: &ModelConfig,
+        w: &Weights<M>,
+        budget: Option<u64>,
+        kernel_cache: Option<&Path>,
+    ) -> Result<GpuModel, EncoderError> {
         GpuModel::on_device(open_device(kernel_cache), config, w, budget)
     }
 
     /// The model's weights uploaded to `dev` (from [`open_device`], which may run on another
     /// thread while the model's files are read).
-    pub(crate) fn on_device(
+    pub(crate) fn on_device<M: Elem>(
         dev: Result<GpuDevice, EncoderError>,
         config: &ModelConfig,
-        w: &Weights,
+        w: &Weights<M>,
         budget: Option<u64>,
     ) -> Result<GpuModel, EncoderError> {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| GpuModel::upload(dev?, config, w, budget))) {
@@ -314,7 +319,7 @@ impl GpuModel {
         }
     }
 
-    fn upload(dev: GpuDevice, config: &ModelConfig, w: &Weights, budget: Option<u64>) -> Result<GpuModel, EncoderError> {
+    fn upload<M: Elem>(dev: GpuDevice, config: &ModelConfig, w: &Weights<M>, budget: Option<u64>) -> Result<GpuModel, EncoderError> {
         let stream = dev.stream.clone();
         let weight_bytes = w.gpu_bytes() as u64;
         if let Some(b) = budget
@@ -327,7 +332,6 @@ impl GpuModel {
                 b >> 20
             )));
         }
-        let half = |v: &[f32]| upload_half(&stream, v);
         let norm = |n: &Norm| upload_norm(&stream, n);
         let rel_scale = RelDims::of(config).map_or(1.0, |r| r.scale);
         let layers = w.layers.iter().map(|l| upload_layer(&stream, l, config.num_heads, rel_scale)).collect::<Result<Vec<_>, _>>()?;
@@ -353,13 +357,12 @@ impl GpuModel {
             Arch::Bert => vec![0],
         };
         // A model without absolute positions or token types adds a row of zeros (max_pos 1).
-        let zeros = vec![0f32; h];
-        let position = if w.position.is_empty() { &zeros } else { &w.position };
-        let token_type = if w.token_type.is_empty() { &zeros[..] } else { &w.token_type[..h] };
+        let zeros = vec![f16::ZERO; h];
+        let table = |t: &[M]| if t.is_empty() { upload_half(&stream, &zeros) } else { upload_half(&stream, t) };
         Ok(GpuModel {
-            word: half(&w.word)?,
-            position: half(position)?,
-            token_type: half(token_type)?,
+            word: upload_half(&stream, &w.word)?,
+            position: table(&w.position)?,
+            token_type: table(w.token_type.get(..h).unwrap_or(&[]))?,
             embed_norm: norm(&w.embed_norm)?,
             rel_index: stream.clone_htod(&rel_index).map_err(driver("upload relative positions"))?,
             rel_index_host: rel_index,

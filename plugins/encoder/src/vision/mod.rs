@@ -167,10 +167,10 @@ pub struct VisionWeights {
 }
 
 impl VisionWeights {
-    /// `path` (a `.safetensors` file: a whole CLIP checkpoint or the vision tower alone).
+    /// `path` (a `.safetensors` file: a whole CLIP checkpoint or the vision tower alone),
+    /// each tensor from its place in the file (a whole CLIP file's text tower is never read).
     pub fn load(path: &Path, config: &VisionConfig) -> Result<VisionWeights, EncoderError> {
-        let bytes = std::fs::read(path).map_err(|e| EncoderError::io(path, e))?;
-        VisionWeights::from_bytes(&bytes, path, config)
+        VisionWeights::read(Reader::open(path, "vision_model.")?, config)
     }
 
     pub fn from_bytes(bytes: &[u8], path: &Path, config: &VisionConfig) -> Result<VisionWeights, EncoderError> {
