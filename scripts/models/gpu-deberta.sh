@@ -131,6 +131,8 @@ busy = [int(x) for x in open(sys.argv[4]).read().split() if x.strip().isdigit()]
 print(f"{sys.argv[5]}: {docs / (end - start):.0f} docs/s ({end - start:.2f} s, process start to exit); GPU busy mean {sum(busy) / max(len(busy), 1):.0f} % over {len(busy)} samples, {sum(1 for x in busy if x > 0) / max(len(busy), 1) * 100:.0f} % of samples non-zero")
 PY
         grep -h "classifier:" run.log | head -"${LOG_LINES:-2}" || true
+        # The host's own account: when the first batch reached the sink, each stage's busy time.
+        grep -h -A3 -E "first batch at the sink|^STAGE" run.log | grep -v "^--" | sed -E 's/^[0-9T:.-]+Z +//' || true
     }
     # BASELINE_PLUGINS=DIR (a directory holding an earlier build's libclassifier.so, or its .xz):
     # that build and this one alternate, RUNS times each, same binary, same documents.
