@@ -16,7 +16,7 @@
 #           REPEAT copies of the corpus (default 6, ~113k docs), GPU busy % sampled every 100 ms, RUNS times
 #           (default 1; with BASELINE_PLUGINS=DIR an earlier plugin build alternates with this one); then
 #           NeMo's DomainClassifier path in PyTorch (tokenize + sort + batches of 256, autocast) on the same docs
-#           (NEMO=0 skips it).
+#           (NEMO=0 skips it; NEMO=each runs it after every run of ours).
 set -euo pipefail
 if [ "${1:-}" = build ]; then
     out="${2:-.device/deberta-kit}"
@@ -143,12 +143,15 @@ PY
         done
     fi
     echo "== run: curator-host run, $docs documents, JSONL -> classifier (GPU) -> JSONL"
+    nemo() {
+        echo "== run: NeMo's DomainClassifier path in PyTorch on the same documents"
+        python3 scripts/models/deberta_bench.py "$base" --corpus in/corpus.jsonl --docs "$docs" --max-chars 2000 --batch 256
+    }
     for r in $(seq "${RUNS:-1}"); do
         [ -z "${BASELINE_PLUGINS:-}" ] || run_once "$kit/baseline-plugins" "baseline run $r"
         run_once "$kit/plugins" "ours run $r"
+        # NEMO=each: NeMo's path after every run of ours (its time drifts from call to call).
+        [ "${NEMO:-1}" != each ] || nemo
     done
-    if [ "${NEMO:-1}" != 0 ]; then
-        echo "== run: NeMo's DomainClassifier path in PyTorch on the same documents"
-        python3 scripts/models/deberta_bench.py "$base" --corpus in/corpus.jsonl --docs "$docs" --max-chars 2000 --batch 256
-    fi
+    [ "${NEMO:-1}" != 1 ] || nemo
 fi
