@@ -259,7 +259,7 @@ impl<'a> Reader<'a> {
             }
             Tensors::File { file, header, start } => {
                 // `read_header` checked every tensor's byte range against its dtype and shape.
-                let at = header.get(full).map_or(0, |t| t.data_offsets.0 as u64);
+                let at = header.get(full).ok_or_else(|| self.err(format!("tensor {full:?} is missing")))?.data_offsets.0 as u64;
                 let mut file = file;
                 file.seek(SeekFrom::Start(start + at)).and_then(|_| file.read_exact(dst)).map_err(|e| EncoderError::io(self.path, e))?;
             }
