@@ -201,7 +201,8 @@ impl SetupTimes {
 impl Encoder {
     /// Load the model in `dir` and set up its back-end. On a GPU, the driver opens the device
     /// on a second thread while the model's files are read (the context takes 0.3 s alone and
-    /// over 1 s when several workers ask at once; the files of a DeBERTa-v3-base 0.4–0.5 s, four workers at once, on an H200 machine).
+    /// over 1 s when several workers ask at once; a DeBERTa-v3-base's files 0.4–0.5 s, four
+    /// workers at once on an H200 machine).
     pub fn load(dir: &Path, opts: &Options) -> Result<Encoder, EncoderError> {
         let started = std::time::Instant::now();
         let cache = opts.kernel_cache.as_deref();
