@@ -137,3 +137,21 @@ fn tempfile_dir() -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// `device: auto` on a machine without a usable GPU runs the CPU reference on the checkpoint's
+/// own f32 values: the same vectors as `device: cpu`, bit for bit (the GPU read's fp16 copy,
+/// widened back, would differ on this f32 checkpoint). Says so and returns where a GPU is found.
+#[test]
+fn auto_without_a_gpu_runs_the_f32_reference() {
+    let dir = model_or_skip!("all-MiniLM-L6-v2");
+    let auto = Encoder::load(&dir, &Options { device: Device::Auto, ..cpu(128, 4096) }).unwrap();
+    if auto.device() == "gpu" {
+        eprintln!("skipped: a GPU is here, so `auto` uses it");
+        return;
+    }
+    let cpu = Encoder::load(&dir, &cpu(128, 4096)).unwrap();
+    let texts: Vec<String> = cases(&reference()).into_iter().map(|c| c.0).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (a, c) = (auto.pooled(&texts, None, Pooling::Mean).unwrap(), cpu.pooled(&texts, None, Pooling::Mean).unwrap());
+    assert_eq!(a, c);
+}
