@@ -209,7 +209,13 @@ impl Encoder {
         let path = dir.join("model.safetensors");
         // Where the backbone's matrices go decides how they are read: fp16 for the GPU
         // (straight from an fp16 file), f32 for the CPU reference and the set-up check.
-        let on_gpu = opts.device != Device::Cpu && !opts.check_only;
+        // `auto` on a machine without CUDA's libraries goes to the CPU at once.
+        let on_gpu = !opts.check_only
+            && match opts.device {
+                Device::Cpu => false,
+                Device::Gpu => true,
+                Device::Auto => gpu::cuda_missing().is_none(),
+            };
         let (files, device, files_s) = std::thread::scope(|s| {
             let device = on_gpu.then(|| s.spawn(|| gpu::open_device(cache)));
             let files = (|| -> Result<_, EncoderError> {

@@ -140,7 +140,9 @@ fn tempfile_dir() -> PathBuf {
 
 /// `device: auto` on a machine without a usable GPU runs the CPU reference on the checkpoint's
 /// own f32 values: the same vectors as `device: cpu`, bit for bit (the GPU read's fp16 copy,
-/// widened back, would differ on this f32 checkpoint). Says so and returns where a GPU is found.
+/// widened back, would differ on this f32 checkpoint). Without CUDA's libraries (CI) the file
+/// is read for the CPU at once; with them but no card, read again after the GPU fails. Says so
+/// and returns where a GPU is found.
 #[test]
 fn auto_without_a_gpu_runs_the_f32_reference() {
     let dir = model_or_skip!("all-MiniLM-L6-v2");

@@ -38,6 +38,21 @@ pub(crate) struct GpuDevice {
 /// Events between the steps of a group of passes (profiling only).
 pub(crate) type Marks = Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>;
 
+/// Which CUDA library this machine lacks (the driver, NVRTC, cuBLAS), if any: without one
+/// there is no GPU path to try.
+pub(crate) fn cuda_missing() -> Option<&'static str> {
+    // SAFETY: only probe for the shared libraries; cudarc panics on first use without them.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        Some("no CUDA driver library (libcuda) found")
+    } else if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        Some("no NVRTC library found")
+    } else if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+        Some("no cuBLAS library found")
+    } else {
+        None
+    }
+}
+
 impl GpuDevice {
     /// The device's context.
     pub(crate) fn ctx(&self) -> &Arc<CudaContext> {
@@ -47,15 +62,8 @@ impl GpuDevice {
     /// Open GPU 0 and load the kernels (from `kernel_cache` when an earlier process compiled
     /// them); [`EncoderError::NoGpu`] where the driver, NVRTC or cuBLAS is missing.
     pub(crate) fn open(kernel_cache: Option<&Path>) -> Result<GpuDevice, EncoderError> {
-        // SAFETY: only probe for the shared libraries; cudarc panics on first use without them.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(EncoderError::NoGpu("no CUDA driver library (libcuda) found".into()));
-        }
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(EncoderError::NoGpu("no NVRTC library found".into()));
-        }
-        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-            return Err(EncoderError::NoGpu("no cuBLAS library found".into()));
+        if let Some(missing) = cuda_missing() {
+            return Err(EncoderError::NoGpu(missing.into()));
         }
         let opening = std::time::Instant::now();
         let ctx = CudaContext::new(0).map_err(|e| EncoderError::NoGpu(format!("cannot open GPU 0: {e:?}")))?;

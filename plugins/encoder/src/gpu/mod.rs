@@ -36,6 +36,7 @@ use crate::weights::{Elem, Norm, Weights};
 
 pub(crate) mod device;
 pub(crate) mod launch;
+pub(crate) use device::cuda_missing;
 use device::{GpuDevice, upload_half, upload_layer, upload_norm};
 
 /// What a CUDA context, cuBLAS' workspace and the kernels' modules take on the device besides
