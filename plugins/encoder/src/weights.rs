@@ -23,8 +23,6 @@ const _: () = assert!(cfg!(target_endian = "little"), "safetensors files are lit
 /// The number type a matrix is held in on the host: f32 (the CPU reference) or fp16 (what
 /// the GPU path uploads). Conversions use half's slice routines (F16C where the CPU has it).
 pub trait Elem: bytemuck::Pod + Send + Sync + std::fmt::Debug {
-    /// The file dtype read without conversion.
-    const DTYPE: Dtype;
     fn from_f32(v: Vec<f32>) -> Vec<Self>;
     fn from_f16(v: Vec<f16>) -> Vec<Self>;
     fn from_bf16(v: Vec<bf16>) -> Vec<Self>;
@@ -35,7 +33,6 @@ pub trait Elem: bytemuck::Pod + Send + Sync + std::fmt::Debug {
 }
 
 impl Elem for f32 {
-    const DTYPE: Dtype = Dtype::F32;
     fn from_f32(v: Vec<f32>) -> Vec<f32> {
         v
     }
@@ -60,7 +57,6 @@ impl Elem for f32 {
 }
 
 impl Elem for f16 {
-    const DTYPE: Dtype = Dtype::F16;
     fn from_f32(v: Vec<f32>) -> Vec<f16> {
         <f32 as Elem>::narrow(&v).into_owned()
     }
