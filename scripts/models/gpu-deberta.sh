@@ -14,7 +14,8 @@
 # mdeberta: the same at mDeBERTa-v3-base's size (250k vocabulary): GPU vs CPU f32 (fp16 range) and speed.
 # run:      curator-host run JSONL -> classifier (domain-style: max_chars 2000, 512 tokens) -> JSONL on
 #           REPEAT copies of the corpus (default 6, ~113k docs), GPU busy % sampled every 100 ms, RUNS times
-#           (default 1; with BASELINE_PLUGINS=DIR an earlier plugin build alternates with this one); then
+#           (default 1; with BASELINE_PLUGINS=DIR an earlier plugin build, with BASELINE_ENV="NAME=VALUE"
+#           this build under that environment, alternates with this one); then
 #           NeMo's DomainClassifier path in PyTorch (tokenize + sort + batches of 256, autocast) on the same docs
 #           (NEMO=0 skips it; NEMO=each runs it after every run of ours).
 set -euo pipefail
@@ -115,13 +116,13 @@ stages:
     grants: {models: $work/models}
 sink: {path: out-run, format: jsonl, mode: overwrite}
 YAML
-    # One timed run of the pipeline with the plugins in $1, labelled $2.
+    # One timed run of the pipeline with the plugins in $1, labelled $2 (environment $3, if given).
     run_once() {
         rm -rf out-run
         nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > util.txt 2>/dev/null &
         sampler=$!
         start=$(date +%s.%N)
-        "$kit/curator-host" run run.yaml --plugins "$1" > run.log 2>&1 || { tail -30 run.log; kill $sampler; exit 1; }
+        env ${3:-CURATOR_RUN_ONCE=1} "$kit/curator-host" run run.yaml --plugins "$1" > run.log 2>&1 || { tail -30 run.log; kill $sampler; exit 1; }
         end=$(date +%s.%N)
         kill $sampler || true
         python3 - "$start" "$end" "$docs" util.txt "$2" <<'PY'
@@ -149,6 +150,8 @@ PY
     }
     for r in $(seq "${RUNS:-1}"); do
         [ -z "${BASELINE_PLUGINS:-}" ] || run_once "$kit/baseline-plugins" "baseline run $r"
+        # BASELINE_ENV="NAME=VALUE ...": this build under that environment alternates with it as is.
+        [ -z "${BASELINE_ENV:-}" ] || run_once "$kit/plugins" "baseline run $r ($BASELINE_ENV)" "$BASELINE_ENV"
         run_once "$kit/plugins" "ours run $r"
         # NEMO=each: NeMo's path after every run of ours (its time drifts from call to call).
         [ "${NEMO:-1}" != each ] || nemo

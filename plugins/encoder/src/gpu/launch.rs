@@ -264,7 +264,8 @@ impl Kernels {
         // Every 32-bit access is at an even element offset (H, L and the head size are even).
         // DeBERTa's tables: as `disentangled_softmax` reads them (rows (head, seq, i) of W
         // values, columns rel_index[i - j + center] - lo in [0, W) for i, j < L; rel_bias at
-        // those plus lo, below rows; an absent table is never read).
+        // those plus lo, below rows; an absent table is never read). Rows past L, keys past len
+        // and their distances are clamped below L, len and L - 1 before they index anything.
         unsafe { a.launch(cfg) }.map(drop).map_err(driver("attention"))
     }
 
