@@ -122,7 +122,7 @@ YAML
         nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > util.txt 2>/dev/null &
         sampler=$!
         start=$(date +%s.%N)
-        env ${3:-CURATOR_RUN_ONCE=1} "$kit/curator-host" run run.yaml --plugins "$1" > run.log 2>&1 || { tail -30 run.log; kill $sampler; exit 1; }
+        env ${3:-} "$kit/curator-host" run run.yaml --plugins "$1" > run.log 2>&1 || { tail -30 run.log; kill $sampler; exit 1; }
         end=$(date +%s.%N)
         kill $sampler || true
         python3 - "$start" "$end" "$docs" util.txt "$2" <<'PY'

@@ -393,7 +393,7 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
     long long hb = ((long long)head * gridDim.z + b) * L;
     const unsigned short* crow[2] = {REL ? rel.c2p + (hb + min(q0 + g, L - 1)) * (long long)rel.W : nullptr,
                                      REL ? rel.c2p + (hb + min(q0 + g + 8, L - 1)) * (long long)rel.W : nullptr};
-    const float* tb = rel.rel_bias + head * rel.rows + rel.lo;
+    const float* tb = REL ? rel.rel_bias + head * rel.rows + rel.lo : nullptr;
     int dmax = L - 1;
     for (int t0 = 0; t0 < len; t0 += 64) {
         __syncthreads();  // every warp is done with the previous tile
