@@ -535,7 +535,7 @@ extern "C" __global__ void attention64(const unsigned short* qkv, const float* b
     attention<64, false>(qkv, bias, lens, L, H, heads, scale, out, RelArgs{});
 }
 // At most 102 registers, so that five blocks share an SM (123 without the bound, four blocks:
-// 2.5 % slower on an H200; the bound spills 52 bytes).
+// about 3 % slower on an H200; the bound spills 52 bytes).
 #define DEBERTA_ATTENTION(DH)                                                                                                   \
     extern "C" __global__ void __launch_bounds__(128, 5) deberta_attention##DH(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, \
                                                      int heads, float scale, unsigned short* out, const unsigned short* c2p,    \
