@@ -196,6 +196,23 @@ pub(crate) fn rel_bias(pos_key: &[f32], bq: &[f32], pos_query: &[f32], bk: &[f32
     out
 }
 
+/// One head's row of `dh` values (a multiple of 16) in the order the fused attention's lanes
+/// read them as the tensor cores' B operand: lane `tig` (0..4) of each group of four uses, for
+/// k-step `s`, the pairs of dimensions `16·s + 2·tig` and `16·s + 2·tig + 8`; stored here as
+/// the `dh / 4` consecutive values at `tig · dh / 4` (step by step, the two pairs in turn), so
+/// that a lane loads all its steps' words with 16-byte loads.
+pub(crate) fn fragment_order(row: &[f32]) -> Vec<f32> {
+    let dh = row.len();
+    let mut out = vec![0f32; dh];
+    for pair in 0..dh / 2 {
+        let (s, half, tig) = (pair / 8, (pair % 8) / 4, pair % 4);
+        let at = tig * (dh / 8) + 2 * s + half;
+        out[2 * at] = row[2 * pair];
+        out[2 * at + 1] = row[2 * pair + 1];
+    }
+    out
+}
+
 /// A layer on the device: Q, K and V as one `[3H, H]` product; DeBERTa's projected relative
 /// embeddings as `[heads, 2·span, head_dim]` (one matrix per head for cuBLAS), and what the
 /// query and key biases add to each position term (`rel_scale` divides every score).
@@ -208,7 +225,7 @@ pub(crate) fn upload_layer<M: Elem>(stream: &Arc<CudaStream>, l: &Layer<M>, head
     };
     let h = l.query.out;
     let dh = h / heads;
-    let per_head = |pos: &[f32]| -> Result<Option<CudaSlice<f16>>, EncoderError> {
+    let per_head = |pos: &[f32], frag: bool| -> Result<Option<CudaSlice<f16>>, EncoderError> {
         if pos.is_empty() {
             return Ok(None);
         }
@@ -216,7 +233,12 @@ pub(crate) fn upload_layer<M: Elem>(stream: &Arc<CudaStream>, l: &Layer<M>, head
         let mut out = Vec::with_capacity(pos.len());
         for head in 0..heads {
             for r in 0..rows {
-                out.extend_from_slice(&pos[r * h + head * dh..r * h + (head + 1) * dh]);
+                let row = &pos[r * h + head * dh..r * h + (head + 1) * dh];
+                if frag {
+                    out.extend(fragment_order(row));
+                } else {
+                    out.extend_from_slice(row);
+                }
             }
         }
         upload_half(stream, &out).map(Some)
@@ -224,8 +246,10 @@ pub(crate) fn upload_layer<M: Elem>(stream: &Arc<CudaStream>, l: &Layer<M>, head
     let rel_bias = rel_bias(&l.pos_key, &l.query.b, &l.pos_query, &l.key.b, heads, rel_scale);
     Ok(GLayer {
         rel_bias: stream.clone_htod(&rel_bias).map_err(driver("upload weights"))?,
-        pos_key: per_head(&l.pos_key)?,
-        pos_query: per_head(&l.pos_query)?,
+        pos_key: per_head(&l.pos_key, false)?,
+        pos_query: per_head(&l.pos_query, false)?,
+        pos_key_frag: per_head(&l.pos_key, true)?,
+        pos_query_frag: per_head(&l.pos_query, true)?,
         qkv: upload_linear(stream, &qkv)?,
         attn_out: upload_linear(stream, &l.attn_out)?,
         attn_norm: upload_norm(stream, &l.attn_norm)?,
@@ -237,7 +261,23 @@ pub(crate) fn upload_layer<M: Elem>(stream: &Arc<CudaStream>, l: &Layer<M>, head
 
 #[cfg(test)]
 mod tests {
-    use super::rel_bias;
+    use super::{fragment_order, rel_bias};
+
+    #[test]
+    fn fragment_order_gives_each_lane_its_pairs_in_turn() {
+        let row: Vec<f32> = (0..64).map(|x| x as f32).collect();
+        let f = fragment_order(&row);
+        // Lane tig: steps s = 0..4, each the pair at 16s + 2tig, then the one 8 further.
+        for tig in 0..4 {
+            let mine = &f[tig * 16..(tig + 1) * 16];
+            let want: Vec<f32> =
+                (0..4).flat_map(|s| [16 * s + 2 * tig, 16 * s + 2 * tig + 8]).flat_map(|d| [d as f32, d as f32 + 1.0]).collect();
+            assert_eq!(mine, want.as_slice(), "lane {tig}");
+        }
+        let mut sorted = f.clone();
+        sorted.sort_by(f32::total_cmp);
+        assert_eq!(sorted, row, "a permutation");
+    }
 
     /// Position terms made from Q and K without their biases, plus `rel_bias`, are the terms
     /// made from Q and K with them, for every head and table row.

@@ -333,19 +333,23 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned int* a, unsign
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// DeBERTa's disentangled attention takes the same kernel with REL: each score also gets the
-// content→position term c2p[(head, b, i), t] and the position→content term p2c[(head, b, j), t],
-// t = rel_index[i - j + center] - lo, gathered from the tables cuBLAS made (see
-// `disentangled_softmax`, the split path, for their layout) plus what the query and key biases
-// add to the two (one value per table row), in f32 before the mask and the softmax: no score matrix, no probabilities
-// written, no context product.
+// DeBERTa's disentangled attention takes the same kernel with REL: each score (i, j) also gets
+// the content→position term (q_i + b_q)·pos_key[r] and the position→content term
+// (k_j + b_k)·pos_query[r], r = rel_index[i - j + center], over the score divisor, in f32 before
+// the mask and the softmax; both made inside the kernel on the tensor cores (no tables, no
+// score matrix, no probabilities written, no context product). `RelArgs`: each layer's
+// projected relative embeddings per head (`[heads, rows, DH]`, their projections' biases
+// included), stored in fragment order (see `fragment_order` in device.rs), and each distance's
+// row.
 struct RelArgs {
-    const unsigned short* c2p;
-    const unsigned short* p2c;
+    const unsigned short* pos_key;    // content -> position (c2p), or null
+    const unsigned short* pos_query;  // position -> content (p2c), or null
     const int* rel_index;
-    const float* rel_bias;
-    int rows, center, lo, W, use_c2p, use_p2c;
+    int rows, center, use_c2p, use_p2c;
 };
+// Per warp, the step's position terms by distance: rows of 16 (queries for c2p, keys for p2c)
+// by 32 distances, 39 floats apart (two-way bank conflicts at most, writes and reads).
+#define REL_STRIDE 39
 template <int DH, bool REL>
 __device__ void attention(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale,
                           unsigned short* out, RelArgs rel) {
@@ -354,6 +358,7 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
     // B operand); rows padded by 8 so the warps' fragment loads hit 32 different banks.
     __shared__ unsigned short ks[64 * (DH + 8)];
     __shared__ unsigned short vt[DH * (64 + 8)];
+    __shared__ float rel_s[REL ? 4 : 1][REL ? 2 * 16 * REL_STRIDE : 1];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int g = lane >> 2, tig = lane & 3;
     int head = blockIdx.y, b = blockIdx.z;
@@ -388,12 +393,9 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
 #pragma unroll
     for (int j = 0; j < DH / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m0 = -1e30f, m1 = -1e30f, l0 = 0.0f, l1 = 0.0f;
-    // DeBERTa: the first table row of this (head, sequence), the c2p rows of the warp's two query
-    // rows (past L clamped to the last), the head's biases from column 0, the farthest distance.
-    long long hb = ((long long)head * gridDim.z + b) * L;
-    const unsigned short* crow[2] = {REL ? rel.c2p + (hb + min(q0 + g, L - 1)) * (long long)rel.W : nullptr,
-                                     REL ? rel.c2p + (hb + min(q0 + g + 8, L - 1)) * (long long)rel.W : nullptr};
-    const float* tb = REL ? rel.rel_bias + head * rel.rows + rel.lo : nullptr;
+    // DeBERTa: the head's projected relative embeddings, the farthest distance.
+    const unsigned short* pos_k = REL && rel.use_c2p ? rel.pos_key + (long long)head * rel.rows * DH : nullptr;
+    const unsigned short* pos_q = REL && rel.use_p2c ? rel.pos_query + (long long)head * rel.rows * DH : nullptr;
     int dmax = L - 1;
     for (int t0 = 0; t0 < len; t0 += 64) {
         __syncthreads();  // every warp is done with the previous tile
@@ -404,6 +406,9 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                 const unsigned short* row = base + (long long)(t0 + key) * H3;
                 kv = *(const unsigned int*)(row + kc + 2 * pr);
                 vv = *(const unsigned int*)(row + vc + 2 * pr);
+                // DeBERTa's p2c term reads K with its bias (in Q Kᵀ it adds q·b_k to a whole
+                // row of scores, which the softmax cancels).
+                if (REL) kv = pack2(h2f((unsigned short)(kv & 0xffff)) + bias[kc + 2 * pr], h2f((unsigned short)(kv >> 16)) + bias[kc + 2 * pr + 1]);
             }
             *(unsigned int*)(ks + key * (DH + 8) + 2 * pr) = kv;
             vt[(2 * pr) * (64 + 8) + key] = (unsigned short)(vv & 0xffff);
@@ -422,47 +427,68 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                     mma16816(sc[j], qa[s], *(const unsigned int*)(kp + 16 * s), *(const unsigned int*)(kp + 16 * s + 8));
             }
             if (REL) {
-                // The thread's 8 scores (rows g and g + 8, keys 2·tig (+1) and 8 + 2·tig (+1))
-                // have 6 distances, base + 8, + 7, 0, -1, -8, -9: each one's column and bias, then
-                // every table value, loaded together. No branch per score (a branch around each
-                // made every score's two dependent loads wait for the last score's): rows past L,
-                // keys past len and their distances are clamped into the tables instead, and
-                // those scores are masked below or never written. The sums are the same as per
-                // score: bias, then c2p, then p2c.
-                static constexpr int SLOT[2][4] = {{2, 3, 0, 1}, {4, 5, 2, 3}};
-                static constexpr int OFF[6] = {8, 7, 0, -1, -8, -9};
-                int kb = t0 + k16 + 2 * tig;
-                int base = q0 + g - kb;
-                int tt[6];
-                float bs[6];
+                // The step's 16 queries and 16 keys have 31 distances, d = D0 + m for m < 31:
+                // the position terms by distance, as products on the tensor cores (c2p: the
+                // queries' fragments by the distances' key embeddings; p2c: the keys' by their
+                // query embeddings), through shared memory to the scores they belong to:
+                // score (i, j) reads c2p row i and p2c row j at m = 15 + i - j.
+                int D0 = q0 - (t0 + k16) - 15;
+                int my_row = __ldg(rel.rel_index + min(max(D0 + lane, -dmax), dmax) + rel.center);
+                float* cs = rel_s[warp];
+                float* ps = cs + 16 * REL_STRIDE;
+                __syncwarp();  // the previous step's reads are done
 #pragma unroll
-                for (int d = 0; d < 6; d++) tt[d] = __ldg(rel.rel_index + min(max(base + OFF[d], -dmax), dmax) + rel.center) - rel.lo;
+                for (int term = 0; term < 2; term++) {
+                    const unsigned short* pos = term == 0 ? pos_k : pos_q;
+                    if (pos == nullptr) continue;
+                    // A: Q's fragments (c2p, scaled already) or the step's keys' (p2c).
+                    unsigned int a[DH / 16][4];
 #pragma unroll
-                for (int d = 0; d < 6; d++) bs[d] = __ldg(tb + tt[d]);
-                float v[2][4];
+                    for (int s = 0; s < DH / 16; s++) {
+                        if (term == 0) {
+                            a[s][0] = qa[s][0]; a[s][1] = qa[s][1]; a[s][2] = qa[s][2]; a[s][3] = qa[s][3];
+                        } else {
+                            const unsigned short* kr = ks + (k16 + g) * (DH + 8) + 16 * s + tig * 2;
+                            a[s][0] = *(const unsigned int*)kr;
+                            a[s][1] = *(const unsigned int*)(kr + 8 * (DH + 8));
+                            a[s][2] = *(const unsigned int*)(kr + 8);
+                            a[s][3] = *(const unsigned int*)(kr + 8 * (DH + 8) + 8);
+                        }
+                    }
+                    float* dst = term == 0 ? cs : ps;
+                    float f = term == 0 ? 1.0f : scale;
+#pragma unroll
+                    for (int nt = 0; nt < 4; nt++) {
+                        // The embeddings are stored in fragment order: this lane's B words for
+                        // every k-step of distance 8·nt + g are DH/4 consecutive halves.
+                        const uint4* src = (const uint4*)(pos + __shfl_sync(0xffffffff, my_row, 8 * nt + g) * DH + tig * (DH / 4));
+                        unsigned int w[DH / 8];
+#pragma unroll
+                        for (int v = 0; v < DH / 32; v++) {
+                            uint4 x = __ldg(src + v);
+                            w[4 * v] = x.x; w[4 * v + 1] = x.y; w[4 * v + 2] = x.z; w[4 * v + 3] = x.w;
+                        }
+                        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                        for (int s = 0; s < DH / 16; s++) mma16816(acc, a[s], w[2 * s], w[2 * s + 1]);
+                        dst[g * REL_STRIDE + 8 * nt + 2 * tig] = acc[0] * f;
+                        dst[g * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[1] * f;
+                        dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig] = acc[2] * f;
+                        dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[3] * f;
+                    }
+                }
+                __syncwarp();
 #pragma unroll
                 for (int j = 0; j < 2; j++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) v[j][e] = bs[SLOT[j][e]];
-                if (rel.use_c2p) {
-#pragma unroll
-                    for (int j = 0; j < 2; j++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) v[j][e] += h2f(__ldg(crow[e >> 1] + tt[SLOT[j][e]]));
-                }
-                if (rel.use_p2c) {
-                    const unsigned short* pk[4];
-#pragma unroll
-                    for (int n = 0; n < 4; n++) pk[n] = rel.p2c + (hb + min(kb + (n & 1) + 8 * (n >> 1), len - 1)) * (long long)rel.W;
-#pragma unroll
-                    for (int j = 0; j < 2; j++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) v[j][e] += h2f(__ldg(pk[2 * j + (e & 1)] + tt[SLOT[j][e]]));
-                }
-#pragma unroll
-                for (int j = 0; j < 2; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) sc[j][e] += v[j][e];
+                    for (int e = 0; e < 4; e++) {
+                        int qi = g + 8 * (e >> 1), kj = 8 * j + 2 * tig + (e & 1);
+                        int m = 15 + qi - kj;
+                        float v = 0.0f;
+                        if (pos_k != nullptr) v += cs[qi * REL_STRIDE + m];
+                        if (pos_q != nullptr) v += ps[kj * REL_STRIDE + m];
+                        sc[j][e] += v;
+                    }
             }
             // Mask keys past the sequence, then the online softmax of rows g (c0, c1) and g+8 (c2, c3).
             float mx0 = -1e30f, mx1 = -1e30f;
@@ -534,15 +560,14 @@ extern "C" __global__ void attention32(const unsigned short* qkv, const float* b
 extern "C" __global__ void attention64(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale, unsigned short* out) {
     attention<64, false>(qkv, bias, lens, L, H, heads, scale, out, RelArgs{});
 }
-// At most 102 registers, so that five blocks share an SM (123 without the bound, four blocks:
-// about 3 % slower on an H200; the bound spills 52 bytes).
+// At most 128 registers, so that four blocks share an SM (130 without the bound, three
+// blocks; the bound spills 4 bytes).
 #define DEBERTA_ATTENTION(DH)                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(128, 5) deberta_attention##DH(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, \
-                                                     int heads, float scale, unsigned short* out, const unsigned short* c2p,    \
-                                                     const unsigned short* p2c, const int* rel_index, const float* rel_bias,     \
-                                                     int rows, int center, int lo, int W, int use_c2p, int use_p2c) {            \
-        attention<DH, true>(qkv, bias, lens, L, H, heads, scale, out,                                                           \
-                            RelArgs{c2p, p2c, rel_index, rel_bias, rows, center, lo, W, use_c2p, use_p2c});                       \
+    extern "C" __global__ void __launch_bounds__(128, 4) deberta_attention##DH(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, \
+                                                     int heads, float scale, unsigned short* out, const unsigned short* pos_key,  \
+                                                     const unsigned short* pos_query, const int* rel_index, int rows, int center, \
+                                                     int use_c2p, int use_p2c) {                                                   \
+        attention<DH, true>(qkv, bias, lens, L, H, heads, scale, out, RelArgs{pos_key, pos_query, rel_index, rows, center, use_c2p, use_p2c}); \
     }
 DEBERTA_ATTENTION(32)
 DEBERTA_ATTENTION(64)

@@ -70,6 +70,15 @@ pub(crate) struct RelTerms<'a> {
     pub(super) width: usize,
 }
 
+/// What the fused attention needs of a layer's DeBERTa position terms: its projected relative
+/// embeddings (`[heads, rows, head_dim]`, one per term the model has) and each distance's row.
+pub(crate) struct RelEmbeddings<'a> {
+    pub(super) pos_key: Option<&'a CudaSlice<f16>>,
+    pub(super) pos_query: Option<&'a CudaSlice<f16>>,
+    pub(super) rel_index: &'a CudaSlice<i32>,
+    pub(super) rows: usize,
+}
+
 /// Threads per block of the row kernels.
 const THREADS: u32 = 256;
 
@@ -213,9 +222,9 @@ impl Kernels {
     }
 
     /// `attention32` / `attention64(qkv, bias, lens, L, H, heads, scale, out)`, and with
-    /// DeBERTa's position terms (`rel`) `deberta_attention32` / `deberta_attention64(…, c2p,
-    /// p2c, rel_index, center, lo, W, use_c2p, use_p2c)`: a block of four warps per 64 queries
-    /// of one (sequence, head).
+    /// DeBERTa's position terms (`rel`) `deberta_attention32` / `deberta_attention64(…, pos_key,
+    /// pos_query, rel_index, rows, center, use_c2p, use_p2c)`: a block of four warps per 64
+    /// queries of one (sequence, head).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn attention(
         &self,
@@ -226,7 +235,7 @@ impl Kernels {
         b: usize,
         l: usize,
         d: &Dims,
-        rel: Option<&RelTerms>,
+        rel: Option<&RelEmbeddings>,
         out: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
         let f = match (d.head_dim, rel.is_some()) {
@@ -243,29 +252,27 @@ impl Kernels {
         let mut a = s.launch_builder(f);
         a.arg(qkv).arg(bias).arg(lens).arg(&l_i).arg(&h_i).arg(&heads_i).arg(&scale).arg(out);
         let center = rel.map_or(0, |r| (r.rel_index.len() / 2) as i32);
-        let (lo_i, w_i, rows_i) = rel.map_or((0, 0, 0), |r| (r.lo as i32, r.width as i32, r.rows as i32));
-        let (use_c2p, use_p2c) = rel.map_or((0, 0), |r| (i32::from(r.use_c2p), i32::from(r.use_p2c)));
+        let rows_i = rel.map_or(0, |r| r.rows as i32);
+        let (use_c2p, use_p2c) = rel.map_or((0, 0), |r| (i32::from(r.pos_key.is_some()), i32::from(r.pos_query.is_some())));
         if let Some(r) = rel {
             debug_assert!(l <= center as usize + 1);
-            debug_assert!(
-                (!r.use_c2p || r.c2p.len() >= b * d.heads * l * r.width) && (!r.use_p2c || r.p2c.len() >= b * d.heads * l * r.width)
-            );
-            a.arg(&r.c2p).arg(&r.p2c).arg(r.rel_index).arg(r.rel_bias).arg(&rows_i).arg(&center).arg(&lo_i).arg(&w_i);
+            let some = r.pos_key.or(r.pos_query).ok_or_else(|| EncoderError::Gpu("DeBERTa attention without position terms".into()))?;
+            debug_assert!([r.pos_key, r.pos_query].iter().flatten().all(|p| p.len() == d.heads * r.rows * d.head_dim));
+            // An absent term's pointer is never read (its flag is 0): the other one stands in.
+            a.arg(r.pos_key.unwrap_or(some)).arg(r.pos_query.unwrap_or(some)).arg(r.rel_index).arg(&rows_i).arg(&center);
             a.arg(&use_c2p).arg(&use_p2c);
         }
         let cfg = LaunchConfig { grid_dim: (l.div_ceil(64) as u32, d.heads as u32, b as u32), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: the C parameters of the variant matching the head size and `rel`, in order
         // and type (unsigned short* qkv, float* bias, int* lens, int L, int H, int heads, float
-        // scale, unsigned short* out; then for DeBERTa unsigned short* c2p, p2c, int*
-        // rel_index, float* rel_bias, int rows, int center, int lo, int W, int use_c2p, int
-        // use_p2c); block (x, head,
-        // seq) reads rows of sequence `seq` only (b × L rows of 3H) and only below L, and
-        // writes its queries' rows (below L) of `out` (b × L × H); lens holds b lengths ≤ L.
-        // Every 32-bit access is at an even element offset (H, L and the head size are even).
-        // DeBERTa's tables: as `disentangled_softmax` reads them (rows (head, seq, i) of W
-        // values, columns rel_index[i - j + center] - lo in [0, W) for i, j < L; rel_bias at
-        // those plus lo, below rows; an absent table is never read). Rows past L, keys past len
-        // and their distances are clamped below L, len and L - 1 before they index anything.
+        // scale, unsigned short* out; then for DeBERTa unsigned short* pos_key, pos_query, int*
+        // rel_index, int rows, int center, int use_c2p, int use_p2c); block (x, head, seq) reads
+        // rows of sequence `seq` only (b × L rows of 3H) and only below L, and writes its
+        // queries' rows (below L) of `out` (b × L × H); lens holds b lengths ≤ L. Every 32-bit
+        // access is at an even element offset (H, L and the head size are even). DeBERTa: each
+        // distance is clamped to ±(L - 1) before it indexes rel_index (2 · center + 1 entries,
+        // center ≥ L - 1), whose rows are below `rows`; pos_key and pos_query hold heads × rows
+        // × head_dim values (an absent one is never read).
         unsafe { a.launch(cfg) }.map(drop).map_err(driver("attention"))
     }
 

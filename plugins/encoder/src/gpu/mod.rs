@@ -66,6 +66,9 @@ pub(crate) struct GLayer {
     /// (content→position keys, position→content queries), when the model has the term.
     pub(crate) pos_key: Option<CudaSlice<f16>>,
     pub(crate) pos_query: Option<CudaSlice<f16>>,
+    /// The same in the fused attention's fragment order ([`device::fragment_order`]).
+    pub(crate) pos_key_frag: Option<CudaSlice<f16>>,
+    pub(crate) pos_query_frag: Option<CudaSlice<f16>>,
     /// DeBERTa: what the query and key biases add to a score's position terms, per head and
     /// table row: `[heads, 2 × span]` ([`device::rel_bias`]; one zero for other models).
     pub(crate) rel_bias: CudaSlice<f32>,
@@ -133,10 +136,13 @@ impl RelDims {
 }
 
 /// The attention buffers of a pass of `b` sequences of `l` tokens: (scores, position-term
-/// values). The fused kernel needs no scores; DeBERTa needs its position terms either way.
+/// values). The fused kernel needs neither (it makes DeBERTa's position terms itself); the
+/// split path needs both.
 fn attention_buffers(head_dim: usize, heads: usize, rel: Option<RelDims>, b: usize, l: usize) -> (usize, usize) {
-    let scores = if fused_attention(head_dim, b) { 0 } else { b * heads * l * l };
-    (scores, rel.map_or(0, |r| r.terms() * b * heads * l * r.rows))
+    if fused_attention(head_dim, b) {
+        return (0, 0);
+    }
+    (b * heads * l * l, rel.map_or(0, |r| r.terms() * b * heads * l * r.rows))
 }
 
 impl Workspace {
@@ -491,18 +497,16 @@ impl GpuModel {
             self.mark(marks, "gemm qkv")?;
             self.matmul(&layer.qkv, &ws.x, t, &mut ws.qkv)?;
             if fused {
-                // DeBERTa: its position terms' tables by cuBLAS, straight from the QKV
-                // product; the kernel adds them to its scores.
-                let window = match d.rel {
-                    Some(r) => {
-                        self.mark(marks, "gemm positions")?;
-                        Some((r, self.position_terms(ws, layer, r, b, l)?))
-                    }
-                    None => None,
-                };
-                let terms = window.map(|(r, w)| self.rel_terms(&ws.rel, layer, r, w));
+                // DeBERTa: the kernel makes its position terms itself, from the layer's
+                // projected relative embeddings.
+                let rel = d.rel.map(|r| launch::RelEmbeddings {
+                    pos_key: layer.pos_key_frag.as_ref().filter(|_| r.c2p),
+                    pos_query: layer.pos_query_frag.as_ref().filter(|_| r.p2c),
+                    rel_index: &self.rel_index,
+                    rows: r.rows,
+                });
                 self.mark(marks, "attention")?;
-                k.attention(&self.dev.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, terms.as_ref(), &mut ws.merged)?;
+                k.attention(&self.dev.stream, &ws.qkv, &layer.qkv.b, lens, b, l, &d, rel.as_ref(), &mut ws.merged)?;
             } else {
                 self.split_attention(ws, layer, lens, b, l, marks)?;
             }
