@@ -483,7 +483,8 @@ impl<M: Elem> Weights<M> {
                     + lin(&l.down)
                     + norm(&l.attn_norm)
                     + norm(&l.out_norm)
-                    + (l.pos_key.len() + l.pos_query.len()) * 2
+                    // fp16, twice: as cuBLAS reads them and in the fused attention's fragment order
+                    + (l.pos_key.len() + l.pos_query.len()) * 2 * 2
             })
             .sum();
         (self.word.len() + self.position.len() + self.token_type.len()) * 2 + norm(&self.embed_norm) + layers
