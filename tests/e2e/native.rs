@@ -21,22 +21,26 @@ fn native_plugins() -> &'static (PathBuf, PathBuf) {
         let future = target.join("future");
         std::fs::create_dir_all(&plugins).unwrap();
         std::fs::create_dir_all(&future).unwrap();
-        std::fs::copy(built.join("libnative_probe.so"), plugins.join("libnative_probe.so")).unwrap();
+        install_library(&built.join("libnative_probe.so"), &plugins.join("libnative_probe.so"));
         // A WASM stage built natively (for `curator-host bench`), kept apart from the probes.
         let catalogue = target.join("catalogue");
         std::fs::create_dir_all(&catalogue).unwrap();
-        std::fs::copy(built.join("libword_count_filter.so"), catalogue.join("libword_count_filter.so")).unwrap();
+        install_library(&built.join("libword_count_filter.so"), &catalogue.join("libword_count_filter.so"));
+        // Compiled beside and renamed over (as `install_library` does): other test processes
+        // may be listing or running the directory's plugins meanwhile.
         let cc = |out: &Path, extra: &[&str]| {
+            let part = out.with_extension(format!("so.{}", std::process::id()));
             let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
                 .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-I"])
                 .arg(root.join("sdk/include"))
                 .args(extra)
                 .arg(root.join("tests/native/c/passthrough.c"))
                 .arg("-o")
-                .arg(out)
+                .arg(&part)
                 .status()
                 .expect("cannot run cc (a C compiler is needed for the C plugin test)");
             assert!(status.success(), "compiling the C plugin failed");
+            std::fs::rename(&part, out).unwrap();
         };
         cc(&plugins.join("libc_passthrough.so"), &[]);
         cc(&future.join("libc_future.so"), &["-DPROBE_ABI_MAJOR=99"]);

@@ -40,9 +40,20 @@ pub fn native_plugins_dir(name: &str, packages: &[&str]) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     for p in packages {
         let file = format!("lib{p}.so");
-        std::fs::copy(built.join(&file), dir.join(&file)).unwrap();
+        install_library(&built.join(&file), &dir.join(&file));
     }
     dir
+}
+
+/// Put a shared library at `to`, copied beside it and renamed over: test processes running at
+/// once (nextest runs each test in its own) may have workers with the old file mapped, and a
+/// copy in place would rewrite the pages under them (they die of SIGBUS); a rename leaves
+/// their file whole.
+pub fn install_library(from: &Path, to: &Path) {
+    let name = to.file_name().expect("a file name").to_string_lossy();
+    let part = to.with_file_name(format!(".{name}.{}", std::process::id()));
+    std::fs::copy(from, &part).unwrap();
+    std::fs::rename(&part, to).unwrap();
 }
 
 /// The directory holding `lib<package>.so` for every package of `packages`, built from source.
