@@ -5,7 +5,8 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
+use arrow_array::builder::BinaryBuilder;
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
@@ -101,7 +102,13 @@ impl WebdatasetReader {
 /// Documents as the reader's batch: id, text, `_meta`, image, packed members.
 pub(crate) fn batch(docs: &[Doc]) -> Result<RecordBatch, arrow_schema::ArrowError> {
     let strings = |f: fn(&Doc) -> &str| Arc::new(docs.iter().map(f).map(Some).collect::<StringArray>()) as ArrayRef;
-    let binary = |f: fn(&Doc) -> &[u8]| Arc::new(BinaryArray::from_iter_values(docs.iter().map(f))) as ArrayRef;
+    // Sized to the bytes once: a batch carries ~32 MiB of images, which a growing builder
+    // would copy again at every doubling (and fault in the pages each time).
+    let binary = |f: fn(&Doc) -> &[u8]| {
+        let mut b = BinaryBuilder::with_capacity(docs.len(), docs.iter().map(|d| f(d).len()).sum());
+        docs.iter().for_each(|d| b.append_value(f(d)));
+        Arc::new(b.finish()) as ArrayRef
+    };
     let columns = vec![strings(|d| &d.id), strings(|d| &d.text), strings(|d| &d.meta), binary(|d| &d.image), binary(|d| &d.sample)];
     RecordBatch::try_new(schema(), columns)
 }
@@ -115,7 +122,7 @@ impl Doc {
 
 /// A sample (members with one key, in order) as a document, or its key and why not; `url`:
 /// where it was read (`__url__`: the shard, or the image file of a folder).
-pub(crate) fn document(members: Vec<(String, Vec<u8>)>, url: &str) -> Result<Doc, (String, String)> {
+pub(crate) fn document(mut members: Vec<(String, Vec<u8>)>, url: &str) -> Result<Doc, (String, String)> {
     let key = members.first().and_then(|(p, _)| split_key(p)).map(|(k, _)| k.to_string()).unwrap_or_default();
     let fail = |reason: String| (key.clone(), reason);
     let ext = |p: &str| split_key(p).map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
@@ -147,13 +154,10 @@ pub(crate) fn document(members: Vec<(String, Vec<u8>)>, url: &str) -> Result<Doc
     }
     let packed: Vec<(&str, Option<&[u8]>)> =
         members.iter().enumerate().map(|(i, (p, d))| (p.as_str(), (i != img).then_some(d.as_slice()))).collect();
-    Ok(Doc {
-        id: key.clone(),
-        text: text.unwrap_or_default(),
-        meta: serde_json::Value::Object(meta).to_string(),
-        sample: pack(&packed),
-        image: members[img].1.clone(),
-    })
+    let sample = pack(&packed);
+    // The image moves into the document (the packed members hold a placeholder for it).
+    let image = std::mem::take(&mut members[img].1);
+    Ok(Doc { id: key, text: text.unwrap_or_default(), meta: serde_json::Value::Object(meta).to_string(), sample, image })
 }
 
 /// The reader's columns: id, text, `_meta`, then the image and the packed members.
