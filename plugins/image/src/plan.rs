@@ -108,12 +108,142 @@ impl Processor {
     }
 }
 
+/// Taps of the horizontal pass come in whole groups of this many: the i32 lanes of a 256-bit
+/// vector.
+const GROUP: usize = 8;
+
+/// The horizontal pass laid out for contiguous dot products: output pixel `x` is, per channel,
+/// the sum over one window of a source row's pixels, `[start[x], start[x] + taps)`, times
+/// `weights[x * taps..(x + 1) * taps]` (zero where no tap falls). A window is a whole number
+/// of [`GROUP`]s and lies inside the row (moved left at the row's end, the weights with it), so
+/// there is no index to clamp and the sums are exactly the taps'.
+struct Windows {
+    start: Vec<usize>,
+    taps: usize,
+    weights: Vec<i32>,
+}
+
+impl Windows {
+    /// `None` where a window would not fit in a row (images a few pixels wide).
+    fn new(axis: &Axis, width: usize) -> Option<Windows> {
+        let taps = axis.k.next_multiple_of(GROUP);
+        if taps > width {
+            return None;
+        }
+        let outputs = axis.first.len();
+        let (mut start, mut weights) = (Vec::with_capacity(outputs), vec![0; outputs * taps]);
+        for (x, w) in weights.chunks_exact_mut(taps).enumerate() {
+            let first = axis.first[x] as usize;
+            let at = first.min(width - taps);
+            // A tap with a weight lies inside the image, so inside the window; the axis' zero
+            // padding past Pillow's taps may not, and adds nothing.
+            for (j, &k) in axis.weights[x * axis.k..(x + 1) * axis.k].iter().enumerate() {
+                if k != 0 {
+                    w[first - at + j] = k;
+                }
+            }
+            start.push(at);
+        }
+        Some(Windows { start, taps, weights })
+    }
+
+    /// Every row, portably: `tmp`'s rows (`out_row` bytes each) from the image's rows from `row_lo`.
+    fn rows(&self, img: &Rgb8, row_lo: usize, tmp: &mut [u8], out_row: usize) {
+        let src_row = img.width * 3;
+        for (r, dst) in tmp.chunks_exact_mut(out_row).enumerate() {
+            let src = &img.data[(row_lo + r) * src_row..(row_lo + r + 1) * src_row];
+            for ((out, &at), w) in dst.chunks_exact_mut(3).zip(&self.start).zip(self.weights.chunks_exact(self.taps)) {
+                let mut acc = [HALF; 3];
+                for (px, &k) in src[at * 3..(at + self.taps) * 3].chunks_exact(3).zip(w) {
+                    for (a, &p) in acc.iter_mut().zip(px) {
+                        *a += i32::from(p) * k;
+                    }
+                }
+                out.copy_from_slice(&acc.map(clip8));
+            }
+        }
+    }
+
+    /// [`Windows::rows`] with AVX2: per group of 8 pixels, their 24 bytes split into the three
+    /// channels (byte shuffles), widened to i32 and multiplied by the 8 weights; the three sums
+    /// reduced together, shifted and clamped to bytes by saturating packs (`clip8`'s values).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn rows_avx2(&self, img: &Rgb8, row_lo: usize, tmp: &mut [u8], out_row: usize) {
+        use std::arch::x86_64::*;
+        // Where each channel's bytes of a group lie: in its first 16 bytes, and in its last 8
+        // (-1: none, pshufb writes a zero).
+        const LO: [[i8; 16]; 3] = [
+            [0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1],
+            [1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1],
+            [2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1],
+        ];
+        const HI: [[i8; 16]; 3] = [
+            [-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1],
+            [-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1],
+            [-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1],
+        ];
+        let mask = |m: &[i8; 16]| {
+            _mm_setr_epi8(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15])
+        };
+        let (lo, hi) = (LO.map(|m| mask(&m)), HI.map(|m| mask(&m)));
+        let src_row = img.width * 3;
+        for (r, dst) in tmp.chunks_exact_mut(out_row).enumerate() {
+            let src = &img.data[(row_lo + r) * src_row..(row_lo + r + 1) * src_row];
+            for ((out, &at), w) in dst.chunks_exact_mut(3).zip(&self.start).zip(self.weights.chunks_exact(self.taps)) {
+                let window = &src[at * 3..(at + self.taps) * 3];
+                let mut acc = [_mm256_setzero_si256(); 3];
+                for (px, ws) in window.chunks_exact(3 * GROUP).zip(w.chunks_exact(GROUP)) {
+                    // SAFETY: `px` is 24 bytes: 16 read from its start, 8 from its 16th byte;
+                    // `ws` is 8 i32 (unaligned loads).
+                    let (first, last, k) = unsafe {
+                        (
+                            _mm_loadu_si128(px.as_ptr().cast()),
+                            _mm_loadl_epi64(px.as_ptr().add(16).cast()),
+                            _mm256_loadu_si256(ws.as_ptr().cast()),
+                        )
+                    };
+                    for c in 0..3 {
+                        let bytes = _mm_or_si128(_mm_shuffle_epi8(first, lo[c]), _mm_shuffle_epi8(last, hi[c]));
+                        acc[c] = _mm256_add_epi32(acc[c], _mm256_mullo_epi32(_mm256_cvtepu8_epi32(bytes), k));
+                    }
+                }
+                // [r g b 0] from the three vectors' lanes, plus Pillow's rounding offset.
+                let rg = _mm256_hadd_epi32(acc[0], acc[1]);
+                let b0 = _mm256_hadd_epi32(acc[2], _mm256_setzero_si256());
+                let rgb = _mm256_hadd_epi32(rg, b0);
+                let sum = _mm_add_epi32(_mm256_castsi256_si128(rgb), _mm256_extracti128_si256::<1>(rgb));
+                let shifted = _mm_srai_epi32::<{ PRECISION_BITS as i32 }>(_mm_add_epi32(sum, _mm_set1_epi32(HALF)));
+                let bytes = _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(shifted, shifted), _mm_setzero_si128())).to_le_bytes();
+                out.copy_from_slice(&bytes[..3]);
+            }
+        }
+    }
+}
+
 impl Plan {
     /// The horizontal pass: the plan's `rows` rows, `out_width` pixels each (RGB bytes).
     pub fn horizontal_pass(&self, img: &Rgb8) -> Vec<u8> {
         let w = self.out_width;
         let mut tmp = vec![0u8; self.rows * w * 3];
-        for (r, dst) in tmp.chunks_exact_mut(w * 3).enumerate() {
+        let Some(windows) = Windows::new(&self.horizontal, img.width) else {
+            self.horizontal_taps(img, &mut tmp);
+            return tmp;
+        };
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { windows.rows_avx2(img, self.row_lo, &mut tmp, w * 3) };
+            return tmp;
+        }
+        windows.rows(img, self.row_lo, &mut tmp, w * 3);
+        tmp
+    }
+
+    /// [`Plan::horizontal_pass`] tap by tap, each index clamped: what the windows compute, the
+    /// path of images too narrow for them, and the baseline of `benches/preprocess.rs`.
+    pub fn horizontal_taps(&self, img: &Rgb8, tmp: &mut [u8]) {
+        for (r, dst) in tmp.chunks_exact_mut(self.out_width * 3).enumerate() {
             let src = &img.data[(self.row_lo + r) * img.width * 3..(self.row_lo + r + 1) * img.width * 3];
             for (x, out) in dst.chunks_exact_mut(3).enumerate() {
                 let mut acc = [HALF; 3];
@@ -125,7 +255,6 @@ impl Plan {
                 out.copy_from_slice(&acc.map(clip8));
             }
         }
-        tmp
     }
 
     /// The model's input for `img` (`[3 × out_height × out_width]`, channels first) into `out`,
@@ -183,6 +312,30 @@ mod tests {
             p.full_pixel_values_into(&img, &mut full);
             assert_eq!(planned, full, "{w}x{h}");
             assert!(plan.rows <= h && plan.row_lo + plan.rows <= h, "{w}x{h}: rows {} + {}", plan.row_lo, plan.rows);
+        }
+    }
+
+    /// The windows (contiguous dot products, AVX2 where the CPU has it, and the portable build of
+    /// the same code) give the taps' bytes: windows moved left at the row's end, taps whose
+    /// weights round to zero, images too narrow for a window (the taps' path itself).
+    #[test]
+    fn the_windowed_horizontal_pass_equals_the_taps() {
+        let mut shapes = vec![(1920, 1080), (1080, 1920), (640, 480), (225, 224), (4000, 300), (5, 300), (9, 40), (8, 8), (300, 7)];
+        shapes.extend((0..40).map(|i| (20 + i * 37 % 500, 30 + i * 53 % 400)));
+        for size in [224, 24, 336] {
+            let p = Processor::clip(size);
+            for &(w, h) in &shapes {
+                let Some(plan) = p.plan(w, h) else { continue };
+                let img = noise(w, h, (w * 7 + h) as u32);
+                let mut taps = vec![0u8; plan.rows * plan.out_width * 3];
+                plan.horizontal_taps(&img, &mut taps);
+                assert_eq!(plan.horizontal_pass(&img), taps, "{w}x{h} to {size}");
+                if let Some(windows) = Windows::new(&plan.horizontal, w) {
+                    let mut portable = vec![0u8; taps.len()];
+                    windows.rows(&img, plan.row_lo, &mut portable, plan.out_width * 3);
+                    assert_eq!(portable, taps, "{w}x{h} to {size}, portable");
+                }
+            }
         }
     }
 
