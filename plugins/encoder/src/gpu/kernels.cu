@@ -1,7 +1,15 @@
 // The encoder's CUDA kernels, compiled at run time by NVRTC (gpu/mod.rs::kernels_ptx); each
 // `extern "C"` signature here is matched by one typed launcher in gpu/launch.rs.
+//
+// The same source also compiles as C++ on the CPU under `CURATOR_EMULATED_CUDA`
+// (tests/emulate/cuda.h: each thread of a block a CPU thread, warps' collectives and the
+// tensor cores' mma emulated), where tests run the kernels against plain references: the only
+// GPU-specific code that then changes is the inline PTX below.
+#ifndef CURATOR_EMULATED_CUDA
 __device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#define DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024).
 __device__ float block_sum(float v, float* shared) {
@@ -38,7 +46,7 @@ __device__ void norm_row(float* row, int n, const float* gamma, const float* bet
 extern "C" __global__ void embed(const int* ids, int L, int vocab, int max_pos, int pos_offset, const unsigned short* word,
                                  const unsigned short* pos, const unsigned short* type0, const float* gamma, const float* beta,
                                  float eps, int H, unsigned short* out, float* res) {
-    extern __shared__ float row[];
+    DYNAMIC_SHARED(float, row);
     __shared__ float red[32];
     int t = blockIdx.x;
     int id = ids[t];
@@ -56,7 +64,7 @@ extern "C" __global__ void embed(const int* ids, int L, int vocab, int max_pos, 
 // same in fp16 for the next product. One block per row.
 extern "C" __global__ void add_norm(const unsigned short* x, const float* bias, float* res, const float* gamma, const float* beta,
                                     float eps, int H, unsigned short* out) {
-    extern __shared__ float row[];
+    DYNAMIC_SHARED(float, row);
     __shared__ float red[32];
     long long base = (long long)blockIdx.x * H;
     for (int j = threadIdx.x; j < H; j += blockDim.x) row[j] = h2f(x[base + j]) + bias[j] + res[base + j];
@@ -69,7 +77,7 @@ extern "C" __global__ void add_norm(const unsigned short* x, const float* bias, 
 // rows past the tokens). One block per row.
 extern "C" __global__ void patch_embed(const unsigned short* a, const unsigned short* table, int period, const float* gamma,
                                        const float* beta, float eps, int H, unsigned short* x) {
-    extern __shared__ float row[];
+    DYNAMIC_SHARED(float, row);
     __shared__ float red[32];
     long long base = (long long)blockIdx.x * H;
     long long p = (long long)(blockIdx.x % period) * H;
@@ -82,7 +90,7 @@ extern "C" __global__ void patch_embed(const unsigned short* a, const unsigned s
 // PyTorch keeps it); then out[t] = LayerNorm(x[t]). One block per row.
 extern "C" __global__ void residual_norm(const unsigned short* a, const float* bias, int add, unsigned short* x, const float* gamma,
                                          const float* beta, float eps, int H, unsigned short* out) {
-    extern __shared__ float row[];
+    DYNAMIC_SHARED(float, row);
     __shared__ float red[32];
     long long base = (long long)blockIdx.x * H;
     for (int j = threadIdx.x; j < H; j += blockDim.x) {
@@ -328,11 +336,13 @@ extern "C" __global__ void pool(const float* x, const int* lens, int L, int H, i
 __device__ __forceinline__ unsigned int pack2(float lo, float hi) {
     return (unsigned int)f2h(lo) | ((unsigned int)f2h(hi) << 16);
 }
+#ifndef CURATOR_EMULATED_CUDA
 __device__ __forceinline__ void mma16816(float* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif
 // DeBERTa's disentangled attention takes the same kernel with REL: each score (i, j) also gets
 // the content→position term (q_i + b_q)·pos_key[r] and the position→content term
 // (k_j + b_k)·pos_query[r], r = rel_index[i - j + center], over the score divisor, in f32 before
