@@ -360,7 +360,12 @@ struct RelArgs {
 // Per warp, the step's position terms by distance: rows of 16 (queries for c2p, keys for p2c)
 // by 32 distances, 39 floats apart (two-way bank conflicts at most, writes and reads).
 #define REL_STRIDE 39
-template <int DH, bool REL>
+// REUSE (DeBERTa only): a warp's queries are the same at every step and each step's 32
+// distances are the previous step's less 16, so c2p's half of them were made one step before.
+// Its 32 columns are then a ring, distance d in column d & 31: the first step makes all 32, each
+// later one the 16 new ones (in the columns of the 16 no longer needed), halving c2p's products,
+// embedding loads and stores.
+template <int DH, bool REL, bool REUSE = false>
 __device__ void attention(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale,
                           unsigned short* out, RelArgs rel) {
     // The block's keys and values, 64 at a time, shared by its four warps: K as rows, V
@@ -467,8 +472,10 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                     }
                     float* dst = term == 0 ? cs : ps;
                     float f = term == 0 ? 1.0f : scale;
+                    bool ring = REUSE && term == 0;
 #pragma unroll
                     for (int nt = 0; nt < 4; nt++) {
+                        if (ring && nt >= 2 && (t0 > 0 || k16 > 0)) continue;  // made one step before
                         // The embeddings are stored in fragment order: this lane's B words for
                         // every k-step of distance 8·nt + g are DH/4 consecutive halves.
                         const uint4* src = (const uint4*)(pos + __shfl_sync(0xffffffff, my_row, 8 * nt + g) * DH + tig * (DH / 4));
@@ -481,10 +488,19 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
                         for (int s = 0; s < DH / 16; s++) mma16816(acc, a[s], w[2 * s], w[2 * s + 1]);
-                        dst[g * REL_STRIDE + 8 * nt + 2 * tig] = acc[0] * f;
-                        dst[g * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[1] * f;
-                        dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig] = acc[2] * f;
-                        dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[3] * f;
+                        if (ring) {
+                            // Distance D0 + c in column (D0 + c) & 31.
+                            int c0 = (D0 + 8 * nt + 2 * tig) & 31, c1 = (D0 + 8 * nt + 2 * tig + 1) & 31;
+                            dst[g * REL_STRIDE + c0] = acc[0] * f;
+                            dst[g * REL_STRIDE + c1] = acc[1] * f;
+                            dst[(g + 8) * REL_STRIDE + c0] = acc[2] * f;
+                            dst[(g + 8) * REL_STRIDE + c1] = acc[3] * f;
+                        } else {
+                            dst[g * REL_STRIDE + 8 * nt + 2 * tig] = acc[0] * f;
+                            dst[g * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[1] * f;
+                            dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig] = acc[2] * f;
+                            dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[3] * f;
+                        }
                     }
                 }
                 __syncwarp();
@@ -495,7 +511,7 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                         int qi = g + 8 * (e >> 1), kj = 8 * j + 2 * tig + (e & 1);
                         int m = 15 + qi - kj;
                         float v = 0.0f;
-                        if (pos_k != nullptr) v += cs[qi * REL_STRIDE + m];
+                        if (pos_k != nullptr) v += cs[qi * REL_STRIDE + (REUSE ? (D0 + m) & 31 : m)];
                         if (pos_q != nullptr) v += ps[kj * REL_STRIDE + m];
                         sc[j][e] += v;
                     }
@@ -572,15 +588,19 @@ extern "C" __global__ void attention64(const unsigned short* qkv, const float* b
 }
 // At most 128 registers, so that four blocks share an SM (the bound spills 12 bytes; at three
 // blocks, 130 registers and no spill, the forward pass took 2.87 s against 2.75 s on an H200).
-#define DEBERTA_ATTENTION(DH)                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(128, 4) deberta_attention##DH(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, \
+#define DEBERTA_ATTENTION(NAME, DH, REUSE)                                                                                      \
+    extern "C" __global__ void __launch_bounds__(128, 4) NAME(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, \
                                                      int heads, float scale, unsigned short* out, const unsigned short* pos_key,  \
                                                      const unsigned short* pos_query, const int* rel_index, int rows, int center, \
                                                      int use_c2p, int use_p2c) {                                                   \
-        attention<DH, true>(qkv, bias, lens, L, H, heads, scale, out, RelArgs{pos_key, pos_query, rel_index, rows, center, use_c2p, use_p2c}); \
+        attention<DH, true, REUSE>(qkv, bias, lens, L, H, heads, scale, out, RelArgs{pos_key, pos_query, rel_index, rows, center, use_c2p, use_p2c}); \
     }
-DEBERTA_ATTENTION(32)
-DEBERTA_ATTENTION(64)
+DEBERTA_ATTENTION(deberta_attention32, 32, false)
+DEBERTA_ATTENTION(deberta_attention64, 64, false)
+// c2p made once per distance (REUSE above); chosen by CURATOR_ENCODER_C2P_RING until a GPU
+// machine has timed it against the kernels above.
+DEBERTA_ATTENTION(deberta_attention32_ring, 32, true)
+DEBERTA_ATTENTION(deberta_attention64_ring, 64, true)
 
 // DeBERTa's disentangled attention, one warp per row of scores [B * heads * L, L] (Q Kᵀ,
 // already scaled): adds the content→position term c2p[(head, b, i), idx(i - j)] and the

@@ -30,6 +30,8 @@ pub(crate) struct Kernels {
     pub(super) disentangled_softmax: CudaFunction,
     pub(super) deberta_attention32: CudaFunction,
     pub(super) deberta_attention64: CudaFunction,
+    pub(super) deberta_attention32_ring: CudaFunction,
+    pub(super) deberta_attention64_ring: CudaFunction,
     /// CLIP's vision tower: embeddings + pre-norm, and the pre-norm layers' residual + norm.
     pub(super) patch_embed: CudaFunction,
     pub(super) residual_norm: CudaFunction,
@@ -83,6 +85,16 @@ pub(crate) struct RelEmbeddings<'a> {
 const THREADS: u32 = 256;
 
 /// One block per row, `floats` floats of shared memory (the row kernels' layout).
+/// Whether DeBERTa's fused attention runs its `_ring` kernels (`CURATOR_ENCODER_C2P_RING` set):
+/// the content → position products made once per distance and kept from step to step, not
+/// made again for each 16 keys. Checked on CI by `tests/kernel_emulation.rs`; not the default
+/// until a GPU machine has timed the two against each other (`gpu-deberta.sh run` with
+/// `BASELINE_ENV=CURATOR_ENCODER_C2P_RING=1`). Read once.
+fn c2p_ring() -> bool {
+    static RING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RING.get_or_init(|| std::env::var_os("CURATOR_ENCODER_C2P_RING").is_some())
+}
+
 fn rows_cfg(rows: usize, floats: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: (floats * 4) as u32 }
 }
@@ -105,6 +117,8 @@ impl Kernels {
             disentangled_softmax: f("disentangled_softmax")?,
             deberta_attention32: f("deberta_attention32")?,
             deberta_attention64: f("deberta_attention64")?,
+            deberta_attention32_ring: f("deberta_attention32_ring")?,
+            deberta_attention64_ring: f("deberta_attention64_ring")?,
             patch_embed: f("patch_embed")?,
             residual_norm: f("residual_norm")?,
             residual_norm_warp: f("residual_norm_warp")?,
@@ -238,12 +252,14 @@ impl Kernels {
         rel: Option<&RelEmbeddings>,
         out: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
-        let f = match (d.head_dim, rel.is_some()) {
-            (32, false) => &self.attention32,
-            (64, false) => &self.attention64,
-            (32, true) => &self.deberta_attention32,
-            (64, true) => &self.deberta_attention64,
-            (other, _) => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
+        let f = match (d.head_dim, rel.is_some(), c2p_ring()) {
+            (32, false, _) => &self.attention32,
+            (64, false, _) => &self.attention64,
+            (32, true, false) => &self.deberta_attention32,
+            (64, true, false) => &self.deberta_attention64,
+            (32, true, true) => &self.deberta_attention32_ring,
+            (64, true, true) => &self.deberta_attention64_ring,
+            (other, ..) => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
         };
         let (l_i, h_i, heads_i) = (l as i32, d.hidden as i32, d.heads as i32);
         let scale = 1.0 / d.rel.map_or((d.head_dim as f32).sqrt(), |r| r.scale);

@@ -791,6 +791,8 @@ mod tests {
             "disentangled_softmax",
             "deberta_attention32",
             "deberta_attention64",
+            "deberta_attention32_ring",
+            "deberta_attention64_ring",
             "patch_embed",
             "residual_norm",
             "residual_norm_warp",

@@ -1,6 +1,7 @@
 // The fused attention kernels of src/gpu/kernels.cu run on the CPU (cuda.h) against a plain
 // reference: `attention64` (BERT's) and `deberta_attention64` (DeBERTa's, with the content ->
-// position and position -> content terms made in the kernel, one or both), on a batch of two
+// position and position -> content terms made in the kernel, one or both; and its `_ring`
+// variant, which keeps the content -> position products from step to step), on a batch of two
 // sequences whose lengths are not multiples of the kernel's tiles, with a bucketed distance ->
 // row map that sends far distances to shared rows. The reference takes fp16 where the kernel
 // does (Q with its bias and scale, K with its bias for the position -> content term) and sums
@@ -46,7 +47,7 @@ std::vector<unsigned short> fragment_order(const std::vector<unsigned short>& ro
 
 struct Case {
     const char* name;
-    bool rel, c2p, p2c;
+    bool rel, c2p, p2c, ring;
 };
 
 double run(const Case& c) {
@@ -80,8 +81,9 @@ double run(const Case& c) {
     dim3 grid{(unsigned)((L + 63) / 64), (unsigned)heads, (unsigned)B}, block{128, 1, 1};
     if (c.rel)
         emulate_launch(grid, block, [&] {
-            deberta_attention64(qkv.data(), bias.data(), lens, L, H, heads, scale, out.data(), c.c2p ? pk_frag.data() : nullptr,
-                                c.p2c ? pq_frag.data() : nullptr, rel_index.data(), rows, center, c.c2p, c.p2c);
+            auto kernel = c.ring ? deberta_attention64_ring : deberta_attention64;
+            kernel(qkv.data(), bias.data(), lens, L, H, heads, scale, out.data(), c.c2p ? pk_frag.data() : nullptr,
+                   c.p2c ? pq_frag.data() : nullptr, rel_index.data(), rows, center, c.c2p, c.p2c);
         });
     else
         emulate_launch(grid, block, [&] { attention64(qkv.data(), bias.data(), lens, L, H, heads, scale, out.data()); });
@@ -126,10 +128,12 @@ double run(const Case& c) {
 
 int main() {
     const Case cases[] = {
-        {"attention64 (BERT)", false, false, false},
-        {"deberta_attention64, c2p + p2c", true, true, true},
-        {"deberta_attention64, c2p only", true, true, false},
-        {"deberta_attention64, p2c only", true, false, true},
+        {"attention64 (BERT)", false, false, false, false},
+        {"deberta_attention64, c2p + p2c", true, true, true, false},
+        {"deberta_attention64, c2p only", true, true, false, false},
+        {"deberta_attention64, p2c only", true, false, true, false},
+        {"deberta_attention64_ring, c2p + p2c", true, true, true, true},
+        {"deberta_attention64_ring, c2p only", true, true, false, true},
     };
     int failed = 0;
     for (const Case& c : cases) {
