@@ -31,5 +31,5 @@ fn the_fused_attention_kernels_match_a_plain_reference_on_emulated_warps() {
     let report = String::from_utf8_lossy(&run.stdout);
     println!("{report}");
     assert!(run.status.success(), "a kernel differs from its reference:\n{report}{}", String::from_utf8_lossy(&run.stderr));
-    assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), 6, "six cases, each within its tolerance:\n{report}");
+    assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), 9, "nine cases, each within its tolerance:\n{report}");
 }

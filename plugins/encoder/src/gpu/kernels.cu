@@ -360,6 +360,32 @@ struct RelArgs {
 // Per warp, the step's position terms by distance: rows of 16 (queries for c2p, keys for p2c)
 // by 32 distances, 39 floats apart (two-way bank conflicts at most, writes and reads).
 #define REL_STRIDE 39
+// DeBERTa with REUSE (below): c2p's n-tiles [NT0, NT1) of the distances D0 + 8 nt + (0..7) (lane
+// l's embedding row, that of distance D0 + l, in `my_row`), the products of the queries'
+// fragments `qa` and the distances' key embeddings, into the warp's ring `cs`: distance d in
+// column d & 31.
+template <int DH>
+__device__ __forceinline__ void c2p_ring_tiles(const unsigned int (*qa)[4], const unsigned short* pos_k, int my_row, int D0, int nt0,
+                                               int nt1, float* cs, int g, int tig) {
+#pragma unroll
+    for (int nt = nt0; nt < nt1; nt++) {
+        const uint4* src = (const uint4*)(pos_k + __shfl_sync(0xffffffff, my_row, 8 * nt + g) * DH + tig * (DH / 4));
+        unsigned int w[DH / 8];
+#pragma unroll
+        for (int v = 0; v < DH / 32; v++) {
+            uint4 x = __ldg(src + v);
+            w[4 * v] = x.x; w[4 * v + 1] = x.y; w[4 * v + 2] = x.z; w[4 * v + 3] = x.w;
+        }
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int s = 0; s < DH / 16; s++) mma16816(acc, qa[s], w[2 * s], w[2 * s + 1]);
+        int c0 = (D0 + 8 * nt + 2 * tig) & 31, c1 = (D0 + 8 * nt + 2 * tig + 1) & 31;
+        cs[g * REL_STRIDE + c0] = acc[0];
+        cs[g * REL_STRIDE + c1] = acc[1];
+        cs[(g + 8) * REL_STRIDE + c0] = acc[2];
+        cs[(g + 8) * REL_STRIDE + c1] = acc[3];
+    }
+}
 // REUSE (DeBERTa only): a warp's queries are the same at every step and each step's 32
 // distances are the previous step's less 16, so c2p's half of them were made one step before.
 // Its 32 columns are then a ring, distance d in column d & 31: the first step makes all 32, each
@@ -412,6 +438,12 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
     const unsigned short* pos_k = REL && rel.use_c2p ? rel.pos_key + (long long)head * rel.rows * DH : nullptr;
     const unsigned short* pos_q = REL && rel.use_p2c ? rel.pos_query + (long long)head * rel.rows * DH : nullptr;
     int dmax = L - 1;
+    if (REL && REUSE && pos_k != nullptr && active) {
+        // The first step's 16 far distances (D0 + 16 ... D0 + 31), which no step before made.
+        int D0 = q0 - 15;
+        int my_row = __ldg(rel.rel_index + min(max(D0 + lane, -dmax), dmax) + rel.center);
+        c2p_ring_tiles<DH>(qa, pos_k, my_row, D0, 2, 4, rel_s[warp], g, tig);
+    }
     for (int t0 = 0; t0 < len; t0 += 64) {
         __syncthreads();  // every warp is done with the previous tile
         for (int i = threadIdx.x; i < 64 * DH / 2; i += blockDim.x) {
@@ -456,6 +488,12 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                 for (int term = 0; term < 2; term++) {
                     const unsigned short* pos = term == 0 ? pos_k : pos_q;
                     if (pos == nullptr) continue;
+                    if (REUSE && term == 0) {
+                        // The step's 16 new distances; the other 16 were made one step before
+                        // (or, at the first, before the loop).
+                        c2p_ring_tiles<DH>(qa, pos_k, my_row, D0, 0, 2, cs, g, tig);
+                        continue;
+                    }
                     // A: Q's fragments (c2p, scaled already) or the step's keys' (p2c).
                     unsigned int a[DH / 16][4];
 #pragma unroll
@@ -472,10 +510,8 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                     }
                     float* dst = term == 0 ? cs : ps;
                     float f = term == 0 ? 1.0f : scale;
-                    bool ring = REUSE && term == 0;
 #pragma unroll
                     for (int nt = 0; nt < 4; nt++) {
-                        if (ring && nt >= 2 && (t0 > 0 || k16 > 0)) continue;  // made one step before
                         // The embeddings are stored in fragment order: this lane's B words for
                         // every k-step of distance 8·nt + g are DH/4 consecutive halves.
                         const uint4* src = (const uint4*)(pos + __shfl_sync(0xffffffff, my_row, 8 * nt + g) * DH + tig * (DH / 4));
@@ -488,19 +524,10 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
                         for (int s = 0; s < DH / 16; s++) mma16816(acc, a[s], w[2 * s], w[2 * s + 1]);
-                        if (ring) {
-                            // Distance D0 + c in column (D0 + c) & 31.
-                            int c0 = (D0 + 8 * nt + 2 * tig) & 31, c1 = (D0 + 8 * nt + 2 * tig + 1) & 31;
-                            dst[g * REL_STRIDE + c0] = acc[0] * f;
-                            dst[g * REL_STRIDE + c1] = acc[1] * f;
-                            dst[(g + 8) * REL_STRIDE + c0] = acc[2] * f;
-                            dst[(g + 8) * REL_STRIDE + c1] = acc[3] * f;
-                        } else {
-                            dst[g * REL_STRIDE + 8 * nt + 2 * tig] = acc[0] * f;
-                            dst[g * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[1] * f;
-                            dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig] = acc[2] * f;
-                            dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[3] * f;
-                        }
+                        dst[g * REL_STRIDE + 8 * nt + 2 * tig] = acc[0] * f;
+                        dst[g * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[1] * f;
+                        dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig] = acc[2] * f;
+                        dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[3] * f;
                     }
                 }
                 __syncwarp();

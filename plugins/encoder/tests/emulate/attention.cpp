@@ -1,5 +1,5 @@
 // The fused attention kernels of src/gpu/kernels.cu run on the CPU (cuda.h) against a plain
-// reference: `attention64` (BERT's) and `deberta_attention64` (DeBERTa's, with the content ->
+// reference: `attention64` / `attention32` (BERT's) and `deberta_attention64` / `32` (DeBERTa's, with the content ->
 // position and position -> content terms made in the kernel, one or both; and its `_ring`
 // variant, which keeps the content -> position products from step to step), on a batch of two
 // sequences whose lengths are not multiples of the kernel's tiles, with a bucketed distance ->
@@ -19,7 +19,6 @@
 
 namespace {
 
-constexpr int DH = 64;
 constexpr double TOLERANCE = 2e-3;
 
 struct Rng {
@@ -34,6 +33,7 @@ float round16(float x) { return h2f(f2h(x)); }
 
 // DeBERTa's fragment order of one row of DH values (src/gpu/device.rs `fragment_order`): lane
 // tig's pairs for every k-step, consecutively.
+template <int DH>
 std::vector<unsigned short> fragment_order(const std::vector<unsigned short>& row) {
     std::vector<unsigned short> out(row.size());
     for (int pair = 0; pair < DH / 2; pair++) {
@@ -47,9 +47,11 @@ std::vector<unsigned short> fragment_order(const std::vector<unsigned short>& ro
 
 struct Case {
     const char* name;
+    int dh;
     bool rel, c2p, p2c, ring;
 };
 
+template <int DH>
 double run(const Case& c) {
     const int B = 2, heads = 2, H = heads * DH, L = 100;
     const int lens[B] = {100, 37};
@@ -72,7 +74,7 @@ double run(const Case& c) {
     std::vector<unsigned short> pk_frag, pq_frag;
     for (int r = 0; r < heads * rows; r++) {
         auto row = [&](const std::vector<unsigned short>& p) { return std::vector<unsigned short>(p.begin() + r * DH, p.begin() + (r + 1) * DH); };
-        auto a = fragment_order(row(pk)), b = fragment_order(row(pq));
+        auto a = fragment_order<DH>(row(pk)), b = fragment_order<DH>(row(pq));
         pk_frag.insert(pk_frag.end(), a.begin(), a.end());
         pq_frag.insert(pq_frag.end(), b.begin(), b.end());
     }
@@ -81,12 +83,13 @@ double run(const Case& c) {
     dim3 grid{(unsigned)((L + 63) / 64), (unsigned)heads, (unsigned)B}, block{128, 1, 1};
     if (c.rel)
         emulate_launch(grid, block, [&] {
-            auto kernel = c.ring ? deberta_attention64_ring : deberta_attention64;
+            auto kernel = DH == 32 ? (c.ring ? deberta_attention32_ring : deberta_attention32)
+                                   : (c.ring ? deberta_attention64_ring : deberta_attention64);
             kernel(qkv.data(), bias.data(), lens, L, H, heads, scale, out.data(), c.c2p ? pk_frag.data() : nullptr,
                    c.p2c ? pq_frag.data() : nullptr, rel_index.data(), rows, center, c.c2p, c.p2c);
         });
     else
-        emulate_launch(grid, block, [&] { attention64(qkv.data(), bias.data(), lens, L, H, heads, scale, out.data()); });
+        emulate_launch(grid, block, [&] { (DH == 32 ? attention32 : attention64)(qkv.data(), bias.data(), lens, L, H, heads, scale, out.data()); });
 
     double worst = 0.0;
     for (int b = 0; b < B; b++)
@@ -128,16 +131,19 @@ double run(const Case& c) {
 
 int main() {
     const Case cases[] = {
-        {"attention64 (BERT)", false, false, false, false},
-        {"deberta_attention64, c2p + p2c", true, true, true, false},
-        {"deberta_attention64, c2p only", true, true, false, false},
-        {"deberta_attention64, p2c only", true, false, true, false},
-        {"deberta_attention64_ring, c2p + p2c", true, true, true, true},
-        {"deberta_attention64_ring, c2p only", true, true, false, true},
+        {"attention64 (BERT)", 64, false, false, false, false},
+        {"deberta_attention64, c2p + p2c", 64, true, true, true, false},
+        {"deberta_attention64, c2p only", 64, true, true, false, false},
+        {"deberta_attention64, p2c only", 64, true, false, true, false},
+        {"deberta_attention64_ring, c2p + p2c", 64, true, true, true, true},
+        {"deberta_attention64_ring, c2p only", 64, true, true, false, true},
+        {"attention32 (BERT)", 32, false, false, false, false},
+        {"deberta_attention32, c2p + p2c", 32, true, true, true, false},
+        {"deberta_attention32_ring, c2p + p2c", 32, true, true, true, true},
     };
     int failed = 0;
     for (const Case& c : cases) {
-        double worst = run(c);
+        double worst = c.dh == 32 ? run<32>(c) : run<64>(c);
         bool ok = worst <= TOLERANCE;
         std::printf("%s: max |kernel - reference| = %.2e (tolerance %.0e) %s\n", c.name, worst, TOLERANCE, ok ? "ok" : "FAILED");
         failed += !ok;
