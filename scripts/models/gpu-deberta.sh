@@ -86,7 +86,7 @@ if want speed; then
         echo "== speed: PyTorch on the same ids and batches"
         python3 scripts/models/deberta_bench.py "$base" "$work/ids.json" --rounds 3
         # AB_ENV="NAME=VALUE": our forward pass alone as is and under that environment,
-        # alternated ROUNDS times (e.g. AB_ENV=CURATOR_ENCODER_C2P_RING=1), GPU vs CPU f32 each.
+        # alternated ROUNDS times (e.g. AB_ENV=CURATOR_ENCODER_DEBERTA_KERNEL=ring), GPU vs CPU f32 each.
         for r in $( [ -n "${AB_ENV:-}" ] && seq "${ROUNDS:-2}"); do
             for e in "" "$AB_ENV"; do
                 echo "== speed A/B round $r: ours${e:+ with $e}"

@@ -1,8 +1,9 @@
 //! The GPU kernels' logic on CI, without a GPU: `tests/emulate/attention.cpp` compiles
 //! `src/gpu/kernels.cu` as C++ over `tests/emulate/cuda.h` (CUDA's threads, warps and
 //! `mma.m16n8k16` emulated on CPU threads) and runs the fused attention kernels, BERT's and
-//! DeBERTa's with each of its position terms (and the variant that keeps its content -> position
-//! products from step to step), against a plain reference. It catches what
+//! DeBERTa's with each of its position terms (and the variants that keep its content -> position
+//! products from step to step, and make its position -> content ones once per block), against a
+//! plain reference. It catches what
 //! breaks the kernels' indexing (fragment layouts, distances, masks, the position terms'
 //! scales); speed and the hardware's own rounding are the GPU machine's to check
 //! (`scripts/models/gpu-deberta.sh parity`).
@@ -31,5 +32,5 @@ fn the_fused_attention_kernels_match_a_plain_reference_on_emulated_warps() {
     let report = String::from_utf8_lossy(&run.stdout);
     println!("{report}");
     assert!(run.status.success(), "a kernel differs from its reference:\n{report}{}", String::from_utf8_lossy(&run.stderr));
-    assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), 9, "nine cases, each within its tolerance:\n{report}");
+    assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), 12, "twelve cases, each within its tolerance:\n{report}");
 }

@@ -386,12 +386,57 @@ __device__ __forceinline__ void c2p_ring_tiles(const unsigned int (*qa)[4], cons
         cs[(g + 8) * REL_STRIDE + c1] = acc[3];
     }
 }
+// DeBERTa with SHARE (below): the block's p2c products of one step of 16 keys, their fragments
+// (K with its bias, from `kstep`, the step's first row of the key tile) by the query embeddings
+// of the 80 distances Db + c (c < 80) that the block's 64 queries have with them. Warp w makes
+// n-tiles w, w + 4 and w + 8 (those under 10), scaled, into `out`: 16 keys by 80 distances,
+// P2C_STRIDE floats apart (7 mod 32, as REL_STRIDE: two-way bank conflicts at most).
+#define P2C_STRIDE 103
+template <int DH>
+__device__ __forceinline__ void p2c_block_tiles(const unsigned short* kstep, const unsigned short* pos_q, const int* rel_index, int center,
+                                                int dmax, int Db, float scale, float* out, int warp, int g, int tig) {
+    if (pos_q == nullptr) return;
+    unsigned int a[DH / 16][4];
+#pragma unroll
+    for (int s = 0; s < DH / 16; s++) {
+        const unsigned short* kr = kstep + g * (DH + 8) + 16 * s + tig * 2;
+        a[s][0] = *(const unsigned int*)kr;
+        a[s][1] = *(const unsigned int*)(kr + 8 * (DH + 8));
+        a[s][2] = *(const unsigned int*)(kr + 8);
+        a[s][3] = *(const unsigned int*)(kr + 8 * (DH + 8) + 8);
+    }
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+        int nt = warp + 4 * i;
+        if (nt >= 10) break;
+        int r = __ldg(rel_index + min(max(Db + 8 * nt + g, -dmax), dmax) + center);
+        const uint4* src = (const uint4*)(pos_q + (long long)r * DH + tig * (DH / 4));
+        unsigned int w[DH / 8];
+#pragma unroll
+        for (int v = 0; v < DH / 32; v++) {
+            uint4 x = __ldg(src + v);
+            w[4 * v] = x.x; w[4 * v + 1] = x.y; w[4 * v + 2] = x.z; w[4 * v + 3] = x.w;
+        }
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int s = 0; s < DH / 16; s++) mma16816(acc, a[s], w[2 * s], w[2 * s + 1]);
+        out[g * P2C_STRIDE + 8 * nt + 2 * tig] = acc[0] * scale;
+        out[g * P2C_STRIDE + 8 * nt + 2 * tig + 1] = acc[1] * scale;
+        out[(g + 8) * P2C_STRIDE + 8 * nt + 2 * tig] = acc[2] * scale;
+        out[(g + 8) * P2C_STRIDE + 8 * nt + 2 * tig + 1] = acc[3] * scale;
+    }
+}
 // REUSE (DeBERTa only): a warp's queries are the same at every step and each step's 32
 // distances are the previous step's less 16, so c2p's half of them were made one step before.
 // Its 32 columns are then a ring, distance d in column d & 31: the first step makes all 32, each
 // later one the 16 new ones (in the columns of the 16 no longer needed), halving c2p's products,
 // embedding loads and stores.
-template <int DH, bool REL, bool REUSE = false>
+// SHARE (DeBERTa only): the four warps' p2c products of a step share its keys (the A operand)
+// and their distances overlap (each warp's are the next one's plus 16): the block makes the 80
+// distinct ones once (`p2c_block_tiles`, 10 n-tiles where the warps made 16), in a shared
+// buffer (two, by step parity, so one barrier a step keeps writes and reads apart). Warps whose
+// queries are all padding still make their share.
+template <int DH, bool REL, bool REUSE = false, bool SHARE = false>
 __device__ void attention(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, int heads, float scale,
                           unsigned short* out, RelArgs rel) {
     // The block's keys and values, 64 at a time, shared by its four warps: K as rows, V
@@ -399,7 +444,8 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
     // B operand); rows padded by 8 so the warps' fragment loads hit 32 different banks.
     __shared__ unsigned short ks[64 * (DH + 8)];
     __shared__ unsigned short vt[DH * (64 + 8)];
-    __shared__ float rel_s[REL ? 4 : 1][REL ? 2 * 16 * REL_STRIDE : 1];
+    __shared__ float rel_s[REL ? 4 : 1][REL ? (SHARE ? 1 : 2) * 16 * REL_STRIDE : 1];
+    __shared__ float p2c_s[SHARE ? 2 : 1][SHARE ? 16 * P2C_STRIDE : 1];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int g = lane >> 2, tig = lane & 3;
     int head = blockIdx.y, b = blockIdx.z;
@@ -462,8 +508,15 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
             vt[(2 * pr + 1) * (64 + 8) + key] = (unsigned short)(vv >> 16);
         }
         __syncthreads();
-        if (!active) continue;
+        if (!active && !SHARE) continue;
         for (int k16 = 0; k16 < 64 && t0 + k16 < len; k16 += 16) {
+            if (SHARE && !active) {
+                // Padding queries: only this warp's share of the block's p2c products.
+                p2c_block_tiles<DH>(ks + k16 * (DH + 8), pos_q, rel.rel_index, rel.center, dmax, blockIdx.x * 64 - (t0 + k16) - 15, scale,
+                                    p2c_s[((t0 + k16) >> 4) & 1], warp, g, tig);
+                __syncthreads();
+                continue;
+            }
             float sc[2][4];
 #pragma unroll
             for (int j = 0; j < 2; j++) {
@@ -492,6 +545,11 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                         // The step's 16 new distances; the other 16 were made one step before
                         // (or, at the first, before the loop).
                         c2p_ring_tiles<DH>(qa, pos_k, my_row, D0, 0, 2, cs, g, tig);
+                        continue;
+                    }
+                    if (SHARE && term == 1) {
+                        p2c_block_tiles<DH>(ks + k16 * (DH + 8), pos_q, rel.rel_index, rel.center, dmax, D0 - 16 * warp, scale,
+                                            p2c_s[((t0 + k16) >> 4) & 1], warp, g, tig);
                         continue;
                     }
                     // A: Q's fragments (c2p, scaled already) or the step's keys' (p2c).
@@ -530,7 +588,10 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                         dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[3] * f;
                     }
                 }
-                __syncwarp();
+                if (SHARE)
+                    __syncthreads();  // the block's p2c products, and this warp's c2p, are made
+                else
+                    __syncwarp();
 #pragma unroll
                 for (int j = 0; j < 2; j++)
 #pragma unroll
@@ -539,7 +600,8 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                         int m = 15 + qi - kj;
                         float v = 0.0f;
                         if (pos_k != nullptr) v += cs[qi * REL_STRIDE + (REUSE ? (D0 + m) & 31 : m)];
-                        if (pos_q != nullptr) v += ps[kj * REL_STRIDE + m];
+                        if (pos_q != nullptr)
+                            v += SHARE ? p2c_s[((t0 + k16) >> 4) & 1][kj * P2C_STRIDE + 16 * warp + m] : ps[kj * REL_STRIDE + m];
                         sc[j][e] += v;
                     }
             }
@@ -615,19 +677,22 @@ extern "C" __global__ void attention64(const unsigned short* qkv, const float* b
 }
 // At most 128 registers, so that four blocks share an SM (the bound spills 12 bytes; at three
 // blocks, 130 registers and no spill, the forward pass took 2.87 s against 2.75 s on an H200).
-#define DEBERTA_ATTENTION(NAME, DH, REUSE)                                                                                      \
+#define DEBERTA_ATTENTION(NAME, DH, REUSE, SHARE)                                                                               \
     extern "C" __global__ void __launch_bounds__(128, 4) NAME(const unsigned short* qkv, const float* bias, const int* lens, int L, int H, \
                                                      int heads, float scale, unsigned short* out, const unsigned short* pos_key,  \
                                                      const unsigned short* pos_query, const int* rel_index, int rows, int center, \
                                                      int use_c2p, int use_p2c) {                                                   \
-        attention<DH, true, REUSE>(qkv, bias, lens, L, H, heads, scale, out, RelArgs{pos_key, pos_query, rel_index, rows, center, use_c2p, use_p2c}); \
+        attention<DH, true, REUSE, SHARE>(qkv, bias, lens, L, H, heads, scale, out, RelArgs{pos_key, pos_query, rel_index, rows, center, use_c2p, use_p2c}); \
     }
-DEBERTA_ATTENTION(deberta_attention32, 32, false)
-DEBERTA_ATTENTION(deberta_attention64, 64, false)
-// c2p made once per distance (REUSE above); chosen by CURATOR_ENCODER_C2P_RING until a GPU
-// machine has timed it against the kernels above.
-DEBERTA_ATTENTION(deberta_attention32_ring, 32, true)
-DEBERTA_ATTENTION(deberta_attention64_ring, 64, true)
+DEBERTA_ATTENTION(deberta_attention32, 32, false, false)
+DEBERTA_ATTENTION(deberta_attention64, 64, false, false)
+// c2p made once per distance (REUSE above), and also p2c once per block (SHARE); chosen by
+// CURATOR_ENCODER_DEBERTA_KERNEL=ring / shared until a GPU machine has timed them against the
+// kernels above (launch.rs, `DebertaKernel`).
+DEBERTA_ATTENTION(deberta_attention32_ring, 32, true, false)
+DEBERTA_ATTENTION(deberta_attention64_ring, 64, true, false)
+DEBERTA_ATTENTION(deberta_attention32_shared, 32, true, true)
+DEBERTA_ATTENTION(deberta_attention64_shared, 64, true, true)
 
 // DeBERTa's disentangled attention, one warp per row of scores [B * heads * L, L] (Q Kᵀ,
 // already scaled): adds the content→position term c2p[(head, b, i), idx(i - j)] and the

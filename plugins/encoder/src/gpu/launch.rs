@@ -32,6 +32,8 @@ pub(crate) struct Kernels {
     pub(super) deberta_attention64: CudaFunction,
     pub(super) deberta_attention32_ring: CudaFunction,
     pub(super) deberta_attention64_ring: CudaFunction,
+    pub(super) deberta_attention32_shared: CudaFunction,
+    pub(super) deberta_attention64_shared: CudaFunction,
     /// CLIP's vision tower: embeddings + pre-norm, and the pre-norm layers' residual + norm.
     pub(super) patch_embed: CudaFunction,
     pub(super) residual_norm: CudaFunction,
@@ -85,14 +87,44 @@ pub(crate) struct RelEmbeddings<'a> {
 const THREADS: u32 = 256;
 
 /// One block per row, `floats` floats of shared memory (the row kernels' layout).
-/// Whether DeBERTa's fused attention runs its `_ring` kernels (`CURATOR_ENCODER_C2P_RING` set):
-/// the content → position products made once per distance and kept from step to step, not
-/// made again for each 16 keys. Checked on CI by `tests/kernel_emulation.rs`; not the default
-/// until a GPU machine has timed the two against each other (`gpu-deberta.sh run` with
-/// `BASELINE_ENV=CURATOR_ENCODER_C2P_RING=1`). Read once.
-fn c2p_ring() -> bool {
-    static RING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *RING.get_or_init(|| std::env::var_os("CURATOR_ENCODER_C2P_RING").is_some())
+/// Which of DeBERTa's fused attention kernels runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DebertaKernel {
+    /// Each step of 16 keys makes both position terms for its 32 distances.
+    Default,
+    /// `_ring`: the content → position products made once per distance and kept from step to
+    /// step (half of them).
+    Ring,
+    /// `_shared`: that, and the position → content products made once per block for its four
+    /// warps (80 distances where the warps made 128).
+    Shared,
+}
+
+impl DebertaKernel {
+    /// `CURATOR_ENCODER_DEBERTA_KERNEL`'s value: unset or empty, `ring`, `shared`.
+    pub(crate) fn parse(value: Option<&str>) -> Result<DebertaKernel, String> {
+        match value.unwrap_or("") {
+            "" | "default" => Ok(DebertaKernel::Default),
+            "ring" => Ok(DebertaKernel::Ring),
+            "shared" => Ok(DebertaKernel::Shared),
+            other => Err(format!("CURATOR_ENCODER_DEBERTA_KERNEL={other}: expected default, ring or shared")),
+        }
+    }
+}
+
+/// The kernel `CURATOR_ENCODER_DEBERTA_KERNEL` picks (read once; a value it does not know is
+/// said on stderr once and the default runs). The two variants are checked on CI by
+/// `tests/kernel_emulation.rs`; neither is the default until a GPU machine has timed them
+/// against it (`gpu-deberta.sh speed` with `AB_ENV=CURATOR_ENCODER_DEBERTA_KERNEL=ring`).
+fn deberta_kernel() -> DebertaKernel {
+    static KERNEL: std::sync::OnceLock<DebertaKernel> = std::sync::OnceLock::new();
+    *KERNEL.get_or_init(|| {
+        let value = std::env::var("CURATOR_ENCODER_DEBERTA_KERNEL").ok();
+        DebertaKernel::parse(value.as_deref()).unwrap_or_else(|e| {
+            eprintln!("{e}; the default kernel runs");
+            DebertaKernel::Default
+        })
+    })
 }
 
 fn rows_cfg(rows: usize, floats: usize) -> LaunchConfig {
@@ -119,6 +151,8 @@ impl Kernels {
             deberta_attention64: f("deberta_attention64")?,
             deberta_attention32_ring: f("deberta_attention32_ring")?,
             deberta_attention64_ring: f("deberta_attention64_ring")?,
+            deberta_attention32_shared: f("deberta_attention32_shared")?,
+            deberta_attention64_shared: f("deberta_attention64_shared")?,
             patch_embed: f("patch_embed")?,
             residual_norm: f("residual_norm")?,
             residual_norm_warp: f("residual_norm_warp")?,
@@ -252,13 +286,15 @@ impl Kernels {
         rel: Option<&RelEmbeddings>,
         out: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
-        let f = match (d.head_dim, rel.is_some(), c2p_ring()) {
+        let f = match (d.head_dim, rel.is_some(), deberta_kernel()) {
             (32, false, _) => &self.attention32,
             (64, false, _) => &self.attention64,
-            (32, true, false) => &self.deberta_attention32,
-            (64, true, false) => &self.deberta_attention64,
-            (32, true, true) => &self.deberta_attention32_ring,
-            (64, true, true) => &self.deberta_attention64_ring,
+            (32, true, DebertaKernel::Default) => &self.deberta_attention32,
+            (64, true, DebertaKernel::Default) => &self.deberta_attention64,
+            (32, true, DebertaKernel::Ring) => &self.deberta_attention32_ring,
+            (64, true, DebertaKernel::Ring) => &self.deberta_attention64_ring,
+            (32, true, DebertaKernel::Shared) => &self.deberta_attention32_shared,
+            (64, true, DebertaKernel::Shared) => &self.deberta_attention64_shared,
             (other, ..) => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
         };
         let (l_i, h_i, heads_i) = (l as i32, d.hidden as i32, d.heads as i32);
@@ -506,5 +542,19 @@ impl Kernels {
         // L, int H, int mode, float* out); block i reads sequence i's first lens[i] ≤ L rows
         // of H and writes row i of `out` (b × H).
         unsafe { a.launch(cfg) }.map(drop).map_err(driver("pool"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DebertaKernel;
+
+    #[test]
+    fn the_deberta_kernel_is_named_by_its_variable() {
+        assert_eq!(DebertaKernel::parse(None), Ok(DebertaKernel::Default));
+        assert_eq!(DebertaKernel::parse(Some("")), Ok(DebertaKernel::Default));
+        assert_eq!(DebertaKernel::parse(Some("ring")), Ok(DebertaKernel::Ring));
+        assert_eq!(DebertaKernel::parse(Some("shared")), Ok(DebertaKernel::Shared));
+        assert!(DebertaKernel::parse(Some("Ring")).unwrap_err().contains("expected default, ring or shared"));
     }
 }

@@ -793,6 +793,8 @@ mod tests {
             "deberta_attention64",
             "deberta_attention32_ring",
             "deberta_attention64_ring",
+            "deberta_attention32_shared",
+            "deberta_attention64_shared",
             "patch_embed",
             "residual_norm",
             "residual_norm_warp",

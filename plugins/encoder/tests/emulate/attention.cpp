@@ -1,7 +1,8 @@
 // The fused attention kernels of src/gpu/kernels.cu run on the CPU (cuda.h) against a plain
 // reference: `attention64` / `attention32` (BERT's) and `deberta_attention64` / `32` (DeBERTa's, with the content ->
-// position and position -> content terms made in the kernel, one or both; and its `_ring`
-// variant, which keeps the content -> position products from step to step), on a batch of two
+// position and position -> content terms made in the kernel, one or both; its `_ring` variant,
+// which keeps the content -> position products from step to step, and `_shared`, which also
+// makes the position -> content products once per block), on a batch of two
 // sequences whose lengths are not multiples of the kernel's tiles, with a bucketed distance ->
 // row map that sends far distances to shared rows. The reference takes fp16 where the kernel
 // does (Q with its bias and scale, K with its bias for the position -> content term) and sums
@@ -45,10 +46,13 @@ std::vector<unsigned short> fragment_order(const std::vector<unsigned short>& ro
     return out;
 }
 
+// The DeBERTa kernel: as is, with c2p kept from step to step, and with p2c made once per block too.
+enum Variant { PLAIN, RING, SHARED };
 struct Case {
     const char* name;
     int dh;
-    bool rel, c2p, p2c, ring;
+    bool rel, c2p, p2c;
+    Variant variant;
 };
 
 template <int DH>
@@ -83,8 +87,8 @@ double run(const Case& c) {
     dim3 grid{(unsigned)((L + 63) / 64), (unsigned)heads, (unsigned)B}, block{128, 1, 1};
     if (c.rel)
         emulate_launch(grid, block, [&] {
-            auto kernel = DH == 32 ? (c.ring ? deberta_attention32_ring : deberta_attention32)
-                                   : (c.ring ? deberta_attention64_ring : deberta_attention64);
+            auto kernel = DH == 32 ? (c.variant == RING ? deberta_attention32_ring : c.variant == SHARED ? deberta_attention32_shared : deberta_attention32)
+                                   : (c.variant == RING ? deberta_attention64_ring : c.variant == SHARED ? deberta_attention64_shared : deberta_attention64);
             kernel(qkv.data(), bias.data(), lens, L, H, heads, scale, out.data(), c.c2p ? pk_frag.data() : nullptr,
                    c.p2c ? pq_frag.data() : nullptr, rel_index.data(), rows, center, c.c2p, c.p2c);
         });
@@ -131,15 +135,18 @@ double run(const Case& c) {
 
 int main() {
     const Case cases[] = {
-        {"attention64 (BERT)", 64, false, false, false, false},
-        {"deberta_attention64, c2p + p2c", 64, true, true, true, false},
-        {"deberta_attention64, c2p only", 64, true, true, false, false},
-        {"deberta_attention64, p2c only", 64, true, false, true, false},
-        {"deberta_attention64_ring, c2p + p2c", 64, true, true, true, true},
-        {"deberta_attention64_ring, c2p only", 64, true, true, false, true},
-        {"attention32 (BERT)", 32, false, false, false, false},
-        {"deberta_attention32, c2p + p2c", 32, true, true, true, false},
-        {"deberta_attention32_ring, c2p + p2c", 32, true, true, true, true},
+        {"attention64 (BERT)", 64, false, false, false, PLAIN},
+        {"deberta_attention64, c2p + p2c", 64, true, true, true, PLAIN},
+        {"deberta_attention64, c2p only", 64, true, true, false, PLAIN},
+        {"deberta_attention64, p2c only", 64, true, false, true, PLAIN},
+        {"deberta_attention64_ring, c2p + p2c", 64, true, true, true, RING},
+        {"deberta_attention64_ring, c2p only", 64, true, true, false, RING},
+        {"deberta_attention64_shared, c2p + p2c", 64, true, true, true, SHARED},
+        {"deberta_attention64_shared, p2c only", 64, true, false, true, SHARED},
+        {"attention32 (BERT)", 32, false, false, false, PLAIN},
+        {"deberta_attention32, c2p + p2c", 32, true, true, true, PLAIN},
+        {"deberta_attention32_ring, c2p + p2c", 32, true, true, true, RING},
+        {"deberta_attention32_shared, c2p + p2c", 32, true, true, true, SHARED},
     };
     int failed = 0;
     for (const Case& c : cases) {
