@@ -360,6 +360,23 @@ struct RelArgs {
 // Per warp, the step's position terms by distance: rows of 16 (queries for c2p, keys for p2c)
 // by 32 distances, 39 floats apart (two-way bank conflicts at most, writes and reads).
 #define REL_STRIDE 39
+// DeBERTa: one n-tile of a position term, acc = A × the embeddings of 8 distances (lane's
+// distance: embedding row `row`), A being the 16 rows' fragments `a`. The embeddings are stored
+// in fragment order: this lane's B words for every k-step are DH/4 consecutive halves, DH/32
+// 16-byte loads.
+template <int DH>
+__device__ __forceinline__ void rel_tile(const unsigned int (*a)[4], const unsigned short* pos, int row, int tig, float* acc) {
+    const uint4* src = (const uint4*)(pos + row * DH + tig * (DH / 4));
+    unsigned int w[DH / 8];
+#pragma unroll
+    for (int v = 0; v < DH / 32; v++) {
+        uint4 x = __ldg(src + v);
+        w[4 * v] = x.x; w[4 * v + 1] = x.y; w[4 * v + 2] = x.z; w[4 * v + 3] = x.w;
+    }
+    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < DH / 16; s++) mma16816(acc, a[s], w[2 * s], w[2 * s + 1]);
+}
 // DeBERTa with REUSE (below): c2p's n-tiles [NT0, NT1) of the distances D0 + 8 nt + (0..7) (lane
 // l's embedding row, that of distance D0 + l, in `my_row`), the products of the queries'
 // fragments `qa` and the distances' key embeddings, into the warp's ring `cs`: distance d in
@@ -369,16 +386,8 @@ __device__ __forceinline__ void c2p_ring_tiles(const unsigned int (*qa)[4], cons
                                                int nt1, float* cs, int g, int tig) {
 #pragma unroll
     for (int nt = nt0; nt < nt1; nt++) {
-        const uint4* src = (const uint4*)(pos_k + __shfl_sync(0xffffffff, my_row, 8 * nt + g) * DH + tig * (DH / 4));
-        unsigned int w[DH / 8];
-#pragma unroll
-        for (int v = 0; v < DH / 32; v++) {
-            uint4 x = __ldg(src + v);
-            w[4 * v] = x.x; w[4 * v + 1] = x.y; w[4 * v + 2] = x.z; w[4 * v + 3] = x.w;
-        }
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int s = 0; s < DH / 16; s++) mma16816(acc, qa[s], w[2 * s], w[2 * s + 1]);
+        float acc[4];
+        rel_tile<DH>(qa, pos_k, __shfl_sync(0xffffffff, my_row, 8 * nt + g), tig, acc);
         int c0 = (D0 + 8 * nt + 2 * tig) & 31, c1 = (D0 + 8 * nt + 2 * tig + 1) & 31;
         cs[g * REL_STRIDE + c0] = acc[0];
         cs[g * REL_STRIDE + c1] = acc[1];
@@ -409,17 +418,8 @@ __device__ __forceinline__ void p2c_block_tiles(const unsigned short* kstep, con
     for (int i = 0; i < 3; i++) {
         int nt = warp + 4 * i;
         if (nt >= 10) break;
-        int r = __ldg(rel_index + min(max(Db + 8 * nt + g, -dmax), dmax) + center);
-        const uint4* src = (const uint4*)(pos_q + (long long)r * DH + tig * (DH / 4));
-        unsigned int w[DH / 8];
-#pragma unroll
-        for (int v = 0; v < DH / 32; v++) {
-            uint4 x = __ldg(src + v);
-            w[4 * v] = x.x; w[4 * v + 1] = x.y; w[4 * v + 2] = x.z; w[4 * v + 3] = x.w;
-        }
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int s = 0; s < DH / 16; s++) mma16816(acc, a[s], w[2 * s], w[2 * s + 1]);
+        float acc[4];
+        rel_tile<DH>(a, pos_q, __ldg(rel_index + min(max(Db + 8 * nt + g, -dmax), dmax) + center), tig, acc);
         out[g * P2C_STRIDE + 8 * nt + 2 * tig] = acc[0] * scale;
         out[g * P2C_STRIDE + 8 * nt + 2 * tig + 1] = acc[1] * scale;
         out[(g + 8) * P2C_STRIDE + 8 * nt + 2 * tig] = acc[2] * scale;
@@ -570,18 +570,8 @@ __device__ void attention(const unsigned short* qkv, const float* bias, const in
                     float f = term == 0 ? 1.0f : scale;
 #pragma unroll
                     for (int nt = 0; nt < 4; nt++) {
-                        // The embeddings are stored in fragment order: this lane's B words for
-                        // every k-step of distance 8·nt + g are DH/4 consecutive halves.
-                        const uint4* src = (const uint4*)(pos + __shfl_sync(0xffffffff, my_row, 8 * nt + g) * DH + tig * (DH / 4));
-                        unsigned int w[DH / 8];
-#pragma unroll
-                        for (int v = 0; v < DH / 32; v++) {
-                            uint4 x = __ldg(src + v);
-                            w[4 * v] = x.x; w[4 * v + 1] = x.y; w[4 * v + 2] = x.z; w[4 * v + 3] = x.w;
-                        }
-                        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-                        for (int s = 0; s < DH / 16; s++) mma16816(acc, a[s], w[2 * s], w[2 * s + 1]);
+                        float acc[4];
+                        rel_tile<DH>(a, pos, __shfl_sync(0xffffffff, my_row, 8 * nt + g), tig, acc);
                         dst[g * REL_STRIDE + 8 * nt + 2 * tig] = acc[0] * f;
                         dst[g * REL_STRIDE + 8 * nt + 2 * tig + 1] = acc[1] * f;
                         dst[(g + 8) * REL_STRIDE + 8 * nt + 2 * tig] = acc[2] * f;
