@@ -2,7 +2,7 @@
 # DeBERTa classifiers on a GPU machine (issue: NeMo's own classifiers). Two halves:
 #
 #   scripts/models/gpu-deberta.sh build KIT            # here: binaries and a real-text corpus into KIT
-#   scripts/models/gpu-deberta.sh KIT [parity|speed|mdeberta|run|all]...   # on the GPU machine, repo root
+#   scripts/models/gpu-deberta.sh KIT [parity|speed|mdeberta|run|variants|all]...   # on the GPU machine, repo root
 #
 # parity:   deberta-check on the GPU against transformers' references (tests/parity/deberta_reference.json)
 #           for the three tiny layouts (transformers, NeMo fc, NeMo multi-head); at a trained model's
@@ -12,6 +12,9 @@
 #           runs it, and .half()) on the same token ids and batches; GPU logits vs our CPU f32 path on 300
 #           documents and vs PyTorch fp16 on all. AB_ENV="NAME=VALUE" then alternates ours as is and
 #           under that environment (ROUNDS times, default 2).
+# variants: DeBERTa's fused attention kernels (CURATOR_ENCODER_DEBERTA_KERNEL default, ring, shared):
+#           each one's parity, then their forward passes alternated (ROUNDS, default 3); by name
+#           only, not part of `all`.
 # mdeberta: the same at mDeBERTa-v3-base's size (250k vocabulary): GPU vs CPU f32 (fp16 range) and speed.
 # run:      curator-host run JSONL -> classifier (domain-style: max_chars 2000, 512 tokens) -> JSONL on
 #           REPEAT copies of the corpus (default 6, ~113k docs), GPU busy % sampled every 100 ms, RUNS times
@@ -74,7 +77,7 @@ if want parity; then
     python3 scripts/models/deberta_bench.py "$work/models-qk1/deberta-nemo-base" "$work/ids-qk1.json" --rounds 1 --vs-f32 \
         | python3 -c "import json, sys; d = json.load(sys.stdin); [print(k, d[k]) for k in ('ours_vs_torch_f32', 'autocast_vs_torch_f32')]"
 fi
-if want speed || want run; then
+if want speed || want run || [[ " $steps " == *" variants "* ]]; then
     python3 scripts/models/deberta_models.py --out "$work/models" --size base >/dev/null
 fi
 base="$work/models/deberta-nemo-base"
@@ -98,6 +101,30 @@ if want speed; then
     done
     echo "== profile: device milliseconds per step of our forward pass (5,000 documents, one round; events slow it)"
     CURATOR_ENCODER_PROFILE=1 "$kit/deberta-check" "$base" --device gpu --corpus "$corpus" --docs 5000 --max-chars 2000 --rounds 1 | grep -A30 profile_ms
+fi
+if [[ " $steps " == *" variants "* ]]; then  # asked for by name only (not in `all`)
+    # DeBERTa's fused attention kernels side by side (CURATOR_ENCODER_DEBERTA_KERNEL, KERNELS to
+    # choose): each one's parity (the tiny references; base size at query/key gain 1 vs our CPU
+    # f32 path), then the forward pass alone, the kernels alternated ROUNDS times (default 3).
+    python3 scripts/models/deberta_models.py --out "$work/models-qk1" --qk-gain 1 --size base >/dev/null
+    for k in ${KERNELS:-default ring shared}; do
+        for name in hf nemo complexity; do
+            echo "== variants: $k, parity, deberta-tiny-$name vs transformers"
+            CURATOR_ENCODER_DEBERTA_KERNEL=$k "$kit/deberta-check" "$work/models/deberta-tiny-$name" --device gpu \
+                --reference tests/parity/deberta_reference.json --name "deberta-tiny-$name" | grep -E "max_logit|same_arg|passed|failed" || true
+        done
+        echo "== variants: $k, parity, deberta-nemo-base (gain 1) vs our CPU f32 path"
+        CURATOR_ENCODER_DEBERTA_KERNEL=$k "$kit/deberta-check" "$work/models-qk1/deberta-nemo-base" --device gpu --corpus "$corpus" \
+            --docs 2000 --max-chars 2000 --cpu-docs "${CPU_DOCS:-300}" --rounds 1 | grep -A3 vs_cpu_f32
+    done
+    for r in $(seq "${ROUNDS:-3}"); do
+        for k in ${KERNELS:-default ring shared}; do
+            echo "== variants round $r: $k, forward pass alone (best of 3), docs/s"
+            CURATOR_ENCODER_DEBERTA_KERNEL=$k "$kit/deberta-check" "$base" --device gpu --corpus "$corpus" --docs "${DOCS:-20000}" \
+                --max-chars 2000 --budget 65536 --max-docs "${MAX_DOCS:-1024}" --cpu-docs 0 --rounds 3 \
+                | python3 -c "import json, sys; d = json.load(sys.stdin); print(d['forward']['rounds_s'], round(d['forward']['docs_per_s']))"
+        done
+    done
 fi
 if want mdeberta; then
     python3 scripts/models/deberta_models.py --out "$work/models" --size mdeberta >/dev/null
