@@ -18,6 +18,7 @@
 mod common;
 
 use common::measure::{best_of, input};
+use curator_test_support::{PythonServer, quartiles};
 
 use std::io::Write;
 use std::path::Path;
@@ -89,51 +90,10 @@ fn pyarrow(path: &Path, repeats: usize) -> Option<Duration> {
     Some(Duration::from_secs_f64(secs))
 }
 
-/// A Python process that reads a file with pyarrow each time it is asked.
-struct Pyarrow {
-    child: std::process::Child,
-    out: std::io::BufReader<std::process::ChildStdout>,
-}
-
-impl Pyarrow {
-    fn start() -> Option<Pyarrow> {
-        let mut child = Command::new("python3")
-            .args(["-c", PYARROW])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .ok()?;
-        let out = std::io::BufReader::new(child.stdout.take()?);
-        Some(Pyarrow { child, out })
-    }
-
-    fn read(&mut self, path: &Path) -> Option<Duration> {
-        use std::io::BufRead;
-        writeln!(self.child.stdin.as_mut()?, "{}", path.display()).ok()?;
-        let mut line = String::new();
-        self.out.read_line(&mut line).ok()?;
-        line.trim().parse::<f64>().ok().map(Duration::from_secs_f64)
-    }
-}
-
-impl Drop for Pyarrow {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
 fn timed(f: impl FnOnce()) -> Duration {
     let t = std::time::Instant::now();
     f();
     t.elapsed()
-}
-
-/// The median and quartiles of `v`.
-fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v.get(((v.len().saturating_sub(1)) as f64 * q).round() as usize).copied().unwrap_or(f64::NAN);
-    (at(0.25), at(0.5), at(0.75))
 }
 
 fn main() {
@@ -165,7 +125,7 @@ fn main() {
         return;
     }
     let pairs: usize = std::env::var("PAIRS").ok().and_then(|n| n.parse().ok()).unwrap_or(25).max(1);
-    let Some(mut py) = Pyarrow::start() else {
+    let Some(mut py) = PythonServer::start(PYARROW, &[]) else {
         println!("skipped: python3 could not be started");
         return;
     };
@@ -184,12 +144,12 @@ fn main() {
     for (codec, path) in chosen() {
         let mb = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) as f64 / (1 << 20) as f64;
         // One untimed read each: the file in the page cache, both sides' code paged in.
-        let _ = py.read(path);
+        let _ = py.time(&path.display().to_string());
         readers.iter().for_each(|(_, read)| read(path));
         for (name, read) in readers {
             let (mut ratios, mut theirs, mut us) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..pairs {
-                let Some(base) = py.read(path) else { break };
+                let Some(base) = py.time(&path.display().to_string()) else { break };
                 let own = timed(|| read(path));
                 ratios.push(base.as_secs_f64() / own.as_secs_f64());
                 theirs.push(mb / base.as_secs_f64());

@@ -15,12 +15,12 @@
 //! two together with the normalisation (Pillow: NumPy's rescale and mean/std as transformers
 //! computes them). Pillow is skipped when python3 cannot import PIL and numpy.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use curator_image::Rgb8;
 use curator_image::clip::Processor;
+use curator_test_support::{PythonServer, quartiles};
 
 const PILLOW: &str = r#"
 import sys, time, io
@@ -86,53 +86,10 @@ fn photo(seed: u32) -> Vec<u8> {
     out
 }
 
-/// Pillow in a Python process, timing one step over every photo each time it is asked.
-struct Pillow {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
-
-impl Pillow {
-    fn start(files: &[std::path::PathBuf]) -> Option<Pillow> {
-        let ok = Command::new("python3").args(["-c", "import PIL, numpy"]).output().is_ok_and(|o| o.status.success());
-        if !ok {
-            return None;
-        }
-        let mut child =
-            Command::new("python3").args(["-c", PILLOW]).args(files).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().ok()?;
-        let out = BufReader::new(child.stdout.take()?);
-        Some(Pillow { child, out })
-    }
-
-    fn time(&mut self, step: &str) -> Option<Duration> {
-        writeln!(self.child.stdin.as_mut()?, "{step}").ok()?;
-        let mut line = String::new();
-        self.out.read_line(&mut line).ok()?;
-        line.trim().parse::<f64>().ok().map(Duration::from_secs_f64)
-    }
-}
-
-impl Drop for Pillow {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
 fn timed(f: impl FnOnce()) -> Duration {
     let t = Instant::now();
     f();
     t.elapsed()
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    quartiles(v).1
-}
-
-fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v.get(((v.len().saturating_sub(1)) as f64 * q).round() as usize).copied().unwrap_or(f64::NAN);
-    (at(0.25), at(0.5), at(0.75))
 }
 
 fn main() {
@@ -200,7 +157,9 @@ fn main() {
         ("horizontal pass: tap by tap (before)", None, &taps),
         ("decode + resize + crop + normalise", Some("all"), &all),
     ];
-    let mut pillow = Pillow::start(&files);
+    let pillow_ok = Command::new("python3").args(["-c", "import PIL, numpy"]).output().is_ok_and(|o| o.status.success());
+    let args: Vec<&std::ffi::OsStr> = files.iter().map(|p| p.as_os_str()).collect();
+    let mut pillow = if pillow_ok { PythonServer::start(PILLOW, &args) } else { None };
     if pillow.is_none() {
         println!("Pillow skipped: python3 cannot import PIL and numpy (pip install pillow numpy)");
     }
@@ -230,9 +189,9 @@ fn main() {
             ("–".to_string(), "–".to_string())
         } else {
             let (lo, mid, hi) = quartiles(&mut ratios);
-            (format!("{:.2}", median(&mut theirs)), format!("{mid:.2}x [{lo:.2}–{hi:.2}]"))
+            (format!("{:.2}", quartiles(&mut theirs).1), format!("{mid:.2}x [{lo:.2}–{hi:.2}]"))
         };
-        out.add_row([name.to_string(), format!("{:.2}", median(&mut ours)), pillow_ms, ratio]);
+        out.add_row([name.to_string(), format!("{:.2}", quartiles(&mut ours).1), pillow_ms, ratio]);
     }
     println!("{out}");
 }

@@ -1,5 +1,6 @@
-//! What the workspace's test suites share (std only, a dev-dependency of the crates whose
-//! tests need it): the skip-or-fail rule below, and a seeded generator for drawn cases.
+//! What the workspace's test suites and benches share (std only, a dev-dependency of the crates
+//! whose tests need it): the skip-or-fail rule below, a seeded generator for drawn cases, and
+//! for benches paired with a Python baseline, its server process and the pairs' quartiles.
 //!
 //! One rule for a test that needs something from outside the repository (a server, a tool, a
 //! fetched model): where it is missing, a plain `cargo test` skips the test and says so on the
@@ -50,6 +51,52 @@ impl Xorshift {
     }
 }
 
+/// A Python process kept alive for a whole bench, timing the baseline's side of each pair: it is
+/// sent one line (what to time) and answers one line, the seconds that took, measured inside
+/// Python (its start and imports once, outside every pair).
+pub struct PythonServer {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl PythonServer {
+    /// `python3 -c script args…`; `None` if it cannot be started.
+    pub fn start(script: &str, args: &[&std::ffi::OsStr]) -> Option<PythonServer> {
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .ok()?;
+        let out = std::io::BufReader::new(child.stdout.take()?);
+        Some(PythonServer { child, out })
+    }
+
+    /// Send `line`; the seconds the server answers, or `None` when it answers nothing readable.
+    pub fn time(&mut self, line: &str) -> Option<std::time::Duration> {
+        use std::io::BufRead as _;
+        writeln!(self.child.stdin.as_mut()?, "{line}").ok()?;
+        let mut answer = String::new();
+        self.out.read_line(&mut answer).ok()?;
+        answer.trim().parse::<f64>().ok().map(std::time::Duration::from_secs_f64)
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// The lower quartile, median and upper quartile of `v` (sorted in place; NaN when empty).
+pub fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v.get(((v.len().saturating_sub(1)) as f64 * q).round() as usize).copied().unwrap_or(f64::NAN);
+    (at(0.25), at(0.5), at(0.75))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +109,12 @@ mod tests {
         assert!(xs.windows(2).all(|w| w[0] != w[1]));
         assert!((0..1000).all(|_| a.below(3) < 3));
         assert_ne!(Xorshift::new(0).next_u64(), 0);
+    }
+
+    #[test]
+    fn quartiles_of_a_few_values() {
+        assert_eq!(quartiles(&mut [5.0, 1.0, 3.0, 2.0, 4.0]), (2.0, 3.0, 4.0));
+        assert!(quartiles(&mut []).1.is_nan());
     }
 
     #[test]
