@@ -1,9 +1,10 @@
-//! The GPU kernels' logic on CI, without a GPU: `tests/emulate/attention.cpp` compiles
+//! The GPU kernels' logic on CI, without a GPU. `tests/emulate/attention.cpp` compiles
 //! `src/gpu/kernels.cu` as C++ over `tests/emulate/cuda.h` (CUDA's threads, warps and
 //! `mma.m16n8k16` emulated on CPU threads) and runs the fused attention kernels, BERT's and
 //! DeBERTa's with each of its position terms (and the variants that keep its content -> position
 //! products from step to step, and make its position -> content ones once per block), against a
-//! plain reference. It catches what
+//! plain reference; `tests/emulate/resize.cpp` runs the image path's preprocessing kernels, whose
+//! patches must equal curator-image's CPU path bit for bit. They catch what
 //! breaks the kernels' indexing (fragment layouts, distances, masks, the position terms'
 //! scales); speed and the hardware's own rounding are the GPU machine's to check
 //! (`scripts/models/gpu-deberta.sh parity`).
@@ -11,26 +12,109 @@
 use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn the_fused_attention_kernels_match_a_plain_reference_on_emulated_warps() {
+/// `tests/emulate/<source>` built into an executable (in a directory that lives as long as the
+/// returned guard); `None` where no C++ compiler is found outside CI (the test is skipped).
+fn build(source: &str) -> Option<Built> {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let present = Command::new(&cxx).arg("--version").output().is_ok_and(|o| o.status.success());
     if !curator_test_support::require(present, format!("no C++ compiler ({cxx}) to build the kernel emulation")) {
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = dir.path().join("attention");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/emulate/attention.cpp");
+    let exe = dir.path().join(source.trim_end_matches(".cpp"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/emulate").join(source);
     let built = Command::new(&cxx)
         .args(["-std=c++20", "-O2", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-Wno-sign-compare", "-o"])
         .arg(&exe)
         .arg(&src)
         .output()
         .expect("run the C++ compiler");
-    assert!(built.status.success(), "building the emulation failed:\n{}", String::from_utf8_lossy(&built.stderr));
-    let run = Command::new(&exe).output().expect("run the emulation");
+    assert!(built.status.success(), "building {source} failed:\n{}", String::from_utf8_lossy(&built.stderr));
+    Some(Built { _dir: dir, exe })
+}
+
+/// An emulation executable and the directory it was built in.
+struct Built {
+    _dir: tempfile::TempDir,
+    exe: std::path::PathBuf,
+}
+
+impl std::ops::Deref for Built {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.exe
+    }
+}
+
+#[test]
+fn the_fused_attention_kernels_match_a_plain_reference_on_emulated_warps() {
+    let Some(exe) = build("attention.cpp") else { return };
+    let run = Command::new(&*exe).output().expect("run the emulation");
     let report = String::from_utf8_lossy(&run.stdout);
     println!("{report}");
     assert!(run.status.success(), "a kernel differs from its reference:\n{report}{}", String::from_utf8_lossy(&run.stderr));
     assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), 12, "twelve cases, each within its tolerance:\n{report}");
+}
+
+/// The GPU image path's preprocessing (`resize_rows`, `resize_patches`) on emulated threads, from
+/// images and plans laid out as `vision/jpeg.rs` lays them out for the device, gives the patch
+/// rows of curator-image's CPU path bit for bit (as fp16): the taps restricted to the crop, the
+/// table, the patch order, the class token's row and the padding rows and columns.
+#[test]
+fn the_resize_kernels_give_the_cpu_plans_patches_bit_for_bit() {
+    let Some(exe) = build("resize.cpp") else { return };
+    let (side, patch) = (28usize, 14usize);
+    let processor = curator_image::clip::Processor::clip(side);
+    let table = processor.table();
+    let grid = side / patch;
+    let (tokens, rows_per_image, k) = (1 + grid * grid, 8usize, 3 * patch * patch + 12);
+    let sizes = [(97usize, 61usize), (61, 97), (300, 40), (28, 28), (240, 135), (29, 300), (97, 61)];
+    let mut rng = curator_test_support::Xorshift::new(11);
+    let (mut raw, mut desc, mut coef, mut expected) = (Vec::<u8>::new(), Vec::<i64>::new(), Vec::<i32>::new(), Vec::<u16>::new());
+    let mut tmp_at = 0usize;
+    for (slot, &(w, h)) in sizes.iter().enumerate() {
+        let img = curator_image::Rgb8 { width: w, height: h, data: (0..w * h * 3).map(|_| rng.next_u64() as u8).collect() };
+        let plan = processor.plan(w, h).expect("a plan");
+        let h_off = coef.len();
+        coef.extend(&plan.horizontal.first);
+        coef.extend(&plan.horizontal.weights);
+        let v_off = coef.len();
+        coef.extend(&plan.vertical.first);
+        coef.extend(&plan.vertical.weights);
+        desc.extend(
+            [raw.len(), w * 3, w, plan.row_lo, plan.rows, h_off, plan.horizontal.k, v_off, plan.vertical.k, tmp_at, slot].map(|v| v as i64),
+        );
+        raw.extend(&img.data);
+        tmp_at += plan.rows * side * 3;
+        // The CPU path's values ([3 × side × side]) as the tower's patch rows, in fp16.
+        let mut px = Vec::new();
+        plan.apply(&img, &table, &mut px);
+        let mut rows = vec![0u16; rows_per_image * k];
+        for p in 0..grid * grid {
+            for col in 0..3 * patch * patch {
+                let (c, rem) = (col / (patch * patch), col % (patch * patch));
+                let (y, x) = ((p / grid) * patch + rem / patch, (p % grid) * patch + rem % patch);
+                rows[(1 + p) * k + col] = half::f16::from_f32(px[c * side * side + y * side + x]).to_bits();
+            }
+        }
+        expected.extend(rows);
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut input = Vec::new();
+    let head = [sizes.len(), side, patch, rows_per_image, tokens, k, raw.len(), tmp_at, coef.len()];
+    head.iter().for_each(|&v| input.extend((v as i64).to_le_bytes()));
+    desc.iter().for_each(|v| input.extend(v.to_le_bytes()));
+    coef.iter().for_each(|v| input.extend(v.to_le_bytes()));
+    table.iter().for_each(|v| input.extend(v.to_le_bytes()));
+    input.extend(&raw);
+    std::fs::write(dir.path().join("in"), &input).expect("write the input");
+    let run = Command::new(&*exe).arg(dir.path().join("in")).arg(dir.path().join("out")).output().expect("run the emulation");
+    assert!(run.status.success(), "the emulation failed: {}", String::from_utf8_lossy(&run.stderr));
+    let out = std::fs::read(dir.path().join("out")).expect("read the output");
+    let got: Vec<u16> = out.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+    assert_eq!(got.len(), expected.len());
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        let (image, row, col) = (i / (rows_per_image * k), i / k % rows_per_image, i % k);
+        assert_eq!(g, e, "image {image} ({:?}), patch row {row}, column {col}", sizes[image]);
+    }
 }
