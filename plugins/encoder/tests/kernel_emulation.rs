@@ -57,7 +57,7 @@ fn the_fused_attention_kernels_match_a_plain_reference_on_emulated_warps() {
 }
 
 /// The GPU image path's preprocessing (`resize_rows`, `resize_patches`) on emulated threads, from
-/// images and plans laid out as `vision/jpeg.rs` lays them out for the device, gives the patch
+/// images and plans laid out by `vision::jpeg::prep_layout` as the device gets them, gives the patch
 /// rows of curator-image's CPU path bit for bit (as fp16): the taps restricted to the crop, the
 /// table, the patch order, the class token's row and the padding rows and columns.
 #[test]
@@ -70,22 +70,11 @@ fn the_resize_kernels_give_the_cpu_plans_patches_bit_for_bit() {
     let (tokens, rows_per_image, k) = (1 + grid * grid, 8usize, 3 * patch * patch + 12);
     let sizes = [(97usize, 61usize), (61, 97), (300, 40), (28, 28), (240, 135), (29, 300), (97, 61)];
     let mut rng = curator_test_support::Xorshift::new(11);
-    let (mut raw, mut desc, mut coef, mut expected) = (Vec::<u8>::new(), Vec::<i64>::new(), Vec::<i32>::new(), Vec::<u16>::new());
-    let mut tmp_at = 0usize;
-    for (slot, &(w, h)) in sizes.iter().enumerate() {
+    let (mut raw, mut plans, mut expected) = (Vec::<u8>::new(), Vec::new(), Vec::<u16>::new());
+    for &(w, h) in &sizes {
         let img = curator_image::Rgb8 { width: w, height: h, data: (0..w * h * 3).map(|_| rng.next_u64() as u8).collect() };
         let plan = processor.plan(w, h).expect("a plan");
-        let h_off = coef.len();
-        coef.extend(&plan.horizontal.first);
-        coef.extend(&plan.horizontal.weights);
-        let v_off = coef.len();
-        coef.extend(&plan.vertical.first);
-        coef.extend(&plan.vertical.weights);
-        desc.extend(
-            [raw.len(), w * 3, w, plan.row_lo, plan.rows, h_off, plan.horizontal.k, v_off, plan.vertical.k, tmp_at, slot].map(|v| v as i64),
-        );
         raw.extend(&img.data);
-        tmp_at += plan.rows * side * 3;
         // The CPU path's values ([3 × side × side]) as the tower's patch rows, in fp16.
         let mut px = Vec::new();
         plan.apply(&img, &table, &mut px);
@@ -98,7 +87,12 @@ fn the_resize_kernels_give_the_cpu_plans_patches_bit_for_bit() {
             }
         }
         expected.extend(rows);
+        plans.push(plan);
     }
+    // What the device gets: the production layout of descriptors and taps.
+    let layout = curator_encoder::vision::jpeg::prep_layout(plans.iter().enumerate(), side).expect("plans of the crop's size");
+    assert_eq!(layout.raw_bytes, raw.len());
+    let (desc, coef, tmp_at) = (layout.desc, layout.coef, layout.tmp_bytes);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut input = Vec::new();
     let head = [sizes.len(), side, patch, rows_per_image, tokens, k, raw.len(), tmp_at, coef.len()];

@@ -91,41 +91,8 @@ impl DeviceJpeg {
         patches: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
         let side = geometry.0;
-        // Descriptors and taps (one copy of the taps per image size in the group).
-        let mut desc = Vec::with_capacity(jobs.len() * PREP_DESC);
-        let mut coef: Vec<i32> = Vec::new();
-        let mut taps_at: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
-        let (mut raw_at, mut tmp_at) = (0usize, 0usize);
-        for (slot, _, plan) in jobs {
-            if plan.out_width != side || plan.out_height != side {
-                return Err(EncoderError::Gpu(format!("a plan of {}×{} for a tower of {side} px", plan.out_width, plan.out_height)));
-            }
-            let (h_off, v_off) = *taps_at.entry((plan.src_width, plan.src_height)).or_insert_with(|| {
-                let h_off = coef.len();
-                coef.extend(&plan.horizontal.first);
-                coef.extend(&plan.horizontal.weights);
-                let v_off = coef.len();
-                coef.extend(&plan.vertical.first);
-                coef.extend(&plan.vertical.weights);
-                (h_off, v_off)
-            });
-            let pitch = plan.src_width * 3;
-            desc.extend_from_slice(&[
-                raw_at as i64,
-                pitch as i64,
-                plan.src_width as i64,
-                plan.row_lo as i64,
-                plan.rows as i64,
-                h_off as i64,
-                plan.horizontal.k as i64,
-                v_off as i64,
-                plan.vertical.k as i64,
-                tmp_at as i64,
-                *slot as i64,
-            ]);
-            raw_at += pitch * plan.src_height;
-            tmp_at += plan.rows * side * 3;
-        }
+        let PrepLayout { desc, coef, raw_bytes: raw_at, tmp_bytes: tmp_at } =
+            prep_layout(jobs.iter().map(|(slot, _, plan)| (*slot, plan.as_ref())), side).map_err(EncoderError::Gpu)?;
         debug_assert_eq!(raw_at, raw_bytes);
         let raw = grown(s, &mut self.raw, raw_at)?;
         let (base, _sync) = raw.device_ptr_mut(s);
@@ -155,6 +122,51 @@ impl DeviceJpeg {
         dev.k.resize_rows(s, raw, &prep, side, tmp)?;
         dev.k.resize_patches(s, tmp, &prep, table, geometry, patches)
     }
+}
+
+/// What the preprocessing kernels (`resize_rows`, `resize_patches`) read for a group of images:
+/// [`PREP_DESC`] values per image (where its decoded bytes start and their pitch, its width,
+/// the plan's rows, where its taps are and how many per output, where its resized rows go, its
+/// slot in the pass), the taps (one copy per image size), and the bytes the decoded images and
+/// their resized rows take on the device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrepLayout {
+    pub desc: Vec<i64>,
+    pub coef: Vec<i32>,
+    pub raw_bytes: usize,
+    pub tmp_bytes: usize,
+}
+
+/// The [`PrepLayout`] of `jobs` (slot, plan), in order, for a tower whose crop is `side` pixels
+/// (a plan of another output size is refused). Public for the emulated kernels' test
+/// (`tests/kernel_emulation.rs`), which runs the kernels on exactly what the device gets.
+pub fn prep_layout<'p>(jobs: impl Iterator<Item = (usize, &'p Plan)>, side: usize) -> Result<PrepLayout, String> {
+    let (mut desc, mut coef) = (Vec::new(), Vec::new());
+    let mut taps_at: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
+    let (mut raw_at, mut tmp_at) = (0usize, 0usize);
+    for (slot, plan) in jobs {
+        if plan.out_width != side || plan.out_height != side {
+            return Err(format!("a plan of {}×{} for a tower of {side} px", plan.out_width, plan.out_height));
+        }
+        let (h_off, v_off) = *taps_at.entry((plan.src_width, plan.src_height)).or_insert_with(|| {
+            let h_off = coef.len();
+            coef.extend(&plan.horizontal.first);
+            coef.extend(&plan.horizontal.weights);
+            let v_off = coef.len();
+            coef.extend(&plan.vertical.first);
+            coef.extend(&plan.vertical.weights);
+            (h_off, v_off)
+        });
+        let pitch = plan.src_width * 3;
+        desc.extend(
+            [raw_at, pitch, plan.src_width, plan.row_lo, plan.rows, h_off, plan.horizontal.k, v_off, plan.vertical.k, tmp_at, slot]
+                .map(|v| v as i64),
+        );
+        raw_at += pitch * plan.src_height;
+        tmp_at += plan.rows * side * 3;
+    }
+    debug_assert_eq!(desc.len() % PREP_DESC, 0);
+    Ok(PrepLayout { desc, coef, raw_bytes: raw_at, tmp_bytes: tmp_at })
 }
 
 /// How many images each decode call takes, in order: as few calls as groups of at most `cap`

@@ -13,7 +13,7 @@
 
 pub mod cpu;
 pub mod gpu;
-mod jpeg;
+pub mod jpeg;
 mod nvjpeg;
 pub mod stage;
 
