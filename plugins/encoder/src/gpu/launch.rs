@@ -86,7 +86,6 @@ pub(crate) struct RelEmbeddings<'a> {
 /// Threads per block of the row kernels.
 const THREADS: u32 = 256;
 
-/// One block per row, `floats` floats of shared memory (the row kernels' layout).
 /// Which of DeBERTa's fused attention kernels runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DebertaKernel {
@@ -115,7 +114,7 @@ impl DebertaKernel {
 /// The kernel `CURATOR_ENCODER_DEBERTA_KERNEL` picks (read once; a value it does not know is
 /// said on stderr once and the default runs). The two variants are checked on CI by
 /// `tests/kernel_emulation.rs`; neither is the default until a GPU machine has timed them
-/// against it (`gpu-deberta.sh speed` with `AB_ENV=CURATOR_ENCODER_DEBERTA_KERNEL=ring`).
+/// against it (`gpu-deberta.sh variants`).
 fn deberta_kernel() -> DebertaKernel {
     static KERNEL: std::sync::OnceLock<DebertaKernel> = std::sync::OnceLock::new();
     *KERNEL.get_or_init(|| {
@@ -127,6 +126,7 @@ fn deberta_kernel() -> DebertaKernel {
     })
 }
 
+/// One block per row, `floats` floats of shared memory (the row kernels' layout).
 fn rows_cfg(rows: usize, floats: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: (floats * 4) as u32 }
 }
