@@ -3,10 +3,10 @@
 //! `mma.m16n8k16` emulated on CPU threads) and runs the fused attention kernels, BERT's and
 //! DeBERTa's with each of its position terms (and the variants that keep its content -> position
 //! products from step to step, and make its position -> content ones once per block), against a
-//! plain reference; `tests/emulate/resize.cpp` runs the image path's preprocessing kernels, whose
-//! patches must equal curator-image's CPU path bit for bit. They catch what
-//! breaks the kernels' indexing (fragment layouts, distances, masks, the position terms'
-//! scales); speed and the hardware's own rounding are the GPU machine's to check
+//! plain reference; `tests/emulate/norms.cpp` the layer-norm kernels; `tests/emulate/resize.cpp`
+//! the image path's preprocessing kernels, whose patches must equal curator-image's CPU path bit
+//! for bit. They catch what breaks the kernels' indexing (fragment layouts, distances, masks,
+//! the position terms' scales, rows and widths); speed and the hardware's own rounding are the GPU machine's to check
 //! (`scripts/models/gpu-deberta.sh parity`).
 
 use std::path::Path;
@@ -54,6 +54,18 @@ fn the_fused_attention_kernels_match_a_plain_reference_on_emulated_warps() {
     println!("{report}");
     assert!(run.status.success(), "a kernel differs from its reference:\n{report}{}", String::from_utf8_lossy(&run.stderr));
     assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), 12, "twelve cases, each within its tolerance:\n{report}");
+}
+
+/// The layer-norm kernels (block and warp per row; the post-norm residual stream in f32 and the
+/// pre-norm towers' fp16 add) against layer norm in double, at widths 128 to 1024.
+#[test]
+fn the_layer_norm_kernels_match_a_plain_reference_on_emulated_threads() {
+    let Some(exe) = build("norms.cpp") else { return };
+    let run = Command::new(&*exe).output().expect("run the emulation");
+    let report = String::from_utf8_lossy(&run.stdout);
+    println!("{report}");
+    assert!(run.status.success(), "a norm kernel differs from its reference:\n{report}{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), 4, "four widths, each within its tolerances:\n{report}");
 }
 
 /// The GPU image path's preprocessing (`resize_rows`, `resize_patches`) on emulated threads, from
