@@ -46,26 +46,27 @@ impl std::ops::Deref for Built {
     }
 }
 
-#[test]
-fn the_fused_attention_kernels_match_a_plain_reference_on_emulated_warps() {
-    let Some(exe) = build("attention.cpp") else { return };
+/// Run a self-checking emulation (`source` prints a line per case, ending in ` ok` or
+/// ` FAILED`, and exits non-zero on a failure) and require `cases` cases, all within tolerance.
+fn self_checked(source: &str, cases: usize) {
+    let Some(exe) = build(source) else { return };
     let run = Command::new(&*exe).output().expect("run the emulation");
     let report = String::from_utf8_lossy(&run.stdout);
     println!("{report}");
-    assert!(run.status.success(), "a kernel differs from its reference:\n{report}{}", String::from_utf8_lossy(&run.stderr));
-    assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), 12, "twelve cases, each within its tolerance:\n{report}");
+    assert!(run.status.success(), "{source}: a kernel differs from its reference:\n{report}{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), cases, "{source}: {cases} cases, each within tolerance:\n{report}");
+}
+
+#[test]
+fn the_fused_attention_kernels_match_a_plain_reference_on_emulated_warps() {
+    self_checked("attention.cpp", 12);
 }
 
 /// The layer-norm kernels (block and warp per row; the post-norm residual stream in f32 and the
-/// pre-norm towers' fp16 add) against layer norm in double, at widths 128 to 1024.
+/// pre-norm towers' fp16 add) against layer norm in double, at four widths from 128 to 1024.
 #[test]
 fn the_layer_norm_kernels_match_a_plain_reference_on_emulated_threads() {
-    let Some(exe) = build("norms.cpp") else { return };
-    let run = Command::new(&*exe).output().expect("run the emulation");
-    let report = String::from_utf8_lossy(&run.stdout);
-    println!("{report}");
-    assert!(run.status.success(), "a norm kernel differs from its reference:\n{report}{}", String::from_utf8_lossy(&run.stderr));
-    assert_eq!(report.lines().filter(|l| l.ends_with(" ok")).count(), 4, "four widths, each within its tolerances:\n{report}");
+    self_checked("norms.cpp", 4);
 }
 
 /// The GPU image path's preprocessing (`resize_rows`, `resize_patches`) on emulated threads, from
