@@ -10,8 +10,7 @@
 # speed:    a deberta-v3-base-sized NeMo classifier (random weights, scripts/models/deberta_models.py --size
 #           base): forward pass alone on the corpus (max_chars 2000), ours then PyTorch (autocast as NeMo
 #           runs it, and .half()) on the same token ids and batches; GPU logits vs our CPU f32 path on 300
-#           documents and vs PyTorch fp16 on all. AB_ENV="NAME=VALUE" then alternates ours as is and
-#           under that environment (ROUNDS times, default 2).
+#           documents and vs PyTorch fp16 on all.
 # variants: DeBERTa's fused attention kernels (CURATOR_ENCODER_DEBERTA_KERNEL default, ring, shared):
 #           each one's parity, then their forward passes alternated (ROUNDS, default 3); by name
 #           only, not part of `all`.
@@ -88,16 +87,6 @@ if want speed; then
             --max-docs "${MAX_DOCS:-1024}" --cpu-docs "${CPU_DOCS:-300}" --rounds 3 --dump-ids "$work/ids.json"
         echo "== speed: PyTorch on the same ids and batches"
         python3 scripts/models/deberta_bench.py "$base" "$work/ids.json" --rounds 3
-        # AB_ENV="NAME=VALUE": our forward pass alone as is and under that environment,
-        # alternated ROUNDS times (e.g. AB_ENV=CURATOR_ENCODER_DEBERTA_KERNEL=ring), GPU vs CPU f32 each.
-        for r in $( [ -n "${AB_ENV:-}" ] && seq "${ROUNDS:-2}"); do
-            for e in "" "$AB_ENV"; do
-                echo "== speed A/B round $r: ours${e:+ with $e}"
-                env $e "$kit/deberta-check" "$base" --device gpu --corpus "$corpus" --docs "${DOCS:-20000}" --max-chars 2000 --budget "$budget" \
-                    --max-docs "${MAX_DOCS:-1024}" --cpu-docs "${CPU_DOCS:-300}" --rounds 3 \
-                    | python3 -c "import json, sys; d = json.load(sys.stdin); print(d['forward']['rounds_s'], round(d['forward']['docs_per_s']), d.get('vs_cpu_f32'))"
-            done
-        done
     done
     echo "== profile: device milliseconds per step of our forward pass (5,000 documents, one round; events slow it)"
     CURATOR_ENCODER_PROFILE=1 "$kit/deberta-check" "$base" --device gpu --corpus "$corpus" --docs 5000 --max-chars 2000 --rounds 1 | grep -A30 profile_ms
