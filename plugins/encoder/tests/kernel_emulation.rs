@@ -48,9 +48,9 @@ impl std::ops::Deref for Built {
 
 /// Run a self-checking emulation (`source` prints a line per case, ending in ` ok` or
 /// ` FAILED`, and exits non-zero on a failure) and require `cases` cases, all within tolerance.
-fn self_checked(source: &str, cases: usize) {
+fn self_checked(source: &str, cases: usize, args: &[&Path]) {
     let Some(exe) = build(source) else { return };
-    let run = Command::new(&*exe).output().expect("run the emulation");
+    let run = Command::new(&*exe).args(args).output().expect("run the emulation");
     let report = String::from_utf8_lossy(&run.stdout);
     println!("{report}");
     assert!(run.status.success(), "{source}: a kernel differs from its reference:\n{report}{}", String::from_utf8_lossy(&run.stderr));
@@ -59,14 +59,25 @@ fn self_checked(source: &str, cases: usize) {
 
 #[test]
 fn the_fused_attention_kernels_match_a_plain_reference_on_emulated_warps() {
-    self_checked("attention.cpp", 12);
+    // The relative embeddings in the order the host uploads them: `fragment_order` of a row of
+    // indices, for heads of 32 and of 64.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let orders: Vec<String> = [32usize, 64]
+        .iter()
+        .map(|&dh| {
+            let order = curator_encoder::gpu::fragment_order(&(0..dh).map(|i| i as f32).collect::<Vec<_>>());
+            order.iter().map(|&i| (i as usize).to_string()).collect::<Vec<_>>().join(" ")
+        })
+        .collect();
+    std::fs::write(dir.path().join("orders"), orders.join("\n")).expect("write the orders");
+    self_checked("attention.cpp", 12, &[&dir.path().join("orders")]);
 }
 
 /// The layer-norm kernels (block and warp per row; the post-norm residual stream in f32 and the
 /// pre-norm towers' fp16 add) against layer norm in double, at four widths from 128 to 1024.
 #[test]
 fn the_layer_norm_kernels_match_a_plain_reference_on_emulated_threads() {
-    self_checked("norms.cpp", 4);
+    self_checked("norms.cpp", 4, &[]);
 }
 
 /// The GPU image path's preprocessing (`resize_rows`, `resize_patches`) on emulated threads, from

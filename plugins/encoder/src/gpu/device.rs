@@ -201,7 +201,7 @@ pub(crate) fn rel_bias(pos_key: &[f32], bq: &[f32], pos_query: &[f32], bk: &[f32
 /// k-step `s`, the pairs of dimensions `16·s + 2·tig` and `16·s + 2·tig + 8`; stored here as
 /// the `dh / 4` consecutive values at `tig · dh / 4` (step by step, the two pairs in turn), so
 /// that a lane loads all its steps' words with 16-byte loads.
-pub(crate) fn fragment_order(row: &[f32]) -> Vec<f32> {
+pub fn fragment_order(row: &[f32]) -> Vec<f32> {
     let dh = row.len();
     let mut out = vec![0f32; dh];
     for pair in 0..dh / 2 {

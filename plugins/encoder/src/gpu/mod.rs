@@ -36,7 +36,11 @@ use crate::weights::{Elem, Norm, Weights};
 
 pub(crate) mod device;
 pub(crate) mod launch;
+
 pub(crate) use device::cuda_missing;
+/// The fused attention's layout of relative embeddings, public for the emulated kernels' test
+/// (`tests/kernel_emulation.rs` hands it to the kernels as the device gets it).
+pub use device::fragment_order;
 use device::{GpuDevice, upload_half, upload_layer, upload_norm};
 
 /// What a CUDA context, cuBLAS' workspace and the kernels' modules take on the device besides

@@ -9,7 +9,8 @@
 // in double; what is left is the kernel's fp16 probabilities and f32 sums, far under the
 // tolerance, while a score that misses its term or takes the wrong distance's is far over it.
 //
-// Built and run by tests/kernel_emulation.rs (c++ -std=c++20 -O2 -pthread attention.cpp).
+// Built and run by tests/kernel_emulation.rs (c++ -std=c++20 -O2 -pthread attention.cpp), which
+// writes the fragment order the host uploads the relative embeddings in.
 // Prints the largest difference per case; exits 1 if one is over the tolerance.
 #include <cstdio>
 #include <cstdlib>
@@ -32,17 +33,15 @@ struct Rng {
 
 float round16(float x) { return h2f(f2h(x)); }
 
-// DeBERTa's fragment order of one row of DH values (src/gpu/device.rs `fragment_order`): lane
-// tig's pairs for every k-step, consecutively.
+// DeBERTa's fragment order of one row of DH values, as the host uploads it
+// (`gpu::fragment_order`, read from the file the test writes: `ORDER[DH][i]` is the index in
+// the natural row of value i).
+std::vector<int> ORDER[65];
+
 template <int DH>
 std::vector<unsigned short> fragment_order(const std::vector<unsigned short>& row) {
     std::vector<unsigned short> out(row.size());
-    for (int pair = 0; pair < DH / 2; pair++) {
-        int s = pair / 8, half = (pair % 8) / 4, tig = pair % 4;
-        int at = tig * (DH / 8) + 2 * s + half;
-        out[2 * at] = row[2 * pair];
-        out[2 * at + 1] = row[2 * pair + 1];
-    }
+    for (int i = 0; i < DH; i++) out[i] = row[ORDER[DH][i]];
     return out;
 }
 
@@ -133,7 +132,24 @@ double run(const Case& c) {
 
 }  // namespace
 
-int main() {
+// ORDERS: for DH = 32, then 64, a line of DH indices.
+bool read_orders(const char* path) {
+    FILE* f = std::fopen(path, "r");
+    if (!f) return false;
+    for (int dh : {32, 64}) {
+        ORDER[dh].resize(dh);
+        for (int& i : ORDER[dh])
+            if (std::fscanf(f, "%d", &i) != 1 || i < 0 || i >= dh) return false;
+    }
+    std::fclose(f);
+    return true;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2 || !read_orders(argv[1])) {
+        std::fprintf(stderr, "usage: attention ORDERS (the fragment order for heads of 32 and 64)\n");
+        return 2;
+    }
     const Case cases[] = {
         {"attention64 (BERT)", 64, false, false, false, PLAIN},
         {"deberta_attention64, c2p + p2c", 64, true, true, true, PLAIN},
