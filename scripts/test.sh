@@ -6,23 +6,28 @@ cd "$(dirname "$0")/.."
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
+# The peers the tests compare with come from PyPI at pinned versions (installed, or replaced,
+# when this machine has another version), so a new release upstream never changes a verdict.
+pinned() {
+    python3 - "$@" >/dev/null 2>&1 <<'PY' || python3 -m pip install --quiet "$@"
+import sys
+from importlib.metadata import version
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    assert version(name.split("[")[0]) == want, pin
+PY
+}
 # The object-storage tests start a real S3-compatible server on loopback (moto).
-if ! command -v moto_server >/dev/null 2>&1; then
-    python3 -m pip install --quiet 'moto[server]'
-fi
+pinned 'moto[server]==5.2.1'
 # pyarrow, polars and DuckDB write and read the files of the compatibility matrix
 # (scripts/compat/matrix.py, tests/e2e/compat.rs).
-if ! python3 -c 'import pyarrow, polars, duckdb' >/dev/null 2>&1; then
-    python3 -m pip install --quiet pyarrow polars duckdb
-fi
+pinned pyarrow==26.0.1 polars==2.1.0 duckdb==2.0.1
 # lxml (libxml2 2.14.6) for the HTML tree parity test (plugins/html/tests/tree_parity.rs).
-if ! python3 -c 'import lxml.etree as e; assert e.LIBXML_VERSION == (2, 14, 6)' >/dev/null 2>&1; then
-    python3 -m pip install --quiet 'lxml==6.1.3'
-fi
+pinned lxml==6.1.3
 # The Ray driver (python/curator-ray, with Ray from PyPI) for the cluster tests; they run the
 # workspace's binary, so the driver's curator-host wheel (scripts/wheel-smoke.sh) is not needed.
-if ! python3 -c 'import ray, curator_ray' >/dev/null 2>&1; then
-    python3 -m pip install --quiet 'ray>=2.9'
+pinned ray==2.60.0
+if ! python3 -c 'import curator_ray' >/dev/null 2>&1; then
     python3 -m pip install --quiet --no-deps ./python/curator-ray
 fi
 # The OCI tests push and pull plugins through a real registry on loopback (Debian's
@@ -32,7 +37,8 @@ if ! command -v docker-registry >/dev/null 2>&1 && command -v apt-get >/dev/null
     "${apt[@]}" install -y -qq docker-registry >/dev/null || { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq docker-registry >/dev/null; }
 fi
 # jusText's parity test reads real pages from Debian's HTML documentation (the Python manual
-# and the Debian Reference; tests/parity/justext_reference.jsonl names them by hash).
+# and the Debian Reference), whatever their version: it makes its reference from the same
+# pages at test time, with jusText from PyPI at a pinned version (target/justext-venv).
 if [ ! -d /usr/share/doc/python3.11/html ] || [ ! -d /usr/share/debian-reference ]; then
     if command -v apt-get >/dev/null 2>&1; then
         apt=($(command -v sudo || true) env DEBIAN_FRONTEND=noninteractive apt-get)
@@ -64,4 +70,19 @@ python3 scripts/models/fetch.py
 if [ "$#" -eq 0 ]; then
     export CURATOR_TEST_NATIVE_BUILT=1
 fi
-cargo test --release --locked --workspace "$@"
+# Every test binary runs (--no-fail-fast), so one failure never hides another; the failing
+# tests are listed again at the end.
+mkdir -p target
+log=target/test.log
+set +e
+cargo test --release --locked --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+    echo
+    echo "== the suite failed (exit $status); failing tests and test binaries:"
+    grep -E '^test .* \.\.\. FAILED$' "$log" | sort -u || true
+    # cargo's own list of the test binaries that failed (or did not build).
+    awk '/^error: ([0-9]+ targets? failed|test failed|could not compile)/ {p = 1} p && /^$/ {p = 0} p' "$log" || true
+fi
+exit "$status"

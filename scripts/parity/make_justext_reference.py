@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """jusText's kept paragraphs on real and planted pages, by the Python `justext` package called
-as NeMo Curator's Common Crawl extraction calls it, for curator-html's parity test.
+as NeMo Curator's Common Crawl extraction calls it, for curator-html's parity test, which runs
+this script at test time (so the reference is made from the pages this machine has, whatever
+version of Debian's packages holds them, by jusText at the pinned version below).
 
 Pages:
   - Debian's HTML documentation: the Python 3.11 manual (python3.11-doc, ~530 pages) and the
@@ -9,18 +11,22 @@ Pages:
     of real prose wrapped in generated boilerplate (menus, link lists, cookie banners,
     footers with a copyright sign, sidebars, forms, scripts, comments, tables, <br><br>).
 
-Writes tests/parity/justext_reference.jsonl: per page its name, the SHA-256 of its bytes, the
-number of paragraphs and the FNV-1a 64 hash of each kept paragraph's text (English stop
-words, jusText's and NeMo Curator's default parameters).
+Writes OUT (default target/tmp/justext_reference.jsonl): per page its name, the file it was
+read from (Debian's pages; none for planted ones), the number of paragraphs and the FNV-1a 64
+hash of each kept paragraph's text (English stop words, jusText's and NeMo Curator's default
+parameters).
 
     apt-get install python3-doc debian-reference-en
-    python3 scripts/parity/make_justext_reference.py
+    python3 scripts/parity/make_justext_reference.py [OUT] [--write-planted]
+
+--write-planted first writes tests/parity/justext_planted.jsonl again from its seed (the
+planted pages are ours, so they are committed; the Debian pages are not).
 """
 import glob
-import hashlib
 import json
 import os
 import random
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -29,7 +35,7 @@ from pyenv import ROOT, venv_python  # noqa: E402
 PINS = ["justext==3.0.2", "lxml==6.1.3", "lxml_html_clean==0.4.6"]
 ROOTS = {"python3.11-doc": "/usr/share/doc/python3.11/html", "debian-reference": "/usr/share/debian-reference"}
 PLANTED = os.path.join(ROOT, "tests", "parity", "justext_planted.jsonl")
-OUT = os.path.join(ROOT, "tests", "parity", "justext_reference.jsonl")
+OUT = os.path.join(ROOT, "target", "tmp", "justext_reference.jsonl")
 
 CODE = r'''
 import json, sys, justext
@@ -57,7 +63,7 @@ def nemo_justext(html):
 for line in sys.stdin:
     page = json.loads(line)
     ps = nemo_justext(page["html"])
-    print(json.dumps({"page": page["name"], "sha256": page["sha256"], "paragraphs": len(ps),
+    print(json.dumps({"page": page["name"], "path": page.get("path"), "paragraphs": len(ps),
                       "kept": [fnv(p.text) for p in ps if not p.is_boilerplate]}))
 '''
 
@@ -69,8 +75,7 @@ def debian_pages():
             files = [f for f in files if f.endswith(".en.html")]
         for f in files:
             data = open(f, "rb").read()
-            yield {"name": f"{root_name}/{os.path.relpath(f, root)}", "sha256": hashlib.sha256(data).hexdigest(),
-                   "html": data.decode("utf-8", "replace")}
+            yield {"name": f"{root_name}/{os.path.relpath(f, root)}", "path": f, "html": data.decode("utf-8", "replace")}
 
 
 PROSE = [
@@ -129,23 +134,29 @@ def planted_pages(n=80, seed=20261128):
         parts.append(rng.choice([f"<aside><h4>Related</h4>{links(3, '<br>')}</aside>", f"<div class=side>{links(5)}</div>", ""]))
         parts.append(f"<footer><p>Copyright &copy; {2000 + i % 25} Example Town Council. {links(3)}</p></footer></body></html>")
         html = "\n".join(parts)
-        pages.append({"name": f"planted/{i:03d}.html", "sha256": hashlib.sha256(html.encode()).hexdigest(), "html": html})
+        pages.append({"name": f"planted/{i:03d}.html", "html": html})
     return pages
 
 
 def main():
+    args = [a for a in sys.argv[1:] if a != "--write-planted"]
+    out_path = os.path.abspath(args[0]) if args else OUT
+    if "--write-planted" in sys.argv[1:]:
+        with open(PLANTED, "w") as f:
+            for p in planted_pages():
+                f.write(json.dumps({"name": p["name"], "html": p["html"]}) + "\n")
+    with open(PLANTED) as f:
+        planted = [json.loads(line) for line in f if line.strip()]
     py = venv_python("justext-venv", PINS, probe="import justext, lxml_html_clean")
-    planted = planted_pages()
-    with open(PLANTED, "w") as f:
-        for p in planted:
-            f.write(json.dumps({"name": p["name"], "html": p["html"]}) + "\n")
     pages = list(debian_pages()) + planted
-    import subprocess
     stdin = "".join(json.dumps(p) + "\n" for p in pages)
     out = subprocess.run([py, "-c", CODE], input=stdin.encode(), capture_output=True, check=True).stdout
-    with open(OUT, "wb") as f:
+    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    part = f"{out_path}.{os.getpid()}"
+    with open(part, "wb") as f:
         f.write(out)
-    print(f"{len(pages)} pages ({len(planted)} planted) -> {os.path.relpath(OUT, ROOT)}")
+    os.replace(part, out_path)
+    print(f"{len(pages)} pages ({len(planted)} planted) -> {out_path}")
 
 
 if __name__ == "__main__":

@@ -147,12 +147,61 @@ fn a_native_worker_warming_up_is_not_recycled() {
 fn a_native_stage_working_on_its_own_threads_counts_their_cpu() {
     let tmp = tempfile::tempdir().unwrap();
     setup(tmp.path());
-    probe(tmp.path(), "threads", "").ok();
+    let marker = tmp.path().join("probe");
+    probe(tmp.path(), &format!("threads, marker: {}", marker.display()), "").ok();
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(tmp.path().join("out/_summary.json")).unwrap()).unwrap();
     let stage = &summary["stages"][0];
-    // Two threads of at least 0.4 s of CPU each; the calling thread alone used almost none.
+    // What the two threads measured of themselves (CLOCK_THREAD_CPUTIME_ID), whatever the
+    // processor's speed or the machine's load; the calling thread only waited.
+    let threads: f64 = std::fs::read_to_string(marker.with_extension("cpu")).unwrap().parse().unwrap();
     let busy = stage["busy_s"].as_f64().unwrap();
-    assert!(busy > 0.6, "{stage}");
+    assert!(threads > 0.0, "{threads}");
+    // All of it counted (the calling thread's time alone would be ~0), and once (the five
+    // batches' other work is small beside it: not a second copy of the threads' time).
+    assert!(busy >= 0.9 * threads, "busy {busy} s, the threads measured {threads} s: {stage}");
+    assert!(busy <= 1.5 * threads + 0.25, "busy {busy} s, the threads measured {threads} s: {stage}");
+}
+
+/// Workers are started from the host's running image, not from its path: a binary replaced
+/// on disk during a run (an upgrade, a rebuild) never stops the run's later workers.
+#[test]
+fn a_run_finishes_when_its_binary_is_replaced_on_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    setup(tmp.path());
+    let bin = tmp.path().join("bin/curator-host");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_curator-host"), &bin).unwrap();
+    let marker = tmp.path().join("gate");
+    // Every batch in a new worker, the first one held until the binary has been replaced.
+    let yaml = format!(
+        "source:\n  path: in\nsink:\n  path: out\nbatch_size: 10\nexecution:\n  max_batches_per_worker: 1\nstages:\n  - plugin: native_probe\n    params: {{mode: gate, marker: {}}}\n    num_workers: 1\n",
+        marker.display()
+    );
+    let p = write_pipeline(tmp.path(), &yaml);
+    let mut child = host_at(&bin)
+        .args(["run", p.to_str().unwrap(), "--plugins"])
+        .arg(&native_plugins().0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waiting = marker.with_extension("waiting");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !waiting.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before its first batch was held");
+        assert!(std::time::Instant::now() < deadline, "the first batch never reached the stage");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Replaced as an upgrade replaces it: a new file renamed over the old one.
+    let new = tmp.path().join("bin/curator-host.new");
+    std::fs::write(&new, b"#!/bin/sh\necho 'not the binary the run started with' >&2\nexit 3\n").unwrap();
+    std::fs::rename(&new, &bin).unwrap();
+    std::fs::write(marker.with_extension("go"), b"").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("recycling a worker after 1 batches"), "later batches ran in new workers: {stderr}");
+    assert_eq!(read_jsonl(&tmp.path().join("out/a.jsonl")).len(), 50);
 }
 
 #[test]

@@ -131,7 +131,12 @@ impl From<Output> for Run {
 
 /// A command for the binary with a shared compiled-plugin cache and no ambient plugin path.
 pub fn host() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_curator-host"));
+    host_at(Path::new(env!("CARGO_BIN_EXE_curator-host")))
+}
+
+/// [`host`], run from another copy of the binary.
+pub fn host_at(exe: &Path) -> Command {
+    let mut c = Command::new(exe);
     c.env("CURATOR_CACHE_DIR", root().join("target/e2e-cache")).env_remove("CURATOR_PLUGINS").env("NO_COLOR", "1");
     c
 }

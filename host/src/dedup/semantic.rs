@@ -365,7 +365,7 @@ pub fn gpu_phases(work_dir: &std::path::Path, n: u64, d: usize, p: &SemanticPara
 /// Run [`gpu_phases`] in a child `curator-host dedup-gpu` process; `Err` when it could not
 /// finish (the caller falls back to the CPU under `device: auto`).
 pub fn run_on_gpu(work: &Work, n: u64, d: usize, spec: &curator_core::DedupSpec) -> Result<(), DedupError> {
-    let out = std::process::Command::new(crate::worker::worker_exe())
+    let out = crate::worker::worker_command()
         .arg("dedup-gpu")
         .arg(&work.dir)
         .args(["--docs", &n.to_string(), "--dim", &d.to_string(), "--spec"])

@@ -39,21 +39,39 @@ pub fn set_worker_exe(exe: PathBuf) {
 }
 
 /// The binary that runs workers: [`set_worker_exe`], else `$CURATOR_WORKER_EXE`, else this
-/// executable.
+/// process's own image.
 pub fn worker_exe() -> PathBuf {
     if let Some(p) = WORKER_EXE.get() {
         return p.clone();
     }
-    std::env::var_os("CURATOR_WORKER_EXE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok())
-        .unwrap_or_else(|| "curator-host".into())
+    std::env::var_os("CURATOR_WORKER_EXE").map(PathBuf::from).unwrap_or_else(own_image)
+}
+
+/// The running binary as the kernel holds it: `/proc/self/exe` on Linux, which execs the
+/// image this process was started from even when the file on disk has since been replaced or
+/// deleted (an upgrade, a rebuild during a run); elsewhere the path it was started from.
+fn own_image() -> PathBuf {
+    let proc_exe = Path::new("/proc/self/exe");
+    if cfg!(target_os = "linux") && proc_exe.exists() {
+        return proc_exe.to_path_buf();
+    }
+    std::env::current_exe().unwrap_or_else(|_| "curator-host".into())
+}
+
+/// A command that runs [`worker_exe`], named (`argv[0]`, what `ps` shows) as this binary is.
+pub fn worker_command() -> Command {
+    let mut cmd = Command::new(worker_exe());
+    if let Some(name) = std::env::current_exe().ok().and_then(|p| p.file_name().map(|n| n.to_owned())) {
+        use std::os::unix::process::CommandExt;
+        cmd.arg0(name.to_string_lossy().trim_end_matches(" (deleted)"));
+    }
+    cmd
 }
 
 /// A native plugin's manifest JSON, read in a throw-away worker process (the caller checks it:
 /// `registry::read_manifest`).
 pub fn read_manifest_json(path: &Path) -> Result<String, StageFailure> {
-    let out = Command::new(worker_exe())
+    let out = worker_command()
         .arg("worker")
         .arg(path)
         .arg("--manifest")

@@ -4,7 +4,7 @@
 use std::io::{BufReader, Write};
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -71,7 +71,7 @@ impl WorkerProcess {
         // The worker may only read the input; it writes its answers into the output.
         let input_ro = input.read_only_fd().map_err(spawn_err)?;
         let (in_fd, out_fd) = (input_ro.as_raw_fd(), output.raw_fd());
-        let mut cmd = Command::new(super::worker_exe());
+        let mut cmd = super::worker_command();
         cmd.arg("worker");
         if let WorkerPlugin::Wasm(spec) = plugin {
             cmd.arg("--wasm").arg(serde_json::to_string(spec).unwrap_or_default());

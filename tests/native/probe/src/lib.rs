@@ -11,8 +11,10 @@ pub struct NativeProbe {
     /// fail_init_late (the first `starts` set-ups start, planning's check included; the others
     /// refuse after 2 s) |
     /// warm (every batch, triggered or not, keeps `warm_mb` MiB more for the first
-    /// `warm_batches` batches, as caches warming up do)
-    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog", "fail_init", "fail_init_late", "warm", "threads"])]
+    /// `warm_batches` batches, as caches warming up do) | threads (two threads of its own spin) |
+    /// gate (every batch, triggered or not, waits until `<marker>.go` exists, having created
+    /// `<marker>.waiting`: the test decides when the run goes on)
+    #[param(one_of = ["none", "fail", "panic", "segfault", "abort", "leak", "oom", "slow", "gpu_hog", "fail_init", "fail_init_late", "warm", "threads", "gate"])]
     pub mode: String,
     /// MiB kept per batch in `warm` mode.
     #[param(default = 2)]
@@ -24,7 +26,8 @@ pub struct NativeProbe {
     #[param(default = 8)]
     pub gpu_gb: usize,
     /// The path prefix of the files whose creation elects the set-ups that start, in
-    /// `fail_init_late` mode (`<marker>.1` … `<marker>.<starts>`).
+    /// `fail_init_late` mode (`<marker>.1` … `<marker>.<starts>`); in `threads` mode,
+    /// `<marker>.cpu` receives the CPU seconds the two threads measured of themselves.
     pub marker: Option<String>,
     /// How many set-ups start in `fail_init_late` mode.
     #[param(default = 2)]
@@ -54,6 +57,20 @@ impl Stage for NativeProbe {
     }
 
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        if self.mode == "gate" {
+            let marker = self.marker.as_deref().unwrap_or("native_probe.marker");
+            let go = std::path::PathBuf::from(format!("{marker}.go"));
+            if !go.exists() {
+                std::fs::write(format!("{marker}.waiting"), b"").map_err(|e| StageError::Failed(format!("{marker}.waiting: {e}")))?;
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                while !go.exists() {
+                    if std::time::Instant::now() > deadline {
+                        return Err(StageError::Failed(format!("{} never appeared", go.display())));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+        }
         if self.mode == "warm" && self.warm.len() < self.warm_batches {
             // Touched, so that it is resident, and kept.
             let mut v = vec![0u8; self.warm_mb << 20];
@@ -96,19 +113,26 @@ impl Stage for NativeProbe {
                 "oom" if batch.num_rows > 1 => return Err(StageError::OutOfMemory("CUDA out of memory (pretend)".into())),
                 "slow" => std::thread::sleep(std::time::Duration::from_secs(30)),
                 "threads" => {
-                    // Two threads of its own work while the calling thread only waits: the
-                    // call's CPU is theirs. A fixed amount of work (a chain of 400 M dependent
-                    // multiply-adds, 0.4 s or more of CPU each), whatever else runs.
+                    // Two threads of their own work while the calling thread only waits: the
+                    // call's CPU is theirs. Each measures its own CPU time; their sum goes to
+                    // `<marker>.cpu` for the test to hold the run summary against (the work's
+                    // duration depends on the processor, so no constant can stand for it).
                     let spin = || {
                         let mut x = 1u64;
                         for _ in 0..400_000_000u64 {
                             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
                         }
+                        thread_cpu_s()
                     };
-                    std::thread::scope(|s| {
-                        s.spawn(spin);
-                        s.spawn(spin);
+                    let spent = std::thread::scope(|s| {
+                        let a = s.spawn(spin);
+                        let b = s.spawn(spin);
+                        a.join().unwrap_or(0.0) + b.join().unwrap_or(0.0)
                     });
+                    if let Some(marker) = &self.marker {
+                        std::fs::write(format!("{marker}.cpu"), spent.to_string())
+                            .map_err(|e| StageError::Failed(format!("{marker}.cpu: {e}")))?;
+                    }
                 }
                 "gpu_hog" => {
                     // SAFETY: only probes for the driver library.
@@ -131,4 +155,14 @@ impl Stage for NativeProbe {
         }
         Ok(Output::Columns(vec![Column::utf8("text", upper.iter().map(String::as_str)), Column::int64("text_len", &lens)]))
     }
+}
+
+/// The calling thread's CPU time so far, in seconds (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_s() -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid, writable timespec; the clock id is a constant the kernel knows.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return 0.0;
+    }
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
