@@ -2,48 +2,44 @@
 //! pipeline file (formats, paths, sizes, compression, write modes, object-store retries).
 //! Re-exported by [`crate::pipeline`], whose file they are part of.
 
+use std::borrow::Cow;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// File format.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    #[default]
-    Jsonl,
-    Parquet,
-    /// Video files (MP4/MOV/MKV/WebM), one document per file: a source format only.
-    Video,
-    /// WARC and WET files (Common Crawl's layout: one gzip member per record), one document
-    /// per HTML `response` or text `conversion` record: a source format only.
-    Warc,
-    /// WebDataset tar shards (image datasets): one document per sample, its image bytes in
-    /// an `image` column. A source and a sink (kept samples written back member by member).
-    Webdataset,
-    /// A folder of image files (img2dataset's `files` layout): one document per image, with
-    /// the caption and metadata of the files beside it that share its name (`.txt`,
-    /// `.caption`, `.json`, `.cls`), as a WebDataset sample. A source format only.
-    Images,
-}
+/// A data format, by the name pipeline files give it (`jsonl`, `parquet`, `video`, `warc`,
+/// `webdataset`, `images`, `csv`, …). Which names exist, and which of them can be read or
+/// written, is the host's registry of formats: core only carries the name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Format(Cow<'static, str>);
 
 impl Format {
+    /// JSON Lines, the default sink format.
+    pub const JSONL: Format = Format(Cow::Borrowed("jsonl"));
+
+    /// The format called `name` (looked up by the host when a run is planned).
+    pub const fn named(name: &'static str) -> Format {
+        Format(Cow::Borrowed(name))
+    }
+
     /// Its name in a pipeline file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Jsonl => "jsonl",
-            Format::Parquet => "parquet",
-            Format::Video => "video",
-            Format::Warc => "warc",
-            Format::Webdataset => "webdataset",
-            Format::Images => "images",
-        }
+    pub fn name(&self) -> &str {
+        &self.0
     }
 }
 
-/// Image files per partition of an `images` source when neither `files_per_partition` nor
-/// `blocksize` is set: a batch never spans partitions, and one image each would starve a
-/// GPU stage.
-pub const IMAGES_PER_PARTITION: usize = 1024;
+impl Default for Format {
+    fn default() -> Self {
+        Format::JSONL
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// A size: bytes as a number, or text like `64MB`, `1.5GiB` (powers of 1024).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -76,10 +72,10 @@ pub struct SourceSpec {
     /// `az://`, `file://`) or a list of them. Relative paths are resolved against the
     /// pipeline file's directory.
     pub path: OneOrMany,
-    /// `jsonl`, `parquet`, `video`, `warc`, `webdataset` or `images`; by default from each
-    /// file's extension (`.parquet`, a video extension such as `.mp4`, `.warc[.gz]` /
-    /// `.wet[.gz]`, `.tar`, an image's such as `.jpg`, or JSONL). A directory of images needs
-    /// `format: images`.
+    /// `jsonl`, `parquet`, `csv`, `video`, `warc`, `webdataset` or `images`; by default from
+    /// each file's extension (`.parquet`, `.csv` / `.tsv`, a video extension such as `.mp4`,
+    /// `.warc[.gz]` / `.wet[.gz]`, `.tar`, an image's such as `.jpg`, or JSONL). A directory of
+    /// images (or videos, or CSV files) needs its `format:`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<Format>,
     /// Whole files per partition (exclusive with `blocksize`). Default: 1 (`images`: 1024).
@@ -173,6 +169,7 @@ pub struct SinkSpec {
     /// Output directory or object-store URL; one output file per partition. Relative paths
     /// resolve against the pipeline file.
     pub path: String,
+    /// `jsonl` (the default), `parquet` or `webdataset`.
     #[serde(default)]
     pub format: Format,
     /// Default: none for JSONL, zstd for Parquet.
@@ -224,12 +221,9 @@ impl SinkSpec {
         self.compression_threads.unwrap_or(idle_cores.min(2) as u32)
     }
 
-    /// The compression in effect.
-    pub fn compression(&self) -> Compression {
-        self.compression.unwrap_or(match self.format {
-            Format::Jsonl | Format::Video | Format::Warc | Format::Webdataset | Format::Images => Compression::None,
-            Format::Parquet => Compression::Zstd,
-        })
+    /// The compression in effect, given the sink format's default.
+    pub fn compression_or(&self, format_default: Compression) -> Compression {
+        self.compression.unwrap_or(format_default)
     }
 }
 

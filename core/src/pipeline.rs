@@ -7,8 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::io_spec::{
-    Compression, DEFAULT_IMAGE_BATCH_BYTES, DEFAULT_MAX_LINE_BYTES, Format, IMAGES_PER_PARTITION, OneOrMany, RetrySpec, SinkSpec, Size,
-    SourceSpec, WriteMode,
+    Compression, DEFAULT_IMAGE_BATCH_BYTES, DEFAULT_MAX_LINE_BYTES, Format, OneOrMany, RetrySpec, SinkSpec, Size, SourceSpec, WriteMode,
 };
 pub use crate::spec_error::{SpecError, SpecErrors};
 pub use crate::step::{DedupStep, Grant, Isolation, RemoveIdsSpec, RemoveIdsStep, StageSpec, Step};
@@ -259,23 +258,6 @@ impl PipelineSpec {
         if self.sink.row_group_size == Some(0) {
             errors.push(SpecError::new(file, "sink.row_group_size", "must be > 0"));
         }
-        if self.sink.format == Format::Video {
-            errors.push(SpecError::new(
-                file,
-                "sink.format",
-                "video is a source format; write clips with the clip_writer stage and their index as jsonl or parquet",
-            ));
-        }
-        if self.sink.format == Format::Warc {
-            errors.push(SpecError::new(file, "sink.format", "warc is a source format; write the documents as jsonl or parquet"));
-        }
-        if self.sink.format == Format::Images {
-            errors.push(SpecError::new(
-                file,
-                "sink.format",
-                "images is a source format; write the images as webdataset shards, or the documents as parquet or jsonl",
-            ));
-        }
     }
 
     /// The steps: one dedup step at most, each dedup and `remove_ids` step on its own.
@@ -436,7 +418,7 @@ stages:
         let p = PipelineSpec::from_yaml("p.yaml", GOOD).unwrap();
         assert_eq!(p.stages.len(), 2);
         assert_eq!(p.source.text_field, "text");
-        assert_eq!(p.sink.compression(), Compression::Zstd);
+        assert_eq!(p.sink.compression, Some(Compression::Zstd));
         assert_eq!(p.batch_size(), 500);
         // An explicit batch size is what the source reads, whatever the stages ask.
         assert_eq!(p.read_batch_size([Some(8192), None]), 500);
@@ -492,26 +474,15 @@ stages:
         let p = PipelineSpec::from_yaml("p.yaml", &ok).unwrap();
         assert_eq!(p.source.blocksize.unwrap().bytes(), Some(64 << 20));
         assert_eq!(p.source.max_line_bytes.unwrap().bytes(), Some(1 << 20));
-        let parquet = GOOD.replace("  compression: zstd\n", "  format: parquet\n");
-        assert_eq!(PipelineSpec::from_yaml("p.yaml", &parquet).unwrap().sink.compression(), Compression::Zstd);
     }
 
     #[test]
-    fn a_formats_name_is_the_one_pipeline_files_use() {
-        for f in [Format::Jsonl, Format::Parquet, Format::Video, Format::Warc, Format::Webdataset, Format::Images] {
-            assert_eq!(serde_json::to_value(f).unwrap(), f.name());
-        }
-    }
-
-    #[test]
-    fn video_warc_and_images_are_source_formats_only() {
-        for (name, format) in [("video", Format::Video), ("warc", Format::Warc), ("images", Format::Images)] {
-            let sink = GOOD.replace("  compression: zstd\n", &format!("  format: {name}\n"));
-            let e = PipelineSpec::from_yaml("p.yaml", &sink).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("p.yaml: sink.format: {name} is a source format")), "{e}");
-            let source = GOOD.replace("  path: data/\n", &format!("  path: data/\n  format: {name}\n"));
-            assert_eq!(PipelineSpec::from_yaml("p.yaml", &source).unwrap().source.format, Some(format));
-        }
+    fn a_format_is_its_name_in_the_pipeline_file() {
+        let source = GOOD.replace("  path: data/\n", "  path: data/\n  format: warc\n");
+        let p = PipelineSpec::from_yaml("p.yaml", &source).unwrap();
+        assert_eq!(p.source.format, Some(Format::named("warc")));
+        assert_eq!(p.sink.format, Format::JSONL, "the default");
+        assert_eq!(serde_json::to_value(Format::named("parquet")).unwrap(), "parquet");
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub fn parquet_reader(data: &[u8]) {
         loc: Loc::Local(f.path().to_path_buf()),
         rel: "fuzz.parquet".into(),
         size: data.len() as u64,
-        format: curator_core::pipeline::Format::Parquet,
+        format: crate::io::Source(&crate::io::parquet::PARQUET),
         compressed: false,
     };
     let Ok(mut r) = crate::io::parquet::ParquetReader::open(&file, Extent::Whole, ReadOptions::default(), 64) else { return };

@@ -6,7 +6,6 @@
 use std::io::Read;
 
 use curator_core::dedup::Corpus;
-use curator_core::pipeline::Format;
 
 use crate::io::InputFile;
 
@@ -31,8 +30,8 @@ fn sample(f: &InputFile) -> Option<(u64, u64, u64)> {
 pub fn corpus(inputs: &[InputFile], limit: Option<u64>) -> Corpus {
     let mut docs = 0f64;
     let mut bytes = 0f64;
-    let jsonl: Vec<&InputFile> = inputs.iter().filter(|f| f.format == Format::Jsonl).collect();
-    for f in inputs.iter().filter(|f| f.format == Format::Parquet) {
+    let jsonl: Vec<&InputFile> = inputs.iter().filter(|f| f.format.is(crate::io::jsonl::NAME)).collect();
+    for f in inputs.iter().filter(|f| f.format.is(crate::io::parquet::NAME)) {
         let rows = crate::io::parquet::row_count(f).unwrap_or(f.size / 1000);
         docs += rows as f64;
         bytes += f.size as f64 * 3.0;

@@ -65,7 +65,8 @@ pub fn read_sample(plan: &Plan, max_docs: usize) -> Result<Vec<RecordBatch>, Ben
     for partition in &plan.partitions {
         for part in &partition.parts {
             let input = &plan.inputs[part.file];
-            let mut r = super::read::PartReader::open(input, part.extent, &opts, batch_size)?;
+            let part = crate::io::format::ReadPart { files: std::slice::from_ref(input), extent: part.extent, opts: &opts, batch_size };
+            let mut r = input.format.open(&part)?;
             while let Some(b) = r.next_batch(batch_size)? {
                 if !keep(b, &mut out) {
                     return Ok(out);

@@ -7,72 +7,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 
 use curator_core::TaskMeta;
-use curator_core::partition::Extent;
-use curator_core::pipeline::Format;
 
-use crate::io::images::ImagesReader;
-use crate::io::jsonl::{JsonlReader, ReadOptions, reader_schema};
-use crate::io::parquet::ParquetReader;
-use crate::io::video::VideoReader;
-use crate::io::warc::WarcReader;
-use crate::io::webdataset::WebdatasetReader;
+use crate::io::format::ReadPart;
+use crate::io::jsonl::reader_schema;
 use crate::io::writer::RecordWriter;
-use crate::io::{InputFile, IoError, Reject};
+use crate::io::{IoError, Reject};
 
 use super::{Ctx, Outlet, RunError, Task};
 use crate::task::Rejoin;
 
-/// A reader over one part of a partition.
-pub(super) enum PartReader {
-    Jsonl(JsonlReader),
-    Parquet(ParquetReader),
-    Video(VideoReader),
-    Warc(Box<WarcReader>),
-    Webdataset(WebdatasetReader),
-    /// A folder of images: all of a partition's files at once (batches span them).
-    Images(ImagesReader),
-}
-
-impl PartReader {
-    pub(super) fn open(input: &InputFile, extent: Extent, opts: &ReadOptions, batch_size: usize) -> Result<PartReader, IoError> {
-        Ok(match input.format {
-            Format::Images => PartReader::Images(ImagesReader::open(vec![input.clone()], opts)),
-            Format::Jsonl => PartReader::Jsonl(JsonlReader::open(input, extent, opts.clone())?),
-            Format::Parquet => PartReader::Parquet(ParquetReader::open(input, extent, opts.clone(), batch_size)?),
-            Format::Video => PartReader::Video(VideoReader::open(input, opts)),
-            Format::Warc => PartReader::Warc(Box::new(WarcReader::open(input, opts)?)),
-            Format::Webdataset => PartReader::Webdataset(WebdatasetReader::open(input, opts)?),
-        })
-    }
-
-    /// The next batch of at most `n` documents (Parquet: one row group).
-    pub(super) fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
-        match self {
-            PartReader::Jsonl(r) => r.next_batch(n),
-            PartReader::Parquet(r) => r.next_batch(),
-            PartReader::Video(r) => r.next_batch(),
-            PartReader::Warc(r) => r.next_batch(n),
-            PartReader::Webdataset(r) => r.next_batch(n),
-            PartReader::Images(r) => r.next_batch(n),
-        }
-    }
-    pub(super) fn take_rejects(&mut self) -> Vec<Reject> {
-        match self {
-            PartReader::Jsonl(r) => r.take_rejects(),
-            PartReader::Video(r) => r.take_rejects(),
-            PartReader::Warc(r) => r.take_rejects(),
-            PartReader::Webdataset(r) => r.take_rejects(),
-            PartReader::Images(r) => r.take_rejects(),
-            PartReader::Parquet(_) => Vec::new(),
-        }
-    }
-}
-
-/// How a partition's parts are read: one after another, except a folder's images, which are
-/// read as one (their batches span the files; `_row` counts the partition's images).
+/// How a partition's parts are read: one after another, except the files of a format that
+/// reads them together (a folder's images: their batches span the files; `_row` counts the
+/// partition's images).
 fn read_groups<'p>(plan: &crate::plan::Plan, parts: &'p [curator_core::partition::Part]) -> Vec<&'p [curator_core::partition::Part]> {
-    let images = |p: &curator_core::partition::Part| plan.inputs[p.file].format == Format::Images;
-    match parts.iter().all(images) {
+    let together = |p: &curator_core::partition::Part| plan.inputs[p.file].format.reads_files_together();
+    match parts.iter().all(together) {
         true if !parts.is_empty() => vec![parts],
         _ => parts.chunks(1).collect(),
     }
@@ -123,17 +72,15 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet, again:
         for group in read_groups(plan, &partition.parts) {
             let part = &group[0];
             let input = &plan.inputs[part.file];
-            let (source, mut reader) = match group {
+            let source = match group {
                 [_, _, ..] => {
-                    let files = group.iter().map(|p| plan.inputs[p.file].clone()).collect();
                     let last = plan.describe_part(&group[group.len() - 1]);
-                    (
-                        format!("{} … {last} ({} files)", plan.describe_part(part), group.len()),
-                        PartReader::Images(ImagesReader::open(files, &opts)),
-                    )
+                    format!("{} … {last} ({} files)", plan.describe_part(part), group.len())
                 }
-                _ => (plan.describe_part(part), PartReader::open(input, part.extent, &opts, batch_size)?),
+                _ => plan.describe_part(part),
             };
+            let files: Vec<_> = group.iter().map(|p| plan.inputs[p.file].clone()).collect();
+            let mut reader = input.format.open(&ReadPart { files: &files, extent: part.extent, opts: &opts, batch_size })?;
             let mut row = 0u64;
             let mut part_rejects = (0u64, None::<Reject>);
             loop {
@@ -178,14 +125,7 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet, again:
             }
             if let (0, (n @ 1.., Some(first))) = (row, &part_rejects) {
                 // Under --strict the first reject already failed the run.
-                let hint = match input.format {
-                    Format::Jsonl if crate::io::images::beside_an_image(&input.loc) => {
-                        "; it sits beside an image of its name: a folder of images (and their .json files) is read with `format: images`"
-                            .to_string()
-                    }
-                    Format::Jsonl => format!("; is it JSONL with a {:?} field?", opts.text_field),
-                    _ => String::new(),
-                };
+                let hint = input.format.no_documents_hint(input, &opts);
                 tracing::warn!(
                     "{source}: no document could be read from it ({n} rejected; the first, at {}: {}){hint}",
                     first.at(),

@@ -12,11 +12,9 @@ use std::sync::atomic::Ordering;
 use crossbeam_channel::Receiver;
 
 use curator_core::SinkSpec;
-use curator_core::pipeline::Format;
 
+use crate::io::format::SinkContext;
 use crate::io::journal::{Journal, JournalEntry};
-use crate::io::jsonl::JsonlWriter;
-use crate::io::parquet::ParquetWriter;
 use crate::io::writer::{OutputWriter, RecordWriter, WrittenFile};
 use crate::io::{InputFile, IoError, Loc};
 
@@ -33,25 +31,11 @@ pub(crate) struct Written {
 /// The writer of partition `pi`'s output at `loc` (a Parquet sink keeps the column types of
 /// the partition's Parquet inputs).
 fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, pi: usize) -> Result<Box<dyn OutputWriter>, IoError> {
-    let text_field = &ctx.plan.spec.source.text_field;
-    Ok(match sink.format {
-        Format::Jsonl => Box::new(
-            JsonlWriter::create(loc, sink.compression(), text_field)?
-                .with_compression_workers(sink.compression_workers(ctx.idle_cores()))?,
-        ),
-        Format::Parquet => Box::new(
-            ParquetWriter::create(loc, sink.compression(), sink.row_group_size.unwrap_or(65536), text_field)?
-                .with_source_fields(crate::io::parquet::source_fields(&partition_inputs(ctx, pi), text_field)),
-        ),
-        Format::Webdataset => Box::new(crate::io::webdataset::WebdatasetWriter::create(loc)?),
-        // Refused by the pipeline's validation; never a sink.
-        Format::Video | Format::Warc | Format::Images => {
-            return Err(IoError::Write {
-                path: loc.display(),
-                source: std::io::Error::other(format!("{} is a source format, not a sink format", sink.format.name())),
-            });
-        }
-    })
+    // Planning refused a sink whose format is not one.
+    let format = crate::io::format::sink(&sink.format)
+        .map_err(|message| IoError::Write { path: loc.display(), source: std::io::Error::other(message) })?;
+    let cx = SinkContext { text_field: &ctx.plan.spec.source.text_field, idle_cores: ctx.idle_cores(), inputs: partition_inputs(ctx, pi) };
+    format.create(loc, sink, &cx)
 }
 
 /// The input files partition `pi` reads.

@@ -6,7 +6,7 @@
 //! members, packed in `_sample`, so a WebDataset sink writes each kept image back with them.
 //! Such files are looked up beside local images; images in an object store are read alone.
 //!
-//! A partition holds many images (`IMAGES_PER_PARTITION` by default) and is read into batches
+//! A partition holds many images ([`IMAGES_PER_PARTITION`] by default) and is read into batches
 //! that span its files, cut at `image_batch_bytes` of images (32 MiB by default): a GPU stage
 //! gets full batches, not one image at a time. A file that is not an image by its magic bytes, is cut short, or is larger than
 //! `max_line_bytes` is a [`Reject`] naming the file.
@@ -20,11 +20,6 @@ use super::{InputFile, IoError, Loc, Reject, Rejects};
 /// The files beside an image that belong to its sample.
 const SIDECARS: &[&str] = &["txt", "caption", "json", "cls"];
 
-/// Whether a (lower-case) file name is an image's by its extension.
-pub fn is_image_name(lower: &str) -> bool {
-    lower.rsplit_once('.').is_some_and(|(_, ext)| curator_image::EXTENSIONS.contains(&ext))
-}
-
 /// Whether a local file has an image beside it with its name up to the first dot (a
 /// sidecar of a folder of images, read as something else).
 pub fn beside_an_image(loc: &Loc) -> bool {
@@ -32,6 +27,37 @@ pub fn beside_an_image(loc: &Loc) -> bool {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name().map(|n| n.to_string_lossy())) else { return false };
     let stem = name.split_once('.').map_or(name.as_ref(), |(s, _)| s);
     curator_image::EXTENSIONS.iter().any(|ext| dir.join(format!("{stem}.{ext}")).is_file())
+}
+
+/// A folder of image files as a source format (`format: images`).
+pub struct Images;
+pub static IMAGES: Images = Images;
+
+/// Image files per partition when the source sets neither `files_per_partition` nor
+/// `blocksize`: a batch never spans partitions, and one image each would starve a GPU stage.
+pub const IMAGES_PER_PARTITION: usize = 1024;
+
+impl super::format::SourceFormat for Images {
+    fn name(&self) -> &'static str {
+        "images"
+    }
+    fn extensions(&self) -> &'static [&'static str] {
+        static DOTTED: std::sync::LazyLock<Vec<&'static str>> =
+            std::sync::LazyLock::new(|| curator_image::EXTENSIONS.iter().map(|e| &*format!(".{e}").leak()).collect());
+        &DOTTED
+    }
+    fn files_per_partition(&self) -> usize {
+        IMAGES_PER_PARTITION
+    }
+    fn reads_files_together(&self) -> bool {
+        true
+    }
+    fn open(&self, part: &super::format::ReadPart<'_>) -> Result<Box<dyn super::format::PartReader>, IoError> {
+        Ok(Box::new(ImagesReader::open(part.files.to_vec(), part.opts)))
+    }
+    fn not_a_sink(&self) -> String {
+        "images is a source format; write the images as webdataset shards, or the documents as parquet or jsonl".into()
+    }
 }
 
 /// The images of one partition, read in order.
@@ -54,10 +80,12 @@ impl ImagesReader {
             batch_bytes: opts.image_batch_bytes,
         }
     }
+}
 
+impl super::format::PartReader for ImagesReader {
     /// The next batch of at most `n` images (fewer when they reach `image_batch_bytes`), spanning
     /// files.
-    pub fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
+    fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         let mut docs: Vec<Doc> = Vec::new();
         let mut bytes = 0usize;
         while docs.len() < n.max(1) && bytes < self.batch_bytes && self.next < self.files.len() {
@@ -80,7 +108,7 @@ impl ImagesReader {
         batch(&docs).map(Some).map_err(|e| IoError::Line { at, message: format!("cannot build the batch: {e}") })
     }
 
-    pub fn take_rejects(&mut self) -> Vec<Reject> {
+    fn take_rejects(&mut self) -> Vec<Reject> {
         self.rejects.take()
     }
 }
@@ -119,11 +147,12 @@ fn sidecars(image: &InputFile) -> Result<Vec<(String, Vec<u8>)>, IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::format::{PartReader, SourceFormat};
 
     fn input(dir: &std::path::Path, rel: &str) -> InputFile {
         let path = dir.join(rel);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        InputFile { loc: Loc::Local(path), rel: rel.into(), size, format: curator_core::pipeline::Format::Images, compressed: false }
+        InputFile { loc: Loc::Local(path), rel: rel.into(), size, format: crate::io::Source(&IMAGES), compressed: false }
     }
 
     /// A 1×1 PNG.
@@ -173,6 +202,7 @@ mod tests {
 
     #[test]
     fn image_names_by_extension() {
+        let is_image_name = |n: &str| IMAGES.claims(n);
         assert!(is_image_name("a/b.jpg") && is_image_name("x.webp") && is_image_name("c.d.png"));
         assert!(!is_image_name("a.txt") && !is_image_name("jpg") && !is_image_name("a.jpg.json"));
     }

@@ -1,8 +1,12 @@
-//! Readers and writers: JSONL (plain or compressed: [`codec`]) and Parquet, on local disk or in an
-//! object store ([`storage::Loc`]); the `video` and `warc` sources. Bad input is quarantined ([`Reject`]) unless strict.
+//! Readers and writers, on local disk or in an object store ([`storage::Loc`]): one folder (or
+//! file) per data format — JSONL (plain or compressed: [`codec`]), Parquet, CSV, WARC,
+//! WebDataset, folders of images, video — each registered in [`format`], the seam the engine
+//! reads and writes through. Bad input is quarantined ([`Reject`]) unless strict.
 
 pub mod arrow_json;
 pub mod codec;
+pub mod csv;
+pub mod format;
 pub mod images;
 pub mod journal;
 pub mod json_str;
@@ -21,9 +25,8 @@ pub mod writer;
 use std::io::Read;
 use std::path::Path;
 
-use curator_core::pipeline::Format;
-
 pub use codec::{Codec, decoded};
+pub use format::Source;
 pub use storage::Loc;
 
 /// Column names of the batches the readers produce.
@@ -33,41 +36,6 @@ pub const TEXT: &str = "text";
 pub const META: &str = "_meta";
 /// Row of each document within its batch as read (executor bookkeeping; never written).
 pub const ROW: &str = "_row";
-
-/// File name endings read from a directory when `file_extensions` is not given.
-/// (`.jsonl`, `.json` and `.ndjson`, plain or with a [`codec::COMPRESSED_EXTENSIONS`] ending.)
-pub const DEFAULT_EXTENSIONS: &[&str] = &[
-    ".jsonl",
-    ".json",
-    ".ndjson", //
-    ".jsonl.gz",
-    ".json.gz",
-    ".ndjson.gz", //
-    ".jsonl.zst",
-    ".json.zst",
-    ".ndjson.zst",
-    ".jsonl.zstd",
-    ".json.zstd",
-    ".ndjson.zstd", //
-    ".jsonl.bz2",
-    ".json.bz2",
-    ".ndjson.bz2", //
-    ".jsonl.xz",
-    ".json.xz",
-    ".ndjson.xz", //
-    ".jsonl.lz4",
-    ".json.lz4",
-    ".ndjson.lz4", //
-    ".parquet",
-    ".warc",
-    ".warc.gz",
-    ".wet",
-    ".wet.gz",
-    ".tar",
-];
-
-/// File name endings of WARC and WET files (a directory source with `format: warc` reads these).
-pub const WARC_EXTENSIONS: &[&str] = &[".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.zst", ".warc.bz2", ".warc.xz"];
 
 /// An IO error that names the file (and line and field, where there is one).
 #[derive(Debug, thiserror::Error)]
@@ -177,9 +145,9 @@ pub struct InputFile {
     /// Path relative to the source root it was found under (names the output file).
     pub rel: String,
     pub size: u64,
-    pub format: Format,
-    /// Compressed ([`Codec`]), by its name or, for JSONL that planning cuts into byte ranges,
-    /// by its first bytes: it cannot be split.
+    pub format: Source,
+    /// Compressed as a whole ([`Codec`]), by its name or, for JSONL that planning cuts into
+    /// byte ranges, by its first bytes: it cannot be split.
     pub compressed: bool,
 }
 
@@ -194,36 +162,26 @@ fn matches_ext(name: &str, exts: &[String]) -> bool {
     exts.iter().any(|e| name.ends_with(&e.to_lowercase()))
 }
 
-/// Format and compression from a file name.
-pub fn sniff_name(name: &str, format: Option<Format>) -> (Format, bool) {
-    let lower = name.to_lowercase();
-    let format = format.unwrap_or(if lower.ends_with(".parquet") || lower.ends_with(".pq") {
-        Format::Parquet
-    } else if curator_video::container::VIDEO_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
-        Format::Video
-    } else if WARC_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
-        Format::Warc
-    } else if webdataset::WEBDATASET_EXTENSIONS.iter().any(|e| lower.ends_with(e)) {
-        Format::Webdataset
-    } else if images::is_image_name(&lower) {
-        Format::Images
-    } else {
-        Format::Jsonl
-    });
-    let compressed = format == Format::Jsonl && Codec::from_name(&lower).is_some();
+/// Format and compression from a file name (`format`, when the source names one, wins).
+pub fn sniff_name(name: &str, format: Option<Source>) -> (Source, bool) {
+    let format = Source::of_file(name, format);
+    let compressed = format.compressed(&name.to_lowercase());
     (format, compressed)
 }
 
-/// Expand source locations (files, directories read recursively in name order, URL prefixes).
-pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Format>) -> Result<Vec<InputFile>, IoError> {
-    let exts: Vec<String> = match (extensions, format) {
+/// The file name endings a directory is read for: `extensions` when the source gives them,
+/// else its format's, else those of every format read without being named.
+fn listed_extensions(extensions: Option<&[String]>, format: Option<Source>) -> Vec<String> {
+    match (extensions, format) {
         (Some(e), _) => e.to_vec(),
-        (None, Some(Format::Video)) => curator_video::container::VIDEO_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
-        (None, Some(Format::Warc)) => WARC_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
-        (None, Some(Format::Webdataset)) => webdataset::WEBDATASET_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
-        (None, Some(Format::Images)) => curator_image::EXTENSIONS.iter().map(|e| format!(".{e}")).collect(),
-        (None, _) => DEFAULT_EXTENSIONS.iter().map(|s| s.to_string()).collect(),
-    };
+        (None, Some(f)) => f.extensions().iter().map(|e| e.to_string()).collect(),
+        (None, None) => format::SOURCES.iter().flat_map(|f| f.unnamed_extensions()).map(|e| e.to_string()).collect(),
+    }
+}
+
+/// Expand source locations (files, directories read recursively in name order, URL prefixes).
+pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Source>) -> Result<Vec<InputFile>, IoError> {
+    let exts = listed_extensions(extensions, format);
     let mut files = Vec::new();
     for loc in locs {
         let listed = loc.list_files()?;
@@ -233,10 +191,9 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Form
         let mut others: std::collections::BTreeMap<&'static str, usize> = Default::default();
         for (rel, file, size) in listed {
             if !single && !matches_ext(&rel, &exts) {
-                if let (None, (f @ (Format::Images | Format::Webdataset | Format::Video | Format::Warc), _)) =
-                    (format, sniff_name(&rel, None))
-                {
-                    *others.entry(f.name()).or_default() += 1;
+                let theirs = Source::of_file(&rel, None);
+                if format.is_none() && !theirs.is(format::DEFAULT_SOURCE.name()) {
+                    *others.entry(theirs.name()).or_default() += 1;
                 }
                 continue;
             }
@@ -279,14 +236,14 @@ mod tests {
         }
         let root = Loc::Local(dir.path().to_path_buf());
         let files = discover(std::slice::from_ref(&root), None, None).unwrap();
-        let rels: Vec<(&str, Format, bool)> = files.iter().map(|f| (f.rel.as_str(), f.format, f.compressed)).collect();
+        let rels: Vec<(&str, &str, bool)> = files.iter().map(|f| (f.rel.as_str(), f.format.name(), f.compressed)).collect();
         assert_eq!(
             rels,
             vec![
-                ("a.jsonl.zst", Format::Jsonl, true),
-                ("b.jsonl", Format::Jsonl, false),
-                ("d.parquet", Format::Parquet, false),
-                ("sub/c.json.gz", Format::Jsonl, true)
+                ("a.jsonl.zst", "jsonl", true),
+                ("b.jsonl", "jsonl", false),
+                ("d.parquet", "parquet", false),
+                ("sub/c.json.gz", "jsonl", true)
             ]
         );
         let only = discover(std::slice::from_ref(&root), Some(&[".zst".to_string()]), None).unwrap();

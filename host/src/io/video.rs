@@ -28,9 +28,11 @@ impl VideoReader {
         self.rejects.add(Reject { source: self.input.display(), line: None, byte_offset: 0, reason, excerpt: String::new() })?;
         Ok(None)
     }
+}
 
+impl super::format::PartReader for VideoReader {
     /// The file's one document, or `None` (after a reject, or the second time).
-    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, IoError> {
+    fn next_batch(&mut self, _n: usize) -> Result<Option<RecordBatch>, IoError> {
         if std::mem::replace(&mut self.done, true) {
             return Ok(None);
         }
@@ -61,8 +63,27 @@ impl VideoReader {
         Ok(Some(batch))
     }
 
-    pub fn take_rejects(&mut self) -> Vec<Reject> {
+    fn take_rejects(&mut self) -> Vec<Reject> {
         self.rejects.take()
+    }
+}
+
+/// Video files as a source format (`format: video`): one document per file.
+pub struct Video;
+pub static VIDEO: Video = Video;
+
+impl super::format::SourceFormat for Video {
+    fn name(&self) -> &'static str {
+        "video"
+    }
+    fn extensions(&self) -> &'static [&'static str] {
+        curator_video::container::VIDEO_EXTENSIONS
+    }
+    fn open(&self, part: &super::format::ReadPart<'_>) -> Result<Box<dyn super::format::PartReader>, IoError> {
+        Ok(Box::new(VideoReader::open(part.file(), part.opts)))
+    }
+    fn not_a_sink(&self) -> String {
+        "video is a source format; write clips with the clip_writer stage and their index as jsonl or parquet".into()
     }
 }
 
@@ -93,10 +114,16 @@ fn local_copy(loc: &super::Loc, size: u64) -> Result<std::path::PathBuf, IoError
 mod tests {
     use super::*;
     use crate::io::Loc;
-    use curator_core::pipeline::Format;
+    use crate::io::format::PartReader;
 
     fn input(path: &std::path::Path) -> InputFile {
-        InputFile { loc: Loc::Local(path.to_path_buf()), rel: "x.mp4".into(), size: 0, format: Format::Video, compressed: false }
+        InputFile {
+            loc: Loc::Local(path.to_path_buf()),
+            rel: "x.mp4".into(),
+            size: 0,
+            format: crate::io::Source(&VIDEO),
+            compressed: false,
+        }
     }
 
     #[test]
@@ -105,12 +132,12 @@ mod tests {
         let f = dir.path().join("x.mp4");
         std::fs::write(&f, b"{\"text\": \"not a video\"}\n").unwrap();
         let mut r = VideoReader::open(&input(&f), &ReadOptions::default());
-        assert!(r.next_batch().unwrap().is_none());
+        assert!(r.next_batch(1).unwrap().is_none());
         let rejects = r.take_rejects();
         assert_eq!(rejects.len(), 1);
         assert!(rejects[0].reason.starts_with("not a video file"), "{:?}", rejects[0]);
         let strict = ReadOptions { strict: true, ..ReadOptions::default() };
-        let e = VideoReader::open(&input(&f), &strict).next_batch().unwrap_err().to_string();
+        let e = VideoReader::open(&input(&f), &strict).next_batch(1).unwrap_err().to_string();
         assert!(e.contains("x.mp4") && e.contains("not a video file"), "{e}");
     }
 }

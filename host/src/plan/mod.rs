@@ -442,10 +442,20 @@ fn locate(spec: &PipelineSpec, label: &str, base: &Path, errors: &mut Vec<SpecEr
             None
         }
     };
-    let inputs = if errors.iter().any(|e| e.path == "source.path") {
+    if let Err(message) = io::format::sink(&spec.sink.format) {
+        errors.push(SpecError::new(label, "sink.format", message));
+    }
+    let format = match spec.source.format.as_ref().map(io::format::source).transpose() {
+        Ok(f) => f,
+        Err(message) => {
+            errors.push(SpecError::new(label, "source.format", message));
+            None
+        }
+    };
+    let inputs = if errors.iter().any(|e| e.path == "source.path" || e.path == "source.format") {
         Vec::new()
     } else {
-        match io::discover(&sources, spec.source.file_extensions.as_deref(), spec.source.format) {
+        match io::discover(&sources, spec.source.file_extensions.as_deref(), format) {
             Ok(i) => i,
             Err(e) => {
                 errors.push(SpecError::new(label, "source.path", e.to_string()));

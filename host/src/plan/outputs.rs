@@ -4,12 +4,12 @@
 use std::path::Path;
 
 use curator_core::partition::{Extent, Part};
-use curator_core::pipeline::{Format, WriteMode};
+use curator_core::pipeline::WriteMode;
 use curator_core::{PipelineSpec, SinkSpec, SpecError};
 
 use super::{BranchKind, PlanError, PlannedBranch, PlannedPartition, checks::holds_outputs};
 use crate::io::writer::{OutputManifest, WrittenFile};
-use crate::io::{InputFile, IoError, Loc};
+use crate::io::{self, InputFile, IoError, Loc};
 
 pub(super) fn describe(inputs: &[InputFile], part: &Part) -> String {
     let f = inputs[part.file].display();
@@ -20,20 +20,22 @@ pub(super) fn describe(inputs: &[InputFile], part: &Part) -> String {
     }
 }
 
-/// Base name of an input for outputs: compression and format extensions dropped.
-fn base_name(rel: &str) -> String {
-    let mut name = rel.to_string();
+/// Base name of an input for outputs: compression dropped, and the format's own extension
+/// where its outputs are named without it (`a.jsonl.zst` → `a`, `CC-MAIN-1.warc.gz` →
+/// `CC-MAIN-1.warc`).
+fn base_name(input: &InputFile) -> String {
+    let mut name = input.rel.as_str();
     for ext in [".gz", ".zst", ".zstd"] {
-        if let Some(stripped) = name.strip_suffix(ext) {
-            name = stripped.to_string();
+        name = name.strip_suffix(ext).unwrap_or(name);
+    }
+    if input.format.output_names_drop_extension() {
+        // Its plain endings (`.jsonl`, not `.jsonl.gz`), matched as discovery matches them.
+        let plain = input.format.extensions().iter().filter(|e| e.matches('.').count() == 1);
+        if let Some(e) = plain.into_iter().find(|e| name.to_lowercase().ends_with(*e)) {
+            return name[..name.len() - e.len()].to_string();
         }
     }
-    for ext in [".jsonl", ".json", ".ndjson", ".parquet", ".pq", ".tar"] {
-        if let Some(stripped) = name.strip_suffix(ext) {
-            return stripped.to_string();
-        }
-    }
-    name
+    name.to_string()
 }
 
 /// Deterministic output name of a partition, from its source files and index: the input's
@@ -41,8 +43,8 @@ fn base_name(rel: &str) -> String {
 /// `part-<index>-<hash of the sources>` for a group of files.
 pub fn partition_output_name(inputs: &[InputFile], parts: &[Part], index: usize, ext: &str) -> String {
     match parts {
-        [one] if one.piece.1 <= 1 => format!("{}{ext}", base_name(&inputs[one.file].rel)),
-        [one] => format!("{}.{:05}{ext}", base_name(&inputs[one.file].rel), one.piece.0),
+        [one] if one.piece.1 <= 1 => format!("{}{ext}", base_name(&inputs[one.file])),
+        [one] => format!("{}.{:05}{ext}", base_name(&inputs[one.file]), one.piece.0),
         many => {
             let key: Vec<String> = many.iter().map(|p| format!("{}:{:?}", inputs[p.file].rel, p.extent)).collect();
             let hash = xxhash_rust::xxh3::xxh3_64(key.join("\n").as_bytes());
@@ -51,13 +53,11 @@ pub fn partition_output_name(inputs: &[InputFile], parts: &[Part], index: usize,
     }
 }
 
+/// The ending of a sink's output files' names (a sink of no known format is refused by
+/// planning's checks: named as JSONL meanwhile).
 pub(super) fn sink_ext(sink: &SinkSpec) -> String {
-    match sink.format {
-        // (Video, WARC and images sinks are refused by validation.)
-        Format::Jsonl | Format::Video | Format::Warc | Format::Images => format!(".jsonl{}", sink.compression().suffix()),
-        Format::Parquet => ".parquet".to_string(),
-        Format::Webdataset => ".tar".to_string(),
-    }
+    let format = io::format::sink(&sink.format).unwrap_or(&io::jsonl::JSONL);
+    format.extension(io::format::sink_compression(sink))
 }
 
 /// Output places of the `rejected:` and `tee:` sinks of stages.
@@ -79,6 +79,9 @@ pub(super) fn plan_branches(
         let Some(stage) = stages.iter().position(|p| p.index == i && p.builtin.is_none()) else { continue };
         for (kind, field, sink) in [(BranchKind::Rejected, "rejected", &s.rejected), (BranchKind::Tee, "tee", &s.tee)] {
             let Some(sink) = sink else { continue };
+            if let Err(message) = io::format::sink(&sink.format) {
+                return Err(SpecError::new(label, format!("stages[{i}].{field}.format"), message).into());
+            }
             if matches!(sink.mode, WriteMode::Append | WriteMode::Ignore) {
                 return Err(SpecError::new(
                     label,
@@ -149,7 +152,6 @@ pub fn merged_manifest(prior: &OutputManifest, mode: WriteMode, written: Vec<Wri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io;
     use std::path::PathBuf;
 
     fn input(rel: &str) -> InputFile {
@@ -159,12 +161,15 @@ mod tests {
 
     #[test]
     fn output_names() {
-        let inputs = vec![input("a.jsonl.zst"), input("sub/b.json.gz"), input("c.txt"), input("d.parquet")];
+        let inputs =
+            vec![input("a.jsonl.zst"), input("sub/b.json.gz"), input("c.txt"), input("d.parquet"), input("e.TSV"), input("f.warc.gz")];
         let whole = |file| Part { file, extent: Extent::Whole, piece: (0, 1) };
         assert_eq!(partition_output_name(&inputs, &[whole(0)], 0, ".jsonl"), "a.jsonl");
         assert_eq!(partition_output_name(&inputs, &[whole(1)], 1, ".jsonl.zst"), "sub/b.jsonl.zst");
         assert_eq!(partition_output_name(&inputs, &[whole(2)], 2, ".jsonl.gz"), "c.txt.jsonl.gz");
         assert_eq!(partition_output_name(&inputs, &[whole(3)], 3, ".parquet"), "d.parquet");
+        assert_eq!(partition_output_name(&inputs, &[whole(4)], 3, ".jsonl"), "e.jsonl");
+        assert_eq!(partition_output_name(&inputs, &[whole(5)], 3, ".jsonl"), "f.warc.jsonl");
         let piece = Part { file: 0, extent: Extent::Bytes { start: 0, end: 9 }, piece: (3, 16) };
         assert_eq!(partition_output_name(&inputs, &[piece], 7, ".jsonl"), "a.00003.jsonl");
         let group = partition_output_name(&inputs, &[whole(0), whole(2)], 4, ".jsonl");

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use curator_core::PipelineSpec;
 use curator_core::partition::{Extent, FileInfo, Part, PartitionBy, Splittable, partition};
-use curator_core::pipeline::{Format, IMAGES_PER_PARTITION, WriteMode};
+use curator_core::pipeline::WriteMode;
 use curator_core::shard::Shard;
 
 use super::outputs::{describe, partition_output_name, sink_ext};
@@ -32,14 +32,16 @@ pub(super) struct Partitioning {
     pub prior_manifest: OutputManifest,
 }
 
-/// How the source is cut: `blocksize` wins over `files_per_partition`; one file each by
-/// default, [`IMAGES_PER_PARTITION`] for a folder of images.
+/// How the source is cut: `blocksize` wins over `files_per_partition`; by default, as many
+/// files each as the source's format reads at once (one; a folder's images: 1024).
 fn partition_by(spec: &PipelineSpec) -> PartitionBy {
     match (spec.source.files_per_partition, spec.source.blocksize.as_ref().and_then(|b| b.bytes())) {
         (_, Some(bytes)) => PartitionBy::Bytes(bytes),
         (Some(n), None) => PartitionBy::Files(n),
-        (None, None) if spec.source.format == Some(Format::Images) => PartitionBy::Files(IMAGES_PER_PARTITION),
-        (None, None) => PartitionBy::Files(1),
+        (None, None) => {
+            let format = spec.source.format.as_ref().and_then(|f| io::format::source(f).ok());
+            PartitionBy::Files(format.map_or(1, |f| f.files_per_partition()))
+        }
     }
 }
 
@@ -47,14 +49,9 @@ fn partition_by(spec: &PipelineSpec) -> PartitionBy {
 fn file_infos(inputs: &[InputFile], by: PartitionBy) -> Result<Vec<FileInfo>, IoError> {
     let mut infos = Vec::with_capacity(inputs.len());
     for f in inputs {
-        let split = match (f.format, f.compressed, by) {
-            (_, _, PartitionBy::Files(_)) => Splittable::No,
-            (Format::Parquet, _, _) => Splittable::Units(io::parquet::row_group_sizes(f)?),
-            (Format::Jsonl, true, _) => Splittable::No,
-            // A compressed file under a plain name is read whole, decoded (never cut as text).
-            (Format::Jsonl, false, _) if io::codec::starts_plain(&f.loc, f.size)? => Splittable::Bytes,
-            (Format::Jsonl, false, _) => Splittable::No,
-            (Format::Video | Format::Warc | Format::Webdataset | Format::Images, _, _) => Splittable::No,
+        let split = match by {
+            PartitionBy::Files(_) => Splittable::No,
+            _ => f.format.splittable(f)?,
         };
         infos.push(FileInfo { size: f.size, split });
     }

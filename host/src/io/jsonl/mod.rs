@@ -4,10 +4,12 @@
 //! `(key, raw value)` pairs; the text (and id) are decoded, every other field is kept verbatim
 //! in `_meta` so the writer (`write.rs`) can emit it unchanged.
 
+mod format;
 mod lines;
 mod read;
 mod write;
 
+pub use format::{EXTENSIONS, JSONL, NAME};
 pub use read::*;
 pub use write::*;
 

@@ -12,6 +12,7 @@
 //! into the `_extra` column (a JSON object per row). Null means "field absent". Reading our
 //! own files restores every field exactly, so JSONL → Parquet → JSONL is lossless.
 
+mod format;
 mod read;
 mod write;
 
@@ -21,6 +22,7 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use super::{InputFile, IoError, Loc};
 
+pub use format::{NAME, PARQUET};
 pub use read::{ParquetReader, source_fields};
 pub use write::ParquetWriter;
 

@@ -18,7 +18,6 @@ use crate::io::vectors;
 use crate::io::{InputFile, IoError};
 use ::arrow_json::writer::EncoderOptions;
 use curator_core::partition::Extent;
-use curator_core::pipeline::Format;
 
 /// Reads a Parquet file (or some of its row groups) as reader-schema batches.
 pub struct ParquetReader {
@@ -366,7 +365,7 @@ impl Sorted<'_> {
 pub fn source_fields(inputs: &[&InputFile], text_field: &str) -> Vec<Field> {
     let mut fields: Vec<Field> = Vec::new();
     let mut conflicting: Vec<String> = Vec::new();
-    for file in inputs.iter().filter(|f| f.format == Format::Parquet) {
+    for file in inputs.iter().filter(|f| f.format.is(super::NAME)) {
         let reader = LocReader { loc: file.loc.clone(), size: file.size };
         let schema = decoder_guard(&file.display(), || {
             ParquetRecordBatchReaderBuilder::try_new(reader).map(|b| b.schema().clone()).map_err(|e| perr(&file.display(), e))

@@ -23,6 +23,31 @@ use super::jsonl::{ReadOptions, reader_schema};
 use super::{InputFile, IoError, Reject, Rejects};
 use record::{Item, Record, Records};
 
+/// WARC and WET files as a source format (`format: warc`).
+pub struct Warc;
+pub static WARC: Warc = Warc;
+
+/// File name endings of WARC and WET files (a directory source with `format: warc` reads these).
+pub const EXTENSIONS: &[&str] = &[".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.zst", ".warc.bz2", ".warc.xz"];
+
+impl super::format::SourceFormat for Warc {
+    fn name(&self) -> &'static str {
+        "warc"
+    }
+    fn extensions(&self) -> &'static [&'static str] {
+        EXTENSIONS
+    }
+    fn unnamed_extensions(&self) -> &'static [&'static str] {
+        &EXTENSIONS[..4]
+    }
+    fn open(&self, part: &super::format::ReadPart<'_>) -> Result<Box<dyn super::format::PartReader>, IoError> {
+        Ok(Box::new(WarcReader::open(part.file(), part.opts)?))
+    }
+    fn not_a_sink(&self) -> String {
+        "warc is a source format; write the documents as jsonl or parquet".into()
+    }
+}
+
 /// A batch is cut when its text reaches this many bytes (pages are large: a batch of a
 /// thousand would hold a hundred megabytes). The run's bounded queues hold a few batches per
 /// core, so this bounds the host's memory: at 2 MiB, 64 files peak at 73–75 MB on one core
@@ -74,51 +99,6 @@ impl WarcReader {
             documents: 0,
             file_name,
         })
-    }
-
-    /// The next batch of at most `n` documents (fewer when their text reaches [`BATCH_TEXT_BYTES`]).
-    pub fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
-        // A page's text is copied once, from its record's block into the batch's column.
-        let mut ids = StringBuilder::new();
-        let mut texts = StringBuilder::with_capacity(0, 0);
-        let mut metas = StringBuilder::new();
-        let mut rows = 0usize;
-        while rows < n.max(1) && texts.values_slice().len() < BATCH_TEXT_BYTES {
-            let Some(records) = self.records.as_mut() else { break };
-            let Some(item) = records.next_item() else {
-                self.records = None;
-                self.log_skipped();
-                break;
-            };
-            match item {
-                Item::Record(r) => match self.document(&r) {
-                    Ok(Some(doc)) => {
-                        if rows == 0 {
-                            texts = StringBuilder::with_capacity(n.clamp(1, 1 << 16), BATCH_TEXT_BYTES + doc.text.len());
-                        }
-                        ids.append_value(doc.id);
-                        texts.append_value(&doc.text);
-                        metas.append_value(doc.meta);
-                        rows += 1;
-                    }
-                    Ok(None) => {}
-                    Err(reason) => self.reject(r.offset, reason, r.header("WARC-Target-URI").unwrap_or_default().to_string())?,
-                },
-                Item::Defect(d) => self.reject(d.offset, d.reason, String::new())?,
-            }
-        }
-        if rows == 0 {
-            return Ok(None);
-        }
-        self.documents += rows as u64;
-        let cols = [ids, texts, metas].map(|mut c| Arc::new(c.finish()) as ArrayRef);
-        let batch = RecordBatch::try_new(reader_schema(), cols.to_vec())
-            .map_err(|e| IoError::Line { at: self.input.display(), message: format!("cannot build the batch: {e}") })?;
-        Ok(Some(batch))
-    }
-
-    pub fn take_rejects(&mut self) -> Vec<Reject> {
-        self.rejects.take()
     }
 
     /// What this file's records that were not documents were, so far.
@@ -206,6 +186,53 @@ impl WarcReader {
     }
 }
 
+impl crate::io::format::PartReader for WarcReader {
+    /// The next batch of at most `n` documents (fewer when their text reaches [`BATCH_TEXT_BYTES`]).
+    fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
+        // A page's text is copied once, from its record's block into the batch's column.
+        let mut ids = StringBuilder::new();
+        let mut texts = StringBuilder::with_capacity(0, 0);
+        let mut metas = StringBuilder::new();
+        let mut rows = 0usize;
+        while rows < n.max(1) && texts.values_slice().len() < BATCH_TEXT_BYTES {
+            let Some(records) = self.records.as_mut() else { break };
+            let Some(item) = records.next_item() else {
+                self.records = None;
+                self.log_skipped();
+                break;
+            };
+            match item {
+                Item::Record(r) => match self.document(&r) {
+                    Ok(Some(doc)) => {
+                        if rows == 0 {
+                            texts = StringBuilder::with_capacity(n.clamp(1, 1 << 16), BATCH_TEXT_BYTES + doc.text.len());
+                        }
+                        ids.append_value(doc.id);
+                        texts.append_value(&doc.text);
+                        metas.append_value(doc.meta);
+                        rows += 1;
+                    }
+                    Ok(None) => {}
+                    Err(reason) => self.reject(r.offset, reason, r.header("WARC-Target-URI").unwrap_or_default().to_string())?,
+                },
+                Item::Defect(d) => self.reject(d.offset, d.reason, String::new())?,
+            }
+        }
+        if rows == 0 {
+            return Ok(None);
+        }
+        self.documents += rows as u64;
+        let cols = [ids, texts, metas].map(|mut c| Arc::new(c.finish()) as ArrayRef);
+        let batch = RecordBatch::try_new(reader_schema(), cols.to_vec())
+            .map_err(|e| IoError::Line { at: self.input.display(), message: format!("cannot build the batch: {e}") })?;
+        Ok(Some(batch))
+    }
+
+    fn take_rejects(&mut self) -> Vec<Reject> {
+        self.rejects.take()
+    }
+}
+
 /// The parts of an HTTP response a document needs.
 struct Http {
     status: u16,
@@ -265,8 +292,8 @@ mod tests {
     use super::record::tests::{gzip, record};
     use super::*;
     use crate::io::Loc;
+    use crate::io::format::PartReader;
     use arrow_array::StringArray;
-    use curator_core::pipeline::Format;
 
     type Read = (Vec<(String, String, serde_json::Value)>, Vec<Reject>, Skipped);
 
@@ -278,7 +305,7 @@ mod tests {
             loc: Loc::Local(f),
             rel: "crawl/CC-MAIN-x.warc.gz".into(),
             size: bytes.len() as u64,
-            format: Format::Warc,
+            format: crate::io::Source(&WARC),
             compressed: false,
         };
         WarcReader::open(&input, &ReadOptions { strict, ..ReadOptions::default() })

@@ -17,9 +17,11 @@
 //! and how many bytes are missing), after which the shard ends. Whether the pixels decode is
 //! the image stages' business (a member that does not decode fails there, named by its row).
 
+mod format;
 mod read;
 mod write;
 
+pub use format::{EXTENSIONS, WEBDATASET};
 pub use read::WebdatasetReader;
 pub(crate) use read::{Doc, batch, document};
 pub use write::WebdatasetWriter;
@@ -28,9 +30,6 @@ pub use write::WebdatasetWriter;
 pub const IMAGE: &str = "image";
 /// The column that holds each sample's other members (hidden from JSONL and Parquet sinks).
 pub const SAMPLE: &str = "_sample";
-
-/// Extensions of WebDataset shards.
-pub const WEBDATASET_EXTENSIONS: &[&str] = &[".tar"];
 
 /// The key and extension of a member path (`a/b/0001.seg.png` → `("a/b/0001", "seg.png")`),
 /// or `None` when the file name has no dot.

@@ -60,8 +60,18 @@ impl WebdatasetReader {
         })
     }
 
+    fn reject(&mut self, offset: u64, reason: String, excerpt: String) -> Result<(), IoError> {
+        self.rejects.add(Reject { source: self.input.display(), line: None, byte_offset: offset, reason, excerpt })
+    }
+
+    fn document(&self, members: Vec<(String, Vec<u8>)>) -> Result<Doc, (String, String)> {
+        document(members, &self.input.display())
+    }
+}
+
+impl crate::io::format::PartReader for WebdatasetReader {
     /// The next batch of at most `n` samples (fewer when their images reach `image_batch_bytes`).
-    pub fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
+    fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         let mut docs = Vec::new();
         let mut bytes = 0usize;
         while docs.len() < n.max(1) && bytes < self.batch_bytes {
@@ -86,16 +96,8 @@ impl WebdatasetReader {
         batch(&docs).map(Some).map_err(|e| IoError::Line { at: self.input.display(), message: format!("cannot build the batch: {e}") })
     }
 
-    pub fn take_rejects(&mut self) -> Vec<Reject> {
+    fn take_rejects(&mut self) -> Vec<Reject> {
         self.rejects.take()
-    }
-
-    fn reject(&mut self, offset: u64, reason: String, excerpt: String) -> Result<(), IoError> {
-        self.rejects.add(Reject { source: self.input.display(), line: None, byte_offset: offset, reason, excerpt })
-    }
-
-    fn document(&self, members: Vec<(String, Vec<u8>)>) -> Result<Doc, (String, String)> {
-        document(members, &self.input.display())
     }
 }
 

@@ -1,0 +1,95 @@
+//! JSONL as a source and a sink format (the default of both).
+
+use curator_core::partition::Splittable;
+use curator_core::pipeline::{Compression, SinkSpec};
+
+use super::{JsonlReader, JsonlWriter, ReadOptions};
+use crate::io::format::{PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat, sink_compression};
+use crate::io::writer::OutputWriter;
+use crate::io::{Codec, InputFile, IoError, Loc, Reject, codec};
+
+/// JSON Lines, plain or compressed.
+pub struct Jsonl;
+pub static JSONL: Jsonl = Jsonl;
+/// Its name in a pipeline file.
+pub const NAME: &str = "jsonl";
+
+/// Its file name endings: `.jsonl`, `.json` and `.ndjson`, plain or with a
+/// [`codec::COMPRESSED_EXTENSIONS`] ending.
+pub const EXTENSIONS: &[&str] = &[
+    ".jsonl",
+    ".json",
+    ".ndjson", //
+    ".jsonl.gz",
+    ".json.gz",
+    ".ndjson.gz", //
+    ".jsonl.zst",
+    ".json.zst",
+    ".ndjson.zst",
+    ".jsonl.zstd",
+    ".json.zstd",
+    ".ndjson.zstd", //
+    ".jsonl.bz2",
+    ".json.bz2",
+    ".ndjson.bz2", //
+    ".jsonl.xz",
+    ".json.xz",
+    ".ndjson.xz", //
+    ".jsonl.lz4",
+    ".json.lz4",
+    ".ndjson.lz4",
+];
+
+impl SourceFormat for Jsonl {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn extensions(&self) -> &'static [&'static str] {
+        EXTENSIONS
+    }
+    fn unnamed_extensions(&self) -> &'static [&'static str] {
+        EXTENSIONS
+    }
+    fn output_names_drop_extension(&self) -> bool {
+        true
+    }
+    fn compressed(&self, lower_name: &str) -> bool {
+        Codec::from_name(lower_name).is_some()
+    }
+    fn splittable(&self, file: &InputFile) -> Result<Splittable, IoError> {
+        // A compressed file under a plain name is read whole, decoded (never cut as text).
+        Ok(if !file.compressed && codec::starts_plain(&file.loc, file.size)? { Splittable::Bytes } else { Splittable::No })
+    }
+    fn open(&self, part: &ReadPart<'_>) -> Result<Box<dyn PartReader>, IoError> {
+        Ok(Box::new(JsonlReader::open(part.file(), part.extent, part.opts.clone())?))
+    }
+    fn no_documents_hint(&self, input: &InputFile, opts: &ReadOptions) -> String {
+        if crate::io::images::beside_an_image(&input.loc) {
+            "; it sits beside an image of its name: a folder of images (and their .json files) is read with `format: images`".into()
+        } else {
+            format!("; is it JSONL with a {:?} field?", opts.text_field)
+        }
+    }
+}
+
+impl PartReader for JsonlReader {
+    fn next_batch(&mut self, n: usize) -> Result<Option<arrow_array::RecordBatch>, IoError> {
+        JsonlReader::next_batch(self, n)
+    }
+    fn take_rejects(&mut self) -> Vec<Reject> {
+        JsonlReader::take_rejects(self)
+    }
+}
+
+impl SinkFormat for Jsonl {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn extension(&self, compression: Compression) -> String {
+        format!(".jsonl{}", compression.suffix())
+    }
+    fn create(&self, loc: &Loc, sink: &SinkSpec, cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
+        let writer = JsonlWriter::create(loc, sink_compression(sink), cx.text_field)?;
+        Ok(Box::new(writer.with_compression_workers(sink.compression_workers(cx.idle_cores))?))
+    }
+}

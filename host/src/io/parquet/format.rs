@@ -1,0 +1,62 @@
+//! Parquet as a source and a sink format.
+
+use curator_core::partition::Splittable;
+use curator_core::pipeline::{Compression, SinkSpec};
+
+use super::{ParquetReader, ParquetWriter, row_group_sizes, source_fields};
+use crate::io::format::{PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat, sink_compression};
+use crate::io::writer::OutputWriter;
+use crate::io::{InputFile, IoError, Loc};
+
+/// Apache Parquet files.
+pub struct Parquet;
+pub static PARQUET: Parquet = Parquet;
+/// Its name in a pipeline file.
+pub const NAME: &str = "parquet";
+
+/// Its file name endings.
+pub const EXTENSIONS: &[&str] = &[".parquet", ".pq"];
+
+impl SourceFormat for Parquet {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn extensions(&self) -> &'static [&'static str] {
+        EXTENSIONS
+    }
+    fn unnamed_extensions(&self) -> &'static [&'static str] {
+        &EXTENSIONS[..1]
+    }
+    fn output_names_drop_extension(&self) -> bool {
+        true
+    }
+    fn splittable(&self, file: &InputFile) -> Result<Splittable, IoError> {
+        Ok(Splittable::Units(row_group_sizes(file)?))
+    }
+    fn open(&self, part: &ReadPart<'_>) -> Result<Box<dyn PartReader>, IoError> {
+        Ok(Box::new(ParquetReader::open(part.file(), part.extent, part.opts.clone(), part.batch_size)?))
+    }
+}
+
+impl PartReader for ParquetReader {
+    /// One row group's batch (its own size).
+    fn next_batch(&mut self, _n: usize) -> Result<Option<arrow_array::RecordBatch>, IoError> {
+        ParquetReader::next_batch(self)
+    }
+}
+
+impl SinkFormat for Parquet {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn default_compression(&self) -> Compression {
+        Compression::Zstd
+    }
+    fn extension(&self, _compression: Compression) -> String {
+        ".parquet".into()
+    }
+    fn create(&self, loc: &Loc, sink: &SinkSpec, cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
+        let writer = ParquetWriter::create(loc, sink_compression(sink), sink.row_group_size.unwrap_or(65536), cx.text_field)?;
+        Ok(Box::new(writer.with_source_fields(source_fields(&cx.inputs, cx.text_field))))
+    }
+}
