@@ -326,3 +326,57 @@ fn a_file_that_yields_nothing_warns_naming_it_and_compressed_bytes_are_never_cut
     assert_ne!(strict.code, 0);
     assert!(strict.stderr.contains("garbage.jsonl:1"), "{}", strict.stderr);
 }
+
+/// A CSV source (a format added through the format seam) through the real binary: files as
+/// Python's `csv` module writes them (quoted commas, newlines and quotes in fields), a TSV
+/// compressed with gzip, read by `format: csv` from a directory; a directory read without it
+/// says which format its files are.
+#[test]
+fn csv_and_tsv_files_are_read_as_documents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    let texts = docs();
+    let script = r#"
+import csv, gzip, json, sys
+texts = json.load(sys.stdin)
+with open(sys.argv[1] + "/a.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["id", "text", "lang"])
+    for i, t in enumerate(texts):
+        w.writerow([f"a{i}", t + (', "quoted",\nsecond line' if i % 3 == 0 else ""), "en"])
+with gzip.open(sys.argv[1] + "/b.tsv.gz", "wt", newline="") as f:
+    w = csv.writer(f, delimiter="\t")
+    w.writerow(["text", "url"])
+    for i, t in enumerate(texts):
+        w.writerow([t, f"http://b/{i}"])
+"#;
+    let mut py = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&dir)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 writes the CSV files");
+    std::io::Write::write_all(py.stdin.as_mut().unwrap(), serde_json::to_string(&texts).unwrap().as_bytes()).unwrap();
+    assert!(py.wait().unwrap().success());
+
+    let unnamed = write_pipeline(tmp.path(), "source:\n  path: in\nsink:\n  path: out\nstages: []\n");
+    let run = run_with_guests(&["run", unnamed.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("it holds 2 csv file(s): set the source's `format: csv`"), "{}", run.stderr);
+
+    let yaml =
+        "source:\n  path: in\n  format: csv\nsink:\n  path: out\nstages:\n  - plugin: word_count_filter\n    params: {min_words: 4}\n";
+    let p = write_pipeline(tmp.path(), yaml);
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    let a = read_jsonl(&tmp.path().join("out/a.jsonl"));
+    let b = read_jsonl(&tmp.path().join("out/b.jsonl"));
+    // word_count_filter keeps i % 8 >= 2 (see the first test); the suffix adds words to a's.
+    let kept_b: Vec<String> = (0..40).filter(|i| i % 8 >= 2).map(|i| format!("http://b/{i}")).collect();
+    assert_eq!(b.iter().map(|d| d["url"].as_str().unwrap().to_string()).collect::<Vec<_>>(), kept_b);
+    let first = a.iter().find(|d| d["id"] == "a3").expect("a3 kept");
+    assert_eq!(first["text"].as_str().unwrap(), format!("{}, \"quoted\",\nsecond line", texts[3]));
+    assert_eq!(first["lang"], "en");
+    let a_ids: Vec<&str> = a.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert!(a_ids.contains(&"a0") && !a_ids.contains(&"a1"), "{a_ids:?}");
+}

@@ -32,7 +32,7 @@ pub(crate) struct Written {
 /// the partition's Parquet inputs).
 fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, pi: usize) -> Result<Box<dyn OutputWriter>, IoError> {
     // Planning refused a sink whose format is not one.
-    let format = crate::io::format::sink(&sink.format)
+    let format = crate::io::formats::sink(&sink.format)
         .map_err(|message| IoError::Write { path: loc.display(), source: std::io::Error::other(message) })?;
     let cx = SinkContext { text_field: &ctx.plan.spec.source.text_field, idle_cores: ctx.idle_cores(), inputs: partition_inputs(ctx, pi) };
     format.create(loc, sink, &cx)

@@ -1,37 +1,17 @@
 //! The seam between the engine and its data formats. A [`SourceFormat`] says which files are
 //! its own and turns a part of one (or a partition's files together) into batches; a
 //! [`SinkFormat`] names and writes a partition's output. Each format implements them in its
-//! own folder (`jsonl/format.rs`, `parquet/format.rs`, …) and is registered once, in
-//! [`SOURCES`] or [`SINKS`]; discovery, planning and execution look formats up here by name
-//! (the pipeline file's `format:`) and never match on them.
-//!
-//! Adding a format is a folder and a line: see `csv/` and its line in [`SOURCES`].
+//! own folder (`jsonl/format.rs`, `parquet/format.rs`, `csv/`, …) and is registered once, in
+//! [`super::formats`]; discovery, planning and execution look formats up there by name (the
+//! pipeline file's `format:`) and never match on them.
 
 use arrow_array::RecordBatch;
 use curator_core::partition::{Extent, Splittable};
-use curator_core::pipeline::{Compression, Format, SinkSpec};
+use curator_core::pipeline::{Compression, SinkSpec};
 
 use super::jsonl::ReadOptions;
 use super::writer::OutputWriter;
 use super::{InputFile, IoError, Loc, Reject};
-
-/// Every source format, in the order a file's name is offered to them when the source names
-/// none (the first that [claims](SourceFormat::claims) it reads it; else [`DEFAULT_SOURCE`]).
-pub static SOURCES: &[&dyn SourceFormat] = &[
-    &super::parquet::PARQUET,
-    &super::video::VIDEO,
-    &super::warc::WARC,
-    &super::webdataset::WEBDATASET,
-    &super::images::IMAGES,
-    &super::csv::CSV,
-    &super::jsonl::JSONL,
-];
-
-/// Every sink format.
-pub static SINKS: &[&dyn SinkFormat] = &[&super::jsonl::JSONL, &super::parquet::PARQUET, &super::webdataset::WEBDATASET];
-
-/// What a file is read as when no format claims its name.
-pub static DEFAULT_SOURCE: &dyn SourceFormat = &super::jsonl::JSONL;
 
 /// Reads one part of an input (or a partition's files, for a format that reads them together)
 /// into batches.
@@ -141,19 +121,6 @@ pub trait SinkFormat: Sync {
 pub struct Source(pub &'static dyn SourceFormat);
 
 impl Source {
-    /// The source format called `name`.
-    pub fn named(name: &str) -> Option<Source> {
-        SOURCES.iter().find(|f| f.name() == name).map(|f| Source(*f))
-    }
-
-    /// The source format of a file by its name (`format` when the source names one).
-    pub fn of_file(name: &str, format: Option<Source>) -> Source {
-        format.unwrap_or_else(|| {
-            let lower = name.to_lowercase();
-            Source(SOURCES.iter().copied().find(|f| f.claims(&lower)).unwrap_or(DEFAULT_SOURCE))
-        })
-    }
-
     /// Whether it is the format called `name`.
     pub fn is(self, name: &str) -> bool {
         self.0.name() == name
@@ -176,86 +143,5 @@ impl PartialEq for Source {
 impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.0.name())
-    }
-}
-
-/// The names of `formats`, for messages.
-fn names<'a>(formats: impl Iterator<Item = &'a str>) -> String {
-    formats.collect::<Vec<_>>().join(", ")
-}
-
-/// The source format a pipeline names, or what to say about the name.
-pub fn source(format: &Format) -> Result<Source, String> {
-    Source::named(format.name())
-        .ok_or_else(|| format!("unknown format {:?} (source formats: {})", format.name(), names(SOURCES.iter().map(|f| f.name()))))
-}
-
-/// The sink format a pipeline names, or what to say about the name.
-pub fn sink(format: &Format) -> Result<&'static dyn SinkFormat, String> {
-    if let Some(f) = SINKS.iter().find(|f| f.name() == format.name()) {
-        return Ok(*f);
-    }
-    let known = names(SINKS.iter().map(|f| f.name()));
-    Err(match Source::named(format.name()) {
-        Some(s) => format!("{} (sink formats: {known})", s.not_a_sink()),
-        None => format!("unknown format {:?} (sink formats: {known})", format.name()),
-    })
-}
-
-/// The compression a sink writes with: its own, else its format's default.
-pub fn sink_compression(sink: &SinkSpec) -> Compression {
-    let default = self::sink(&sink.format).map(|f| f.default_compression()).unwrap_or(Compression::None);
-    sink.compression_or(default)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_format_is_registered_once_under_its_name() {
-        for list in [SOURCES.iter().map(|f| f.name()).collect::<Vec<_>>(), SINKS.iter().map(|f| f.name()).collect()] {
-            let mut sorted = list.clone();
-            sorted.sort();
-            sorted.dedup();
-            assert_eq!(sorted.len(), list.len(), "{list:?}");
-        }
-        for f in SOURCES {
-            assert_eq!(source(&Format::named(f.name())).unwrap().name(), f.name());
-        }
-    }
-
-    #[test]
-    fn source_only_formats_are_refused_as_sinks_with_the_formats_that_are() {
-        for name in ["video", "warc", "images", "csv"] {
-            let e = sink(&Format::named(name)).err().unwrap();
-            assert!(e.starts_with(&format!("{name} is a source format")), "{e}");
-            assert!(e.ends_with("(sink formats: jsonl, parquet, webdataset)"), "{e}");
-        }
-        let e = sink(&Format::named("jsonlines")).err().unwrap();
-        assert_eq!(e, "unknown format \"jsonlines\" (sink formats: jsonl, parquet, webdataset)");
-        assert!(source(&Format::named("Parquet")).unwrap_err().starts_with("unknown format \"Parquet\" (source formats: parquet, video,"));
-    }
-
-    #[test]
-    fn a_parquet_sink_compresses_with_zstd_unless_told() {
-        let mut sink: SinkSpec = serde_json::from_str(r#"{"path": "out", "format": "parquet"}"#).unwrap();
-        assert_eq!(sink_compression(&sink), Compression::Zstd);
-        sink.compression = Some(Compression::Gzip);
-        assert_eq!(sink_compression(&sink), Compression::Gzip);
-        sink.format = Format::JSONL;
-        sink.compression = None;
-        assert_eq!(sink_compression(&sink), Compression::None);
-    }
-
-    #[test]
-    fn files_are_sniffed_by_name() {
-        let of = |n: &str| Source::of_file(n, None).name();
-        assert_eq!(
-            ["a.parquet", "b.PQ", "c.mp4", "d.warc.gz", "e.tar", "f.jpg", "g.csv", "h.tsv.gz", "i.jsonl.zst", "j.txt"].map(of),
-            ["parquet", "parquet", "video", "warc", "webdataset", "images", "csv", "csv", "jsonl", "jsonl"]
-        );
-        let warc = Source::named("warc");
-        assert_eq!(Source::of_file("x.jsonl", warc).name(), "warc", "the source's format wins");
     }
 }

@@ -1,12 +1,13 @@
 //! Readers and writers, on local disk or in an object store ([`storage::Loc`]): one folder (or
 //! file) per data format — JSONL (plain or compressed: [`codec`]), Parquet, CSV, WARC,
-//! WebDataset, folders of images, video — each registered in [`format`], the seam the engine
-//! reads and writes through. Bad input is quarantined ([`Reject`]) unless strict.
+//! WebDataset, folders of images, video — each implementing [`format`]'s traits, the seam the
+//! engine reads and writes through, and registered in [`formats`]. Bad input is quarantined ([`Reject`]) unless strict.
 
 pub mod arrow_json;
 pub mod codec;
 pub mod csv;
 pub mod format;
+pub mod formats;
 pub mod images;
 pub mod journal;
 pub mod json_str;
@@ -175,7 +176,7 @@ fn listed_extensions(extensions: Option<&[String]>, format: Option<Source>) -> V
     match (extensions, format) {
         (Some(e), _) => e.to_vec(),
         (None, Some(f)) => f.extensions().iter().map(|e| e.to_string()).collect(),
-        (None, None) => format::SOURCES.iter().flat_map(|f| f.unnamed_extensions()).map(|e| e.to_string()).collect(),
+        (None, None) => formats::SOURCES.iter().flat_map(|f| f.unnamed_extensions()).map(|e| e.to_string()).collect(),
     }
 }
 
@@ -192,7 +193,7 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Sour
         for (rel, file, size) in listed {
             if !single && !matches_ext(&rel, &exts) {
                 let theirs = Source::of_file(&rel, None);
-                if format.is_none() && !theirs.is(format::DEFAULT_SOURCE.name()) {
+                if format.is_none() && !theirs.is(formats::DEFAULT_SOURCE.name()) {
                     *others.entry(theirs.name()).or_default() += 1;
                 }
                 continue;

@@ -442,10 +442,10 @@ fn locate(spec: &PipelineSpec, label: &str, base: &Path, errors: &mut Vec<SpecEr
             None
         }
     };
-    if let Err(message) = io::format::sink(&spec.sink.format) {
+    if let Err(message) = io::formats::sink(&spec.sink.format) {
         errors.push(SpecError::new(label, "sink.format", message));
     }
-    let format = match spec.source.format.as_ref().map(io::format::source).transpose() {
+    let format = match spec.source.format.as_ref().map(io::formats::source).transpose() {
         Ok(f) => f,
         Err(message) => {
             errors.push(SpecError::new(label, "source.format", message));

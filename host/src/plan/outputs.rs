@@ -56,8 +56,8 @@ pub fn partition_output_name(inputs: &[InputFile], parts: &[Part], index: usize,
 /// The ending of a sink's output files' names (a sink of no known format is refused by
 /// planning's checks: named as JSONL meanwhile).
 pub(super) fn sink_ext(sink: &SinkSpec) -> String {
-    let format = io::format::sink(&sink.format).unwrap_or(&io::jsonl::JSONL);
-    format.extension(io::format::sink_compression(sink))
+    let format = io::formats::sink(&sink.format).unwrap_or(&io::jsonl::JSONL);
+    format.extension(io::formats::sink_compression(sink))
 }
 
 /// Output places of the `rejected:` and `tee:` sinks of stages.
@@ -79,7 +79,7 @@ pub(super) fn plan_branches(
         let Some(stage) = stages.iter().position(|p| p.index == i && p.builtin.is_none()) else { continue };
         for (kind, field, sink) in [(BranchKind::Rejected, "rejected", &s.rejected), (BranchKind::Tee, "tee", &s.tee)] {
             let Some(sink) = sink else { continue };
-            if let Err(message) = io::format::sink(&sink.format) {
+            if let Err(message) = io::formats::sink(&sink.format) {
                 return Err(SpecError::new(label, format!("stages[{i}].{field}.format"), message).into());
             }
             if matches!(sink.mode, WriteMode::Append | WriteMode::Ignore) {

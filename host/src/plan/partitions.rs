@@ -39,7 +39,7 @@ fn partition_by(spec: &PipelineSpec) -> PartitionBy {
         (_, Some(bytes)) => PartitionBy::Bytes(bytes),
         (Some(n), None) => PartitionBy::Files(n),
         (None, None) => {
-            let format = spec.source.format.as_ref().and_then(|f| io::format::source(f).ok());
+            let format = spec.source.format.as_ref().and_then(|f| io::formats::source(f).ok());
             PartitionBy::Files(format.map_or(1, |f| f.files_per_partition()))
         }
     }

@@ -4,7 +4,7 @@ use curator_core::partition::Splittable;
 use curator_core::pipeline::{Compression, SinkSpec};
 
 use super::{JsonlReader, JsonlWriter, ReadOptions};
-use crate::io::format::{PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat, sink_compression};
+use crate::io::format::{PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
 use crate::io::writer::OutputWriter;
 use crate::io::{Codec, InputFile, IoError, Loc, Reject, codec};
 
@@ -89,7 +89,7 @@ impl SinkFormat for Jsonl {
         format!(".jsonl{}", compression.suffix())
     }
     fn create(&self, loc: &Loc, sink: &SinkSpec, cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
-        let writer = JsonlWriter::create(loc, sink_compression(sink), cx.text_field)?;
+        let writer = JsonlWriter::create(loc, sink.compression_or(self.default_compression()), cx.text_field)?;
         Ok(Box::new(writer.with_compression_workers(sink.compression_workers(cx.idle_cores))?))
     }
 }

@@ -4,7 +4,7 @@ use curator_core::partition::Splittable;
 use curator_core::pipeline::{Compression, SinkSpec};
 
 use super::{ParquetReader, ParquetWriter, row_group_sizes, source_fields};
-use crate::io::format::{PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat, sink_compression};
+use crate::io::format::{PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
 use crate::io::writer::OutputWriter;
 use crate::io::{InputFile, IoError, Loc};
 
@@ -56,7 +56,12 @@ impl SinkFormat for Parquet {
         ".parquet".into()
     }
     fn create(&self, loc: &Loc, sink: &SinkSpec, cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
-        let writer = ParquetWriter::create(loc, sink_compression(sink), sink.row_group_size.unwrap_or(65536), cx.text_field)?;
+        let writer = ParquetWriter::create(
+            loc,
+            sink.compression_or(self.default_compression()),
+            sink.row_group_size.unwrap_or(65536),
+            cx.text_field,
+        )?;
         Ok(Box::new(writer.with_source_fields(source_fields(&cx.inputs, cx.text_field))))
     }
 }
