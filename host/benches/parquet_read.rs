@@ -78,8 +78,9 @@ fn decode_only(path: &Path) {
 /// This process's minor page faults so far (fresh memory touched: each one a page the kernel
 /// zeroes).
 fn minor_faults() -> u64 {
-    // SAFETY: getrusage only writes the struct it is given.
+    // SAFETY: rusage is plain integers, for which all-zero bytes are a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given, which lives across the call.
     let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
     if ok { usage.ru_minflt.max(0) as u64 } else { 0 }
 }

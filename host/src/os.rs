@@ -274,8 +274,9 @@ pub fn process_cpu_time() -> Duration {
 }
 
 fn cpu_clock(clock: libc::clockid_t) -> Duration {
-    // SAFETY: clock_gettime into a zeroed timespec.
+    // SAFETY: timespec is plain integers, for which all-zero bytes are a valid value.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: clock_gettime only writes the timespec it is given, which lives across the call.
     if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
         return Duration::ZERO;
     }

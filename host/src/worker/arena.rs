@@ -21,6 +21,8 @@ struct Mapping {
 // side cannot write (`Arena::buffer`, the worker's read-only view of its input), and writes
 // through the arena that owns the mapping.
 unsafe impl Send for Mapping {}
+// SAFETY: as for `Send`: shared references only read through raw pointers or over read-only
+// views, so sharing one between threads adds nothing another process could not already do.
 unsafe impl Sync for Mapping {}
 impl std::panic::RefUnwindSafe for Mapping {}
 
@@ -39,8 +41,9 @@ pub struct Arena {
 }
 
 fn file_size(fd: RawFd) -> std::io::Result<usize> {
-    // SAFETY: fstat into a zeroed struct on a descriptor we own.
+    // SAFETY: stat is plain integers, for which all-zero bytes are a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat only writes the struct it is given; `fd` is a descriptor we own.
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -219,8 +222,11 @@ impl Arena {
         if off.checked_add(len)? > self.map.len {
             return None;
         }
-        // SAFETY: in range (checked above); the Arc keeps the mapping alive while the buffer lives.
+        // SAFETY: `off` is within the mapping (checked above), so the pointer is in bounds of
+        // one allocation and, the mapping's base being non-null, non-null.
         let ptr = unsafe { NonNull::new_unchecked(self.map.ptr.as_ptr().add(off)) };
+        // SAFETY: `len` bytes from `ptr` are within the mapping (checked above); the Arc given
+        // as the owner keeps the mapping alive while the buffer (or a slice of it) lives.
         Some(unsafe { Buffer::from_custom_allocation(ptr, len, self.map.clone()) })
     }
 

@@ -105,8 +105,10 @@ fn take_error(vt: &StageVTable, err: *mut c_char) -> String {
     if err.is_null() {
         return "no message".into();
     }
-    // SAFETY: a NUL-terminated string owned by the plugin, freed with its own function.
+    // SAFETY: the ABI makes a non-null error a NUL-terminated string the plugin owns until
+    // it is given back; it is copied out before that.
     let s = unsafe { CStr::from_ptr(err) }.to_string_lossy().into_owned();
+    // SAFETY: given back once, to the plugin's own free function, as the ABI requires.
     unsafe { (vt.free_error)(err) };
     s
 }

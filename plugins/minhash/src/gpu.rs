@@ -92,13 +92,7 @@ impl Gpu {
 
     fn new() -> Result<Gpu, String> {
         // cudarc panics on first use when a library is missing: look first.
-        // SAFETY: only probes for the shared libraries.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err("no CUDA driver library (libcuda) found".into());
-        }
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err("no NVRTC library found".into());
-        }
+        curator_gpu::require(&[curator_gpu::CudaLib::Driver, curator_gpu::CudaLib::Nvrtc])?;
         let ctx = CudaContext::new(0).map_err(e("cannot open GPU 0"))?;
         let stream = ctx.default_stream();
         let ptx = cudarc::nvrtc::compile_ptx(KERNELS).map_err(e("NVRTC"))?;

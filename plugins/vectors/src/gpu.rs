@@ -119,13 +119,8 @@ impl Gpu {
     }
 
     fn open_inner() -> Result<Gpu, String> {
-        // SAFETY: only probe for the shared libraries.
-        if !unsafe { cudarc::driver::sys::is_culib_present() }
-            || !unsafe { cudarc::nvrtc::sys::is_culib_present() }
-            || !unsafe { cudarc::cublas::sys::is_culib_present() }
-        {
-            return Err("no CUDA driver, NVRTC or cuBLAS library found".into());
-        }
+        use curator_gpu::CudaLib;
+        curator_gpu::require(&[CudaLib::Driver, CudaLib::Nvrtc, CudaLib::Cublas])?;
         let ctx = CudaContext::new(0).map_err(e("cannot open GPU 0"))?;
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(e("cuBLAS"))?;

@@ -253,6 +253,8 @@ unsafe extern "C" fn on_decode(user: *mut c_void, pic: *mut c_void) -> c_int {
     if s.decoder.is_null() {
         return 0;
     }
+    // SAFETY: `s.decoder` is the live decoder `on_sequence` created (not null, checked above);
+    // `pic` is the parser's picture parameters, valid for this callback.
     let rc = unsafe { (s.api.decode_picture)(s.decoder, pic) };
     if rc != 0 {
         s.error.get_or_insert_with(|| format!("cuvidDecodePicture failed (CUresult {rc})"));
@@ -267,6 +269,8 @@ unsafe extern "C" fn on_display(user: *mut c_void, disp: *mut DispInfo) -> c_int
     if disp.is_null() || s.decoder.is_null() {
         return 1;
     }
+    // SAFETY: not null (checked above): the parser's display information, valid for this
+    // callback, which only reads it.
     let d = unsafe { &*disp };
     let pts = d.timestamp as f64 / 1e6;
     if !s.sampler.keep(pts) {
@@ -276,6 +280,8 @@ unsafe extern "C" fn on_display(user: *mut c_void, disp: *mut DispInfo) -> c_int
         s.error = Some(e);
         return 0;
     }
+    // SAFETY: `s.decoder` is live (not null, checked above) and was created with output
+    // surfaces of `s.surface` (`on_sequence`).
     match unsafe { copy_frame(s, d) } {
         Ok(()) => {
             let pixels = nv12_to_target(&s.host, s.surface, &s.target);
@@ -295,11 +301,15 @@ unsafe extern "C" fn on_display(user: *mut c_void, disp: *mut DispInfo) -> c_int
 /// # Safety
 /// `s.decoder` must be a live decoder whose output surfaces are `s.surface` in size.
 unsafe fn copy_frame(s: &mut State, d: &DispInfo) -> Result<(), String> {
+    // SAFETY: ProcParams is C integers and pointers, for which all-zero bytes are valid (no
+    // output stream, no histogram).
     let mut proc: ProcParams = unsafe { std::mem::zeroed() };
     proc.progressive_frame = d.progressive_frame;
     proc.top_field_first = d.top_field_first;
     proc.unpaired_field = (d.repeat_first_field < 0) as c_int;
     let (mut dptr, mut pitch) = (0u64, 0 as c_uint);
+    // SAFETY: a live decoder (the caller's promise), a picture index the parser handed over,
+    // and out-parameters that live across the call.
     let rc = unsafe { (s.api.map)(s.decoder, d.picture_index, &mut dptr, &mut pitch, &mut proc) };
     if rc != 0 {
         return Err(format!("cuvidMapVideoFrame failed (CUresult {rc})"));
@@ -328,6 +338,8 @@ unsafe fn copy_frame(s: &mut State, d: &DispInfo) -> Result<(), String> {
     // SAFETY: the mapped surface holds `rows` rows of `pitch` bytes; the host buffer holds
     // `rows` rows of `w` bytes.
     let rc = unsafe { cu::cuMemcpy2D_v2(&copy) };
+    // SAFETY: `dptr` was mapped on this decoder above and is unmapped once, whether or not the
+    // copy succeeded.
     let unmap = unsafe { (s.api.unmap)(s.decoder, dptr) };
     if rc != cu::CUresult::CUDA_SUCCESS {
         return Err(format!("copying a frame to the host failed: {rc:?}"));
@@ -371,16 +383,11 @@ pub(crate) fn surface_for(t: &Target) -> (usize, usize) {
 impl Nvdec {
     /// Whether the driver and its video decoder are here (the `auto` device's test).
     pub fn available() -> bool {
-        // SAFETY: only probes whether the CUDA driver library can be loaded.
-        let driver = unsafe { cu::is_culib_present() };
-        driver && Api::load().is_ok() && CudaContext::new(0).is_ok()
+        curator_gpu::CudaLib::Driver.present() && Api::load().is_ok() && CudaContext::new(0).is_ok()
     }
 
     pub fn new() -> Result<Nvdec, String> {
-        // SAFETY: as in `available`.
-        if !unsafe { cu::is_culib_present() } {
-            return Err("no CUDA driver (libcuda) on this machine".into());
-        }
+        curator_gpu::require(&[curator_gpu::CudaLib::Driver])?;
         let api = Api::load()?;
         let ctx = CudaContext::new(0).map_err(|e| format!("cannot open GPU 0: {e:?}"))?;
         Ok(Nvdec { api, ctx })

@@ -27,22 +27,24 @@ impl Imported {
         }
     }
 
-    /// Copy the columns into a [`Batch`] (stages own their batches).
+    /// Copy the columns into a [`Batch`] (stages own their batches). The C Data Interface
+    /// carries no buffer sizes, so what can be checked is checked before any slice is built:
+    /// counts not negative, pointers not null, offsets ascending from zero or more.
     pub(super) fn to_batch(&self) -> Result<Batch, String> {
         let (a, s) = (&self.array, &self.schema);
         if a.release.is_none() || s.release.is_none() {
             return Err("input batch was already released".into());
         }
         let rows = usize::try_from(a.length).map_err(|_| "negative length")?;
-        let n = a.n_children.max(0) as usize;
-        if s.n_children.max(0) as usize != n {
+        let offset = usize::try_from(a.offset).map_err(|_| "negative offset")?;
+        let n = usize::try_from(a.n_children).map_err(|_| "negative number of columns")?;
+        if s.n_children != a.n_children {
             return Err("schema and array disagree on the number of columns".into());
         }
         let mut columns = Vec::with_capacity(n);
         for i in 0..n {
-            // SAFETY: n_children valid child pointers on both sides.
-            let (ca, cs) = unsafe { (&**a.children.add(i), &**s.children.add(i)) };
-            columns.push(import_column(ca, cs, a.offset.max(0) as usize, rows)?);
+            let (ca, cs) = (child(a.children, i)?, child(s.children, i)?);
+            columns.push(import_column(ca, cs, offset, rows)?);
         }
         Ok(Batch { num_rows: rows as u32, columns })
     }
@@ -51,40 +53,91 @@ impl Imported {
 impl Drop for Imported {
     fn drop(&mut self) {
         if let Some(r) = self.array.release {
-            // SAFETY: releasing what we own, once.
+            // SAFETY: the producer's release callback, on the array it made, called once (the
+            // struct is ours: `take` moved it out).
             unsafe { r(&mut self.array) };
         }
         if let Some(r) = self.schema.release {
+            // SAFETY: as above, for the schema.
             unsafe { r(&mut self.schema) };
         }
     }
 }
 
+/// Child `i` of a parent with at least `i + 1` children (its count checked by the caller), or
+/// why it cannot be read.
+fn child<'a, T>(children: *mut *mut T, i: usize) -> Result<&'a T, String> {
+    if children.is_null() {
+        return Err("columns without a children array".into());
+    }
+    // SAFETY: not null, and the parent's `n_children` (> i, checked by the caller) pointers
+    // follow, as the C Data Interface lays them out.
+    let c = unsafe { *children.add(i) };
+    if c.is_null() {
+        return Err(format!("column {i} is null"));
+    }
+    // SAFETY: not null; a child the parent owns, alive until the parent is released (after
+    // this batch is copied).
+    Ok(unsafe { &*c })
+}
+
+/// The C string `p` (a format or a name), or `None` when null.
+fn c_str(p: *const std::ffi::c_char) -> Option<String> {
+    // SAFETY: not null (checked); the C Data Interface makes it a NUL-terminated string the
+    // schema owns until it is released.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// Buffer `k` of `a`, null when it has no such buffer.
+fn buffer(a: &ArrowArray, k: usize) -> *const u8 {
+    if a.buffers.is_null() || (k as i64) >= a.n_buffers {
+        return ptr::null();
+    }
+    // SAFETY: not null, and `n_buffers` (> k) pointers follow, as the C Data Interface lays
+    // them out.
+    unsafe { *a.buffers.add(k) as *const u8 }
+}
+
+/// `len` bytes from `p` (empty when `len` is 0), or why not.
+///
+/// # Safety
+/// `p` is null or holds at least `len` readable bytes.
+unsafe fn bytes_at<'a>(p: *const u8, len: usize, what: &str) -> Result<&'a [u8], String> {
+    match (p.is_null(), len) {
+        (_, 0) => Ok(&[]),
+        (true, _) => Err(format!("{what}: no buffer")),
+        // SAFETY: not null, and `len` readable bytes (the caller's promise).
+        (false, _) => Ok(unsafe { std::slice::from_raw_parts(p, len) }),
+    }
+}
+
 /// Bits `[start, start + len)` of a bitmap, re-based to 0.
-fn bits(src: *const u8, start: usize, len: usize) -> Vec<u8> {
+fn bits(bitmap: &[u8], start: usize, len: usize) -> Vec<u8> {
     let mut out = vec![0u8; len.div_ceil(8)];
     for i in 0..len {
         let j = start + i;
-        // SAFETY: the bitmap covers offset + length bits.
-        if unsafe { *src.add(j / 8) } & (1 << (j % 8)) != 0 {
+        if bitmap[j / 8] & (1 << (j % 8)) != 0 {
             out[i / 8] |= 1 << (i % 8);
         }
     }
     out
 }
 
+/// The bitmap buffer `k` of `a`, covering bits `[0, off + rows)`.
+fn bitmap<'a>(a: &'a ArrowArray, k: usize, off: usize, rows: usize, what: &str) -> Result<&'a [u8], String> {
+    // SAFETY: a bitmap buffer of the C Data Interface holds (offset + length) bits.
+    unsafe { bytes_at(buffer(a, k), (off + rows).div_ceil(8), what) }
+}
+
 fn import_column(a: &ArrowArray, s: &ArrowSchema, parent_offset: usize, rows: usize) -> Result<Column, String> {
-    // SAFETY: C strings of a valid schema.
-    let format = unsafe { CStr::from_ptr(s.format) }.to_str().map_err(|_| "bad format string")?;
-    let name = if s.name.is_null() { String::new() } else { unsafe { CStr::from_ptr(s.name) }.to_string_lossy().into_owned() };
-    let off = parent_offset + a.offset.max(0) as usize;
-    // SAFETY: buffers has n_buffers entries as the format requires.
-    let buf = |k: usize| -> *const u8 { if (k as i64) < a.n_buffers { unsafe { *a.buffers.add(k) as *const u8 } } else { ptr::null() } };
-    let validity = if a.null_count != 0 && !buf(0).is_null() { bits(buf(0), off, rows) } else { Vec::new() };
+    let format = c_str(s.format).ok_or("a column without a format string")?;
+    let name = c_str(s.name).unwrap_or_default();
+    let off = parent_offset + usize::try_from(a.offset).map_err(|_| format!("column {name:?}: negative offset"))?;
+    let validity = if a.null_count != 0 && !buffer(a, 0).is_null() { bits(bitmap(a, 0, off, rows, &name)?, off, rows) } else { Vec::new() };
     if let Some(dim) = format.strip_prefix("+w:") {
         return import_vectors(a, s, &name, dim, off, rows, validity);
     }
-    let ty = match format {
+    let ty = match format.as_str() {
         "u" => ColumnType::Utf8,
         "z" => ColumnType::Binary,
         "l" => ColumnType::Int64,
@@ -94,18 +147,25 @@ fn import_column(a: &ArrowArray, s: &ArrowSchema, parent_offset: usize, rows: us
     };
     let (offsets, data) = match ty {
         ColumnType::Utf8 | ColumnType::Binary => {
-            // SAFETY: rows + 1 i32 offsets from `off`, data covering them.
-            let o = unsafe { std::slice::from_raw_parts((buf(1) as *const i32).add(off), rows + 1) };
+            let what = format!("column {name:?}'s offsets");
+            // SAFETY: an offsets buffer of the C Data Interface holds offset + length + 1 i32.
+            let raw = unsafe { bytes_at(buffer(a, 1), (off + rows + 1) * 4, &what) }?;
+            let o: Vec<i32> = raw[off * 4..].chunks_exact(4).map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect();
+            if let Some(i) = (0..=rows).find(|&i| o[i] < 0 || (i > 0 && o[i] < o[i - 1])) {
+                return Err(format!("{what} are not ascending from zero or more at row {i}"));
+            }
             let (first, last) = (o[0] as usize, o[rows] as usize);
-            let data =
-                if last > first { unsafe { std::slice::from_raw_parts(buf(2).add(first), last - first) }.to_vec() } else { Vec::new() };
-            (o.iter().map(|x| (*x as usize - first) as u32).collect(), data)
+            let what = format!("column {name:?}'s values");
+            // SAFETY: a values buffer covers every offset of its column: `last` bytes at least.
+            let values = unsafe { bytes_at(buffer(a, 2), last, &what) }?;
+            (o.iter().map(|x| (*x as usize - first) as u32).collect(), values[first..].to_vec())
         }
         ColumnType::Int64 | ColumnType::Float64 => {
-            // SAFETY: 8 bytes per row from `off`.
-            (Vec::new(), unsafe { std::slice::from_raw_parts(buf(1).add(off * 8), rows * 8) }.to_vec())
+            // SAFETY: a fixed-width values buffer holds (offset + length) values of 8 bytes.
+            let all = unsafe { bytes_at(buffer(a, 1), (off + rows) * 8, &format!("column {name:?}'s values")) }?;
+            (Vec::new(), all[off * 8..].to_vec())
         }
-        ColumnType::Boolean => (Vec::new(), bits(buf(1), off, rows)),
+        ColumnType::Boolean => (Vec::new(), bits(bitmap(a, 1, off, rows, &name)?, off, rows)),
         ColumnType::Float32Vector => return Err(format!("column {name:?}: vectors come as \"+w:N\"")),
     };
     Ok(Column { name, ty, validity, offsets, data })
@@ -125,21 +185,22 @@ fn import_vectors(
     if a.n_children != 1 || s.n_children != 1 {
         return Err(format!("column {name:?}: a fixed-size list has one child"));
     }
-    // SAFETY: one valid child on both sides (checked above).
-    let (ca, cs) = unsafe { (&**a.children, &**s.children) };
-    let child_format = unsafe { CStr::from_ptr(cs.format) }.to_str().map_err(|_| "bad format string")?;
+    let (ca, cs) = (child(a.children, 0)?, child(s.children, 0)?);
+    let child_format = c_str(cs.format).ok_or("a column without a format string")?;
     if child_format != "f" {
         return Err(format!("column {name:?}: vectors of {child_format:?} are not supported (float32 \"f\" only)"));
     }
-    let start = (ca.offset.max(0) as usize + off * dim) * 4;
-    // SAFETY: the child's values buffer holds (offset + length) f32; rows × dim of them from here.
-    let values = if ca.n_buffers < 2 { ptr::null() } else { unsafe { *ca.buffers.add(1) as *const u8 } };
-    let data = if rows * dim == 0 || values.is_null() {
-        Vec::new()
-    } else {
-        unsafe { std::slice::from_raw_parts(values.add(start), rows * dim * 4) }.to_vec()
-    };
-    Ok(Column { name: name.to_string(), ty: ColumnType::Float32Vector, validity, offsets: vec![dim as u32], data })
+    let first = usize::try_from(ca.offset).map_err(|_| format!("column {name:?}: negative offset"))? + off * dim;
+    // SAFETY: the child's values buffer holds (its offset + its length) f32, and its length is
+    // the parent's (offset + length) × dim.
+    let all = unsafe { bytes_at(buffer(ca, 1), (first + rows * dim) * 4, &format!("column {name:?}'s values")) }?;
+    Ok(Column {
+        name: name.to_string(),
+        ty: ColumnType::Float32Vector,
+        validity,
+        offsets: vec![dim as u32],
+        data: all[first * 4..].to_vec(),
+    })
 }
 
 /// Memory behind an exported array: its buffers and children.
@@ -310,5 +371,26 @@ mod tests {
         let batch = imported.to_batch().unwrap();
         assert_eq!(batch.columns, vec![vectors.clone(), text]);
         assert_eq!(batch.columns[0].f32_vector_values().unwrap(), (2, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    }
+
+    /// What the host hands over is checked before a slice is built over it: offsets that go
+    /// down, and a missing values buffer, are errors naming the column, not reads out of bounds.
+    #[test]
+    fn offsets_that_go_down_or_missing_buffers_are_refused_not_read() {
+        let bad: Vec<i32> = vec![0, 3, 1, 6];
+        for (k, replacement, want) in [
+            (1, bad.as_ptr() as *const c_void, "column \"text\"'s offsets are not ascending from zero or more at row 2"),
+            (2, ptr::null(), "column \"text\"'s values: no buffer"),
+            (1, ptr::null(), "column \"text\"'s offsets: no buffer"),
+        ] {
+            let text = Column::utf8("text", ["a", "bc", "def"]);
+            let (mut array, mut schema) = export_output(Output::Columns(vec![text]), 3);
+            // SAFETY: the exported array's one child has three buffers (validity, offsets,
+            // values); `bad` outlives the import below.
+            unsafe { *(**array.children).buffers.add(k) = replacement };
+            // SAFETY: freshly exported, unreleased structs.
+            let imported = unsafe { Imported::take(&mut array, &mut schema) };
+            assert_eq!(imported.to_batch().unwrap_err(), want);
+        }
     }
 }

@@ -117,7 +117,7 @@ pub struct StageVTable {
     pub free_error: unsafe extern "C" fn(*mut c_char),
 }
 
-// The vtable is immutable static data; the manifest pointer points at a static string.
+// SAFETY: the vtable is immutable static data; the manifest pointer points at a static string.
 unsafe impl Sync for StageVTable {}
 
 pub type EntryFn = unsafe extern "C" fn() -> *const StageVTable;
@@ -194,6 +194,8 @@ pub unsafe extern "C" fn create<T: StageDef>(
         let context: WorkerContext = if context_json.is_null() {
             WorkerContext::default()
         } else {
+            // SAFETY: not null (checked); the ABI makes it a NUL-terminated string the host
+            // owns for the call.
             unsafe { CStr::from_ptr(context_json) }.to_str().ok().and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default()
         };
         set_context(context);

@@ -167,6 +167,8 @@ fn read_array(r: &mut In<'_>, dt: &DataType, src: &Source<'_>, depth: usize) -> 
         Source::Host { .. } if utf8_run && *dt == DataType::Utf8 => {
             // The text is one of the host's own UTF-8 runs: checking that the offsets are
             // ascending, in range and on character boundaries is enough (no UTF-8 scan).
+            // SAFETY: skipping the builder's validation is made good on the next two lines
+            // (`validate` checks the layout, `check_utf8_offsets` the UTF-8) before `data` is used.
             let data = unsafe { builder.skip_validation(true) }.build()?;
             data.validate()?;
             check_utf8_offsets(&data)?;

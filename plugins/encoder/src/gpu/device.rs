@@ -41,16 +41,8 @@ pub(crate) type Marks = Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>;
 /// Which CUDA library this machine lacks (the driver, NVRTC, cuBLAS), if any: without one
 /// there is no GPU path to try.
 pub(crate) fn cuda_missing() -> Option<&'static str> {
-    // SAFETY: only probe for the shared libraries; cudarc panics on first use without them.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        Some("no CUDA driver library (libcuda) found")
-    } else if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        Some("no NVRTC library found")
-    } else if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-        Some("no cuBLAS library found")
-    } else {
-        None
-    }
+    use curator_gpu::CudaLib;
+    curator_gpu::require(&[CudaLib::Driver, CudaLib::Nvrtc, CudaLib::Cublas]).err()
 }
 
 impl GpuDevice {

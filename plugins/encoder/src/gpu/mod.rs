@@ -579,6 +579,8 @@ impl GpuModel {
         match d.rel {
             // The scale in f32 (1/√(3·64) in fp16 is off by 3e-4).
             Some(r) => self.gemm_ex(cfg, 1.0 / r.scale, &ws.k, &ws.q, &mut ws.scores)?,
+            // SAFETY: b × heads matrices of L × dh (K, Q) and L × L (scores), as `cfg` strides
+            // them, within the workspace's buffers sized for this pass.
             None => unsafe { self.dev.blas.gemm_strided_batched(cfg, &ws.k, &ws.q, &mut ws.scores) }.map_err(driver("cuBLAS scores"))?,
         }
         if let Some(r) = d.rel {
@@ -610,8 +612,9 @@ impl GpuModel {
             stride_b: (l * l) as i64,
             stride_c: (l * d.head_dim) as i64,
         };
-        // SAFETY: V (L × dh), P (L × L), ctx (L × dh) per head, within the workspace.
         self.mark(marks, "gemm context")?;
+        // SAFETY: V (L × dh), P (L × L), ctx (L × dh) per head, as `cfg` strides them, within
+        // the workspace's buffers sized for this pass.
         unsafe { self.dev.blas.gemm_strided_batched(cfg, &ws.v, &ws.scores, &mut ws.ctx) }.map_err(driver("cuBLAS context"))?;
         self.mark(marks, "merge_heads")?;
         k.merge_heads(&self.dev.stream, &ws.ctx, t, l, &d, &mut ws.merged)?;
@@ -773,9 +776,8 @@ mod tests {
     /// NVRTC library is found; scripts/models/gpu-models.sh runs them on a GPU.
     #[test]
     fn kernels_compile_with_nvrtc() {
-        // SAFETY: only probes for the shared library.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            eprintln!("skipped: no NVRTC library (libnvrtc) on this machine");
+        if let Err(missing) = curator_gpu::require(&[curator_gpu::CudaLib::Nvrtc]) {
+            eprintln!("skipped: {missing}");
             return;
         }
         let dir = std::env::temp_dir().join(format!("curator-kernels-{}", std::process::id()));

@@ -135,10 +135,7 @@ impl Stage for NativeProbe {
                     }
                 }
                 "gpu_hog" => {
-                    // SAFETY: only probes for the driver library.
-                    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-                        return Err(StageError::Failed("no CUDA driver".into()));
-                    }
+                    curator_gpu::require(&[curator_gpu::CudaLib::Driver]).map_err(|e| StageError::Failed(e.into()))?;
                     let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| StageError::Failed(format!("{e:?}")))?;
                     let stream = ctx.default_stream();
                     let held = stream.alloc_zeros::<u8>(self.gpu_gb << 30).map_err(|e| StageError::Failed(format!("{e:?}")))?;
