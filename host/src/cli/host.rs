@@ -57,7 +57,7 @@ pub(crate) fn merge(output: &str) -> Result<ExitCode> {
             // Every shard wrote its output: a dedup step's work in its default place
             // (`OUTPUT/_dedup_work`, on disk or in the object store) has served, as a run on
             // one machine removes its own at the end.
-            let work = loc.join(curator_host::dedup::work::WORK_DIR);
+            let work = loc.join(curator_host::plan::workdirs::DEDUP_WORK);
             match work.remove_all() {
                 Ok(0) => {}
                 Ok(n) => out!("removed the dedup step's work, {} ({n} file(s))", work.display()),

@@ -1,4 +1,4 @@
-//! A dedup step's work directory: the documents spilled in front of the barrier, the keys,
+//! A dedup step's work directory (where it is: `plan/workdirs.rs`): the documents spilled in front of the barrier, the keys,
 //! buckets and edges of each phase, and a marker per finished phase, so that a killed run
 //! rerun with the same command resumes after the last finished phase. A fingerprint of what
 //! the step depends on (the stages before it, the step, the input listing) guards against
@@ -13,42 +13,8 @@ use curator_core::pipeline::Step;
 use super::DedupError;
 use crate::io::{InputFile, Loc};
 
-/// Name of the work directory inside a local output directory.
-pub const WORK_DIR: &str = "_dedup_work";
-
 /// The documents spill inside the work directory (`PARTITION-SEQ.arrow`, `PARTITION.done`).
 pub const DOCS: &str = "docs";
-
-/// Where a pipeline's dedup step works: the local directory its phases write, and, when
-/// the phases of a sharded step (`phase`) exchange their work through an object store, the
-/// prefix that holds it (`dedup::exchange`).
-///
-/// - `execution.spill_dir` on local disk (shared by every node for phases): its
-///   `_dedup_work`;
-/// - `execution.spill_dir` on an object store: its `_dedup_work` for phases, each phase
-///   working in a scratch directory of its own; a run on one machine works in the system's
-///   temporary directory instead;
-/// - no `spill_dir`: inside a local output directory; with an object-store output, phases
-///   exchange through `OUTPUT/_dedup_work` and a run on one machine works in the system's
-///   temporary directory.
-///
-/// Temporary directories are named after the URL, so a rerun finds its work; a phase's
-/// scratch directory also after the process (it is removed when the phase ends).
-pub fn work_place(spec: &PipelineSpec, output: &Loc, phase: bool) -> Result<(PathBuf, Option<Loc>), crate::io::IoError> {
-    let remote = match (&spec.execution.spill_dir, output) {
-        (Some(d), _) => match Loc::parse(d, Path::new(""))? {
-            Loc::Local(p) => return Ok((p.join(WORK_DIR), None)),
-            remote => remote.join(WORK_DIR),
-        },
-        (None, Loc::Local(d)) => return Ok((d.join(WORK_DIR), None)),
-        (None, remote) => remote.join(WORK_DIR),
-    };
-    let named = format!("curator-dedup-{:016x}", xxhash_rust::xxh3::xxh3_64(remote.display().as_bytes()));
-    Ok(match phase {
-        true => (std::env::temp_dir().join(format!("{named}-{}", std::process::id())), Some(remote)),
-        false => (std::env::temp_dir().join(named), None),
-    })
-}
 
 /// What a step's results depend on: the source, every entry up to the dedup step, the
 /// input files (path and size).

@@ -200,12 +200,7 @@ fn run_steps(plan: &Plan, ctx: &Arc<Ctx>, sched: &mut Schedule<'_>) -> Result<St
 
 /// Batch mode: the graph once per stage, each stage's output spilled for the next one.
 fn run_batch_mode(plan: &Plan, ctx: &Arc<Ctx>, sched: &mut Schedule<'_>) -> Result<((u64, u64), Written), RunError> {
-    let root = match (&plan.spec.execution.spill_dir, &plan.output_dir) {
-        // An object-store spill_dir is for a dedup step's phases; batch mode spills locally.
-        (Some(d), _) if !d.contains("://") => PathBuf::from(d),
-        (None, crate::io::Loc::Local(d)) => d.join("_spill"),
-        _ => std::env::temp_dir().join(format!("curator-spill-{}", std::process::id())),
-    };
+    let root = &plan.workdirs.batch_spill;
     let mut read = (0, 0);
     let mut previous: Option<SpillDir> = None;
     let mut written = None;
@@ -233,7 +228,7 @@ fn run_batch_mode(plan: &Plan, ctx: &Arc<Ctx>, sched: &mut Schedule<'_>) -> Resu
                 if let Some(h) = here {
                     h.remove();
                 }
-                let _ = std::fs::remove_dir(&root);
+                let _ = std::fs::remove_dir(root);
                 return Err(e);
             }
         };
@@ -243,7 +238,7 @@ fn run_batch_mode(plan: &Plan, ctx: &Arc<Ctx>, sched: &mut Schedule<'_>) -> Resu
         previous = here;
         written = Some(w);
     }
-    let _ = std::fs::remove_dir(&root);
+    let _ = std::fs::remove_dir(root);
     Ok((read, written.unwrap_or_default()))
 }
 

@@ -22,7 +22,7 @@ pub(super) fn holds_outputs(dir: &Loc) -> Option<String> {
                     let name = e.file_name().to_string_lossy().into_owned();
                     let path = e.path();
                     if path.is_dir() {
-                        if name != "_spill" && name != crate::dedup::work::WORK_DIR {
+                        if !super::workdirs::IN_OUTPUT_DIR.contains(&name.as_str()) {
                             stack.push(path);
                         }
                     } else {

@@ -55,7 +55,7 @@ pub(super) fn plan_dedup_step(
 ) -> Result<Option<PlannedDedup>, PlanError> {
     let Some((step, d)) = spec.dedup() else { return Ok(None) };
     let memory = opts.memory_bytes.unwrap_or_else(crate::os::available_memory_bytes);
-    let (work_dir, exchange) = crate::dedup::work::work_place(spec, output_dir, opts.phase.is_some())
+    let super::workdirs::WorkPlace { local: work_dir, exchange } = super::workdirs::dedup_work(spec, output_dir, opts.phase.is_some())
         .map_err(|e| SpecError::new(label, "execution.spill_dir", e.to_string()))?;
     let corpus = crate::dedup::estimate::corpus(inputs, spec.source.limit);
     let capacity = curator_core::dedup::plan_dedup(&d.dedup, corpus, memory);

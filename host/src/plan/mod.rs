@@ -10,6 +10,7 @@ mod outputs;
 mod partitions;
 pub mod report;
 mod stages;
+pub mod workdirs;
 
 pub use dedup_step::PlannedDedup;
 pub use outputs::{merged_manifest, partition_output_name};
@@ -148,6 +149,8 @@ pub struct Plan {
     /// What the outputs depend on (the pipeline and its input listing), so that shards of
     /// different plans are never merged.
     pub fingerprint: String,
+    /// Where the run works besides its outputs (`workdirs.rs`: decided here, once).
+    pub workdirs: workdirs::WorkDirs,
 }
 
 impl Plan {
@@ -341,6 +344,7 @@ fn plan_locked(
     };
     dedup_step::check_phase(label, dedup.as_ref(), opts)?;
     let fingerprint = crate::dedup::work::fingerprint(&spec, spec.stages.len().saturating_sub(1), &inputs);
+    let workdirs = workdirs::WorkDirs::plan(&spec, &output_dir).map_err(|e| SpecError::new(label, "execution.spill_dir", e.to_string()))?;
     Ok(Plan {
         spec,
         file_label: label.to_string(),
@@ -356,6 +360,7 @@ fn plan_locked(
         shard: part_shard,
         phase: opts.phase.map(|p| (p, opts.shard.unwrap_or(curator_core::shard::Shard { index: 0, count: 1 }))),
         fingerprint,
+        workdirs,
         run_lock,
     })
 }
