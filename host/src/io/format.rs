@@ -25,17 +25,40 @@ pub trait PartReader: Send {
     }
 }
 
-/// A format documents are read from.
-pub trait SourceFormat: Sync {
-    /// Its name in a pipeline file (`source.format`).
-    fn name(&self) -> &'static str;
+/// How a source format's files are named.
+pub struct FileNames {
+    /// The format's name in a pipeline file (`source.format`).
+    pub format: &'static str,
     /// File name endings (lower case; names are matched without regard to case) a directory
     /// is read for when the source names this format.
-    fn extensions(&self) -> &'static [&'static str];
-    /// The endings a directory is read for when the source names no format; empty (the
-    /// default) when its files are only read when named: discovery then says so, with a hint.
+    pub extensions: &'static [&'static str],
+    /// The endings a directory is read for when the source names no format; empty when its
+    /// files are only read when named: discovery then says so, with a hint.
+    pub unnamed: &'static [&'static str],
+    /// Whether output files are named after an input without its extension (`a.jsonl` →
+    /// `a.parquet`) rather than with it (`a.warc` → `a.warc.jsonl`).
+    pub outputs_drop_extension: bool,
+}
+
+/// A format documents are read from.
+pub trait SourceFormat: Sync {
+    /// How its files are named.
+    fn names(&self) -> &FileNames;
+    /// Its name in a pipeline file (`source.format`).
+    fn name(&self) -> &'static str {
+        self.names().format
+    }
+    /// See [`FileNames::extensions`].
+    fn extensions(&self) -> &'static [&'static str] {
+        self.names().extensions
+    }
+    /// See [`FileNames::unnamed`].
     fn unnamed_extensions(&self) -> &'static [&'static str] {
-        &[]
+        self.names().unnamed
+    }
+    /// See [`FileNames::outputs_drop_extension`].
+    fn output_names_drop_extension(&self) -> bool {
+        self.names().outputs_drop_extension
     }
     /// Whether a file of this lower-case name is of this format, when the source names none.
     fn claims(&self, lower_name: &str) -> bool {
@@ -63,11 +86,6 @@ pub trait SourceFormat: Sync {
     /// Said after a file gave no document and every line of it was rejected.
     fn no_documents_hint(&self, _input: &InputFile, _opts: &ReadOptions) -> String {
         String::new()
-    }
-    /// Whether output files are named after an input without its extension (`a.jsonl` →
-    /// `a.parquet`) rather than with it (`a.warc` → `a.warc.jsonl`).
-    fn output_names_drop_extension(&self) -> bool {
-        false
     }
     /// Said when a pipeline names this format as its sink's and it cannot be one.
     fn not_a_sink(&self) -> String {

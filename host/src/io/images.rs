@@ -37,14 +37,17 @@ pub static IMAGES: Images = Images;
 /// `blocksize`: a batch never spans partitions, and one image each would starve a GPU stage.
 pub const IMAGES_PER_PARTITION: usize = 1024;
 
+/// Its file names: an image's extension ([`curator_image::EXTENSIONS`], with its dot).
+static FILE_NAMES: std::sync::LazyLock<super::format::FileNames> = std::sync::LazyLock::new(|| super::format::FileNames {
+    format: "images",
+    extensions: curator_image::EXTENSIONS.iter().map(|e| &*format!(".{e}").leak()).collect::<Vec<_>>().leak(),
+    unnamed: &[],
+    outputs_drop_extension: false,
+});
+
 impl super::format::SourceFormat for Images {
-    fn name(&self) -> &'static str {
-        "images"
-    }
-    fn extensions(&self) -> &'static [&'static str] {
-        static DOTTED: std::sync::LazyLock<Vec<&'static str>> =
-            std::sync::LazyLock::new(|| curator_image::EXTENSIONS.iter().map(|e| &*format!(".{e}").leak()).collect());
-        &DOTTED
+    fn names(&self) -> &super::format::FileNames {
+        &FILE_NAMES
     }
     fn files_per_partition(&self) -> usize {
         IMAGES_PER_PARTITION

@@ -72,12 +72,16 @@ impl super::format::PartReader for VideoReader {
 pub struct Video;
 pub static VIDEO: Video = Video;
 
+static FILE_NAMES: super::format::FileNames = super::format::FileNames {
+    format: "video",
+    extensions: curator_video::container::VIDEO_EXTENSIONS,
+    unnamed: &[],
+    outputs_drop_extension: false,
+};
+
 impl super::format::SourceFormat for Video {
-    fn name(&self) -> &'static str {
-        "video"
-    }
-    fn extensions(&self) -> &'static [&'static str] {
-        curator_video::container::VIDEO_EXTENSIONS
+    fn names(&self) -> &super::format::FileNames {
+        &FILE_NAMES
     }
     fn open(&self, part: &super::format::ReadPart<'_>) -> Result<Box<dyn super::format::PartReader>, IoError> {
         Ok(Box::new(VideoReader::open(part.file(), part.opts)))

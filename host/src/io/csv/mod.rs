@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, RecordBatch};
 
-use super::format::{PartReader, ReadPart, SourceFormat};
+use super::format::{FileNames, PartReader, ReadPart, SourceFormat};
 use super::jsonl::{ReadOptions, reader_schema};
 use super::{Codec, InputFile, IoError, Reject, Rejects};
 
@@ -22,15 +22,11 @@ pub static CSV: Csv = Csv;
 pub const EXTENSIONS: &[&str] =
     &[".csv", ".tsv", ".csv.gz", ".tsv.gz", ".csv.zst", ".tsv.zst", ".csv.bz2", ".tsv.bz2", ".csv.xz", ".tsv.xz", ".csv.lz4", ".tsv.lz4"];
 
+static FILE_NAMES: FileNames = FileNames { format: "csv", extensions: EXTENSIONS, unnamed: &[], outputs_drop_extension: true };
+
 impl SourceFormat for Csv {
-    fn name(&self) -> &'static str {
-        "csv"
-    }
-    fn extensions(&self) -> &'static [&'static str] {
-        EXTENSIONS
-    }
-    fn output_names_drop_extension(&self) -> bool {
-        true
+    fn names(&self) -> &FileNames {
+        &FILE_NAMES
     }
     fn compressed(&self, lower_name: &str) -> bool {
         Codec::from_name(lower_name).is_some()

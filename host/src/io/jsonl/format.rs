@@ -4,7 +4,7 @@ use curator_core::partition::Splittable;
 use curator_core::pipeline::{Compression, SinkSpec};
 
 use super::{JsonlReader, JsonlWriter, ReadOptions};
-use crate::io::format::{PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
+use crate::io::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
 use crate::io::writer::OutputWriter;
 use crate::io::{Codec, InputFile, IoError, Loc, Reject, codec};
 
@@ -40,18 +40,11 @@ pub const EXTENSIONS: &[&str] = &[
     ".ndjson.lz4",
 ];
 
+static FILE_NAMES: FileNames = FileNames { format: NAME, extensions: EXTENSIONS, unnamed: EXTENSIONS, outputs_drop_extension: true };
+
 impl SourceFormat for Jsonl {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn extensions(&self) -> &'static [&'static str] {
-        EXTENSIONS
-    }
-    fn unnamed_extensions(&self) -> &'static [&'static str] {
-        EXTENSIONS
-    }
-    fn output_names_drop_extension(&self) -> bool {
-        true
+    fn names(&self) -> &FileNames {
+        &FILE_NAMES
     }
     fn compressed(&self, lower_name: &str) -> bool {
         Codec::from_name(lower_name).is_some()

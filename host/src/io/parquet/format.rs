@@ -4,7 +4,7 @@ use curator_core::partition::Splittable;
 use curator_core::pipeline::{Compression, SinkSpec};
 
 use super::{ParquetReader, ParquetWriter, row_group_sizes, source_fields};
-use crate::io::format::{PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
+use crate::io::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
 use crate::io::writer::OutputWriter;
 use crate::io::{InputFile, IoError, Loc};
 
@@ -17,18 +17,11 @@ pub const NAME: &str = "parquet";
 /// Its file name endings.
 pub const EXTENSIONS: &[&str] = &[".parquet", ".pq"];
 
+static FILE_NAMES: FileNames = FileNames { format: NAME, extensions: EXTENSIONS, unnamed: &[".parquet"], outputs_drop_extension: true };
+
 impl SourceFormat for Parquet {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn extensions(&self) -> &'static [&'static str] {
-        EXTENSIONS
-    }
-    fn unnamed_extensions(&self) -> &'static [&'static str] {
-        &EXTENSIONS[..1]
-    }
-    fn output_names_drop_extension(&self) -> bool {
-        true
+    fn names(&self) -> &FileNames {
+        &FILE_NAMES
     }
     fn splittable(&self, file: &InputFile) -> Result<Splittable, IoError> {
         Ok(Splittable::Units(row_group_sizes(file)?))

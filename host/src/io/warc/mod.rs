@@ -30,15 +30,16 @@ pub static WARC: Warc = Warc;
 /// File name endings of WARC and WET files (a directory source with `format: warc` reads these).
 pub const EXTENSIONS: &[&str] = &[".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.zst", ".warc.bz2", ".warc.xz"];
 
+static FILE_NAMES: super::format::FileNames = super::format::FileNames {
+    format: "warc",
+    extensions: EXTENSIONS,
+    unnamed: &[".warc", ".warc.gz", ".wet", ".wet.gz"],
+    outputs_drop_extension: false,
+};
+
 impl super::format::SourceFormat for Warc {
-    fn name(&self) -> &'static str {
-        "warc"
-    }
-    fn extensions(&self) -> &'static [&'static str] {
-        EXTENSIONS
-    }
-    fn unnamed_extensions(&self) -> &'static [&'static str] {
-        &EXTENSIONS[..4]
+    fn names(&self) -> &super::format::FileNames {
+        &FILE_NAMES
     }
     fn open(&self, part: &super::format::ReadPart<'_>) -> Result<Box<dyn super::format::PartReader>, IoError> {
         Ok(Box::new(WarcReader::open(part.file(), part.opts)?))

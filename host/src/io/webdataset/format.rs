@@ -3,7 +3,7 @@
 use curator_core::pipeline::{Compression, SinkSpec};
 
 use super::{WebdatasetReader, WebdatasetWriter};
-use crate::io::format::{PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
+use crate::io::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
 use crate::io::writer::OutputWriter;
 use crate::io::{IoError, Loc};
 
@@ -16,18 +16,11 @@ pub const NAME: &str = "webdataset";
 /// Extensions of WebDataset shards.
 pub const EXTENSIONS: &[&str] = &[".tar"];
 
+static FILE_NAMES: FileNames = FileNames { format: NAME, extensions: EXTENSIONS, unnamed: EXTENSIONS, outputs_drop_extension: true };
+
 impl SourceFormat for Webdataset {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn extensions(&self) -> &'static [&'static str] {
-        EXTENSIONS
-    }
-    fn unnamed_extensions(&self) -> &'static [&'static str] {
-        EXTENSIONS
-    }
-    fn output_names_drop_extension(&self) -> bool {
-        true
+    fn names(&self) -> &FileNames {
+        &FILE_NAMES
     }
     fn open(&self, part: &ReadPart<'_>) -> Result<Box<dyn PartReader>, IoError> {
         Ok(Box::new(WebdatasetReader::open(part.file(), part.opts)?))
