@@ -91,11 +91,18 @@ pub(crate) fn gpus(json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `schema manifest | pipeline`: the JSON Schema of a plugin manifest or a pipeline file.
+/// `schema manifest | pipeline`: the JSON Schema of a plugin manifest or a pipeline file (its
+/// formats' names, which core carries as strings, from the host's registry of formats).
 pub(crate) fn schema(what: SchemaKind) -> Result<ExitCode> {
     let schema = match what {
         SchemaKind::Manifest => schemars::schema_for!(curator_core::Manifest),
-        SchemaKind::Pipeline => schemars::schema_for!(curator_core::PipelineSpec),
+        SchemaKind::Pipeline => {
+            let mut schema = schemars::schema_for!(curator_core::PipelineSpec);
+            if let Some(format) = schema.get_mut("$defs").and_then(|d| d.get_mut("Format")).and_then(|f| f.as_object_mut()) {
+                format.insert("enum".into(), curator_host::io::formats::SOURCES.iter().map(|f| f.name()).collect());
+            }
+            schema
+        }
     };
     out!("{}", serde_json::to_string_pretty(&schema)?);
     Ok(ExitCode::SUCCESS)

@@ -1,7 +1,8 @@
 //! The `csv` source: comma- (`.csv`) or tab-separated (`.tsv`) files with a header row, plain
 //! or compressed, as datatrove's `CSVReader` reads them: one document per record, `text` from
 //! the source's `text_field` column, `id` from its `id_field` column (else `<file>@<byte
-//! offset>`, as for JSONL), every other column a string field in `_meta`, in header order.
+//! offset>`, as for JSONL), every column but the text a string field in `_meta`, in header
+//! order (the id among them, as JSONL keeps it).
 //! Quoted fields may hold separators and newlines. A record with another number of fields
 //! than the header, or without the text column, or not UTF-8, is a [`Reject`] naming its line.
 
@@ -48,7 +49,8 @@ pub struct CsvReader {
     header: Vec<String>,
     text_at: Option<usize>,
     id_at: Option<usize>,
-    /// The columns that go to `_meta` (all but text and id, or the source's `fields`).
+    /// The columns that go to `_meta` (all but the text; of the others only the source's
+    /// `fields`, when it names them, and the id).
     kept: Vec<usize>,
     text_field: String,
     rejects: Rejects,
@@ -69,9 +71,10 @@ impl CsvReader {
             .collect();
         let at = |name: &str| header.iter().position(|h| h == name);
         let (text_at, id_at) = (at(&opts.text_field), at(&opts.id_field));
+        // As JSONL keeps them: every field but the text (the id among them, whatever `fields` says).
         let kept = (0..header.len())
-            .filter(|&i| Some(i) != text_at && Some(i) != id_at)
-            .filter(|&i| opts.fields.as_ref().is_none_or(|keep| keep.contains(&header[i])))
+            .filter(|&i| Some(i) != text_at)
+            .filter(|&i| Some(i) == id_at || opts.fields.as_ref().is_none_or(|keep| keep.contains(&header[i])))
             .collect();
         Ok(CsvReader {
             records,
@@ -180,7 +183,7 @@ mod tests {
         let csv = "id,text,lang\nd1,\"Hello, world\",en\nd2,\"two\nlines, \"\"quoted\"\"\",de\nd3,plain,fr\n";
         let (docs, rejects) = read("a.csv", csv.as_bytes(), &ReadOptions::default()).unwrap();
         assert!(rejects.is_empty(), "{rejects:?}");
-        assert_eq!(docs[0], ["d1", "Hello, world", r#"{"lang":"en"}"#].map(str::to_string));
+        assert_eq!(docs[0], ["d1", "Hello, world", r#"{"id":"d1","lang":"en"}"#].map(str::to_string));
         assert_eq!(docs[1][1], "two\nlines, \"quoted\"");
         assert_eq!(docs.len(), 3);
     }
