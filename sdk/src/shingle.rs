@@ -329,7 +329,8 @@ mod tests {
         let mut out = Vec::new();
         // Every scalar value of the Basic Multilingual Plane and a stride through the others,
         // alone, inside an ASCII word, doubled and beside a separator.
-        let chars = (0x80..=0xFFFFu32).chain((0x10000..=0x10FFFF).step_by(97)).chain([0x1F680, 0x10400, 0x1D400]).filter_map(char::from_u32);
+        let chars =
+            (0x80..=0xFFFFu32).chain((0x10000..=0x10FFFF).step_by(97)).chain([0x1F680, 0x10400, 0x1D400]).filter_map(char::from_u32);
         let mut text = String::new();
         for (k, c) in chars.enumerate() {
             use std::fmt::Write;
