@@ -103,39 +103,90 @@ const WORD_BYTE: [u8; 128] = {
     t
 };
 
+/// What a character of the Basic Multilingual Plane is to a word: [`NOT_WORD`] (it ends
+/// one), [`SLOW`] (its lowercase is not one character of the plane: decoded the long way), or
+/// its lowercase character, which enters the word.
+const NOT_WORD: u16 = 0;
+const SLOW: u16 = 0xFFFF;
+
+/// [`NOT_WORD`], [`SLOW`] or the lowercase of every BMP code point, made once per process
+/// from `char::is_alphanumeric` and `char::to_lowercase` (so it says what they say): one
+/// load per character instead of two Unicode table searches and a case mapping, which made
+/// Cyrillic or Hangul text several times slower to shingle per byte than ASCII.
+fn bmp_words() -> &'static [u16] {
+    static TABLE: std::sync::OnceLock<Box<[u16]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=0xFFFFu32)
+            .map(|cp| match char::from_u32(cp) {
+                Some(c) if c.is_alphanumeric() => {
+                    let mut lower = c.to_lowercase();
+                    match (lower.next(), lower.next()) {
+                        (Some(l), None) if (l as u32) < 0xFFFF => l as u16,
+                        _ => SLOW,
+                    }
+                }
+                _ => NOT_WORD,
+            })
+            .collect()
+    })
+}
+
+/// Feed `bytes` to the FNV-1a state `h`.
+#[inline(always)]
+fn fnv(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, &x| (h ^ x as u64).wrapping_mul(FNV_PRIME))
+}
+
 /// The words' base hashes, each word's lowercased bytes fed to FNV-1a as they are read (no
 /// copy of the word is made: the same bytes, so the same hash as [`shingle_hash`] of it), then
-/// windows of `n` of them combined.
+/// windows of `n` of them combined. A word is a run of characters `char::is_alphanumeric`
+/// calls so, each lowercased on its own by `char::to_lowercase`.
 fn word_shingles(text: &str, n: usize, scratch: &mut Scratch, out: &mut Vec<u64>) {
     let n = n.max(1);
     let hashes = &mut scratch.word_hashes;
     hashes.clear();
     let bytes = text.as_bytes();
+    let table = if bytes.is_ascii() { &[][..] } else { bmp_words() };
     let (mut h, mut in_word) = (FNV_OFFSET, false);
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        // ASCII fast path; other characters are decoded.
-        let lower = if b < 0x80 {
+        // ASCII by its own table; the rest of the plane by `table`; the other planes (and
+        // the few characters whose lowercase is not one character of this plane) decoded.
+        let word = if b < 0x80 {
             i += 1;
-            WORD_BYTE[b as usize]
-        } else {
-            let c = text[i..].chars().next().unwrap_or(' ');
-            i += c.len_utf8();
-            if c.is_alphanumeric() {
-                let mut buf = [0u8; 4];
-                for l in c.to_lowercase() {
-                    for &x in l.encode_utf8(&mut buf).as_bytes() {
-                        h = (h ^ x as u64).wrapping_mul(FNV_PRIME);
-                    }
-                }
-                in_word = true;
-                continue;
+            let lower = WORD_BYTE[b as usize];
+            if lower != 0 {
+                h = (h ^ lower as u64).wrapping_mul(FNV_PRIME);
             }
-            0
+            lower != 0
+        } else if b < 0xF0 {
+            // `text` is UTF-8: a lead byte below 0xF0 starts a 2- or 3-byte character.
+            let (cp, len) = if b < 0xE0 {
+                (((b as u32 & 0x1F) << 6) | (bytes[i + 1] as u32 & 0x3F), 2)
+            } else {
+                (((b as u32 & 0x0F) << 12) | ((bytes[i + 1] as u32 & 0x3F) << 6) | (bytes[i + 2] as u32 & 0x3F), 3)
+            };
+            let word = match table[cp as usize] {
+                NOT_WORD => false,
+                SLOW => slow_char(text, i, &mut h),
+                l if l as u32 == cp => {
+                    h = fnv(h, &bytes[i..i + len]);
+                    true
+                }
+                l => {
+                    h = fnv(h, char::from_u32(l as u32).unwrap_or(' ').encode_utf8(&mut [0u8; 4]).as_bytes());
+                    true
+                }
+            };
+            i += len;
+            word
+        } else {
+            let word = slow_char(text, i, &mut h);
+            i += 4;
+            word
         };
-        if lower != 0 {
-            h = (h ^ lower as u64).wrapping_mul(FNV_PRIME);
+        if word {
             in_word = true;
         } else if in_word {
             hashes.push(mix64(h) | 1);
@@ -153,6 +204,21 @@ fn word_shingles(text: &str, n: usize, scratch: &mut Scratch, out: &mut Vec<u64>
         return;
     }
     out.extend(hashes.windows(n).map(combine_words));
+}
+
+/// The character at byte `i` of `text` the long way: whether it is alphanumeric, its
+/// lowercase (one or more characters) fed to `h` when it is.
+#[cold]
+fn slow_char(text: &str, i: usize, h: &mut u64) -> bool {
+    let c = text[i..].chars().next().unwrap_or(' ');
+    if !c.is_alphanumeric() {
+        return false;
+    }
+    let mut buf = [0u8; 4];
+    for l in c.to_lowercase() {
+        *h = fnv(*h, l.encode_utf8(&mut buf).as_bytes());
+    }
+    true
 }
 
 /// Sorted, deduplicated base hashes: the shingle set Jaccard similarity is computed on.
@@ -220,6 +286,63 @@ mod tests {
                 assert_eq!(got, words_reference(text, n), "{text:?} n={n}");
             }
         }
+    }
+
+    /// The word splitting as it was before the table (each non-ASCII character decoded and
+    /// looked up by `char`'s own methods): the table must give the same hashes for every
+    /// character, or dedup decisions would change.
+    fn words_before(text: &str) -> Vec<u64> {
+        let mut hashes = Vec::new();
+        let (mut h, mut in_word) = (FNV_OFFSET, false);
+        for c in text.chars() {
+            if c.is_ascii() {
+                let lower = WORD_BYTE[c as usize];
+                if lower != 0 {
+                    h = (h ^ lower as u64).wrapping_mul(FNV_PRIME);
+                    in_word = true;
+                    continue;
+                }
+            } else if c.is_alphanumeric() {
+                let mut buf = [0u8; 4];
+                for l in c.to_lowercase() {
+                    for &x in l.encode_utf8(&mut buf).as_bytes() {
+                        h = (h ^ x as u64).wrapping_mul(FNV_PRIME);
+                    }
+                }
+                in_word = true;
+                continue;
+            }
+            if in_word {
+                hashes.push(mix64(h) | 1);
+                (h, in_word) = (FNV_OFFSET, false);
+            }
+        }
+        if in_word {
+            hashes.push(mix64(h) | 1);
+        }
+        hashes
+    }
+
+    #[test]
+    fn every_character_splits_and_lowercases_as_before() {
+        let mut s = Scratch::default();
+        let mut out = Vec::new();
+        // Every scalar value of the Basic Multilingual Plane and a stride through the others,
+        // alone, inside an ASCII word, doubled and beside a separator.
+        let chars =
+            (0x80..=0xFFFFu32).chain((0x10000..=0x10FFFF).step_by(97)).chain([0x1F680, 0x10400, 0x1D400]).filter_map(char::from_u32);
+        let mut text = String::new();
+        for (k, c) in chars.enumerate() {
+            use std::fmt::Write;
+            let _ = write!(text, "a{c}b {c}{c} .{c}, ");
+            if k % 512 == 511 {
+                word_shingles(&text, 1, &mut s, &mut out);
+                assert_eq!(s.word_hashes, words_before(&text), "near {c:?} (U+{:04X})", c as u32);
+                text.clear();
+            }
+        }
+        word_shingles(&text, 1, &mut s, &mut out);
+        assert_eq!(s.word_hashes, words_before(&text));
     }
 
     #[test]
