@@ -3,6 +3,7 @@
 
     apt-get install python3-doc fortunes fortunes-de manpages-de manpages-fr manpages-es
     python3 scripts/dedup/make-corpus.py OUT_DIR [--docs 120000] [--shards 8] [--scale 1]
+        [--lengths uniform|tail] [--format jsonl|jsonl.zst|parquet]
 
 Base documents are real text from Debian packages: sections of the Python documentation,
 every installed man page (English, German, French, Spanish, …; groff markup stripped),
@@ -14,7 +15,10 @@ and fortunes (grouped), cut into documents of 60-300 words (`--words`). Then cop
   * near-misses: the same edits down to Jaccard [0.55, 0.78] (5 %),
   * chains A ~ B ~ C (3 %).
 
-Everything is shuffled into `--shards` JSONL files under OUT_DIR/data/ with a fixed seed;
+`--lengths tail` cuts documents to a long tail of lengths instead (log-normal around the
+low end of `--words`, up to 20 times its high end), as crawls have them. Everything is
+shuffled into `--shards` files under OUT_DIR/data/ with a fixed seed: JSONL, JSONL compressed
+with zstd (`--format jsonl.zst`, the `zstd` tool, level 3) or Snappy Parquet (pyarrow);
 OUT_DIR/planted.json says what was planted. `--scale K` repeats the corpus K times with fresh ids (for memory-flatness runs:
 every copy is an exact duplicate of scale 1). Deterministic.
 """
@@ -79,20 +83,26 @@ def fortunes():
                         yield f
 
 
-def documents(lo=60, hi=300):
-    """Paragraphs joined into documents of `lo`-`hi` words, source by source."""
+def documents(lo=60, hi=300, tail=None):
+    """Paragraphs joined into documents of `lo`-`hi` words, source by source; with `tail` (a
+    random.Random), each document's length is drawn from a long tail instead."""
+    def length():
+        return hi if tail is None else int(min(20 * hi, max(lo // 2, tail.lognormvariate(0, 1.1) * lo)))
+
     for source in (python_docs(), man_pages(), fortunes()):
-        buf, words = [], 0
+        buf, words, want = [], 0, length()
         for para in source:
             buf.append(para)
             words += para.count(" ") + 1
-            if words >= lo:
-                doc = " ".join(buf)
-                ws = doc.split(" ")
-                for k in range(0, len(ws), hi):
-                    piece = ws[k:k + hi]
-                    if len(piece) >= lo:
+            if words >= want:
+                ws = " ".join(buf).split(" ")
+                k = 0
+                while k < len(ws):
+                    piece = ws[k:k + want]
+                    if len(piece) >= min(lo, want):
                         yield " ".join(piece)
+                    k += want
+                    want = length()
                 buf, words = [], 0
 
 
@@ -118,12 +128,14 @@ def main():
     ap.add_argument("--scale", type=int, default=1)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--words", default="60-300", help="document length in words, LO-HI (200-700 gives ~2.7 KB documents)")
+    ap.add_argument("--lengths", choices=["uniform", "tail"], default="uniform")
+    ap.add_argument("--format", choices=["jsonl", "jsonl.zst", "parquet"], default="jsonl")
     a = ap.parse_args()
     lo, hi = (int(x) for x in a.words.split("-"))
     rng = random.Random(a.seed)
     seen = set()
     base = []
-    for d in documents(lo, hi):
+    for d in documents(lo, hi, random.Random(a.seed + 1) if a.lengths == "tail" else None):
         if d not in seen:
             seen.add(d)
             base.append(d)
@@ -168,7 +180,17 @@ def main():
             k += 1
     for f in files:
         f.close()
-    size = sum(p.stat().st_size for p in (out / "data").glob("shard-*.jsonl"))
+    shards = sorted((out / "data").glob("shard-*.jsonl"))
+    if a.format == "jsonl.zst":
+        for p in shards:
+            subprocess.run(["zstd", "-q", "-3", "--rm", "-f", str(p)], check=True)
+    elif a.format == "parquet":
+        import pyarrow.json as pj
+        import pyarrow.parquet as pq
+        for p in shards:
+            pq.write_table(pj.read_json(p), p.with_suffix(".parquet"), compression="snappy")
+            p.unlink()
+    size = sum(p.stat().st_size for p in (out / "data").glob("shard-*"))
     summary = {"documents": k, "bytes": size, "base": n, "exact": planted["exact"], "near": len(planted["near"]),
                "miss": len(planted["miss"]), "chains": planted["chains"]}
     (out / "planted.json").write_text(json.dumps(summary, indent=1))
