@@ -95,7 +95,7 @@ impl Gpu {
         curator_gpu::require(&[curator_gpu::CudaLib::Driver, curator_gpu::CudaLib::Nvrtc])?;
         let ctx = CudaContext::new(0).map_err(e("cannot open GPU 0"))?;
         let stream = ctx.default_stream();
-        let ptx = cudarc::nvrtc::compile_ptx(KERNELS).map_err(e("NVRTC"))?;
+        let (ptx, _) = curator_gpu::ptx("minhash", KERNELS, "signatures", None, None)?;
         let module = ctx.load_module(ptx).map_err(e("cannot load kernels"))?;
         let shingles = module.load_function("shingles").map_err(e("kernel shingles"))?;
         let signatures = module.load_function("signatures").map_err(e("kernel signatures"))?;

@@ -124,7 +124,8 @@ impl Gpu {
         let ctx = CudaContext::new(0).map_err(e("cannot open GPU 0"))?;
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(e("cuBLAS"))?;
-        let module = ctx.load_module(cudarc::nvrtc::compile_ptx(KERNELS).map_err(e("NVRTC"))?).map_err(e("load kernels"))?;
+        let (ptx, _) = curator_gpu::ptx("vectors", KERNELS, "", None, None)?;
+        let module = ctx.load_module(ptx).map_err(e("load kernels"))?;
         let f = |n: &str| module.load_function(n).map_err(e("kernel"));
         Ok(Gpu { nearest: f("nearest")?, fold_max: f("fold_max")?, gather: f("gather")?, _ctx: ctx, stream, blas })
     }

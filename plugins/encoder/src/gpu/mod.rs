@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
-use cudarc::nvrtc::{CompileOptions, Ptx};
+use cudarc::nvrtc::Ptx;
 use half::f16;
 
 use crate::EncoderError;
@@ -263,35 +263,8 @@ fn io_bytes(hidden: usize, seqs: usize, tokens: usize) -> u64 {
 /// The kernels' PTX for this device: from `cache` when an earlier process compiled it for
 /// the same source, NVRTC and architecture, else compiled by NVRTC (and written there).
 pub(crate) fn kernels_ptx(cache: Option<&Path>, arch: (i32, i32)) -> Result<(Ptx, &'static str), EncoderError> {
-    let mut nvrtc = (0, 0);
-    // SAFETY: NVRTC is present (checked by the caller); the call only writes two ints.
-    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut nvrtc.0, &mut nvrtc.1) };
-    let key = xxhash_rust::xxh3::xxh3_128(format!("{KERNELS}\0nvrtc {}.{}", nvrtc.0, nvrtc.1).as_bytes());
-    let file = cache.map(|d| d.join(format!("encoder-{key:032x}-compute_{}{}.ptx", arch.0, arch.1)));
-    if let Some(text) = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok())
-        && text.contains(".entry embed")
-    {
-        return Ok((Ptx::from_src(text), "cached"));
-    }
-    // NVRTC wants a 'static name; one per architecture and process.
-    let name: &'static str = Box::leak(format!("compute_{}{}", arch.0, arch.1).into_boxed_str());
-    let opts = CompileOptions { arch: Some(name), ..Default::default() };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(|e| EncoderError::Gpu(format!("NVRTC: {e:?}")))?;
-    if let (Some(file), Some(bytes)) = (&file, ptx.as_bytes()) {
-        // Written under a temporary name, then renamed: a reader never sees half a file.
-        let text = bytes.split(|&b| b == 0).next().unwrap_or_default();
-        let tmp = file.with_extension(format!("tmp-{}", std::process::id()));
-        let written = file
-            .parent()
-            .map(std::fs::create_dir_all)
-            .transpose()
-            .and_then(|_| std::fs::write(&tmp, text))
-            .and_then(|_| std::fs::rename(&tmp, file));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-    }
-    Ok((ptx, "compiled"))
+    let (ptx, from) = curator_gpu::ptx("encoder", KERNELS, "embed", Some(arch), cache).map_err(EncoderError::Gpu)?;
+    Ok((ptx, from.as_str()))
 }
 
 /// Open GPU 0 and load the kernels ([`GpuDevice::open`]); a panic in a CUDA library is
