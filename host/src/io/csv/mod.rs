@@ -12,6 +12,7 @@ use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, RecordBatch};
 
 use super::format::{FileNames, PartReader, ReadPart, SourceFormat};
+use super::json_str::push_json_str;
 use super::jsonl::{ReadOptions, reader_schema};
 use super::{Codec, InputFile, IoError, Reject, Rejects};
 
@@ -49,9 +50,10 @@ pub struct CsvReader {
     header: Vec<String>,
     text_at: Option<usize>,
     id_at: Option<usize>,
-    /// The columns that go to `_meta` (all but the text; of the others only the source's
-    /// `fields`, when it names them, and the id).
-    kept: Vec<usize>,
+    /// The columns that go to `_meta`, in header order (all but the text; of the others only
+    /// the source's `fields`, when it names them, and the id), each with its key as JSON
+    /// (`"name":`), escaped once.
+    kept: Vec<(usize, Vec<u8>)>,
     text_field: String,
     rejects: Rejects,
     done: bool,
@@ -75,6 +77,12 @@ impl CsvReader {
         let kept = (0..header.len())
             .filter(|&i| Some(i) != text_at)
             .filter(|&i| Some(i) == id_at || opts.fields.as_ref().is_none_or(|keep| keep.contains(&header[i])))
+            .map(|i| {
+                let mut key = Vec::new();
+                push_json_str(&mut key, &header[i]);
+                key.push(b':');
+                (i, key)
+            })
             .collect();
         Ok(CsvReader {
             records,
@@ -99,7 +107,7 @@ impl PartReader for CsvReader {
     fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         let (mut ids, mut texts, mut metas) = (StringBuilder::new(), StringBuilder::new(), StringBuilder::new());
         let mut record = csv::StringRecord::new();
-        let mut meta = serde_json::Map::new();
+        let mut meta = Vec::new();
         let mut rows = 0;
         while rows < n.max(1) && !self.done {
             match self.records.read_record(&mut record) {
@@ -117,10 +125,17 @@ impl PartReader for CsvReader {
                     }
                     texts.append_value(text);
                     meta.clear();
-                    for &i in &self.kept {
-                        meta.insert(self.header[i].clone(), record.get(i).unwrap_or_default().into());
+                    meta.push(b'{');
+                    for (k, (i, key)) in self.kept.iter().enumerate() {
+                        if k > 0 {
+                            meta.push(b',');
+                        }
+                        meta.extend_from_slice(key);
+                        push_json_str(&mut meta, record.get(*i).unwrap_or_default());
                     }
-                    metas.append_value(serde_json::Value::Object(std::mem::take(&mut meta)).to_string());
+                    meta.push(b'}');
+                    // Made of UTF-8 strings and ASCII punctuation only.
+                    metas.append_value(std::str::from_utf8(&meta).unwrap_or_default());
                     rows += 1;
                 }
                 Err(e) => {
@@ -186,6 +201,9 @@ mod tests {
         assert_eq!(docs[0], ["d1", "Hello, world", r#"{"id":"d1","lang":"en"}"#].map(str::to_string));
         assert_eq!(docs[1][1], "two\nlines, \"quoted\"");
         assert_eq!(docs.len(), 3);
+        // Fields keep the header's order (not sorted), names and values escaped as JSON.
+        let (docs, _) = read("o.csv", "zeta,text,\"a\"\"b\",alpha\n1,t,\"x\ty\",2\n".as_bytes(), &ReadOptions::default()).unwrap();
+        assert_eq!(docs[0][2], r#"{"zeta":"1","a\"b":"x\ty","alpha":"2"}"#);
     }
 
     #[test]
