@@ -30,8 +30,9 @@ fn base_name(input: &InputFile) -> String {
     }
     if input.format.output_names_drop_extension() {
         // Its plain endings (`.jsonl`, not `.jsonl.gz`), matched as discovery matches them.
-        let plain = input.format.extensions().iter().filter(|e| e.matches('.').count() == 1);
-        if let Some(e) = plain.into_iter().find(|e| name.to_lowercase().ends_with(*e)) {
+        let lower = name.to_lowercase();
+        let mut plain = input.format.extensions().iter().filter(|e| e.matches('.').count() == 1);
+        if let Some(e) = plain.find(|e| lower.ends_with(*e)) {
             return name[..name.len() - e.len()].to_string();
         }
     }
