@@ -14,8 +14,9 @@ use std::time::Duration;
 use curator_core::partition::Extent;
 use curator_core::pipeline::Compression;
 use curator_host::io::Loc;
-use curator_host::io::jsonl::{JsonlReader, JsonlWriter, ReadOptions};
+use curator_host::io::jsonl::{JsonlReader, JsonlWriter};
 use curator_host::io::parquet::{ParquetReader, ParquetWriter};
+use curator_host::io::records::ReadOptions;
 use curator_host::io::writer::OutputWriter;
 
 fn read_jsonl(path: &Path) -> u64 {

@@ -26,8 +26,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use curator_core::partition::Extent;
-use curator_host::io::jsonl::ReadOptions;
 use curator_host::io::parquet::ParquetReader;
+use curator_host::io::records::ReadOptions;
 
 const PYARROW: &str = r#"
 import sys, time

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use curator_host::stage::wit as columns;
+use curator_host::wasm::columns;
 
 fn apply(input: &RecordBatch, out: curator_host::wasm::bindings::curator::stage::types::Output) -> RecordBatch {
     columns::output_from_wit(out, input.num_rows()).and_then(|o| o.apply(input)).expect("output")

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 
-use crate::io::jsonl::{JsonlReader, ReadOptions};
+use crate::io::jsonl::JsonlReader;
+use crate::io::records::ReadOptions;
 use crate::stage::StageOutput;
 use crate::wasm::bindings::curator::stage::types as wit;
 
@@ -190,7 +191,7 @@ pub fn guest_output(data: &[u8]) {
             wit::Output::Scored(wit::Scored { columns, keep: b.u32s() })
         }
     };
-    if let Ok(decoded) = crate::stage::wit::output_from_wit(out, rows) {
+    if let Ok(decoded) = crate::wasm::columns::output_from_wit(out, rows) {
         let _ = StageOutput::apply(decoded, &input_batch(rows));
     }
 }

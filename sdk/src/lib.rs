@@ -34,6 +34,8 @@
 //! unit tests and benchmarks.
 
 mod batch;
+#[cfg(not(target_arch = "wasm32"))]
+mod context;
 mod doc;
 mod runner;
 pub mod shingle;

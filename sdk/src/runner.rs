@@ -171,7 +171,7 @@ pub fn granted_path(path: &str) -> std::path::PathBuf {
     #[cfg(not(target_arch = "wasm32"))]
     if let Some(rest) = path.strip_prefix('/') {
         let (name, tail) = rest.split_once('/').unwrap_or((rest, ""));
-        if let Some(host) = crate::abi::context().dirs.get(name) {
+        if let Some(host) = crate::context::context().dirs.get(name) {
             return std::path::Path::new(host).join(tail);
         }
     }

@@ -13,8 +13,8 @@ use std::ops::Range;
 use curator_core::dedup::FuzzyParams;
 
 use super::DedupError;
-use super::fuzzy::Records;
 use super::index::par_map;
+use super::keys::Records;
 use super::scans::Sigs;
 use super::work::{RecordFile, Work, read_all};
 
@@ -241,6 +241,39 @@ pub fn buckets(work: &Work, sigs: &Sigs, n: u32, p: &FuzzyParams, bpi: usize, pa
         let _ = std::fs::remove_file(&part);
     }
     work.mark(&marker)
+}
+
+/// An error naming the passes of `iterations` without a `MARKERPASS` marker, which `what`
+/// (`have not finished`) describes.
+pub(crate) fn passes_done(work: &Work, iterations: usize, marker: &str, what: &str) -> Result<(), DedupError> {
+    let missing: Vec<String> = (0..iterations).filter(|it| !work.done(&format!("{marker}{it:03}"))).map(|it| it.to_string()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(DedupError::Data {
+        path: work.dir.display().to_string(),
+        message: format!("LSH pass(es) {} of {iterations} {what} (run --phase buckets for every bucket shard first)", missing.join(", ")),
+    })
+}
+
+/// The candidate pairs the passes `wanted` picks wrote (their edges files), distinct and sorted.
+pub(crate) fn read_edges(work: &Work, wanted: impl Fn(usize) -> bool) -> Result<Vec<u64>, DedupError> {
+    let mut names: Vec<String> = std::fs::read_dir(&work.dir)
+        .map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .filter(|n| n.ends_with(".bin"))
+        .filter(|n| n.strip_prefix(EDGES_PREFIX).and_then(|r| r.get(..3)).and_then(|p| p.parse().ok()).is_some_and(&wanted))
+        .collect();
+    names.sort();
+    let mut edges: Vec<u64> = Vec::new();
+    for name in names {
+        let bytes = read_all(&work.path(&name))?;
+        edges.extend(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())));
+    }
+    edges.sort_unstable();
+    edges.dedup();
+    Ok(edges)
 }
 
 #[cfg(test)]

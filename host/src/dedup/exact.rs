@@ -6,36 +6,17 @@ use std::sync::atomic::Ordering;
 
 use arrow_array::Array;
 
-use md5::Digest;
-
 use curator_core::dedup::ExactHash;
 
 use super::DedupError;
-use super::index::{Index, load_pairs, save_pairs, utf8};
+use super::index::{Index, utf8};
+use super::keys::key;
 use super::scans::Scanned;
-use super::work::{RecordFile, Work};
+use super::work::{RecordFile, Work, load_pairs, save_pairs};
 use crate::metrics::RunMetrics;
 use crate::task::SpillDir;
 
 const RECORD: usize = 20;
-
-pub(super) fn hash(text: &str, h: ExactHash) -> (u64, u64) {
-    let v: u128 = match h {
-        ExactHash::Xxh3 => xxhash_rust::xxh3::xxh3_128(text.as_bytes()),
-        ExactHash::Md5 => u128::from_be_bytes(md5::Md5::digest(text.as_bytes()).into()),
-    };
-    ((v >> 64) as u64, v as u64)
-}
-
-/// A text's key as 16 bytes, the high half first, each little-endian: the layout of the
-/// key files' records and of the lean spill's key column.
-pub(super) fn key(text: &str, h: ExactHash) -> [u8; 16] {
-    let (hi, lo) = hash(text, h);
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&hi.to_le_bytes());
-    k[8..].copy_from_slice(&lo.to_le_bytes());
-    k
-}
 
 fn key_file(p: usize) -> String {
     format!("keys-{p:04}.bin")
@@ -129,15 +110,4 @@ pub fn group(work: &Work, scanned: &Scanned, partitions: usize) -> Result<Vec<(u
     save_pairs(work, "groups.bin", &out)?;
     work.mark("groups")?;
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn md5_matches_the_reference_digest() {
-        let (hi, lo) = hash("hello", ExactHash::Md5);
-        assert_eq!(format!("{hi:016x}{lo:016x}"), "5d41402abc4b2a76b9719d911017c592");
-    }
 }

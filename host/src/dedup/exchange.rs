@@ -72,7 +72,7 @@ pub fn reads(owned: &Owned<'_>, rel: &str) -> bool {
             Phase::Buckets => true,
             // Exact keys, not fuzzy signatures or band keys (the bucket shards checked the pairs).
             Phase::Components => {
-                !rel.ends_with(super::fuzzy::SIGS) && !rel.ends_with(super::fuzzy::BANDS) && !rel.ends_with(super::semantic::EMB)
+                !rel.ends_with(super::keys::SIGS) && !rel.ends_with(super::keys::BANDS) && !rel.ends_with(super::semantic::EMB)
             }
             Phase::Output => !rel.ends_with(".bin"),
         };

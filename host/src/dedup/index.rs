@@ -148,24 +148,6 @@ pub fn utf8<'a>(task: &'a Task, column: &str, file: &str) -> Result<&'a StringAr
         .ok_or_else(|| DedupError::Data { path: file.to_string(), message: format!("no utf8 column {column:?}") })
 }
 
-/// `(position, survivor)` pairs as a little-endian file.
-pub fn save_pairs(work: &Work, name: &str, pairs: &[(u32, u32)]) -> Result<(), DedupError> {
-    let mut bytes = Vec::with_capacity(pairs.len() * 8);
-    for (a, b) in pairs {
-        bytes.extend_from_slice(&a.to_le_bytes());
-        bytes.extend_from_slice(&b.to_le_bytes());
-    }
-    write_atomic(&work.path(name), &bytes)
-}
-
-pub fn load_pairs(work: &Work, name: &str) -> Result<Vec<(u32, u32)>, DedupError> {
-    let bytes = super::work::read_all(&work.path(name))?;
-    Ok(bytes
-        .chunks_exact(8)
-        .map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), u32::from_le_bytes([c[4], c[5], c[6], c[7]])))
-        .collect())
-}
-
 /// `f` over `items` on up to `threads` threads; results in item order, the first error wins.
 pub fn par_map<T: Sync, R: Send>(
     items: &[T],

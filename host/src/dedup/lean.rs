@@ -32,7 +32,7 @@ impl DocKey {
     pub fn width(&self) -> usize {
         match self {
             DocKey::Exact(_) => 16,
-            DocKey::Bands(p) => super::fuzzy::Records::BandKeys.width(p),
+            DocKey::Bands(p) => super::keys::Records::BandKeys.width(p),
         }
     }
 }
@@ -48,12 +48,12 @@ pub fn lean_batch(batch: &RecordBatch, key: &DocKey) -> Result<RecordBatch, Arro
                 .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
                 .ok_or_else(|| ArrowError::SchemaError("no utf8 \"text\" column".into()))?;
             for r in 0..text.len() {
-                values.extend_from_slice(&super::exact::key(text.value(r), *h));
+                values.extend_from_slice(&super::keys::key(text.value(r), *h));
             }
         }
         DocKey::Bands(p) => {
-            let sigs = super::fuzzy::signatures(batch, p.num_hashes(), "").map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
-            super::fuzzy::band_keys(&sigs, p, &mut values);
+            let sigs = super::keys::signatures(batch, p.num_hashes(), "").map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+            super::keys::band_keys(&sigs, p, &mut values);
         }
     }
     let keys = FixedSizeBinaryArray::try_new(key.width() as i32, Buffer::from_vec(values), None)?;
@@ -164,8 +164,8 @@ mod tests {
         assert!(is_lean(&lean));
         assert!(lean.column_by_name(crate::io::META).is_none());
         let k: Vec<[u8; 16]> = keys(&lean).unwrap().collect();
-        assert_eq!(k[0], super::super::exact::key("two", ExactHash::Xxh3));
-        assert_eq!(k[1], super::super::exact::key("four", ExactHash::Xxh3));
+        assert_eq!(k[0], super::super::keys::key("two", ExactHash::Xxh3));
+        assert_eq!(k[1], super::super::keys::key("four", ExactHash::Xxh3));
         let back = join(&read, &lean, 10, "t").unwrap();
         let names: Vec<String> = back.schema().fields().iter().map(|f| f.name().clone()).collect();
         assert_eq!(names, ["id", "text", "_meta", "_row", "score"]);

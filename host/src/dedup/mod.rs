@@ -20,6 +20,7 @@ mod exact;
 pub mod exchange;
 mod fuzzy;
 mod index;
+mod keys;
 pub mod lean;
 mod output;
 pub mod rendezvous;
@@ -36,8 +37,8 @@ use curator_core::dedup::DedupPhase;
 use curator_core::shard::Shard;
 use curator_core::{DedupAction, DedupMethod};
 
-pub use fuzzy::SIGNATURE;
 pub use index::Index;
+pub use keys::SIGNATURE;
 pub use output::Verdict;
 pub(crate) use output::{DedupReplay, write_duplicates};
 
@@ -235,7 +236,7 @@ pub(crate) fn bucket_shard(
     let p = dedup.spec.fuzzy();
     let scanned = scans::gather(work, count)?;
     stats.documents = scanned.index.documents();
-    let records = fuzzy::Records::of(&p);
+    let records = keys::Records::of(&p);
     let sigs = scans::Sigs::open(&scanned, records.file(), records.width(&p))?;
     let planned = dedup.capacity.planned_bytes(DedupPhase::Buckets);
     let mine: Vec<usize> = (0..layout.iterations).filter(|&it| curator_core::shard::owns_pass(shard, it)).collect();
@@ -291,7 +292,7 @@ pub(crate) fn components(
             let p = dedup.spec.fuzzy();
             // The signatures only when the pairs are checked here.
             let sigs = (!checked_by_buckets && p.checks_pairs())
-                .then(|| scans::Sigs::open(&scanned, fuzzy::SIGS, p.num_hashes() * 4))
+                .then(|| scans::Sigs::open(&scanned, keys::SIGS, p.num_hashes() * 4))
                 .transpose()?;
             let clock = PhaseClock::start(DedupPhase::Components, planned(DedupPhase::Components));
             let chunk = check_chunk(dedup.capacity.check_docs_per_chunk);
@@ -340,7 +341,7 @@ pub(crate) fn decided(work: &Work) -> Result<(Index, Verdict, DedupStats), Dedup
         });
     }
     let scanned = scans::gather(work, None)?;
-    let groups = index::load_pairs(work, "groups.bin")?;
+    let groups = work::load_pairs(work, "groups.bin")?;
     let stats: DedupStats = work::read_all(&work.path(STATS)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     Ok((scanned.index, Verdict::new(groups), stats))
 }

@@ -19,7 +19,8 @@ use curator_core::dedup::{SemanticParams, keep_order};
 use curator_vectors::{KMeansParams, assign, kmeans, semdedup};
 
 use super::DedupError;
-use super::index::{Index, par_map, save_pairs};
+use super::index::{Index, par_map};
+use super::work::save_pairs;
 use super::work::{RecordFile, Work, write_atomic};
 use crate::metrics::RunMetrics;
 use crate::task::SpillDir;
@@ -251,7 +252,7 @@ fn one_cluster(members: &[u32], dist: &[f32], p: &SemanticParams, within: Within
 /// give them; writes `semantic.json`.
 pub fn pairwise(work: &Work, d: usize, assigned: &[(u32, f32)], p: &SemanticParams) -> Result<Vec<(u32, u32)>, DedupError> {
     if work.done("groups") {
-        return super::index::load_pairs(work, "groups.bin");
+        return super::work::load_pairs(work, "groups.bin");
     }
     let emb_path = work.path(EMB);
     let file = std::fs::File::open(&emb_path).map_err(|e| io(&emb_path, e))?;
@@ -268,7 +269,7 @@ fn pairwise_with(
     within: Within<'_>,
 ) -> Result<Vec<(u32, u32)>, DedupError> {
     if work.done("groups") {
-        return super::index::load_pairs(work, "groups.bin");
+        return super::work::load_pairs(work, "groups.bin");
     }
     let found = clusters_pass(assigned, p, threads, within, |_| true)?;
     let k = assigned.iter().map(|(l, _)| *l as usize + 1).max().unwrap_or(0);

@@ -308,7 +308,7 @@ fn fit_together(
 /// joined into the step's groups (`groups.bin`, `semantic.json`).
 pub(crate) fn join(work: &Work, p: &SemanticParams) -> Result<Vec<(u32, u32)>, DedupError> {
     if work.done("groups") {
-        return super::index::load_pairs(work, "groups.bin");
+        return super::work::load_pairs(work, "groups.bin");
     }
     let here = work.dir.display().to_string();
     let mut found = scans::shards_in(work, DONE_PREFIX, ".done")?;
@@ -332,7 +332,7 @@ pub(crate) fn join(work: &Work, p: &SemanticParams) -> Result<Vec<(u32, u32)>, D
     let mut all_found = Found { pairs: Vec::new(), per_cluster: Vec::new(), largest: 0 };
     let mut clusters = 0;
     for s in (0..count).map(|index| Shard { index, count }) {
-        all_found.pairs.extend(super::index::load_pairs(work, &pairs_name(s))?);
+        all_found.pairs.extend(super::work::load_pairs(work, &pairs_name(s))?);
         let path = work.path(&found_name(s));
         let v: serde_json::Value =
             serde_json::from_slice(&super::work::read_all(&path)?).map_err(|e| data(&path.display().to_string(), e.to_string()))?;

@@ -40,7 +40,7 @@ pub fn verify_pass(
     if work.done(&marker) {
         return Ok(());
     }
-    let edges = super::fuzzy::read_edges(work, |pass| pass == it)?;
+    let edges = super::buckets::read_edges(work, |pass| pass == it)?;
     let candidates = edges.len() as u64;
     let (kept, checked) =
         if p.checks_pairs() && !edges.is_empty() { verify(sigs, &edges, docs, index, p, chunk_docs)? } else { (edges, 0) };
@@ -58,7 +58,7 @@ pub fn verify_pass(
 /// on text) summed over the passes (a pair two passes found counts in each); an error names
 /// the passes no bucket shard has checked.
 pub fn join_verified(work: &Work, iterations: usize) -> Result<(Vec<u64>, u64, u64), DedupError> {
-    super::fuzzy::passes_done(work, iterations, VERIFIED_PREFIX, "have not had their pairs checked")?;
+    super::buckets::passes_done(work, iterations, VERIFIED_PREFIX, "have not had their pairs checked")?;
     let (mut kept, mut candidates, mut checked) = (Vec::new(), 0, 0);
     for it in 0..iterations {
         kept.extend(pairs(&read_all(&work.path(&name(it, "bin")))?));
@@ -173,7 +173,7 @@ fn check_on_text(
     p: &FuzzyParams,
     threads: usize,
 ) -> Result<Vec<u64>, DedupError> {
-    let kind = super::fuzzy::shingles(p);
+    let kind = super::keys::shingles(p);
     let t = p.jaccard_threshold;
     let in_file = |f: &IndexedFile| {
         let i = involved.partition_point(|&d| d < f.base);

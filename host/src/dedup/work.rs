@@ -178,3 +178,21 @@ impl RecordFile {
 pub fn read_all(path: &Path) -> Result<Vec<u8>, DedupError> {
     std::fs::read(path).map_err(|e| io(path, e))
 }
+
+/// `(position, survivor)` pairs as a little-endian file.
+pub fn save_pairs(work: &Work, name: &str, pairs: &[(u32, u32)]) -> Result<(), DedupError> {
+    let mut bytes = Vec::with_capacity(pairs.len() * 8);
+    for (a, b) in pairs {
+        bytes.extend_from_slice(&a.to_le_bytes());
+        bytes.extend_from_slice(&b.to_le_bytes());
+    }
+    write_atomic(&work.path(name), &bytes)
+}
+
+pub fn load_pairs(work: &Work, name: &str) -> Result<Vec<(u32, u32)>, DedupError> {
+    let bytes = read_all(&work.path(name))?;
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), u32::from_le_bytes([c[4], c[5], c[6], c[7]])))
+        .collect())
+}

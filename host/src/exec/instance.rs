@@ -3,7 +3,7 @@
 //! its throw-away setup check.
 
 use crate::plan::PlannedStage;
-use crate::stage::{StageCall, StageFailure};
+use crate::stage::StageFailure;
 use crate::wasm::InstanceLimits;
 use crate::worker::{WasmWorkerSpec, WorkerLimits, WorkerPlugin, WorkerProcess};
 use curator_core::placement::Assignment;
@@ -11,8 +11,7 @@ use curator_sdk::abi::WorkerContext;
 
 use super::{Ctx, Loaded, RunError, warm};
 
-/// One instance of a stage, whatever runs it.
-pub(crate) type Instance = Box<dyn StageCall>;
+pub(crate) use crate::stage::Instance;
 
 /// Where worker `k` of a stage runs: its GPU assignment, if the stage needs one.
 pub(crate) struct Placement {
@@ -68,6 +67,7 @@ pub(crate) fn start_instance(
             let l = instance_limits(stage);
             let spec = WasmWorkerSpec {
                 label: stage.label.clone(),
+                manifest: stage.plugin.manifest.clone(),
                 memory_mb: l.memory_mb,
                 grants: l.grants.iter().map(|g| (g.name.clone(), g.host_path.clone(), g.writable)).collect(),
                 cache_dir: cache_dir.map(Into::into),

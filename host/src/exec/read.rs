@@ -9,7 +9,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use curator_core::TaskMeta;
 
 use crate::io::format::ReadPart;
-use crate::io::jsonl::reader_schema;
+use crate::io::records::reader_schema;
 use crate::io::writer::RecordWriter;
 use crate::io::{IoError, Reject};
 
@@ -125,7 +125,7 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet, again:
             }
             if let (0, (n @ 1.., Some(first))) = (row, &part_rejects) {
                 // Under --strict the first reject already failed the run.
-                let hint = input.format.no_documents_hint(input, &opts);
+                let hint = crate::io::formats::no_documents_hint(input, &opts);
                 tracing::warn!(
                     "{source}: no document could be read from it ({n} rejected; the first, at {}: {}){hint}",
                     first.at(),

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use crate::plan::PlannedStage;
 use crate::plugin_facts::FileId;
 
-use super::instance::Instance;
+use crate::stage::Instance;
 
 /// What a stage's instances are started from, whatever worker runs them: kept instances of
 /// stages a run does not have are stopped when it starts.

@@ -9,7 +9,7 @@ use arrow_array::RecordBatch;
 use curator_core::partition::{Extent, Splittable};
 use curator_core::pipeline::{Compression, SinkSpec};
 
-use super::jsonl::ReadOptions;
+use super::records::ReadOptions;
 use super::writer::OutputWriter;
 use super::{InputFile, IoError, Loc, Reject};
 

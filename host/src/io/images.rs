@@ -13,7 +13,7 @@
 
 use arrow_array::RecordBatch;
 
-use super::jsonl::ReadOptions;
+use super::records::ReadOptions;
 use super::webdataset::{Doc, batch, document};
 use super::{InputFile, IoError, Loc, Reject, Rejects};
 
@@ -29,6 +29,9 @@ pub fn beside_an_image(loc: &Loc) -> bool {
     curator_image::EXTENSIONS.iter().any(|ext| dir.join(format!("{stem}.{ext}")).is_file())
 }
 
+/// The format's name in a pipeline (`format: images`).
+pub const NAME: &str = "images";
+
 /// A folder of image files as a source format (`format: images`).
 pub struct Images;
 pub static IMAGES: Images = Images;
@@ -39,7 +42,7 @@ pub const IMAGES_PER_PARTITION: usize = 1024;
 
 /// Its file names: an image's extension ([`curator_image::EXTENSIONS`], with its dot).
 static FILE_NAMES: std::sync::LazyLock<super::format::FileNames> = std::sync::LazyLock::new(|| super::format::FileNames {
-    format: "images",
+    format: NAME,
     extensions: curator_image::EXTENSIONS.iter().map(|e| &*format!(".{e}").leak()).collect::<Vec<_>>().leak(),
     unnamed: &[],
     outputs_drop_extension: false,

@@ -13,6 +13,7 @@ pub mod journal;
 pub mod json_str;
 pub mod jsonl;
 pub mod parquet;
+pub mod records;
 pub mod run_lock;
 pub mod shards;
 pub mod storage;
@@ -37,6 +38,9 @@ pub const TEXT: &str = "text";
 pub const META: &str = "_meta";
 /// Row of each document within its batch as read (executor bookkeeping; never written).
 pub const ROW: &str = "_row";
+/// The column that holds each WebDataset sample's other members (hidden from JSONL and
+/// Parquet sinks).
+pub const SAMPLE: &str = "_sample";
 
 /// An IO error that names the file (and line and field, where there is one).
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 
-use super::jsonl::{ReadOptions, reader_schema};
+use super::records::{ReadOptions, reader_schema};
 use super::{InputFile, IoError, Reject, Rejects};
 
 pub struct VideoReader {

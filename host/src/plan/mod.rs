@@ -180,9 +180,9 @@ impl Plan {
     }
 
     /// How the source's records are read (`strict`: stop at the first bad line).
-    pub fn read_options(&self, strict: bool) -> crate::io::jsonl::ReadOptions {
+    pub fn read_options(&self, strict: bool) -> crate::io::records::ReadOptions {
         let src = &self.spec.source;
-        crate::io::jsonl::ReadOptions {
+        crate::io::records::ReadOptions {
             text_field: src.text_field.clone(),
             id_field: src.id_field.clone(),
             fields: src.fields.clone(),

@@ -15,13 +15,15 @@ mod failure;
 pub mod input;
 mod output;
 pub mod remove_ids;
-pub mod wit;
 
 use arrow_array::RecordBatch;
 
 pub use failure::{FailureClass, StageFailure};
 pub use input::stage_input;
 pub use output::{Keep, OutputKind, StageOutput, columns_of, first_column};
+
+/// One instance of a stage, whatever runs it (in process, or a worker process).
+pub type Instance = Box<dyn StageCall>;
 
 /// One instance of a stage, ready for batches.
 pub trait StageCall: Send {

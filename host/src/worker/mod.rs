@@ -93,6 +93,9 @@ pub fn read_manifest_json(path: &Path) -> Result<String, StageFailure> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WasmWorkerSpec {
     pub label: String,
+    /// The plugin's manifest, as the host's registry read and checked it (the worker does not
+    /// read plugin files' manifests itself: that is the registry's job, one floor up).
+    pub manifest: Manifest,
     /// Linear-memory cap of the instance.
     pub memory_mb: u64,
     /// Granted directories: (name the guest sees, host path, writable).

@@ -56,11 +56,10 @@ fn start_native(args: &WorkerArgs<'_>) -> Result<Start<'static>, StageFailure> {
 }
 
 fn start_wasm(args: &WorkerArgs<'_>, spec: &WasmWorkerSpec) -> Result<Start<'static>, StageFailure> {
-    let manifest = crate::registry::read_manifest(args.plugin).map_err(|e| StageFailure::Load(e.to_string()))?;
     let params: serde_json::Value =
         serde_json::from_str(args.params).map_err(|e| StageFailure::Load(format!("--params is not JSON: {e}")))?;
     let runtime = WasmRuntime::without_deadline_checks(spec.cache_dir.clone())?;
-    let compiled = runtime.load(args.plugin, manifest)?;
+    let compiled = runtime.load(args.plugin, spec.manifest.clone())?;
     let (label, limits) = (spec.label.clone(), spec.limits());
     Ok(Box::new(move || Ok(Box::new(compiled.instantiate(&label, &params, &limits)?) as Box<dyn StageCall>)))
 }

@@ -2,11 +2,8 @@
 //! sizes, labels) and, for sentence-transformers models, the pooling and sequence length.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Deserialize;
-
-use crate::EncoderError;
 
 /// The activation of the feed-forward layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,19 +233,6 @@ fn default_act() -> String {
     "gelu".into()
 }
 
-#[derive(Deserialize)]
-struct StPooling {
-    #[serde(default)]
-    pooling_mode_cls_token: bool,
-    #[serde(default)]
-    pooling_mode_mean_tokens: bool,
-}
-
-#[derive(Deserialize)]
-struct StConfig {
-    max_seq_length: Option<usize>,
-}
-
 /// The longest sequence of a model without absolute positions.
 pub const MAX_RELATIVE_TOKENS: usize = 8192;
 
@@ -256,37 +240,6 @@ pub const MAX_RELATIVE_TOKENS: usize = 8192;
 pub const SUPPORTED: &[&str] = &["bert", "roberta", "xlm-roberta", "electra", "deberta-v2"];
 
 impl ModelConfig {
-    /// Read `config.json` (and the sentence-transformers files when present) from `dir`.
-    pub fn load(dir: &Path) -> Result<ModelConfig, EncoderError> {
-        let path = dir.join("config.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| EncoderError::io(&path, e))?;
-        let model_err = |reason| EncoderError::Model { path: path.clone(), reason };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| model_err(e.to_string()))?;
-        let mut config = if crate::hub::is_hub_config(&value) {
-            let weights = dir.join("model.safetensors");
-            let shapes = crate::weights::shapes(&weights)?;
-            crate::hub::config(&value, &shapes).map_err(|reason| EncoderError::Model { path: weights.clone(), reason })?
-        } else {
-            ModelConfig::parse(&text).map_err(model_err)?
-        };
-        let pooling = dir.join("1_Pooling").join("config.json");
-        if let Ok(text) = std::fs::read_to_string(&pooling) {
-            let p: StPooling =
-                serde_json::from_str(&text).map_err(|e| EncoderError::Model { path: pooling.clone(), reason: e.to_string() })?;
-            config.pooling = match (p.pooling_mode_mean_tokens, p.pooling_mode_cls_token) {
-                (true, _) => Some(Pooling::Mean),
-                (false, true) => Some(Pooling::Cls),
-                _ => None,
-            };
-        }
-        let st = dir.join("sentence_bert_config.json");
-        if let Ok(text) = std::fs::read_to_string(&st) {
-            let s: StConfig = serde_json::from_str(&text).map_err(|e| EncoderError::Model { path: st.clone(), reason: e.to_string() })?;
-            config.max_seq_length = s.max_seq_length;
-        }
-        Ok(config)
-    }
-
     /// Parse the text of a `config.json`; `Err` says what is unusable.
     pub fn parse(text: &str) -> Result<ModelConfig, String> {
         let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;

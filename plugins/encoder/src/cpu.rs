@@ -5,36 +5,8 @@
 use rayon::prelude::*;
 
 use crate::config::{Activation, Arch, Disentangled, ModelConfig, Pooling};
-use crate::weights::{Linear, Norm, Weights};
-
-/// `out[m × l.out] = x[m × l.inp] Wᵀ + b`.
-pub(crate) fn dense(l: &Linear, x: &[f32], m: usize) -> Vec<f32> {
-    let mut out = vec![0f32; m * l.out];
-    for row in out.chunks_exact_mut(l.out) {
-        row.copy_from_slice(&l.b);
-    }
-    // SAFETY: the strides describe x (m × inp, row-major), Wᵀ (inp × out, read from W's
-    // row-major out × inp) and out (m × out) exactly; the slices hold that many values.
-    unsafe {
-        matrixmultiply::sgemm(
-            m,
-            l.inp,
-            l.out,
-            1.0,
-            x.as_ptr(),
-            l.inp as isize,
-            1,
-            l.w.as_ptr(),
-            1,
-            l.inp as isize,
-            1.0,
-            out.as_mut_ptr(),
-            l.out as isize,
-            1,
-        );
-    }
-    out
-}
+use crate::tensors::{Norm, dense, gelu, layer_norm};
+use crate::weights::Weights;
 
 /// `x ← LayerNorm(x + residual)` row by row.
 fn add_norm(x: &mut [f32], residual: &[f32], norm: &Norm, eps: f32) {
@@ -47,19 +19,9 @@ fn add_norm(x: &mut [f32], residual: &[f32], norm: &Norm, eps: f32) {
     }
 }
 
-pub(crate) fn layer_norm(row: &mut [f32], norm: &Norm, eps: f32) {
-    let n = row.len() as f32;
-    let mean = row.iter().sum::<f32>() / n;
-    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
-    let inv = 1.0 / (var + eps).sqrt();
-    for ((v, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
-        *v = (*v - mean) * inv * g + b;
-    }
-}
-
 pub(crate) fn activate(x: &mut [f32], act: Activation) {
     match act {
-        Activation::Gelu => x.iter_mut().for_each(|v| *v = crate::head::gelu(*v)),
+        Activation::Gelu => x.iter_mut().for_each(|v| *v = gelu(*v)),
         Activation::GeluTanh => {
             let c = (2.0 / std::f32::consts::PI).sqrt();
             x.iter_mut().for_each(|v| *v = 0.5 * *v * (1.0 + (c * (*v + 0.044715 * *v * *v * *v)).tanh()))

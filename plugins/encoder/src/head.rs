@@ -3,6 +3,8 @@
 
 use rayon::prelude::*;
 
+use crate::tensors;
+pub use crate::tensors::gelu;
 use crate::weights::{Head, Linear};
 
 /// `x Wᵀ + b` for one vector.
@@ -16,11 +18,6 @@ pub fn normalize(v: &mut [f32]) {
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x /= norm);
     }
-}
-
-/// The exact (erf) GELU, as `torch.nn.functional.gelu`.
-pub fn gelu(x: f32) -> f32 {
-    0.5 * x * (1.0 + libm::erff(x / std::f32::consts::SQRT_2))
 }
 
 /// The head's logits for one document's pooled state (`[CLS]`, or the mean for
@@ -50,18 +47,18 @@ pub fn logits_rows(head: &Head, cls: &[f32], hidden: usize) -> Vec<f32> {
     let block = |x: &[f32]| {
         let m = x.len() / hidden;
         match head {
-            Head::Bert { pooler: Some(p), classifier } => crate::cpu::dense(classifier, &tanh(crate::cpu::dense(p, x, m)), m),
-            Head::Bert { pooler: None, classifier } => crate::cpu::dense(classifier, x, m),
-            Head::Roberta { dense, out_proj } => crate::cpu::dense(out_proj, &tanh(crate::cpu::dense(dense, x, m)), m),
+            Head::Bert { pooler: Some(p), classifier } => tensors::dense(classifier, &tanh(tensors::dense(p, x, m)), m),
+            Head::Bert { pooler: None, classifier } => tensors::dense(classifier, x, m),
+            Head::Roberta { dense, out_proj } => tensors::dense(out_proj, &tanh(tensors::dense(dense, x, m)), m),
             Head::ContextPooler { dense, classifier } => {
-                let mut p = crate::cpu::dense(dense, x, m);
+                let mut p = tensors::dense(dense, x, m);
                 p.iter_mut().for_each(|v| *v = gelu(*v));
-                crate::cpu::dense(classifier, &p, m)
+                tensors::dense(classifier, &p, m)
             }
-            Head::First { fc } => crate::cpu::dense(fc, x, m),
+            Head::First { fc } => tensors::dense(fc, x, m),
             Head::MeanHeads { heads } => {
                 // Each head's [m × out] side by side per row.
-                let outs: Vec<Vec<f32>> = heads.iter().map(|fc| crate::cpu::dense(fc, x, m)).collect();
+                let outs: Vec<Vec<f32>> = heads.iter().map(|fc| tensors::dense(fc, x, m)).collect();
                 (0..m)
                     .flat_map(|r| heads.iter().zip(&outs).flat_map(move |(fc, o)| o[r * fc.out..(r + 1) * fc.out].iter().copied()))
                     .collect()

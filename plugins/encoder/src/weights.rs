@@ -3,95 +3,20 @@
 //! the file when it stores fp16 (no f32 copy on the way). Vectors (biases, norms) and
 //! DeBERTa's projected position tables are f32 on both.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use half::slice::HalfFloatSliceExt;
-use half::{bf16, f16};
 use rayon::prelude::*;
 use safetensors::tensor::TensorInfo;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::EncoderError;
 use crate::config::{Arch, ModelConfig};
+pub use crate::tensors::{Elem, Linear, Norm};
 
 // Tensors are read by reinterpreting the file's little-endian bytes in place.
 const _: () = assert!(cfg!(target_endian = "little"), "safetensors files are little-endian");
-
-/// The number type a matrix is held in on the host: f32 (the CPU reference) or fp16 (what
-/// the GPU path uploads). Conversions use half's slice routines (F16C where the CPU has it).
-pub trait Elem: bytemuck::Pod + Send + Sync + std::fmt::Debug {
-    fn from_f32(v: Vec<f32>) -> Vec<Self>;
-    fn from_f16(v: Vec<f16>) -> Vec<Self>;
-    fn from_bf16(v: Vec<bf16>) -> Vec<Self>;
-    /// The values as f32 (borrowed when they are f32 already).
-    fn widen(v: &[Self]) -> Cow<'_, [f32]>;
-    /// The values as fp16 (borrowed when they are fp16 already).
-    fn narrow(v: &[Self]) -> Cow<'_, [f16]>;
-}
-
-impl Elem for f32 {
-    fn from_f32(v: Vec<f32>) -> Vec<f32> {
-        v
-    }
-    fn from_f16(v: Vec<f16>) -> Vec<f32> {
-        let mut out = vec![0f32; v.len()];
-        v.convert_to_f32_slice(&mut out);
-        out
-    }
-    fn from_bf16(v: Vec<bf16>) -> Vec<f32> {
-        let mut out = vec![0f32; v.len()];
-        v.convert_to_f32_slice(&mut out);
-        out
-    }
-    fn widen(v: &[f32]) -> Cow<'_, [f32]> {
-        Cow::Borrowed(v)
-    }
-    fn narrow(v: &[f32]) -> Cow<'_, [f16]> {
-        let mut out = vec![f16::ZERO; v.len()];
-        out.convert_from_f32_slice(v);
-        Cow::Owned(out)
-    }
-}
-
-impl Elem for f16 {
-    fn from_f32(v: Vec<f32>) -> Vec<f16> {
-        <f32 as Elem>::narrow(&v).into_owned()
-    }
-    fn from_f16(v: Vec<f16>) -> Vec<f16> {
-        v
-    }
-    fn from_bf16(v: Vec<bf16>) -> Vec<f16> {
-        <f16 as Elem>::from_f32(<f32 as Elem>::from_bf16(v))
-    }
-    fn widen(v: &[f16]) -> Cow<'_, [f32]> {
-        let mut out = vec![0f32; v.len()];
-        v.convert_to_f32_slice(&mut out);
-        Cow::Owned(out)
-    }
-    fn narrow(v: &[f16]) -> Cow<'_, [f16]> {
-        Cow::Borrowed(v)
-    }
-}
-
-/// `y = x Wᵀ + b` with `W` as `[out, inp]`, row-major (PyTorch's `nn.Linear`); `W` in `M`,
-/// the bias in f32.
-#[derive(Debug, Clone)]
-pub struct Linear<M = f32> {
-    pub w: Vec<M>,
-    pub b: Vec<f32>,
-    pub out: usize,
-    pub inp: usize,
-}
-
-/// A layer norm's scale and shift.
-#[derive(Debug, Clone)]
-pub struct Norm {
-    pub gamma: Vec<f32>,
-    pub beta: Vec<f32>,
-}
 
 /// One transformer layer.
 #[derive(Debug, Clone)]
@@ -394,15 +319,15 @@ impl<M: Elem> Weights<M> {
             let mut rel: Vec<f32> = r.get("encoder.rel_embeddings.weight", &[2 * d.span, h], false)?;
             if d.norm_rel_ebd {
                 let norm = r.norm("encoder.LayerNorm", h)?;
-                rel.chunks_exact_mut(h).for_each(|row| crate::cpu::layer_norm(row, &norm, config.layer_norm_eps));
+                rel.chunks_exact_mut(h).for_each(|row| crate::tensors::layer_norm(row, &norm, config.layer_norm_eps));
             }
             if !r.hollow() {
                 let rows = 2 * d.span;
                 let project = |content: &Linear<M>, own: Option<&Linear<f32>>| match own {
-                    Some(own) => crate::cpu::dense(own, &rel, rows),
+                    Some(own) => crate::tensors::dense(own, &rel, rows),
                     None => {
                         let w = M::widen(&content.w);
-                        crate::cpu::dense(
+                        crate::tensors::dense(
                             &Linear { w: w.into_owned(), b: content.b.clone(), out: content.out, inp: content.inp },
                             &rel,
                             rows,
@@ -494,6 +419,7 @@ impl<M: Elem> Weights<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::{bf16, f16};
     use safetensors::tensor::TensorView;
 
     /// A file holding `values` as f32, f16 and bf16 tensors (`a32`, `a16`, `ab16`), written

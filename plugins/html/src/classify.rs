@@ -7,17 +7,8 @@
 //! (`justext.justext()` leaves them empty there, so its first heading pass never sees a good
 //! paragraph; NeMo's extractor sets them first).
 
-use crate::Paragraph;
+use crate::paragraphs::{Class, Paragraph};
 use crate::stoplists::Stoplist;
-
-/// A paragraph's class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    Good,
-    NearGood,
-    Short,
-    Bad,
-}
 
 /// jusText's parameters; the defaults are jusText's and NeMo Curator's.
 #[derive(Debug, Clone, PartialEq)]

@@ -64,7 +64,9 @@ pub enum NodeValue<'a> {
 impl Dom {
     /// `html` parsed as libxml2 parses it.
     pub fn parse(html: &str) -> Dom {
-        crate::tree_builder::build(html)
+        let mut dom = DomSink::default();
+        crate::tree_builder::build_into(html, &mut dom);
+        dom.finish()
     }
 
     pub(crate) fn empty() -> Dom {

@@ -20,8 +20,8 @@ pub mod stoplists;
 pub mod tree_builder;
 pub mod tree_rules;
 
-pub use classify::{Class, Params};
-pub use paragraphs::Paragraph;
+pub use classify::Params;
+pub use paragraphs::{Class, Paragraph};
 
 /// The page's paragraphs, classified: keep those whose class is [`Class::Good`].
 pub fn justext(html: &str, stoplist: &stoplists::Stoplist, params: &Params) -> Vec<Paragraph> {

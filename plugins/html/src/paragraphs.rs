@@ -18,6 +18,15 @@ use curator_sdk::text::is_py_space;
 use crate::dom::Dom;
 use crate::tree_builder::{Attrs, TreeSink};
 
+/// A paragraph's class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Good,
+    NearGood,
+    Short,
+    Bad,
+}
+
 /// Tags that end a paragraph and start the next (jusText's `PARAGRAPH_TAGS`).
 fn is_paragraph_tag(name: &str) -> bool {
     matches!(
@@ -82,9 +91,9 @@ pub struct Paragraph {
     /// Whether the path of tags to it holds a `select`.
     pub in_select: bool,
     /// Set by [`crate::classify`].
-    pub class: crate::Class,
+    pub class: Class,
     /// The context-free class, before revision.
-    pub cf_class: crate::Class,
+    pub cf_class: Class,
 }
 
 /// The paragraphs of `html`, made as the page is parsed (no tree is kept).
@@ -195,8 +204,8 @@ impl Maker {
                 chars_in_links: done.chars_in_links,
                 heading: done.heading,
                 in_select: done.in_select,
-                class: crate::Class::Bad,
-                cf_class: crate::Class::Bad,
+                class: Class::Bad,
+                cf_class: Class::Bad,
             });
         }
     }

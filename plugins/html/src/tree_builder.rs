@@ -19,7 +19,6 @@ use std::convert::Infallible;
 
 use html5gum::{Emitter, Reader, State, Tokenizer};
 
-use crate::dom::Dom;
 use crate::tree_rules::{Raw, end_priority, implies_head, is_empty, raw, start_closes};
 
 /// How many elements may be open at once (libxml2's limit without `huge`).
@@ -66,13 +65,6 @@ impl<'a> Attrs<'a> {
     pub fn iter(self) -> impl Iterator<Item = (&'a str, &'a str)> {
         self.spans.iter().map(move |(n, v)| (&self.strings[n.0..n.1], &self.strings[v.0..v.1]))
     }
-}
-
-/// The tree of `html`.
-pub fn build(html: &str) -> Dom {
-    let mut dom = crate::dom::DomSink::default();
-    build_into(html, &mut dom);
-    dom.finish()
 }
 
 /// `html`'s tree, handed to `sink` as it is built.

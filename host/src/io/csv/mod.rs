@@ -13,7 +13,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 
 use super::format::{FileNames, PartReader, ReadPart, SourceFormat};
 use super::json_str::push_json_str;
-use super::jsonl::{ReadOptions, reader_schema};
+use super::records::{ReadOptions, reader_schema};
 use super::{Codec, InputFile, IoError, Reject, Rejects};
 
 /// CSV and TSV files as a source format (`format: csv`).

@@ -3,8 +3,9 @@
 use curator_core::partition::Splittable;
 use curator_core::pipeline::{Compression, SinkSpec};
 
-use super::{JsonlReader, JsonlWriter, ReadOptions};
+use super::{JsonlReader, JsonlWriter};
 use crate::io::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
+use crate::io::records::ReadOptions;
 use crate::io::writer::OutputWriter;
 use crate::io::{Codec, InputFile, IoError, Loc, Reject, codec};
 
@@ -56,12 +57,8 @@ impl SourceFormat for Jsonl {
     fn open(&self, part: &ReadPart<'_>) -> Result<Box<dyn PartReader>, IoError> {
         Ok(Box::new(JsonlReader::open(part.file(), part.extent, part.opts.clone())?))
     }
-    fn no_documents_hint(&self, input: &InputFile, opts: &ReadOptions) -> String {
-        if crate::io::images::beside_an_image(&input.loc) {
-            "; it sits beside an image of its name: a folder of images (and their .json files) is read with `format: images`".into()
-        } else {
-            format!("; is it JSONL with a {:?} field?", opts.text_field)
-        }
+    fn no_documents_hint(&self, _input: &InputFile, opts: &ReadOptions) -> String {
+        format!("; is it JSONL with a {:?} field?", opts.text_field)
     }
 }
 

@@ -18,6 +18,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    use crate::io::records::{ReadOptions, string_column};
     use crate::io::writer::OutputWriter;
     use crate::io::{ID, InputFile, Loc, META, Reject, TEXT};
     use std::io::Write;

@@ -7,61 +7,14 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_array::builder::StringBuilder;
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::super::{ID, InputFile, IoError, META, Reject, Rejects, TEXT};
+use super::super::{InputFile, IoError, Reject, Rejects};
 use super::lines::{Line, LineSplitter};
+use crate::io::records::ReadOptions;
 use crate::io::vectors::VectorColumn;
 use curator_core::partition::Extent;
-
-/// Schema of the batches the readers produce (followed by a float32-vector column per
-/// [`ReadOptions::vectors`] field that the batch's rows hold).
-pub fn reader_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new(ID, DataType::Utf8, false),
-        Field::new(TEXT, DataType::Utf8, false),
-        Field::new(META, DataType::Utf8, false),
-    ]))
-}
-
-/// What the readers look for, and how strictly.
-#[derive(Debug, Clone)]
-pub struct ReadOptions {
-    pub text_field: String,
-    pub id_field: String,
-    /// Keep only these fields (besides text and id).
-    pub fields: Option<Vec<String>>,
-    /// Longer lines are rejected without being held in memory.
-    pub max_line_bytes: u64,
-    /// An image source's batch is cut when its images reach this many bytes.
-    pub image_batch_bytes: usize,
-    /// Turn the first rejected line into an error.
-    pub strict: bool,
-    /// Fields read as float32 vectors (stored embeddings a step reads): lifted out of
-    /// `_meta` into their own columns ([`crate::io::vectors`]).
-    pub vectors: Vec<String>,
-    /// Fields the stages read: where the format has types (Parquet), such a column of
-    /// numbers in lists (an embedding) or of bytes (an image) stays a column of its own,
-    /// as a float32 vector or binary column, instead of JSON text in `_meta`.
-    pub typed: Vec<String>,
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        ReadOptions {
-            text_field: TEXT.into(),
-            id_field: ID.into(),
-            fields: None,
-            max_line_bytes: curator_core::pipeline::DEFAULT_MAX_LINE_BYTES,
-            image_batch_bytes: curator_core::pipeline::DEFAULT_IMAGE_BATCH_BYTES as usize,
-            strict: false,
-            vectors: Vec::new(),
-            typed: Vec::new(),
-        }
-    }
-}
 
 /// Top-level fields of one JSON object: the text field decoded (borrowed when it has no
 /// escapes), every other value left raw. One pass over the line.

@@ -2,11 +2,12 @@
 
 use std::io::Write;
 
-use arrow_array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, RecordBatch};
 
 use super::super::json_str::push_json_str;
 use super::super::writer::{Committed, OutputWriter, Spool, SpoolWriter};
 use super::super::{IoError, Loc, META, TEXT};
+use crate::io::records::{cell_json, extra_columns, string_column};
 use curator_core::pipeline::Compression;
 
 enum Encoder {
@@ -93,26 +94,6 @@ pub fn encode_row(line: &mut Vec<u8>, text_field: &str, text: &str, meta_text: &
     line.extend_from_slice(b"}\n");
 }
 
-/// Columns of `batch` other than id, text, `_meta`, `_row` and a WebDataset sample's packed
-/// members (`_sample`). The id is written from `_meta` (the input's
-/// own field); a batch a stage built itself (no `_meta`, e.g. one row per clip) keeps its `id`
-/// column as a field.
-pub fn extra_columns(batch: &RecordBatch) -> Vec<(&str, &ArrayRef)> {
-    let own_ids = batch.column_by_name(META).is_none();
-    batch
-        .schema_ref()
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .filter(|(f, _)| {
-            let name = f.name().as_str();
-            (own_ids && name == super::super::ID)
-                || ![super::super::ID, TEXT, META, super::super::ROW, super::super::webdataset::SAMPLE].contains(&name)
-        })
-        .map(|(f, a)| (f.name().as_str(), a))
-        .collect()
-}
-
 impl OutputWriter for JsonlWriter {
     fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
         let text = string_column(batch, TEXT).ok_or_else(|| self.spool.werr(std::io::Error::other("batch has no utf8 text column")))?;
@@ -132,56 +113,5 @@ impl OutputWriter for JsonlWriter {
         let w = this.encoder.finish().map_err(|e| this.spool.werr(e))?;
         let (bytes, sha256) = this.spool.commit(w)?;
         Ok(Committed { documents: this.docs, bytes, sha256 })
-    }
-}
-
-pub fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a StringArray> {
-    batch.column_by_name(name)?.as_any().downcast_ref::<StringArray>()
-}
-
-pub fn cell_json(array: &ArrayRef, row: usize) -> serde_json::Value {
-    use serde_json::Value;
-    if array.is_null(row) {
-        return Value::Null;
-    }
-    let any = array.as_any();
-    if let Some(a) = any.downcast_ref::<StringArray>() {
-        Value::String(a.value(row).to_string())
-    } else if let Some(a) = any.downcast_ref::<Int64Array>() {
-        Value::from(a.value(row))
-    } else if let Some(a) = any.downcast_ref::<Float64Array>() {
-        serde_json::Number::from_f64(a.value(row)).map(Value::Number).unwrap_or(Value::Null)
-    } else if let Some(a) = any.downcast_ref::<BooleanArray>() {
-        Value::Bool(a.value(row))
-    } else if let Some(a) = any.downcast_ref::<arrow_array::BinaryArray>() {
-        // JSON has no bytes: binary values are written as lowercase hex.
-        Value::String(a.value(row).iter().map(|b| format!("{b:02x}")).collect())
-    } else if let Some(a) = any.downcast_ref::<arrow_array::FixedSizeListArray>() {
-        // Vectors (embeddings) as arrays of numbers.
-        let v = a.value(row);
-        match v.as_any().downcast_ref::<arrow_array::Float32Array>() {
-            Some(f) => Value::Array(
-                f.iter().map(|x| x.and_then(|x| serde_json::Number::from_f64(f64::from(x))).map_or(Value::Null, Value::Number)).collect(),
-            ),
-            None => Value::Null,
-        }
-    } else {
-        Value::Null
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    #[test]
-    fn a_stage_built_batch_keeps_its_ids_and_a_read_one_takes_them_from_meta() {
-        let col = |v: &str| Arc::new(StringArray::from(vec![v])) as ArrayRef;
-        let built = RecordBatch::try_from_iter([("id", col("v.mp4:0")), ("text", col("v.mp4")), ("video_id", col("v.mp4"))]).unwrap();
-        let names: Vec<&str> = extra_columns(&built).iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["id", "video_id"]);
-        let read = RecordBatch::try_from_iter([("id", col("a")), ("text", col("t")), (META, col(r#"{"id":"a"}"#))]).unwrap();
-        assert!(extra_columns(&read).is_empty());
     }
 }

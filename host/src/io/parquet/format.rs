@@ -3,7 +3,7 @@
 use curator_core::partition::Splittable;
 use curator_core::pipeline::{Compression, SinkSpec};
 
-use super::{ParquetReader, ParquetWriter, row_group_sizes, source_fields};
+use super::{NAME, ParquetReader, ParquetWriter, row_group_sizes, source_fields};
 use crate::io::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
 use crate::io::writer::OutputWriter;
 use crate::io::{InputFile, IoError, Loc};
@@ -11,8 +11,6 @@ use crate::io::{InputFile, IoError, Loc};
 /// Apache Parquet files.
 pub struct Parquet;
 pub static PARQUET: Parquet = Parquet;
-/// Its name in a pipeline file.
-pub const NAME: &str = "parquet";
 
 /// Its file name endings.
 pub const EXTENSIONS: &[&str] = &[".parquet", ".pq"];

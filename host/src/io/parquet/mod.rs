@@ -22,7 +22,10 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use super::{InputFile, IoError, Loc};
 
-pub use format::{NAME, PARQUET};
+pub use format::PARQUET;
+
+/// Its name in a pipeline file.
+pub const NAME: &str = "parquet";
 pub use read::{ParquetReader, source_fields};
 pub use write::ParquetWriter;
 
@@ -94,7 +97,7 @@ pub(super) fn decoder_guard<T>(source: &str, f: impl FnOnce() -> Result<T, IoErr
 mod tests {
     use super::*;
     use crate::io::jsonl::{JsonlReader, JsonlWriter};
-    use crate::io::jsonl::{ReadOptions, string_column};
+    use crate::io::records::{ReadOptions, string_column};
     use crate::io::writer::OutputWriter;
     use crate::io::{ID, META, TEXT};
     use curator_core::partition::Extent;

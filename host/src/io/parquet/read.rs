@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{EXTRA, JSON_COLUMNS_KEY, LocReader, decoder_guard, perr};
 use crate::io::arrow_json::{self, CellJson, text_column};
-use crate::io::jsonl::ReadOptions;
+use crate::io::records::ReadOptions;
 use crate::io::vectors;
 use crate::io::{InputFile, IoError};
 use ::arrow_json::writer::EncoderOptions;

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{EXTRA, JSON_COLUMNS_KEY};
 use crate::io::arrow_json;
-use crate::io::jsonl::{cell_json, extra_columns, string_column};
+use crate::io::records::{cell_json, extra_columns, string_column};
 use crate::io::writer::{Committed, OutputWriter, Spool, SpoolWriter};
 use crate::io::{ID, IoError, Loc, META, TEXT};
 use curator_core::pipeline::Compression;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, RecordBatch};
 
-use super::jsonl::{ReadOptions, reader_schema};
+use super::records::{ReadOptions, reader_schema};
 use super::{InputFile, IoError, Reject, Rejects};
 use record::{Item, Record, Records};
 

@@ -28,8 +28,7 @@ pub use write::WebdatasetWriter;
 
 /// The column that holds each sample's image bytes.
 pub const IMAGE: &str = "image";
-/// The column that holds each sample's other members (hidden from JSONL and Parquet sinks).
-pub const SAMPLE: &str = "_sample";
+pub use super::SAMPLE;
 
 /// The key and extension of a member path (`a/b/0001.seg.png` → `("a/b/0001", "seg.png")`),
 /// or `None` when the file name has no dot.

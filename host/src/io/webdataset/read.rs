@@ -11,7 +11,7 @@ use arrow_schema::{DataType, Field, Schema};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::{IMAGE, SAMPLE, pack, split_key};
-use crate::io::jsonl::{ReadOptions, reader_schema};
+use crate::io::records::{ReadOptions, reader_schema};
 use crate::io::{InputFile, IoError, Reject, Rejects};
 
 /// Samples the tar thread may run ahead.

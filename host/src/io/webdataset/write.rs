@@ -12,7 +12,7 @@ use std::io::Write;
 use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch};
 
 use super::{IMAGE, SAMPLE, split_key, unpack};
-use crate::io::jsonl::{cell_json, extra_columns, string_column};
+use crate::io::records::{cell_json, extra_columns, string_column};
 use crate::io::writer::{Committed, OutputWriter, Spool, SpoolWriter};
 use crate::io::{IoError, Loc, META, TEXT};
 

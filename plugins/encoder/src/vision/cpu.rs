@@ -4,7 +4,8 @@
 use rayon::prelude::*;
 
 use super::{VisionConfig, VisionWeights};
-use crate::cpu::{activate, attention, dense, layer_norm};
+use crate::cpu::{activate, attention};
+use crate::tensors::{dense, layer_norm};
 
 /// One embedding per image (`pixels`: `[n × 3 × S × S]`), `[n × embed_dim]`, not normalised.
 pub fn embed(config: &VisionConfig, w: &VisionWeights, pixels: &[f32]) -> Vec<f32> {

@@ -10,8 +10,8 @@ use arrow_array::{
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
 
-use super::{Keep, StageFailure, StageOutput};
-use crate::wasm::bindings::curator::stage::types as wit;
+use super::bindings::curator::stage::types as wit;
+use crate::stage::{Keep, StageFailure, StageOutput};
 
 fn bad(msg: impl Into<String>) -> StageFailure {
     StageFailure::InvalidOutput(msg.into())

@@ -21,6 +21,8 @@ use curator_core::Manifest;
 use crate::plugin_facts::FileId;
 use crate::stage::{StageCall, StageFailure, StageOutput};
 
+pub mod columns;
+
 /// Host bindings of the `curator:stage` world.
 pub mod bindings {
     wasmtime::component::bindgen!({
@@ -464,8 +466,8 @@ impl StageInstance {
 
 impl StageCall for StageInstance {
     fn call(&mut self, input: &arrow_array::RecordBatch) -> Result<StageOutput, StageFailure> {
-        let out = self.process(&crate::stage::wit::to_wit(input, &["*".to_string()]))?;
-        crate::stage::wit::output_from_wit(out, input.num_rows())
+        let out = self.process(&crate::wasm::columns::to_wit(input, &["*".to_string()]))?;
+        crate::wasm::columns::output_from_wit(out, input.num_rows())
     }
 
     fn memory_bytes(&self) -> usize {
