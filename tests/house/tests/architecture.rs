@@ -1,6 +1,7 @@
-//! ARCHITECTURE.md names files and symbols; each must still exist. A file is found by its path
-//! from the repository root, or as the end of some file's path (`jsonl/lines.rs`, relative to
-//! the room the text is describing); a symbol (`StageOutput::apply`, `exec::check_setup`,
+//! ARCHITECTURE.md names files and symbols; each must still exist. A file is found exactly: by
+//! its path from the repository root, or, inside a crate's section (`### name · \`folder/\``),
+//! from that crate's folder or its `src/` (`exec/run.rs` in the host's section is
+//! `host/src/exec/run.rs`); never by a suffix that several files could end with. A symbol (`StageOutput::apply`, `exec::check_setup`,
 //! `worker/ffi.rs::Library`, `SpillDir`) by its last name defined in the Rust sources (in the
 //! named file, when there is one).
 
@@ -27,6 +28,27 @@ fn repo_files(root: &Path) -> Vec<String> {
                 out.push(rel.display().to_string());
             }
         }
+    }
+    out
+}
+
+/// The backticked spans of a Markdown text, each with the folders of the crate section it is
+/// in (the folders its `###` heading names; none outside a crate's section).
+fn section_spans(text: &str) -> Vec<(Vec<String>, String)> {
+    let mut out = Vec::new();
+    let mut bases: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("## ") {
+            bases.clear();
+        }
+        if let Some(heading) = line.strip_prefix("### ") {
+            bases = code_spans(heading)
+                .into_iter()
+                .filter(|s| s.ends_with('/') && !s.contains(['<', '*']))
+                .map(|s| s.trim_end_matches('/').to_string())
+                .collect();
+        }
+        out.extend(code_spans(line).into_iter().map(|s| (bases.clone(), s)));
     }
     out
 }
@@ -94,13 +116,13 @@ fn architecture_names_only_what_exists() {
         .filter(|f| f.ends_with(".rs"))
         .map(|f| (f.clone(), strip_comments(&std::fs::read_to_string(root.join(f)).unwrap_or_default())))
         .collect();
-    let exists = |p: &str| {
+    let exists = |bases: &[String], p: &str| {
         let p = p.trim_end_matches('/');
-        root.join(p).exists() || files.iter().any(|f| f == p || f.ends_with(&format!("/{p}")) || f.contains(&format!("/{p}/")))
+        root.join(p).exists() || bases.iter().any(|b| root.join(b).join(p).exists() || root.join(b).join("src").join(p).exists())
     };
     let mut missing = BTreeSet::new();
     let (mut paths, mut symbols) = (0, 0);
-    for span in code_spans(&text) {
+    for (bases, span) in section_spans(&text) {
         if let Some((file, name)) = names_a_symbol(&span) {
             symbols += 1;
             let found = match file {
@@ -112,7 +134,7 @@ fn architecture_names_only_what_exists() {
             }
         } else if names_a_path(&span) {
             paths += 1;
-            if !exists(&span) {
+            if !exists(&bases, &span) {
                 missing.insert(format!("path `{span}`"));
             }
         }
