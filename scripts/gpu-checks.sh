@@ -22,6 +22,13 @@ echo "## GPUs"
 nvidia-smi -L
 "$host" gpus
 
+echo; echo "## 0. The GPU cargo tests (kernels on the card against the CPU paths)"
+for t in "$kit"/tests/*; do
+    [ -x "$t" ] || continue
+    echo "### $(basename "$t")"
+    CURATOR_REQUIRE_GPU=1 "$t" --test-threads 1 --nocapture 2>&1 | grep -E 'test result|panicked|cosine|max \|Δ\||FAILED|^skipped' | head -20
+done
+
 echo; echo "## 1. MinHash: GPU vs CPU (bit-identity, throughput)"
 "$kit/minhash-bench" 12000
 

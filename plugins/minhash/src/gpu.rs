@@ -9,7 +9,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
 const KERNELS: &str = r#"
 __device__ unsigned long long mix64(unsigned long long z) {
@@ -67,13 +67,20 @@ extern "C" __global__ void signatures(const unsigned long long* offsets, int row
 }
 "#;
 
+curator_gpu::kernels! {
+    /// The kernels of [`KERNELS`], with their C signatures.
+    pub struct Kernels {
+        fn shingles(text: *const u8, offsets: *const u64, rows: i32, n: i32, hashes: *mut u64);
+        fn signatures(offsets: *const u64, rows: i32, hashes: *const u64, a: *const u64, b: *const u64, k: i32, out: *mut u32);
+    }
+}
+
 /// A CUDA context on device 0 (the worker's `CUDA_VISIBLE_DEVICES` decides which card that
 /// is) with the kernels compiled by NVRTC.
 pub struct Gpu {
     _ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    shingles: CudaFunction,
-    signatures: CudaFunction,
+    kernels: Kernels,
 }
 
 static GPU: OnceLock<Result<Gpu, String>> = OnceLock::new();
@@ -97,9 +104,8 @@ impl Gpu {
         let stream = ctx.default_stream();
         let (ptx, _) = curator_gpu::ptx("minhash", KERNELS, "signatures", None, None)?;
         let module = ctx.load_module(ptx).map_err(e("cannot load kernels"))?;
-        let shingles = module.load_function("shingles").map_err(e("kernel shingles"))?;
-        let signatures = module.load_function("signatures").map_err(e("kernel signatures"))?;
-        Ok(Gpu { _ctx: ctx, stream, shingles, signatures })
+        let kernels = Kernels::load(&module).map_err(|(name, err)| format!("kernel {name}: {err:?}"))?;
+        Ok(Gpu { _ctx: ctx, stream, kernels })
     }
 
     /// Signatures of a UTF-8 column, as [`crate::cpu::signatures`].
@@ -122,17 +128,27 @@ impl Gpu {
         let mut d_out = s.alloc_zeros::<u32>(rows * k).map_err(e("allocate signatures"))?;
         let (rows_i, n_i, k_i) = (rows as i32, n as i32, k as i32);
         let grid = (rows as u32, 1, 1);
-        let mut launch = s.launch_builder(&self.shingles);
-        launch.arg(&d_text).arg(&d_offs).arg(&rows_i).arg(&n_i).arg(&mut d_hashes);
-        // SAFETY: argument types and counts match the kernel's signature.
-        unsafe { launch.launch(LaunchConfig { grid_dim: grid, block_dim: (256, 1, 1), shared_mem_bytes: 0 }) }
-            .map_err(e("launch shingles"))?;
-        let threads = k.div_ceil(32).clamp(1, 32) as u32 * 32;
-        let mut launch = s.launch_builder(&self.signatures);
-        launch.arg(&d_offs).arg(&rows_i).arg(&d_hashes).arg(&d_a).arg(&d_b).arg(&k_i).arg(&mut d_out);
-        // SAFETY: as above.
-        unsafe { launch.launch(LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: 0 }) }
-            .map_err(e("launch signatures"))?;
+        let kernels = &self.kernels;
+        let cfg = LaunchConfig { grid_dim: grid, block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: block r < rows reads text[offsets[r]..offsets[r + 1]] (offsets are rows + 1
+        // ascending positions within the padded text) and writes hashes at the same positions
+        // (hashes holds one per text byte).
+        unsafe { kernels.shingles(s, cfg, &d_text, &d_offs, rows_i, n_i, &mut d_hashes) }.map_err(e("launch shingles"))?;
+        let threads = a.len().div_ceil(32).clamp(1, 32) as u32 * 32;
+        let cfg = LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: block r < rows reads its rows' hashes as above and a[i], b[i] for i < k (both
+        // hold k), and writes out[r × k + i], inside rows × k.
+        unsafe { kernels.signatures(s, cfg, &d_offs, rows_i, &d_hashes, &d_a, &d_b, k_i, &mut d_out) }.map_err(e("launch signatures"))?;
         s.clone_dtoh(&d_out).map_err(e("copy signatures back"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_declared_kernels_match_the_cuda_source() {
+        curator_gpu::check_signatures(KERNELS, Kernels::SIGNATURES).unwrap();
     }
 }

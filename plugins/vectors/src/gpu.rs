@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::{KMeans, KMeansParams, Rng};
 
@@ -72,14 +72,21 @@ extern "C" __global__ void gather(const float* data, const unsigned int* idx, in
 }
 "#;
 
+curator_gpu::kernels! {
+    /// The kernels of [`KERNELS`], with their C signatures.
+    pub struct Kernels {
+        fn nearest(scores: *const f32, c_norm: *const f32, x_norm: *const f32, m: i32, k: i32, labels: *mut u32, dists: *mut f32, onehot: *mut f32);
+        fn fold_max(sims: *const f32, jn: i32, i_n: i32, j0: i32, i0: i32, best: *mut f32, arg: *mut i32);
+        fn gather(data: *const f32, idx: *const u32, m: i32, d: i32, out: *mut f32);
+    }
+}
+
 /// The device, its cuBLAS handle and the kernels.
 pub struct Gpu {
     _ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     blas: CudaBlas,
-    nearest: CudaFunction,
-    fold_max: CudaFunction,
-    gather: CudaFunction,
+    kernels: Kernels,
 }
 
 fn e<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> String {
@@ -126,8 +133,8 @@ impl Gpu {
         let blas = CudaBlas::new(stream.clone()).map_err(e("cuBLAS"))?;
         let (ptx, _) = curator_gpu::ptx("vectors", KERNELS, "", None, None)?;
         let module = ctx.load_module(ptx).map_err(e("load kernels"))?;
-        let f = |n: &str| module.load_function(n).map_err(e("kernel"));
-        Ok(Gpu { nearest: f("nearest")?, fold_max: f("fold_max")?, gather: f("gather")?, _ctx: ctx, stream, blas })
+        let kernels = Kernels::load(&module).map_err(|(name, err)| format!("kernel {name}: {err:?}"))?;
+        Ok(Gpu { kernels, _ctx: ctx, stream, blas })
     }
 
     fn flat(n: usize) -> LaunchConfig {
@@ -171,10 +178,11 @@ impl Gpu {
                 let xn = x_norm.slice(start..start + m);
                 let mut lab = d_labels.slice_mut(start..start + m);
                 let mut dis = d_dists.slice_mut(start..start + m);
-                let mut l = s.launch_builder(&self.nearest);
-                l.arg(&scores).arg(&c_norm).arg(&xn).arg(&m_i).arg(&k_i).arg(&mut lab).arg(&mut dis).arg(&mut onehot);
-                // SAFETY: argument types and sizes match the kernel.
-                unsafe { l.launch(Gpu::flat(m * 32)) }.map_err(e("nearest"))?;
+                // SAFETY: warp r < m reads row r of scores (m × k, the chunk's), c_norm (k),
+                // x_norm[r] (the chunk's m), and writes labels[r], dists[r] (the chunk's m) and
+                // one value of onehot's row r (m × k); warps past m return.
+                unsafe { self.kernels.nearest(s, Gpu::flat(m * 32), &scores, &c_norm, &xn, m_i, k_i, &mut lab, &mut dis, &mut onehot) }
+                    .map_err(e("nearest"))?;
                 // sums[k × d] += onehotᵀ[k × m] · X[m × d]
                 let cfg = GemmConfig {
                     transa: CUBLAS_OP_N,
@@ -223,10 +231,9 @@ impl Gpu {
         let idx = s.clone_htod(rows).map_err(e("upload rows"))?;
         let mut v = s.alloc_zeros::<f32>(m * d).map_err(e("allocate cluster"))?;
         let (m_i, d_i) = (m as i32, d as i32);
-        let mut l = s.launch_builder(&self.gather);
-        l.arg(data).arg(&idx).arg(&m_i).arg(&d_i).arg(&mut v);
-        // SAFETY: as above.
-        unsafe { l.launch(Gpu::flat(m * d)) }.map_err(e("gather"))?;
+        // SAFETY: thread t < m × d writes v[t] (m × d) from data row idx[t / d] (every row
+        // index the caller gives is a row of data, n × d); threads past m × d return.
+        unsafe { self.kernels.gather(s, Gpu::flat(m * d), data, &idx, m_i, d_i, &mut v) }.map_err(e("gather"))?;
         let tile = tile.max(1).min(m);
         let mut sims = s.alloc_zeros::<f32>(tile * tile).map_err(e("allocate tile"))?;
         let mut best = s.clone_htod(&vec![0f32; m]).map_err(e("allocate best"))?;
@@ -239,10 +246,10 @@ impl Gpu {
                 let vi = v.slice(i0 * d..(i0 + i_n) * d);
                 rows_dot(&self.blas, &vj, jn, &vi, i_n, d, &mut sims)?;
                 let (jn_i, in_i, j0_i, i0_i) = (jn as i32, i_n as i32, j0 as i32, i0 as i32);
-                let mut l = s.launch_builder(&self.fold_max);
-                l.arg(&sims).arg(&jn_i).arg(&in_i).arg(&j0_i).arg(&i0_i).arg(&mut best).arg(&mut arg);
-                // SAFETY: as above.
-                unsafe { l.launch(Gpu::flat(jn)) }.map_err(e("fold_max"))?;
+                // SAFETY: thread jj < jn reads row jj of sims (jn × i_n ≤ the tile) and updates
+                // best[j0 + jj] and arg[j0 + jj] (both hold m ≥ j0 + jn); threads past jn return.
+                unsafe { self.kernels.fold_max(s, Gpu::flat(jn), &sims, jn_i, in_i, j0_i, i0_i, &mut best, &mut arg) }
+                    .map_err(e("fold_max"))?;
             }
         }
         let best = s.clone_dtoh(&best).map_err(e("copy best"))?;
@@ -253,5 +260,15 @@ impl Gpu {
     /// Put `data` on the device (for [`Gpu::semdedup`]).
     pub fn upload(&self, data: &[f32]) -> Result<CudaSlice<f32>, String> {
         self.stream.clone_htod(data).map_err(e("upload vectors"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_declared_kernels_match_the_cuda_source() {
+        curator_gpu::check_signatures(KERNELS, Kernels::SIGNATURES).unwrap();
     }
 }

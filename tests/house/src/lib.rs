@@ -344,7 +344,7 @@ pub fn use_paths(s: &str) -> Vec<Vec<String>> {
             i += rest.len() - trimmed.len();
             if let Some(group) = trimmed.strip_prefix('{') {
                 i += 1;
-                let mut inner = &group[..];
+                let mut inner = group;
                 loop {
                     let used = parse(inner, &path, out);
                     i += used;
@@ -416,10 +416,8 @@ pub fn absolute_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
                 r = x;
             }
             Some((base, rest.len() - r.len()))
-        } else if let Some(r) = rest.strip_prefix("self::") {
-            Some((module.to_vec(), rest.len() - r.len()))
         } else {
-            None
+            rest.strip_prefix("self::").map(|r| (module.to_vec(), rest.len() - r.len()))
         };
         match start {
             Some((base, skip)) => {
@@ -524,10 +522,10 @@ impl ModuleGraph {
                 cur = next;
                 continue;
             }
-            if depth < 8 {
-                if let Some(target) = self.reexports.get(&cur).and_then(|r| r.get(seg)) {
-                    return self.resolve(target, depth + 1);
-                }
+            if depth < 8
+                && let Some(target) = self.reexports.get(&cur).and_then(|r| r.get(seg))
+            {
+                return self.resolve(target, depth + 1);
             }
             break;
         }
@@ -722,7 +720,11 @@ mod tests {
     fn a_test_module_may_use_anything() {
         let dir = planted(
             "tests",
-            &[("lib.rs", "pub mod a; pub mod b;"), ("a.rs", "pub fn f() {}\nmod tests { use crate::b::g; }"), ("b.rs", "pub fn g() { crate::a::f() }")],
+            &[
+                ("lib.rs", "pub mod a; pub mod b;"),
+                ("a.rs", "pub fn f() {}\nmod tests { use crate::b::g; }"),
+                ("b.rs", "pub fn g() { crate::a::f() }"),
+            ],
         );
         let cycles = ModuleGraph::read(&dir, &[]).sibling_cycles();
         std::fs::remove_dir_all(&dir).ok();

@@ -4,44 +4,52 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaModule, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig};
 use half::f16;
 
 use super::{Dims, GNorm, GpuModel, driver};
 use crate::EncoderError;
 use crate::config::Pooling;
 
-/// The compiled kernels, each behind a typed launcher whose parameter list is the kernel's C
-/// signature in `kernels.cu`, in order.
+curator_gpu::kernels! {
+    /// Every kernel of `kernels.cu`, declared with its C signature (`check_signatures` holds
+    /// the two together in this module's tests); the launchers below size the grids.
+    pub(crate) struct Typed {
+        fn embed(ids: *const i32, l: i32, vocab: i32, max_pos: i32, pos_offset: i32, word: *const f16, pos: *const f16, type0: *const f16, gamma: *const f32, beta: *const f32, eps: f32, h: i32, out: *mut f16, res: *mut f32);
+        fn add_norm(x: *const f16, bias: *const f32, res: *mut f32, gamma: *const f32, beta: *const f32, eps: f32, h: i32, out: *mut f16);
+        fn add_norm_warp(x: *const f16, bias: *const f32, res: *mut f32, gamma: *const f32, beta: *const f32, eps: f32, h: i32, rows: i64, out: *mut f16);
+        fn split_qkv(qkv: *const f16, bias: *const f32, l: i32, h: i32, heads: i32, dh: i32, q: *mut f16, k: *mut f16, v: *mut f16);
+        fn merge_heads(ctx: *const f16, l: i32, h: i32, heads: i32, dh: i32, out: *mut f16);
+        fn softmax_rows(s: *mut f16, rows: i64, l: i32, heads: i32, lens: *const i32);
+        fn bias_act(x: *mut f16, bias: *const f32, n: i32, act: i32);
+        fn pool(x: *const f32, lens: *const i32, l: i32, h: i32, mode: i32, out: *mut f32);
+        /// Fused attention for heads of 32 and 64 dimensions.
+        fn attention32(qkv: *const f16, bias: *const f32, lens: *const i32, l: i32, h: i32, heads: i32, scale: f32, out: *mut f16);
+        fn attention64(qkv: *const f16, bias: *const f32, lens: *const i32, l: i32, h: i32, heads: i32, scale: f32, out: *mut f16);
+        /// DeBERTa: its position terms added to the scores, and the masked softmax (the split
+        /// path); the fused attention with the position terms, in three variants.
+        fn disentangled_softmax(s: *mut f16, c2p: *const f16, p2c: *const f16, rel_index: *const i32, rel_bias: *const f32, table_rows: i32, center: i32, lo: i32, w: i32, rows: i64, l: i32, heads: i32, lens: *const i32, use_c2p: i32, use_p2c: i32);
+        fn deberta_attention32(qkv: *const f16, bias: *const f32, lens: *const i32, l: i32, h: i32, heads: i32, scale: f32, out: *mut f16, pos_key: *const f16, pos_query: *const f16, rel_index: *const i32, rows: i32, center: i32, use_c2p: i32, use_p2c: i32);
+        fn deberta_attention64(qkv: *const f16, bias: *const f32, lens: *const i32, l: i32, h: i32, heads: i32, scale: f32, out: *mut f16, pos_key: *const f16, pos_query: *const f16, rel_index: *const i32, rows: i32, center: i32, use_c2p: i32, use_p2c: i32);
+        fn deberta_attention32_ring(qkv: *const f16, bias: *const f32, lens: *const i32, l: i32, h: i32, heads: i32, scale: f32, out: *mut f16, pos_key: *const f16, pos_query: *const f16, rel_index: *const i32, rows: i32, center: i32, use_c2p: i32, use_p2c: i32);
+        fn deberta_attention64_ring(qkv: *const f16, bias: *const f32, lens: *const i32, l: i32, h: i32, heads: i32, scale: f32, out: *mut f16, pos_key: *const f16, pos_query: *const f16, rel_index: *const i32, rows: i32, center: i32, use_c2p: i32, use_p2c: i32);
+        fn deberta_attention32_shared(qkv: *const f16, bias: *const f32, lens: *const i32, l: i32, h: i32, heads: i32, scale: f32, out: *mut f16, pos_key: *const f16, pos_query: *const f16, rel_index: *const i32, rows: i32, center: i32, use_c2p: i32, use_p2c: i32);
+        fn deberta_attention64_shared(qkv: *const f16, bias: *const f32, lens: *const i32, l: i32, h: i32, heads: i32, scale: f32, out: *mut f16, pos_key: *const f16, pos_query: *const f16, rel_index: *const i32, rows: i32, center: i32, use_c2p: i32, use_p2c: i32);
+        /// CLIP's vision tower: embeddings + pre-norm, and the pre-norm layers' residual + norm.
+        fn patch_embed(a: *const f16, table: *const f16, period: i32, gamma: *const f32, beta: *const f32, eps: f32, h: i32, x: *mut f16);
+        fn residual_norm(a: *const f16, bias: *const f32, add: i32, x: *mut f16, gamma: *const f32, beta: *const f32, eps: f32, h: i32, out: *mut f16);
+        fn residual_norm_warp(a: *const f16, bias: *const f32, add: i32, x: *mut f16, gamma: *const f32, beta: *const f32, eps: f32, h: i32, rows: i64, out: *mut f16);
+        /// CLIP's preprocessing of decoded images: the horizontal pass, then the vertical pass
+        /// into the patch rows.
+        fn resize_rows(raw: *const u8, desc: *const i64, coef: *const i32, w: i32, tmp: *mut u8);
+        fn resize_patches(tmp: *const u8, desc: *const i64, coef: *const i32, table: *const f32, size: i32, patch: i32, l: i32, tokens: i32, k: i32, patches: *mut f16);
+    }
+}
+
+/// The compiled kernels behind launchers that size each one's grid from the shapes it is
+/// given (the typed launches are [`Typed`]'s).
 pub(crate) struct Kernels {
-    pub(super) embed: CudaFunction,
-    pub(super) add_norm: CudaFunction,
-    pub(super) add_norm_warp: CudaFunction,
-    pub(super) split_qkv: CudaFunction,
-    pub(super) merge_heads: CudaFunction,
-    pub(super) softmax_rows: CudaFunction,
-    pub(super) bias_act: CudaFunction,
-    pub(super) pool: CudaFunction,
-    /// Fused attention for heads of 32 and 64 dimensions.
-    pub(super) attention32: CudaFunction,
-    pub(super) attention64: CudaFunction,
-    /// DeBERTa: its position terms added to the scores, and the masked softmax (the split
-    /// path); the fused attention with the position terms.
-    pub(super) disentangled_softmax: CudaFunction,
-    pub(super) deberta_attention32: CudaFunction,
-    pub(super) deberta_attention64: CudaFunction,
-    pub(super) deberta_attention32_ring: CudaFunction,
-    pub(super) deberta_attention64_ring: CudaFunction,
-    pub(super) deberta_attention32_shared: CudaFunction,
-    pub(super) deberta_attention64_shared: CudaFunction,
-    /// CLIP's vision tower: embeddings + pre-norm, and the pre-norm layers' residual + norm.
-    pub(super) patch_embed: CudaFunction,
-    pub(super) residual_norm: CudaFunction,
-    pub(super) residual_norm_warp: CudaFunction,
-    /// CLIP's preprocessing of decoded images: the horizontal pass, then the vertical pass
-    /// into the patch rows.
-    pub(super) resize_rows: CudaFunction,
-    pub(super) resize_patches: CudaFunction,
+    typed: Typed,
 }
 
 /// Values per image in the preprocessing kernels' descriptors (`PREP_DESC` in kernels.cu).
@@ -134,31 +142,8 @@ fn rows_cfg(rows: usize, floats: usize) -> LaunchConfig {
 impl Kernels {
     /// Every kernel of the compiled module.
     pub(crate) fn load(module: &Arc<CudaModule>) -> Result<Kernels, EncoderError> {
-        let f = |name: &str| module.load_function(name).map_err(driver("kernel"));
-        Ok(Kernels {
-            embed: f("embed")?,
-            add_norm: f("add_norm")?,
-            add_norm_warp: f("add_norm_warp")?,
-            split_qkv: f("split_qkv")?,
-            merge_heads: f("merge_heads")?,
-            softmax_rows: f("softmax_rows")?,
-            bias_act: f("bias_act")?,
-            pool: f("pool")?,
-            attention32: f("attention32")?,
-            attention64: f("attention64")?,
-            disentangled_softmax: f("disentangled_softmax")?,
-            deberta_attention32: f("deberta_attention32")?,
-            deberta_attention64: f("deberta_attention64")?,
-            deberta_attention32_ring: f("deberta_attention32_ring")?,
-            deberta_attention64_ring: f("deberta_attention64_ring")?,
-            deberta_attention32_shared: f("deberta_attention32_shared")?,
-            deberta_attention64_shared: f("deberta_attention64_shared")?,
-            patch_embed: f("patch_embed")?,
-            residual_norm: f("residual_norm")?,
-            residual_norm_warp: f("residual_norm_warp")?,
-            resize_rows: f("resize_rows")?,
-            resize_patches: f("resize_patches")?,
-        })
+        let typed = Typed::load(module).map_err(|(name, e)| driver("kernel")(format!("{name}: {e:?}")))?;
+        Ok(Kernels { typed })
     }
 
     /// `resize_rows(raw, desc, coef, W, tmp)` for a group of images.
@@ -173,15 +158,12 @@ impl Kernels {
         let (desc, coef, images) = (p.desc, p.coef, p.images);
         debug_assert!(desc.len() >= images * PREP_DESC);
         let w = w as i32;
-        let mut b = s.launch_builder(&self.resize_rows);
-        b.arg(raw).arg(desc).arg(coef).arg(&w).arg(tmp);
         let cfg = LaunchConfig { grid_dim: (PREP_BLOCKS, images as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: `resize_rows`' C parameters in order and type (unsigned char* raw, long long*
-        // desc, int* coef, int W, unsigned char* tmp). Image y reads its descriptor's rows of
+        // SAFETY: image y reads its descriptor's rows of
         // raw (offset + (row_lo + rows) × pitch ≤ raw's length, column indices clamped below its
         // width), W + W·k taps at its coef offset, and writes rows × W × 3 bytes at its tmp
         // offset: `vision::jpeg` sizes the buffers from the same descriptors.
-        unsafe { b.launch(cfg) }.map(drop).map_err(driver("resize_rows"))
+        unsafe { self.typed.resize_rows(s, cfg, raw, desc, coef, w, tmp) }.map_err(driver("resize_rows"))
     }
 
     /// `resize_patches(tmp, desc, coef, table, S, P, L, tokens, K, patches)` for a group of images.
@@ -197,15 +179,12 @@ impl Kernels {
         let (desc, coef, images) = (p.desc, p.coef, p.images);
         debug_assert!(desc.len() >= images * PREP_DESC && table.len() == 3 * 256 && tokens <= l);
         let (size, patch, l, tokens, k) = (size as i32, patch as i32, l as i32, tokens as i32, k as i32);
-        let mut b = s.launch_builder(&self.resize_patches);
-        b.arg(tmp).arg(desc).arg(coef).arg(table).arg(&size).arg(&patch).arg(&l).arg(&tokens).arg(&k).arg(patches);
         let cfg = LaunchConfig { grid_dim: (PREP_BLOCKS, images as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: `resize_patches`' C parameters in order and type (unsigned char* tmp, long long*
-        // desc, int* coef, float* table, int S, int P, int L, int tokens, int K, unsigned short*
-        // patches). Image y reads its rows × S × 3 bytes of tmp (row indices clamped below its
+        // SAFETY: image y reads its rows × S × 3 bytes of tmp (row indices clamped below its
         // rows), S + S·k taps at its coef offset, table's 768 values, and writes the L × K values
         // of its slot, slot < the pass's images ≤ patches' length / (L·K).
-        unsafe { b.launch(cfg) }.map(drop).map_err(driver("resize_patches"))
+        unsafe { self.typed.resize_patches(s, cfg, tmp, desc, coef, table, size, patch, l, tokens, k, patches) }
+            .map_err(driver("resize_patches"))
     }
 
     /// `patch_embed(a, table, period, gamma, beta, eps, H, x)` over `t` rows.
@@ -223,13 +202,10 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let (p, h) = (period as i32, d.hidden as i32);
         debug_assert!(a.len() >= t * d.hidden && x.len() >= t * d.hidden && table.len() >= period * d.hidden && period > 0);
-        let mut b = s.launch_builder(&self.patch_embed);
-        b.arg(a).arg(table).arg(&p).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(x);
-        // SAFETY: `patch_embed`'s C parameters in order and type (unsigned short* a, unsigned
-        // short* table, int period, float* gamma, float* beta, float eps, int H, unsigned short*
-        // x); block r < t reads row r of a, row r % period of table (period × H values) and
+        // SAFETY: block r < t reads row r of a, row r % period of table (period × H values) and
         // writes row r of x, all inside their buffers.
-        unsafe { b.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("patch_embed"))
+        unsafe { self.typed.patch_embed(s, rows_cfg(t, d.hidden), a, table, p, &norm.gamma, &norm.beta, d.eps, h, x) }
+            .map_err(driver("patch_embed"))
     }
 
     /// `residual_norm(a, bias, add, x, gamma, beta, eps, H, out)` over `t` rows: with `add`,
@@ -251,22 +227,16 @@ impl Kernels {
         debug_assert!(a.len() >= t * d.hidden && x.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
         if d.hidden <= 1024 && d.hidden.is_multiple_of(2) {
             let rows = t as i64;
-            let mut b = s.launch_builder(&self.residual_norm_warp);
-            b.arg(a).arg(bias).arg(&add).arg(x).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(&rows).arg(out);
             let cfg = LaunchConfig { grid_dim: (t.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: `residual_norm_warp`'s C parameters in order and type (unsigned short* a,
-            // float* bias, int add, unsigned short* x, float* gamma, float* beta, float eps, int
-            // H, long long rows, unsigned short* out); warp r < rows reads row r of a and x (H ≤
+            // SAFETY: warp r < rows reads row r of a and x (H ≤
             // 1024 even values, 32-bit aligned), writes row r of x and of out.
-            return unsafe { b.launch(cfg) }.map(drop).map_err(driver("residual_norm"));
+            return unsafe { self.typed.residual_norm_warp(s, cfg, a, bias, add, x, &norm.gamma, &norm.beta, d.eps, h, rows, out) }
+                .map_err(driver("residual_norm"));
         }
-        let mut b = s.launch_builder(&self.residual_norm);
-        b.arg(a).arg(bias).arg(&add).arg(x).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(out);
-        // SAFETY: `residual_norm`'s C parameters in order and type (unsigned short* a, float*
-        // bias, int add, unsigned short* x, float* gamma, float* beta, float eps, int H,
-        // unsigned short* out); block r < t reads row r of a and x, writes row r of x and of
+        // SAFETY: block r < t reads row r of a and x, writes row r of x and of
         // out (distinct buffers: Rust's borrows), H values each, inside the t × H buffers.
-        unsafe { b.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("residual_norm"))
+        unsafe { self.typed.residual_norm(s, rows_cfg(t, d.hidden), a, bias, add, x, &norm.gamma, &norm.beta, d.eps, h, out) }
+            .map_err(driver("residual_norm"))
     }
 
     /// `attention32` / `attention64(qkv, bias, lens, L, H, heads, scale, out)`, and with
@@ -286,46 +256,76 @@ impl Kernels {
         rel: Option<&RelEmbeddings>,
         out: &mut CudaSlice<f16>,
     ) -> Result<(), EncoderError> {
-        let f = match (d.head_dim, rel.is_some(), deberta_kernel()) {
-            (32, false, _) => &self.attention32,
-            (64, false, _) => &self.attention64,
-            (32, true, DebertaKernel::Default) => &self.deberta_attention32,
-            (64, true, DebertaKernel::Default) => &self.deberta_attention64,
-            (32, true, DebertaKernel::Ring) => &self.deberta_attention32_ring,
-            (64, true, DebertaKernel::Ring) => &self.deberta_attention64_ring,
-            (32, true, DebertaKernel::Shared) => &self.deberta_attention32_shared,
-            (64, true, DebertaKernel::Shared) => &self.deberta_attention64_shared,
-            (other, ..) => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
-        };
         let (l_i, h_i, heads_i) = (l as i32, d.hidden as i32, d.heads as i32);
         let scale = 1.0 / d.rel.map_or((d.head_dim as f32).sqrt(), |r| r.scale);
         debug_assert!(qkv.len() >= b * l * 3 * d.hidden && out.len() >= b * l * d.hidden && bias.len() == 3 * d.hidden);
         debug_assert!(lens.len() == b && l.is_multiple_of(8) && d.hidden.is_multiple_of(2) && b <= 65_535);
-        let mut a = s.launch_builder(f);
-        a.arg(qkv).arg(bias).arg(lens).arg(&l_i).arg(&h_i).arg(&heads_i).arg(&scale).arg(out);
-        let center = rel.map_or(0, |r| (r.rel_index.len() / 2) as i32);
-        let rows_i = rel.map_or(0, |r| r.rows as i32);
-        let (use_c2p, use_p2c) = rel.map_or((0, 0), |r| (i32::from(r.pos_key.is_some()), i32::from(r.pos_query.is_some())));
-        if let Some(r) = rel {
-            debug_assert!(l <= center as usize + 1);
-            let some = r.pos_key.or(r.pos_query).ok_or_else(|| EncoderError::Gpu("DeBERTa attention without position terms".into()))?;
-            debug_assert!([r.pos_key, r.pos_query].iter().flatten().all(|p| p.len() == d.heads * r.rows * d.head_dim));
-            // An absent term's pointer is never read (its flag is 0): the other one stands in.
-            a.arg(r.pos_key.unwrap_or(some)).arg(r.pos_query.unwrap_or(some)).arg(r.rel_index).arg(&rows_i).arg(&center);
-            a.arg(&use_c2p).arg(&use_p2c);
-        }
         let cfg = LaunchConfig { grid_dim: (l.div_ceil(64) as u32, d.heads as u32, b as u32), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: the C parameters of the variant matching the head size and `rel`, in order
-        // and type (unsigned short* qkv, float* bias, int* lens, int L, int H, int heads, float
-        // scale, unsigned short* out; then for DeBERTa unsigned short* pos_key, pos_query, int*
-        // rel_index, int rows, int center, int use_c2p, int use_p2c); block (x, head, seq) reads
-        // rows of sequence `seq` only (b × L rows of 3H) and only below L, and writes its
-        // queries' rows (below L) of `out` (b × L × H); lens holds b lengths ≤ L. Every 32-bit
-        // access is at an even element offset (H, L and the head size are even). DeBERTa: each
-        // distance is clamped to ±(L - 1) before it indexes rel_index (2 · center + 1 entries,
-        // center ≥ L - 1), whose rows are below `rows`; pos_key and pos_query hold heads × rows
-        // × head_dim values (an absent one is never read).
-        unsafe { a.launch(cfg) }.map(drop).map_err(driver("attention"))
+        let k = &self.typed;
+        let Some(r) = rel else {
+            // SAFETY: the C parameters of the variant matching the head size and `rel`, in order
+            // and type (unsigned short* qkv, float* bias, int* lens, int L, int H, int heads, float
+            // scale, unsigned short* out; then for DeBERTa unsigned short* pos_key, pos_query, int*
+            // rel_index, int rows, int center, int use_c2p, int use_p2c); block (x, head, seq) reads
+            // rows of sequence `seq` only (b × L rows of 3H) and only below L, and writes its
+            // queries' rows (below L) of `out` (b × L × H); lens holds b lengths ≤ L. Every 32-bit
+            // access is at an even element offset (H, L and the head size are even). DeBERTa: each
+            // distance is clamped to ±(L - 1) before it indexes rel_index (2 · center + 1 entries,
+            // center ≥ L - 1), whose rows are below `rows`; pos_key and pos_query hold heads × rows
+            // × head_dim values (an absent one is never read).
+            let launched = match d.head_dim {
+                // SAFETY: as said above.
+                32 => unsafe { k.attention32(s, cfg, qkv, bias, lens, l_i, h_i, heads_i, scale, out) },
+                // SAFETY: as said above.
+                64 => unsafe { k.attention64(s, cfg, qkv, bias, lens, l_i, h_i, heads_i, scale, out) },
+                other => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
+            };
+            return launched.map_err(driver("attention"));
+        };
+        let center = (r.rel_index.len() / 2) as i32;
+        let rows_i = r.rows as i32;
+        let (use_c2p, use_p2c) = (i32::from(r.pos_key.is_some()), i32::from(r.pos_query.is_some()));
+        debug_assert!(l <= center as usize + 1);
+        let some = r.pos_key.or(r.pos_query).ok_or_else(|| EncoderError::Gpu("DeBERTa attention without position terms".into()))?;
+        debug_assert!([r.pos_key, r.pos_query].iter().flatten().all(|p| p.len() == d.heads * r.rows * d.head_dim));
+        // An absent term's pointer is never read (its flag is 0): the other one stands in.
+        let (pos_key, pos_query) = (r.pos_key.unwrap_or(some), r.pos_query.unwrap_or(some));
+        macro_rules! deberta {
+            ($kernel:ident) => {
+                // SAFETY: as said above, for the DeBERTa variants.
+                unsafe {
+                    k.$kernel(
+                        s,
+                        cfg,
+                        qkv,
+                        bias,
+                        lens,
+                        l_i,
+                        h_i,
+                        heads_i,
+                        scale,
+                        out,
+                        pos_key,
+                        pos_query,
+                        r.rel_index,
+                        rows_i,
+                        center,
+                        use_c2p,
+                        use_p2c,
+                    )
+                }
+            };
+        }
+        let launched = match (d.head_dim, deberta_kernel()) {
+            (32, DebertaKernel::Default) => deberta!(deberta_attention32),
+            (64, DebertaKernel::Default) => deberta!(deberta_attention64),
+            (32, DebertaKernel::Ring) => deberta!(deberta_attention32_ring),
+            (64, DebertaKernel::Ring) => deberta!(deberta_attention64_ring),
+            (32, DebertaKernel::Shared) => deberta!(deberta_attention32_shared),
+            (64, DebertaKernel::Shared) => deberta!(deberta_attention64_shared),
+            (other, _) => return Err(EncoderError::Gpu(format!("no fused attention for heads of {other}"))),
+        };
+        launched.map_err(driver("attention"))
     }
 
     /// `embed(ids, L, vocab, max_pos, pos_offset, word, pos, type0, gamma, beta, eps, H, out, res)`:
@@ -343,15 +343,31 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let (l, vocab, max_pos, off, h) = (l as i32, d.vocab as i32, d.max_pos as i32, d.pos_offset as i32, d.hidden as i32);
         debug_assert!(out.len() >= ids.len() * d.hidden && res.len() >= ids.len() * d.hidden);
-        let mut a = s.launch_builder(&self.embed);
-        a.arg(ids).arg(&l).arg(&vocab).arg(&max_pos).arg(&off).arg(&m.word).arg(&m.position).arg(&m.token_type);
-        a.arg(&m.embed_norm.gamma).arg(&m.embed_norm.beta).arg(&d.eps).arg(&h).arg(out).arg(res);
-        // SAFETY: the arguments are `embed`'s C parameters in order and type (int* ids,
-        // int L, int vocab, int max_pos, int pos_offset, 3 × unsigned short* tables,
-        // 2 × float* norm, float eps, int H, unsigned short* out, float* res); the kernel clamps
+        let (norm, cfg) = (&m.embed_norm, rows_cfg(ids.len(), d.hidden));
+        // SAFETY: the kernel clamps
         // ids to the vocabulary and positions to the table, and writes ids.len() rows of H into
         // `out` and `res`.
-        unsafe { a.launch(rows_cfg(ids.len(), d.hidden)) }.map(drop).map_err(driver("embed"))
+        unsafe {
+            self.typed.embed(
+                s,
+                cfg,
+                ids,
+                l,
+                vocab,
+                max_pos,
+                off,
+                &m.word,
+                &m.position,
+                &m.token_type,
+                &norm.gamma,
+                &norm.beta,
+                d.eps,
+                h,
+                out,
+                res,
+            )
+        }
+        .map_err(driver("embed"))
     }
 
     /// `add_norm(x, bias, res, gamma, beta, eps, H, out)` over `t` rows: `res` (the f32
@@ -372,22 +388,16 @@ impl Kernels {
         debug_assert!(x.len() >= t * d.hidden && res.len() >= t * d.hidden && out.len() >= t * d.hidden && bias.len() == d.hidden);
         if d.hidden <= 1024 && d.hidden.is_multiple_of(2) {
             let rows = t as i64;
-            let mut a = s.launch_builder(&self.add_norm_warp);
-            a.arg(x).arg(bias).arg(res).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(&rows).arg(out);
             let cfg = LaunchConfig { grid_dim: (t.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: `add_norm_warp`'s C parameters in order and type (unsigned short* x,
-            // float* bias, float* res, float* gamma, float* beta, float eps, int H, long long
-            // rows, unsigned short* out); warp r < rows reads row r of x and res (H ≤ 1024 even
+            // SAFETY: warp r < rows reads row r of x and res (H ≤ 1024 even
             // values, 32- and 64-bit aligned) into registers before writing row r of res and out.
-            return unsafe { a.launch(cfg) }.map(drop).map_err(driver("add_norm"));
+            return unsafe { self.typed.add_norm_warp(s, cfg, x, bias, res, &norm.gamma, &norm.beta, d.eps, h, rows, out) }
+                .map_err(driver("add_norm"));
         }
-        let mut a = s.launch_builder(&self.add_norm);
-        a.arg(x).arg(bias).arg(res).arg(&norm.gamma).arg(&norm.beta).arg(&d.eps).arg(&h).arg(out);
-        // SAFETY: `add_norm`'s C parameters in order and type (unsigned short* x, float* bias,
-        // float* res, float* gamma, float* beta, float eps, int H, unsigned short* out); t
-        // blocks each read one row of H into shared memory, then write it to res and out,
+        // SAFETY: t blocks each read one row of H into shared memory, then write it to res and out,
         // inside the t × H buffers.
-        unsafe { a.launch(rows_cfg(t, d.hidden)) }.map(drop).map_err(driver("add_norm"))
+        unsafe { self.typed.add_norm(s, rows_cfg(t, d.hidden), x, bias, res, &norm.gamma, &norm.beta, d.eps, h, out) }
+            .map_err(driver("add_norm"))
     }
 
     /// `split_qkv(qkv, bias, L, H, heads, dh, q, k, v)`: one block per token of `t`.
@@ -406,12 +416,9 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let (l, h, heads, dh) = (l as i32, d.hidden as i32, d.heads as i32, d.head_dim as i32);
         debug_assert!(qkv.len() >= t * 3 * d.hidden && q.len() >= t * d.hidden && k.len() >= t * d.hidden && v.len() >= t * d.hidden);
-        let mut a = s.launch_builder(&self.split_qkv);
-        a.arg(qkv).arg(bias).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(q).arg(k).arg(v);
-        // SAFETY: `split_qkv`'s C parameters in order and type (unsigned short* qkv, float*
-        // bias, int L, int H, int heads, int dh, 3 × unsigned short* out); block r reads row r
+        // SAFETY: block r reads row r
         // of the t × 3H product and writes its 3H values inside the three t × H buffers.
-        unsafe { a.launch(rows_cfg(t, 0)) }.map(drop).map_err(driver("split_qkv"))
+        unsafe { self.typed.split_qkv(s, rows_cfg(t, 0), qkv, bias, l, h, heads, dh, q, k, v) }.map_err(driver("split_qkv"))
     }
 
     /// `merge_heads(ctx, L, H, heads, dh, out)`: one block per token of `t`.
@@ -426,12 +433,9 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let (l, h, heads, dh) = (l as i32, d.hidden as i32, d.heads as i32, d.head_dim as i32);
         debug_assert!(ctx.len() >= t * d.hidden && out.len() >= t * d.hidden);
-        let mut a = s.launch_builder(&self.merge_heads);
-        a.arg(ctx).arg(&l).arg(&h).arg(&heads).arg(&dh).arg(out);
-        // SAFETY: `merge_heads`'s C parameters in order and type (unsigned short* ctx, int L,
-        // int H, int heads, int dh, unsigned short* out); block r writes row r of `out` from
+        // SAFETY: block r writes row r of `out` from
         // the same token's values in ctx, both t × H.
-        unsafe { a.launch(rows_cfg(t, 0)) }.map(drop).map_err(driver("merge_heads"))
+        unsafe { self.typed.merge_heads(s, rows_cfg(t, 0), ctx, l, h, heads, dh, out) }.map_err(driver("merge_heads"))
     }
 
     /// `softmax_rows(s, rows, L, heads, lens)`: one warp per row of `L` scores.
@@ -453,26 +457,40 @@ impl Kernels {
         let (use_c2p, use_p2c) = (i32::from(rel.use_c2p), i32::from(rel.use_p2c));
         debug_assert!(scores.len() >= rows * l && lens.len() * heads * l == rows && l <= center as usize + 1);
         debug_assert!((!rel.use_c2p || rel.c2p.len() >= rows * rel.width) && (!rel.use_p2c || rel.p2c.len() >= rows * rel.width));
-        let mut a = s.launch_builder(&self.disentangled_softmax);
         let table_rows = rel.rows as i32;
-        a.arg(scores).arg(&rel.c2p).arg(&rel.p2c).arg(rel.rel_index).arg(rel.rel_bias).arg(&table_rows).arg(&center).arg(&lo_i).arg(&w_i);
-        a.arg(&rows_i).arg(&l_i).arg(&heads_i);
-        a.arg(lens).arg(&use_c2p).arg(&use_p2c);
         let warps = 8u32;
         let cfg = LaunchConfig {
             grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1),
             block_dim: (warps * 32, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: `disentangled_softmax`'s C parameters in order and type (unsigned short* s,
-        // c2p, p2c, int* rel_index, float* rel_bias, int table_rows, int center, int lo, int W,
-        // long long rows, int L, int heads, int* lens, int use_c2p, int use_p2c); warps past
-        // `rows` return; each row is L scores inside the buffer; a present table holds rows × W
+        // SAFETY: warps past `rows` return; each row is L scores inside the buffer; a present table holds rows × W
         // values, read at columns rel_index[i - j + center] - lo for i, j < L, which lie in
         // [0, W) (the host's window); rel_bias holds heads × table_rows values, read at
         // rel_index[…] < table_rows; rel_index holds 2 × center + 1 entries and i - j + center
         // lies in it (L ≤ center + 1); an absent table is never read.
-        unsafe { a.launch(cfg) }.map(drop).map_err(driver("disentangled softmax"))
+        unsafe {
+            self.typed.disentangled_softmax(
+                s,
+                cfg,
+                scores,
+                &rel.c2p,
+                &rel.p2c,
+                rel.rel_index,
+                rel.rel_bias,
+                table_rows,
+                center,
+                lo_i,
+                w_i,
+                rows_i,
+                l_i,
+                heads_i,
+                lens,
+                use_c2p,
+                use_p2c,
+            )
+        }
+        .map_err(driver("disentangled softmax"))
     }
 
     pub(super) fn softmax_rows(
@@ -486,19 +504,16 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let (rows_i, l_i, heads_i) = (rows as i64, l as i32, heads as i32);
         debug_assert!(scores.len() >= rows * l && lens.len() * heads * l == rows);
-        let mut a = s.launch_builder(&self.softmax_rows);
-        a.arg(scores).arg(&rows_i).arg(&l_i).arg(&heads_i).arg(lens);
         let warps = 8u32;
         let cfg = LaunchConfig {
             grid_dim: ((rows as u64).div_ceil(warps as u64) as u32, 1, 1),
             block_dim: (warps * 32, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: `softmax_rows`'s C parameters in order and type (unsigned short* s, long
-        // long rows, int L, int heads, int* lens); warps past `rows` return, each row is L
+        // SAFETY: warps past `rows` return, each row is L
         // values inside the scores buffer, and lens holds one length per sequence (rows /
         // (heads × L) of them).
-        unsafe { a.launch(cfg) }.map(drop).map_err(driver("softmax"))
+        unsafe { self.typed.softmax_rows(s, cfg, scores, rows_i, l_i, heads_i, lens) }.map_err(driver("softmax"))
     }
 
     /// `bias_act(x, bias, N, act)` over `rows` rows of `n` values.
@@ -513,11 +528,8 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let n_i = n as i32;
         debug_assert!(x.len() >= rows * n && bias.len() == n);
-        let mut a = s.launch_builder(&self.bias_act);
-        a.arg(x).arg(bias).arg(&n_i).arg(&act);
-        // SAFETY: `bias_act`'s C parameters in order and type (unsigned short* x, float* bias,
-        // int N, int act); block r updates row r of x (N values) in place, inside rows × N.
-        unsafe { a.launch(rows_cfg(rows, 0)) }.map(drop).map_err(driver("bias_act"))
+        // SAFETY: block r updates row r of x (N values) in place, inside rows × N.
+        unsafe { self.typed.bias_act(s, rows_cfg(rows, 0), x, bias, n_i, act) }.map_err(driver("bias_act"))
     }
 
     /// `pool(x, lens, L, H, mode, out)` over the f32 residual stream: one block per sequence.
@@ -535,19 +547,21 @@ impl Kernels {
     ) -> Result<(), EncoderError> {
         let (l_i, h_i, mode) = (l as i32, h as i32, i32::from(pooling == Pooling::Cls));
         debug_assert!(x.len() >= b * l * h && lens.len() == b && out.len() == b * h);
-        let mut a = s.launch_builder(&self.pool);
-        a.arg(x).arg(lens).arg(&l_i).arg(&h_i).arg(&mode).arg(out);
         let cfg = LaunchConfig { grid_dim: (b as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: `pool`'s C parameters in order and type (float* x, int* lens, int
-        // L, int H, int mode, float* out); block i reads sequence i's first lens[i] ≤ L rows
+        // SAFETY: block i reads sequence i's first lens[i] ≤ L rows
         // of H and writes row i of `out` (b × H).
-        unsafe { a.launch(cfg) }.map(drop).map_err(driver("pool"))
+        unsafe { self.typed.pool(s, cfg, x, lens, l_i, h_i, mode, out) }.map_err(driver("pool"))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::DebertaKernel;
+    use super::{DebertaKernel, Typed};
+
+    #[test]
+    fn the_declared_kernels_match_kernels_cu() {
+        curator_gpu::check_signatures(include_str!("kernels.cu"), Typed::SIGNATURES).unwrap();
+    }
 
     #[test]
     fn the_deberta_kernel_is_named_by_its_variable() {
