@@ -137,6 +137,25 @@ __device__ __forceinline__ void warp_norm(const float* v, float s, int lane, int
         }
     }
 }
+
+// The warp's row read into registers: lane's pairs p = lane + 32k (below `pairs`) in v, two
+// values each from `load(p, v0, v1)`; their sum (the others zero). What the warp-per-row
+// norm kernels begin with.
+template <typename Load>
+__device__ __forceinline__ float warp_row(float* v, int lane, int pairs, Load load) {
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_PAIRS; k++) {
+        int p = lane + 32 * k;
+        v[2 * k] = 0.0f;
+        v[2 * k + 1] = 0.0f;
+        if (p < pairs) {
+            load(p, v[2 * k], v[2 * k + 1]);
+            s += v[2 * k] + v[2 * k + 1];
+        }
+    }
+    return s;
+}
 extern "C" __global__ void add_norm_warp(const unsigned short* x, const float* bias, float* res, const float* gamma,
                                          const float* beta, float eps, int H, long long rows, unsigned short* out) {
     long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -147,20 +166,12 @@ extern "C" __global__ void add_norm_warp(const unsigned short* x, const float* b
     unsigned int* o2 = (unsigned int*)(out + r * H);
     int pairs = H / 2;
     float v[2 * NORM_PAIRS];
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NORM_PAIRS; k++) {
-        int p = lane + 32 * k;
-        v[2 * k] = 0.0f;
-        v[2 * k + 1] = 0.0f;
-        if (p < pairs) {
-            unsigned int a = x2[p];
-            float2 c = r2[p];
-            v[2 * k] = h2f((unsigned short)(a & 0xffff)) + bias[2 * p] + c.x;
-            v[2 * k + 1] = h2f((unsigned short)(a >> 16)) + bias[2 * p + 1] + c.y;
-            s += v[2 * k] + v[2 * k + 1];
-        }
-    }
+    float s = warp_row(v, lane, pairs, [&](int p, float& v0, float& v1) {
+        unsigned int a = x2[p];
+        float2 c = r2[p];
+        v0 = h2f((unsigned short)(a & 0xffff)) + bias[2 * p] + c.x;
+        v1 = h2f((unsigned short)(a >> 16)) + bias[2 * p + 1] + c.y;
+    });
     // Every lane has read its pairs of res before any writes them: in place is safe.
     warp_norm(v, s, lane, pairs, H, gamma, beta, eps, o2, r2);
 }
@@ -178,25 +189,17 @@ extern "C" __global__ void residual_norm_warp(const unsigned short* a, const flo
     unsigned int* o2 = (unsigned int*)(out + r * H);
     int pairs = H / 2;
     float v[2 * NORM_PAIRS];
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NORM_PAIRS; k++) {
-        int p = lane + 32 * k;
-        v[2 * k] = 0.0f;
-        v[2 * k + 1] = 0.0f;
-        if (p < pairs) {
-            unsigned int u = x2[p];
-            if (add) {
-                unsigned int c = a2[p];
-                u = (unsigned int)f2h(h2f((unsigned short)(u & 0xffff)) + h2f((unsigned short)(c & 0xffff)) + bias[2 * p])
-                  | ((unsigned int)f2h(h2f((unsigned short)(u >> 16)) + h2f((unsigned short)(c >> 16)) + bias[2 * p + 1]) << 16);
-                x2[p] = u;
-            }
-            v[2 * k] = h2f((unsigned short)(u & 0xffff));
-            v[2 * k + 1] = h2f((unsigned short)(u >> 16));
-            s += v[2 * k] + v[2 * k + 1];
+    float s = warp_row(v, lane, pairs, [&](int p, float& v0, float& v1) {
+        unsigned int u = x2[p];
+        if (add) {
+            unsigned int c = a2[p];
+            u = (unsigned int)f2h(h2f((unsigned short)(u & 0xffff)) + h2f((unsigned short)(c & 0xffff)) + bias[2 * p])
+              | ((unsigned int)f2h(h2f((unsigned short)(u >> 16)) + h2f((unsigned short)(c >> 16)) + bias[2 * p + 1]) << 16);
+            x2[p] = u;
         }
-    }
+        v0 = h2f((unsigned short)(u & 0xffff));
+        v1 = h2f((unsigned short)(u >> 16));
+    });
     warp_norm(v, s, lane, pairs, H, gamma, beta, eps, o2);
 }
 

@@ -47,6 +47,20 @@ use device::{GpuDevice, upload_half, upload_layer, upload_norm};
 /// weights and activations (measured on an H100 with CUDA 13: see the issue note).
 pub const CONTEXT_BYTES: u64 = 600 << 20;
 
+/// `Err` (out of memory) when a model's weights (`whose`: "model's", "tower's") and CUDA's
+/// context do not fit the stage's GPU memory budget.
+pub(crate) fn weights_fit(whose: &str, weight_bytes: u64, budget: Option<u64>) -> Result<(), EncoderError> {
+    match budget {
+        Some(b) if weight_bytes + CONTEXT_BYTES > b => Err(EncoderError::OutOfMemory(format!(
+            "the {whose} weights ({} MiB) and CUDA's context ({} MiB) do not fit the stage's GPU memory budget ({} MiB)",
+            weight_bytes >> 20,
+            CONTEXT_BYTES >> 20,
+            b >> 20
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// cuBLAS' workspace (part of [`CONTEXT_BYTES`]).
 pub(crate) const BLAS_WORKSPACE: usize = 32 << 20;
 
@@ -306,16 +320,7 @@ impl GpuModel {
     fn upload<M: Elem>(dev: GpuDevice, config: &ModelConfig, w: &Weights<M>, budget: Option<u64>) -> Result<GpuModel, EncoderError> {
         let stream = dev.stream.clone();
         let weight_bytes = w.gpu_bytes() as u64;
-        if let Some(b) = budget
-            && weight_bytes + CONTEXT_BYTES > b
-        {
-            return Err(EncoderError::OutOfMemory(format!(
-                "the model's weights ({} MiB) and CUDA's context ({} MiB) do not fit the stage's GPU memory budget ({} MiB)",
-                weight_bytes >> 20,
-                CONTEXT_BYTES >> 20,
-                b >> 20
-            )));
-        }
+        weights_fit("model's", weight_bytes, budget)?;
         let norm = |n: &Norm| upload_norm(&stream, n);
         let rel_scale = RelDims::of(config).map_or(1.0, |r| r.scale);
         let layers = w.layers.iter().map(|l| upload_layer(&stream, l, config.num_heads, rel_scale)).collect::<Result<Vec<_>, _>>()?;

@@ -33,7 +33,7 @@ use super::{VisionConfig, VisionWeights};
 use crate::EncoderError;
 use crate::batching::padded_len;
 use crate::gpu::device::{GpuDevice, Marks, upload_half, upload_layer, upload_linear, upload_norm};
-use crate::gpu::{CONTEXT_BYTES, Dims, GLayer, GLinear, GNorm, Workspace, driver, workspace_bytes};
+use crate::gpu::{CONTEXT_BYTES, Dims, GLayer, GLinear, GNorm, Workspace, driver, weights_fit, workspace_bytes};
 
 /// Pinned host buffers a call's passes go through in turn.
 const STAGING: usize = 3;
@@ -109,16 +109,7 @@ impl GpuVision {
             return Err(EncoderError::Gpu(format!("heads of {head_dim} dimensions: the GPU path takes 32 or 64 (use the CPU)")));
         }
         let weight_bytes = vision_weight_bytes(w);
-        if let Some(b) = budget
-            && weight_bytes + CONTEXT_BYTES > b
-        {
-            return Err(EncoderError::OutOfMemory(format!(
-                "the tower's weights ({} MiB) and CUDA's context ({} MiB) do not fit the stage's GPU memory budget ({} MiB)",
-                weight_bytes >> 20,
-                CONTEXT_BYTES >> 20,
-                b >> 20
-            )));
-        }
+        weights_fit("tower's", weight_bytes, budget)?;
         let dev = GpuDevice::open(kernel_cache)?;
         let s = dev.stream.clone();
         let tokens = config.tokens();
