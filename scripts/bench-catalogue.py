@@ -110,10 +110,14 @@ def preset_file(name, data, out):
 def native_builds():
     """Every WASM plugin crate built natively (each also exports the C ABI)."""
     crates = []
-    for d in sorted(os.listdir(os.path.join(ROOT, "plugins"))):
-        manifest = open(os.path.join(ROOT, "plugins", d, "Cargo.toml")).read()
-        if 'kind = "library"' not in manifest and 'kind = "native"' not in manifest:
-            crates.append(d)
+    for folder in ("plugins", os.path.join("plugins", "catalogue")):
+        for d in sorted(os.listdir(os.path.join(ROOT, folder))):
+            path = os.path.join(ROOT, folder, d, "Cargo.toml")
+            if not os.path.exists(path):
+                continue
+            manifest = open(path).read()
+            if 'kind = "library"' not in manifest and 'kind = "native"' not in manifest:
+                crates.append(d)
     subprocess.run(["cargo", "build", "--release", "--quiet", *sum((["-p", c] for c in crates), [])], cwd=ROOT, check=True)
     out = os.path.join(WORK, "native")
     os.makedirs(out, exist_ok=True)

@@ -16,14 +16,17 @@ scripts/install-ffmpeg.sh
 # with the same features `cargo test --workspace` resolves, so the test suite reuses it.
 cargo build --release --locked --workspace
 
-# Every crate under plugins/ is a first-party plugin; build them as a third party would:
+# Every crate under plugins/ (and plugins/catalogue/) is a first-party plugin; build them as a
+# third party would:
 # WASM components for wasm32-wasip2, and native (C ABI) libraries for the crates whose
 # Cargo.toml says `[package.metadata.curator] kind = "native"`.
 wasm=()
 native=()
-for dir in plugins/*/; do
+for dir in plugins/*/ plugins/catalogue/*/; do
     name="$(basename "$dir")"
-    if grep -q '^kind = "library"' "$dir/Cargo.toml"; then
+    if [ ! -f "$dir/Cargo.toml" ]; then
+        continue # the catalogue's folder itself
+    elif grep -q '^kind = "library"' "$dir/Cargo.toml"; then
         continue # shared code for plugins, not a plugin
     elif grep -q '^kind = "native"' "$dir/Cargo.toml"; then
         native+=("$name")

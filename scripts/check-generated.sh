@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI: the generated NeMo filter crates (plugins/nemo_*) are exactly what
+# CI: the generated NeMo filter crates (plugins/catalogue/nemo_*) are exactly what
 # scripts/gen-nemo-plugins.py writes (after cargo fmt), and each is a workspace member.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,8 @@ if [ -n "$(git status --porcelain -- plugins/)" ]; then
     echo "the generated crates differ from scripts/gen-nemo-plugins.py: rerun it (and cargo fmt), then commit" >&2
     exit 1
 fi
-while IFS= read -r line; do
-    grep -qF -- "$line" Cargo.toml || { echo "not a workspace member in Cargo.toml: $line" >&2; exit 1; }
+workspace=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print("\n".join(p["manifest_path"] for p in json.load(sys.stdin)["packages"]))')
+while IFS= read -r crate; do
+    grep -qF -- "/$crate/Cargo.toml" <<< "$workspace" || { echo "not a workspace member: $crate" >&2; exit 1; }
 done <<< "$members"
 echo "generated crates: $(wc -l <<< "$members") up to date"

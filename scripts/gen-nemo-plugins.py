@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generate the stage plugins for NeMo Curator's heuristic filters: one crate per filter under
-plugins/nemo_*/, each a thin `#[stage]` over `curator-heuristics` with NeMo's parameter
+plugins/catalogue/nemo_*/, each a thin `#[stage]` over `curator-heuristics` with NeMo's parameter
 names and defaults; `score_filter` adds ScoreFilter's `score_field` / `invert` / `filter`.
 
 The generated crates are committed; rerun after changing this list:
@@ -12,7 +12,7 @@ import re
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 # (class, description, [(param, description)]): the names, types and defaults come from the
-# library's own `heuristic!` definitions (plugins/heuristics/src/nemo/), read below, so they
+# library's own `heuristic!` definitions (libs/heuristics/src/nemo/), read below, so they
 # are written once.
 FILTERS = [
     ("NonAlphaNumericFilter", "Drops documents where more than 25 % of characters are outside [a-zA-Z0-9\\n?!,.] (Gopher).",
@@ -70,7 +70,7 @@ HEURISTIC = re.compile(r"heuristic!\(\s*(?:///[^\n]*\n\s*)*(\w+)\s*\{([^}]*)\}\s
 def library_params():
     """{class: [(param, rust type, default)]} from the heuristics library's definitions."""
     out = {}
-    folder = os.path.join(ROOT, "plugins", "heuristics", "src", "nemo")
+    folder = os.path.join(ROOT, "libs", "heuristics", "src", "nemo")
     for fname in sorted(os.listdir(folder)):
         with open(os.path.join(folder, fname)) as f:
             text = f.read()
@@ -130,7 +130,7 @@ def main():
     library = library_params()
     for cls, desc, described in FILTERS:
         if cls not in library:
-            raise SystemExit(f"{cls} is not defined in plugins/heuristics/src/nemo/")
+            raise SystemExit(f"{cls} is not defined in libs/heuristics/src/nemo/")
         docs = dict(described)
         params = []
         for p, ty, default in library[cls]:
@@ -141,7 +141,7 @@ def main():
             raise SystemExit(f"{cls}: FILTERS describes params the library does not have: {', '.join(docs)}")
         name = snake(cls)
         crate = "nemo_" + name.removesuffix("_filter")
-        d = os.path.join(ROOT, "plugins", crate)
+        d = os.path.join(ROOT, "plugins", "catalogue", crate)
         os.makedirs(os.path.join(d, "src"), exist_ok=True)
         fields = "".join(
             f"    /// {pdesc}\n    #[param(default = {default})]\n    pub {p}: {ty},\n" for p, ty, default, pdesc in params
@@ -151,7 +151,7 @@ def main():
             f.write(CARGO.format(crate=crate, cls=cls))
         with open(os.path.join(d, "src", "lib.rs"), "w") as f:
             f.write(LIB.format(cls=cls, desc=desc, name=name, fields=fields, inits=inits))
-        members.append(f'    "plugins/{crate}",')
+        members.append(f"plugins/catalogue/{crate}")
     print("\n".join(members))
 
 

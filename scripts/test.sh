@@ -22,7 +22,7 @@ pinned 'moto[server]==5.2.1'
 # pyarrow, polars and DuckDB write and read the files of the compatibility matrix
 # (scripts/compat/matrix.py, tests/e2e/compat.rs).
 pinned pyarrow==26.0.1 polars==2.1.0 duckdb==2.0.1
-# lxml (libxml2 2.14.6) for the HTML tree parity test (plugins/html/tests/tree_parity.rs).
+# lxml (libxml2 2.14.6) for the HTML tree parity test (libs/html/tests/tree_parity.rs).
 pinned lxml==6.1.3
 # The Ray driver (python/curator-ray, with Ray from PyPI) for the cluster tests; they run the
 # workspace's binary, so the driver's curator-host wheel (scripts/wheel-smoke.sh) is not needed.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference outputs of the random-weight DeBERTa-v3 classifiers (scripts/models/deberta_models.py)
 from PyTorch/transformers on the CPU in float32, for curator-encoder's DeBERTa parity tests
-(`plugins/encoder/tests/deberta.rs`). Run by hand; the output is committed:
+(`libs/encoder/tests/deberta.rs`). Run by hand; the output is committed:
 
     pip install torch "transformers<5" tokenizers
     python3 scripts/models/deberta_models.py

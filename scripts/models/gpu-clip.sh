@@ -8,7 +8,7 @@
 # parity: encoder-check on MiniLM (the text path shares the fused attention kernel) against the
 #         PyTorch references; clip-check on the GPU for the random-weight towers of scripts/models/clip_models.py
 #         (tiny, B/32's and L/14's widths with two layers): GPU fp16 vs our CPU f32 path (which
-#         equals transformers: plugins/encoder/tests/clip.rs) on the committed test images, and
+#         equals transformers: libs/encoder/tests/clip.rs) on the committed test images, and
 #         the GPU path from the files (JPEGs decoded by nvJPEG) vs transformers' embeddings of
 #         Pillow's pixels (tests/parity/clip_reference.json).
 # speed:  ViT-L/14 at full depth (random weights, clip_models.py --full): ours (clip-check) then

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reference outputs of the encoder models from PyTorch/transformers (CPU, float32), for the
-parity tests of curator-encoder (`plugins/encoder/tests/parity.rs`).
+parity tests of curator-encoder (`libs/encoder/tests/parity.rs`).
 
     python3 scripts/models/fetch.py
     pip install torch transformers

@@ -7,7 +7,7 @@
 The forward pass, fairly: the token ids in IDS_FILE are the ones ours ran (written by
 `encoder-check --dump-ids`), cut into the same batches ours runs (sorted longest first,
 grouped under a budget of padded tokens, each batch padded to its longest rounded up to a
-multiple of 8: `plugins/encoder/src/batching.rs`, same --budget and --max-docs). Every batch's
+multiple of 8: `libs/encoder/src/batching.rs`, same --budget and --max-docs). Every batch's
 ids and mask are built and moved to the device *before* the clock starts; the timed region is
 the forward pass plus masked mean pooling, fp16 (transformers' BertModel with SDPA attention
 when transformers is installed, else a plain PyTorch BERT on scaled_dot_product_attention),
@@ -48,7 +48,7 @@ def padded_len(n):
 
 
 def by_token_budget(lengths, budget, max_docs):
-    """plugins/encoder/src/batching.rs::by_token_budget, line for line."""
+    """libs/encoder/src/batching.rs::by_token_budget, line for line."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches, current, width = [], [], 0
     for i in order:

@@ -2,7 +2,7 @@
 """lxml's trees (libxml2's HTML parser, the one jusText, NeMo Curator and trafilatura run) of
 Debian's HTML documentation, the planted pages and generated tag soup (misnested, unclosed,
 stray and self-closing tags, tables, forms, raw-text elements, comments, seeded), written for
-curator-html's tree parity test (`plugins/html/tests/tree_parity.rs`), which builds its own
+curator-html's tree parity test (`libs/html/tests/tree_parity.rs`), which builds its own
 trees of the same pages and compares them element for element and text for text.
 
     python3 scripts/parity/compare_tree.py OUT.jsonl [--soup 3000] [--seed 1]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Build tests/parity/tokenizer_sample.jsonl.gz: real documents in several languages for the
-WordPiece differential test (plugins/encoder/tests/wordpiece_differential.rs), which runs
+WordPiece differential test (libs/encoder/tests/wordpiece_differential.rs), which runs
 Hugging Face `tokenizers` and ours on every document and expects identical ids.
 
 Sources (Debian packages, installed offline):

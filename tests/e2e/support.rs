@@ -89,15 +89,15 @@ pub fn native_libraries(packages: &[&str]) -> PathBuf {
     target.join("release")
 }
 
-/// The first-party WASM plugins (`plugins/*` but the shared library and native plugins), as
+/// The first-party WASM plugins (`plugins/*` and `plugins/catalogue/*` but native plugins), as
 /// `scripts/build-dist.sh` picks them.
 pub fn wasm_plugins(root: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(root.join("plugins"))
-        .expect("plugins/")
-        .flatten()
+    let mut names: Vec<String> = ["plugins", "plugins/catalogue"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root.join(dir)).expect("plugins/").flatten())
         .filter(|e| {
             let manifest = std::fs::read_to_string(e.path().join("Cargo.toml")).unwrap_or_default();
-            !manifest.contains("kind = \"library\"") && !manifest.contains("kind = \"native\"")
+            !manifest.is_empty() && !manifest.contains("kind = \"library\"") && !manifest.contains("kind = \"native\"")
         })
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();

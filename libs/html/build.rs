@@ -8,7 +8,7 @@ fn main() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("stoplists");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("plugins/html/stoplists")
+        .expect("libs/html/stoplists")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter_map(|n| n.strip_suffix(".txt").map(str::to_string))
         .collect();
