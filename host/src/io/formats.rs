@@ -68,6 +68,17 @@ pub fn sink_compression(sink: &SinkSpec) -> Compression {
     sink.compression_or(default)
 }
 
+/// What to add to "no document could be read from it": a file that sits beside an image of
+/// its name is a sidecar of a folder of images, whatever format it was read as; otherwise
+/// the format's own hint.
+pub fn no_documents_hint(input: &super::InputFile, opts: &super::records::ReadOptions) -> String {
+    if !input.format.is(super::images::NAME) && super::images::beside_an_image(&input.loc) {
+        "; it sits beside an image of its name: a folder of images (and their .json files) is read with `format: images`".into()
+    } else {
+        input.format.no_documents_hint(input, opts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,16 +128,5 @@ mod tests {
         );
         let warc = Source::named("warc");
         assert_eq!(Source::of_file("x.jsonl", warc).name(), "warc", "the source's format wins");
-    }
-}
-
-/// What to add to "no document could be read from it": a file that sits beside an image of
-/// its name is a sidecar of a folder of images, whatever format it was read as; otherwise
-/// the format's own hint.
-pub fn no_documents_hint(input: &super::InputFile, opts: &super::records::ReadOptions) -> String {
-    if !input.format.is(super::images::NAME) && super::images::beside_an_image(&input.loc) {
-        "; it sits beside an image of its name: a folder of images (and their .json files) is read with `format: images`".into()
-    } else {
-        input.format.no_documents_hint(input, opts)
     }
 }
