@@ -114,66 +114,6 @@ fn ident_at(s: &str) -> Option<&str> {
     (end > 0).then(|| &s[..end])
 }
 
-/// The first names after `crate::` (or `super::…` that reaches the crate root) in `code`:
-/// `crate::exec::Task` → `exec`; `crate::{io::Loc, os}` → `io`, `os`.
-pub fn crate_references(code: &str, module: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    let bytes = code.as_bytes();
-    let mut i = 0;
-    while i < code.len() {
-        let rest = &code[i..];
-        let boundary = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b':');
-        if boundary && rest.starts_with("crate::") {
-            collect_after(&rest["crate::".len()..], &mut out);
-            i += "crate::".len();
-            continue;
-        }
-        if boundary && rest.starts_with("super::") {
-            let mut depth = 0;
-            let mut r = rest;
-            while let Some(x) = r.strip_prefix("super::") {
-                depth += 1;
-                r = x;
-            }
-            // `super` from a file module is its parent; reaching the root names a top module.
-            if depth >= module.len() {
-                collect_after(r, &mut out);
-            } else if let Some(top) = module.first() {
-                out.push(top.clone());
-            }
-            i += rest.len() - r.len();
-            continue;
-        }
-        i += rest.chars().next().map(char::len_utf8).unwrap_or(1);
-    }
-    out
-}
-
-fn collect_after(s: &str, out: &mut Vec<String>) {
-    if let Some(group) = s.strip_prefix('{') {
-        let mut depth = 1;
-        let mut start = 0;
-        for (k, c) in group.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' | ',' if depth == 1 => {
-                    if let Some(id) = ident_at(group[start..k].trim_start()) {
-                        out.push(id.to_string());
-                    }
-                    if c == '}' {
-                        return;
-                    }
-                    start = k + 1;
-                }
-                '}' => depth -= 1,
-                _ => {}
-            }
-        }
-    } else if let Some(id) = ident_at(s) {
-        out.push(id.to_string());
-    }
-}
-
 /// Every crate folder of the workspace with a `src/` (the members of the root `Cargo.toml`,
 /// globs expanded), sorted.
 pub fn workspace_crates(root: &Path) -> Vec<PathBuf> {
@@ -225,27 +165,6 @@ pub fn declared_floors(architecture: &str) -> Vec<Floors> {
     all
 }
 
-/// Names a crate root re-exports (`pub use module::{A, B}` in `lib.rs`): name → module.
-pub fn reexports(lib_rs: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let code = strip_comments(lib_rs);
-    for stmt in code.split(';') {
-        let stmt = stmt.trim();
-        let Some(path) = stmt.strip_prefix("pub use ") else { continue };
-        let Some((module, names)) = path.split_once("::") else { continue };
-        let module = module.trim();
-        let names = names.trim().trim_start_matches('{').trim_end_matches('}');
-        for n in names.split(',') {
-            let n = n.trim();
-            let last = n.rsplit("::").next().unwrap_or(n).trim();
-            if !last.is_empty() {
-                out.insert(last.to_string(), module.to_string());
-            }
-        }
-    }
-    out
-}
-
 /// One use of a module on a higher floor (or of a module no floor lists).
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Violation {
@@ -255,61 +174,36 @@ pub struct Violation {
     pub why: String,
 }
 
-/// Check every file of `src` (the crate at `folder`) against its floors. `skip`: top-level
-/// files or folders that are not part of the library (the binary's own modules).
+/// Check every use between the top modules of the crate whose source root is `src` against
+/// its floors (the uses the [`ModuleGraph`] finds: paths through `crate::`, `super::` and
+/// `self::`, re-exports followed). `skip`: top-level files or folders that are not part of the
+/// library (the binary's own modules). Returns the violations and the edges between top
+/// modules.
 pub fn check_crate(src: &Path, floors: &Floors, skip: &[&str]) -> (Vec<Violation>, BTreeSet<(String, String)>) {
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap_or_default();
-    let reexported = reexports(&lib);
+    let graph = ModuleGraph::read(src, skip);
     let mut violations = Vec::new();
+    for module in &graph.modules {
+        if let Some(top) = module.first()
+            && !floors.floor.contains_key(top)
+        {
+            violations.push(Violation { file: top.clone(), from: top.clone(), to: String::new(), why: "module on no floor".into() });
+        }
+    }
     let mut edges = BTreeSet::new();
-    for file in rust_files(src) {
-        let rel = file.strip_prefix(src).unwrap_or(&file).to_path_buf();
-        let first = rel.iter().next().map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string()).unwrap_or_default();
-        if first == "lib" || skip.contains(&first.as_str()) {
+    for (from, to, file) in &graph.uses {
+        let (Some(from), Some(to)) = (from.first(), to.first()) else { continue };
+        if from == to {
             continue;
         }
-        let module = module_path(&rel);
-        let Some(from) = module.first().cloned() else { continue };
-        let shown = rel.display().to_string();
-        let Some(&from_floor) = floors.floor.get(&from) else {
-            violations.push(Violation { file: shown, from: from.clone(), to: String::new(), why: "module on no floor".into() });
-            continue;
-        };
-        let code = std::fs::read_to_string(&file).unwrap_or_default();
-        let code = strip_comments(&code);
-        // An inline `mod tests { … }` (at the end of the file, by convention) is one level
-        // deeper: its `super::` is the file's module.
-        let (body, tests) = match code.find("mod tests {") {
-            Some(k) => code.split_at(k),
-            None => (code.as_str(), ""),
-        };
-        let mut inner = module.clone();
-        inner.push("tests".into());
-        let names = crate_references(body, &module).into_iter().chain(crate_references(tests, &inner));
-        for name in names {
-            let to = if floors.floor.contains_key(&name) {
-                name
-            } else if let Some(m) = reexported.get(&name) {
-                m.clone()
-            } else if name.chars().next().is_some_and(|c| c.is_ascii_uppercase()) || name == "self" {
-                continue;
-            } else {
-                violations.push(Violation { file: shown.clone(), from: from.clone(), to: name, why: "module on no floor".into() });
-                continue;
-            };
-            if to == from {
-                continue;
-            }
-            edges.insert((from.clone(), to.clone()));
-            let Some(&to_floor) = floors.floor.get(&to) else { continue };
-            if to_floor > from_floor {
-                violations.push(Violation {
-                    file: shown.clone(),
-                    from: from.clone(),
-                    to: to.clone(),
-                    why: format!("floor {from_floor} uses floor {to_floor}"),
-                });
-            }
+        edges.insert((from.clone(), to.clone()));
+        let (Some(&from_floor), Some(&to_floor)) = (floors.floor.get(from), floors.floor.get(to)) else { continue };
+        if to_floor > from_floor {
+            violations.push(Violation {
+                file: file.clone(),
+                from: from.clone(),
+                to: to.clone(),
+                why: format!("floor {from_floor} uses floor {to_floor}"),
+            });
         }
     }
     violations.sort();
@@ -625,17 +519,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn references_are_found_in_paths_groups_and_supers() {
+    fn paths_are_found_in_groups_and_supers() {
         let m = vec!["exec".to_string(), "graph".to_string()];
         let code = "use crate::io::Loc;\nuse crate::{plan::Plan, os};\nlet x = super::super::dedup::f();\nuse super::Ctx;";
-        assert_eq!(crate_references(code, &m), vec!["io", "plan", "os", "dedup", "exec"]);
+        let firsts: Vec<String> = absolute_paths(code, &m).iter().map(|p| p[0].clone()).collect();
+        assert_eq!(firsts, vec!["io", "plan", "os", "dedup", "exec"]);
     }
 
     #[test]
     fn comments_do_not_count_but_urls_in_strings_stay_code() {
         let code = "// crate::exec\nlet u = \"s3://b\"; /* crate::plan */ crate::io::f(); /// crate::x\n";
         let stripped = strip_comments(code);
-        assert_eq!(crate_references(&stripped, &["a".to_string()]), vec!["io"]);
+        assert_eq!(absolute_paths(&stripped, &["a".to_string()]), vec![vec!["io".to_string(), "f".to_string()]]);
         assert!(stripped.contains("s3://b"));
     }
 
