@@ -56,19 +56,51 @@ pub fn parse_steps<T>(
     if errors.is_empty() { Ok(steps) } else { Err(curator_sdk::StageError::InvalidParams(errors.join("; "))) }
 }
 
-/// Implements [`curator_sdk::Score`] for a `#[stage(..., score_filter)]` struct whose params
-/// are those of a [`nemo`] heuristic: `nemo_score_stage!(MyStage => LongWordFilter { max_word_length })`.
+/// Declares a stage whose params are a NeMo heuristic's (same names, types, defaults and docs
+/// as `curator_heuristics::nemo::$lib`, from one list: `nemo/params.rs`), with
+/// `self.heuristic()` building the rule from them.
+///
+/// ```text
+/// curator_heuristics::nemo_stage!(WordCountFilter,
+///     /// Keeps documents whose word count lies in [min_words, max_words].
+///     #[stage(name = "word_count_filter", cpus = 1.0, memory_mb = 256)]
+///     pub struct WordCountFilterStage);
+/// ```
+#[macro_export]
+macro_rules! nemo_stage {
+    ($lib:ident, $($head:tt)*) => {
+        $crate::__nemo_params!($lib, __nemo_stage ($lib, $($head)*));
+    };
+}
+
+/// [`nemo_stage!`] for a `#[stage(..., score_filter)]` struct, with [`curator_sdk::Score`]
+/// implemented by the heuristic's own score and keep rule (NeMo's `ScoreFilter`).
 #[macro_export]
 macro_rules! nemo_score_stage {
-    ($stage:ty => $h:ident { $($f:ident),* $(,)? }) => {
-        impl $stage {
-            fn heuristic(&self) -> $crate::nemo::$h {
-                $crate::nemo::$h { $($f: self.$f),* }
-            }
-        }
+    ($lib:ident, $(#[$m:meta])* $vis:vis struct $stage:ident) => {
+        $crate::nemo_stage!($lib, $(#[$m])* $vis struct $stage);
         $crate::score_stage!($stage,
             score(s, text) { $crate::nemo::Heuristic::score(&s.heuristic(), text) },
             keep(s, v) { $crate::nemo::Heuristic::keep(&s.heuristic(), v) });
+    };
+}
+
+/// The stage struct of [`nemo_stage!`], from a heuristic's field list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __nemo_stage {
+    (($lib:ident, $(#[$m:meta])* $vis:vis struct $stage:ident) { $( $(#[doc = $doc:literal])* $field:ident : $ty:ty $(= $default:tt)? ),* $(,)? }) => {
+        $(#[$m])*
+        $vis struct $stage {
+            $( $(#[doc = $doc])* $(#[param(default = $default)])? pub $field: $ty, )*
+        }
+
+        impl $stage {
+            /// The rule these params describe.
+            fn heuristic(&self) -> $crate::nemo::$lib {
+                $crate::nemo::$lib { $( $field: ::core::clone::Clone::clone(&self.$field), )* }
+            }
+        }
     };
 }
 

@@ -4,33 +4,22 @@
 //!
 //! Words are counted as Python's `len(text.split())` counts them.
 
-use curator_heuristics::nemo::{Heuristic, WordCountFilter as Rule};
+use curator_heuristics::nemo::Heuristic;
 use curator_sdk::prelude::*;
 
-/// Keeps documents whose word count lies in [min_words, max_words].
-#[stage(name = "word_count_filter", cpus = 1.0, memory_mb = 256)]
-pub struct WordCountFilter {
-    /// Fewest words a kept document may have.
-    #[param(default = 50, min = 0)]
-    pub min_words: usize,
-    /// Most words a kept document may have.
-    #[param(default = 100000, min = 0)]
-    pub max_words: usize,
-}
-
-impl WordCountFilter {
-    fn rule(&self) -> Rule {
-        Rule { min_words: self.min_words, max_words: self.max_words }
-    }
-}
+// The params (names, types, defaults, docs) are the library's: `curator_heuristics::nemo`.
+curator_heuristics::nemo_stage!(WordCountFilter,
+    /// Keeps documents whose word count lies in [min_words, max_words].
+    #[stage(name = "word_count_filter", cpus = 1.0, memory_mb = 256)]
+    pub struct WordCountFilter);
 
 impl Filter for WordCountFilter {
     fn init(&mut self) -> Result<(), StageError> {
-        self.rule().check().map_err(StageError::InvalidParams)
+        self.heuristic().check().map_err(StageError::InvalidParams)
     }
 
     fn keep(&self, doc: &Doc<'_>) -> bool {
-        self.rule().keep(doc.words() as f64)
+        self.heuristic().keep(doc.words() as f64)
     }
 }
 

@@ -1,24 +1,19 @@
 //! NeMo Curator's heuristic filters (`heuristic/string.py` and `repetition.py`, 1.4.0), one
-//! struct each, with its parameter names and defaults. By job: the string filters here,
-//! `repetition.rs`, `view.rs` (a document examined once), `chars.rs` (character tables),
+//! struct each, with NeMo's parameter names and defaults (written once, in `params.rs`). By
+//! job: the string filters here, `repetition.rs`, `view.rs` (a document examined once), `chars.rs` (character tables),
 //! `ngrams.rs`, `urls.rs`, and `registry.rs` (filters by stage name).
 
 use crate::py;
 
 macro_rules! heuristic {
-    ($(#[$doc:meta])* $name:ident { $($field:ident : $ty:ty = $default:expr),* $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-        #[serde(default, deny_unknown_fields)]
-        pub struct $name { $(pub $field: $ty),* }
-        impl Default for $name {
-            fn default() -> Self { $name { $($field: $default),* } }
-        }
+    ($(#[$doc:meta])* $name:ident) => {
+        crate::__nemo_params!($name, __rules_struct($(#[$doc])* $name));
     };
 }
 
 mod chars;
 mod ngrams;
+mod params;
 mod registry;
 mod repetition;
 mod urls;
@@ -108,7 +103,7 @@ pub fn policy_needles() -> &'static py::Needles {
 
 heuristic!(
     /// Share of characters outside `[a-zA-Z0-9\n?!,.]`; keep ≤ 0.25.
-    NonAlphaNumericFilter { max_non_alpha_numeric_to_text_ratio: f64 = 0.25 }
+    NonAlphaNumericFilter
 );
 impl Heuristic for NonAlphaNumericFilter {
     const NAME: &'static str = "NonAlphaNumericFilter";
@@ -123,7 +118,7 @@ impl Heuristic for NonAlphaNumericFilter {
 
 heuristic!(
     /// Share of words that are an ellipsis or mostly `#`; keep ≤ 0.1.
-    SymbolsToWordsFilter { max_symbol_to_word_ratio: f64 = 0.1 }
+    SymbolsToWordsFilter
 );
 impl Heuristic for SymbolsToWordsFilter {
     const NAME: &'static str = "SymbolsToWordsFilter";
@@ -149,7 +144,7 @@ impl Heuristic for SymbolsToWordsFilter {
 
 heuristic!(
     /// Share of characters that are digits; keep ≤ 0.15.
-    NumbersFilter { max_number_to_text_ratio: f64 = 0.15 }
+    NumbersFilter
 );
 impl Heuristic for NumbersFilter {
     const NAME: &'static str = "NumbersFilter";
@@ -164,7 +159,7 @@ impl Heuristic for NumbersFilter {
 
 heuristic!(
     /// Share of characters inside URLs; keep ≤ 0.2.
-    UrlsFilter { max_url_to_text_ratio: f64 = 0.2 }
+    UrlsFilter
 );
 impl Heuristic for UrlsFilter {
     const NAME: &'static str = "UrlsFilter";
@@ -179,7 +174,7 @@ impl Heuristic for UrlsFilter {
 
 heuristic!(
     /// Share of non-blank lines starting with a bullet; keep ≤ 0.9.
-    BulletsFilter { max_bullet_lines_ratio: f64 = 0.9 }
+    BulletsFilter
 );
 impl Heuristic for BulletsFilter {
     const NAME: &'static str = "BulletsFilter";
@@ -193,7 +188,7 @@ impl Heuristic for BulletsFilter {
 
 heuristic!(
     /// Share of characters in `\t \n \r \b` and space; keep ≤ 0.25.
-    WhiteSpaceFilter { max_white_space_ratio: f64 = 0.25 }
+    WhiteSpaceFilter
 );
 impl Heuristic for WhiteSpaceFilter {
     const NAME: &'static str = "WhiteSpaceFilter";
@@ -208,7 +203,7 @@ impl Heuristic for WhiteSpaceFilter {
 
 heuristic!(
     /// Share of characters that are brackets `{}⟨⟩[]()`; keep ≤ 0.1.
-    ParenthesesFilter { max_parentheses_ratio: f64 = 0.1 }
+    ParenthesesFilter
 );
 impl Heuristic for ParenthesesFilter {
     const NAME: &'static str = "ParenthesesFilter";
@@ -223,7 +218,7 @@ impl Heuristic for ParenthesesFilter {
 
 heuristic!(
     /// Length of the longest word; keep ≤ 1000.
-    LongWordFilter { max_word_length: f64 = 1000.0 }
+    LongWordFilter
 );
 impl Heuristic for LongWordFilter {
     const NAME: &'static str = "LongWordFilter";
@@ -238,7 +233,7 @@ impl Heuristic for LongWordFilter {
 heuristic!(
     /// Number of words (`len(text.split())`); keep within [50, 100000]. The one word-count
     /// rule: the `word_count_filter` stage and the chains both run it.
-    WordCountFilter { min_words: usize = 50, max_words: usize = 100000 }
+    WordCountFilter
 );
 impl Heuristic for WordCountFilter {
     const NAME: &'static str = "WordCountFilter";
@@ -259,7 +254,7 @@ impl Heuristic for WordCountFilter {
 heuristic!(
     /// Share of paragraphs with boilerplate ("privacy policy", …; "lorem ipsum" anywhere
     /// scores 1); keep ≤ 0.4.
-    BoilerPlateStringFilter { max_boilerplate_string_ratio: f64 = 0.4, remove_if_at_top_or_bottom: bool = true }
+    BoilerPlateStringFilter
 );
 impl Heuristic for BoilerPlateStringFilter {
     const NAME: &'static str = "BoilerPlateStringFilter";
@@ -285,7 +280,7 @@ impl Heuristic for BoilerPlateStringFilter {
 
 heuristic!(
     /// Mean word length; keep within [3, 10].
-    MeanWordLengthFilter { min_mean_word_length: f64 = 3.0, max_mean_word_length: f64 = 10.0 }
+    MeanWordLengthFilter
 );
 impl Heuristic for MeanWordLengthFilter {
     const NAME: &'static str = "MeanWordLengthFilter";
@@ -300,7 +295,7 @@ impl Heuristic for MeanWordLengthFilter {
 
 heuristic!(
     /// Share of non-blank lines not ending in `. ? ! " '`; keep ≤ 0.85.
-    PunctuationFilter { max_num_sentences_without_endmark_ratio: f64 = 0.85 }
+    PunctuationFilter
 );
 impl Heuristic for PunctuationFilter {
     const NAME: &'static str = "PunctuationFilter";
@@ -314,7 +309,7 @@ impl Heuristic for PunctuationFilter {
 
 heuristic!(
     /// Share of non-blank lines ending in an ellipsis ("...", "…", "read more", …); keep ≤ 0.3.
-    EllipsisFilter { max_num_lines_ending_with_ellipsis_ratio: f64 = 0.3 }
+    EllipsisFilter
 );
 impl Heuristic for EllipsisFilter {
     const NAME: &'static str = "EllipsisFilter";
@@ -328,7 +323,7 @@ impl Heuristic for EllipsisFilter {
 
 heuristic!(
     /// Count of common English words (lower case), stopping at the cutoff; keep ≥ 2.
-    CommonEnglishWordsFilter { min_num_common_words: f64 = 2.0, stop_at_false: bool = true }
+    CommonEnglishWordsFilter
 );
 impl Heuristic for CommonEnglishWordsFilter {
     const NAME: &'static str = "CommonEnglishWordsFilter";
@@ -349,7 +344,7 @@ impl Heuristic for CommonEnglishWordsFilter {
 
 heuristic!(
     /// Share of words with at least one alphabetic character; keep ≥ 0.8.
-    WordsWithoutAlphabetsFilter { min_words_with_alphabets: f64 = 0.8 }
+    WordsWithoutAlphabetsFilter
 );
 impl Heuristic for WordsWithoutAlphabetsFilter {
     const NAME: &'static str = "WordsWithoutAlphabetsFilter";
@@ -369,7 +364,7 @@ impl Heuristic for WordsWithoutAlphabetsFilter {
 
 heuristic!(
     /// 1 when a URL contains "porn", else 0; keep 0.
-    PornographicUrlsFilter {}
+    PornographicUrlsFilter
 );
 impl Heuristic for PornographicUrlsFilter {
     const NAME: &'static str = "PornographicUrlsFilter";

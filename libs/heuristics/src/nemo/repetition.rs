@@ -5,7 +5,7 @@ use super::*;
 
 heuristic!(
     /// Share of non-blank lines that are distinct; keep ≥ 0.7.
-    RepeatedLinesFilter { max_repeated_line_fraction: f64 = 0.7 }
+    RepeatedLinesFilter
 );
 impl Heuristic for RepeatedLinesFilter {
     const NAME: &'static str = "RepeatedLinesFilter";
@@ -20,7 +20,7 @@ impl Heuristic for RepeatedLinesFilter {
 
 heuristic!(
     /// Share of paragraphs that are distinct; keep ≥ 0.7.
-    RepeatedParagraphsFilter { max_repeated_paragraphs_ratio: f64 = 0.7 }
+    RepeatedParagraphsFilter
 );
 impl Heuristic for RepeatedParagraphsFilter {
     const NAME: &'static str = "RepeatedParagraphsFilter";
@@ -35,7 +35,7 @@ impl Heuristic for RepeatedParagraphsFilter {
 
 heuristic!(
     /// Share of line characters in distinct lines; keep ≥ 0.8.
-    RepeatedLinesByCharFilter { max_repeated_lines_char_ratio: f64 = 0.8 }
+    RepeatedLinesByCharFilter
 );
 impl Heuristic for RepeatedLinesByCharFilter {
     const NAME: &'static str = "RepeatedLinesByCharFilter";
@@ -50,7 +50,7 @@ impl Heuristic for RepeatedLinesByCharFilter {
 
 heuristic!(
     /// Share of paragraph characters in distinct paragraphs; keep ≥ 0.8.
-    RepeatedParagraphsByCharFilter { max_repeated_paragraphs_char_ratio: f64 = 0.8 }
+    RepeatedParagraphsByCharFilter
 );
 impl Heuristic for RepeatedParagraphsByCharFilter {
     const NAME: &'static str = "RepeatedParagraphsByCharFilter";
@@ -101,7 +101,7 @@ heuristic!(
     /// Share of characters taken by the most frequent word n-gram (as `text.replace` would
     /// remove it); keep ≤ 0.2. Among equally frequent n-grams the first to occur is taken
     /// (NeMo Curator takes whichever its hash set yields first; see DISAGREEMENTS.md).
-    RepeatingTopNGramsFilter { n: usize = 2, max_repeating_ngram_ratio: f64 = 0.2 }
+    RepeatingTopNGramsFilter
 );
 impl Heuristic for RepeatingTopNGramsFilter {
     const NAME: &'static str = "RepeatingTopNGramsFilter";
@@ -121,7 +121,7 @@ impl Heuristic for RepeatingTopNGramsFilter {
 
 heuristic!(
     /// Share of characters in word n-grams seen before (overlaps counted once); keep ≤ 0.2.
-    RepeatingDuplicateNGramsFilter { n: usize = 2, max_repeating_duplicate_ngram_ratio: f64 = 0.2 }
+    RepeatingDuplicateNGramsFilter
 );
 impl Heuristic for RepeatingDuplicateNGramsFilter {
     const NAME: &'static str = "RepeatingDuplicateNGramsFilter";
