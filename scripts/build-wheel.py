@@ -6,7 +6,7 @@
 The wheel has maturin's layout for a binary: `curator-host` in the scripts scheme (pip puts
 it in the environment's `bin/`), and the first-party plugins with the key they are signed
 with in the data scheme, under `share/curator/` (pip puts them in the environment's prefix),
-where an installed `curator-host` looks for them (`host/src/os.rs::installed`). So
+where an installed `curator-host` looks for them (`host/io/src/os.rs::installed`). So
 `pip install curator_host-….whl` is all a node needs, e.g. in a Ray `runtime_env`.
 
 Its platform tag is manylinux for the newest glibc symbol version the files use. A native

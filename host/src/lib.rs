@@ -7,10 +7,8 @@ pub mod exec;
 pub mod fuzz;
 pub mod gpu;
 pub mod install;
-pub mod io;
 pub mod metrics;
 pub mod oci;
-pub mod os;
 pub mod plan;
 pub mod plugin_facts;
 pub mod registry;
@@ -21,3 +19,7 @@ pub mod trust;
 pub mod tune;
 pub mod wasm;
 pub mod worker;
+
+// Readers, writers and OS probes: a crate of their own below this one.
+pub use curator_io as io;
+pub use curator_io::os;

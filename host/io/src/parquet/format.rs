@@ -4,9 +4,9 @@ use curator_core::partition::Splittable;
 use curator_core::pipeline::{Compression, SinkSpec};
 
 use super::{NAME, ParquetReader, ParquetWriter, row_group_sizes, source_fields};
-use crate::io::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
-use crate::io::writer::OutputWriter;
-use crate::io::{InputFile, IoError, Loc};
+use crate::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
+use crate::writer::OutputWriter;
+use crate::{InputFile, IoError, Loc};
 
 /// Apache Parquet files.
 pub struct Parquet;

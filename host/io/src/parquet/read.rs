@@ -12,10 +12,10 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, Parq
 use serde_json::Value;
 
 use super::{EXTRA, JSON_COLUMNS_KEY, LocReader, decoder_guard, perr};
-use crate::io::arrow_json::{self, CellJson, text_column};
-use crate::io::records::ReadOptions;
-use crate::io::vectors;
-use crate::io::{InputFile, IoError};
+use crate::arrow_json::{self, CellJson, text_column};
+use crate::records::ReadOptions;
+use crate::vectors;
+use crate::{InputFile, IoError};
 use ::arrow_json::writer::EncoderOptions;
 use curator_core::partition::Extent;
 
@@ -60,7 +60,7 @@ impl ParquetReader {
         // is read with empty texts, as a WebDataset sample without a caption is; any other
         // file needs its text column, and so does a `text_field` other than the default.
         let no_text = schema.field_with_name(&opts.text_field).is_err();
-        if no_text && (opts.text_field != crate::io::TEXT || !schema.fields().iter().any(|f| holds_images(f.data_type()))) {
+        if no_text && (opts.text_field != crate::TEXT || !schema.fields().iter().any(|f| holds_images(f.data_type()))) {
             return Err(IoError::Field {
                 at: source,
                 field: opts.text_field.clone(),

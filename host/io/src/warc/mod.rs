@@ -187,7 +187,7 @@ impl WarcReader {
     }
 }
 
-impl crate::io::format::PartReader for WarcReader {
+impl crate::format::PartReader for WarcReader {
     /// The next batch of at most `n` documents (fewer when their text reaches [`BATCH_TEXT_BYTES`]).
     fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         // A page's text is copied once, from its record's block into the batch's column.
@@ -292,8 +292,8 @@ fn is_html(content_type: Option<&str>, body: &[u8]) -> bool {
 mod tests {
     use super::record::tests::{gzip, record};
     use super::*;
-    use crate::io::Loc;
-    use crate::io::format::PartReader;
+    use crate::Loc;
+    use crate::format::PartReader;
     use arrow_array::StringArray;
 
     type Read = (Vec<(String, String, serde_json::Value)>, Vec<Reject>, Skipped);
@@ -306,7 +306,7 @@ mod tests {
             loc: Loc::Local(f),
             rel: "crawl/CC-MAIN-x.warc.gz".into(),
             size: bytes.len() as u64,
-            format: crate::io::Source(&WARC),
+            format: crate::Source(&WARC),
             compressed: false,
         };
         WarcReader::open(&input, &ReadOptions { strict, ..ReadOptions::default() })

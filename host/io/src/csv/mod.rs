@@ -171,14 +171,14 @@ impl PartReader for CsvReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::Loc;
+    use crate::Loc;
     use arrow_array::{Array, StringArray};
 
     fn read(name: &str, bytes: &[u8], opts: &ReadOptions) -> Result<(Vec<[String; 3]>, Vec<Reject>), IoError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
-        let (format, compressed) = crate::io::sniff_name(name, None);
+        let (format, compressed) = crate::sniff_name(name, None);
         assert_eq!(format.name(), "csv");
         let file = InputFile { loc: Loc::Local(path), rel: name.into(), size: bytes.len() as u64, format, compressed };
         let mut r = CsvReader::open(&file, opts)?;

@@ -18,7 +18,7 @@ use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Field, Schema};
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 
-use crate::io::records::reader_schema;
+use crate::records::reader_schema;
 
 /// A vector column and its field, as a reader adds it to a batch.
 pub type Lifted = (Field, ArrayRef);

@@ -7,7 +7,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 
-use crate::io::{Codec, IoError};
+use crate::{Codec, IoError};
 
 /// Headers of a WARC record longer than this are a defect (they are a few hundred bytes).
 const MAX_HEADER_BYTES: usize = 64 << 10;
@@ -115,7 +115,7 @@ impl Records {
         let state = if Codec::sniff(head) == Some(Codec::Gzip) {
             State::Between(Counting { inner: Box::new(file), pos: 0 })
         } else {
-            State::Stream(Counting { inner: crate::io::decoded(Box::new(file), name)?, pos: 0 })
+            State::Stream(Counting { inner: crate::decoded(Box::new(file), name)?, pos: 0 })
         };
         Ok(Records { state, max_block })
     }

@@ -96,16 +96,16 @@ pub(super) fn decoder_guard<T>(source: &str, f: impl FnOnce() -> Result<T, IoErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::jsonl::{JsonlReader, JsonlWriter};
-    use crate::io::records::{ReadOptions, string_column};
-    use crate::io::writer::OutputWriter;
-    use crate::io::{ID, META, TEXT};
+    use crate::jsonl::{JsonlReader, JsonlWriter};
+    use crate::records::{ReadOptions, string_column};
+    use crate::writer::OutputWriter;
+    use crate::{ID, META, TEXT};
     use curator_core::partition::Extent;
     use curator_core::pipeline::Compression;
     use serde_json::Value;
 
     fn input(path: &std::path::Path) -> InputFile {
-        let (format, compressed) = crate::io::sniff_name(&path.display().to_string(), None);
+        let (format, compressed) = crate::sniff_name(&path.display().to_string(), None);
         InputFile {
             loc: Loc::Local(path.to_path_buf()),
             rel: String::new(),

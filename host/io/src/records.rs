@@ -33,7 +33,7 @@ pub struct ReadOptions {
     /// Turn the first rejected line into an error.
     pub strict: bool,
     /// Fields read as float32 vectors (stored embeddings a step reads): lifted out of
-    /// `_meta` into their own columns ([`crate::io::vectors`]).
+    /// `_meta` into their own columns ([`crate::vectors`]).
     pub vectors: Vec<String>,
     /// Fields the stages read: where the format has types (Parquet), such a column of
     /// numbers in lists (an embedding) or of bytes (an image) stays a column of its own,

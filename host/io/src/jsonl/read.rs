@@ -12,8 +12,8 @@ use serde_json::value::RawValue;
 
 use super::super::{InputFile, IoError, Reject, Rejects};
 use super::lines::{Line, LineSplitter};
-use crate::io::records::ReadOptions;
-use crate::io::vectors::VectorColumn;
+use crate::records::ReadOptions;
+use crate::vectors::VectorColumn;
 use curator_core::partition::Extent;
 
 /// Top-level fields of one JSON object: the text field decoded (borrowed when it has no
@@ -269,7 +269,7 @@ impl JsonlReader {
         let (ids, texts, metas) = (cols.ids.finish(), cols.texts.finish(), cols.metas.finish());
         self.last_bytes = [ids.value_data().len(), texts.value_data().len(), metas.value_data().len()];
         let vectors = cols.vectors.into_iter().filter_map(VectorColumn::finish).collect();
-        let batch = crate::io::vectors::reader_batch([Arc::new(ids), Arc::new(texts), Arc::new(metas)], vectors)
+        let batch = crate::vectors::reader_batch([Arc::new(ids), Arc::new(texts), Arc::new(metas)], vectors)
             .map_err(|e| IoError::Line { at: self.parser.source.clone(), message: e.to_string() })?;
         Ok(Some(batch))
     }

@@ -7,7 +7,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use super::super::json_str::push_json_str;
 use super::super::writer::{Committed, OutputWriter, Spool, SpoolWriter};
 use super::super::{IoError, Loc, META, TEXT};
-use crate::io::records::{cell_json, extra_columns, string_column};
+use crate::records::{cell_json, extra_columns, string_column};
 use curator_core::pipeline::Compression;
 
 enum Encoder {

@@ -153,12 +153,12 @@ fn sidecars(image: &InputFile) -> Result<Vec<(String, Vec<u8>)>, IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::format::{PartReader, SourceFormat};
+    use crate::format::{PartReader, SourceFormat};
 
     fn input(dir: &std::path::Path, rel: &str) -> InputFile {
         let path = dir.join(rel);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        InputFile { loc: Loc::Local(path), rel: rel.into(), size, format: crate::io::Source(&IMAGES), compressed: false }
+        InputFile { loc: Loc::Local(path), rel: rel.into(), size, format: crate::Source(&IMAGES), compressed: false }
     }
 
     /// A 1×1 PNG.

@@ -13,7 +13,7 @@
 //!
 //! A sample without an image member, or whose image member is not an image by its magic
 //! bytes or is cut short ([`curator_image::check`]), or whose `.json` member is not a JSON
-//! object, is a [`Reject`](crate::io::Reject) at its header's offset; so is a shard cut short (the member's offset
+//! object, is a [`Reject`](crate::Reject) at its header's offset; so is a shard cut short (the member's offset
 //! and how many bytes are missing), after which the shard ends. Whether the pixels decode is
 //! the image stages' business (a member that does not decode fails there, named by its row).
 

@@ -4,10 +4,10 @@ use curator_core::partition::Splittable;
 use curator_core::pipeline::{Compression, SinkSpec};
 
 use super::{JsonlReader, JsonlWriter};
-use crate::io::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
-use crate::io::records::ReadOptions;
-use crate::io::writer::OutputWriter;
-use crate::io::{Codec, InputFile, IoError, Loc, Reject, codec};
+use crate::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
+use crate::records::ReadOptions;
+use crate::writer::OutputWriter;
+use crate::{Codec, InputFile, IoError, Loc, Reject, codec};
 
 /// JSON Lines, plain or compressed.
 pub struct Jsonl;

@@ -20,7 +20,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use super::IoError;
 
 /// The private runtime every async client of the host runs on (object stores, OCI registries).
-pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
+pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -78,7 +78,7 @@ fn open_store(url: &url::Url) -> Result<(Box<dyn ObjectStore>, ObjPath), object_
 
 /// Whether `host` (a URL's host, without port) is this machine: the only place plain HTTP is
 /// spoken to (test registries and servers on loopback).
-pub(crate) fn is_loopback(host: &str) -> bool {
+pub fn is_loopback(host: &str) -> bool {
     host == "localhost" || host.starts_with("127.") || host == "[::1]" || host == "::1"
 }
 

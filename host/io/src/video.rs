@@ -117,17 +117,11 @@ fn local_copy(loc: &super::Loc, size: u64) -> Result<std::path::PathBuf, IoError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::Loc;
-    use crate::io::format::PartReader;
+    use crate::Loc;
+    use crate::format::PartReader;
 
     fn input(path: &std::path::Path) -> InputFile {
-        InputFile {
-            loc: Loc::Local(path.to_path_buf()),
-            rel: "x.mp4".into(),
-            size: 0,
-            format: crate::io::Source(&VIDEO),
-            compressed: false,
-        }
+        InputFile { loc: Loc::Local(path.to_path_buf()), rel: "x.mp4".into(), size: 0, format: crate::Source(&VIDEO), compressed: false }
     }
 
     #[test]

@@ -311,7 +311,7 @@ pub fn default_cache_dir() -> Option<std::path::PathBuf> {
 
 /// For the resume tests: `CURATOR_DEDUP_CRASH_AT=<marker>` kills this process with SIGKILL
 /// right after that marker is written (as `kill -9` would at that moment).
-pub(crate) fn crash_point(marker: &str) {
+pub fn crash_point(marker: &str) {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     if AT.get_or_init(|| std::env::var("CURATOR_DEDUP_CRASH_AT").ok()).as_deref() == Some(marker) {
         tracing::warn!("CURATOR_DEDUP_CRASH_AT={marker}: killing this process");

@@ -3,9 +3,9 @@
 use curator_core::pipeline::{Compression, SinkSpec};
 
 use super::{WebdatasetReader, WebdatasetWriter};
-use crate::io::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
-use crate::io::writer::OutputWriter;
-use crate::io::{IoError, Loc};
+use crate::format::{FileNames, PartReader, ReadPart, SinkContext, SinkFormat, SourceFormat};
+use crate::writer::OutputWriter;
+use crate::{IoError, Loc};
 
 /// WebDataset tar shards.
 pub struct Webdataset;

@@ -11,8 +11,8 @@ use arrow_schema::{DataType, Field, Schema};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::{IMAGE, SAMPLE, pack, split_key};
-use crate::io::records::{ReadOptions, reader_schema};
-use crate::io::{InputFile, IoError, Reject, Rejects};
+use crate::records::{ReadOptions, reader_schema};
+use crate::{InputFile, IoError, Reject, Rejects};
 
 /// Samples the tar thread may run ahead.
 const AHEAD: usize = 64;
@@ -69,7 +69,7 @@ impl WebdatasetReader {
     }
 }
 
-impl crate::io::format::PartReader for WebdatasetReader {
+impl crate::format::PartReader for WebdatasetReader {
     /// The next batch of at most `n` samples (fewer when their images reach `image_batch_bytes`).
     fn next_batch(&mut self, n: usize) -> Result<Option<RecordBatch>, IoError> {
         let mut docs = Vec::new();

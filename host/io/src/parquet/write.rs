@@ -12,10 +12,10 @@ use parquet::file::properties::WriterProperties;
 use serde_json::Value;
 
 use super::{EXTRA, JSON_COLUMNS_KEY};
-use crate::io::arrow_json;
-use crate::io::records::{cell_json, extra_columns, string_column};
-use crate::io::writer::{Committed, OutputWriter, Spool, SpoolWriter};
-use crate::io::{ID, IoError, Loc, META, TEXT};
+use crate::arrow_json;
+use crate::records::{cell_json, extra_columns, string_column};
+use crate::writer::{Committed, OutputWriter, Spool, SpoolWriter};
+use crate::{ID, IoError, Loc, META, TEXT};
 use curator_core::pipeline::Compression;
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -12,9 +12,9 @@ use std::io::Write;
 use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch};
 
 use super::{IMAGE, SAMPLE, split_key, unpack};
-use crate::io::records::{cell_json, extra_columns, string_column};
-use crate::io::writer::{Committed, OutputWriter, Spool, SpoolWriter};
-use crate::io::{IoError, Loc, META, TEXT};
+use crate::records::{cell_json, extra_columns, string_column};
+use crate::writer::{Committed, OutputWriter, Spool, SpoolWriter};
+use crate::{IoError, Loc, META, TEXT};
 
 pub struct WebdatasetWriter {
     spool: Spool,
@@ -81,7 +81,7 @@ impl OutputWriter for WebdatasetWriter {
         let images =
             binary(batch, IMAGE).ok_or_else(|| self.fail(format!("a webdataset sink needs a binary {IMAGE:?} column (the images)")))?;
         let samples = binary(batch, SAMPLE);
-        let ids = string_column(batch, crate::io::ID);
+        let ids = string_column(batch, crate::ID);
         let texts = string_column(batch, TEXT);
         let metas = string_column(batch, META);
         // Columns stages added, which go into the sample's metadata.

@@ -1,3 +1,7 @@
+//! `curator-io`: the host's readers and writers, and the OS probes they need ([`os`]). A crate
+//! of its own below the host (which re-exports it as `curator_host::io`), so Cargo refuses an
+//! import of the engine from here and compiles it beside wasmtime.
+//!
 //! Readers and writers, on local disk or in an object store ([`storage::Loc`]): one folder (or
 //! file) per data format — JSONL (plain or compressed: [`codec`]), Parquet, CSV, WARC,
 //! WebDataset, folders of images, video — each implementing [`format`]'s traits, the seam the
@@ -12,6 +16,7 @@ pub mod images;
 pub mod journal;
 pub mod json_str;
 pub mod jsonl;
+pub mod os;
 pub mod parquet;
 pub mod records;
 pub mod run_lock;

@@ -18,9 +18,9 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use crate::io::records::{ReadOptions, string_column};
-    use crate::io::writer::OutputWriter;
-    use crate::io::{ID, InputFile, Loc, META, Reject, TEXT};
+    use crate::records::{ReadOptions, string_column};
+    use crate::writer::OutputWriter;
+    use crate::{ID, InputFile, Loc, META, Reject, TEXT};
     use std::io::Write;
 
     use arrow_array::{Float64Array, RecordBatch};
