@@ -462,7 +462,7 @@ fn outputs(out: &Path) -> BTreeMap<String, Vec<serde_json::Value>> {
 }
 
 /// Exact dedup, and fuzzy dedup without the pair check, spill no text: their output reads
-/// the source again (`host/src/dedup/lean.rs`). What it writes equals the path that spills
+/// the source again (`host/dedup/src/lean.rs`). What it writes equals the path that spills
 /// whole batches (forced by a stage in front that rewrites the text, to itself), with files
 /// cut into byte ranges, a bad line, a filter in front, `mark`, and after a kill in any phase.
 /// Fuzzy dedup that checks its pairs spills the text.

@@ -2,6 +2,8 @@
 //! (affinity, cgroup v2), resident memory of this process and of its workers, CPU pinning,
 //! process exit statuses and signals. Linux first; elsewhere the probes answer what they can.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 /// Usable cores: affinity and cgroup quota aware (std's `available_parallelism`).
@@ -329,6 +331,46 @@ pub const INSTALLED_SHARE: &str = "share/curator";
 pub fn installed(name: &str) -> Option<std::path::PathBuf> {
     let exe = std::env::current_exe().ok()?;
     Some(exe.parent()?.parent()?.join(INSTALLED_SHARE).join(name))
+}
+
+// The binary worker processes run: this process's own image.
+
+static WORKER_EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Run workers with `exe` (a library user whose own binary is not `curator-host`: tests,
+/// benches). Only the first call counts.
+pub fn set_worker_exe(exe: PathBuf) {
+    let _ = WORKER_EXE.set(exe);
+}
+
+/// The binary that runs workers: [`set_worker_exe`], else `$CURATOR_WORKER_EXE`, else this
+/// process's own image.
+pub fn worker_exe() -> PathBuf {
+    if let Some(p) = WORKER_EXE.get() {
+        return p.clone();
+    }
+    std::env::var_os("CURATOR_WORKER_EXE").map(PathBuf::from).unwrap_or_else(own_image)
+}
+
+/// The running binary as the kernel holds it: `/proc/self/exe` on Linux, which execs the
+/// image this process was started from even when the file on disk has since been replaced or
+/// deleted (an upgrade, a rebuild during a run); elsewhere the path it was started from.
+fn own_image() -> PathBuf {
+    let proc_exe = Path::new("/proc/self/exe");
+    if cfg!(target_os = "linux") && proc_exe.exists() {
+        return proc_exe.to_path_buf();
+    }
+    std::env::current_exe().unwrap_or_else(|_| "curator-host".into())
+}
+
+/// A command that runs [`worker_exe`], named (`argv[0]`, what `ps` shows) as this binary is.
+pub fn worker_command() -> Command {
+    let mut cmd = Command::new(worker_exe());
+    if let Some(name) = std::env::current_exe().ok().and_then(|p| p.file_name().map(|n| n.to_owned())) {
+        use std::os::unix::process::CommandExt as _;
+        cmd.arg0(name.to_string_lossy().trim_end_matches(" (deleted)"));
+    }
+    cmd
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub mod serve;
 pub mod watchdog;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use curator_core::Manifest;
@@ -30,43 +30,7 @@ pub use watchdog::{WorkerLimits, gpu_tolerance_bytes, gpu_used_by};
 use crate::stage::StageFailure;
 use crate::wasm::{CompiledPlugin, DirGrant, InstanceLimits, WasmRuntime};
 
-static WORKER_EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// Run workers with `exe` (a library user whose own binary is not `curator-host`: tests,
-/// benches). Only the first call counts.
-pub fn set_worker_exe(exe: PathBuf) {
-    let _ = WORKER_EXE.set(exe);
-}
-
-/// The binary that runs workers: [`set_worker_exe`], else `$CURATOR_WORKER_EXE`, else this
-/// process's own image.
-pub fn worker_exe() -> PathBuf {
-    if let Some(p) = WORKER_EXE.get() {
-        return p.clone();
-    }
-    std::env::var_os("CURATOR_WORKER_EXE").map(PathBuf::from).unwrap_or_else(own_image)
-}
-
-/// The running binary as the kernel holds it: `/proc/self/exe` on Linux, which execs the
-/// image this process was started from even when the file on disk has since been replaced or
-/// deleted (an upgrade, a rebuild during a run); elsewhere the path it was started from.
-fn own_image() -> PathBuf {
-    let proc_exe = Path::new("/proc/self/exe");
-    if cfg!(target_os = "linux") && proc_exe.exists() {
-        return proc_exe.to_path_buf();
-    }
-    std::env::current_exe().unwrap_or_else(|_| "curator-host".into())
-}
-
-/// A command that runs [`worker_exe`], named (`argv[0]`, what `ps` shows) as this binary is.
-pub fn worker_command() -> Command {
-    let mut cmd = Command::new(worker_exe());
-    if let Some(name) = std::env::current_exe().ok().and_then(|p| p.file_name().map(|n| n.to_owned())) {
-        use std::os::unix::process::CommandExt;
-        cmd.arg0(name.to_string_lossy().trim_end_matches(" (deleted)"));
-    }
-    cmd
-}
+pub use crate::os::{set_worker_exe, worker_command, worker_exe};
 
 /// A native plugin's manifest JSON, read in a throw-away worker process (the caller checks it:
 /// `registry::read_manifest`).

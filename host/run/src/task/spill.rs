@@ -27,10 +27,10 @@ struct Spilled {
 }
 
 /// What a spill keeps of a batch whose source columns are intact (`Task::source_columns`).
-pub(crate) type Lean = Box<dyn Fn(&RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> + Send + Sync>;
+pub type Lean = Box<dyn Fn(&RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> + Send + Sync>;
 
 /// One stage's output in batch mode, or the documents in front of a dedup step.
-pub(crate) struct SpillDir {
+pub struct SpillDir {
     path: PathBuf,
     /// The run-wide index of each partition the writing graph knows by its position (a
     /// graph over a subset of the partitions still spills under stable names).
@@ -226,7 +226,7 @@ impl SpillDir {
 }
 
 /// A spill directory's tasks, in partition and sequence order.
-pub(crate) struct SpillReplay<'a> {
+pub struct SpillReplay<'a> {
     pub dir: &'a SpillDir,
     pub files: Vec<std::path::PathBuf>,
 }

@@ -15,7 +15,7 @@ use super::index::Index;
 use super::work::Work;
 
 /// The scan directories' names (`scan-shard-I-of-N`).
-pub(crate) const PREFIX: &str = "scan-";
+pub const PREFIX: &str = "scan-";
 
 /// The scan directory of docs shard `shard`.
 pub fn part(work: &Work, shard: Shard) -> Result<Work, DedupError> {
@@ -37,7 +37,7 @@ pub struct Scanned {
 }
 
 /// The shards whose files in `work` are named `PREFIX` + the shard's tag + `suffix`.
-pub(crate) fn shards_in(work: &Work, prefix: &str, suffix: &str) -> Result<Vec<Shard>, DedupError> {
+pub fn shards_in(work: &Work, prefix: &str, suffix: &str) -> Result<Vec<Shard>, DedupError> {
     let entries = std::fs::read_dir(&work.dir).map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?;
     Ok(entries
         .flatten()
@@ -139,7 +139,7 @@ impl Sigs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dedup::index::IndexedFile;
+    use crate::index::IndexedFile;
 
     fn scan(work: &Work, shard: Shard, docs: &[u32]) {
         let w = part(work, shard).unwrap();

@@ -56,7 +56,7 @@ impl Verdict {
 
 /// The spilled documents replayed to the stages after a dedup step, in source order, with
 /// the verdict applied. Partitions the output already holds (a resumed run) are skipped.
-pub(crate) struct DedupReplay<'a> {
+pub struct DedupReplay<'a> {
     pub docs: &'a SpillDir,
     pub index: &'a Index,
     pub verdict: &'a Verdict,
@@ -153,7 +153,7 @@ impl crate::task::Replay for DedupReplay<'_> {
 /// Write `_duplicates/part-00000.parquet` (id, group, kept_id, source, row: one row per
 /// document `remove` drops, in source order) and `_duplicates/summary.json` (`stats`, with
 /// this phase's time added) into `out`.
-pub(crate) fn write_duplicates(
+pub fn write_duplicates(
     out: &Loc,
     docs: &SpillDir,
     index: &Index,

@@ -72,7 +72,7 @@ impl Index {
     /// documents; returns the index. `map` runs on every core (a window of files at a
     /// time), `fold` in order on this thread with each file's first position: memory holds
     /// one window's results.
-    pub(crate) fn build<R: Send>(
+    pub fn build<R: Send>(
         docs: &SpillDir,
         owned: impl Fn(usize) -> bool,
         columns: &[&str],
@@ -107,7 +107,7 @@ impl Index {
     }
 
     /// `map` over the `columns` of the files `want` picks, on every core; results in file order.
-    pub(crate) fn par_each<R: Send>(
+    pub fn par_each<R: Send>(
         &self,
         docs: &SpillDir,
         want: impl Fn(&IndexedFile) -> bool,
@@ -124,7 +124,7 @@ impl Index {
         })
     }
 
-    pub(crate) fn path(&self, docs: &SpillDir, f: &IndexedFile) -> PathBuf {
+    pub fn path(&self, docs: &SpillDir, f: &IndexedFile) -> PathBuf {
         docs.path().join(&f.name)
     }
 

@@ -18,7 +18,7 @@ pub const SIGNATURE: &str = "minhash_signature";
 pub const SIGS: &str = "sigs.bin";
 /// Each docs shard's band keys, in position order, when the pairs are not checked.
 pub const BANDS: &str = "bands.bin";
-pub(crate) fn hash(text: &str, h: ExactHash) -> (u64, u64) {
+pub fn hash(text: &str, h: ExactHash) -> (u64, u64) {
     let v: u128 = match h {
         ExactHash::Xxh3 => xxhash_rust::xxh3::xxh3_128(text.as_bytes()),
         ExactHash::Md5 => u128::from_be_bytes(md5::Md5::digest(text.as_bytes()).into()),
@@ -28,7 +28,7 @@ pub(crate) fn hash(text: &str, h: ExactHash) -> (u64, u64) {
 
 /// A text's key as 16 bytes, the high half first, each little-endian: the layout of the
 /// key files' records and of the lean spill's key column.
-pub(crate) fn key(text: &str, h: ExactHash) -> [u8; 16] {
+pub fn key(text: &str, h: ExactHash) -> [u8; 16] {
     let (hi, lo) = hash(text, h);
     let mut k = [0u8; 16];
     k[..8].copy_from_slice(&hi.to_le_bytes());
@@ -76,7 +76,7 @@ fn decode(hex: &str, hashes: usize, out: &mut Vec<u8>) -> Option<()> {
 /// The signatures of `batch`'s documents, back to back (`hashes` little-endian u32 each):
 /// the `minhash` plugin's binary column as it is, or hex text (8 digits a value) decoded.
 /// `name` says where the batch came from, for the error.
-pub(crate) fn signatures<'b>(batch: &'b arrow_array::RecordBatch, hashes: usize, name: &str) -> Result<Cow<'b, [u8]>, DedupError> {
+pub fn signatures<'b>(batch: &'b arrow_array::RecordBatch, hashes: usize, name: &str) -> Result<Cow<'b, [u8]>, DedupError> {
     let bad = |r: usize| DedupError::Data {
         path: name.to_string(),
         message: format!("row {r}: {SIGNATURE} is not {hashes} u32 values (binary, or hex text)"),
@@ -108,7 +108,7 @@ fn band_key(sig: &[u8], rows: usize, b: usize) -> u64 {
 
 /// Every band's key of each signature in `sigs` (back to back), appended to `out`: 8 bytes
 /// (little-endian) a band, `num_bands` a document.
-pub(crate) fn band_keys(sigs: &[u8], p: &FuzzyParams, out: &mut Vec<u8>) {
+pub fn band_keys(sigs: &[u8], p: &FuzzyParams, out: &mut Vec<u8>) {
     out.reserve(sigs.len() / (p.num_hashes() * 4).max(1) * p.num_bands * 8);
     for sig in sigs.chunks_exact(p.num_hashes() * 4) {
         for b in 0..p.num_bands {
@@ -120,31 +120,31 @@ pub(crate) fn band_keys(sigs: &[u8], p: &FuzzyParams, out: &mut Vec<u8>) {
 /// What the scan keeps of each document for the bucket passes: its signature when the pairs
 /// are checked (the check reads it), else only its band keys (8 bytes a band, not 4 a hash).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Records {
+pub enum Records {
     Signatures,
     BandKeys,
 }
 
 impl Records {
-    pub(crate) fn of(p: &FuzzyParams) -> Records {
+    pub fn of(p: &FuzzyParams) -> Records {
         if p.checks_pairs() { Records::Signatures } else { Records::BandKeys }
     }
     /// The scan's file of them, in position order.
-    pub(crate) fn file(self) -> &'static str {
+    pub fn file(self) -> &'static str {
         match self {
             Records::Signatures => SIGS,
             Records::BandKeys => BANDS,
         }
     }
     /// Bytes per document.
-    pub(crate) fn width(self, p: &FuzzyParams) -> usize {
+    pub fn width(self, p: &FuzzyParams) -> usize {
         match self {
             Records::Signatures => p.num_hashes() * 4,
             Records::BandKeys => p.num_bands * 8,
         }
     }
     /// Band `b`'s key of one document's record.
-    pub(crate) fn band_key(self, record: &[u8], p: &FuzzyParams, b: usize) -> u64 {
+    pub fn band_key(self, record: &[u8], p: &FuzzyParams, b: usize) -> u64 {
         match self {
             Records::Signatures => band_key(record, p.rows, b),
             Records::BandKeys => u64::from_le_bytes(record[b * 8..b * 8 + 8].try_into().unwrap_or_default()),
@@ -152,7 +152,7 @@ impl Records {
     }
 }
 
-pub(crate) fn shingles(p: &FuzzyParams) -> Shingles {
+pub fn shingles(p: &FuzzyParams) -> Shingles {
     match p.shingle {
         Shingle::Chars(n) => Shingles::Chars(n),
         Shingle::Words(n) => Shingles::Words(n),

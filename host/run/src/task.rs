@@ -10,10 +10,10 @@ use curator_core::TaskMeta;
 
 use crate::io::IoError;
 
-pub(crate) use spill::{SpillDir, SpillReplay};
+pub use spill::{SpillDir, SpillReplay};
 
 /// A batch on its way through the stages.
-pub(crate) struct Task {
+pub struct Task {
     pub meta: TaskMeta,
     pub batch: RecordBatch,
     /// Documents that failed so far (with `ignore_failures: true`).
@@ -50,9 +50,13 @@ pub struct DeadLetter {
 
 /// Tasks an earlier step left on disk: a spill directory, or the documents behind a dedup
 /// step (with its verdict applied).
-pub(crate) trait Replay: Sync {
+pub trait Replay: Sync {
     /// How many items there are.
     fn len(&self) -> usize;
+    /// Whether there is nothing to replay.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Item `i` as a task, or `None` when it is not replayed.
     fn task(&self, i: usize) -> Result<Option<Task>, IoError>;
 }
@@ -60,7 +64,7 @@ pub(crate) trait Replay: Sync {
 /// What a batch read again from the source becomes before the stages see it (a dedup step's
 /// output reading its source a second time: the rows and columns its documents phase kept,
 /// the verdict applied).
-pub(crate) trait Rejoin: Sync {
+pub trait Rejoin: Sync {
     /// `task`, read from the partition with run-wide index `partition`, as it goes on.
     fn rejoin(&self, partition: usize, task: Task) -> Result<Task, IoError>;
 }

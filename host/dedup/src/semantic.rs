@@ -26,9 +26,9 @@ use crate::metrics::RunMetrics;
 use crate::task::SpillDir;
 
 /// Every document's unit embedding, in position order (`d` float32s each).
-pub(crate) const EMB: &str = "emb.bin";
+pub const EMB: &str = "emb.bin";
 /// `{"dim": d}` beside [`EMB`].
-pub(crate) const META: &str = "emb.json";
+pub const META: &str = "emb.json";
 const CLUSTERS: &str = "clusters.bin";
 /// Per-cluster statistics (cluster, size, duplicates at each eps), for `_summary.json`.
 pub const STATS: &str = "semantic.json";
@@ -38,14 +38,14 @@ fn io(path: &std::path::Path, e: std::io::Error) -> DedupError {
 }
 
 /// The embedding width a scan recorded in `work` (0: it saw no document).
-pub(crate) fn dim(work: &Work) -> Result<usize, DedupError> {
+pub fn dim(work: &Work) -> Result<usize, DedupError> {
     let meta = super::work::read_all(&work.path(META))?;
     Ok(serde_json::from_slice::<serde_json::Value>(&meta).ok().and_then(|v| v["dim"].as_u64()).unwrap_or(0) as usize)
 }
 
 /// Read the embedding of every document of the partitions `owned` picks into `emb.bin`
 /// (unit length); the index and the dimension.
-pub(crate) fn scan(
+pub fn scan(
     work: &Work,
     docs: &SpillDir,
     owned: impl Fn(usize) -> bool,
@@ -144,7 +144,7 @@ type Within<'a> = &'a (dyn Fn(&[u32]) -> Result<Vec<(f32, Option<u32>)>, DedupEr
 
 /// The positions k-means is fitted on, ascending: every document, or a seeded sample of
 /// `fit_fraction` of them (at least `k`).
-pub(crate) fn fit_rows(n: u64, k: usize, p: &SemanticParams) -> Vec<u32> {
+pub fn fit_rows(n: u64, k: usize, p: &SemanticParams) -> Vec<u32> {
     if p.fit_fraction >= 1.0 {
         return (0..n as u32).collect();
     }
@@ -154,7 +154,7 @@ pub(crate) fn fit_rows(n: u64, k: usize, p: &SemanticParams) -> Vec<u32> {
 }
 
 /// How k-means runs for `k` clusters fitted on `fitted` documents.
-pub(crate) fn kmeans_params(k: usize, p: &SemanticParams, fitted: usize) -> KMeansParams {
+pub fn kmeans_params(k: usize, p: &SemanticParams, fitted: usize) -> KMeansParams {
     KMeansParams { k, max_iter: p.max_iter, tol: p.tol, seed: p.seed, init_sample: (8 * k).min(fitted) }
 }
 
@@ -184,7 +184,7 @@ fn cluster_with(work: &Work, n: u64, d: usize, p: &SemanticParams, fit_model: Fi
 
 /// The documents at positions `range`, each assigned to its nearest of `centroids` (`(label,
 /// squared distance)`), read by `read` a chunk at a time.
-pub(crate) fn assign_range(
+pub fn assign_range(
     range: std::ops::Range<u64>,
     d: usize,
     centroids: &[f32],
@@ -203,12 +203,12 @@ pub(crate) fn assign_range(
 
 /// `(label, squared distance)` per document as little-endian bytes (`clusters.bin`, a bucket
 /// shard's assignments).
-pub(crate) fn assigned_bytes(assigned: &[(u32, f32)]) -> Vec<u8> {
+pub fn assigned_bytes(assigned: &[(u32, f32)]) -> Vec<u8> {
     assigned.iter().flat_map(|(l, s)| l.to_le_bytes().into_iter().chain(s.to_le_bytes())).collect()
 }
 
 /// [`assigned_bytes`] read back.
-pub(crate) fn assigned_from(bytes: &[u8]) -> Vec<(u32, f32)> {
+pub fn assigned_from(bytes: &[u8]) -> Vec<(u32, f32)> {
     bytes.chunks_exact(8).map(|c| (u32::from_le_bytes([c[0], c[1], c[2], c[3]]), f32::from_le_bytes([c[4], c[5], c[6], c[7]]))).collect()
 }
 
@@ -279,7 +279,7 @@ fn pairwise_with(
 /// What the pairwise pass found in some of the clusters: `(position, survivor)` pairs, each
 /// cluster's statistics (`cluster`, `size`, `duplicates` at each eps) in cluster order, and
 /// the largest cluster's size (over every cluster).
-pub(crate) struct Found {
+pub struct Found {
     pub pairs: Vec<(u32, u32)>,
     pub per_cluster: Vec<serde_json::Value>,
     pub largest: usize,
@@ -287,7 +287,7 @@ pub(crate) struct Found {
 
 /// The pairwise pass over the clusters `owns` picks (of the labels in `assigned`, one per
 /// position), `threads` clusters at a time.
-pub(crate) fn clusters_pass(
+pub fn clusters_pass(
     assigned: &[(u32, f32)],
     p: &SemanticParams,
     threads: usize,
@@ -315,7 +315,7 @@ pub(crate) fn clusters_pass(
 
 /// What a bucket shard's pairwise pass `found` (of `clusters` in all), for `components`:
 /// its pairs in `pairs`, its statistics in `stats` (JSON).
-pub(crate) fn save_found(work: &Work, pairs: &str, stats: &str, clusters: usize, found: Found) -> Result<(), DedupError> {
+pub fn save_found(work: &Work, pairs: &str, stats: &str, clusters: usize, found: Found) -> Result<(), DedupError> {
     save_pairs(work, pairs, &found.pairs)?;
     let v = serde_json::json!({ "clusters": clusters, "largest_cluster": found.largest, "per_cluster": found.per_cluster });
     write_atomic(&work.path(stats), v.to_string().as_bytes())
@@ -323,7 +323,7 @@ pub(crate) fn save_found(work: &Work, pairs: &str, stats: &str, clusters: usize,
 
 /// The step's groups from what the pairwise pass found in every cluster (of `k`):
 /// `groups.bin` and `semantic.json` written, the phase marked; the pairs, sorted.
-pub(crate) fn save_groups(work: &Work, k: usize, p: &SemanticParams, mut found: Found) -> Result<Vec<(u32, u32)>, DedupError> {
+pub fn save_groups(work: &Work, k: usize, p: &SemanticParams, mut found: Found) -> Result<Vec<(u32, u32)>, DedupError> {
     found.pairs.sort_unstable();
     found.per_cluster.sort_by_key(|s| s["cluster"].as_u64());
     let stats = &found.per_cluster;
@@ -366,7 +366,7 @@ pub fn gpu_phases(work_dir: &std::path::Path, n: u64, d: usize, p: &SemanticPara
 /// Run [`gpu_phases`] in a child `curator-host dedup-gpu` process; `Err` when it could not
 /// finish (the caller falls back to the CPU under `device: auto`).
 pub fn run_on_gpu(work: &Work, n: u64, d: usize, spec: &curator_core::DedupSpec) -> Result<(), DedupError> {
-    let out = crate::worker::worker_command()
+    let out = crate::os::worker_command()
         .arg("dedup-gpu")
         .arg(&work.dir)
         .args(["--docs", &n.to_string(), "--dim", &d.to_string(), "--spec"])

@@ -15,7 +15,7 @@ use crate::task::SpillDir;
 
 /// A bucket shard's checked pairs of pass `PASS`: `verified-PASS.bin` (the pairs kept, 8
 /// bytes each) and `verified-PASS.json` (distinct candidates, kept, checked on text).
-pub(crate) const VERIFIED_PREFIX: &str = "verified-";
+pub const VERIFIED_PREFIX: &str = "verified-";
 
 fn name(it: usize, ext: &str) -> String {
     format!("{VERIFIED_PREFIX}{it:03}.{ext}")

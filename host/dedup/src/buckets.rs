@@ -19,9 +19,9 @@ use super::scans::Sigs;
 use super::work::{RecordFile, Work, read_all};
 
 /// The names of the candidate-pair files the bucket passes write (`edges-PASS-…bin`).
-pub(crate) const EDGES_PREFIX: &str = "edges-";
+pub const EDGES_PREFIX: &str = "edges-";
 
-pub(crate) fn edges_prefix(it: usize) -> String {
+pub fn edges_prefix(it: usize) -> String {
     format!("{EDGES_PREFIX}{it:03}-")
 }
 
@@ -245,7 +245,7 @@ pub fn buckets(work: &Work, sigs: &Sigs, n: u32, p: &FuzzyParams, bpi: usize, pa
 
 /// An error naming the passes of `iterations` without a `MARKERPASS` marker, which `what`
 /// (`have not finished`) describes.
-pub(crate) fn passes_done(work: &Work, iterations: usize, marker: &str, what: &str) -> Result<(), DedupError> {
+pub fn passes_done(work: &Work, iterations: usize, marker: &str, what: &str) -> Result<(), DedupError> {
     let missing: Vec<String> = (0..iterations).filter(|it| !work.done(&format!("{marker}{it:03}"))).map(|it| it.to_string()).collect();
     if missing.is_empty() {
         return Ok(());
@@ -257,7 +257,7 @@ pub(crate) fn passes_done(work: &Work, iterations: usize, marker: &str, what: &s
 }
 
 /// The candidate pairs the passes `wanted` picks wrote (their edges files), distinct and sorted.
-pub(crate) fn read_edges(work: &Work, wanted: impl Fn(usize) -> bool) -> Result<Vec<u64>, DedupError> {
+pub fn read_edges(work: &Work, wanted: impl Fn(usize) -> bool) -> Result<Vec<u64>, DedupError> {
     let mut names: Vec<String> = std::fs::read_dir(&work.dir)
         .map_err(|e| DedupError::Io { path: work.dir.display().to_string(), source: e })?
         .flatten()

@@ -143,7 +143,7 @@ fn width(scanned: &scans::Scanned) -> Result<usize, DedupError> {
 
 /// Bucket shard `shard` of a semantic step: k-means with the other shards, then the
 /// pairwise pass over its clusters; its pairs and statistics go into the work directory.
-pub(crate) fn bucket_shard(
+pub fn bucket_shard(
     dedup: StepPlan<'_>,
     work: &Work,
     meet: &Rendezvous,
@@ -306,7 +306,7 @@ fn fit_together(
 
 /// Components phase of a phased semantic step: every bucket shard's pairs and statistics
 /// joined into the step's groups (`groups.bin`, `semantic.json`).
-pub(crate) fn join(work: &Work, p: &SemanticParams) -> Result<Vec<(u32, u32)>, DedupError> {
+pub fn join(work: &Work, p: &SemanticParams) -> Result<Vec<(u32, u32)>, DedupError> {
     if work.done("groups") {
         return super::work::load_pairs(work, "groups.bin");
     }

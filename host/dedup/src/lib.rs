@@ -1,6 +1,6 @@
-//! Deduplication, the mechanism: the phases of a `- dedup:` step over the documents spilled
+//! `curator-dedup`, a crate under the host (re-exported as `curator_host::dedup`): deduplication, the mechanism: the phases of a `- dedup:` step over the documents spilled
 //! in front of its barrier. What a step means, which document survives and how much memory
-//! each phase may take are decided in `curator_core::dedup`; this module carries it out.
+//! each phase may take are decided in `curator_core::dedup`; this crate carries it out.
 //!
 //! ```text
 //! docs spill ─▶ scan ─▶ exact: keys-P.bin (hash, position) ─▶ group ──────────────┐
@@ -27,8 +27,12 @@ pub mod rendezvous;
 pub mod scans;
 pub mod semantic;
 mod semantic_shards;
-pub(crate) mod verify;
+pub mod verify;
 pub mod work;
+
+use curator_io as io;
+use curator_io::os;
+use curator_run::{gpu, metrics, task};
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -40,7 +44,7 @@ use curator_core::{DedupAction, DedupMethod};
 pub use index::Index;
 pub use keys::SIGNATURE;
 pub use output::Verdict;
-pub(crate) use output::{DedupReplay, write_duplicates};
+pub use output::{DedupReplay, write_duplicates};
 
 use crate::io::IoError;
 use crate::metrics::RunMetrics;
@@ -123,7 +127,7 @@ fn check_chunk(planned: u64) -> u64 {
 
 /// Times a phase and samples the process's peak RSS (the high-water mark is reset first
 /// where the kernel allows it, so each phase reports its own).
-pub(crate) struct PhaseClock {
+pub struct PhaseClock {
     phase: DedupPhase,
     t0: Instant,
     planned: Option<u64>,
@@ -131,13 +135,13 @@ pub(crate) struct PhaseClock {
 }
 
 impl PhaseClock {
-    pub(crate) fn start(phase: DedupPhase, planned: Option<u64>) -> PhaseClock {
+    pub fn start(phase: DedupPhase, planned: Option<u64>) -> PhaseClock {
         crate::os::release_free_memory();
         crate::os::reset_peak_rss();
         tracing::info!("dedup: {phase}");
         PhaseClock { phase, t0: Instant::now(), planned, start_rss: crate::os::own_rss_bytes() }
     }
-    pub(crate) fn finish(self, stats: &mut DedupStats, resumed: bool) {
+    pub fn finish(self, stats: &mut DedupStats, resumed: bool) {
         stats.phases.push(PhaseStats {
             phase: self.phase,
             seconds: self.t0.elapsed().as_secs_f64(),
@@ -159,12 +163,12 @@ pub struct StepPlan<'a> {
 
 /// The step's layout: what this machine's plan picked, unless the work directory recorded
 /// one first (`Work::layout`).
-pub(crate) fn layout(dedup: StepPlan<'_>, work: &Work) -> Result<Layout, DedupError> {
+pub fn layout(dedup: StepPlan<'_>, work: &Work) -> Result<Layout, DedupError> {
     work.layout(planned_layout(dedup))
 }
 
 /// The layout this machine's plan picked.
-pub(crate) fn planned_layout(dedup: StepPlan<'_>) -> Layout {
+pub fn planned_layout(dedup: StepPlan<'_>) -> Layout {
     let cap = &dedup.capacity;
     Layout { bands_per_iteration: cap.bands_per_iteration, iterations: cap.iterations, partitions: cap.partitions }
 }
@@ -184,7 +188,7 @@ fn new_stats(dedup: StepPlan<'_>, layout: Option<Layout>) -> DedupStats {
 
 /// Docs phase, after the documents are spilled: the keys (exact) or signatures (fuzzy) of
 /// the documents of the partitions `owned` picks, into docs shard `shard`'s scan directory.
-pub(crate) fn scan_shard(
+pub fn scan_shard(
     dedup: StepPlan<'_>,
     work: &Work,
     docs: &SpillDir,
@@ -216,7 +220,7 @@ pub(crate) fn scan_shard(
 ///
 /// Semantic dedup's bucket shards are its k-means shards (`semantic_shards`): they meet
 /// through `meet` (the work directory, or its object-store prefix) between rounds.
-pub(crate) fn bucket_shard(
+pub fn bucket_shard(
     dedup: StepPlan<'_>,
     work: &Work,
     shard: Shard,
@@ -260,7 +264,7 @@ pub(crate) fn bucket_shard(
 ///
 /// `checked_by_buckets`: the bucket shards checked their pairs (a phased step); else they
 /// are checked here, against the documents in `docs`.
-pub(crate) fn components(
+pub fn components(
     dedup: StepPlan<'_>,
     work: &Work,
     docs: &SpillDir,
@@ -333,7 +337,7 @@ fn verdict(groups: Vec<(u32, u32)>, stats: &mut DedupStats, metrics: &RunMetrics
 
 /// What the components phase decided, for the output phase of a sharded step: the
 /// run-wide index and the verdict (`groups.bin`), and the step's statistics.
-pub(crate) fn decided(work: &Work) -> Result<(Index, Verdict, DedupStats), DedupError> {
+pub fn decided(work: &Work) -> Result<(Index, Verdict, DedupStats), DedupError> {
     if !work.done("groups") {
         return Err(DedupError::Data {
             path: work.dir.display().to_string(),
@@ -347,11 +351,11 @@ pub(crate) fn decided(work: &Work) -> Result<(Index, Verdict, DedupStats), Dedup
 }
 
 /// The step's statistics, as the components phase saved them for the output shards.
-pub(crate) const STATS: &str = "stats.json";
+pub const STATS: &str = "stats.json";
 
 /// Run the phases of `dedup` over the documents in `docs` (all partitions spilled), on this
 /// machine: the docs shard 0 of 1 scan, every bucket pass, the components.
-pub(crate) fn find_duplicates(
+pub fn find_duplicates(
     dedup: StepPlan<'_>,
     work: &Work,
     docs: &SpillDir,
