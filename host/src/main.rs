@@ -275,9 +275,13 @@ mod host_cli;
 #[path = "cli/serve.rs"]
 mod serve_cli;
 
+/// The log filter without `CURATOR_LOG`: warnings from everything, progress from the host's
+/// own crates (the library and the crates under it).
+const DEFAULT_LOG: &str = "warn,curator_host=info,curator_io=info,curator_run=info,curator_dedup=info";
+
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CURATOR_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,curator_host=info"));
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("CURATOR_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt().with_ansi(ansi).with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
     let cli = Cli::parse();
