@@ -69,11 +69,11 @@ awk 'BEGIN{RS="--\n"} {n=gsub(/\n/,"\n"); if (n>best) {best=n; snap=$0}} END{pri
 echo "worker placement (from the run's log):"
 CURATOR_LOG=info "$host" run "$work/out-gpu.yaml" --plugins "$work/plugins" --dry-run | head -3
 "$host" run "$work/out-cpu.yaml" --plugins "$work/plugins" 2>&1 | grep -v 'INFO' | tail -3
-echo "GPU output vs CPU output (sha256 of each file, from _manifest.json):"
+echo "GPU output vs CPU output (checksum of each file, from _manifest.json):"
 python3 - "$work" <<'PY'
 import json, sys
-g = {f["path"]: f["sha256"] for f in json.load(open(f"{sys.argv[1]}/out-gpu/_manifest.json"))["files"]}
-c = {f["path"]: f["sha256"] for f in json.load(open(f"{sys.argv[1]}/out-cpu/_manifest.json"))["files"]}
+g = {f["path"]: f["checksum"] for f in json.load(open(f"{sys.argv[1]}/out-gpu/_manifest.json"))["files"]}
+c = {f["path"]: f["checksum"] for f in json.load(open(f"{sys.argv[1]}/out-cpu/_manifest.json"))["files"]}
 docs = sum(f["documents"] for f in json.load(open(f"{sys.argv[1]}/out-gpu/_manifest.json"))["files"])
 print(f"{sum(g[p] == c.get(p) for p in g)} of {len(g)} files identical ({docs} documents)")
 PY

@@ -44,7 +44,7 @@ kill $smi || true
 python3 - "$work" "$out" "$t0" "$t1" "$t2" <<'PY'
 import json, sys, collections
 work, out, t0, t1, t2 = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
-m = lambda d: sorted((f["path"], f["sha256"]) for f in json.load(open(f"{work}/{d}/_manifest.json"))["files"])
+m = lambda d: sorted((f["path"], f["checksum"]) for f in json.load(open(f"{work}/{d}/_manifest.json"))["files"])
 busy = collections.defaultdict(list)
 for line in open(f"{out}/smi.csv"):
     parts = [p.strip() for p in line.split(",")]

@@ -10,7 +10,7 @@ Rounds alternate the order (cold first, then warm first). The clock of a mode st
 its first shard (the server's start included) and stops after its last; the input's files are
 read from the page cache on both sides after a first untimed pass. Prints a table (per mode
 and round: total, first shard, mean of the others) and whether the two modes' outputs are the
-same files (merged manifests' sha256).
+same files (merged manifests' checksums).
 """
 
 import argparse
@@ -41,7 +41,7 @@ def pipeline_copy(src, sink, name):
 def merged(curator, out):
     subprocess.run([curator, "merge", out], check=True, capture_output=True)
     with open(os.path.join(out, "_manifest.json")) as f:
-        return sorted((x["path"], x["sha256"]) for x in json.load(f)["files"])
+        return sorted((x["path"], x["checksum"]) for x in json.load(f)["files"])
 
 
 def cold(curator, pipeline, shards, extra):

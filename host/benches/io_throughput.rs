@@ -57,7 +57,7 @@ fn main() {
     {
         let mut r = JsonlReader::open(&input(&plain), Extent::Whole, ReadOptions::default()).expect("open");
         let mut w: Box<dyn OutputWriter> =
-            Box::new(ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, 65536, "text").expect("pq"));
+            Box::new(ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, Default::default(), 65536, "text").expect("pq"));
         while let Some(b) = r.next_batch(8192).expect("read") {
             w.write_batch(&b).expect("write");
         }
@@ -107,12 +107,18 @@ fn main() {
         })
     };
     let out_w = dir.path().join("w.jsonl.zst");
-    let write_zst = write_with(&out_w, &|l| Box::new(JsonlWriter::create(l, Compression::Zstd, "text").expect("create")));
+    let write_zst =
+        write_with(&out_w, &|l| Box::new(JsonlWriter::create(l, Compression::Zstd, Default::default(), "text").expect("create")));
     let write_zst_mt = write_with(&out_w, &|l| {
-        Box::new(JsonlWriter::create(l, Compression::Zstd, "text").and_then(|w| w.with_compression_workers(2)).expect("create"))
+        Box::new(
+            JsonlWriter::create(l, Compression::Zstd, Default::default(), "text")
+                .and_then(|w| w.with_compression_workers(2))
+                .expect("create"),
+        )
     });
     let out_wp = dir.path().join("w.parquet");
-    let write_pq = write_with(&out_wp, &|l| Box::new(ParquetWriter::create(l, Compression::Zstd, 65536, "text").expect("create")));
+    let write_pq =
+        write_with(&out_wp, &|l| Box::new(ParquetWriter::create(l, Compression::Zstd, Default::default(), 65536, "text").expect("create")));
     let zstd_encode = best_of(runs, || {
         std::hint::black_box(zstd::encode_all(std::fs::File::open(&plain).expect("open"), 3).expect("zstd").len());
     });
@@ -120,7 +126,7 @@ fn main() {
     let roundtrip_zst = best_of(runs, || {
         let mut r = JsonlReader::open(&input(&zst), Extent::Whole, ReadOptions::default()).expect("open");
         let mut w: Box<dyn OutputWriter> =
-            Box::new(JsonlWriter::create(&Loc::Local(out.clone()), Compression::Zstd, "text").expect("create"));
+            Box::new(JsonlWriter::create(&Loc::Local(out.clone()), Compression::Zstd, Default::default(), "text").expect("create"));
         while let Some(b) = r.next_batch(1000).expect("read") {
             w.write_batch(&b).expect("write");
         }
@@ -135,8 +141,9 @@ fn main() {
     let out_pq = dir.path().join("out.parquet");
     let roundtrip_pq = best_of(runs, || {
         let mut r = ParquetReader::open(&input(&pq), Extent::Whole, ReadOptions::default(), 8192).expect("open");
-        let mut w: Box<dyn OutputWriter> =
-            Box::new(ParquetWriter::create(&Loc::Local(out_pq.clone()), Compression::Zstd, 65536, "text").expect("create"));
+        let mut w: Box<dyn OutputWriter> = Box::new(
+            ParquetWriter::create(&Loc::Local(out_pq.clone()), Compression::Zstd, Default::default(), 65536, "text").expect("create"),
+        );
         while let Some(b) = r.next_batch().expect("read") {
             w.write_batch(&b).expect("write");
         }

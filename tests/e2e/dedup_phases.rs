@@ -35,7 +35,7 @@ fn phased(dir: &Path, pipeline: &str, out: &str, docs: usize, buckets: usize) {
 
 fn manifest(out: &Path) -> Vec<(String, String)> {
     let m: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("_manifest.json")).unwrap()).unwrap();
-    m["files"].as_array().unwrap().iter().map(|f| (f["path"].as_str().unwrap().into(), f["sha256"].as_str().unwrap().into())).collect()
+    m["files"].as_array().unwrap().iter().map(|f| (f["path"].as_str().unwrap().into(), f["checksum"].as_str().unwrap().into())).collect()
 }
 
 #[test]

@@ -216,7 +216,7 @@ fn bad_input_is_quarantined_and_valid_documents_arrive() {
 
 #[test]
 fn write_modes_and_output_manifest() {
-    use sha2_check::sha256_hex;
+    use sha2::{Digest, Sha256};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("in");
     std::fs::create_dir_all(&dir).unwrap();
@@ -229,11 +229,16 @@ fn write_modes_and_output_manifest() {
     let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap()).unwrap();
     let files = manifest["files"].as_array().unwrap();
     assert_eq!(files.len(), 2);
-    for f in files {
-        let bytes = std::fs::read(out.join(f["path"].as_str().unwrap())).unwrap();
-        assert_eq!(f["sha256"].as_str().unwrap(), sha256_hex(&bytes));
-        assert_eq!(f["bytes"].as_u64().unwrap(), bytes.len() as u64);
-    }
+    // Each file's checksum, XXH3-128 unless the sink asks for SHA-256, is over its bytes.
+    let checked = |out: &std::path::Path, checksum: &dyn Fn(&[u8]) -> String| {
+        let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap()).unwrap();
+        for f in manifest["files"].as_array().unwrap() {
+            let bytes = std::fs::read(out.join(f["path"].as_str().unwrap())).unwrap();
+            assert_eq!(f["checksum"].as_str().unwrap(), checksum(&bytes));
+            assert_eq!(f["bytes"].as_u64().unwrap(), bytes.len() as u64);
+        }
+    };
+    checked(&out, &|b| format!("xxh3-128:{:032x}", xxhash_rust::xxh3::xxh3_128(b)));
     assert_eq!(files[1]["documents"], 5);
 
     // ignore: existing outputs are skipped, the missing one is made.
@@ -259,13 +264,11 @@ fn write_modes_and_output_manifest() {
     assert!(!out.join("b.1.jsonl").exists());
     let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["files"].as_array().unwrap().len(), 2);
-}
 
-mod sha2_check {
-    use sha2::{Digest, Sha256};
-    pub fn sha256_hex(bytes: &[u8]) -> String {
-        hex::encode(Sha256::digest(bytes))
-    }
+    // checksum: sha256, what `sha256sum` prints.
+    write_pipeline(tmp.path(), &format!("{}  checksum: sha256\n", yaml("overwrite")));
+    run_with_guests(&["run", p.to_str().unwrap()]).ok();
+    checked(&out, &|b| format!("sha256:{}", hex::encode(Sha256::digest(b))));
 }
 
 /// A 1 GB JSONL file read with `blocksize: 64MB`: memory stays near one block per worker

@@ -33,10 +33,10 @@ fn merge(dir: &Path, out: &str) -> Run {
     host().current_dir(dir).args(["merge", out]).output().unwrap().into()
 }
 
-/// (path, sha256) of every file in a manifest.
+/// (path, checksum) of every file in a manifest.
 fn manifest(dir: &Path) -> Vec<(String, String)> {
     let m: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("_manifest.json")).unwrap()).unwrap();
-    m["files"].as_array().unwrap().iter().map(|f| (f["path"].as_str().unwrap().into(), f["sha256"].as_str().unwrap().into())).collect()
+    m["files"].as_array().unwrap().iter().map(|f| (f["path"].as_str().unwrap().into(), f["checksum"].as_str().unwrap().into())).collect()
 }
 
 #[test]

@@ -169,7 +169,7 @@ pub fn write_duplicates(
         Field::new("row", DataType::Int64, false),
     ]));
     let target = out.join("_duplicates/part-00000.parquet");
-    let (spool, w) = Spool::create(&target)?;
+    let (spool, w) = Spool::create(&target, Default::default())?;
     let werr = |e: parquet::errors::ParquetError| DedupError::Io { path: target.display(), source: std::io::Error::other(e.to_string()) };
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::ZSTD(Default::default()))

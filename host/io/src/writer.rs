@@ -6,18 +6,23 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use arrow_array::RecordBatch;
+use curator_core::io_spec::Checksum;
 use sha2::{Digest, Sha256};
+use xxhash_rust::xxh3::Xxh3;
 
 use super::{IoError, Loc};
 
-/// A file that is written, with its document count and content hash.
+/// A file that is written, with its document count and checksum.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct WrittenFile {
     /// Path relative to the output directory.
     pub path: String,
     pub documents: u64,
     pub bytes: u64,
-    pub sha256: String,
+    /// `xxh3-128:HEX` or `sha256:HEX` (the sink's `checksum`); a bare hex digest in a
+    /// manifest written before there was a choice, under the old name `sha256`.
+    #[serde(alias = "sha256")]
+    pub checksum: String,
     /// The input files (and byte ranges or row groups) the documents came from.
     pub sources: Vec<String>,
 }
@@ -41,22 +46,51 @@ pub trait OutputWriter: Send {
 pub struct Committed {
     pub documents: u64,
     pub bytes: u64,
-    pub sha256: String,
+    pub checksum: String,
 }
 
-/// Counts and hashes bytes on their way to `inner`.
+/// A running checksum of one of the kinds a sink may ask for.
+enum Hasher {
+    Xxh3(Box<Xxh3>),
+    Sha256(Sha256),
+}
+
+impl Hasher {
+    fn new(kind: Checksum) -> Hasher {
+        match kind {
+            Checksum::Xxh3 => Hasher::Xxh3(Box::default()),
+            Checksum::Sha256 => Hasher::Sha256(Sha256::new()),
+        }
+    }
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Hasher::Xxh3(h) => h.update(bytes),
+            Hasher::Sha256(h) => h.update(bytes),
+        }
+    }
+    /// `KIND:HEX`.
+    fn finish(self) -> String {
+        match self {
+            Hasher::Xxh3(h) => format!("{}:{:032x}", Checksum::Xxh3.prefix(), h.digest128()),
+            Hasher::Sha256(h) => format!("{}:{}", Checksum::Sha256.prefix(), hex::encode(h.finalize())),
+        }
+    }
+}
+
+/// Counts and checksums bytes on their way to `inner`.
 pub struct HashingWriter<W> {
     inner: W,
-    hash: Sha256,
+    hash: Hasher,
     bytes: u64,
 }
 
 impl<W: Write> HashingWriter<W> {
-    pub fn new(inner: W) -> Self {
-        HashingWriter { inner, hash: Sha256::new(), bytes: 0 }
+    pub fn new(inner: W, checksum: Checksum) -> Self {
+        HashingWriter { inner, hash: Hasher::new(checksum), bytes: 0 }
     }
+    /// The writer, the bytes written and their checksum (`KIND:HEX`).
     pub fn into_parts(self) -> (W, u64, String) {
-        (self.inner, self.bytes, hex::encode(self.hash.finalize()))
+        (self.inner, self.bytes, self.hash.finish())
     }
 }
 
@@ -121,7 +155,9 @@ pub struct Spool {
 pub type SpoolWriter = HashingWriter<BufWriter<WriteBehind>>;
 
 impl Spool {
-    pub fn create(target: &Loc) -> Result<(Spool, SpoolWriter), IoError> {
+    /// A spool for `target` whose bytes get a `checksum` (files nobody checks, such as the
+    /// manifest itself: [`Checksum::default`]).
+    pub fn create(target: &Loc, checksum: Checksum) -> Result<(Spool, SpoolWriter), IoError> {
         let tmp = target.spool_path();
         let werr = |source| IoError::write(target.display(), source);
         if let Some(dir) = tmp.parent() {
@@ -130,7 +166,7 @@ impl Spool {
         let file = File::create(&tmp).map_err(werr)?;
         Ok((
             Spool { tmp, target: target.clone(), committed: false },
-            HashingWriter::new(BufWriter::with_capacity(1 << 20, WriteBehind::new(file))),
+            HashingWriter::new(BufWriter::with_capacity(1 << 20, WriteBehind::new(file)), checksum),
         ))
     }
 
@@ -140,13 +176,13 @@ impl Spool {
 
     /// Flush and sync `w`, then rename or upload the temp file into place.
     pub fn commit(mut self, w: SpoolWriter) -> Result<(u64, String), IoError> {
-        let (buf, bytes, sha) = w.into_parts();
+        let (buf, bytes, checksum) = w.into_parts();
         let file = buf.into_inner().map_err(|e| self.werr(e.into_error()))?.into_file();
         file.sync_all().map_err(|e| self.werr(e))?;
         drop(file);
         self.target.commit(&self.tmp)?;
         self.committed = true;
-        Ok((bytes, sha))
+        Ok((bytes, checksum))
     }
 }
 
@@ -186,7 +222,7 @@ impl OutputManifest {
 
 /// Write a small file whole, through a spool (never partially under its name).
 pub fn write_small(loc: &Loc, bytes: &[u8]) -> Result<(), IoError> {
-    let (spool, mut w) = Spool::create(loc)?;
+    let (spool, mut w) = Spool::create(loc, Checksum::default())?;
     w.write_all(bytes).map_err(|e| spool.werr(e))?;
     spool.commit(w)?;
     Ok(())
@@ -202,7 +238,7 @@ pub struct RecordWriter {
 
 impl RecordWriter {
     pub fn create(target: &Loc) -> Result<RecordWriter, IoError> {
-        let (spool, w) = Spool::create(target)?;
+        let (spool, w) = Spool::create(target, Checksum::default())?;
         Ok(RecordWriter { spool, w, count: 0 })
     }
 
@@ -225,19 +261,24 @@ impl RecordWriter {
 mod tests {
     use super::*;
 
-    /// A spooled file larger than several write-back stretches arrives whole, with its hash.
+    /// A spooled file larger than several write-back stretches arrives whole, with its
+    /// checksum of the kind asked for, over every byte.
     #[test]
     fn a_spool_past_many_write_back_hints_commits_every_byte() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = Loc::Local(dir.path().join("out.bin"));
-        let (spool, mut w) = Spool::create(&target).unwrap();
         let data: Vec<u8> = (0..(3 * WRITE_BEHIND as usize + 12_345)).map(|i| (i * 7 % 251) as u8).collect();
-        for piece in data.chunks(1_000_003) {
-            w.write_all(piece).unwrap();
+        let want = [
+            (Checksum::Sha256, format!("sha256:{}", hex::encode(Sha256::digest(&data)))),
+            (Checksum::Xxh3, format!("xxh3-128:{:032x}", xxhash_rust::xxh3::xxh3_128(&data))),
+        ];
+        for (kind, checksum) in want {
+            let dir = tempfile::tempdir().unwrap();
+            let target = Loc::Local(dir.path().join("out.bin"));
+            let (spool, mut w) = Spool::create(&target, kind).unwrap();
+            for piece in data.chunks(1_000_003) {
+                w.write_all(piece).unwrap();
+            }
+            assert_eq!(spool.commit(w).unwrap(), (data.len() as u64, checksum));
+            assert_eq!(std::fs::read(dir.path().join("out.bin")).unwrap(), data);
         }
-        let (bytes, sha) = spool.commit(w).unwrap();
-        assert_eq!(bytes, data.len() as u64);
-        assert_eq!(sha, hex::encode(Sha256::digest(&data)));
-        assert_eq!(std::fs::read(dir.path().join("out.bin")).unwrap(), data);
     }
 }

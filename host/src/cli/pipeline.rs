@@ -238,7 +238,7 @@ pub(crate) fn run(
         Some(s) => plan.output_dir.join(&format!("{}/{}.summary.json", curator_host::io::shards::DIR, s.tag())),
         None => plan.output_dir.join("_summary.json"),
     };
-    let saved = Spool::create(&summary_loc).and_then(|(spool, mut w)| {
+    let saved = Spool::create(&summary_loc, Default::default()).and_then(|(spool, mut w)| {
         std::io::Write::write_all(&mut w, &serde_json::to_vec_pretty(&summary).unwrap_or_default()).map_err(|e| spool.werr(e))?;
         spool.commit(w)
     });

@@ -34,7 +34,7 @@ def plugin_args():
 
 def manifest(out):
     with open(os.path.join(out, "_manifest.json")) as f:
-        return sorted((x["path"], x["sha256"]) for x in json.load(f)["files"])
+        return sorted((x["path"], x["checksum"]) for x in json.load(f)["files"])
 
 
 def duplicates(out):

@@ -79,7 +79,7 @@ impl SinkFormat for Jsonl {
         format!(".jsonl{}", compression.suffix())
     }
     fn create(&self, loc: &Loc, sink: &SinkSpec, cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
-        let writer = JsonlWriter::create(loc, sink.compression_or(self.default_compression()), cx.text_field)?;
+        let writer = JsonlWriter::create(loc, sink.compression_or(self.default_compression()), sink.checksum, cx.text_field)?;
         Ok(Box::new(writer.with_compression_workers(sink.compression_workers(cx.idle_cores))?))
     }
 }

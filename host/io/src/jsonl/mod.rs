@@ -185,7 +185,8 @@ mod tests {
             let mut r = JsonlReader::open(&input(&p), Extent::Whole, opts()).unwrap();
             let batch = r.next_batch(100).unwrap().unwrap();
             let out = dir.path().join(format!("out.jsonl{}", c.suffix()));
-            let mut w: Box<dyn OutputWriter> = Box::new(JsonlWriter::create(&Loc::Local(out.clone()), c, "text").unwrap());
+            let mut w: Box<dyn OutputWriter> =
+                Box::new(JsonlWriter::create(&Loc::Local(out.clone()), c, Default::default(), "text").unwrap());
             w.write_batch(&batch).unwrap();
             assert!(!out.exists(), "final name must not exist before finish");
             let done = w.finish().unwrap();
@@ -213,7 +214,7 @@ mod tests {
         for workers in [0, 2] {
             let mut r = JsonlReader::open(&input(&p), Extent::Whole, opts()).unwrap();
             let out = dir.path().join(format!("out-{workers}.jsonl.zst"));
-            let w = JsonlWriter::create(&Loc::Local(out.clone()), Compression::Zstd, "text").unwrap();
+            let w = JsonlWriter::create(&Loc::Local(out.clone()), Compression::Zstd, Default::default(), "text").unwrap();
             let mut w: Box<dyn OutputWriter> = Box::new(w.with_compression_workers(workers).unwrap());
             while let Some(b) = r.next_batch(1000).unwrap() {
                 w.write_batch(&b).unwrap();
@@ -228,7 +229,7 @@ mod tests {
     #[test]
     fn dropped_writer_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let w = JsonlWriter::create(&Loc::Local(dir.path().join("o.jsonl")), Compression::None, "text").unwrap();
+        let w = JsonlWriter::create(&Loc::Local(dir.path().join("o.jsonl")), Compression::None, Default::default(), "text").unwrap();
         drop(w);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
@@ -244,7 +245,8 @@ mod tests {
         cols.push(Arc::new(Float64Array::from(vec![0.5])));
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
         let out = dir.path().join("o.jsonl");
-        let mut w: Box<dyn OutputWriter> = Box::new(JsonlWriter::create(&Loc::Local(out.clone()), Compression::None, "text").unwrap());
+        let mut w: Box<dyn OutputWriter> =
+            Box::new(JsonlWriter::create(&Loc::Local(out.clone()), Compression::None, Default::default(), "text").unwrap());
         w.write_batch(&batch).unwrap();
         w.finish().unwrap();
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "{\"text\":\"a\",\"score\":0.5,\"k\":2}\n");

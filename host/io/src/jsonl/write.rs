@@ -8,6 +8,7 @@ use super::super::json_str::push_json_str;
 use super::super::writer::{Committed, OutputWriter, Spool, SpoolWriter};
 use super::super::{IoError, Loc, META, TEXT};
 use crate::records::{cell_json, extra_columns, string_column};
+use curator_core::io_spec::Checksum;
 use curator_core::pipeline::Compression;
 
 enum Encoder {
@@ -44,8 +45,8 @@ pub struct JsonlWriter {
 }
 
 impl JsonlWriter {
-    pub fn create(target: &Loc, compression: Compression, text_field: &str) -> Result<JsonlWriter, IoError> {
-        let (spool, w) = Spool::create(target)?;
+    pub fn create(target: &Loc, compression: Compression, checksum: Checksum, text_field: &str) -> Result<JsonlWriter, IoError> {
+        let (spool, w) = Spool::create(target, checksum)?;
         let encoder = match compression {
             Compression::None => Encoder::Plain(w),
             Compression::Gzip => Encoder::Gzip(flate2::write::GzEncoder::new(w, flate2::Compression::default())),
@@ -111,7 +112,7 @@ impl OutputWriter for JsonlWriter {
     fn finish(self: Box<Self>) -> Result<Committed, IoError> {
         let this = *self;
         let w = this.encoder.finish().map_err(|e| this.spool.werr(e))?;
-        let (bytes, sha256) = this.spool.commit(w)?;
-        Ok(Committed { documents: this.docs, bytes, sha256 })
+        let (bytes, checksum) = this.spool.commit(w)?;
+        Ok(Committed { documents: this.docs, bytes, checksum })
     }
 }

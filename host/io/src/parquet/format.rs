@@ -50,6 +50,7 @@ impl SinkFormat for Parquet {
         let writer = ParquetWriter::create(
             loc,
             sink.compression_or(self.default_compression()),
+            sink.checksum,
             sink.row_group_size.unwrap_or(65536),
             cx.text_field,
         )?;

@@ -129,7 +129,8 @@ mod tests {
         // Two batches so the second exercises values that do not fit the inferred types.
         let mut r = JsonlReader::open(&input(&src), Extent::Whole, opts.clone()).unwrap();
         let pq = dir.path().join("mid.parquet");
-        let mut w: Box<dyn OutputWriter> = Box::new(ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, 2, "text").unwrap());
+        let mut w: Box<dyn OutputWriter> =
+            Box::new(ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, Default::default(), 2, "text").unwrap());
         while let Some(b) = r.next_batch(2).unwrap() {
             w.write_batch(&b).unwrap();
         }
@@ -137,7 +138,8 @@ mod tests {
 
         let mut pr = ParquetReader::open(&input(&pq), Extent::Whole, opts, 10).unwrap();
         let back = dir.path().join("back.jsonl");
-        let mut jw: Box<dyn OutputWriter> = Box::new(JsonlWriter::create(&Loc::Local(back.clone()), Compression::None, "text").unwrap());
+        let mut jw: Box<dyn OutputWriter> =
+            Box::new(JsonlWriter::create(&Loc::Local(back.clone()), Compression::None, Default::default(), "text").unwrap());
         while let Some(b) = pr.next_batch().unwrap() {
             jw.write_batch(&b).unwrap();
         }
@@ -169,7 +171,7 @@ mod tests {
             let batch = JsonlReader::open(&input(&src), Extent::Whole, ReadOptions::default()).unwrap().next_batch(10).unwrap().unwrap();
             let want: Vec<String> = string_column(&batch, ID).unwrap().iter().map(|v| v.unwrap().to_string()).collect();
             let pq = dir.path().join(format!("{name}.parquet"));
-            let mut w = ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, 10, "text").unwrap();
+            let mut w = ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, Default::default(), 10, "text").unwrap();
             w.write_batch(&batch).unwrap();
             Box::new(w).finish().unwrap();
             let back = ParquetReader::open(&input(&pq), Extent::Whole, ReadOptions::default(), 10).unwrap().next_batch().unwrap().unwrap();
@@ -226,7 +228,8 @@ mod tests {
         std::fs::write(&src, lines).unwrap();
         let mut r = JsonlReader::open(&input(&src), Extent::Whole, ReadOptions::default()).unwrap();
         let pq = dir.path().join("rg.parquet");
-        let mut w: Box<dyn OutputWriter> = Box::new(ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, 4, "text").unwrap());
+        let mut w: Box<dyn OutputWriter> =
+            Box::new(ParquetWriter::create(&Loc::Local(pq.clone()), Compression::Zstd, Default::default(), 4, "text").unwrap());
         w.write_batch(&r.next_batch(100).unwrap().unwrap()).unwrap();
         w.finish().unwrap();
         assert_eq!(row_group_sizes(&input(&pq)).unwrap().len(), 3);

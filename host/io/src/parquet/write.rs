@@ -16,6 +16,7 @@ use crate::arrow_json;
 use crate::records::{cell_json, extra_columns, string_column};
 use crate::writer::{Committed, OutputWriter, Spool, SpoolWriter};
 use crate::{ID, IoError, Loc, META, TEXT};
+use curator_core::io_spec::Checksum;
 use curator_core::pipeline::Compression;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,8 +68,14 @@ pub struct ParquetWriter {
 }
 
 impl ParquetWriter {
-    pub fn create(target: &Loc, compression: Compression, row_group_size: usize, text_field: &str) -> Result<ParquetWriter, IoError> {
-        let (spool, w) = Spool::create(target)?;
+    pub fn create(
+        target: &Loc,
+        compression: Compression,
+        checksum: Checksum,
+        row_group_size: usize,
+        text_field: &str,
+    ) -> Result<ParquetWriter, IoError> {
+        let (spool, w) = Spool::create(target, checksum)?;
         let codec = match compression {
             Compression::None => PqCompression::UNCOMPRESSED,
             Compression::Gzip => PqCompression::GZIP(GzipLevel::default()),
@@ -290,7 +297,7 @@ impl OutputWriter for ParquetWriter {
         let writer = self.writer.take().ok_or_else(|| self.werr("writer not started"))?;
         let w = writer.into_inner().map_err(|e| self.encoder_err(e))?;
         let spool = self.spool.take().ok_or_else(|| self.werr("already finished"))?;
-        let (bytes, sha256) = spool.commit(w)?;
-        Ok(Committed { documents: self.docs, bytes, sha256 })
+        let (bytes, checksum) = spool.commit(w)?;
+        Ok(Committed { documents: self.docs, bytes, checksum })
     }
 }

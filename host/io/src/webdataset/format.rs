@@ -34,7 +34,7 @@ impl SinkFormat for Webdataset {
     fn extension(&self, _compression: Compression) -> String {
         ".tar".into()
     }
-    fn create(&self, loc: &Loc, _sink: &SinkSpec, _cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
-        Ok(Box::new(WebdatasetWriter::create(loc)?))
+    fn create(&self, loc: &Loc, sink: &SinkSpec, _cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
+        Ok(Box::new(WebdatasetWriter::create(loc, sink.checksum)?))
     }
 }

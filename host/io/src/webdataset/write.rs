@@ -7,6 +7,7 @@
 //! Documents that did not come from a WebDataset source (a Parquet image column, say) get
 //! `KEY.<format>` for the image, `KEY.txt` for a non-empty text and `KEY.json` from `_meta`.
 
+use curator_core::io_spec::Checksum;
 use std::io::Write;
 
 use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch};
@@ -23,8 +24,8 @@ pub struct WebdatasetWriter {
 }
 
 impl WebdatasetWriter {
-    pub fn create(target: &Loc) -> Result<WebdatasetWriter, IoError> {
-        let (spool, w) = Spool::create(target)?;
+    pub fn create(target: &Loc, checksum: Checksum) -> Result<WebdatasetWriter, IoError> {
+        let (spool, w) = Spool::create(target, checksum)?;
         Ok(WebdatasetWriter { spool, tar: tar::Builder::new(w), docs: 0 })
     }
 
@@ -147,8 +148,8 @@ impl OutputWriter for WebdatasetWriter {
         let this = *self;
         let mut w = this.tar.into_inner().map_err(|e| this.spool.werr(e))?;
         w.flush().map_err(|e| this.spool.werr(e))?;
-        let (bytes, sha256) = this.spool.commit(w)?;
-        Ok(Committed { documents: this.docs, bytes, sha256 })
+        let (bytes, checksum) = this.spool.commit(w)?;
+        Ok(Committed { documents: this.docs, bytes, checksum })
     }
 }
 
