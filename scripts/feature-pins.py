@@ -2,7 +2,8 @@
 """Keep README command 1's build reusable by command 2.
 
 Cargo unifies a dependency's features over the packages one build selects, so
-`cargo build -p curator-host` (the quickstart) and `cargo test --workspace` (the suite) compile
+`cargo build -p curator-host --no-default-features` (the quickstart's lean host) and
+`cargo test --workspace` (the suite) compile
 many of the host's dependencies with different feature sets, and the suite rebuilds them
 (hashbrown alone cascades into wasmtime, cranelift and arrow). `host/feature-pins` is a crate
 with no code whose manifest asks, for every package in the host's graph, for the features the
@@ -66,7 +67,7 @@ def tree(args, locked=True):
 
 
 def compute(locked=True):
-    host = tree(["-p", "curator-host", "-e", "normal,build"], locked)
+    host = tree(["-p", "curator-host", "--no-default-features", "-e", "normal,build"], locked)
     workspace = tree(["--workspace", "-e", "normal,build,dev"], locked)
     return {k: workspace[k] for k in host if k in workspace and workspace[k] != host[k]}, host, workspace
 
@@ -109,10 +110,10 @@ def main():
     for _ in range(5):  # a pinned feature can bring in a package that needs pinning too
         pins, host, workspace = compute(locked=not write)
         if not pins:
-            print("feature pins: the host's graph resolves the same with -p curator-host and --workspace")
+            print("feature pins: the lean host's graph (-p curator-host --no-default-features) resolves the same as in --workspace")
             return 0
         if not write:
-            print("feature pins: these packages get other features in `cargo build -p curator-host` than in the workspace build:")
+            print("feature pins: these packages get other features in `cargo build -p curator-host --no-default-features` than in the workspace build:")
             for (name, version, side), feats in sorted(pins.items()):
                 print(f"  {name} {version} ({side}): host {sorted(host[(name, version, side)])} workspace {sorted(feats)}")
             print("run scripts/feature-pins.py --write and commit host/feature-pins/Cargo.toml")

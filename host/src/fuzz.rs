@@ -4,7 +4,6 @@
 //! (`scripts/fuzz.sh`); the test suite replays the committed corpora and mutations of them
 //! through the same functions (`tests/e2e/fuzz_smoke.rs`).
 
-use std::io::Write;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
@@ -25,8 +24,9 @@ pub fn init() {
 pub type Harness = fn(&[u8]);
 
 /// Every harness, by the name its fuzz target and corpus directory carry.
-pub const TARGETS: [(&str, Harness); 6] = [
+pub const TARGETS: &[(&str, Harness)] = &[
     ("jsonl_reader", jsonl_reader),
+    #[cfg(feature = "parquet")]
     ("parquet_reader", parquet_reader),
     ("pipeline_yaml", pipeline_yaml),
     ("plugin_manifest", plugin_manifest),
@@ -62,9 +62,11 @@ pub fn jsonl_reader(data: &[u8]) {
 }
 
 /// A Parquet file read in full into the reader's schema.
+#[cfg(feature = "parquet")]
 pub fn parquet_reader(data: &[u8]) {
     use crate::io::{InputFile, Loc};
     use curator_core::partition::Extent;
+    use std::io::Write;
     let Ok(mut f) = tempfile::Builder::new().suffix(".parquet").tempfile() else { return };
     if f.write_all(data).is_err() {
         return;

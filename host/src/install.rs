@@ -35,33 +35,16 @@ pub fn read_local(file: &Path) -> Result<Artifact, InstallError> {
 /// A plugin file at an `https://` URL (plain `http://` only on loopback), and the signature
 /// at the same URL plus `.minisig`.
 pub fn read_url(url: &str) -> Result<Artifact, InstallError> {
-    use object_store::ObjectStoreExt;
     let err = |e: String| InstallError::Io { path: url.to_string(), source: std::io::Error::other(e) };
     let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
-    let host = parsed.host_str().unwrap_or_default().to_string();
-    let loopback = crate::io::storage::is_loopback(&host);
+    let loopback = crate::io::storage::is_loopback(parsed.host_str().unwrap_or_default());
     if parsed.scheme() == "http" && !loopback {
         return Err(err("plain http:// is accepted only from this machine; use https://".into()));
     }
     let file_name = parsed.path().rsplit('/').next().filter(|n| !n.is_empty() && !n.starts_with('.')).unwrap_or("plugin.wasm").to_string();
-    let origin = parsed.origin().ascii_serialization();
-    crate::io::tls::install_crypto_provider();
-    let store = object_store::http::HttpBuilder::new()
-        .with_url(origin)
-        .with_client_options(object_store::ClientOptions::new().with_allow_http(loopback))
-        .build()
-        .map_err(|e| err(e.to_string()))?;
-    let path = object_store::path::Path::from(parsed.path().trim_start_matches('/'));
-    let sig_path = object_store::path::Path::from(format!("{}{}", parsed.path().trim_start_matches('/'), trust::SIG_SUFFIX));
-    let (bytes, signature) = crate::io::storage::runtime().block_on(async {
-        let bytes = store.get(&path).await.map_err(|e| err(e.to_string()))?.bytes().await.map_err(|e| err(e.to_string()))?;
-        let sig = match store.get(&sig_path).await {
-            Ok(r) => r.bytes().await.ok().map(|b| String::from_utf8_lossy(&b).into_owned()),
-            Err(_) => None,
-        };
-        Ok::<_, InstallError>((bytes.to_vec(), sig))
-    })?;
-    Ok(Artifact { file_name, bytes, signature })
+    let (bytes, signature) = crate::io::remote::fetch_with(&parsed, loopback, trust::SIG_SUFFIX)
+        .map_err(|source| InstallError::Io { path: url.to_string(), source })?;
+    Ok(Artifact { file_name, bytes, signature: signature.map(|b| String::from_utf8_lossy(&b).into_owned()) })
 }
 
 /// Fetch `src` (`oci://…`, `https://…` or a path), check it, and put it into `dir`; returns its path and

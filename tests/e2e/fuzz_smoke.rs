@@ -65,7 +65,7 @@ fn mutate(rng: &mut Rng, seed: &[u8], other: &[u8]) -> Vec<u8> {
 #[test]
 fn fuzz_targets_survive_their_corpora_and_mutations() {
     let fuzz = root().join("fuzz");
-    for (name, target) in TARGETS {
+    for &(name, target) in TARGETS {
         let mut seeds = files(&fuzz.join("corpus").join(name));
         if name == "worker_output" {
             seeds.push(worker_output_seed());

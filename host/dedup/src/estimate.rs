@@ -31,6 +31,7 @@ pub fn corpus(inputs: &[InputFile], limit: Option<u64>) -> Corpus {
     let mut docs = 0f64;
     let mut bytes = 0f64;
     let jsonl: Vec<&InputFile> = inputs.iter().filter(|f| f.format.is(crate::io::jsonl::NAME)).collect();
+    #[cfg(feature = "parquet")]
     for f in inputs.iter().filter(|f| f.format.is(crate::io::parquet::NAME)) {
         let rows = crate::io::parquet::row_count(f).unwrap_or(f.size / 1000);
         docs += rows as f64;

@@ -15,6 +15,11 @@
 
 mod buckets;
 pub mod components;
+#[cfg(feature = "parquet")]
+mod duplicates;
+#[cfg(not(feature = "parquet"))]
+#[path = "duplicates_absent.rs"]
+mod duplicates;
 pub mod estimate;
 mod exact;
 pub mod exchange;
@@ -41,10 +46,15 @@ use curator_core::dedup::DedupPhase;
 use curator_core::shard::Shard;
 use curator_core::{DedupAction, DedupMethod};
 
+pub use duplicates::write_duplicates;
 pub use index::Index;
 pub use keys::SIGNATURE;
+pub use output::DedupReplay;
 pub use output::Verdict;
-pub use output::{DedupReplay, write_duplicates};
+
+/// Why a build without the `parquet` feature cannot run a dedup step.
+pub const NO_PARQUET: &str = "a dedup step writes its duplicates as Parquet (`_duplicates/`): this curator-host was built \
+                              without the `parquet` feature; `cargo build --release -p curator-host` builds one with it";
 
 use crate::io::IoError;
 use crate::metrics::RunMetrics;

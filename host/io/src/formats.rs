@@ -9,6 +9,7 @@ use super::format::{SinkFormat, Source, SourceFormat};
 /// Every source format, in the order a file's name is offered to them when the source names
 /// none (the first that [claims](SourceFormat::claims) it reads it; else [`DEFAULT_SOURCE`]).
 pub static SOURCES: &[&dyn SourceFormat] = &[
+    #[cfg(feature = "parquet")]
     &super::parquet::PARQUET,
     &super::video::VIDEO,
     &super::warc::WARC,
@@ -19,7 +20,23 @@ pub static SOURCES: &[&dyn SourceFormat] = &[
 ];
 
 /// Every sink format.
-pub static SINKS: &[&dyn SinkFormat] = &[&super::jsonl::JSONL, &super::parquet::PARQUET, &super::webdataset::WEBDATASET];
+pub static SINKS: &[&dyn SinkFormat] = &[
+    &super::jsonl::JSONL,
+    #[cfg(feature = "parquet")]
+    &super::parquet::PARQUET,
+    &super::webdataset::WEBDATASET,
+];
+
+/// Formats this build leaves out (its features), with what to say to a pipeline that names one.
+static NOT_BUILT: &[(&str, &str)] = &[
+    #[cfg(not(feature = "parquet"))]
+    ("parquet", "this curator-host was built without the `parquet` feature; `cargo build --release -p curator-host` builds one with it"),
+];
+
+/// Why `name` is not a format of this build, when it is one of another.
+fn not_built(name: &str) -> Option<String> {
+    NOT_BUILT.iter().find(|(n, _)| *n == name).map(|(n, why)| format!("format {n:?}: {why}"))
+}
 
 /// What a file is read as when no format claims its name.
 pub static DEFAULT_SOURCE: &dyn SourceFormat = &super::jsonl::JSONL;
@@ -46,6 +63,9 @@ fn names<'a>(formats: impl Iterator<Item = &'a str>) -> String {
 
 /// The source format a pipeline names, or what to say about the name.
 pub fn source(format: &Format) -> Result<Source, String> {
+    if let Some(why) = not_built(format.name()) {
+        return Err(why);
+    }
     Source::named(format.name())
         .ok_or_else(|| format!("unknown format {:?} (source formats: {})", format.name(), names(SOURCES.iter().map(|f| f.name()))))
 }
@@ -54,6 +74,9 @@ pub fn source(format: &Format) -> Result<Source, String> {
 pub fn sink(format: &Format) -> Result<&'static dyn SinkFormat, String> {
     if let Some(f) = SINKS.iter().find(|f| f.name() == format.name()) {
         return Ok(*f);
+    }
+    if let Some(why) = not_built(format.name()) {
+        return Err(why);
     }
     let known = names(SINKS.iter().map(|f| f.name()));
     Err(match Source::named(format.name()) {
@@ -79,7 +102,8 @@ pub fn no_documents_hint(input: &super::InputFile, opts: &super::records::ReadOp
     }
 }
 
-#[cfg(test)]
+// The tests name Parquet, a format of the default build.
+#[cfg(all(test, feature = "parquet"))]
 mod tests {
     use super::*;
 

@@ -59,7 +59,7 @@ impl Journal {
                 let text = std::fs::read_to_string(d.join(name)).ok()?;
                 Some(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
             }
-            Loc::Remote { .. } => {
+            Loc::Remote(_) => {
                 let objects = Self::remote_prefix(dir, name).list_files().ok()?;
                 let entries: Vec<JournalEntry> = objects
                     .iter()
@@ -76,7 +76,7 @@ impl Journal {
     pub fn open_for_append(dir: &Loc, name: &str) -> Result<Option<Journal>, IoError> {
         Ok(Some(match dir {
             Loc::Local(d) => Journal { file: None, path: d.join(name), remote: None },
-            Loc::Remote { .. } => {
+            Loc::Remote(_) => {
                 let prefix = Self::remote_prefix(dir, name);
                 Journal { file: None, path: PathBuf::from(prefix.display()), remote: Some(prefix) }
             }
@@ -108,7 +108,7 @@ impl Journal {
             Loc::Local(d) => {
                 let _ = std::fs::remove_file(d.join(name));
             }
-            Loc::Remote { .. } => {
+            Loc::Remote(_) => {
                 for (_, loc, _) in Self::remote_prefix(dir, name).list_files().unwrap_or_default() {
                     let _ = loc.delete();
                 }

@@ -7,6 +7,7 @@
 //! WebDataset, folders of images, video — each implementing [`format`]'s traits, the seam the
 //! engine reads and writes through, and registered in [`formats`]. Bad input is quarantined ([`Reject`]) unless strict.
 
+#[cfg(feature = "parquet")]
 pub mod arrow_json;
 pub mod codec;
 pub mod csv;
@@ -17,11 +18,20 @@ pub mod journal;
 pub mod json_str;
 pub mod jsonl;
 pub mod os;
+#[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod records;
+// Object stores, plugin URLs and OCI registries (the `remote` feature); a build without it
+// gets the same API that opens nothing and says why.
+#[cfg(feature = "remote")]
+pub mod remote;
+#[cfg(not(feature = "remote"))]
+#[path = "remote_absent.rs"]
+pub mod remote;
 pub mod run_lock;
 pub mod shards;
 pub mod storage;
+#[cfg(feature = "remote")]
 pub mod tls;
 pub mod vectors;
 pub mod video;

@@ -14,12 +14,12 @@
 
 use std::fs::File;
 
-use object_store::ObjectStoreExt;
 use std::io::{Read, Seek, Write};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{IoError, Loc};
+use crate::remote::{PutError, PutMode, Version};
 
 /// The whole run's lock file.
 pub const WHOLE: &str = "_running.lock";
@@ -137,7 +137,7 @@ impl RunLock {
     pub fn acquire(dir: &Loc, name: &str, pipeline: &str) -> Result<RunLock, LockError> {
         match dir {
             Loc::Local(d) => acquire_local(d, name, pipeline),
-            Loc::Remote { .. } => acquire_remote(dir, name, pipeline),
+            Loc::Remote(_) => acquire_remote(dir, name, pipeline),
         }
     }
 }
@@ -211,31 +211,14 @@ fn acquire_local(dir: &std::path::Path, name: &str, pipeline: &str) -> Result<Ru
     Ok(RunLock { held: Held::Local { file, path, made_dir } })
 }
 
-fn obj(loc: &Loc) -> Option<(&Arc<dyn object_store::ObjectStore>, &object_store::path::Path)> {
-    match loc {
-        Loc::Remote { store, path, .. } => Some((store, path)),
-        Loc::Local(_) => None,
-    }
-}
-
 fn remote_err(loc: &Loc, e: impl std::fmt::Display) -> LockError {
     LockError::Io(IoError::Open { path: loc.display(), source: std::io::Error::other(e.to_string()) })
 }
 
 /// A remote lock's holder, its version (for a conditional take-over) and whether it is live.
-fn remote_state(loc: &Loc) -> Result<Option<(Option<Holder>, object_store::UpdateVersion, bool)>, LockError> {
-    let Some((store, path)) = obj(loc) else { return Ok(None) };
-    let got = super::storage::runtime().block_on(async {
-        match store.get(path).await {
-            Ok(r) => {
-                let version = object_store::UpdateVersion { e_tag: r.meta.e_tag.clone(), version: r.meta.version.clone() };
-                r.bytes().await.map(|b| Some((b, version)))
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    });
-    let Some((bytes, version)) = got.map_err(|e| remote_err(loc, e))? else { return Ok(None) };
+fn remote_state(loc: &Loc) -> Result<Option<(Option<Holder>, Version, bool)>, LockError> {
+    let Loc::Remote(o) = loc else { return Ok(None) };
+    let Some((bytes, version)) = o.get_versioned().map_err(|e| remote_err(loc, e))? else { return Ok(None) };
     let holder = read_holder(&bytes);
     let live = holder.as_ref().is_some_and(|h| !h.gone_here() && now().saturating_sub(h.heartbeat_unix) < ttl().as_secs().max(1));
     Ok(Some((holder, version, live)))
@@ -243,34 +226,27 @@ fn remote_state(loc: &Loc) -> Result<Option<(Option<Holder>, object_store::Updat
 
 /// The run locks in a remote directory (its own objects only, not those below).
 fn remote_locks(dir: &Loc) -> Result<Vec<Loc>, LockError> {
-    let Loc::Remote { store, base, path } = dir else { return Ok(Vec::new()) };
-    let listed = super::storage::runtime().block_on(store.list_with_delimiter(Some(path))).map_err(|e| remote_err(dir, e))?;
-    Ok(listed
-        .objects
-        .into_iter()
-        .filter(|m| m.location.filename().is_some_and(is_lock_file))
-        .map(|m| Loc::Remote { store: store.clone(), base: base.clone(), path: m.location })
-        .collect())
+    let Loc::Remote(o) = dir else { return Ok(Vec::new()) };
+    let listed = o.list_here().map_err(|e| remote_err(dir, e))?;
+    Ok(listed.into_iter().filter(|o| is_lock_file(&o.file_name())).map(Loc::Remote).collect())
 }
 
-fn put(loc: &Loc, holder: &Holder, mode: object_store::PutMode) -> Result<(), object_store::Error> {
-    let Some((store, path)) = obj(loc) else { return Ok(()) };
-    let data = serde_json::to_vec(holder).unwrap_or_default();
-    let opts = object_store::PutOptions { mode, ..Default::default() };
-    super::storage::runtime().block_on(store.put_opts(path, data.into(), opts)).map(|_| ())
+fn put(loc: &Loc, holder: &Holder, mode: PutMode) -> Result<(), PutError> {
+    let Loc::Remote(o) = loc else { return Ok(()) };
+    o.put(serde_json::to_vec(holder).unwrap_or_default(), mode)
 }
 
 fn acquire_remote(dir: &Loc, name: &str, pipeline: &str) -> Result<RunLock, LockError> {
     let loc = dir.join(name);
     let me = Holder::me(pipeline);
-    match put(&loc, &me, object_store::PutMode::Create) {
+    match put(&loc, &me, PutMode::Create) {
         Ok(()) => {}
-        Err(object_store::Error::AlreadyExists { .. }) => match remote_state(&loc)? {
+        Err(PutError::Exists) => match remote_state(&loc)? {
             Some((holder, _, true)) => return Err(held(&dir.display(), &loc.display(), holder)),
             Some((holder, version, false)) => {
                 // Stale: replace it only if nobody else replaced it first.
-                put(&loc, &me, object_store::PutMode::Update(version)).map_err(|e| match e {
-                    object_store::Error::Precondition { .. } => held(&dir.display(), &loc.display(), None),
+                put(&loc, &me, PutMode::Update(version)).map_err(|e| match e {
+                    PutError::Changed => held(&dir.display(), &loc.display(), None),
                     e => remote_err(&loc, e),
                 })?;
                 let who = holder.map(|h| h.describe()).unwrap_or_else(|| "unreadable".into());
@@ -302,7 +278,7 @@ fn acquire_remote(dir: &Loc, name: &str, pipeline: &str) -> Result<RunLock, Lock
                 stopped = cv.wait_timeout(stopped, every).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
                 if !*stopped {
                     me.heartbeat_unix = now();
-                    if let Err(e) = put(&loc, &me, object_store::PutMode::Overwrite) {
+                    if let Err(e) = put(&loc, &me, PutMode::Overwrite) {
                         tracing::warn!("cannot renew the run lock {}: {e}", loc.display());
                     }
                 }

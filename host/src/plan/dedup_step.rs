@@ -54,6 +54,9 @@ pub(super) fn plan_dedup_step(
     opts: PlanOptions<'_>,
 ) -> Result<Option<PlannedDedup>, PlanError> {
     let Some((step, d)) = spec.dedup() else { return Ok(None) };
+    if cfg!(not(feature = "parquet")) {
+        return Err(SpecError::new(label, format!("stages[{step}].dedup"), crate::dedup::NO_PARQUET).into());
+    }
     let memory = opts.memory_bytes.unwrap_or_else(crate::os::available_memory_bytes);
     let super::workdirs::WorkPlace { local: work_dir, exchange } = super::workdirs::dedup_work(spec, output_dir, opts.phase.is_some())
         .map_err(|e| SpecError::new(label, "execution.spill_dir", e.to_string()))?;

@@ -314,7 +314,7 @@ fn plan_locked(
 ) -> Result<Plan, PlanError> {
     let mut errors = Vec::new();
     let (stages, barrier) = checked_stages(&spec, label, base, registry, opts, locked, &mut errors);
-    crate::io::storage::configure_retry(&spec.sink.retry());
+    crate::io::remote::configure_retry(&spec.sink.retry());
     let located = locate(&spec, label, base, &mut errors);
     // The shard that cuts partitions (a buckets or components phase reads all of them).
     let part_shard = opts.shard.filter(|_| opts.phase.is_none_or(|p| p.over_partitions()));

@@ -27,17 +27,7 @@ pub fn load_ids(paths: &[Loc], field: &str) -> Result<HashSet<String>, IoError> 
             }
             let shown = file.display();
             if base.ends_with(".parquet") {
-                let bytes = file.read_range(0, file.size()?)?;
-                let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-                    .and_then(|b| b.build())
-                    .map_err(|e| bad(&shown, e))?;
-                for batch in reader {
-                    let batch = batch.map_err(|e| bad(&shown, e))?;
-                    let col = batch.column_by_name(field).ok_or_else(|| bad(&shown, format!("no column {field:?}")))?;
-                    let col =
-                        arrow_cast_utf8(col.as_ref()).ok_or_else(|| bad(&shown, format!("column {field:?} is not a string column")))?;
-                    ids.extend((0..col.len()).filter(|&r| col.is_valid(r)).map(|r| col.value(r).to_string()));
-                }
+                parquet_ids(&file, &shown, field, &mut ids)?;
             } else {
                 let raw = file.read_range(0, file.size()?)?;
                 let mut text = Vec::new();
@@ -64,8 +54,27 @@ pub fn load_ids(paths: &[Loc], field: &str) -> Result<HashSet<String>, IoError> 
     Ok(ids)
 }
 
-fn arrow_cast_utf8(a: &dyn Array) -> Option<&StringArray> {
-    a.as_any().downcast_ref::<StringArray>()
+/// The ids in column `field` of the Parquet file `file`.
+#[cfg(feature = "parquet")]
+fn parquet_ids(file: &Loc, shown: &str, field: &str, ids: &mut HashSet<String>) -> Result<(), IoError> {
+    let bytes = file.read_range(0, file.size()?)?;
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| bad(shown, e))?;
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(shown, e))?;
+        let col = batch.column_by_name(field).ok_or_else(|| bad(shown, format!("no column {field:?}")))?;
+        let col = col
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .ok_or_else(|| bad(shown, format!("column {field:?} is not a string column")))?;
+        ids.extend((0..col.len()).filter(|&r| col.is_valid(r)).map(|r| col.value(r).to_string()));
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "parquet"))]
+fn parquet_ids(_file: &Loc, shown: &str, _field: &str, _ids: &mut HashSet<String>) -> Result<(), IoError> {
+    Err(bad(shown, "a Parquet file, and this curator-host was built without the `parquet` feature"))
 }
 
 /// A worker's instance: the shared id set.

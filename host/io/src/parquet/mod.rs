@@ -14,6 +14,7 @@
 
 mod format;
 mod read;
+mod vectors;
 mod write;
 
 use bytes::Bytes;

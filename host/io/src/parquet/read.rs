@@ -188,7 +188,7 @@ impl ParquetReader {
 
     /// `col` as a float32-vector column (`None`: no row holds one); a bad row is named.
     fn lift(&self, name: &str, col: &ArrayRef) -> Result<Option<vectors::Lifted>, IoError> {
-        vectors::from_arrow(name, col).map_err(|(row, message)| IoError::Field {
+        super::vectors::from_arrow(name, col).map_err(|(row, message)| IoError::Field {
             at: match row {
                 Some(r) => format!("{} row {}", self.source, self.row + r as u64),
                 None => self.source.clone(),
