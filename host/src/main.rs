@@ -279,11 +279,24 @@ mod serve_cli;
 /// own crates (the library and the crates under it).
 const DEFAULT_LOG: &str = "warn,curator_host=info,curator_io=info,curator_run=info,curator_dedup=info";
 
+/// `CURATOR_LOG` (`level` and `target=level` directives, comma-separated), else [`DEFAULT_LOG`].
+/// A per-target filter (`Targets`) rather than `EnvFilter`: the same directives but span and
+/// field filters, without the regex engine that `EnvFilter` compiles in.
+fn log_filter() -> tracing_subscriber::filter::Targets {
+    let parse = |s: &str| s.parse::<tracing_subscriber::filter::Targets>().ok();
+    std::env::var("CURATOR_LOG")
+        .ok()
+        .and_then(|s| parse(&s))
+        .or_else(|| parse(DEFAULT_LOG))
+        .unwrap_or_else(|| tracing_subscriber::filter::Targets::new().with_default(tracing::Level::WARN))
+}
+
 fn main() -> ExitCode {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("CURATOR_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt().with_ansi(ansi).with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    let output = tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(std::io::stderr).with_target(false);
+    tracing_subscriber::registry().with(output).with(log_filter()).init();
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(code) => code,
