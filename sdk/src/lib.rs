@@ -51,6 +51,7 @@ pub mod native;
 pub mod abi;
 
 pub use batch::{Batch, BatchError, Column, ColumnType, Output};
+#[cfg(feature = "macros")]
 pub use curator_sdk_macros::stage;
 pub use doc::Doc;
 pub use runner::{
@@ -63,9 +64,10 @@ pub use serde_json;
 
 /// Everything a stage author needs: `use curator_sdk::prelude::*;`
 pub mod prelude {
+    #[cfg(feature = "macros")]
+    pub use crate::stage;
     pub use crate::{
         Batch, Column, ColumnType, Doc, Filter, Map, Output, Rewrite, Score, Stage, StageError, load_granted, read_granted, score_filter,
-        stage,
     };
     pub use crate::{Level, log};
     pub use std::borrow::Cow;

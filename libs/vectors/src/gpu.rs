@@ -1,5 +1,6 @@
 //! The GPU path of semantic dedup: k-means and the within-cluster pass with cuBLAS (f32
 //! GEMMs) and two NVRTC kernels, loaded at run time through cudarc (nothing to build with).
+//! The `cuda` feature (default); `gpu_absent.rs` stands in without it.
 //!
 //! k-means keeps the data on the device and, per iteration and chunk of rows: `X·Cᵀ` (GEMM),
 //! the nearest centroid of each row (kernel), then the clusters' sums as a second GEMM,
@@ -80,6 +81,9 @@ curator_gpu::kernels! {
         fn gather(data: *const f32, idx: *const u32, m: i32, d: i32, out: *mut f32);
     }
 }
+
+/// Vectors on the device ([`Gpu::upload`]).
+pub struct OnDevice(CudaSlice<f32>);
 
 /// The device, its cuBLAS handle and the kernels.
 pub struct Gpu {
@@ -222,7 +226,7 @@ impl Gpu {
 
     /// [`crate::semdedup`] for a cluster whose rows (positions into `data`, already on the
     /// device with [`Gpu::upload`]) are `rows`, in keep order.
-    pub fn semdedup(&self, data: &CudaSlice<f32>, d: usize, rows: &[u32], tile: usize) -> Result<Vec<(f32, Option<u32>)>, String> {
+    pub fn semdedup(&self, data: &OnDevice, d: usize, rows: &[u32], tile: usize) -> Result<Vec<(f32, Option<u32>)>, String> {
         let m = rows.len();
         if m == 0 {
             return Ok(Vec::new());
@@ -233,7 +237,7 @@ impl Gpu {
         let (m_i, d_i) = (m as i32, d as i32);
         // SAFETY: thread t < m × d writes v[t] (m × d) from data row idx[t / d] (every row
         // index the caller gives is a row of data, n × d); threads past m × d return.
-        unsafe { self.kernels.gather(s, Gpu::flat(m * d), data, &idx, m_i, d_i, &mut v) }.map_err(e("gather"))?;
+        unsafe { self.kernels.gather(s, Gpu::flat(m * d), &data.0, &idx, m_i, d_i, &mut v) }.map_err(e("gather"))?;
         let tile = tile.max(1).min(m);
         let mut sims = s.alloc_zeros::<f32>(tile * tile).map_err(e("allocate tile"))?;
         let mut best = s.clone_htod(&vec![0f32; m]).map_err(e("allocate best"))?;
@@ -258,8 +262,8 @@ impl Gpu {
     }
 
     /// Put `data` on the device (for [`Gpu::semdedup`]).
-    pub fn upload(&self, data: &[f32]) -> Result<CudaSlice<f32>, String> {
-        self.stream.clone_htod(data).map_err(e("upload vectors"))
+    pub fn upload(&self, data: &[f32]) -> Result<OnDevice, String> {
+        self.stream.clone_htod(data).map(OnDevice).map_err(e("upload vectors"))
     }
 }
 

@@ -19,6 +19,10 @@
 //! in dimension order, and the clusters' sums are exact fixed-point integers.
 
 pub mod fit;
+#[cfg(feature = "cuda")]
+pub mod gpu;
+#[cfg(not(feature = "cuda"))]
+#[path = "gpu_absent.rs"]
 pub mod gpu;
 
 mod bounds;
@@ -260,6 +264,7 @@ pub(crate) fn variance(data: &[f32], d: usize, idx: &[usize]) -> f64 {
 /// New centroids from the clusters' sums (`k × d`) and counts; an empty cluster takes the
 /// point farthest from its centroid (as scikit-learn; `dists` gives every row's squared
 /// distance to its centroid, asked for only then). Returns the squared movement.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn update(centroids: &mut [f32], sums: &[f64], counts: &[u64], data: &[f32], dists: impl FnOnce() -> Vec<f32>, d: usize) -> f64 {
     let far = |m: usize| {
         let dists = dists();
