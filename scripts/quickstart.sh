@@ -11,6 +11,9 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
 fi
 # The two guests build beside the host, at low priority: the host's build is one long chain
 # (cranelift, then wasmtime, then the host) that leaves a core idle much of the time.
+# Both target directories exist before the two cargo processes start: each creates a missing
+# one through a temporary name and a rename, and on a fresh clone those raced.
+mkdir -p target/wasm
 nice -n 19 cargo build --locked --profile guest --target wasm32-wasip2 --target-dir target/wasm -p word_count_filter -p unicode_normalize &
 guests=$!
 trap 'kill "$guests" 2>/dev/null || true' EXIT

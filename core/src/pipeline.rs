@@ -141,6 +141,7 @@ fn default_autoscale_interval() -> f64 {
 
 impl PipelineSpec {
     /// Parse a pipeline from YAML text. `file` names the file in errors.
+    #[cfg(feature = "yaml")]
     pub fn from_yaml(file: &str, text: &str) -> Result<PipelineSpec, SpecErrors> {
         let mut value: serde_json::Value =
             serde_saphyr::from_str(text).map_err(|e| SpecError::new(file, "", format!("not valid YAML: {e}")))?;
