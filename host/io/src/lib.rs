@@ -57,6 +57,27 @@ pub const ROW: &str = "_row";
 /// Parquet sinks).
 pub const SAMPLE: &str = "_sample";
 
+/// How an object is written to an object store ([`remote::Object::put`]); `V` is the
+/// implementation's version of an object as read.
+pub enum PutMode<V> {
+    /// Only if absent (`If-None-Match: *`).
+    Create,
+    /// Only if still at this version.
+    Update(V),
+    Overwrite,
+}
+
+/// Why a put to an object store did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum PutError {
+    #[error("the object exists")]
+    Exists,
+    #[error("the object changed since it was read")]
+    Changed,
+    #[error(transparent)]
+    Other(std::io::Error),
+}
+
 /// An IO error that names the file (and line and field, where there is one).
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {

@@ -72,23 +72,8 @@ pub struct Object {
 pub struct Version(object_store::UpdateVersion);
 
 /// How [`Object::put`] writes.
-pub enum PutMode {
-    /// Only if absent (`If-None-Match: *`).
-    Create,
-    /// Only if still at this version.
-    Update(Version),
-    Overwrite,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum PutError {
-    #[error("the object exists")]
-    Exists,
-    #[error("the object changed since it was read")]
-    Changed,
-    #[error(transparent)]
-    Other(std::io::Error),
-}
+pub type PutMode = crate::PutMode<Version>;
+pub use crate::PutError;
 
 impl Object {
     /// The object at `url` (the store configured from the environment, retrying as

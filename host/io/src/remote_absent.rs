@@ -27,21 +27,8 @@ pub struct Object(Infallible);
 
 pub struct Version(Infallible);
 
-pub enum PutMode {
-    Create,
-    Update(Version),
-    Overwrite,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum PutError {
-    #[error("the object exists")]
-    Exists,
-    #[error("the object changed since it was read")]
-    Changed,
-    #[error(transparent)]
-    Other(std::io::Error),
-}
+pub type PutMode = crate::PutMode<Version>;
+pub use crate::PutError;
 
 impl Object {
     pub fn open(_url: &url::Url) -> Result<Object, std::io::Error> {

@@ -134,12 +134,13 @@ impl<'de> Visitor<'de> for ExtendF32<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use arrow_array::cast::AsArray;
     use arrow_array::types::Float32Type;
 
-    fn rows(a: &ArrayRef) -> Vec<Option<Vec<f32>>> {
+    /// A float32-vector column's rows (`None` for a null vector), for the tests of its readers.
+    pub(crate) fn rows(a: &ArrayRef) -> Vec<Option<Vec<f32>>> {
         let l = a.as_fixed_size_list();
         (0..l.len()).map(|r| l.is_valid(r).then(|| l.value(r).as_primitive::<Float32Type>().values().to_vec())).collect()
     }

@@ -68,14 +68,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::vectors::tests::rows;
     use arrow_array::builder::{FixedSizeListBuilder, Float64Builder, ListBuilder};
     use arrow_array::{Float32Array, ListArray};
     use arrow_buffer::{NullBuffer, OffsetBuffer};
-
-    fn rows(a: &ArrayRef) -> Vec<Option<Vec<f32>>> {
-        let l = a.as_fixed_size_list();
-        (0..l.len()).map(|r| l.is_valid(r).then(|| l.value(r).as_primitive::<Float32Type>().values().to_vec())).collect()
-    }
 
     #[test]
     fn parquet_list_layouts_of_every_float_width_read_the_same() {
