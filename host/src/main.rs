@@ -280,7 +280,7 @@ mod serve_cli;
 const DEFAULT_LOG: &str = "warn,curator_host=info,curator_io=info,curator_run=info,curator_dedup=info";
 
 /// `CURATOR_LOG` (`level` and `target=level` directives, comma-separated), else [`DEFAULT_LOG`].
-/// A per-target filter (`Targets`) rather than `EnvFilter`: the same directives but span and
+/// A per-target filter (`Targets`) rather than `EnvFilter`: the same directives, without span and
 /// field filters, without the regex engine that `EnvFilter` compiles in.
 fn log_filter() -> tracing_subscriber::filter::Targets {
     let parse = |s: &str| s.parse::<tracing_subscriber::filter::Targets>().ok();
