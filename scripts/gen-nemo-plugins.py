@@ -74,6 +74,10 @@ license.workspace = true
 
 [lib]
 crate-type = ["cdylib", "rlib"]
+# Its tests are the library's (parity with NeMo Curator) and the end-to-end runs: no unit-test
+# or doc-test binary of its own to build (tests/house checks it has none).
+test = false
+doctest = false
 
 [dependencies]
 curator-sdk.workspace = true

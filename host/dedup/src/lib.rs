@@ -53,8 +53,7 @@ pub use output::DedupReplay;
 pub use output::Verdict;
 
 /// Why a build without the `parquet` feature cannot run a dedup step.
-pub const NO_PARQUET: &str = "a dedup step writes its duplicates as Parquet (`_duplicates/`): this curator-host was built \
-                              without the `parquet` feature; `cargo build --release -p curator-host` builds one with it";
+pub const NO_PARQUET: &str = concat!("a dedup step writes its duplicates as Parquet (`_duplicates/`): ", curator_io::not_built!("parquet"));
 
 use crate::io::IoError;
 use crate::metrics::RunMetrics;

@@ -27,15 +27,30 @@ pub static SINKS: &[&dyn SinkFormat] = &[
     &super::webdataset::WEBDATASET,
 ];
 
-/// Formats this build leaves out (its features), with what to say to a pipeline that names one.
-static NOT_BUILT: &[(&str, &str)] = &[
+/// A format this build leaves out (its cargo feature): its name, the file name endings it
+/// would claim, and what to say to a pipeline or a file that needs it.
+struct NotBuilt {
+    name: &'static str,
+    extensions: &'static [&'static str],
+    why: &'static str,
+}
+
+/// Formats this build leaves out.
+static NOT_BUILT: &[NotBuilt] = &[
     #[cfg(not(feature = "parquet"))]
-    ("parquet", "this curator-host was built without the `parquet` feature; `cargo build --release -p curator-host` builds one with it"),
+    NotBuilt { name: "parquet", extensions: &[".parquet", ".pq"], why: crate::not_built!("parquet") },
 ];
 
 /// Why `name` is not a format of this build, when it is one of another.
 fn not_built(name: &str) -> Option<String> {
-    NOT_BUILT.iter().find(|(n, _)| *n == name).map(|(n, why)| format!("format {n:?}: {why}"))
+    NOT_BUILT.iter().find(|f| f.name == name).map(|f| format!("format {:?}: {}", f.name, f.why))
+}
+
+/// The format a file of this name would be read as in a build with every feature, and why
+/// this one cannot, when that format is left out of this build.
+pub fn not_built_file(name: &str) -> Option<(&'static str, &'static str)> {
+    let lower = name.to_lowercase();
+    NOT_BUILT.iter().find(|f| f.extensions.iter().any(|e| lower.ends_with(e))).map(|f| (f.name, f.why))
 }
 
 /// What a file is read as when no format claims its name.

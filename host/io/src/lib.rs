@@ -42,6 +42,19 @@ pub mod writer;
 use std::io::Read;
 use std::path::Path;
 
+/// What a build without the cargo feature `$feature` says to a pipeline that needs it (after
+/// what needed it): one sentence for every left-out piece, a string literal (`concat!`).
+#[macro_export]
+macro_rules! not_built {
+    ($feature:literal) => {
+        concat!(
+            "this curator-host was built without the `",
+            $feature,
+            "` feature; `cargo build --release -p curator-host` builds one with it"
+        )
+    };
+}
+
 pub use codec::{Codec, decoded};
 pub use format::Source;
 pub use storage::Loc;
@@ -83,6 +96,8 @@ pub enum PutError {
 pub enum IoError {
     #[error("{path}: {source}")]
     Open { path: String, source: std::io::Error },
+    #[error("{path}: {why}")]
+    NotBuilt { path: String, why: String },
     #[error("{path}: no input files found (looked for {extensions}){hint}")]
     NoInput { path: String, extensions: String, hint: String },
     #[error("{at}: {message}")]
@@ -230,7 +245,18 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Sour
         let before = files.len();
         // Files of a format a directory is only read as when the source names it.
         let mut others: std::collections::BTreeMap<&'static str, usize> = Default::default();
+        // Files of a format this build leaves out (its cargo feature).
+        let mut not_built: Option<(&'static str, &'static str)> = None;
         for (rel, file, size) in listed {
+            if format.is_none()
+                && let Some((name, why)) = formats::not_built_file(&rel)
+            {
+                if single {
+                    return Err(IoError::NotBuilt { path: file.display(), why: format!("a {name} file: {why}") });
+                }
+                not_built.get_or_insert((name, why));
+                continue;
+            }
             if !single && !matches_ext(&rel, &exts) {
                 let theirs = Source::of_file(&rel, None);
                 if format.is_none() && !theirs.is(formats::DEFAULT_SOURCE.name()) {
@@ -242,9 +268,10 @@ pub fn discover(locs: &[Loc], extensions: Option<&[String]>, format: Option<Sour
             files.push(InputFile { loc: file, rel, size, format, compressed });
         }
         if files.len() == before {
-            let hint = match others.iter().max_by_key(|(_, n)| **n) {
-                Some((name, n)) => format!("; it holds {n} {name} file(s): set the source's `format: {name}`"),
-                None => String::new(),
+            let hint = match (others.iter().max_by_key(|(_, n)| **n), not_built) {
+                (_, Some((name, why))) => format!("; it holds {name} files: {why}"),
+                (Some((name, n)), None) => format!("; it holds {n} {name} file(s): set the source's `format: {name}`"),
+                (None, None) => String::new(),
             };
             return Err(IoError::NoInput { path: loc.display(), extensions: exts.join(", "), hint });
         }

@@ -10,8 +10,7 @@ use std::path::Path;
 use bytes::Bytes;
 
 /// Why an object store, plugin URL or OCI registry cannot be reached by this build.
-pub const NOT_BUILT: &str = "this curator-host was built without the `remote` feature (object stores, plugin URLs, \
-                             OCI registries); `cargo build --release -p curator-host` builds one with it";
+pub const NOT_BUILT: &str = concat!("object stores, plugin URLs and OCI registries: ", crate::not_built!("remote"));
 
 fn not_built() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::Unsupported, NOT_BUILT)

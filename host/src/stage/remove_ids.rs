@@ -74,7 +74,7 @@ fn parquet_ids(file: &Loc, shown: &str, field: &str, ids: &mut HashSet<String>) 
 
 #[cfg(not(feature = "parquet"))]
 fn parquet_ids(_file: &Loc, shown: &str, _field: &str, _ids: &mut HashSet<String>) -> Result<(), IoError> {
-    Err(bad(shown, "a Parquet file, and this curator-host was built without the `parquet` feature"))
+    Err(bad(shown, concat!("a Parquet file: ", curator_io::not_built!("parquet"))))
 }
 
 /// A worker's instance: the shared id set.

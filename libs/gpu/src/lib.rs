@@ -1,14 +1,17 @@
 //! What every GPU crate of curator shares: [`missing`], the one probe for the CUDA libraries a
 //! GPU path needs (cudarc loads them lazily and panics on the first call into one that is
 //! absent, so a GPU path looks before it leaps), and [`ptx`], the one NVRTC compile, with its
-//! on-disk cache, and [`kernels!`], typed kernel launches checked against their CUDA source.
+//! on-disk cache, [`kernels!`], typed kernel launches checked against their CUDA source, and
+//! [`RowMajor`], row-major products described once for cuBLAS.
 
 use std::path::Path;
 
+pub mod gemm;
 pub mod kernels;
 pub mod testing;
 
 pub use cudarc;
+pub use gemm::RowMajor;
 pub use kernels::{DeviceIn, DeviceOut, check_signatures, cuda_signatures};
 
 use cudarc::nvrtc::{CompileOptions, Ptx};

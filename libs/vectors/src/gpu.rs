@@ -15,9 +15,9 @@
 
 use std::sync::Arc;
 
-use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::{CudaBlas, Gemm};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use curator_gpu::RowMajor;
 
 use crate::{KMeans, KMeansParams, Rng};
 
@@ -107,18 +107,7 @@ fn rows_dot(
     k: usize,
     c: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), String> {
-    let cfg = GemmConfig {
-        transa: CUBLAS_OP_T,
-        transb: CUBLAS_OP_N,
-        m: n as i32,
-        n: m as i32,
-        k: k as i32,
-        alpha: 1.0f32,
-        lda: k as i32,
-        ldb: k as i32,
-        beta: 0.0,
-        ldc: n as i32,
-    };
+    let cfg = RowMajor::rows_dot(m, n, k).config(1.0f32, 0.0);
     // SAFETY: a is m × k, b is n × k and c is m × n, row-major, as the caller allocated.
     unsafe { blas.gemm(cfg, b, a, c) }.map_err(e("cuBLAS"))
 }
@@ -188,18 +177,8 @@ impl Gpu {
                 unsafe { self.kernels.nearest(s, Gpu::flat(m * 32), &scores, &c_norm, &xn, m_i, k_i, &mut lab, &mut dis, &mut onehot) }
                     .map_err(e("nearest"))?;
                 // sums[k × d] += onehotᵀ[k × m] · X[m × d]
-                let cfg = GemmConfig {
-                    transa: CUBLAS_OP_N,
-                    transb: CUBLAS_OP_T,
-                    m: d as i32,
-                    n: k as i32,
-                    k: m as i32,
-                    alpha: 1.0f32,
-                    lda: d as i32,
-                    ldb: k as i32,
-                    beta: if start == 0 { 0.0 } else { 1.0 },
-                    ldc: d as i32,
-                };
+                let beta = if start == 0 { 0.0 } else { 1.0 };
+                let cfg = RowMajor::new(k, d, m).a_transposed().config(1.0f32, beta);
                 // SAFETY: X rows (m × d), one-hot (m × k), sums (k × d), row-major.
                 unsafe { self.blas.gemm(cfg, &xs, &onehot, &mut sums) }.map_err(e("cuBLAS sums"))?;
             }

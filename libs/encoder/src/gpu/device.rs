@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::{CudaBlas, Gemm};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use curator_gpu::RowMajor;
 use half::f16;
 
 use super::launch::Kernels;
@@ -130,18 +130,7 @@ impl GpuDevice {
     /// `y[t × out] = x[t × inp] Wᵀ` (no bias: the next kernel adds it).
     pub(crate) fn matmul(&self, l: &GLinear, x: &CudaSlice<f16>, t: usize, y: &mut CudaSlice<f16>) -> Result<(), EncoderError> {
         debug_assert!(x.len() >= t * l.inp && y.len() >= t * l.out);
-        let cfg = GemmConfig {
-            transa: CUBLAS_OP_T,
-            transb: CUBLAS_OP_N,
-            m: l.out as i32,
-            n: t as i32,
-            k: l.inp as i32,
-            alpha: f16::ONE,
-            lda: l.inp as i32,
-            ldb: l.inp as i32,
-            beta: f16::ZERO,
-            ldc: l.out as i32,
-        };
+        let cfg = RowMajor::rows_dot(t, l.out, l.inp).config(f16::ONE, f16::ZERO);
         // SAFETY: W is out × inp, x holds t × inp and y t × out, all row-major (the workspace
         // holds at least the pass's tokens).
         unsafe { self.blas.gemm(cfg, &l.w, x, y) }.map_err(driver("cuBLAS gemm"))

@@ -24,10 +24,10 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-use cudarc::cublas::{Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::cublas::{Gemm, StridedBatchedConfig};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
 use cudarc::nvrtc::Ptx;
+use curator_gpu::RowMajor;
 use half::f16;
 
 use crate::EncoderError;
@@ -532,25 +532,8 @@ impl GpuModel {
         self.mark(marks, "split_qkv")?;
         k.split_qkv(&self.dev.stream, &ws.qkv, &layer.qkv.b, t, l, &d, &mut ws.q, &mut ws.k, &mut ws.v)?;
         // scores[bh] = Q Kᵀ / √dh, row-major L × L.
-        let (l_i, dh_i) = (l as i32, d.head_dim as i32);
-        let cfg = StridedBatchedConfig {
-            gemm: GemmConfig {
-                transa: CUBLAS_OP_T,
-                transb: CUBLAS_OP_N,
-                m: l_i,
-                n: l_i,
-                k: dh_i,
-                alpha: scale,
-                lda: dh_i,
-                ldb: dh_i,
-                beta: f16::ZERO,
-                ldc: l_i,
-            },
-            batch_size: (b * d.heads) as i32,
-            stride_a: (l * d.head_dim) as i64,
-            stride_b: (l * d.head_dim) as i64,
-            stride_c: (l * l) as i64,
-        };
+        let (heads, dh) = (b * d.heads, d.head_dim);
+        let cfg = RowMajor::rows_dot(l, l, dh).strided(scale, f16::ZERO, heads, [l * dh, l * dh, l * l]);
         // SAFETY: b × heads matrices of L × dh (K, Q) and L × L (scores), within the
         // workspace's sizes for this pass.
         self.mark(marks, "gemm scores")?;
@@ -572,24 +555,7 @@ impl GpuModel {
             k.softmax_rows(&self.dev.stream, &mut ws.scores, b * d.heads * l, l, d.heads, lens)?;
         }
         // ctx[bh] = P V, row-major L × dh.
-        let cfg = StridedBatchedConfig {
-            gemm: GemmConfig {
-                transa: CUBLAS_OP_N,
-                transb: CUBLAS_OP_N,
-                m: dh_i,
-                n: l_i,
-                k: l_i,
-                alpha: f16::ONE,
-                lda: dh_i,
-                ldb: l_i,
-                beta: f16::ZERO,
-                ldc: dh_i,
-            },
-            batch_size: (b * d.heads) as i32,
-            stride_a: (l * d.head_dim) as i64,
-            stride_b: (l * l) as i64,
-            stride_c: (l * d.head_dim) as i64,
-        };
+        let cfg = RowMajor::new(l, dh, l).strided(f16::ONE, f16::ZERO, heads, [l * l, l * dh, l * dh]);
         self.mark(marks, "gemm context")?;
         // SAFETY: V (L × dh), P (L × L), ctx (L × dh) per head, as `cfg` strides them, within
         // the workspace's buffers sized for this pass.
@@ -672,24 +638,8 @@ impl GpuModel {
         let d = self.dims;
         let (dh, heads) = (d.head_dim, d.heads);
         let scale = d.rel.map_or(1.0, |r| r.scale);
-        let cfg = StridedBatchedConfig {
-            gemm: GemmConfig {
-                transa: CUBLAS_OP_T,
-                transb: CUBLAS_OP_N,
-                m: width as i32,
-                n: t as i32,
-                k: dh as i32,
-                alpha: f16::ONE, // gemm_ex takes the scale in f32
-                lda: dh as i32,
-                ldb: (3 * d.hidden) as i32,
-                beta: f16::ZERO,
-                ldc: width as i32,
-            },
-            batch_size: heads as i32,
-            stride_a: (rows * dh) as i64,
-            stride_b: dh as i64,
-            stride_c: (t * width) as i64,
-        };
+        // gemm_ex takes the scale in f32.
+        let cfg = RowMajor::rows_dot(t, width, dh).lda(3 * d.hidden).strided(f16::ONE, f16::ZERO, heads, [dh, rows * dh, t * width]);
         // Head h: pos[h]'s rows lo..lo + width (width × dh, rows · dh apart per head); X's T
         // rows of dh at column h·dh of the [T, 3H] product (row stride 3H); out's T × width at
         // h·T·width, inside the table of heads·T·width values.

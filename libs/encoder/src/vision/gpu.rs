@@ -21,9 +21,9 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-use cudarc::cublas::{Gemm, GemmConfig};
+use cudarc::cublas::Gemm;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
+use curator_gpu::RowMajor;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
@@ -473,18 +473,7 @@ impl GpuVision {
         let mut dst = out.slice_mut(first * e..(first + b) * e);
         match &self.projection {
             Some(w) => {
-                let cfg = GemmConfig {
-                    transa: CUBLAS_OP_T,
-                    transb: CUBLAS_OP_N,
-                    m: e as i32,
-                    n: b as i32,
-                    k: h as i32,
-                    alpha: f16::ONE,
-                    lda: h as i32,
-                    ldb: (self.l * h) as i32,
-                    beta: f16::ZERO,
-                    ldc: e as i32,
-                };
+                let cfg = RowMajor::rows_dot(b, e, h).lda(self.l * h).config(f16::ONE, f16::ZERO);
                 // SAFETY: W is e × h row-major; the b class rows are the first h values of each
                 // image's L × h block of `merged` (b·L·h values, the pass's tokens); dst holds
                 // b × e values.
