@@ -63,11 +63,16 @@ python3 scripts/langid/make_fasttext_reference.py --model-only
 # DeBERTa-v3 classifiers in three layouts) for the encoder parity and model-stage tests:
 # target/models/.
 python3 scripts/models/fetch.py
-# `cargo test --workspace` builds every plugin's shared library (target/release/deps) before any
-# test runs; the end-to-end tests load those instead of building the native plugins again in
-# target/native (tests/e2e/support.rs, native_libraries). Extra arguments may narrow what is
-# built, so then the tests build what they need themselves.
+# Every plugin's shared library is built first (target/release/deps), from the same sources
+# and with the same features as the tests' own build (dev-dependencies add crates, not
+# features: the test build reuses every unit); the end-to-end tests load those instead of
+# building the native plugins again in target/native (tests/e2e/support.rs, native_libraries).
+# `cargo test` alone would not build them all: a crate without unit tests or doc examples says
+# `test = false` and `doctest = false` (tests/house/tests/test_targets.rs), and then it has no
+# target of its own for `cargo test` to build. Extra arguments may narrow what is tested, so
+# then the tests build what they need themselves.
 if [ "$#" -eq 0 ]; then
+    cargo build --release --locked --workspace --lib
     export CURATOR_TEST_NATIVE_BUILT=1
 fi
 # Every test binary runs (--no-fail-fast), so one failure never hides another; the failing

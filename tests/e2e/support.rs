@@ -58,8 +58,8 @@ pub fn install_library(from: &Path, to: &Path) {
 
 /// The directory holding `lib<package>.so` for every package of `packages`, built from source.
 ///
-/// `scripts/test.sh` runs `cargo test --workspace`, which builds every workspace plugin's
-/// shared library into `target/<profile>/deps` before any test runs, from the same sources and
+/// `scripts/test.sh` builds every workspace plugin's shared library into `target/<profile>/deps`
+/// (`cargo build --workspace --lib`) before `cargo test --workspace`, from the same sources and
 /// with the same features; it says so with `CURATOR_TEST_NATIVE_BUILT=1`, and the libraries
 /// are used from there. Otherwise (a plain `cargo test -p curator-host`, which builds none of
 /// them) they are built here, in their own target directory `target/native` so that a plugin

@@ -232,6 +232,11 @@ pub fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
     let _ = (file, offset, len);
 }
 
+/// Whether process `pid` of this host is running (or a zombie not yet reaped).
+pub fn process_alive(pid: u32) -> bool {
+    std::path::Path::new("/proc").join(pid.to_string()).exists()
+}
+
 /// Stop process `pid` now (SIGKILL).
 pub fn kill(pid: u32) {
     // SAFETY: sending a signal to a process id; at worst it is gone (ESRCH).

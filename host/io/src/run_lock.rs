@@ -69,7 +69,7 @@ impl Holder {
 
     /// A process of this host that no longer exists.
     fn gone_here(&self) -> bool {
-        self.host == hostname() && !std::path::Path::new("/proc").join(self.pid.to_string()).exists()
+        self.host == hostname() && !crate::os::process_alive(self.pid)
     }
 }
 

@@ -162,13 +162,13 @@ impl Loc {
     }
 
     /// Where to spool a file that will become this location: beside it when local (so the
-    /// rename is atomic), in the system temp directory when remote.
+    /// rename is atomic), in [`remote_spool_dir`] when remote.
     pub fn spool_path(&self) -> PathBuf {
         let name = self.file_name();
         let tag = format!(".{name}.tmp-{}-{:x}", std::process::id(), xxhash_rust::xxh3::xxh3_64(self.display().as_bytes()));
         match self {
             Loc::Local(p) => p.parent().unwrap_or(Path::new(".")).join(tag),
-            Loc::Remote(_) => std::env::temp_dir().join(tag),
+            Loc::Remote(_) => remote_spool_dir().join(tag),
         }
     }
 
@@ -311,4 +311,51 @@ fn walkdir_count(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| entries.flatten().map(|e| if e.path().is_dir() { walkdir_count(&e.path()) } else { 1 }).sum())
         .unwrap_or(0)
+}
+
+/// Where files bound for an object store are spooled before their upload:
+/// `curator-spool/` in the system temp directory. A process killed mid-upload leaves its
+/// spool behind; the first process of this host to spool after it removes the files of every
+/// process that is gone (the writer's pid is in each name: `.NAME.tmp-PID-HASH`).
+pub fn remote_spool_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join("curator-spool");
+        let _ = std::fs::create_dir_all(&dir);
+        sweep_spools_of_gone_processes(&dir);
+        dir
+    })
+    .clone()
+}
+
+/// Remove the spool files in `dir` whose writer (the pid in the name) is no longer running.
+fn sweep_spools_of_gone_processes(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name.rsplit_once(".tmp-").and_then(|(_, rest)| rest.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|pid| pid != std::process::id() && !crate::os::process_alive(pid)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_removes_the_spools_of_gone_processes_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = format!(".part-0.jsonl.tmp-{}-ab12", std::process::id());
+        let gone = format!(".part-1.jsonl.tmp-{}-cd34", u32::MAX);
+        let other = "notes.txt";
+        for f in [&mine, &gone, &other.to_string()] {
+            std::fs::write(dir.path().join(f), b"x").unwrap();
+        }
+        sweep_spools_of_gone_processes(dir.path());
+        let mut left: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        left.sort();
+        assert_eq!(left, vec![mine, other.to_string()]);
+    }
 }
