@@ -30,6 +30,9 @@ pinned ray==2.60.0
 if ! python3 -c 'import curator_ray' >/dev/null 2>&1; then
     python3 -m pip install --quiet --no-deps ./python/curator-ray
 fi
+# Stages written in Python: the Python SDK (python/curator-sdk, used from the checkout) builds
+# them with componentize-py, pinned as the SDK pins it; its Pipeline API writes YAML with PyYAML.
+pinned componentize-py==0.25.1 pyyaml==6.0.3
 # The OCI tests push and pull plugins through a real registry on loopback (Debian's
 # docker-registry, the CNCF distribution registry).
 if ! command -v docker-registry >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then

@@ -34,15 +34,20 @@ struct PluginDirs {
 
 #[derive(Subcommand)]
 enum NewCommand {
-    /// A stage crate outside this workspace, built the way curator's own plugins are, with
-    /// a unit test, a README with the commands to build and try it, and a sample pipeline.
+    /// A stage of its own: in Rust, a crate outside this workspace built the way curator's
+    /// own plugins are; in Python (`--lang python`), a module for `curator-sdk build`. With a
+    /// unit test, a README with the commands to build and try it, and a sample pipeline.
     Stage {
         /// The stage's name (lowercase, digits, `_` or `-`): the crate and the plugin.
         name: String,
         /// A native (C ABI) library instead of a WASM component (for GPU stages and
         /// anything that needs the machine).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "lang")]
         native: bool,
+        /// The language: rust, or python (a sandboxed WASM component with CPython inside,
+        /// built by the Python SDK's `curator-sdk build`).
+        #[arg(long, default_value = "rust", value_parser = ["rust", "python"])]
+        lang: String,
         /// The SDK trait to start from.
         #[arg(long, default_value = "filter", value_parser = ["filter", "map", "score", "stage"])]
         kind: String,
@@ -317,8 +322,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             tune_command(&pipeline, &plugins, &opts, apply, json)
         }
         Command::Lock { pipeline, plugins } => lock_command(&pipeline, &plugins),
-        Command::New { what: NewCommand::Stage { name, native, kind, dir, sdk, sdk_git } } => {
-            host_cli::new_stage(&name, native, &kind, &dir, sdk, sdk_git)
+        Command::New { what: NewCommand::Stage { name, native, lang, kind, dir, sdk, sdk_git } } => {
+            host_cli::new_stage(&name, native, &lang, &kind, &dir, sdk, sdk_git)
         }
         Command::Merge { output } => host_cli::merge(&output),
         Command::Bench { pipeline, plugins, native_plugins, repeat, json } => bench(&pipeline, &plugins, native_plugins, repeat, json),

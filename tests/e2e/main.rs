@@ -18,6 +18,7 @@ mod models;
 mod native;
 mod oci;
 mod pipeline_errors;
+mod python_stages;
 mod quickstart;
 mod ray;
 mod run_lock;

@@ -9,23 +9,29 @@ use anyhow::{Context, Result};
 
 use super::{EXIT_FAILED, EXIT_INVALID, SchemaKind};
 
-/// `new stage NAME`: a stage crate outside this workspace.
+/// `new stage NAME`: a stage crate outside this workspace, or a Python stage.
 pub(crate) fn new_stage(
     name: &str,
     native: bool,
+    lang: &str,
     kind: &str,
     dir: &Path,
     sdk: Option<PathBuf>,
     sdk_git: Option<String>,
 ) -> Result<ExitCode> {
-    use curator_host::scaffold::{Kind, Sdk, new_stage};
+    use curator_host::scaffold::{Form, Kind, Sdk, new_stage};
     let sdk = match (sdk, sdk_git) {
         (Some(p), _) => Sdk::Path(std::path::absolute(&p).unwrap_or(p)),
         (None, Some(url)) => Sdk::Git(url),
         (None, None) => Sdk::default_for_this_host(),
     };
     let kind = Kind::parse(kind).unwrap_or(Kind::Filter);
-    match new_stage(dir, name, kind, native, &sdk) {
+    let form = match (lang, native) {
+        ("python", _) => Form::Python,
+        (_, true) => Form::RustNative,
+        _ => Form::RustWasm,
+    };
+    match new_stage(dir, name, kind, form, &sdk) {
         Ok(s) => {
             out!("created {} ({} files)", s.dir.display(), s.files.len());
             out!("  cd {} && {}    # builds {}", s.dir.display(), s.build, s.artifact);

@@ -1,94 +1,9 @@
-//! `curator-host new stage NAME`: a stage crate of its own, outside any workspace, that builds
-//! the same way the first-party plugins do (the `guest` profile, `+simd128` for WASM,
-//! unwinding panics for native libraries), with a unit test on the SDK's test runner, a
-//! README with the commands to build and try it, and a pipeline that runs it on sample data.
+//! The Rust stage crate `new stage` writes: Cargo.toml, the build config, `src/lib.rs` with a
+//! unit test, and its README.
 
-use std::path::{Path, PathBuf};
+use super::{Kind, Project, SAMPLE, Sdk, camel, pipeline_yaml};
 
-/// What kind of stage to start from (`--kind`): the SDK trait it implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Filter,
-    Map,
-    Score,
-    Stage,
-}
-
-impl Kind {
-    pub fn parse(s: &str) -> Option<Kind> {
-        match s {
-            "filter" => Some(Kind::Filter),
-            "map" => Some(Kind::Map),
-            "score" => Some(Kind::Score),
-            "stage" => Some(Kind::Stage),
-            _ => None,
-        }
-    }
-}
-
-/// Where the new crate gets `curator-sdk` from.
-#[derive(Debug, Clone)]
-pub enum Sdk {
-    Path(PathBuf),
-    Git(String),
-    Version(String),
-}
-
-impl Sdk {
-    /// The SDK this host was built from, when its sources are still there; else the
-    /// published version.
-    pub fn default_for_this_host() -> Sdk {
-        let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
-        match here.canonicalize() {
-            Ok(p) if p.join("Cargo.toml").exists() => Sdk::Path(p),
-            _ => Sdk::Version(env!("CARGO_PKG_VERSION").to_string()),
-        }
-    }
-
-    fn dependency(&self) -> String {
-        match self {
-            Sdk::Path(p) => format!("{{ path = {:?} }}", p.display().to_string()),
-            Sdk::Git(url) => format!("{{ git = {url:?} }}"),
-            Sdk::Version(v) => format!("{v:?}"),
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ScaffoldError {
-    #[error("stage name {0:?}: use lowercase letters, digits and `_` or `-`, starting with a letter")]
-    Name(String),
-    #[error("{0} already exists; choose another name or --dir")]
-    Exists(String),
-    #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
-}
-
-/// What `new stage` wrote.
-pub struct Scaffolded {
-    pub dir: PathBuf,
-    pub files: Vec<PathBuf>,
-    /// The command that builds the plugin file, and where the file lands.
-    pub build: String,
-    pub artifact: String,
-}
-
-fn camel(name: &str) -> String {
-    name.split('_').filter(|p| !p.is_empty()).map(|p| p[..1].to_uppercase() + &p[1..]).collect()
-}
-
-/// Write a new stage crate `name` into `parent/name`.
-pub fn new_stage(parent: &Path, name: &str, kind: Kind, native: bool, sdk: &Sdk) -> Result<Scaffolded, ScaffoldError> {
-    let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !ok {
-        return Err(ScaffoldError::Name(name.to_string()));
-    }
-    let dir = parent.join(name);
-    if dir.exists() {
-        return Err(ScaffoldError::Exists(dir.display().to_string()));
-    }
-    let ident = name.replace('-', "_");
+pub(super) fn project(name: &str, ident: &str, kind: Kind, native: bool, sdk: &Sdk) -> Project {
     let (build, artifact, plugins) = if native {
         ("cargo build --release".to_string(), format!("target/release/lib{ident}.so"), "target/release")
     } else {
@@ -98,26 +13,16 @@ pub fn new_stage(parent: &Path, name: &str, kind: Kind, native: bool, sdk: &Sdk)
             "target/wasm32-wasip2/guest",
         )
     };
-    let files: Vec<(&str, String)> = vec![
+    let files = vec![
         ("Cargo.toml", cargo_toml(name, native, sdk)),
         (".cargo/config.toml", CARGO_CONFIG.to_string()),
         (".gitignore", "/target\n/out\n".to_string()),
-        ("src/lib.rs", lib_rs(&ident, kind, native)),
-        ("pipeline.yaml", pipeline_yaml(&ident, kind)),
+        ("src/lib.rs", lib_rs(ident, kind, native)),
+        ("pipeline.yaml", pipeline_yaml(ident, kind)),
         ("data/sample.jsonl", SAMPLE.to_string()),
-        ("README.md", readme(name, &ident, native, &build, &artifact, plugins)),
+        ("README.md", readme(name, ident, native, &build, &artifact, plugins)),
     ];
-    let mut written = Vec::new();
-    for (rel, text) in files {
-        let path = dir.join(rel);
-        let io = |source| ScaffoldError::Io { path: path.display().to_string(), source };
-        if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(io)?;
-        }
-        std::fs::write(&path, text).map_err(io)?;
-        written.push(path);
-    }
-    Ok(Scaffolded { dir, files: written, build, artifact })
+    Project { files: files.into_iter().map(|(p, t)| (p.to_string(), t)).collect(), build, artifact }
 }
 
 fn cargo_toml(name: &str, native: bool, sdk: &Sdk) -> String {
@@ -161,12 +66,6 @@ lto = true
 const CARGO_CONFIG: &str = r#"# curator runs WASM stages with SIMD enabled: build them with it, as curator's own are.
 [target.wasm32-wasip2]
 rustflags = ["-C", "target-feature=+simd128"]
-"#;
-
-const SAMPLE: &str = r#"{"id": "a", "text": "A short line."}
-{"id": "b", "text": "This document is long enough to pass a filter that wants at least ten words in it."}
-{"id": "c", "text": "Another fairly long document, written here so that the sample has more than one survivor to show."}
-{"id": "d", "text": "Too short."}
 "#;
 
 fn lib_rs(ident: &str, kind: Kind, native: bool) -> String {
@@ -250,18 +149,6 @@ mod tests {{
     )
 }
 
-fn pipeline_yaml(ident: &str, kind: Kind) -> String {
-    let params = match kind {
-        Kind::Filter => "{min_words: 10}",
-        Kind::Map => "{collapse: true}",
-        Kind::Score => "{max_ratio: 0.3, score_field: upper_ratio}",
-        Kind::Stage => "{}",
-    };
-    format!(
-        "# Runs {ident} on the sample data: curator-host run pipeline.yaml --plugins <the plugin's folder>\nsource: {{path: data}}\nstages:\n  - plugin: {ident}\n    params: {params}\nsink: {{path: out, mode: overwrite}}\n"
-    )
-}
-
 fn readme(name: &str, ident: &str, native: bool, build: &str, artifact: &str, plugins: &str) -> String {
     let target = if native { "" } else { "rustup target add wasm32-wasip2   # once\n" };
     let kind =
@@ -283,25 +170,4 @@ To use it elsewhere, copy `{artifact}` into a plugins directory and name it in a
 (`- plugin: {ident}`). `curator-host plugin inspect {artifact}` shows its manifest.
 "#
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_checked_and_types_are_camel_case() {
-        let dir = tempfile::tempdir().unwrap();
-        let sdk = Sdk::Version("0.1.0".into());
-        assert!(matches!(new_stage(dir.path(), "Bad Name", Kind::Filter, false, &sdk), Err(ScaffoldError::Name(_))));
-        assert!(matches!(new_stage(dir.path(), "9lives", Kind::Filter, false, &sdk), Err(ScaffoldError::Name(_))));
-        let s = new_stage(dir.path(), "my-filter", Kind::Filter, false, &sdk).unwrap();
-        assert!(s.artifact.ends_with("my_filter.wasm"));
-        let lib = std::fs::read_to_string(s.dir.join("src/lib.rs")).unwrap();
-        assert!(lib.contains("pub struct MyFilter") && lib.contains("name = \"my_filter\""), "{lib}");
-        assert!(matches!(new_stage(dir.path(), "my-filter", Kind::Filter, false, &sdk), Err(ScaffoldError::Exists(_))));
-        let n = new_stage(dir.path(), "gpu_thing", Kind::Stage, true, &sdk).unwrap();
-        assert!(std::fs::read_to_string(n.dir.join("src/lib.rs")).unwrap().contains(", native, outputs"));
-        assert!(std::fs::read_to_string(n.dir.join("Cargo.toml")).unwrap().contains("curator-sdk = \"0.1.0\""));
-    }
 }
