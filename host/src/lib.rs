@@ -1,5 +1,6 @@
-//! `curator-host`: the CLI's library. Registry, planner, the stage-call seam and its
-//! back-ends (sandboxed WASM in process, worker processes), IO and the executor.
+//! `curator-host`: the CLI's library. The planner and the executor, over the crates below:
+//! `curator-sandbox` (registry, the stage-call seam, WASM and worker processes), `curator-io`,
+//! `curator-run` and `curator-dedup`.
 
 pub mod exec;
 #[doc(hidden)]
@@ -7,15 +8,12 @@ pub mod fuzz;
 pub mod install;
 pub mod oci;
 pub mod plan;
-pub mod plugin_facts;
-pub mod registry;
 pub mod scaffold;
-pub mod stage;
-pub mod trust;
 pub mod tune;
-pub mod wasm;
-pub mod worker;
 
+// Where plugin code runs (trust, registry, the stage-call seam, WASM, worker processes): a
+// crate of its own below this one.
+pub use curator_sandbox::{plugin_facts, registry, stage, trust, wasm, worker};
 // Readers, writers and OS probes: a crate of their own below this one.
 pub use curator_io as io;
 pub use curator_io::os;

@@ -282,7 +282,7 @@ mod serve_cli;
 
 /// The log filter without `CURATOR_LOG`: warnings from everything, progress from the host's
 /// own crates (the library and the crates under it).
-const DEFAULT_LOG: &str = "warn,curator_host=info,curator_io=info,curator_run=info,curator_dedup=info";
+const DEFAULT_LOG: &str = "warn,curator_host=info,curator_sandbox=info,curator_io=info,curator_run=info,curator_dedup=info";
 
 /// `CURATOR_LOG` (`level` and `target=level` directives, comma-separated), else [`DEFAULT_LOG`].
 /// A per-target filter (`Targets`) rather than `EnvFilter`: the same directives, without span and

@@ -239,7 +239,7 @@ fn a_nemo_deberta_classifier_labels_and_filters_by_its_labels() {
         .current_dir(tmp.path())
         .args(["run", "pipeline.yaml", "--plugins"])
         .arg(plugins())
-        .env("CURATOR_LOG", "warn,curator_host=debug")
+        .env("CURATOR_LOG", "warn,curator_sandbox=debug")
         .output()
         .expect("cannot start curator-host")
         .into();

@@ -26,7 +26,7 @@ pub mod columns;
 /// Host bindings of the `curator:stage` world.
 pub mod bindings {
     wasmtime::component::bindgen!({
-        path: "../sdk/wit",
+        path: "../../sdk/wit",
         world: "stage",
     });
 }

@@ -188,7 +188,7 @@ impl Arena {
     /// still be writing the arena (a worker is untrusted), so its bytes are copied through a
     /// raw pointer into a buffer this process owns, and no `&[u8]` over shared memory ever
     /// exists: a reference would promise that the bytes cannot change while it lives.
-    pub(crate) fn copy_region(&self, off: usize, len: usize) -> Option<Vec<u8>> {
+    pub fn copy_region(&self, off: usize, len: usize) -> Option<Vec<u8>> {
         if off.checked_add(len)? > self.map.len {
             return None;
         }
@@ -230,8 +230,9 @@ impl Arena {
         Some(unsafe { Buffer::from_custom_allocation(ptr, len, self.map.clone()) })
     }
 
-    /// Where this process writes the arena (a writable mapping only).
-    pub(crate) fn base_mut(&mut self) -> *mut u8 {
+    /// Where this process writes the arena (a writable mapping only; also the fuzz harness's
+    /// way to plant bytes in an output arena).
+    pub fn base_mut(&mut self) -> *mut u8 {
         debug_assert!(self.writable);
         self.map.ptr.as_ptr()
     }
