@@ -54,14 +54,10 @@ def corpus(n, path):
 
 
 NEMO_CHAIN = """
-import importlib, json, os, sys, time, types, importlib.util
-spec = importlib.util.find_spec("nemo_curator"); base = spec.submodule_search_locations[0]
-for pkg in ["nemo_curator", "nemo_curator.stages", "nemo_curator.stages.text", "nemo_curator.stages.text.filters",
-            "nemo_curator.stages.text.utils", "nemo_curator.stages.text.filters.heuristic",
-            "nemo_curator.stages.text.filters.heuristic.repetition"]:
-    m = types.ModuleType(pkg); m.__path__ = [os.path.join(base, *pkg.split(".")[1:])]; sys.modules[pkg] = m
-s = importlib.import_module("nemo_curator.stages.text.filters.heuristic.string")
-r = importlib.import_module("nemo_curator.stages.text.filters.heuristic.repetition.repetition")
+import json, sys, time
+sys.path.insert(0, sys.argv[3])
+import nemo_filters
+s, r = nemo_filters.load()
 chain = [s.NonAlphaNumericFilter(), s.SymbolsToWordsFilter(), s.NumbersFilter(), s.UrlsFilter(), s.WhiteSpaceFilter(),
          s.ParenthesesFilter(), s.BoilerPlateStringFilter(), r.RepeatedLinesFilter(), r.RepeatedParagraphsFilter(),
          r.RepeatedLinesByCharFilter(), r.RepeatedParagraphsByCharFilter(), s.WordCountFilter(), s.PunctuationFilter(),
@@ -154,7 +150,7 @@ def per_stage(pfile, native, repeat):
 
 
 def python_rate(py, script, data, n):
-    out = subprocess.run(["taskset", "-c", "0", py, "-c", script, data, str(n)], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(["taskset", "-c", "0", py, "-c", script, data, str(n), os.path.join(ROOT, "scripts/parity")], capture_output=True, text=True, check=True).stdout.split()
     return int(out[0]) / float(out[2])
 
 

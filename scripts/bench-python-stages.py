@@ -92,15 +92,11 @@ print(json.dumps(res))
 """
 
 NEMO = """
-import importlib, json, os, sys, time, types, importlib.util
+import json, sys, time
 import pandas as pd
-spec = importlib.util.find_spec("nemo_curator"); base = spec.submodule_search_locations[0]
-for pkg in ["nemo_curator", "nemo_curator.stages", "nemo_curator.stages.text", "nemo_curator.stages.text.filters",
-            "nemo_curator.stages.text.utils", "nemo_curator.stages.text.filters.heuristic",
-            "nemo_curator.stages.text.filters.heuristic.repetition"]:
-    m = types.ModuleType(pkg); m.__path__ = [os.path.join(base, *pkg.split(".")[1:])]; sys.modules[pkg] = m
-s = importlib.import_module("nemo_curator.stages.text.filters.heuristic.string")
-r = importlib.import_module("nemo_curator.stages.text.filters.heuristic.repetition.repetition")
+sys.path.insert(0, sys.argv[3])
+import nemo_filters
+s, r = nemo_filters.load()
 WordCountFilter, RepeatingTopNGramsFilter = s.WordCountFilter, r.RepeatingTopNGramsFilter
 df = pd.DataFrame({"text": json.load(open(sys.argv[1]))})
 res = []
@@ -171,7 +167,7 @@ def main() -> None:
         for (label, *_), (took, kept) in zip(STAGES, json.loads(nat.stdout)):
             rows[label]["native"].append(took)
             rows[label]["kept"].add(("native", kept))
-        ref = subprocess.run([*ONE_CORE, nemo, "-c", NEMO, str(texts_json), nemo_arg], check=True, capture_output=True, text=True)
+        ref = subprocess.run([*ONE_CORE, nemo, "-c", NEMO, str(texts_json), nemo_arg, str(ROOT / "scripts/parity")], check=True, capture_output=True, text=True)
         for (label, *_), (took, kept) in zip(STAGES, json.loads(ref.stdout)):
             rows[label]["nemo"].append(took)
             rows[label]["kept"].add(("nemo", kept))
