@@ -10,11 +10,12 @@
 
 The object holds exactly the mapping the YAML file holds (`to_dict()`); `to_yaml()` writes it
 and `Pipeline.from_yaml()` reads one back, so a pipeline moves between Python and the CLI
-unchanged. Relative paths resolve against the folder the file is saved in (as for the CLI);
-`run()` on an unsaved pipeline writes a temporary file in the current directory, so relative
-paths resolve against it, as a Python user expects. Checking is the host's: `validate()` and
-`run()` give the file to `curator-host`, which checks it and every stage's params against the
-plugins' schemas before reading any data, and a refusal raises `PipelineError` with its message.
+unchanged. Relative paths resolve against the folder of the file the pipeline was loaded from
+or saved to (as for the CLI), else against the current directory, as a Python user expects:
+`run()` writes a temporary copy of the file there (never over the user's file). Checking is
+the host's: `validate()` and `run()` give the file to `curator-host`, which checks it and every
+stage's params against the plugins' schemas before reading any data, and a refusal raises
+`PipelineError` with its message.
 """
 
 import copy
@@ -165,11 +166,11 @@ class Pipeline:
         return args
 
     def _file(self):
-        """The saved file, or a temporary one in the current directory (removed after)."""
-        if self.path is not None:
-            self.save(self.path)
-            return self.path, False
-        fd, name = tempfile.mkstemp(prefix=".curator-pipeline-", suffix=".yaml", dir=os.getcwd())
+        """A temporary copy of the pipeline file (removed after), in the folder of the file it
+        was loaded from or saved to, else in the current directory: relative paths resolve as
+        they would there, and the user's own file (its comments) is never rewritten."""
+        folder = self.path.parent if self.path is not None else Path.cwd()
+        fd, name = tempfile.mkstemp(prefix=".curator-pipeline-", suffix=".yaml", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(self.to_yaml())
         return Path(name), True
@@ -211,8 +212,7 @@ class Pipeline:
         if done.returncode != 0:
             raise PipelineError(_message(err, done.returncode), done.returncode)
         sink = self._doc.get("sink", {}).get("path")
-        base = path.parent if self.path is not None else Path.cwd()
-        return Report.read(base / sink if sink else None)
+        return Report.read(path.parent / sink if sink else None)
 
 
 def _message(stderr: str, code: int) -> str:
