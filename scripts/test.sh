@@ -3,6 +3,13 @@
 # guest stages built from source for wasm32-wasip2 by the tests themselves).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The suite needs about 8 GB of disk from a fresh clone (target/ 6.3 GB at the end of a CI run,
+# Python packages, models, a 1 GB file of one test, the builds of the scaffold test): a CI run
+# on a disk that had less failed three tests with "No space left on device". Say so up front.
+free_gb=$(df -Pk . | awk 'NR == 2 {printf "%d", $4 / 1048576}')
+if [ "$free_gb" -lt 10 ]; then
+    echo "warning: $free_gb GB free on this disk; the test suite's builds and files take about 8 GB (tests that write fail with 'No space left on device' without it)" >&2
+fi
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
