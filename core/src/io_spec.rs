@@ -215,6 +215,71 @@ pub struct SinkSpec {
     /// The checksum `_manifest.json` records for each file: `xxh3` (the default) or `sha256`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub checksum: Checksum,
+    /// How documents become token ids, for the tokenized formats (`megatron`,
+    /// `datatrove_tokens`): required by them, refused by the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokensSpec>,
+}
+
+/// Tokenized output: the tokenizer and what is added to each document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokensSpec {
+    /// A directory holding `tokenizer.json` (and `tokenizer_config.json`, whose `eos_token`
+    /// is the end-of-document token unless `eos_token` names one), or a `tokenizer.json`
+    /// itself. Relative paths resolve against the pipeline file. Never downloaded.
+    pub tokenizer: String,
+    /// `megatron`: append the end-of-document token to each non-empty document
+    /// (`preprocess_data.py --append-eod`). Default true. `datatrove_tokens` appends
+    /// `eos_token` when one is named, as `DocumentTokenizer` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append_eod: Option<bool>,
+    /// The end-of-document token's text (e.g. `<|endoftext|>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eos_token: Option<String>,
+    /// The width of a token id on disk. Default: as the tool picks it from the vocabulary
+    /// size (Megatron: `uint16` below 65,500 tokens, else `int32`; datatrove: `uint16` up to
+    /// 65,536, else `uint32`). A vocabulary that does not fit the width named is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<TokenDtype>,
+}
+
+/// The on-disk type of a token id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenDtype {
+    Uint16,
+    Int32,
+    Uint32,
+}
+
+impl TokenDtype {
+    /// Bytes per token id.
+    pub fn size(self) -> usize {
+        match self {
+            TokenDtype::Uint16 => 2,
+            TokenDtype::Int32 | TokenDtype::Uint32 => 4,
+        }
+    }
+
+    /// Whether every id of a vocabulary of `vocab` tokens fits.
+    pub fn fits(self, vocab: usize) -> bool {
+        let max = match self {
+            TokenDtype::Uint16 => u16::MAX as u64,
+            TokenDtype::Int32 => i32::MAX as u64,
+            TokenDtype::Uint32 => u32::MAX as u64,
+        };
+        vocab == 0 || (vocab as u64 - 1) <= max
+    }
+
+    /// Its name in a pipeline file.
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenDtype::Uint16 => "uint16",
+            TokenDtype::Int32 => "int32",
+            TokenDtype::Uint32 => "uint32",
+        }
+    }
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

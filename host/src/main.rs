@@ -124,6 +124,21 @@ enum Command {
         /// The output directory (or object-store URL) the shards wrote to.
         output: String,
     },
+    /// Join Megatron datasets (`.bin`/`.idx` pairs) into one, as Megatron-LM's
+    /// `tools/merge_datasets.py` does: every pair in --input in name order (a `megatron`
+    /// sink's output directory: its other files are left alone), or the prefixes given.
+    #[cfg(feature = "tokens")]
+    MegatronMerge {
+        /// A directory of `.bin`/`.idx` pairs.
+        #[arg(long, required_unless_present = "prefix")]
+        input: Option<PathBuf>,
+        /// A dataset prefix (PATH for PATH.bin and PATH.idx), in the order given; repeatable.
+        #[arg(long, conflicts_with = "input")]
+        prefix: Vec<PathBuf>,
+        /// The merged dataset's prefix: OUTPUT_PREFIX.bin and OUTPUT_PREFIX.idx.
+        #[arg(long)]
+        output_prefix: PathBuf,
+    },
     /// Estimate a pipeline without running it: documents and bytes (from file sizes and a
     /// sample), each stage's workers and GPUs, and each dedup phase's memory and spill disk,
     /// with the bands per iteration that fit this machine (or --memory).
@@ -326,6 +341,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             host_cli::new_stage(&name, native, &lang, &kind, &dir, sdk, sdk_git)
         }
         Command::Merge { output } => host_cli::merge(&output),
+        #[cfg(feature = "tokens")]
+        Command::MegatronMerge { input, prefix, output_prefix } => host_cli::megatron_merge(input.as_deref(), &prefix, &output_prefix),
         Command::Bench { pipeline, plugins, native_plugins, repeat, json } => bench(&pipeline, &plugins, native_plugins, repeat, json),
         Command::Plugin { command } => plugin_cli::run(command),
         Command::Worker { plugin, manifest: true, .. } => {

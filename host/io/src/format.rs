@@ -130,6 +130,15 @@ pub trait SinkFormat: Sync {
     }
     /// The ending of its output files' names (`.jsonl.zst`, `.parquet`, …).
     fn extension(&self, compression: Compression) -> String;
+    /// Check the sink's settings at planning and resolve the paths in them against the
+    /// pipeline file's directory `base` (a tokenizer), or say what is wrong: `(field below
+    /// `sink.`, message)`. Only the tokenized formats take `tokens:`.
+    fn prepare(&self, sink: &mut SinkSpec, _base: &std::path::Path) -> Result<(), Vec<(&'static str, String)>> {
+        match sink.tokens {
+            Some(_) => Err(vec![("tokens", format!("format {} writes no token ids (tokenized formats: megatron, datatrove_tokens)", self.name()))]),
+            None => Ok(()),
+        }
+    }
     /// A writer of one output file at `loc`.
     fn create(&self, loc: &Loc, sink: &SinkSpec, cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError>;
 }

@@ -25,6 +25,10 @@ pub static SINKS: &[&dyn SinkFormat] = &[
     #[cfg(feature = "parquet")]
     &super::parquet::PARQUET,
     &super::webdataset::WEBDATASET,
+    #[cfg(feature = "tokens")]
+    &super::tokens::megatron::MEGATRON,
+    #[cfg(feature = "tokens")]
+    &super::tokens::datatrove::DATATROVE_TOKENS,
 ];
 
 /// A format this build leaves out (its cargo feature): its name, the file name endings it
@@ -39,6 +43,10 @@ struct NotBuilt {
 static NOT_BUILT: &[NotBuilt] = &[
     #[cfg(not(feature = "parquet"))]
     NotBuilt { name: "parquet", extensions: &[".parquet", ".pq"], why: crate::not_built!("parquet") },
+    #[cfg(not(feature = "tokens"))]
+    NotBuilt { name: "megatron", extensions: &[], why: crate::not_built!("tokens") },
+    #[cfg(not(feature = "tokens"))]
+    NotBuilt { name: "datatrove_tokens", extensions: &[], why: crate::not_built!("tokens") },
 ];
 
 /// Why `name` is not a format of this build, when it is one of another.

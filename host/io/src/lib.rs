@@ -31,6 +31,9 @@ pub mod remote;
 pub mod run_lock;
 pub mod shards;
 pub mod storage;
+// Tokenized sinks (Megatron, datatrove), with the `tokenizers` crate (the `tokens` feature).
+#[cfg(feature = "tokens")]
+pub mod tokens;
 #[cfg(feature = "remote")]
 pub mod tls;
 pub mod vectors;

@@ -127,6 +127,14 @@ impl Object {
         self.path.filename().unwrap_or_default().to_string()
     }
 
+    /// The object named `name` beside this one.
+    pub fn sibling(&self, name: &str) -> Object {
+        let mut parts: Vec<String> = self.path.parts().map(|p| p.as_ref().to_string()).collect();
+        parts.pop();
+        parts.push(name.to_string());
+        self.at(ObjPath::from_iter(parts))
+    }
+
     /// This object itself, or the objects below this prefix: `(relative path, object, size)`
     /// in path order, skipping any whose path has a part starting with `.` or `_`.
     pub fn list(&self) -> Result<Vec<(String, Object, u64)>, std::io::Error> {

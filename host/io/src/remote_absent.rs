@@ -42,6 +42,9 @@ impl Object {
     pub fn file_name(&self) -> String {
         match self.0 {}
     }
+    pub fn sibling(&self, _name: &str) -> Object {
+        match self.0 {}
+    }
     pub fn list(&self) -> Result<Vec<(String, Object, u64)>, std::io::Error> {
         match self.0 {}
     }

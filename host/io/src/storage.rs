@@ -75,6 +75,14 @@ impl Loc {
         }
     }
 
+    /// The file named `name` in this one's directory.
+    pub fn sibling(&self, name: &str) -> Loc {
+        match self {
+            Loc::Local(p) => Loc::Local(p.with_file_name(name)),
+            Loc::Remote(o) => Loc::Remote(o.sibling(name)),
+        }
+    }
+
     /// Last path component.
     pub fn file_name(&self) -> String {
         match self {

@@ -25,6 +25,9 @@ pub struct WrittenFile {
     pub checksum: String,
     /// The input files (and byte ranges or row groups) the documents came from.
     pub sources: Vec<String>,
+    /// Token ids in the file, for a tokenized sink (`megatron`, `datatrove_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
 }
 
 impl WrittenFile {
@@ -47,6 +50,8 @@ pub struct Committed {
     pub documents: u64,
     pub bytes: u64,
     pub checksum: String,
+    /// Token ids written, by a tokenized sink.
+    pub tokens: Option<u64>,
 }
 
 /// A running checksum of one of the kinds a sink may ask for.

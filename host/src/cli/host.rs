@@ -1,4 +1,4 @@
-//! `curator-host new | merge | gpus | schema`, and the subcommands the host starts itself
+//! `curator-host new | merge | megatron-merge | gpus | schema`, and the subcommands the host starts itself
 //! (`worker`, `dedup-gpu`): the ones that take no pipeline file. The work is in the library;
 //! this file parses, calls and prints.
 
@@ -40,6 +40,26 @@ pub(crate) fn new_stage(
         Err(e) => {
             eprintln!("error: {e}");
             Ok(ExitCode::from(EXIT_INVALID))
+        }
+    }
+}
+
+/// `megatron-merge`: Megatron datasets joined into one.
+#[cfg(feature = "tokens")]
+pub(crate) fn megatron_merge(input: Option<&Path>, prefixes: &[PathBuf], output: &Path) -> Result<ExitCode> {
+    use curator_host::io::tokens::megatron;
+    let inputs = match input {
+        Some(dir) => megatron::prefixes(dir)?,
+        None => prefixes.to_vec(),
+    };
+    match megatron::merge(&inputs, output) {
+        Ok(m) => {
+            out!("merged {} dataset(s) into {}.bin/.idx: {} documents, {} tokens", m.prefixes, output.display(), m.documents, m.tokens);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(EXIT_FAILED))
         }
     }
 }

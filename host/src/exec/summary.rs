@@ -81,6 +81,13 @@ pub struct RunSummary {
     pub dedup: Option<crate::dedup::DedupStats>,
 }
 
+impl RunSummary {
+    /// Token ids a tokenized sink wrote in this run (its files list them per file).
+    pub fn tokens(&self) -> Option<u64> {
+        self.outputs.iter().filter_map(|f| f.tokens).reduce(|a, b| a + b)
+    }
+}
+
 /// Per-stage counters at the end of a run.
 pub(crate) fn stage_stats(plan: &Plan, metrics: &RunMetrics, scaling: &[ScaleEvent]) -> Vec<StageStats> {
     plan.stages

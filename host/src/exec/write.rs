@@ -137,14 +137,14 @@ fn write_task(
     let closing = std::time::Instant::now();
     let sources = plan.sources(partition);
     let finish = |w: Option<Box<dyn OutputWriter>>, path: &str| -> Result<WrittenFile, RunError> {
-        let (documents, bytes, checksum) = match w {
+        let (documents, bytes, checksum, tokens) = match w {
             Some(w) => {
                 let c = w.finish()?;
-                (c.documents, c.bytes, c.checksum)
+                (c.documents, c.bytes, c.checksum, c.tokens)
             }
-            None => (0, 0, String::new()),
+            None => (0, 0, String::new(), None),
         };
-        Ok(WrittenFile { path: path.to_string(), documents, bytes, checksum, sources: sources.clone() })
+        Ok(WrittenFile { path: path.to_string(), documents, bytes, checksum, sources: sources.clone(), tokens })
     };
     let main = finish(o.main, &partition.output_rel)?;
     let mut branch_files = Vec::with_capacity(o.branches.len());

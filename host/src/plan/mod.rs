@@ -312,7 +312,9 @@ fn plan_locked(
     opts: PlanOptions<'_>,
     locked: Option<(&Path, &lock::LockFile)>,
 ) -> Result<Plan, PlanError> {
+    let mut spec = spec;
     let mut errors = Vec::new();
+    prepare_sink(&mut spec.sink, label, "sink", base, &mut errors);
     let (stages, barrier) = checked_stages(&spec, label, base, registry, opts, locked, &mut errors);
     crate::io::remote::configure_retry(&spec.sink.retry());
     let located = locate(&spec, label, base, &mut errors);
@@ -420,6 +422,16 @@ fn checked_stages(
         errors.extend(checks::check_setups(label, &stages, &failed, check));
     }
     (stages, barrier)
+}
+
+/// The sink format's own checks of its settings (a tokenizer that loads, a width its
+/// vocabulary fits), its paths resolved against `base`; problems go to `errors` under `at`.
+pub(crate) fn prepare_sink(sink: &mut curator_core::SinkSpec, label: &str, at: &str, base: &Path, errors: &mut Vec<SpecError>) {
+    if let Ok(format) = io::formats::sink(&sink.format)
+        && let Err(problems) = format.prepare(sink, base)
+    {
+        errors.extend(problems.into_iter().map(|(field, message)| SpecError::new(label, format!("{at}.{field}"), message)));
+    }
 }
 
 /// Where the pipeline reads from and writes to.

@@ -117,10 +117,16 @@ pub(super) fn plan_branches(
             }
             let b = branches.len();
             let resumed = resumed.iter().filter_map(|r| r.get(b).cloned()).collect();
+            let mut sink = sink.clone();
+            let mut problems = Vec::new();
+            super::prepare_sink(&mut sink, label, &format!("stages[{i}].{field}"), base, &mut problems);
+            if !problems.is_empty() {
+                return Err(PlanError::Spec(problems));
+            }
             branches.push(PlannedBranch {
                 stage,
                 kind,
-                sink: sink.clone(),
+                sink,
                 prior_manifest: OutputManifest::load(&dir),
                 dir,
                 outputs,

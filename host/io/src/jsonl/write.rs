@@ -113,6 +113,6 @@ impl OutputWriter for JsonlWriter {
         let this = *self;
         let w = this.encoder.finish().map_err(|e| this.spool.werr(e))?;
         let (bytes, checksum) = this.spool.commit(w)?;
-        Ok(Committed { documents: this.docs, bytes, checksum })
+        Ok(Committed { documents: this.docs, bytes, checksum, tokens: None })
     }
 }

@@ -298,6 +298,6 @@ impl OutputWriter for ParquetWriter {
         let w = writer.into_inner().map_err(|e| self.encoder_err(e))?;
         let spool = self.spool.take().ok_or_else(|| self.werr("already finished"))?;
         let (bytes, checksum) = spool.commit(w)?;
-        Ok(Committed { documents: self.docs, bytes, checksum })
+        Ok(Committed { documents: self.docs, bytes, checksum, tokens: None })
     }
 }

@@ -149,7 +149,7 @@ impl OutputWriter for WebdatasetWriter {
         let mut w = this.tar.into_inner().map_err(|e| this.spool.werr(e))?;
         w.flush().map_err(|e| this.spool.werr(e))?;
         let (bytes, checksum) = this.spool.commit(w)?;
-        Ok(Committed { documents: this.docs, bytes, checksum })
+        Ok(Committed { documents: this.docs, bytes, checksum, tokens: None })
     }
 }
 

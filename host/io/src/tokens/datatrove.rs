@@ -1,0 +1,182 @@
+//! datatrove's token files, what `DocumentTokenizer(shuffle_documents=False)` writes and
+//! nanotron's datatrove loaders read: per partition a `.ds` of token ids end to end
+//! (little-endian uint16, or uint32 for a vocabulary over 65,536), a `.ds.index` of each
+//! document's end in tokens (u64, cumulative), and a `.ds.metadata` (`TOKENIZER|WIDTH`, the
+//! token count, the count in SI units). With `eos_token` each document ends with it (datatrove
+//! swaps the tokenizer's post-processor for `$A <EOS>`); without, the tokenizer's own
+//! post-processor adds what it adds.
+//!
+//! Not yet: datatrove's in-file document shuffle (numpy's `default_rng(seed).permutation`),
+//! its chunk shuffle, `max_tokens_per_file` and the `.ds.loss` masks; the files are those of
+//! `shuffle_documents=False`, and datatrove's `DocumentTokenizerMerger` shuffles them.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use curator_core::io_spec::TokenDtype;
+use curator_core::pipeline::{Compression, SinkSpec};
+
+use super::{Problem, Setup, Specials, Tokenizer};
+use crate::format::{SinkContext, SinkFormat};
+use crate::writer::{Committed, OutputWriter, Spool, SpoolWriter};
+use crate::{IoError, Loc};
+
+/// Its name in a pipeline file.
+pub const NAME: &str = "datatrove_tokens";
+
+/// The width datatrove picks (`token_size`: 4 bytes past uint16's range).
+pub fn datatrove_dtype(vocab: usize) -> TokenDtype {
+    if vocab > u16::MAX as usize + 1 { TokenDtype::Uint32 } else { TokenDtype::Uint16 }
+}
+
+/// The datatrove token-file sink format.
+pub struct DatatroveTokens;
+pub static DATATROVE_TOKENS: DatatroveTokens = DatatroveTokens;
+
+fn setup(sink: &mut SinkSpec, base: &Path) -> Result<Setup, Vec<Problem>> {
+    let t = super::tokens_of(&mut sink.tokens, NAME, base)?;
+    if t.append_eod.is_some() {
+        return Err(vec![("tokens.append_eod", "datatrove appends eos_token when one is named: set eos_token, not append_eod".into())]);
+    }
+    let tokenizer = Tokenizer::load(Path::new(&t.tokenizer)).map_err(|m| vec![("tokens.tokenizer", m)])?;
+    let mut problems = Vec::new();
+    let dtype = super::dtype(&tokenizer, t, datatrove_dtype(tokenizer.vocab), &[TokenDtype::Uint16, TokenDtype::Uint32]).map_err(|p| problems.push(p)).ok();
+    let specials = match &t.eos_token {
+        Some(_) => super::eos_id(&tokenizer, t, "").map_err(|p| problems.push(p)).ok().flatten().map(Specials::ThenEos),
+        None => Some(Specials::PostProcessor),
+    };
+    match (dtype, specials) {
+        (Some(dtype), Some(specials)) if problems.is_empty() => Ok(Setup { tokenizer, dtype, specials, eod: None }),
+        _ => Err(problems),
+    }
+}
+
+impl SinkFormat for DatatroveTokens {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn extension(&self, _compression: Compression) -> String {
+        ".ds".into()
+    }
+    fn prepare(&self, sink: &mut SinkSpec, base: &Path) -> Result<(), Vec<Problem>> {
+        if sink.compression.is_some_and(|c| c != Compression::None) {
+            return Err(vec![("compression", "datatrove's token files are read by seeking: they are never compressed".into())]);
+        }
+        setup(sink, base).map(drop)
+    }
+    fn create(&self, loc: &Loc, sink: &SinkSpec, _cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
+        let mut sink = sink.clone();
+        let name = sink.tokens.as_ref().map(|t| t.tokenizer.clone()).unwrap_or_default();
+        let s = setup(&mut sink, Path::new("/")).map_err(|p| IoError::Write {
+            path: loc.display(),
+            source: std::io::Error::other(p.into_iter().map(|(f, m)| format!("sink.{f}: {m}")).collect::<Vec<_>>().join("; ")),
+        })?;
+        let (spool, ds) = Spool::create(loc, sink.checksum)?;
+        Ok(Box::new(DatatroveWriter { spool, ds, checksum: sink.checksum, tokenizer_name: name, s, ends: Vec::new(), ids: Vec::new(), bytes: Vec::new() }))
+    }
+}
+
+/// Writes one partition's `.ds` and, when it is complete, its `.ds.index` and `.ds.metadata`.
+pub struct DatatroveWriter {
+    spool: Spool,
+    ds: SpoolWriter,
+    checksum: curator_core::io_spec::Checksum,
+    tokenizer_name: String,
+    s: Setup,
+    /// Each document's end, in tokens from the file's start.
+    ends: Vec<u64>,
+    ids: Vec<u32>,
+    bytes: Vec<u8>,
+}
+
+impl OutputWriter for DatatroveWriter {
+    fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
+        let at = self.spool.target.display();
+        let texts = super::texts(batch, &at)?;
+        self.bytes.clear();
+        let mut end = self.ends.last().copied().unwrap_or(0);
+        for i in 0..batch.num_rows() {
+            self.ids.clear();
+            let tokenizer: &Arc<Tokenizer> = &self.s.tokenizer;
+            tokenizer.encode_into(super::text(texts, i), self.s.specials, &mut self.ids).map_err(|message| IoError::Field {
+                at: format!("{at}: document {}", self.ends.len() + 1),
+                field: crate::TEXT.into(),
+                message,
+            })?;
+            super::put_ids(&self.ids, self.s.dtype, &mut self.bytes);
+            end += self.ids.len() as u64;
+            self.ends.push(end);
+        }
+        self.ds.write_all(&self.bytes).map_err(|e| self.spool.werr(e))
+    }
+
+    fn finish(self: Box<Self>) -> Result<Committed, IoError> {
+        let this = *self;
+        let name = this.spool.target.file_name();
+        let index_loc = this.spool.target.sibling(&format!("{name}.index"));
+        let meta_loc = this.spool.target.sibling(&format!("{name}.metadata"));
+        let tokens = this.ends.last().copied().unwrap_or(0);
+        let (bytes, checksum) = this.spool.commit(this.ds)?;
+        let index: Vec<u8> = this.ends.iter().flat_map(|e| e.to_le_bytes()).collect();
+        write_whole(&index_loc, &index, this.checksum)?;
+        let meta = format!("{}|{}\n{tokens}\n{}", this.tokenizer_name, this.s.dtype.size(), metric(tokens as f64, "T"));
+        write_whole(&meta_loc, meta.as_bytes(), this.checksum)?;
+        Ok(Committed { documents: this.ends.len() as u64, bytes, checksum, tokens: Some(tokens) })
+    }
+}
+
+fn write_whole(loc: &Loc, bytes: &[u8], checksum: curator_core::io_spec::Checksum) -> Result<(), IoError> {
+    let (spool, mut w) = Spool::create(loc, checksum)?;
+    w.write_all(bytes).map_err(|e| spool.werr(e))?;
+    spool.commit(w).map(drop)
+}
+
+/// A count in SI units with three significant digits, as the `humanize` package's
+/// `metric(value, unit)` prints it (datatrove's `.metadata` third line).
+pub fn metric(value: f64, unit: &str) -> String {
+    let mut exponent = if value != 0.0 { value.abs().log10().floor() as i32 } else { 0 };
+    let bucket = |e: i32| e.div_euclid(3) * 3;
+    let digits = |e: i32| (3 - e.rem_euclid(3) - 1).max(0) as usize;
+    let old = bucket(exponent);
+    let mut scaled = value / 10f64.powi(old);
+    let mut decimals = digits(exponent);
+    // A rounding carry (999.9 → 1000) moves to the next prefix, as humanize does.
+    let rounded: f64 = format!("{:.decimals$}", scaled.abs()).parse().unwrap_or(scaled.abs());
+    if exponent < 30 && rounded >= 10f64.powi(exponent.rem_euclid(3) + 1) {
+        exponent += 1;
+        scaled /= 10f64.powi(bucket(exponent) - old);
+        decimals = digits(exponent);
+    }
+    let prefix = match exponent {
+        e if e >= 3 => "kMGTPEZYRQ".chars().nth((e / 3 - 1) as usize).map(String::from).unwrap_or_default(),
+        _ => String::new(),
+    };
+    let space = if unit.is_empty() && prefix.is_empty() { "" } else { " " };
+    format!("{scaled:.decimals$}{space}{prefix}{unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_prints_as_humanize_does() {
+        // humanize 4.x: metric(0, "T"), metric(7, "T"), metric(1234, "T"), metric(1234567, "T")…
+        assert_eq!(metric(0.0, "T"), "0.00 T");
+        assert_eq!(metric(7.0, "T"), "7.00 T");
+        assert_eq!(metric(42.0, "T"), "42.0 T");
+        assert_eq!(metric(1234.0, "T"), "1.23 kT");
+        assert_eq!(metric(999_999.0, "T"), "1.00 MT");
+        assert_eq!(metric(99_960.0, "T"), "100 kT");
+        assert_eq!(metric(1_234_567.0, "T"), "1.23 MT");
+        assert_eq!(metric(25_500_000_000.0, "T"), "25.5 GT");
+    }
+
+    #[test]
+    fn datatrove_widens_past_uint16() {
+        assert_eq!(datatrove_dtype(65536), TokenDtype::Uint16);
+        assert_eq!(datatrove_dtype(65537), TokenDtype::Uint32);
+    }
+}
