@@ -29,6 +29,18 @@ pinned 'moto[server]==5.2.1'
 # pyarrow, polars and DuckDB write and read the files of the compatibility matrix
 # (scripts/compat/matrix.py, tests/e2e/compat.rs).
 pinned pyarrow==26.0.1 polars==2.1.0 duckdb==2.0.1
+# The tokenized sinks' parity (tests/e2e/tokens.rs): datatrove's DocumentTokenizer and
+# megatron-core's indexed dataset, with Hugging Face tokenizers at the version of our
+# `tokenizers` crate. megatron-core without its dependencies: torch (3 GB with its CUDA
+# wheels) is not needed by the indexed dataset's code (scripts/parity/tokens_reference.py).
+pinned datatrove==0.10.1 tokenizers==0.22.2
+if ! python3 - >/dev/null 2>&1 <<'PY'
+from importlib.metadata import version
+assert version("megatron-core") == "0.16.1"
+PY
+then
+    python3 -m pip install --quiet --no-deps megatron-core==0.16.1
+fi
 # lxml (libxml2 2.14.6) for the HTML tree parity test (libs/html/tests/tree_parity.rs).
 pinned lxml==6.1.3
 # The Ray driver (python/curator-ray, with Ray from PyPI) for the cluster tests; they run the

@@ -192,7 +192,8 @@ pub struct SinkSpec {
     /// Output directory or object-store URL; one output file per partition. Relative paths
     /// resolve against the pipeline file.
     pub path: String,
-    /// `jsonl` (the default), `parquet` or `webdataset`.
+    /// `jsonl` (the default), `parquet`, `webdataset`, or token ids for training: `megatron`,
+    /// `datatrove_tokens` (with `tokens`).
     #[serde(default)]
     pub format: Format,
     /// Default: none for JSONL, zstd for Parquet.
@@ -218,7 +219,7 @@ pub struct SinkSpec {
     /// How documents become token ids, for the tokenized formats (`megatron`,
     /// `datatrove_tokens`): required by them, refused by the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<TokensSpec>,
+    pub tokens: Option<Box<TokensSpec>>,
 }
 
 /// Tokenized output: the tokenizer and what is added to each document.

@@ -32,6 +32,7 @@ mod serve;
 mod shards;
 mod snapshots;
 mod stored_vectors;
+mod tokens;
 mod trust;
 mod video;
 mod warc;

@@ -219,6 +219,8 @@ pub enum Need {
     FastTextModel,
     /// pyarrow, polars and DuckDB from PyPI, for the compatibility matrix.
     DataFrameTools,
+    /// megatron-core, datatrove and tokenizers from PyPI, for the tokenized sinks' parity.
+    TokenTools,
 }
 
 impl Need {
@@ -235,6 +237,9 @@ impl Need {
                 .all(|m| root().join("target/models").join(m).join("model.safetensors").exists()),
             Need::FastTextModel => root().join("target/fasttext/lid.176.ftz").exists(),
             Need::DataFrameTools => succeeds("python3", &["-c", "import pyarrow, polars, duckdb"]),
+            Need::TokenTools => {
+                succeeds("python3", &["-c", "import importlib.util as u, datatrove, tokenizers; assert u.find_spec('megatron.core')"])
+            }
         }
     }
 }

@@ -135,7 +135,9 @@ pub trait SinkFormat: Sync {
     /// `sink.`, message)`. Only the tokenized formats take `tokens:`.
     fn prepare(&self, sink: &mut SinkSpec, _base: &std::path::Path) -> Result<(), Vec<(&'static str, String)>> {
         match sink.tokens {
-            Some(_) => Err(vec![("tokens", format!("format {} writes no token ids (tokenized formats: megatron, datatrove_tokens)", self.name()))]),
+            Some(_) => {
+                Err(vec![("tokens", format!("format {} writes no token ids (tokenized formats: megatron, datatrove_tokens)", self.name()))])
+            }
             None => Ok(()),
         }
     }

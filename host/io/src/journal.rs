@@ -25,8 +25,12 @@ pub struct JournalEntry {
 /// output path), uploaded whole (an object is never seen half-written) before the partition
 /// is reported done.
 pub struct Journal {
-    /// Opened (and created) at the first record: a run that commits nothing leaves none.
+    /// Opened (and created) when the run opens its first output file ([`Journal::begin`]):
+    /// a run that writes nothing leaves none, and a run killed after committing a file but
+    /// before its journal line leaves one (empty), so that the next run resumes rather than
+    /// refusing the directory.
     file: Option<std::fs::File>,
+    begun: bool,
     path: PathBuf,
     /// The object-store prefix entries go under (remote output directories).
     remote: Option<Loc>,
@@ -66,7 +70,7 @@ impl Journal {
                     .filter(|(rel, _, _)| rel.ends_with(".json"))
                     .filter_map(|(_, loc, _)| serde_json::from_slice(&loc.read_all().ok()?).ok())
                     .collect();
-                (!entries.is_empty()).then_some(entries)
+                (!objects.is_empty()).then_some(entries)
             }
         }
     }
@@ -75,30 +79,60 @@ impl Journal {
     /// recorded.
     pub fn open_for_append(dir: &Loc, name: &str) -> Result<Option<Journal>, IoError> {
         Ok(Some(match dir {
-            Loc::Local(d) => Journal { file: None, path: d.join(name), remote: None },
+            Loc::Local(d) => Journal { file: None, begun: false, path: d.join(name), remote: None },
             Loc::Remote(_) => {
                 let prefix = Self::remote_prefix(dir, name);
-                Journal { file: None, path: PathBuf::from(prefix.display()), remote: Some(prefix) }
+                Journal { file: None, begun: false, path: PathBuf::from(prefix.display()), remote: Some(prefix) }
             }
         }))
+    }
+
+    /// Mark the directory as holding a run's outputs before the first of them is committed
+    /// (an empty journal; a `begun` object in an object store): once a file may be in place,
+    /// a killed run is resumed, never taken for a directory of someone else's files.
+    pub fn begin(&mut self) -> Result<(), IoError> {
+        if self.begun {
+            return Ok(());
+        }
+        self.begun = true;
+        if let Some(prefix) = &self.remote {
+            return super::writer::write_small(&prefix.join("begun"), b"");
+        }
+        self.open_file()
+    }
+
+    fn open_file(&mut self) -> Result<(), IoError> {
+        if self.file.is_some() {
+            return Ok(());
+        }
+        let err = |source: std::io::Error| IoError::write(self.path.display().to_string(), source);
+        if let Some(d) = self.path.parent() {
+            std::fs::create_dir_all(d).map_err(err)?;
+        }
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path).map_err(err)?;
+        // The journal's name in its directory is durable before any output it vouches for.
+        file.sync_all().map_err(err)?;
+        if let Some(d) = self.path.parent()
+            && let Ok(dir) = std::fs::File::open(d)
+        {
+            let _ = dir.sync_all();
+        }
+        self.file = Some(file);
+        Ok(())
     }
 
     /// Record a committed output file durably.
     pub fn record(&mut self, f: &JournalEntry) -> Result<(), IoError> {
         use std::io::Write;
-        let err = |source: std::io::Error| IoError::write(self.path.display().to_string(), source);
-        let mut line = serde_json::to_vec(f).map_err(|e| err(e.into()))?;
+        let path = self.path.display().to_string();
+        let mut line = serde_json::to_vec(f).map_err(|e| IoError::write(path, e.into()))?;
         if let Some(prefix) = &self.remote {
             let key = format!("{:016x}.json", xxhash_rust::xxh3::xxh3_64(f.file.sources.join("\n").as_bytes()));
             return super::writer::write_small(&prefix.join(&key), &line);
         }
         line.push(b'\n');
-        if self.file.is_none() {
-            if let Some(d) = self.path.parent() {
-                std::fs::create_dir_all(d).map_err(err)?;
-            }
-            self.file = Some(std::fs::OpenOptions::new().create(true).append(true).open(&self.path).map_err(err)?);
-        }
+        self.open_file()?;
+        let err = |source: std::io::Error| IoError::write(self.path.display().to_string(), source);
         let Some(file) = self.file.as_mut() else { return Ok(()) };
         file.write_all(&line).and_then(|_| file.sync_data()).map_err(err)
     }

@@ -32,10 +32,10 @@ pub mod run_lock;
 pub mod shards;
 pub mod storage;
 // Tokenized sinks (Megatron, datatrove), with the `tokenizers` crate (the `tokens` feature).
-#[cfg(feature = "tokens")]
-pub mod tokens;
 #[cfg(feature = "remote")]
 pub mod tls;
+#[cfg(feature = "tokens")]
+pub mod tokens;
 pub mod vectors;
 pub mod video;
 pub mod warc;

@@ -337,7 +337,11 @@ fn print_summary(plan: &plan::Plan, summary: &exec::RunSummary) {
         summary.peak_rss_mb,
     );
     if let Some(tokens) = summary.tokens() {
-        out!("tokens: {tokens} in {} file(s), {:.0} tokens/s", summary.outputs.iter().filter(|f| f.tokens.is_some()).count(), tokens as f64 / summary.elapsed_s.max(1e-9));
+        out!(
+            "tokens: {tokens} in {} file(s), {:.0} tokens/s",
+            summary.outputs.iter().filter(|f| f.tokens.is_some()).count(),
+            tokens as f64 / summary.elapsed_s.max(1e-9)
+        );
     }
 }
 

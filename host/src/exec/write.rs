@@ -38,6 +38,16 @@ fn open_writer(ctx: &Ctx, sink: &SinkSpec, loc: &Loc, pi: usize) -> Result<Box<d
     format.create(loc, sink, &cx)
 }
 
+/// The journal, begun before the first output file is opened (see [`Journal::begin`]).
+fn begin_journal(journal: &Mutex<Option<Journal>>) -> Result<(), RunError> {
+    if let Ok(mut j) = journal.lock()
+        && let Some(j) = j.as_mut()
+    {
+        j.begin()?;
+    }
+    Ok(())
+}
+
 /// The input files partition `pi` reads.
 fn partition_inputs(ctx: &Ctx, pi: usize) -> Vec<&InputFile> {
     ctx.plan.partitions[pi].parts.iter().map(|p| &ctx.plan.inputs[p.file]).collect()
@@ -109,6 +119,7 @@ fn write_task(
         out.next_seq += 1;
         if t.batch.num_rows() > 0 {
             if out.main.is_none() {
+                begin_journal(journal)?;
                 out.main = Some(open_writer(ctx, &plan.spec.sink, &partition.output, pi)?);
             }
             if let Some(w) = out.main.as_mut() {
@@ -119,6 +130,7 @@ fn write_task(
             if side.num_rows() > 0 {
                 let slot = &mut out.branches[*b];
                 if slot.is_none() {
+                    begin_journal(journal)?;
                     let br = &plan.branches[*b];
                     *slot = Some(open_writer(ctx, &br.sink, &br.outputs[pi].1, pi)?);
                 }

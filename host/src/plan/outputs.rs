@@ -123,15 +123,7 @@ pub(super) fn plan_branches(
             if !problems.is_empty() {
                 return Err(PlanError::Spec(problems));
             }
-            branches.push(PlannedBranch {
-                stage,
-                kind,
-                sink,
-                prior_manifest: OutputManifest::load(&dir),
-                dir,
-                outputs,
-                resumed,
-            });
+            branches.push(PlannedBranch { stage, kind, sink, prior_manifest: OutputManifest::load(&dir), dir, outputs, resumed });
         }
     }
     Ok(branches)

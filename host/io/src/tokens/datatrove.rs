@@ -42,7 +42,9 @@ fn setup(sink: &mut SinkSpec, base: &Path) -> Result<Setup, Vec<Problem>> {
     }
     let tokenizer = Tokenizer::load(Path::new(&t.tokenizer)).map_err(|m| vec![("tokens.tokenizer", m)])?;
     let mut problems = Vec::new();
-    let dtype = super::dtype(&tokenizer, t, datatrove_dtype(tokenizer.vocab), &[TokenDtype::Uint16, TokenDtype::Uint32]).map_err(|p| problems.push(p)).ok();
+    let dtype = super::dtype(&tokenizer, t, datatrove_dtype(tokenizer.vocab), &[TokenDtype::Uint16, TokenDtype::Uint32])
+        .map_err(|p| problems.push(p))
+        .ok();
     let specials = match &t.eos_token {
         Some(_) => super::eos_id(&tokenizer, t, "").map_err(|p| problems.push(p)).ok().flatten().map(Specials::ThenEos),
         None => Some(Specials::PostProcessor),
@@ -61,10 +63,14 @@ impl SinkFormat for DatatroveTokens {
         ".ds".into()
     }
     fn prepare(&self, sink: &mut SinkSpec, base: &Path) -> Result<(), Vec<Problem>> {
+        let mut problems = Vec::new();
         if sink.compression.is_some_and(|c| c != Compression::None) {
-            return Err(vec![("compression", "datatrove's token files are read by seeking: they are never compressed".into())]);
+            problems.push(("compression", "datatrove's token files are read by seeking: they are never compressed".into()));
         }
-        setup(sink, base).map(drop)
+        if let Err(more) = setup(sink, base) {
+            problems.extend(more);
+        }
+        if problems.is_empty() { Ok(()) } else { Err(problems) }
     }
     fn create(&self, loc: &Loc, sink: &SinkSpec, _cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
         let mut sink = sink.clone();
@@ -74,7 +80,16 @@ impl SinkFormat for DatatroveTokens {
             source: std::io::Error::other(p.into_iter().map(|(f, m)| format!("sink.{f}: {m}")).collect::<Vec<_>>().join("; ")),
         })?;
         let (spool, ds) = Spool::create(loc, sink.checksum)?;
-        Ok(Box::new(DatatroveWriter { spool, ds, checksum: sink.checksum, tokenizer_name: name, s, ends: Vec::new(), ids: Vec::new(), bytes: Vec::new() }))
+        Ok(Box::new(DatatroveWriter {
+            spool,
+            ds,
+            checksum: sink.checksum,
+            tokenizer_name: name,
+            s,
+            ends: Vec::new(),
+            ids: Vec::new(),
+            bytes: Vec::new(),
+        }))
     }
 }
 

@@ -67,7 +67,9 @@ fn setup(sink: &mut SinkSpec, base: &Path) -> Result<Setup, Vec<Problem>> {
     let t = super::tokens_of(&mut sink.tokens, NAME, base)?;
     let tokenizer = Tokenizer::load(Path::new(&t.tokenizer)).map_err(|m| vec![("tokens.tokenizer", m)])?;
     let mut problems = Vec::new();
-    let dtype = super::dtype(&tokenizer, t, optimal_dtype(tokenizer.vocab), &[TokenDtype::Uint16, TokenDtype::Int32]).map_err(|p| problems.push(p)).ok();
+    let dtype = super::dtype(&tokenizer, t, optimal_dtype(tokenizer.vocab), &[TokenDtype::Uint16, TokenDtype::Int32])
+        .map_err(|p| problems.push(p))
+        .ok();
     let eod = if t.append_eod.unwrap_or(true) {
         super::eos_id(&tokenizer, t, "append_eod is on").map_err(|p| problems.push(p)).ok().flatten()
     } else {
@@ -87,10 +89,14 @@ impl SinkFormat for Megatron {
         ".bin".into()
     }
     fn prepare(&self, sink: &mut SinkSpec, base: &Path) -> Result<(), Vec<Problem>> {
+        let mut problems = Vec::new();
         if sink.compression.is_some_and(|c| c != Compression::None) {
-            return Err(vec![("compression", "Megatron's files are read by memory map: they are never compressed".into())]);
+            problems.push(("compression", "Megatron's files are read by memory map: they are never compressed".into()));
         }
-        setup(sink, base).map(drop)
+        if let Err(more) = setup(sink, base) {
+            problems.extend(more);
+        }
+        if problems.is_empty() { Ok(()) } else { Err(problems) }
     }
     fn create(&self, loc: &Loc, sink: &SinkSpec, _cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
         // Planning resolved the path and checked the settings: a failure here is a file
@@ -153,9 +159,11 @@ impl OutputWriter for MegatronWriter {
         self.bytes.clear();
         for i in 0..batch.num_rows() {
             self.ids.clear();
-            self.tokenizer
-                .encode_into(super::text(texts, i), self.specials, &mut self.ids)
-                .map_err(|message| IoError::Field { at: format!("{at}: document {}", self.docs + 1), field: crate::TEXT.into(), message })?;
+            self.tokenizer.encode_into(super::text(texts, i), self.specials, &mut self.ids).map_err(|message| IoError::Field {
+                at: format!("{at}: document {}", self.docs + 1),
+                field: crate::TEXT.into(),
+                message,
+            })?;
             if !self.ids.is_empty()
                 && let Some(eod) = self.eod
             {
@@ -173,6 +181,9 @@ impl OutputWriter for MegatronWriter {
         let this = *self;
         let idx = idx_of(&this.spool.target);
         let (bytes, checksum) = this.spool.commit(this.bin)?;
+        // A run killed here has a new `.bin` beside an old (or no) `.idx`: the partition is
+        // not in the journal yet, so the resumed run writes both again.
+        crate::os::crash_point("megatron-bin-committed");
         this.index.write(&idx, this.checksum)?;
         Ok(Committed { documents: this.docs, bytes, checksum, tokens: Some(this.tokens) })
     }
@@ -228,7 +239,9 @@ impl Index {
     pub fn parse(b: &[u8], at: &str) -> Result<Index, IoError> {
         let bad = |m: String| IoError::Line { at: at.to_string(), message: m };
         let u64_at = |o: usize| -> Result<u64, IoError> {
-            b.get(o..o + 8).map(|s| u64::from_le_bytes(s.try_into().unwrap_or_default())).ok_or_else(|| bad(format!("ends at byte {} inside its header", b.len())))
+            b.get(o..o + 8)
+                .map(|s| u64::from_le_bytes(s.try_into().unwrap_or_default()))
+                .ok_or_else(|| bad(format!("ends at byte {} inside its header", b.len())))
         };
         if b.get(..9) != Some(MAGIC.as_slice()) {
             return Err(bad("not a Megatron index (no MMIDIDX header)".into()));
@@ -237,7 +250,11 @@ impl Index {
         if version != 1 {
             return Err(bad(format!("index version {version} (1 is read)")));
         }
-        let dtype = b.get(17).copied().and_then(of_code).ok_or_else(|| bad(format!("dtype code {:?} (4 int32 and 8 uint16 are read)", b.get(17))))?;
+        let dtype = b
+            .get(17)
+            .copied()
+            .and_then(of_code)
+            .ok_or_else(|| bad(format!("dtype code {:?} (4 int32 and 8 uint16 are read)", b.get(17))))?;
         let n = u64_at(18)? as usize;
         let d = u64_at(26)? as usize;
         let want = 34usize.saturating_add(n.saturating_mul(12)).saturating_add(d.saturating_mul(8));
@@ -286,7 +303,10 @@ pub fn prefixes(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
         let prefix = dir.join(stem);
         let pair = prefix.with_extension(if ext == "bin" { "idx" } else { "bin" });
         if !pair.is_file() {
-            return Err(IoError::Open { path: path.display().to_string(), source: std::io::Error::other(format!("{} is missing", pair.display())) });
+            return Err(IoError::Open {
+                path: path.display().to_string(),
+                source: std::io::Error::other(format!("{} is missing", pair.display())),
+            });
         }
         out.insert(prefix);
     }
@@ -314,7 +334,11 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<Merged, IoError> {
         if part.dtype != index.dtype {
             return Err(IoError::Line {
                 at: with(p, "idx").display().to_string(),
-                message: format!("its ids are {}, the first dataset's {}: datasets of one width are merged", part.dtype.name(), index.dtype.name()),
+                message: format!(
+                    "its ids are {}, the first dataset's {}: datasets of one width are merged",
+                    part.dtype.name(),
+                    index.dtype.name()
+                ),
             });
         }
         let path = with(p, "bin");
@@ -369,7 +393,7 @@ mod tests {
         ix.add_document(&[3]);
         let b = ix.to_bytes();
         let e = Index::parse(&b[..b.len() - 1], "a.idx").unwrap_err().to_string();
-        assert!(e.starts_with("a.idx: 49 bytes for 1 sequences"), "{e}");
+        assert!(e.starts_with("a.idx: 61 bytes for 1 sequences and 2 document boundaries: 62 expected"), "{e}");
         assert!(Index::parse(b"MMIDIDX\0\0", "a.idx").is_err());
         assert!(Index::parse(b"nope", "a.idx").unwrap_err().to_string().contains("not a Megatron index"));
     }

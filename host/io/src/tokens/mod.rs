@@ -63,12 +63,17 @@ impl Tokenizer {
         if let Some(t) = cache().lock().map_err(|_| "tokenizer cache poisoned".to_string())?.get(path) {
             return Ok(t.clone());
         }
-        let (file, dir) = if path.is_dir() { (path.join("tokenizer.json"), path.to_path_buf()) } else { (path.to_path_buf(), path.parent().map(Path::to_path_buf).unwrap_or_default()) };
+        let (file, dir) = if path.is_dir() {
+            (path.join("tokenizer.json"), path.to_path_buf())
+        } else {
+            (path.to_path_buf(), path.parent().map(Path::to_path_buf).unwrap_or_default())
+        };
         let json = std::fs::read_to_string(&file).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound if path.is_dir() => format!("{} holds no tokenizer.json", path.display()),
             _ => format!("{}: {e}", file.display()),
         })?;
-        let mut inner: tokenizers::Tokenizer = json.parse().map_err(|e: tokenizers::Error| format!("{}: not a tokenizer.json: {e}", file.display()))?;
+        let mut inner: tokenizers::Tokenizer =
+            json.parse().map_err(|e: tokenizers::Error| format!("{}: not a tokenizer.json: {e}", file.display()))?;
         // `transformers` encodes without the file's truncation and padding unless asked.
         inner.with_truncation(None).map_err(|e| format!("{}: {e}", file.display()))?;
         inner.with_padding(None);
@@ -131,7 +136,11 @@ pub struct Setup {
 }
 
 /// The sink's `tokens:` block, its tokenizer path made absolute (against `base`) in place.
-pub(crate) fn tokens_of<'a>(tokens: &'a mut Option<TokensSpec>, format: &str, base: &Path) -> Result<&'a mut TokensSpec, Vec<Problem>> {
+pub(crate) fn tokens_of<'a>(
+    tokens: &'a mut Option<Box<TokensSpec>>,
+    format: &str,
+    base: &Path,
+) -> Result<&'a mut TokensSpec, Vec<Problem>> {
     let Some(t) = tokens.as_mut() else {
         return Err(vec![("tokens", format!("format {format} needs `tokens: {{tokenizer: DIR}}` (a directory holding tokenizer.json)"))]);
     };
@@ -148,7 +157,10 @@ pub(crate) fn eos_id(t: &Tokenizer, spec: &TokensSpec, required_by: &str) -> Res
         (Some(n), _) => n,
         (None, Some(n)) => n,
         (None, None) => {
-            return Err(("tokens.eos_token", format!("{required_by}, and {} has no tokenizer_config.json naming an eos_token: name it here", t.path.display())));
+            return Err((
+                "tokens.eos_token",
+                format!("{required_by}, and {} has no tokenizer_config.json naming an eos_token: name it here", t.path.display()),
+            ));
         }
     };
     t.token_id(name).map(Some).ok_or_else(|| ("tokens.eos_token", format!("{name:?} is not a token of {}", t.path.display())))

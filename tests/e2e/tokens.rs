@@ -1,0 +1,223 @@
+//! Tokenized sinks: `format: megatron` and `format: datatrove_tokens` byte for byte against
+//! the tools' own writers (`scripts/parity/tokens_reference.py`: megatron-core's
+//! `IndexedDatasetBuilder` as `preprocess_data.py --append-eod` drives it, its merge, its
+//! `IndexedDataset` reading ours back; datatrove's `DocumentTokenizer`) on 13,500 real
+//! documents in 14 languages, for a byte-level BPE and a SentencePiece-Unigram
+//! `tokenizer.json`; resumption after `kill -9`; what planning refuses.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::*;
+
+/// The multilingual sample as two JSONL files (`a.jsonl`, `b.jsonl`) in `dir`: two
+/// partitions, two datasets to merge.
+fn two_inputs(dir: &Path) -> Vec<PathBuf> {
+    let docs = read_jsonl(&root().join("tests/parity/tokenizer_sample.jsonl.gz"));
+    assert!(docs.len() >= 10_000, "{} documents", docs.len());
+    let half = docs.len() / 2;
+    std::fs::create_dir_all(dir).unwrap();
+    [("a.jsonl", &docs[..half]), ("b.jsonl", &docs[half..])]
+        .into_iter()
+        .map(|(name, part)| {
+            let p = dir.join(name);
+            let lines: Vec<String> = part.iter().map(|d| serde_json::json!({"text": d["text"]}).to_string() + "\n").collect();
+            std::fs::write(&p, lines.concat()).unwrap();
+            p
+        })
+        .collect()
+}
+
+fn sink_pipeline(dir: &Path, input: &Path, out: &Path, format: &str, tokens: &str) -> PathBuf {
+    write_pipeline(
+        dir,
+        &format!(
+            "source:\n  path: {}\nsink:\n  path: {}\n  format: {format}\n  mode: overwrite\n  tokens: {tokens}\n",
+            input.display(),
+            out.display()
+        ),
+    )
+}
+
+fn reference(args: &[&str]) -> String {
+    let out = Command::new("python3").arg(root().join("scripts/parity/tokens_reference.py")).args(args).output().expect("python3 runs");
+    assert!(out.status.success(), "tokens_reference.py {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn same_bytes(ours: &Path, theirs: &Path) {
+    let (a, b) = (std::fs::read(ours).unwrap(), std::fs::read(theirs).unwrap());
+    let first = a.iter().zip(&b).position(|(x, y)| x != y);
+    assert!(
+        a == b,
+        "{} ({} bytes) differs from {} ({} bytes), first at byte {first:?}",
+        ours.display(),
+        a.len(),
+        theirs.display(),
+        b.len()
+    );
+}
+
+#[test]
+fn megatron_and_datatrove_files_equal_the_tools_own() {
+    if !needs(Need::TokenTools) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs_dir = tmp.path().join("in");
+    let inputs = two_inputs(&inputs_dir);
+    let tokenizers = root().join("tests/parity/tokenizers");
+    for (name, file, eos) in [("bpe", "bpe.json", "<|endoftext|>"), ("unigram", "deberta-v3-unigram.json", "[SEP]")] {
+        let tok = tokenizers.join(file);
+        let tok_s = tok.to_str().unwrap();
+        let tokens = format!("{{tokenizer: {tok_s}, eos_token: \"{eos}\"}}");
+        let work = tmp.path().join(name);
+        std::fs::create_dir_all(&work).unwrap();
+
+        // Megatron: each partition's .bin/.idx, megatron-core reading ours back, the merge.
+        let out = work.join("megatron");
+        let run: Run = host().arg("run").arg(sink_pipeline(&work, &inputs_dir, &out, "megatron", &tokens)).output().unwrap().into();
+        run.ok();
+        assert!(run.stdout.contains("tokens: "), "{}", run.stdout);
+        for input in &inputs {
+            let stem = input.file_stem().unwrap().to_str().unwrap();
+            let theirs = work.join(format!("ref-{stem}"));
+            reference(&["megatron", "--tokenizer", tok_s, "--eos", eos, "--out", theirs.to_str().unwrap(), input.to_str().unwrap()]);
+            for ext in ["bin", "idx"] {
+                same_bytes(&out.join(format!("{stem}.{ext}")), &theirs.with_extension(ext));
+            }
+            let read = reference(&["read", "--tokenizer", tok_s, "--eos", eos, out.join(stem).to_str().unwrap(), input.to_str().unwrap()]);
+            assert!(read.contains("\"documents\": 6750"), "{read}");
+        }
+        let merged = work.join("merged");
+        host().args(["megatron-merge", "--input"]).arg(&out).arg("--output-prefix").arg(&merged).output().map(Run::from).unwrap().ok();
+        let prefixes: Vec<String> = ["a", "b"].iter().map(|s| out.join(s).to_str().unwrap().to_string()).collect();
+        let theirs = work.join("ref-merged");
+        reference(&["merge", "--out", theirs.to_str().unwrap(), &prefixes[0], &prefixes[1]]);
+        for ext in ["bin", "idx"] {
+            same_bytes(&merged.with_extension(ext), &theirs.with_extension(ext));
+        }
+
+        // datatrove: .ds, .ds.index and .ds.metadata of DocumentTokenizer(shuffle_documents=False).
+        let out = work.join("datatrove");
+        host().arg("run").arg(sink_pipeline(&work, &inputs_dir, &out, "datatrove_tokens", &tokens)).output().map(Run::from).unwrap().ok();
+        for input in &inputs {
+            let stem = input.file_stem().unwrap().to_str().unwrap();
+            let theirs = work.join(format!("ref-dt-{stem}"));
+            reference(&["datatrove", "--tokenizer", tok_s, "--eos", eos, "--out", theirs.to_str().unwrap(), input.to_str().unwrap()]);
+            for ext in ["", ".index", ".metadata"] {
+                same_bytes(&out.join(format!("{stem}.ds{ext}")), &theirs.join(format!("out.ds{ext}")));
+            }
+        }
+    }
+}
+
+/// Every file of a run's output directory but its run records, by name.
+fn dataset_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with(['_', '.']))
+        .map(|n| (n.clone(), std::fs::read(dir.join(&n)).unwrap()))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_killed_megatron_run_resumes_to_the_same_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs_dir = tmp.path().join("in");
+    // Four partitions of real text.
+    let docs = read_jsonl(&root().join("tests/parity/tokenizer_sample.jsonl.gz"));
+    std::fs::create_dir_all(&inputs_dir).unwrap();
+    for (k, chunk) in docs.chunks(docs.len().div_ceil(4)).enumerate() {
+        let lines: Vec<String> = chunk.iter().map(|d| serde_json::json!({"text": d["text"]}).to_string() + "\n").collect();
+        std::fs::write(inputs_dir.join(format!("p{k}.jsonl")), lines.concat()).unwrap();
+    }
+    let tok = root().join("tests/parity/tokenizers/bpe.json");
+    let tokens = format!("{{tokenizer: {}, eos_token: \"<|endoftext|>\"}}", tok.display());
+    let whole = tmp.path().join("whole");
+    std::fs::create_dir_all(&whole).unwrap();
+    let clean = whole.join("out");
+    host().arg("run").arg(sink_pipeline(&whole, &inputs_dir, &clean, "megatron", &tokens)).output().map(Run::from).unwrap().ok();
+    let want = dataset_files(&clean);
+    assert_eq!(want.len(), 8, "{:?}", want.iter().map(|f| &f.0).collect::<Vec<_>>());
+
+    // Killed after a partition's .bin is in place and before its .idx is, then after a
+    // partition's journal line: each time the resumed run ends with the same files.
+    for at in ["megatron-bin-committed", "output-partition"] {
+        let dir = tmp.path().join(at);
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("out");
+        let p = write_pipeline(
+            &dir,
+            &format!(
+                "source:\n  path: {}\nsink:\n  path: {}\n  format: megatron\n  tokens: {tokens}\n",
+                inputs_dir.display(),
+                out.display()
+            ),
+        );
+        let killed: Run = host().arg("run").arg(&p).env("CURATOR_DEDUP_CRASH_AT", at).output().unwrap().into();
+        assert_ne!(killed.code, 0, "the run at {at} was not killed: {}", killed.stderr);
+        let resumed: Run = host().arg("run").arg(&p).output().unwrap().into();
+        resumed.ok();
+        if at == "output-partition" {
+            assert!(!resumed.stdout.contains(" 0 resumed)"), "the killed run's committed partition was run again: {}", resumed.stdout);
+        }
+        assert_eq!(dataset_files(&out), want, "after a kill at {at}");
+        assert!(temp_leftovers(&out).is_empty(), "{:?}", temp_leftovers(&out));
+    }
+}
+
+#[test]
+fn tokenized_sinks_refuse_bad_settings_at_planning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.jsonl");
+    write_docs(&input, &["one two three".to_string()]);
+    // A word-level tokenizer of 70,000 tokens: past uint16.
+    let big = tmp.path().join("big");
+    std::fs::create_dir_all(&big).unwrap();
+    let vocab: serde_json::Map<String, serde_json::Value> = (0..70_000).map(|i| (format!("w{i}"), serde_json::json!(i))).collect();
+    let tokenizer = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "w0"}
+    });
+    std::fs::write(big.join("tokenizer.json"), tokenizer.to_string()).unwrap();
+    std::fs::write(big.join("tokenizer_config.json"), r#"{"eos_token": "w1"}"#).unwrap();
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let bpe = root().join("tests/parity/tokenizers/bpe.json");
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("megatron", format!("{{tokenizer: {}}}", empty.display()), "sink.tokens.tokenizer: "),
+        ("megatron", format!("{{tokenizer: {}, dtype: uint16}}", big.display()), "has 70000 tokens: their ids do not fit uint16"),
+        ("megatron", format!("{{tokenizer: {}}}", bpe.display()), "sink.tokens.eos_token: append_eod is on"),
+        ("megatron", format!("{{tokenizer: {}, eos_token: \"</s>\"}}", bpe.display()), "\"</s>\" is not a token of"),
+        (
+            "datatrove_tokens",
+            format!("{{tokenizer: {}, append_eod: true}}", bpe.display()),
+            "sink.tokens.append_eod: datatrove appends eos_token",
+        ),
+        ("jsonl", format!("{{tokenizer: {}}}", bpe.display()), "sink.tokens: format jsonl writes no token ids"),
+    ];
+    for (format, tokens, want) in cases {
+        let p = sink_pipeline(tmp.path(), &input, &tmp.path().join("out"), format, &tokens);
+        let run: Run = host().arg("run").arg(&p).output().unwrap().into();
+        assert_eq!(run.code, 2, "{format} {tokens}: {}", run.stderr);
+        assert!(run.stderr.contains(want), "{format} {tokens}: want {want:?} in\n{}", run.stderr);
+        assert!(!tmp.path().join("out").exists(), "a refused plan wrote its output directory");
+    }
+    // Without dtype, Megatron's own pick for 70,000 tokens: int32 (dtype code 4).
+    let out = tmp.path().join("wide");
+    let p = sink_pipeline(tmp.path(), &input, &out, "megatron", &format!("{{tokenizer: {}}}", big.display()));
+    host().arg("run").arg(&p).output().map(Run::from).unwrap().ok();
+    let idx = std::fs::read(out.join("in.idx")).unwrap();
+    assert_eq!(idx[17], 4);
+    assert_eq!(
+        std::fs::read(out.join("in.bin")).unwrap(),
+        [0u32, 0, 0, 1].iter().flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>(),
+        "three unknown words and the eod"
+    );
+}
