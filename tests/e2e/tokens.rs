@@ -220,4 +220,17 @@ fn tokenized_sinks_refuse_bad_settings_at_planning() {
         [0u32, 0, 0, 1].iter().flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>(),
         "three unknown words and the eod"
     );
+
+    // A tokenizer path relative to the pipeline file, the pipeline named by a relative path
+    // from another directory.
+    let rel = tmp.path().join("rel");
+    std::fs::create_dir_all(rel.join("tok")).unwrap();
+    std::fs::copy(big.join("tokenizer.json"), rel.join("tok/tokenizer.json")).unwrap();
+    std::fs::copy(big.join("tokenizer_config.json"), rel.join("tok/tokenizer_config.json")).unwrap();
+    write_pipeline(
+        &rel,
+        &format!("source:\n  path: {}\nsink:\n  path: out\n  format: megatron\n  tokens: {{tokenizer: tok}}\n", input.display()),
+    );
+    host().current_dir(tmp.path()).args(["run", "rel/pipeline.yaml"]).output().map(Run::from).unwrap().ok();
+    assert_eq!(std::fs::read(rel.join("out/in.bin")).unwrap(), std::fs::read(out.join("in.bin")).unwrap());
 }

@@ -146,7 +146,8 @@ pub(crate) fn tokens_of<'a>(
     };
     let p = Path::new(&t.tokenizer);
     if !p.is_absolute() {
-        t.tokenizer = base.join(p).to_string_lossy().into_owned();
+        let joined = base.join(p);
+        t.tokenizer = std::path::absolute(&joined).unwrap_or(joined).to_string_lossy().into_owned();
     }
     Ok(t)
 }
