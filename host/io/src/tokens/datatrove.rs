@@ -63,22 +63,11 @@ impl SinkFormat for DatatroveTokens {
         ".ds".into()
     }
     fn prepare(&self, sink: &mut SinkSpec, base: &Path) -> Result<(), Vec<Problem>> {
-        let mut problems = Vec::new();
-        if sink.compression.is_some_and(|c| c != Compression::None) {
-            problems.push(("compression", "datatrove's token files are read by seeking: they are never compressed".into()));
-        }
-        if let Err(more) = setup(sink, base) {
-            problems.extend(more);
-        }
-        if problems.is_empty() { Ok(()) } else { Err(problems) }
+        super::prepare(sink, base, "datatrove's token files are read by seeking: they are never compressed", setup)
     }
     fn create(&self, loc: &Loc, sink: &SinkSpec, _cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
-        let mut sink = sink.clone();
         let name = sink.tokens.as_ref().map(|t| t.tokenizer.clone()).unwrap_or_default();
-        let s = setup(&mut sink, Path::new("/")).map_err(|p| IoError::Write {
-            path: loc.display(),
-            source: std::io::Error::other(p.into_iter().map(|(f, m)| format!("sink.{f}: {m}")).collect::<Vec<_>>().join("; ")),
-        })?;
+        let s = super::writer_setup(loc, sink, setup)?;
         let (spool, ds) = Spool::create(loc, sink.checksum)?;
         Ok(Box::new(DatatroveWriter {
             spool,
@@ -87,6 +76,7 @@ impl SinkFormat for DatatroveTokens {
             tokenizer_name: name,
             s,
             ends: Vec::new(),
+            cache: Default::default(),
             ids: Vec::new(),
             bytes: Vec::new(),
         }))
@@ -102,6 +92,7 @@ pub struct DatatroveWriter {
     s: Setup,
     /// Each document's end, in tokens from the file's start.
     ends: Vec<u64>,
+    cache: super::bpe::PieceCache,
     ids: Vec<u32>,
     bytes: Vec<u8>,
 }
@@ -115,10 +106,8 @@ impl OutputWriter for DatatroveWriter {
         for i in 0..batch.num_rows() {
             self.ids.clear();
             let tokenizer: &Arc<Tokenizer> = &self.s.tokenizer;
-            tokenizer.encode_into(super::text(texts, i), self.s.specials, &mut self.ids).map_err(|message| IoError::Field {
-                at: format!("{at}: document {}", self.ends.len() + 1),
-                field: crate::TEXT.into(),
-                message,
+            tokenizer.encode_into(super::text(texts, i), self.s.specials, &mut self.cache, &mut self.ids).map_err(|message| {
+                IoError::Field { at: format!("{at}: document {}", self.ends.len() + 1), field: crate::TEXT.into(), message }
             })?;
             super::put_ids(&self.ids, self.s.dtype, &mut self.bytes);
             end += self.ids.len() as u64;

@@ -89,23 +89,10 @@ impl SinkFormat for Megatron {
         ".bin".into()
     }
     fn prepare(&self, sink: &mut SinkSpec, base: &Path) -> Result<(), Vec<Problem>> {
-        let mut problems = Vec::new();
-        if sink.compression.is_some_and(|c| c != Compression::None) {
-            problems.push(("compression", "Megatron's files are read by memory map: they are never compressed".into()));
-        }
-        if let Err(more) = setup(sink, base) {
-            problems.extend(more);
-        }
-        if problems.is_empty() { Ok(()) } else { Err(problems) }
+        super::prepare(sink, base, "Megatron's files are read by memory map: they are never compressed", setup)
     }
     fn create(&self, loc: &Loc, sink: &SinkSpec, _cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
-        // Planning resolved the path and checked the settings: a failure here is a file
-        // changed since.
-        let mut sink = sink.clone();
-        let s = setup(&mut sink, Path::new("/")).map_err(|p| IoError::Write {
-            path: loc.display(),
-            source: std::io::Error::other(p.into_iter().map(|(f, m)| format!("sink.{f}: {m}")).collect::<Vec<_>>().join("; ")),
-        })?;
+        let s = super::writer_setup(loc, sink, setup)?;
         Ok(Box::new(MegatronWriter::create(loc, sink.checksum, s)?))
     }
 }
@@ -126,6 +113,7 @@ pub struct MegatronWriter {
     specials: Specials,
     eod: Option<u32>,
     index: Index,
+    cache: super::bpe::PieceCache,
     ids: Vec<u32>,
     bytes: Vec<u8>,
     docs: u64,
@@ -144,6 +132,7 @@ impl MegatronWriter {
             specials: s.specials,
             eod: s.eod,
             index: Index::new(s.dtype),
+            cache: Default::default(),
             ids: Vec::new(),
             bytes: Vec::new(),
             docs: 0,
@@ -159,10 +148,8 @@ impl OutputWriter for MegatronWriter {
         self.bytes.clear();
         for i in 0..batch.num_rows() {
             self.ids.clear();
-            self.tokenizer.encode_into(super::text(texts, i), self.specials, &mut self.ids).map_err(|message| IoError::Field {
-                at: format!("{at}: document {}", self.docs + 1),
-                field: crate::TEXT.into(),
-                message,
+            self.tokenizer.encode_into(super::text(texts, i), self.specials, &mut self.cache, &mut self.ids).map_err(|message| {
+                IoError::Field { at: format!("{at}: document {}", self.docs + 1), field: crate::TEXT.into(), message }
             })?;
             if !self.ids.is_empty()
                 && let Some(eod) = self.eod

@@ -10,6 +10,7 @@
 //! `transformers`' fast tokenizers, Megatron's `HuggingFaceTokenizer` and datatrove all call), so
 //! they are the ids those tools write for the same `tokenizer.json`.
 
+pub mod bpe;
 pub mod datatrove;
 pub mod megatron;
 
@@ -39,6 +40,8 @@ pub enum Specials {
 
 /// A loaded `tokenizer.json` and what the sink needs to know of it.
 pub struct Tokenizer {
+    /// Our byte-level BPE, when it reproduces this file id for id ([`bpe::ByteBpe::from_json`]).
+    fast: Result<bpe::ByteBpe, String>,
     inner: tokenizers::Tokenizer,
     /// The same without a post-processor (for [`Specials::ThenEos`]).
     bare: tokenizers::Tokenizer,
@@ -81,7 +84,13 @@ impl Tokenizer {
         bare.with_post_processor(None::<tokenizers::PostProcessorWrapper>);
         let config_eos = read_config_eos(&dir.join("tokenizer_config.json"))?;
         let vocab = inner.get_vocab_size(true);
-        let t = Arc::new(Tokenizer { inner, bare, vocab, config_eos, path: file });
+        let fast = if std::env::var_os("CURATOR_TOKENIZERS_CRATE").is_some() {
+            Err("CURATOR_TOKENIZERS_CRATE is set".into())
+        } else {
+            bpe::ByteBpe::from_json(&json, &|t| inner.token_to_id(t))
+        };
+        let t = Arc::new(Tokenizer { fast, inner, bare, vocab, config_eos, path: file });
+        tracing::info!("tokenizer {}: {}", t.path.display(), t.describe());
         if let Ok(mut c) = cache().lock() {
             c.insert(path.to_path_buf(), t.clone());
         }
@@ -93,8 +102,26 @@ impl Tokenizer {
         self.inner.token_to_id(text)
     }
 
+    /// Which implementation runs, and why.
+    pub fn describe(&self) -> String {
+        match &self.fast {
+            Ok(_) => "curator's byte-level BPE (id-exact with the tokenizers crate)".into(),
+            Err(why) => format!("the tokenizers crate ({why})"),
+        }
+    }
+
     /// The ids of `text`, appended to `out`.
-    pub fn encode_into(&self, text: &str, specials: Specials, out: &mut Vec<u32>) -> Result<(), String> {
+    pub fn encode_into(&self, text: &str, specials: Specials, cache: &mut bpe::PieceCache, out: &mut Vec<u32>) -> Result<(), String> {
+        if let Ok(fast) = &self.fast {
+            match specials {
+                Specials::PostProcessor => fast.encode(text, true, cache, out),
+                Specials::ThenEos(eos) => {
+                    fast.encode(text, false, cache, out);
+                    out.push(eos);
+                }
+            }
+            return Ok(());
+        }
         match specials {
             Specials::PostProcessor => {
                 let e = self.inner.encode_fast(text, true).map_err(|e| e.to_string())?;
@@ -133,6 +160,37 @@ pub struct Setup {
     pub specials: Specials,
     /// Megatron: the end-of-document id appended to each non-empty document.
     pub eod: Option<u32>,
+}
+
+/// How a tokenized format resolves its settings.
+pub(crate) type SetupFn = fn(&mut curator_core::pipeline::SinkSpec, &Path) -> Result<Setup, Vec<Problem>>;
+
+/// [`crate::format::SinkFormat::prepare`] of a tokenized format: never compressed (`why`),
+/// and its settings resolved by `setup`; every problem at once.
+pub(crate) fn prepare(
+    sink: &mut curator_core::pipeline::SinkSpec,
+    base: &Path,
+    why_uncompressed: &str,
+    setup: SetupFn,
+) -> Result<(), Vec<Problem>> {
+    let mut problems = Vec::new();
+    if sink.compression.is_some_and(|c| c != curator_core::pipeline::Compression::None) {
+        problems.push(("compression", why_uncompressed.to_string()));
+    }
+    if let Err(more) = setup(sink, base) {
+        problems.extend(more);
+    }
+    if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
+
+/// The settings of a partition's writer. Planning resolved the paths and checked them, so a
+/// failure here is a file changed since: named as a failed write of `loc`.
+pub(crate) fn writer_setup(loc: &crate::Loc, sink: &curator_core::pipeline::SinkSpec, setup: SetupFn) -> Result<Setup, IoError> {
+    let mut sink = sink.clone();
+    setup(&mut sink, Path::new("/")).map_err(|p| IoError::Write {
+        path: loc.display(),
+        source: std::io::Error::other(p.into_iter().map(|(f, m)| format!("sink.{f}: {m}")).collect::<Vec<_>>().join("; ")),
+    })
 }
 
 /// The sink's `tokens:` block, its tokenizer path made absolute (against `base`) in place.
