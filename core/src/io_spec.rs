@@ -243,6 +243,12 @@ pub struct TokensSpec {
     /// 65,536, else `uint32`). A vocabulary that does not fit the width named is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<TokenDtype>,
+    /// `datatrove_tokens`: shuffle each partition's documents with
+    /// `numpy.random.default_rng(seed).permutation`, as `DocumentTokenizer(seed=…)` does (the
+    /// same files for the same seed). Without, documents keep their order
+    /// (`shuffle_documents=False`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// The on-disk type of a token id.

@@ -5,7 +5,7 @@ byte for byte (tests/e2e/tokens.rs), written by the tools themselves:
     tokens_reference.py megatron  --tokenizer FILE --eos TOKEN [--no-eod] --out PREFIX JSONL...
     tokens_reference.py merge     --out PREFIX PREFIX...
     tokens_reference.py read      --tokenizer FILE --eos TOKEN [--no-eod] PREFIX JSONL...
-    tokens_reference.py datatrove --tokenizer FILE [--eos TOKEN] --out DIR JSONL...
+    tokens_reference.py datatrove --tokenizer FILE [--eos TOKEN] [--seed N] --out DIR JSONL...
 
 - megatron: Megatron-LM's `tools/preprocess_data.py --append-eod` on one worker, i.e. its
   `Encoder.encode` (one sentence per document, no splitting) and megatron-core's own
@@ -17,7 +17,8 @@ byte for byte (tests/e2e/tokens.rs), written by the tools themselves:
 - read: megatron-core's `IndexedDataset` reads PREFIX back; every document must be the
   tokenizer's ids of the JSONL's text (+ eod). Prints the counts.
 - datatrove: datatrove's `DocumentTokenizer(shuffle_documents=False)` run on the documents
-  (rank 0), its files moved to DIR/out.ds, .ds.index, .ds.metadata.
+  (rank 0), or with `--seed N` `DocumentTokenizer(seed=N)` (its documents shuffled), its
+  files moved to DIR/out.ds, .ds.index, .ds.metadata.
 
 megatron-core's `indexed_dataset.py` imports torch but the paths run here use only numpy;
 torch (3 GB with its CUDA wheels) is stubbed with the two names the module refers to, and
@@ -96,6 +97,7 @@ def main():
     ap.add_argument("--tokenizer")
     ap.add_argument("--eos")
     ap.add_argument("--no-eod", action="store_true")
+    ap.add_argument("--seed", type=int)
     ap.add_argument("--out")
     ap.add_argument("inputs", nargs="+")
     a = ap.parse_args()
@@ -137,11 +139,13 @@ def main():
         from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
 
         work = tempfile.mkdtemp()
-        step = DocumentTokenizer(work, tokenizer_name_or_path=a.tokenizer, eos_token=a.eos, shuffle_documents=False)
+        shuffle = a.seed is not None
+        step = DocumentTokenizer(work, tokenizer_name_or_path=a.tokenizer, eos_token=a.eos, shuffle_documents=shuffle, seed=a.seed)
         step.run((Document(text=t, id=str(i)) for i, t in enumerate(documents(a.inputs))), rank=0)
         os.makedirs(a.out, exist_ok=True)
+        name = "00000_00000_doc_shuffled.ds" if shuffle else "00000_unshuffled.ds"
         for ext in ("", ".index", ".metadata"):
-            shutil.move(os.path.join(work, "00000_unshuffled.ds" + ext), os.path.join(a.out, "out.ds" + ext))
+            shutil.move(os.path.join(work, name + ext), os.path.join(a.out, "out.ds" + ext))
         shutil.rmtree(work)
 
 

@@ -98,16 +98,35 @@ fn megatron_and_datatrove_files_equal_the_tools_own() {
             same_bytes(&merged.with_extension(ext), &theirs.with_extension(ext));
         }
 
-        // datatrove: .ds, .ds.index and .ds.metadata of DocumentTokenizer(shuffle_documents=False).
-        let out = work.join("datatrove");
-        host().arg("run").arg(sink_pipeline(&work, &inputs_dir, &out, "datatrove_tokens", &tokens)).output().map(Run::from).unwrap().ok();
-        for input in &inputs {
-            let stem = input.file_stem().unwrap().to_str().unwrap();
-            let theirs = work.join(format!("ref-dt-{stem}"));
-            reference(&["datatrove", "--tokenizer", tok_s, "--eos", eos, "--out", theirs.to_str().unwrap(), input.to_str().unwrap()]);
-            for ext in ["", ".index", ".metadata"] {
-                same_bytes(&out.join(format!("{stem}.ds{ext}")), &theirs.join(format!("out.ds{ext}")));
+        // datatrove: .ds, .ds.index and .ds.metadata of DocumentTokenizer(shuffle_documents=False),
+        // and of DocumentTokenizer(seed=1234) (documents shuffled by numpy's default_rng).
+        for seed in [None, Some("1234")] {
+            let out = work.join(format!("datatrove-{}", seed.unwrap_or("none")));
+            let tokens = match seed {
+                Some(s) => format!("{{tokenizer: {tok_s}, eos_token: \"{eos}\", seed: {s}}}"),
+                None => tokens.clone(),
+            };
+            host()
+                .arg("run")
+                .arg(sink_pipeline(&work, &inputs_dir, &out, "datatrove_tokens", &tokens))
+                .output()
+                .map(Run::from)
+                .unwrap()
+                .ok();
+            for input in &inputs {
+                let stem = input.file_stem().unwrap().to_str().unwrap();
+                let theirs = work.join(format!("ref-dt-{stem}-{}", seed.unwrap_or("none")));
+                let mut args = vec!["datatrove", "--tokenizer", tok_s, "--eos", eos, "--out", theirs.to_str().unwrap()];
+                if let Some(s) = seed {
+                    args.extend(["--seed", s]);
+                }
+                args.push(input.to_str().unwrap());
+                reference(&args);
+                for ext in ["", ".index", ".metadata"] {
+                    same_bytes(&out.join(format!("{stem}.ds{ext}")), &theirs.join(format!("out.ds{ext}")));
+                }
             }
+            assert!(temp_leftovers(&out).is_empty(), "{:?}", temp_leftovers(&out));
         }
     }
 }
@@ -201,6 +220,11 @@ fn tokenized_sinks_refuse_bad_settings_at_planning() {
             "sink.tokens.append_eod: datatrove appends eos_token",
         ),
         ("jsonl", format!("{{tokenizer: {}}}", bpe.display()), "sink.tokens: format jsonl writes no token ids"),
+        (
+            "megatron",
+            format!("{{tokenizer: {}, eos_token: \"<|endoftext|>\", seed: 1}}", bpe.display()),
+            "sink.tokens.seed: Megatron shuffles at training time",
+        ),
     ];
     for (format, tokens, want) in cases {
         let p = sink_pipeline(tmp.path(), &input, &tmp.path().join("out"), format, &tokens);

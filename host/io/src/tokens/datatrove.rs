@@ -6,9 +6,10 @@
 //! swaps the tokenizer's post-processor for `$A <EOS>`); without, the tokenizer's own
 //! post-processor adds what it adds.
 //!
-//! Not yet: datatrove's in-file document shuffle (numpy's `default_rng(seed).permutation`),
-//! its chunk shuffle, `max_tokens_per_file` and the `.ds.loss` masks; the files are those of
-//! `shuffle_documents=False`, and datatrove's `DocumentTokenizerMerger` shuffles them.
+//! With `seed` a partition's documents are shuffled as `DocumentTokenizer(seed=…)` shuffles a
+//! rank's ([`super::numpy_rng`]: the same permutation numpy draws); without, they keep their
+//! order (`shuffle_documents=False`). Not yet: the chunk shuffle, `max_tokens_per_file` and
+//! the `.ds.loss` masks.
 
 use std::io::Write;
 use std::path::Path;
@@ -68,10 +69,14 @@ impl SinkFormat for DatatroveTokens {
     fn create(&self, loc: &Loc, sink: &SinkSpec, _cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
         let name = sink.tokens.as_ref().map(|t| t.tokenizer.clone()).unwrap_or_default();
         let s = super::writer_setup(loc, sink, setup)?;
-        let (spool, ds) = Spool::create(loc, sink.checksum)?;
+        let seed = sink.tokens.as_ref().and_then(|t| t.seed);
+        let first = if seed.is_some() { loc.sibling(&format!("{}.unshuffled", loc.file_name())) } else { loc.clone() };
+        let (spool, ds) = Spool::create(&first, sink.checksum)?;
         Ok(Box::new(DatatroveWriter {
+            target: loc.clone(),
             spool,
             ds,
+            seed,
             checksum: sink.checksum,
             tokenizer_name: name,
             s,
@@ -85,8 +90,13 @@ impl SinkFormat for DatatroveTokens {
 
 /// Writes one partition's `.ds` and, when it is complete, its `.ds.index` and `.ds.metadata`.
 pub struct DatatroveWriter {
+    /// Where the `.ds` goes.
+    target: Loc,
+    /// Where the ids are written as they come: the target's spool, or (shuffling) a spool
+    /// of the unshuffled file beside it, never committed.
     spool: Spool,
     ds: SpoolWriter,
+    seed: Option<u64>,
     checksum: curator_core::io_spec::Checksum,
     tokenizer_name: String,
     s: Setup,
@@ -99,7 +109,7 @@ pub struct DatatroveWriter {
 
 impl OutputWriter for DatatroveWriter {
     fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
-        let at = self.spool.target.display();
+        let at = self.target.display();
         let texts = super::texts(batch, &at)?;
         self.bytes.clear();
         let mut end = self.ends.last().copied().unwrap_or(0);
@@ -117,18 +127,59 @@ impl OutputWriter for DatatroveWriter {
     }
 
     fn finish(self: Box<Self>) -> Result<Committed, IoError> {
-        let this = *self;
-        let name = this.spool.target.file_name();
-        let index_loc = this.spool.target.sibling(&format!("{name}.index"));
-        let meta_loc = this.spool.target.sibling(&format!("{name}.metadata"));
+        let mut this = *self;
+        let name = this.target.file_name();
+        let index_loc = this.target.sibling(&format!("{name}.index"));
+        let meta_loc = this.target.sibling(&format!("{name}.metadata"));
         let tokens = this.ends.last().copied().unwrap_or(0);
-        let (bytes, checksum) = this.spool.commit(this.ds)?;
+        let (bytes, checksum) = match this.seed {
+            None => this.spool.commit(this.ds)?,
+            Some(seed) => {
+                let (committed, ends) =
+                    shuffled(&this.target, this.spool, this.ds, &this.ends, seed, this.s.dtype.size() as u64, this.checksum)?;
+                this.ends = ends;
+                committed
+            }
+        };
         let index: Vec<u8> = this.ends.iter().flat_map(|e| e.to_le_bytes()).collect();
         write_whole(&index_loc, &index, this.checksum)?;
         let meta = format!("{}|{}\n{tokens}\n{}", this.tokenizer_name, this.s.dtype.size(), metric(tokens as f64, "T"));
         write_whole(&meta_loc, meta.as_bytes(), this.checksum)?;
         Ok(Committed { documents: this.ends.len() as u64, bytes, checksum, tokens: Some(tokens) })
     }
+}
+
+/// The documents of the unshuffled file (`spool`, `ds`; `ends` in tokens) in the order of
+/// `numpy.random.default_rng(seed).permutation`, committed at `target`, as
+/// `TokenizedFile.copy` does; the new document ends.
+fn shuffled(
+    target: &Loc,
+    spool: Spool,
+    ds: SpoolWriter,
+    ends: &[u64],
+    seed: u64,
+    width: u64,
+    checksum: curator_core::io_spec::Checksum,
+) -> Result<((u64, String), Vec<u64>), IoError> {
+    use std::os::unix::fs::FileExt;
+    let (buf, _, _) = ds.into_parts();
+    // Flushed, then read back (the spool was opened for writing only).
+    drop(buf.into_inner().map_err(|e| spool.werr(e.into_error()))?.into_file());
+    let file = std::fs::File::open(&spool.tmp).map_err(|e| spool.werr(e))?;
+    let (out_spool, mut out) = Spool::create(target, checksum)?;
+    let mut new_ends = Vec::with_capacity(ends.len());
+    let mut doc = Vec::new();
+    let mut end = 0;
+    for d in super::numpy_rng::permutation(seed, ends.len()) {
+        let (a, b) = (if d == 0 { 0 } else { ends[d - 1] }, ends[d]);
+        doc.resize(((b - a) * width) as usize, 0);
+        file.read_exact_at(&mut doc, a * width).map_err(|e| spool.werr(e))?;
+        out.write_all(&doc).map_err(|e| out_spool.werr(e))?;
+        end += b - a;
+        new_ends.push(end);
+    }
+    drop(spool);
+    Ok((out_spool.commit(out)?, new_ends))
 }
 
 fn write_whole(loc: &Loc, bytes: &[u8], checksum: curator_core::io_spec::Checksum) -> Result<(), IoError> {

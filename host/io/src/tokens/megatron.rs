@@ -65,6 +65,12 @@ pub static MEGATRON: Megatron = Megatron;
 /// Resolve a sink's tokens settings (the tokenizer loaded and checked).
 fn setup(sink: &mut SinkSpec, base: &Path) -> Result<Setup, Vec<Problem>> {
     let t = super::tokens_of(&mut sink.tokens, NAME, base)?;
+    if t.seed.is_some() {
+        return Err(vec![(
+            "tokens.seed",
+            "Megatron shuffles at training time (its blended datasets): a megatron sink keeps the documents' order".into(),
+        )]);
+    }
     let tokenizer = Tokenizer::load(Path::new(&t.tokenizer)).map_err(|m| vec![("tokens.tokenizer", m)])?;
     let mut problems = Vec::new();
     let dtype = super::dtype(&tokenizer, t, optimal_dtype(tokenizer.vocab), &[TokenDtype::Uint16, TokenDtype::Int32])

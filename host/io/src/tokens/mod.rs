@@ -13,6 +13,7 @@
 pub mod bpe;
 pub mod datatrove;
 pub mod megatron;
+pub mod numpy_rng;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
