@@ -75,8 +75,8 @@ impl Journal {
         }
     }
 
-    /// The journal of an output directory. Nothing is created until the first entry is
-    /// recorded.
+    /// The journal of an output directory. Nothing is created until [`Journal::begin`] or the
+    /// first entry.
     pub fn open_for_append(dir: &Loc, name: &str) -> Result<Option<Journal>, IoError> {
         Ok(Some(match dir {
             Loc::Local(d) => Journal { file: None, begun: false, path: d.join(name), remote: None },
