@@ -357,6 +357,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 
 /// `run`, in this process or as a request to a serving host (`warm`); its exit code.
 fn dispatch_run(cli: Cli, warm: Option<&serve_cli::Warm>) -> Result<u8> {
+    // Readers and writers in this process allocate each batch's buffers afresh: reuse freed
+    // ones instead of faulting in new pages every batch, as worker processes do.
+    curator_host::os::keep_large_allocations();
     let Command::Run {
         pipeline,
         plugins,

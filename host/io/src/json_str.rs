@@ -57,7 +57,7 @@ fn scan16(b: &[u8], mut i: usize) -> Result<usize, usize> {
 
 /// The index of the first byte at or after `i` that JSON escapes, or `b.len()`: sixteen bytes
 /// at a time with SSE2 (every x86-64 has it), then eight at a time, then byte by byte.
-fn next_escape(b: &[u8], mut i: usize) -> usize {
+pub fn next_escape(b: &[u8], mut i: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SSE2 is part of the x86-64 baseline: every CPU this code runs on has it.
     match unsafe { scan16(b, i) } {

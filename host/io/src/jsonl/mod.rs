@@ -1,12 +1,15 @@
 //! JSONL: one JSON object per line.
 //!
 //! The reader (`read.rs`) never builds a JSON tree: each line is split into top-level
-//! `(key, raw value)` pairs; the text (and id) are decoded, every other field is kept verbatim
-//! in `_meta` so the writer (`write.rs`) can emit it unchanged.
+//! `(key, raw value)` pairs (by hand in `scan.rs`, by serde_json for the lines it leaves); the
+//! text (and id) are decoded, every other field is kept verbatim in `_meta` so the writer
+//! (`write.rs`) can emit it unchanged.
 
 mod format;
 mod lines;
 mod read;
+mod scan;
+mod text_column;
 mod write;
 
 pub use format::{EXTENSIONS, JSONL, NAME};

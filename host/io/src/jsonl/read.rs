@@ -1,4 +1,5 @@
-//! Reading JSONL: lines split into top-level fields without building a tree.
+//! Reading JSONL: lines split into top-level fields without building a tree, by the fast
+//! scanner (`scan.rs`) or, for lines it leaves alone, by serde_json.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -12,19 +13,15 @@ use serde_json::value::RawValue;
 
 use super::super::{InputFile, IoError, Reject, Rejects};
 use super::lines::{Line, LineSplitter};
+use super::scan::{Fields, Text, scan};
+use super::text_column::TextColumn;
 use crate::records::ReadOptions;
 use crate::vectors::VectorColumn;
 use curator_core::partition::Extent;
 
-/// Top-level fields of one JSON object: the text field decoded (borrowed when it has no
-/// escapes), every other value left raw. One pass over the line.
-struct Fields<'a> {
-    text: Option<Result<Cow<'a, str>, &'static str>>,
-    others: Vec<(Cow<'a, str>, &'a RawValue)>,
-}
-
-/// Deserialises [`Fields`], knowing which key is the text.
-struct FieldsSeed<'s>(&'s str);
+/// Deserialises [`Fields`], knowing which key is the text: the text field decoded (borrowed
+/// when it has no escapes), every other value left raw. One pass over the line.
+pub(super) struct FieldsSeed<'s>(pub(super) &'s str);
 
 /// A string that borrows from the input when it can (serde's `Cow<str>` never does).
 struct BorrowStr<'a>(Cow<'a, str>);
@@ -113,9 +110,9 @@ impl<'de> serde::de::DeserializeSeed<'de> for FieldsSeed<'_> {
                 let mut out = Fields { text: None, others: Vec::new() };
                 while let Some(BorrowStr(key)) = map.next_key::<BorrowStr<'de>>()? {
                     if key == self.0 {
-                        out.text = Some(map.next_value::<TextValue<'de>>()?.0);
+                        out.text = Some(map.next_value::<TextValue<'de>>()?.0.map(Text::Decoded));
                     } else {
-                        out.others.push((key, map.next_value::<&'de RawValue>()?));
+                        out.others.push((key, map.next_value::<&'de RawValue>()?.get()));
                     }
                 }
                 Ok(out)
@@ -125,8 +122,8 @@ impl<'de> serde::de::DeserializeSeed<'de> for FieldsSeed<'_> {
     }
 }
 
-fn json_type(raw: &RawValue) -> &'static str {
-    match raw.get().as_bytes().first() {
+fn json_type(raw: &str) -> &'static str {
+    match raw.as_bytes().first() {
         Some(b'"') => "a string",
         Some(b'{') => "an object",
         Some(b'[') => "an array",
@@ -166,7 +163,7 @@ const EXCERPT: usize = 200;
 /// Arrow columns being filled.
 struct Columns {
     ids: StringBuilder,
-    texts: StringBuilder,
+    texts: TextColumn,
     metas: StringBuilder,
     vectors: Vec<VectorColumn>,
 }
@@ -225,7 +222,7 @@ impl JsonlReader {
         let [ids, texts, metas] = self.last_bytes.map(|b| b + b / 8);
         let mut cols = Columns {
             ids: StringBuilder::with_capacity(rows_hint, ids),
-            texts: StringBuilder::with_capacity(rows_hint, texts),
+            texts: TextColumn::with_capacity(rows_hint, texts),
             metas: StringBuilder::with_capacity(rows_hint, metas),
             vectors: self.parser.opts.vectors.iter().map(|v| VectorColumn::new(v)).collect(),
         };
@@ -302,10 +299,13 @@ impl LineParser {
             self.reject(line_no, offset, format!("invalid UTF-8 at byte {at}"), line)?;
             return Ok(false);
         };
-        let parsed = {
-            use serde::de::DeserializeSeed;
-            let mut de = serde_json::Deserializer::from_str(text_line);
-            FieldsSeed(&self.opts.text_field).deserialize(&mut de).and_then(|f| de.end().map(|_| f))
+        let parsed = match scan(text_line, &self.opts.text_field, &mut cols.texts) {
+            Some(fields) => Ok(fields),
+            None => {
+                use serde::de::DeserializeSeed;
+                let mut de = serde_json::Deserializer::from_str(text_line);
+                FieldsSeed(&self.opts.text_field).deserialize(&mut de).and_then(|f| de.end().map(|_| f))
+            }
         };
         let fields: Fields<'_> = match parsed {
             Ok(f) => f,
@@ -317,6 +317,9 @@ impl LineParser {
         let mut meta = std::mem::take(&mut self.meta);
         let kept = self.document(fields, offset, &mut meta, line_no, line, cols);
         self.meta = meta;
+        if !matches!(kept, Ok(true)) {
+            cols.texts.drop_pending();
+        }
         kept
     }
 
@@ -330,12 +333,12 @@ impl LineParser {
         line: &[u8],
         cols: &mut Columns,
     ) -> Result<bool, IoError> {
-        let mut text: Option<Cow<'_, str>> = None;
+        let mut text: Option<Text<'_>> = None;
         let mut id: Option<Cow<'_, str>> = None;
         meta.clear();
         meta.push('{');
         let mut problem: Option<(String, String)> = None;
-        let mut vectors: Vec<Option<&RawValue>> = vec![None; cols.vectors.len()];
+        let mut vectors: Vec<Option<&str>> = vec![None; cols.vectors.len()];
         match fields.text {
             Some(Ok(t)) => text = Some(t),
             Some(Err(found)) => problem = Some((self.opts.text_field.clone(), format!("expected a string, found {found}"))),
@@ -343,22 +346,22 @@ impl LineParser {
         }
         for (key, raw) in &fields.others {
             if key.as_ref() == self.opts.id_field {
-                id = match raw.get().as_bytes().first() {
+                id = match raw.as_bytes().first() {
                     Some(b'"') => json_str(raw).ok(),
-                    Some(b'-' | b'0'..=b'9') => Some(Cow::Borrowed(raw.get())),
+                    Some(b'-' | b'0'..=b'9') => Some(Cow::Borrowed(*raw)),
                     _ => {
                         problem = Some((self.opts.id_field.clone(), format!("expected a string or a number, found {}", json_type(raw))));
                         break;
                     }
                 };
             } else if let Some(v) = cols.vectors.iter().position(|c| c.name() == key.as_ref()) {
-                vectors[v] = Some(raw);
+                vectors[v] = Some(*raw);
                 continue;
             } else if let Some(keep) = &self.opts.fields
                 && !keep.iter().any(|k| k == key.as_ref())
             {
                 continue;
-            } else if nesting_depth(raw.get()) > MAX_NESTING {
+            } else if nesting_depth(raw) > MAX_NESTING {
                 // Kept verbatim it would pass here, then break every consumer that parses it
                 // (serde_json, pyarrow and the Parquet writer stop at 128).
                 problem = Some((key.to_string(), format!("nested deeper than {MAX_NESTING} levels")));
@@ -377,7 +380,7 @@ impl LineParser {
                 Cow::Owned(k) => meta.push_str(&serde_json::to_string(k).unwrap_or_default()),
             }
             meta.push(':');
-            meta.push_str(raw.get());
+            meta.push_str(raw);
         }
         meta.push('}');
         if problem.is_none() && text.is_none() {
@@ -388,8 +391,17 @@ impl LineParser {
             return Ok(false);
         }
         let Some(text) = text else { return Ok(false) };
+        let committed = match text {
+            Text::Pending => cols.texts.commit(),
+            Text::Decoded(t) => cols.texts.push(&t),
+        };
+        committed.map_err(|bytes| IoError::Field {
+            at: super::super::line_at(&self.source, line_no, offset),
+            field: self.opts.text_field.clone(),
+            message: format!("a batch's texts would pass 2 GiB ({bytes} bytes): lower the source's batch size"),
+        })?;
         for (column, raw) in cols.vectors.iter_mut().zip(vectors) {
-            column.push_json(raw.map(RawValue::get)).map_err(|message| IoError::Field {
+            column.push_json(raw).map_err(|message| IoError::Field {
                 at: super::super::line_at(&self.source, line_no, offset),
                 field: column.name().to_string(),
                 message,
@@ -399,7 +411,6 @@ impl LineParser {
             Some(id) => cols.ids.append_value(id),
             None => cols.ids.append_value(format!("{}@{}", self.id_prefix, offset)),
         }
-        cols.texts.append_value(text);
         cols.metas.append_value(meta.as_str());
         Ok(true)
     }
@@ -440,8 +451,7 @@ fn nesting_depth(raw: &str) -> usize {
 }
 
 /// A JSON string value's content, borrowed when it has no escapes.
-fn json_str<'l>(raw: &'l RawValue) -> Result<Cow<'l, str>, serde_json::Error> {
-    let s = raw.get();
+fn json_str(s: &str) -> Result<Cow<'_, str>, serde_json::Error> {
     if s.len() >= 2 && memchr::memchr(b'\\', s.as_bytes()).is_none() {
         // The parser already checked it is a well-formed string; without escapes its content
         // is the text between the quotes.

@@ -35,6 +35,10 @@ impl Encoder {
     }
 }
 
+/// Encoded lines gathered before a write (the spool's buffer is a MiB: a write this large
+/// bypasses it).
+const WRITE_CHUNK: usize = 1 << 20;
+
 /// Writes one JSONL output file (spooled, committed by [`OutputWriter::finish`]).
 pub struct JsonlWriter {
     spool: Spool,
@@ -100,12 +104,18 @@ impl OutputWriter for JsonlWriter {
         let text = string_column(batch, TEXT).ok_or_else(|| self.spool.werr(std::io::Error::other("batch has no utf8 text column")))?;
         let meta = string_column(batch, META);
         let extras = extra_columns(batch);
+        // Lines are encoded into one buffer written a megabyte or more at a time: the spool's
+        // buffered writer passes writes that large straight through instead of copying them.
+        self.line.clear();
         for row in 0..batch.num_rows() {
-            self.line.clear();
             encode_row(&mut self.line, &self.text_field, text.value(row), meta.map(|m| m.value(row)).unwrap_or("{}"), &extras, row);
-            self.encoder.writer().write_all(&self.line).map_err(|e| self.spool.werr(e))?;
             self.docs += 1;
+            if self.line.len() >= WRITE_CHUNK {
+                self.encoder.writer().write_all(&self.line).map_err(|e| self.spool.werr(e))?;
+                self.line.clear();
+            }
         }
+        self.encoder.writer().write_all(&self.line).map_err(|e| self.spool.werr(e))?;
         Ok(())
     }
 
