@@ -8,7 +8,10 @@
 # CORPUS_DIR holds `*.jsonl.zst` shards (scripts/dedup/make-corpus.py --format jsonl.zst); the
 # plain-JSONL row decompresses them once into a temporary folder beside the outputs. Each HOST (default
 # target/release/curator-host) is a curator-host binary: give two to compare builds in one run.
-# ROUNDS (default 5) and CORE (default 0) from the environment.
+# ROUNDS (default 5) and CORE (default 0) from the environment. With PARQUET=DIR (Snappy
+# Parquet shards: make-corpus.py --format parquet), a Parquet -> Parquet row against pyarrow
+# (read_table + write_table, one file at a time in one process) writing zstd level 3 as ours
+# does, and pyarrow writing its default (Snappy).
 set -euo pipefail
 corpus=$(realpath "$1")
 shift
@@ -29,14 +32,27 @@ for f in "${zst[@]}"; do
 done
 text_mb=$(cat "$plain"/*.jsonl | wc -c | awk '{printf "%.0f", $1 / 1e6}')
 
-pipeline() { # SOURCE OUT
-    printf 'source:\n  path: %s\nsink:\n  path: %s\n  mode: overwrite\nstages: []\n' "$1" "$2" > "$work/p-$(basename "$2").yaml"
+pipeline() { # SOURCE OUT [SINK FORMAT]
+    printf 'source:\n  path: %s\nsink:\n  path: %s\n  mode: overwrite\n  format: %s\nstages: []\n' "$1" "$2" "${3:-jsonl}" > "$work/p-$(basename "$2").yaml"
     echo "$work/p-$(basename "$2").yaml"
 }
+parquet=${PARQUET:+$(realpath "$PARQUET")}
+cat > "$work/pa_passthrough.py" <<'PY'
+import pathlib, sys
+import pyarrow.parquet as pq
+src, out, codec = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+out.mkdir(exist_ok=True)
+for f in sorted(src.glob("*.parquet")):
+    t = pq.read_table(f)
+    if codec == "zstd":
+        pq.write_table(t, out / f.name, compression="zstd", compression_level=3)
+    else:
+        pq.write_table(t, out / f.name)
+PY
 seconds() { # COMMAND...: wall seconds of one run on the chosen core
     local t0 t1
     t0=$(date +%s.%N)
-    taskset -c "$core" "$@" > /dev/null 2>&1
+    taskset -c "$core" "$@" > "$work/last.log" 2>&1 || { echo "failed: $*" >&2; tail -5 "$work/last.log" >&2; exit 1; }
     t1=$(date +%s.%N)
     echo "$t1 - $t0" | bc -l
 }
@@ -45,9 +61,16 @@ declare -A runs
 for _ in $(seq "$rounds"); do
     runs[zstd_floor]+=" $(seconds sh -c "zstd -qdc $corpus/*.jsonl.zst > $work/copy.jsonl")"
     runs[cat_floor]+=" $(seconds sh -c "cat $plain/*.jsonl > $work/copy.jsonl")"
+    if [ -n "$parquet" ]; then
+        runs[pyarrow_zstd]+=" $(seconds python3 "$work/pa_passthrough.py" "$parquet" "$work/out-pa" zstd)"
+        runs[pyarrow_snappy]+=" $(seconds python3 "$work/pa_passthrough.py" "$parquet" "$work/out-pa" snappy)"
+    fi
     for i in "${!hosts[@]}"; do
         runs[zst_$i]+=" $(seconds "${hosts[$i]}" run "$(pipeline "$corpus" "$work/out-zst")" --workers 1)"
         runs[plain_$i]+=" $(seconds "${hosts[$i]}" run "$(pipeline "$plain" "$work/out-plain")" --workers 1)"
+        if [ -n "$parquet" ]; then
+            runs[parquet_$i]+=" $(seconds "${hosts[$i]}" run "$(pipeline "$parquet" "$work/out-pq" parquet)" --workers 1)"
+        fi
     done
 done
 
@@ -65,4 +88,10 @@ for i in "${!hosts[@]}"; do
         ratio=$(echo "$(median "${runs[$floor]}") / $(median "${runs[${kind}_$i]}")" | bc -l)
         printf '| %s | %s %s | %s | %s | %.0f %% |\n' "$label" "$floor_name" "$(range "${runs[$floor]}")" "${hosts[$i]}" "$(range "${runs[${kind}_$i]}")" "$(echo "$ratio * 100" | bc -l)"
     done
+    if [ -n "$parquet" ]; then
+        for codec in zstd snappy; do
+            ratio=$(echo "$(median "${runs[pyarrow_$codec]}") / $(median "${runs[parquet_$i]}")" | bc -l)
+            printf '| Parquet → Parquet (ours zstd 3) | pyarrow read + write (%s) %s | %s | %s | %.2f× |\n' "$codec" "$(range "${runs[pyarrow_$codec]}")" "${hosts[$i]}" "$(range "${runs[parquet_$i]}")" "$ratio"
+        done
+    fi
 done

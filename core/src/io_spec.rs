@@ -157,6 +157,8 @@ pub enum Compression {
     None,
     Gzip,
     Zstd,
+    // Parquet sinks only: Parquet's own default codec (pyarrow's), fast to write and read.
+    Snappy,
 }
 
 impl Compression {
@@ -166,6 +168,8 @@ impl Compression {
             Compression::None => "",
             Compression::Gzip => ".gz",
             Compression::Zstd => ".zst",
+            // A codec inside Parquet's pages: the file is still `.parquet`.
+            Compression::Snappy => "",
         }
     }
 }

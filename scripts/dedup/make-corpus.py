@@ -19,7 +19,8 @@ and fortunes (grouped), cut into documents of 60-300 words (`--words`). Then cop
 low end of `--words`, up to 20 times its high end), as crawls have them. Everything is
 shuffled into `--shards` files under OUT_DIR/data/ with a fixed seed: JSONL, JSONL compressed
 with zstd (`--format jsonl.zst`, the `zstd` tool, level 3) or Snappy Parquet (pyarrow);
-OUT_DIR/planted.json says what was planted. `--scale K` repeats the corpus K times with fresh ids (for memory-flatness runs:
+OUT_DIR/planted.json says what was planted. `--languages en` keeps English sources only (the
+Python documentation and the untranslated man pages), for the same benchmark on English text. `--scale K` repeats the corpus K times with fresh ids (for memory-flatness runs:
 every copy is an exact duplicate of scale 1). Deterministic.
 """
 import argparse
@@ -58,9 +59,11 @@ def python_docs():
                 yield " ".join(para.split())
 
 
-def man_pages():
-    for p in sorted(pathlib.Path("/usr/share/man").rglob("*.gz")):
-        if True:
+def man_pages(english_only=False):
+    root = pathlib.Path("/usr/share/man")
+    for p in sorted(root.rglob("*.gz")):
+        # English pages lie in man1..man9; translations in a folder per language (de, ru, ja, ...).
+        if not english_only or p.relative_to(root).parts[0].startswith("man"):
             try:
                 raw = gzip.decompress(p.read_bytes()).decode("utf-8", errors="replace")
             except OSError:
@@ -83,13 +86,13 @@ def fortunes():
                         yield f
 
 
-def documents(lo=60, hi=300, tail=None):
+def documents(lo=60, hi=300, tail=None, english_only=False):
     """Paragraphs joined into documents of `lo`-`hi` words, source by source; with `tail` (a
     random.Random), each document's length is drawn from a long tail instead."""
     def length():
         return hi if tail is None else int(min(20 * hi, max(lo // 2, tail.lognormvariate(0, 1.1) * lo)))
 
-    for source in (python_docs(), man_pages(), fortunes()):
+    for source in (python_docs(), man_pages(english_only), fortunes() if not english_only else iter(())):
         buf, words, want = [], 0, length()
         for para in source:
             buf.append(para)
@@ -130,12 +133,14 @@ def main():
     ap.add_argument("--words", default="60-300", help="document length in words, LO-HI (200-700 gives ~2.7 KB documents)")
     ap.add_argument("--lengths", choices=["uniform", "tail"], default="uniform")
     ap.add_argument("--format", choices=["jsonl", "jsonl.zst", "parquet"], default="jsonl")
+    ap.add_argument("--languages", choices=["all", "en"], default="all",
+                    help="all: every installed man page's language (CJK and Cyrillic among them); en: English only")
     a = ap.parse_args()
     lo, hi = (int(x) for x in a.words.split("-"))
     rng = random.Random(a.seed)
     seen = set()
     base = []
-    for d in documents(lo, hi, random.Random(a.seed + 1) if a.lengths == "tail" else None):
+    for d in documents(lo, hi, random.Random(a.seed + 1) if a.lengths == "tail" else None, a.languages == "en"):
         if d not in seen:
             seen.add(d)
             base.append(d)

@@ -101,15 +101,33 @@ fn jsonl_to_parquet_to_jsonl_round_trip() {
         r#"{"id": "u3", "text": "plain", "n": "three", "only_here": null}"#,
     ];
     std::fs::write(tmp.path().join("in/docs.jsonl"), lines.join("\n") + "\n").unwrap();
-    let to_pq =
-        write_pipeline(tmp.path(), "source:\n  path: in\nbatch_size: 2\nsink:\n  path: pq\n  format: parquet\n  row_group_size: 2\n");
-    run_with_guests(&["run", to_pq.to_str().unwrap()]).ok();
-    assert!(tmp.path().join("pq/docs.parquet").exists());
-    let back = tmp.path().join("back.yaml");
-    std::fs::write(&back, "source:\n  path: pq\nsink:\n  path: back\n").unwrap();
-    run_with_guests(&["run", back.to_str().unwrap()]).ok();
     let want: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(read_jsonl(&tmp.path().join("back/docs.jsonl")), want);
+    // The default codec (zstd) and Parquet's own (snappy, pyarrow's default).
+    for (codec, want_codec) in [("", "ZSTD"), ("  compression: snappy\n", "SNAPPY")] {
+        let to_pq = write_pipeline(
+            tmp.path(),
+            &format!(
+                "source:\n  path: in\nbatch_size: 2\nsink:\n  path: pq\n  mode: overwrite\n  format: parquet\n  row_group_size: 2\n{codec}"
+            ),
+        );
+        run_with_guests(&["run", to_pq.to_str().unwrap()]).ok();
+        let file = std::fs::File::open(tmp.path().join("pq/docs.parquet")).unwrap();
+        let meta = parquet::file::reader::SerializedFileReader::new(file)
+            .map(|r| parquet::file::reader::FileReader::metadata(&r).clone())
+            .unwrap();
+        let text = meta.row_group(0).columns().iter().find(|c| c.column_path().string() == "text").unwrap();
+        assert!(text.compression().to_string().starts_with(want_codec), "{}", text.compression());
+        let back = tmp.path().join("back.yaml");
+        std::fs::write(&back, "source:\n  path: pq\nsink:\n  path: back\n  mode: overwrite\n").unwrap();
+        run_with_guests(&["run", back.to_str().unwrap()]).ok();
+        assert_eq!(read_jsonl(&tmp.path().join("back/docs.jsonl")), want, "{codec}");
+    }
+    // Snappy is a Parquet codec: a JSONL sink refuses it at planning, naming the field.
+    let bad = write_pipeline(tmp.path(), "source:\n  path: in\nsink:\n  path: never\n  compression: snappy\n");
+    let run = run_with_guests(&["run", bad.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("sink.compression: format jsonl writes none, gzip, zstd (not snappy)"), "{}", run.stderr);
+    assert!(!tmp.path().join("never").exists());
 }
 
 #[test]

@@ -128,6 +128,10 @@ pub trait SinkFormat: Sync {
     fn default_compression(&self) -> Compression {
         Compression::None
     }
+    /// The compressions it writes (planning refuses the others).
+    fn compressions(&self) -> &'static [Compression] {
+        &[Compression::None, Compression::Gzip, Compression::Zstd]
+    }
     /// The ending of its output files' names (`.jsonl.zst`, `.parquet`, …).
     fn extension(&self, compression: Compression) -> String;
     /// Check the sink's settings at planning and resolve the paths in them against the

@@ -427,11 +427,18 @@ fn checked_stages(
 /// The sink format's own checks of its settings (a tokenizer that loads, a width its
 /// vocabulary fits), its paths resolved against `base`; problems go to `errors` under `at`.
 pub(crate) fn prepare_sink(sink: &mut curator_core::SinkSpec, label: &str, at: &str, base: &Path, errors: &mut Vec<SpecError>) {
-    if let Ok(format) = io::formats::sink(&sink.format)
-        && let Err(problems) = format.prepare(sink, base)
+    let Ok(format) = io::formats::sink(&sink.format) else { return };
+    let mut problems = format.prepare(sink, base).err().unwrap_or_default();
+    // The format's own word on its compression (why it takes none) comes first.
+    if let Some(c) = sink.compression
+        && !format.compressions().contains(&c)
+        && !problems.iter().any(|(field, _)| *field == "compression")
     {
-        errors.extend(problems.into_iter().map(|(field, message)| SpecError::new(label, format!("{at}.{field}"), message)));
+        let name = |c: &curator_core::pipeline::Compression| format!("{c:?}").to_lowercase();
+        let names: Vec<String> = format.compressions().iter().map(name).collect();
+        problems.push(("compression", format!("format {} writes {} (not {})", format.name(), names.join(", "), name(&c))));
     }
+    errors.extend(problems.into_iter().map(|(field, message)| SpecError::new(label, format!("{at}.{field}"), message)));
 }
 
 /// Where the pipeline reads from and writes to.

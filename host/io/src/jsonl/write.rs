@@ -55,6 +55,10 @@ impl JsonlWriter {
             Compression::None => Encoder::Plain(w),
             Compression::Gzip => Encoder::Gzip(flate2::write::GzEncoder::new(w, flate2::Compression::default())),
             Compression::Zstd => Encoder::Zstd(zstd::stream::write::Encoder::new(w, 3).map_err(|e| spool.werr(e))?),
+            // Planning refuses it (`SinkFormat::compressions`).
+            Compression::Snappy => {
+                return Err(spool.werr(std::io::Error::other("snappy is a Parquet codec: JSONL is written plain, gzip or zstd")));
+            }
         };
         Ok(JsonlWriter { spool, encoder, text_field: text_field.into(), docs: 0, line: Vec::new() })
     }

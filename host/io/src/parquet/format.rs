@@ -43,6 +43,9 @@ impl SinkFormat for Parquet {
     fn default_compression(&self) -> Compression {
         Compression::Zstd
     }
+    fn compressions(&self) -> &'static [Compression] {
+        &[Compression::None, Compression::Gzip, Compression::Zstd, Compression::Snappy]
+    }
     fn extension(&self, _compression: Compression) -> String {
         ".parquet".into()
     }

@@ -80,8 +80,15 @@ impl ParquetWriter {
             Compression::None => PqCompression::UNCOMPRESSED,
             Compression::Gzip => PqCompression::GZIP(GzipLevel::default()),
             Compression::Zstd => PqCompression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()),
+            Compression::Snappy => PqCompression::SNAPPY,
         };
-        let props = WriterProperties::builder().set_compression(codec).set_max_row_group_row_count(Some(row_group_size.max(1))).build();
+        let props = WriterProperties::builder()
+            .set_compression(codec)
+            .set_max_row_group_row_count(Some(row_group_size.max(1)))
+            // Texts are nearly all distinct: a dictionary would hash and compare every one
+            // before falling back to plain pages.
+            .set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(text_field), false)
+            .build();
         Ok(ParquetWriter {
             spool: Some(spool),
             writer: None,
