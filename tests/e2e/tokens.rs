@@ -160,9 +160,23 @@ fn a_killed_megatron_run_resumes_to_the_same_files() {
     let whole = tmp.path().join("whole");
     std::fs::create_dir_all(&whole).unwrap();
     let clean = whole.join("out");
-    host().arg("run").arg(sink_pipeline(&whole, &inputs_dir, &clean, "megatron", &tokens)).output().map(Run::from).unwrap().ok();
+    let pipeline = sink_pipeline(&whole, &inputs_dir, &clean, "megatron", &tokens);
+    let plan: Run = host().arg("plan").arg(&pipeline).arg("--json").output().unwrap().into();
+    let estimate: serde_json::Value = serde_json::from_str(&plan.ok().stdout).unwrap();
+    let run: Run = host().arg("run").arg(&pipeline).output().unwrap().into();
+    let tokens_line = run.ok().stdout.lines().find(|l| l.starts_with("tokens:")).map(str::to_string).unwrap_or_default();
     let want = dataset_files(&clean);
     assert_eq!(want.len(), 8, "{:?}", want.iter().map(|f| &f.0).collect::<Vec<_>>());
+    // `plan` estimates the output from a sample: within 25 % of what the run wrote.
+    let written: u64 = want.iter().map(|f| f.1.len() as u64).sum();
+    let run_tokens: u64 = tokens_line.split_whitespace().nth(1).and_then(|t| t.parse().ok()).unwrap_or(0);
+    let near = |est: &serde_json::Value, real: u64| est.as_f64().is_some_and(|e| (e - real as f64).abs() <= 0.25 * real as f64);
+    assert!(
+        near(&estimate["output_estimate"]["bytes"], written),
+        "estimate {} against {written} bytes written",
+        estimate["output_estimate"]
+    );
+    assert!(near(&estimate["output_estimate"]["tokens"], run_tokens), "estimate {} against {tokens_line:?}", estimate["output_estimate"]);
 
     // Killed after a partition's .bin is in place and before its .idx is, then after a
     // partition's journal line: each time the resumed run ends with the same files.

@@ -147,6 +147,21 @@ pub trait SinkFormat: Sync {
     }
     /// A writer of one output file at `loc`.
     fn create(&self, loc: &Loc, sink: &SinkSpec, cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError>;
+    /// What `docs` documents like the texts `sample` gives (read only when asked) would make
+    /// in this format, for `plan` (a prepared sink); `None` where the format does not
+    /// estimate it.
+    fn estimate(&self, _sink: &SinkSpec, _sample: &dyn Fn() -> Vec<String>, _docs: u64) -> Option<OutputEstimate> {
+        None
+    }
+}
+
+/// A sink's output, estimated at planning from a sample of the input.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct OutputEstimate {
+    /// Token ids written (tokenized formats).
+    pub tokens: u64,
+    /// Bytes of every output file.
+    pub bytes: u64,
 }
 
 /// A registered source format, as input files carry it: compared and shown by name.

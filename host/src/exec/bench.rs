@@ -49,32 +49,9 @@ fn read_all(plan: &Plan) -> Result<Vec<RecordBatch>, BenchError> {
     read_sample(plan, usize::MAX)
 }
 
-/// The pipeline's input from the start, in its batch size, until `max_docs` documents (the
-/// last batch cut to fit).
+/// The pipeline's input from the start, in its batch size, until `max_docs` documents.
 pub fn read_sample(plan: &Plan, max_docs: usize) -> Result<Vec<RecordBatch>, BenchError> {
-    let opts = plan.read_options(false);
-    let batch_size = plan.read_batch_size();
-    let mut out = Vec::new();
-    let mut docs = 0;
-    let mut keep = |b: RecordBatch, out: &mut Vec<RecordBatch>| {
-        let take = b.num_rows().min(max_docs - docs);
-        docs += take;
-        out.push(b.slice(0, take));
-        docs < max_docs
-    };
-    for partition in &plan.partitions {
-        for part in &partition.parts {
-            let input = &plan.inputs[part.file];
-            let part = crate::io::format::ReadPart { files: std::slice::from_ref(input), extent: part.extent, opts: &opts, batch_size };
-            let mut r = input.format.open(&part)?;
-            while let Some(b) = r.next_batch(batch_size)? {
-                if !keep(b, &mut out) {
-                    return Ok(out);
-                }
-            }
-        }
-    }
-    Ok(out)
+    Ok(plan.read_sample(max_docs)?)
 }
 
 fn stage_error(stage: &PlannedStage, source: impl Into<StageFailure>) -> BenchError {

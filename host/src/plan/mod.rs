@@ -9,6 +9,7 @@ pub mod lock;
 mod outputs;
 mod partitions;
 pub mod report;
+mod sample;
 mod stages;
 pub mod workdirs;
 

@@ -21,7 +21,39 @@ pub struct Report {
     pub stages: Vec<StageReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dedup: Option<DedupReport>,
+    /// What the sink will write, where its format estimates it (tokenized formats).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_estimate: Option<OutputReport>,
     pub warnings: Vec<String>,
+}
+
+/// The sink's output estimated from the start of the input, as if every document were kept.
+#[derive(Debug, serde::Serialize)]
+pub struct OutputReport {
+    pub sample_documents: usize,
+    #[serde(flatten)]
+    pub estimate: crate::io::format::OutputEstimate,
+}
+
+/// Documents `plan`'s output estimate tokenizes.
+const ESTIMATE_SAMPLE_DOCS: usize = 2_000;
+
+/// The sink format's estimate of its output for `docs` documents like a sample of the input's.
+fn output_estimate(plan: &Plan, docs: u64) -> Option<OutputReport> {
+    let format = crate::io::formats::sink(&plan.spec.sink.format).ok()?;
+    let sampled = std::cell::Cell::new(0);
+    let sample = || {
+        let batches = plan.read_spread_sample(ESTIMATE_SAMPLE_DOCS, 16).unwrap_or_default();
+        let texts: Vec<String> = batches
+            .iter()
+            .filter_map(|b| crate::io::records::string_column(b, crate::io::TEXT))
+            .flat_map(|a| a.iter().map(|t| t.unwrap_or_default().to_string()))
+            .collect();
+        sampled.set(texts.len());
+        texts
+    };
+    let estimate = format.estimate(&plan.spec.sink, &sample, docs)?;
+    Some(OutputReport { sample_documents: sampled.get(), estimate })
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -128,6 +160,7 @@ pub fn report(plan: &Plan, workers: Option<usize>, memory: Option<u64>) -> Repor
         cores_for_workers: cores,
         stages,
         dedup,
+        output_estimate: output_estimate(plan, corpus.docs),
         warnings,
     }
 }
@@ -182,6 +215,14 @@ impl Report {
                 if p.fits { "fits" } else { "DOES NOT FIT" }
             ));
             out.push(format!("  spill disk at the peak: ~{}", human(p.spill_bytes)));
+        }
+        if let Some(o) = &self.output_estimate {
+            out.push(format!(
+                "output (estimated from {} document(s) at the starts of up to 16 partitions, as if every document is kept): ~{} tokens, ~{}",
+                o.sample_documents,
+                o.estimate.tokens,
+                human(o.estimate.bytes)
+            ));
         }
         for w in &self.warnings {
             out.push(format!("warning: {w}"));

@@ -66,6 +66,10 @@ impl SinkFormat for DatatroveTokens {
     fn prepare(&self, sink: &mut SinkSpec, base: &Path) -> Result<(), Vec<Problem>> {
         super::prepare(sink, base, "datatrove's token files are read by seeking: they are never compressed", setup)
     }
+    fn estimate(&self, sink: &SinkSpec, sample: &dyn Fn() -> Vec<String>, docs: u64) -> Option<crate::format::OutputEstimate> {
+        // The `.ds.index`: each document's end, a uint64.
+        super::estimate(sink, setup, sample, docs, 8)
+    }
     fn create(&self, loc: &Loc, sink: &SinkSpec, _cx: &SinkContext<'_>) -> Result<Box<dyn OutputWriter>, IoError> {
         let name = sink.tokens.as_ref().map(|t| t.tokenizer.clone()).unwrap_or_default();
         let s = super::writer_setup(loc, sink, setup)?;

@@ -101,6 +101,10 @@ impl SinkFormat for Megatron {
         let s = super::writer_setup(loc, sink, setup)?;
         Ok(Box::new(MegatronWriter::create(loc, sink.checksum, s)?))
     }
+    fn estimate(&self, sink: &SinkSpec, sample: &dyn Fn() -> Vec<String>, docs: u64) -> Option<crate::format::OutputEstimate> {
+        // The `.idx` per document: its length (int32), its pointer (int64), its document index (int64).
+        super::estimate(sink, setup, sample, docs, 4 + 8 + 8)
+    }
 }
 
 /// The `.idx` beside a `.bin`.

@@ -184,6 +184,35 @@ pub(crate) fn prepare(
     if problems.is_empty() { Ok(()) } else { Err(problems) }
 }
 
+/// What `docs` documents like `sample` would make: the sample's token ids per document (the
+/// end-of-document token counted where the format appends one) times `docs`, at the setup's
+/// width, plus `index_bytes_per_doc` of index per document. `None` when the setup fails or
+/// the sample is empty.
+pub(crate) fn estimate(
+    sink: &curator_core::pipeline::SinkSpec,
+    setup: SetupFn,
+    sample: &dyn Fn() -> Vec<String>,
+    docs: u64,
+    index_bytes_per_doc: u64,
+) -> Option<crate::format::OutputEstimate> {
+    let s = setup(&mut sink.clone(), Path::new("/")).ok()?;
+    let sample = sample();
+    if sample.is_empty() {
+        return None;
+    }
+    let (mut cache, mut ids, mut tokens) = (bpe::PieceCache::default(), Vec::new(), 0u64);
+    for text in &sample {
+        ids.clear();
+        s.tokenizer.encode_into(text, s.specials, &mut cache, &mut ids).ok()?;
+        if !ids.is_empty() && s.eod.is_some() {
+            ids.push(0);
+        }
+        tokens += ids.len() as u64;
+    }
+    let tokens = (tokens as f64 / sample.len() as f64 * docs as f64).round() as u64;
+    Some(crate::format::OutputEstimate { tokens, bytes: tokens * s.dtype.size() as u64 + docs * index_bytes_per_doc })
+}
+
 /// The settings of a partition's writer. Planning resolved the paths and checked them, so a
 /// failure here is a file changed since: named as a failed write of `loc`.
 pub(crate) fn writer_setup(loc: &crate::Loc, sink: &curator_core::pipeline::SinkSpec, setup: SetupFn) -> Result<Setup, IoError> {
