@@ -201,3 +201,53 @@ fn videos_are_read_from_s3_through_a_local_copy() {
     let rejected = read_jsonl(&tmp.path().join("out/_rejected/noise.mp4.jsonl.jsonl"));
     assert!(rejected[0]["reason"].as_str().unwrap().starts_with("not a video file"), "{rejected:?}");
 }
+
+#[test]
+fn tokenized_sinks_write_to_s3_the_files_they_write_locally() {
+    if !needs(Need::MotoServer) {
+        return;
+    }
+    let s3 = S3Server::start();
+    s3.create_bucket("curator-tokens");
+    let tmp = tempfile::tempdir().unwrap();
+    let data = root().join("examples/quickstart/data");
+    let tok = root().join("tests/parity/tokenizers/bpe.json");
+    for (format, tokens) in [
+        ("megatron", format!("{{tokenizer: {}, eos_token: \"<|endoftext|>\"}}", tok.display())),
+        ("datatrove_tokens", format!("{{tokenizer: {}, eos_token: \"<|endoftext|>\", seed: 7}}", tok.display())),
+    ] {
+        let write = |out: &str, name: &str| {
+            let p = tmp.path().join(format!("{format}-{name}.yaml"));
+            std::fs::write(
+                &p,
+                format!("source:\n  path: {}\nsink:\n  path: {out}\n  format: {format}\n  tokens: {tokens}\n", data.display()),
+            )
+            .unwrap();
+            p
+        };
+        let local = tmp.path().join(format!("{format}-local"));
+        s3.run(&write(&local.display().to_string(), "local")).ok();
+        s3.run(&write(&format!("s3://curator-tokens/{format}"), "s3")).ok();
+        let down = tmp.path().join(format!("{format}-down"));
+        s3.download("curator-tokens", format, &down);
+        let files = |dir: &std::path::Path| -> Vec<(String, Vec<u8>)> {
+            let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('_'))
+                .map(|n| (n.clone(), std::fs::read(dir.join(&n)).unwrap()))
+                .collect();
+            v.sort();
+            v
+        };
+        let (want, got) = (files(&local), files(&down));
+        assert!(want.len() >= 4, "{format}: {:?}", want.iter().map(|f| &f.0).collect::<Vec<_>>());
+        assert_eq!(
+            got.iter().map(|f| &f.0).collect::<Vec<_>>(),
+            want.iter().map(|f| &f.0).collect::<Vec<_>>(),
+            "{format}: the same files in the bucket"
+        );
+        assert!(got == want, "{format}: a file in the bucket differs from the local run's");
+    }
+}
