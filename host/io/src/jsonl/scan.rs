@@ -249,20 +249,14 @@ mod tests {
         // Lines built from pieces that stress escapes, nesting and whitespace; every one either
         // scans to what serde_json decodes or is left to serde_json.
         let pieces = ["a", "\\n", "\\\"", "\\u00e9", "\\ud83d\\ude80", "中", "\\", "\"", "\t", " ", "\\u", "\\ud800", "}", ",", "\\/"];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = curator_test_support::Xorshift::new(0x9e37_79b9_7f4a_7c15);
         let mut scanned = 0;
         for _ in 0..20_000 {
             let mut text = String::new();
-            for _ in 0..(next() % 12) {
-                text.push_str(pieces[(next() % pieces.len() as u64) as usize]);
+            for _ in 0..rng.below(12) {
+                text.push_str(pieces[rng.below(pieces.len())]);
             }
-            let line = match next() % 3 {
+            let line = match rng.below(3) {
                 0 => format!(r#"{{"text": "{text}", "id": 7}}"#),
                 1 => format!(r#"{{"id": "{text}", "text": "x"}}"#),
                 _ => format!(r#"{{"m": {{"k": "{text}"}}, "text": "{text}"}}"#),
