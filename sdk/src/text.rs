@@ -1,6 +1,28 @@
 //! Text helpers shared by stages, written to give the same answers as the Python
 //! implementations users compare against (NeMo Curator, datatrove).
 
+/// GPT-2's byte-level alphabet: the printable character that stands for each byte in a
+/// byte-level BPE vocabulary (GPT-2, Llama-3, Qwen): bytes 33–126, 161–172 and 174–255 stand
+/// for themselves, the others, in order, for U+0100 onward (`bytes_to_unicode` in GPT-2's
+/// `encoder.py`). Built once.
+pub fn gpt2_byte_chars() -> &'static [char; 256] {
+    static TABLE: std::sync::OnceLock<[char; 256]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = ['\0'; 256];
+        let mut extra = 0u32;
+        for (i, slot) in t.iter_mut().enumerate() {
+            let i = i as u32;
+            *slot = if (33..=126).contains(&i) || (161..=172).contains(&i) || (174..=255).contains(&i) {
+                char::from_u32(i).unwrap_or('\0')
+            } else {
+                extra += 1;
+                char::from_u32(255 + extra).unwrap_or('\0')
+            };
+        }
+        t
+    })
+}
+
 /// Python's `str.isspace()` for one character: Unicode White_Space plus the ASCII
 /// information separators U+001C..U+001F, which Python also treats as whitespace.
 #[inline]

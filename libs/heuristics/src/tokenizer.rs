@@ -168,21 +168,7 @@ fn gpt2_pieces(text: &str) -> impl Iterator<Item = &str> {
 
 /// GPT-2's printable stand-in for each byte.
 fn byte_char(b: u8) -> char {
-    static TABLE: std::sync::OnceLock<[char; 256]> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut t = ['\0'; 256];
-        let mut extra = 0u32;
-        for (i, slot) in t.iter_mut().enumerate() {
-            let i = i as u32;
-            *slot = if (33..=126).contains(&i) || (161..=172).contains(&i) || (174..=255).contains(&i) {
-                char::from_u32(i).unwrap_or('\0')
-            } else {
-                extra += 1;
-                char::from_u32(255 + extra).unwrap_or('\0')
-            };
-        }
-        t
-    })[b as usize]
+    curator_sdk::text::gpt2_byte_chars()[b as usize]
 }
 
 fn bpe_count(piece: &str, ranks: &HashMap<(String, String), usize>) -> usize {

@@ -18,21 +18,7 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 use unicode_categories::UnicodeCategories;
 
-/// GPT-2's printable stand-in for each byte (the byte-level alphabet).
-fn byte_chars() -> [char; 256] {
-    let mut t = ['\0'; 256];
-    let mut extra = 0u32;
-    for (i, slot) in t.iter_mut().enumerate() {
-        let i = i as u32;
-        *slot = if (33..=126).contains(&i) || (161..=172).contains(&i) || (174..=255).contains(&i) {
-            char::from_u32(i).unwrap_or('\0')
-        } else {
-            extra += 1;
-            char::from_u32(255 + extra).unwrap_or('\0')
-        };
-    }
-    t
-}
+use curator_sdk::text::gpt2_byte_chars as byte_chars;
 
 /// Pieces cached before the cache is cleared (bounds memory on endless distinct words).
 const CACHE_PIECES: usize = 1 << 18;
