@@ -447,4 +447,16 @@ mod tests {
         let exact = plan_dedup(&spec("method: exact"), corpus, 8 << 30);
         assert!(exact.partitions > 1 && exact.fits, "{exact:?}");
     }
+
+    #[test]
+    fn documents_are_kept_for_the_output_in_half_of_what_the_phases_leave() {
+        let gib = 1u64 << 30;
+        let small = plan_dedup(&spec("method: exact"), Corpus { docs: 100_000, bytes: 256 << 20 }, 24 * gib);
+        assert_eq!(small.resident_bytes(), (small.budget_bytes - small.peak_bytes) / 2);
+        assert!(small.resident_bytes() > 7 * gib, "{small:?}");
+        // A plan that does not fit keeps nothing.
+        let over =
+            plan_dedup(&spec("{method: fuzzy, bands_per_iteration: 20, partitions: 1}"), Corpus { docs: 1 << 30, bytes: 1 << 42 }, 8 * gib);
+        assert_eq!(over.resident_bytes(), 0);
+    }
 }

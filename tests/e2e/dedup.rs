@@ -526,6 +526,29 @@ fn output_read_again_equals_spilled(step: &str, kills: &[&str]) {
     assert_eq!(outputs(&l), outputs(&w));
     let written: usize = outputs(&l).values().map(Vec::len).sum();
     assert_eq!(written + duplicates(&l).len(), docs);
+    // The documents phase keeps its batches in memory for the output (every one of them by
+    // default on this input), none, or some: a partition is replayed from memory only when
+    // all its batches were kept, and the output is the same either way.
+    let kept = |stderr: &str| -> (u64, u64) {
+        let line = stderr.lines().find(|l| l.contains("kept in memory for the output")).unwrap_or_else(|| panic!("{stderr}"));
+        let num = |at: &str| {
+            line[..line.find(at).unwrap()].rsplit(|c: char| !c.is_ascii_digit()).find(|w| !w.is_empty()).unwrap().parse().unwrap()
+        };
+        (num(" batch(es)"), num(" that did not fit"))
+    };
+    assert_eq!(kept(&lean.stderr).1, 0, "{}", lean.stderr);
+    for (front, budget, want) in [("", "0", "none"), ("", "60000", "some"), ("  - plugin: unicode_normalize\n", "60000", "some")] {
+        let out = format!("kept-{want}-{}", front.len());
+        let r = run(&format!("{front}{}", dedup("")), &out, &[("CURATOR_DEDUP_RESIDENT_BYTES", budget)]);
+        r.ok();
+        let (held, refused) = kept(&r.stderr);
+        match want {
+            "none" => assert_eq!(held, 0, "{}", r.stderr),
+            _ => assert!(held > 0 && refused > 0, "{budget} bytes keep some batches, not all\n{}", r.stderr),
+        }
+        assert_eq!(outputs(&dir.path().join(&out)), outputs(&l), "{out}");
+        assert_eq!(duplicates(&dir.path().join(&out)), duplicates(&l), "{out}");
+    }
     // The bad lines were quarantined once, by the first reading.
     let rejected: usize = std::fs::read_dir(l.join("_rejected")).unwrap().flatten().map(|e| read_jsonl(&e.path()).len()).sum();
     assert_eq!(rejected, 2);

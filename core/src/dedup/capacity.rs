@@ -134,6 +134,15 @@ impl DedupPlan {
     pub fn planned_bytes(&self, phase: DedupPhase) -> Option<u64> {
         self.phases.iter().find(|p| p.phase == phase).map(|p| p.bytes)
     }
+
+    /// Bytes of decoded batches the documents phase may keep in memory for the output (a
+    /// step run whole on one machine), so that the output neither reads the source again
+    /// nor decodes the spill: half of what the budget leaves beside the peak phase (the kept
+    /// batches are held through every phase, and the output's stages start workers while
+    /// they are still held). Partitions that do not fit are read again.
+    pub fn resident_bytes(&self) -> u64 {
+        self.budget_bytes.saturating_sub(self.peak_bytes) / 2
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

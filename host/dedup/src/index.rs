@@ -50,6 +50,13 @@ impl Index {
         self.files.binary_search_by(|f| f.name.as_str().cmp(name)).ok().map(|i| &self.files[i])
     }
 
+    /// The files of the partition with run-wide index `partition`, in sequence order.
+    pub fn partition_files(&self, partition: usize) -> &[IndexedFile] {
+        let start = self.files.partition_point(|f| f.partition < partition);
+        let end = start + self.files[start..].partition_point(|f| f.partition == partition);
+        &self.files[start..end]
+    }
+
     /// The index of several docs shards' documents, in shard order (shards own contiguous
     /// runs of partitions, so this is source order): each shard's positions move up by the
     /// documents of the shards before it.

@@ -11,7 +11,7 @@ use curator_core::DedupAction;
 
 use super::index::{Index, IndexedFile};
 use crate::io::IoError;
-use crate::task::{SpillDir, Task};
+use crate::task::{Resident, SpillDir, Task};
 
 /// Every document in a group of two or more, with its group's survivor, by position.
 pub struct Verdict {
@@ -63,6 +63,9 @@ pub struct DedupReplay<'a> {
     pub local: HashMap<usize, usize>,
     /// Columns only the dedup needed (the signatures).
     pub drop: Vec<&'static str>,
+    /// The documents phase's batches kept in memory: replayed from there, not from the
+    /// spill or the source.
+    pub resident: Option<&'a Resident>,
 }
 
 impl DedupReplay<'_> {
@@ -129,6 +132,22 @@ impl crate::task::Rejoin for DedupReplay<'_> {
         };
         Ok(Task { meta: task.meta, batch, dead: spilled.dead, side: spilled.side, source_columns: false })
     }
+
+    fn resident(&self, partition: usize) -> Result<Option<Vec<Task>>, IoError> {
+        let Some(r) = self.resident else { return Ok(None) };
+        let files = self.index.partition_files(partition);
+        if files.is_empty() {
+            return Ok(None);
+        }
+        let Some(tasks) = r.take_all(files.iter().map(|f| f.name.as_str())) else { return Ok(None) };
+        let tasks = tasks.into_iter().zip(files).map(|(t, f)| {
+            let batch = self
+                .apply(f, t.batch)
+                .map_err(|e| IoError::Line { at: t.meta.to_string(), message: format!("cannot apply the dedup verdict: {e}") })?;
+            Ok(Task { batch, source_columns: false, ..t })
+        });
+        tasks.collect::<Result<Vec<_>, IoError>>().map(Some)
+    }
 }
 
 impl crate::task::Replay for DedupReplay<'_> {
@@ -139,7 +158,10 @@ impl crate::task::Replay for DedupReplay<'_> {
     fn task(&self, i: usize) -> Result<Option<Task>, IoError> {
         let f = &self.index.files[i];
         let Some(&local) = self.local.get(&f.partition) else { return Ok(None) };
-        let mut task = self.docs.read(&self.index.path(self.docs, f))?;
+        let mut task = match self.resident.and_then(|r| r.take(&f.name)) {
+            Some(t) => t,
+            None => self.docs.read(&self.index.path(self.docs, f))?,
+        };
         task.meta.partition = local;
         task.batch = self
             .apply(f, task.batch)

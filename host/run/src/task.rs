@@ -3,6 +3,7 @@
 //! ([`SpillDir`]) and the tasks an earlier step replays ([`Replay`]). The executor and the
 //! dedup step both use them; neither owns them.
 
+mod resident;
 mod spill;
 
 use arrow_array::RecordBatch;
@@ -10,6 +11,7 @@ use curator_core::TaskMeta;
 
 use crate::io::IoError;
 
+pub use resident::Resident;
 pub use spill::{SpillDir, SpillReplay};
 
 /// A batch on its way through the stages.
@@ -67,4 +69,10 @@ pub trait Replay: Sync {
 pub trait Rejoin: Sync {
     /// `task`, read from the partition with run-wide index `partition`, as it goes on.
     fn rejoin(&self, partition: usize, task: Task) -> Result<Task, IoError>;
+
+    /// The tasks of the partition with run-wide index `partition`, as they go on, when they
+    /// are all held in memory (`Resident`): then the source is not read for it.
+    fn resident(&self, _partition: usize) -> Result<Option<Vec<Task>>, IoError> {
+        Ok(None)
+    }
 }

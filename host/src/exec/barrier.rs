@@ -14,7 +14,7 @@
 //! `curator_core::shard::Phase`), every job sharing the work directory.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use curator_core::shard::{Phase, Shard};
 
@@ -26,7 +26,7 @@ use crate::dedup::work::{Work, fingerprint};
 use crate::dedup::{DedupReplay, DedupStats, find_duplicates, writes_documents};
 use crate::io::journal::Journal;
 use crate::plan::{Plan, PlannedDedup};
-use crate::task::SpillDir;
+use crate::task::{Resident, SpillDir};
 
 /// What the three steps did: (documents read, lines rejected), what the sink got, the step's
 /// statistics, and its work directory (removed by the caller once the run is complete).
@@ -42,11 +42,19 @@ pub(super) fn run_with_dedup(plan: &Plan, d: &PlannedDedup, sched: &mut Schedule
     let work = Work::open(&d.work_dir, &fingerprint(&plan.spec, d.step, &plan.inputs), false)?;
     let reader = SpillDir::open(work.path(crate::dedup::work::DOCS), None)?;
     let mut docs_stats = DedupStats::default();
-    let read = spill_documents(plan, d, &reader, sched, &mut docs_stats)?;
+    let resident = Arc::new(Resident::new(resident_budget(d)));
+    let read = spill_documents(plan, d, &reader, sched, &mut docs_stats, Some(&resident))?;
     let ctx = (sched.new_ctx)(plan.clone());
     let (index, verdict, mut stats) = find_duplicates(d.step_plan(), &work, &reader, &ctx.metrics)?;
     stats.phases.splice(0..0, docs_stats.phases);
-    let written = write_output(plan, d, &reader, (&index, &verdict), &mut stats, sched)?;
+    let (held, bytes, refused) = resident.counts();
+    tracing::info!(
+        "dedup {:?}: {held} batch(es) of documents ({}) kept in memory for the output, {refused} that did not fit read again",
+        d.label,
+        crate::dedup::human(bytes)
+    );
+    let written = write_output(plan, d, &reader, (&index, &verdict), &mut stats, sched, Some(&resident))?;
+    drop(resident);
     let dup_clock = crate::dedup::PhaseClock::start(curator_core::dedup::DedupPhase::Duplicates, None);
     let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
     tracing::info!("dedup {:?}: {listed} duplicate id(s) in {}", d.label, plan.output_dir.join("_duplicates").display());
@@ -76,7 +84,7 @@ pub(super) fn run_phase(
     let stats = match phase {
         Phase::Docs => {
             let mut stats = DedupStats::default();
-            read = spill_documents(plan, d, &reader, sched, &mut stats)?;
+            read = spill_documents(plan, d, &reader, sched, &mut stats, None)?;
             let owned: HashSet<usize> = d.all_partitions.iter().map(|p| p.index).collect();
             let scan = crate::dedup::scan_shard(d.step_plan(), &work, &reader, shard, |p| owned.contains(&p), &ctx.metrics)?;
             let part = crate::dedup::scans::part(&work, shard)?;
@@ -104,7 +112,7 @@ pub(super) fn run_phase(
             // What the docs shard of the same partitions read, when the shard counts agree.
             let part = work.path(&format!("scan-{}/{READ}", shard.tag()));
             read = std::fs::read(&part).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or((0, 0));
-            written = write_output(plan, d, &reader, (&index, &verdict), &mut stats, sched)?;
+            written = write_output(plan, d, &reader, (&index, &verdict), &mut stats, sched, None)?;
             stats
         }
     };
@@ -133,6 +141,13 @@ fn pull(plan: &Plan, d: &PlannedDedup, (phase, shard): (Phase, Shard), remote: &
     Ok(x)
 }
 
+/// Bytes of documents the documents phase keeps for the output: the plan's
+/// (`DedupPlan::resident_bytes`), or `CURATOR_DEDUP_RESIDENT_BYTES` (0 keeps none; tests use
+/// it to force a mix of kept and re-read partitions).
+fn resident_budget(d: &PlannedDedup) -> u64 {
+    std::env::var("CURATOR_DEDUP_RESIDENT_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| d.capacity.resident_bytes())
+}
+
 /// What a docs shard read from its source: (documents, rejected lines).
 const READ: &str = "read.json";
 
@@ -144,6 +159,7 @@ fn spill_documents(
     reader: &SpillDir,
     sched: &mut Schedule<'_>,
     stats: &mut DedupStats,
+    resident: Option<&Arc<Resident>>,
 ) -> Result<(u64, u64), RunError> {
     let docs_dir = reader.path().to_path_buf();
     let todo: Vec<_> = d.all_partitions.iter().filter(|p| !reader.done_marker(p.index).exists()).cloned().collect();
@@ -171,6 +187,9 @@ fn spill_documents(
             };
             spill = spill.lean(Box::new(move |b| lean_batch(b, &key)));
         }
+        if let Some(r) = resident {
+            spill = spill.keeping(r.clone());
+        }
         let mut front = plan.clone();
         front.partitions = todo;
         let ctx = (sched.new_ctx)(front);
@@ -194,6 +213,7 @@ fn write_output(
     (index, verdict): (&crate::dedup::Index, &crate::dedup::Verdict),
     stats: &mut DedupStats,
     sched: &mut Schedule<'_>,
+    resident: Option<&Arc<Resident>>,
 ) -> Result<Written, RunError> {
     let out_clock = crate::dedup::PhaseClock::start(curator_core::dedup::DedupPhase::Output, None);
     let mut written = Written::default();
@@ -208,12 +228,16 @@ fn write_output(
                 curator_core::DedupMethod::Fuzzy => vec![crate::dedup::SIGNATURE],
                 _ => vec![crate::dedup::lean::KEY],
             },
+            resident: resident.map(|r| r.as_ref()),
         };
         let journal = Mutex::new(Journal::open_for_append(&plan.output_dir, &plan.journal_name())?);
         let stages: Vec<usize> = (d.before..plan.stages.len()).collect();
         let ctx = (sched.new_ctx)(plan.clone());
         let source = if index.any_lean() {
-            tracing::info!("dedup {:?}: the output reads the source again (the documents spill holds no text)", d.label);
+            tracing::info!(
+                "dedup {:?}: the output reads the source again where the documents phase kept no batch in memory (the documents spill holds no text)",
+                d.label
+            );
             Source::ReadAgain(&replay)
         } else {
             Source::Replay(&replay)

@@ -66,6 +66,17 @@ pub(crate) fn read_partitions(ctx: &Ctx, next: &AtomicUsize, out: Outlet, again:
     loop {
         let pi = next.fetch_add(1, Ordering::Relaxed);
         let Some(partition) = plan.partitions.get(pi) else { break };
+        // Read again, but kept in memory by the first reading: nothing to read.
+        if let Some(tasks) = again.map(|j| j.resident(partition.index)).transpose()?.flatten() {
+            for mut t in tasks {
+                total += t.meta.num_rows;
+                t.meta.partition = pi;
+                if ctx.sources_stopped() || out.send(t, metrics).is_err() {
+                    return Ok((total, rejected));
+                }
+            }
+            continue;
+        }
         let mut rejects: Option<RecordWriter> = None;
         let mut pending: Option<Task> = None;
         let mut seq = 0u64;

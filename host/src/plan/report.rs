@@ -215,6 +215,10 @@ impl Report {
                 if p.fits { "fits" } else { "DOES NOT FIT" }
             ));
             out.push(format!("  spill disk at the peak: ~{}", human(p.spill_bytes)));
+            out.push(format!(
+                "  documents kept in memory for the output: up to ~{} (the rest is read again; not in --phase runs)",
+                human(p.resident_bytes())
+            ));
         }
         if let Some(o) = &self.output_estimate {
             out.push(format!(

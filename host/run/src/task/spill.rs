@@ -11,7 +11,7 @@ use curator_core::TaskMeta;
 
 use crate::io::IoError;
 
-use super::{DeadLetter, Replay, Task};
+use super::{DeadLetter, Replay, Resident, Task};
 
 /// Schema-metadata key of a spilled batch's task description.
 const KEY: &str = "curator.task";
@@ -36,6 +36,8 @@ pub struct SpillDir {
     /// graph over a subset of the partitions still spills under stable names).
     global: Option<Vec<usize>>,
     lean: Option<Lean>,
+    /// Where a copy of each batch spilled is kept in memory, as far as it has room.
+    resident: Option<Arc<Resident>>,
 }
 
 fn werr(path: &Path, e: impl std::fmt::Display) -> IoError {
@@ -110,13 +112,19 @@ impl SpillDir {
     /// written under `global[meta.partition]` when given.
     pub fn open(path: PathBuf, global: Option<Vec<usize>>) -> Result<SpillDir, IoError> {
         std::fs::create_dir_all(&path).map_err(|e| werr(&path, e))?;
-        Ok(SpillDir { path, global, lean: None })
+        Ok(SpillDir { path, global, lean: None, resident: None })
     }
 
     /// This spill, keeping only `lean(batch)` of the batches whose source columns are intact
     /// (their text can be read from the source again).
     pub fn lean(self, lean: Lean) -> SpillDir {
         SpillDir { lean: Some(lean), ..self }
+    }
+
+    /// This spill, also offering each batch it writes (whole, as the stages gave it) to
+    /// `resident`.
+    pub fn keeping(self, resident: Arc<Resident>) -> SpillDir {
+        SpillDir { resident: Some(resident), ..self }
     }
 
     /// A spilled batch's file name.
@@ -180,9 +188,13 @@ impl SpillDir {
         let desc = serde_json::to_string(&desc).map_err(|e| werr(&self.path, e))?;
         let path = self.path.join(format!("{stem}.arrow"));
         match &self.lean {
-            Some(lean) if task.source_columns => write_ipc(&path, &lean(&task.batch).map_err(|e| werr(&path, e))?, Some(desc)),
-            _ => write_ipc(&path, &task.batch, Some(desc)),
+            Some(lean) if task.source_columns => write_ipc(&path, &lean(&task.batch).map_err(|e| werr(&path, e))?, Some(desc))?,
+            _ => write_ipc(&path, &task.batch, Some(desc))?,
         }
+        if let Some(r) = &self.resident {
+            r.keep(format!("{stem}.arrow"), task);
+        }
+        Ok(())
     }
 
     /// The spilled tasks' files, in partition and sequence order.
