@@ -1,6 +1,6 @@
 //! How many documents and bytes a source holds, estimated without reading it all: Parquet
 //! footers give row counts; JSONL files are sampled (the first MiB of up to 16 files spread
-//! over the listing, decoded when compressed) for bytes per line and the compression ratio,
+//! over the listing, less on a small source, decoded when compressed) for bytes per line and the compression ratio,
 //! and the rest is extrapolated from file sizes.
 
 use std::io::Read;
@@ -13,15 +13,25 @@ use crate::io::InputFile;
 /// as much; a smaller sample underestimates the ratio, which the first blocks of a stream do
 /// not reach yet: 256 KiB of zstd shards gave 15 % too few documents, 1 MiB 3 %).
 const SAMPLE_BYTES: u64 = 1 << 20;
+/// The least sampled from a file: on a source of less than `SAMPLE_FILES` × 16 MiB, each
+/// file's sample is a 256th of the source's bytes, down to this (so planning a small run
+/// does not decode a third of it; its estimate matters less, and errs by up to 15 %).
+const MIN_SAMPLE_BYTES: u64 = 256 << 10;
 const SAMPLE_FILES: usize = 16;
 
-/// (decoded bytes, lines, raw bytes read) of the start of a JSONL file; `decoded` is scratch.
-fn sample(f: &InputFile, decoded: &mut Vec<u8>) -> Option<(u64, u64, u64)> {
-    let raw_len = f.size.min(SAMPLE_BYTES);
+/// Raw bytes to sample from each file of a source of `total` raw bytes.
+fn sample_bytes(total: u64) -> u64 {
+    (total / (SAMPLE_FILES as u64 * 16)).clamp(MIN_SAMPLE_BYTES, SAMPLE_BYTES)
+}
+
+/// (decoded bytes, lines, raw bytes read) of the first `take` raw bytes of a JSONL file;
+/// `decoded` is scratch.
+fn sample(f: &InputFile, take: u64, decoded: &mut Vec<u8>) -> Option<(u64, u64, u64)> {
+    let raw_len = f.size.min(take);
     let raw = f.loc.read_range(0, raw_len).ok()?;
     let reader = crate::io::decoded(Box::new(std::io::Cursor::new(raw.to_vec())), &f.display()).ok()?;
     // A ratio past 64 (text that repeats) is measured up to 64 MiB decoded.
-    let cap = if f.compressed { 64 * SAMPLE_BYTES } else { SAMPLE_BYTES };
+    let cap = if f.compressed { 64 * take } else { take };
     decoded.clear();
     // A cut compressed stream ends in an error: what was decoded before it counts.
     let _ = reader.take(cap).read_to_end(decoded);
@@ -45,8 +55,9 @@ pub fn corpus(inputs: &[InputFile], limit: Option<u64>) -> Corpus {
         let step = jsonl.len().div_ceil(SAMPLE_FILES).max(1);
         let (mut dec, mut lines, mut raw) = (0u64, 0u64, 0u64);
         let mut scratch = Vec::new();
+        let take = sample_bytes(jsonl.iter().map(|f| f.size).sum());
         for f in jsonl.iter().step_by(step).take(SAMPLE_FILES) {
-            if let Some((d, l, r)) = sample(f, &mut scratch) {
+            if let Some((d, l, r)) = sample(f, take, &mut scratch) {
                 dec += d;
                 lines += l;
                 raw += r;
@@ -92,5 +103,12 @@ mod tests {
             assert!(err < 0.05, "{name}: {} documents estimated", c.docs);
         }
         assert_eq!(corpus(&[input(&dir.path().join("a.jsonl"))], Some(100)).docs, 100);
+    }
+
+    #[test]
+    fn a_small_source_is_sampled_less() {
+        assert_eq!(sample_bytes(10 << 20), MIN_SAMPLE_BYTES);
+        assert_eq!(sample_bytes(128 << 20), 512 << 10);
+        assert_eq!(sample_bytes(1 << 40), SAMPLE_BYTES);
     }
 }
