@@ -29,5 +29,5 @@ pub use manifest::{
 };
 pub use params::{ParamError, validate_params};
 pub use pipeline::{Isolation, PipelineSpec, SinkSpec, SourceSpec, SpecError, SpecErrors, StageSpec, Step};
-pub use resources::{MemoryBudget, ResourceError, ResourceOverride, Resources, Runs, memory_budget};
+pub use resources::{MemoryBudget, ResourceError, ResourceOverride, Resources, Runs, call_defaults, memory_budget, on_cpu_instead};
 pub use task::TaskMeta;

@@ -111,7 +111,7 @@ pub struct Assignment {
 /// Why GPU workers cannot be placed. Each message names the stage and what it needs.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlacementError {
-    #[error("stage {stage:?} needs a GPU ({needs}) but none was found{}", if .detail.is_empty() { String::new() } else { format!(" ({})", .detail) })]
+    #[error("stage {stage:?} needs a GPU ({needs}) but none was found{}; to run it on the CPU where it can, set its resources: {{gpu_memory_gb: 0}} and its param device: cpu", if .detail.is_empty() { String::new() } else { format!(" ({})", .detail) })]
     NoGpus { stage: String, needs: String, detail: String },
     #[error("stage {stage:?} asks for gpu_memory_gb: {needs_gb} but the largest GPU here has {largest_gb:.1} GB")]
     TooLarge { stage: String, needs_gb: f64, largest_gb: f64 },
@@ -483,7 +483,10 @@ mod tests {
         let e = place(&gpus, &[req("llm", GpuRequest::MemoryGb(100.0), 1)]).unwrap_err();
         assert_eq!(e.to_string(), "stage \"llm\" asks for gpu_memory_gb: 100 but the largest GPU here has 80.0 GB");
         let e = place(&[], &[req("embed", GpuRequest::Whole(1), 1)]).unwrap_err();
-        assert_eq!(e.to_string(), "stage \"embed\" needs a GPU (gpus: 1) but none was found");
+        assert_eq!(
+            e.to_string(),
+            "stage \"embed\" needs a GPU (gpus: 1) but none was found; to run it on the CPU where it can, set its resources: {gpu_memory_gb: 0} and its param device: cpu"
+        );
     }
 
     #[test]

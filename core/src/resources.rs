@@ -100,6 +100,38 @@ pub enum ResourceError {
     ZeroMemory,
 }
 
+/// Documents per call of a stage written for a GPU that runs on the CPU instead
+/// ([`on_cpu_instead`]), when the pipeline sets no `batch_size` for it: the manifest's batch
+/// keeps a GPU's passes full (thousands of documents), which a CPU takes minutes over.
+pub const CPU_INSTEAD_BATCH_SIZE: usize = 64;
+/// The per-call limit of such a stage when the pipeline sets no `timeout_s`: a model's
+/// f32 reference path is one to two orders of magnitude slower than the GPU it was sized for.
+pub const CPU_INSTEAD_TIMEOUT_S: f64 = 600.0;
+
+/// Whether a stage whose manifest asks for a GPU runs on the CPU instead: the pipeline's
+/// `resources` override takes its GPU away (`gpu_memory_gb: 0` or `gpus: 0`).
+pub fn on_cpu_instead(manifest: &Resources, planned: &Resources) -> bool {
+    manifest.needs_gpu() && !planned.needs_gpu()
+}
+
+/// (documents per call, per-call limit in seconds) of a stage: the pipeline's settings when
+/// given, else the defaults for where it runs.
+pub fn call_defaults(
+    manifest: &Resources,
+    planned: &Resources,
+    (manifest_batch, set_batch): (Option<usize>, Option<usize>),
+    set_timeout_s: Option<f64>,
+    default_timeout_s: f64,
+) -> (Option<usize>, f64) {
+    let cpu = on_cpu_instead(manifest, planned);
+    let batch = set_batch.or(match cpu {
+        true => Some(manifest_batch.map_or(CPU_INSTEAD_BATCH_SIZE, |b| b.min(CPU_INSTEAD_BATCH_SIZE))),
+        false => manifest_batch,
+    });
+    let timeout = set_timeout_s.unwrap_or(if cpu { default_timeout_s.max(CPU_INSTEAD_TIMEOUT_S) } else { default_timeout_s });
+    (batch, timeout)
+}
+
 impl Resources {
     /// Check the invariants of a resource request.
     pub fn validate(&self) -> Result<(), ResourceError> {
@@ -247,5 +279,20 @@ mod tests {
         assert_eq!(r(3.0, None, None).workers_on(8), 2);
         assert_eq!(r(0.5, None, None).workers_on(2), 4);
         assert_eq!(r(16.0, None, None).workers_on(2), 1);
+    }
+
+    #[test]
+    fn a_gpu_stage_on_the_cpu_gets_small_calls_and_a_long_limit_unless_told() {
+        let gpu = Resources { gpu_memory_gb: Some(4.0), ..Resources::default() };
+        let cpu = Resources { gpu_memory_gb: Some(0.0), ..Resources::default() };
+        // On its GPU: the manifest's batch, the default limit.
+        assert_eq!(call_defaults(&gpu, &gpu, (Some(8192), None), None, 60.0), (Some(8192), 60.0));
+        // On the CPU instead: 64 documents a call, ten minutes a call.
+        assert_eq!(call_defaults(&gpu, &cpu, (Some(8192), None), None, 60.0), (Some(64), 600.0));
+        assert_eq!(call_defaults(&gpu, &cpu, (Some(16), None), None, 60.0), (Some(16), 600.0));
+        // What the pipeline sets wins.
+        assert_eq!(call_defaults(&gpu, &cpu, (Some(8192), Some(500)), Some(30.0), 60.0), (Some(500), 30.0));
+        // A CPU stage is not one.
+        assert_eq!(call_defaults(&cpu, &cpu, (None, None), None, 60.0), (None, 60.0));
     }
 }

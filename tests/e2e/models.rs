@@ -106,6 +106,44 @@ fn embedder_writes_an_embedding_vector_column_to_parquet() {
     assert_eq!(seen, cases.len());
 }
 
+/// `examples/models/cpu.yaml` as shipped (the stages' GPU defaults: passes of 65,536 tokens),
+/// on 5,000 documents and no GPU: each call gets 64 documents and 600 s, so no call outlives
+/// its limit, and the run completes.
+#[test]
+fn the_cpu_example_runs_with_the_stages_gpu_defaults() {
+    if !needs(Need::EncoderModels) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("in")).unwrap();
+    let words = ["data", "curation", "quality", "filter", "language", "model", "the", "of", "text", "web", "page", "news"];
+    let lines: Vec<String> = (0..5000)
+        .map(|i: usize| {
+            let text: Vec<&str> = (0..6 + i % 12).map(|k| words[(i * 7 + k * 3) % words.len()]).collect();
+            serde_json::json!({"id": format!("d{i}"), "text": text.join(" ")}).to_string()
+        })
+        .collect();
+    std::fs::write(tmp.path().join("in/docs.jsonl"), lines.join("\n") + "\n").unwrap();
+    let shipped = std::fs::read_to_string(root().join("examples/models/cpu.yaml")).unwrap();
+    let yaml = shipped.replace("path: ../quickstart/data", "path: in").replace("../../target/models", &models().display().to_string());
+    assert!(!yaml.contains("max_batch_tokens") && !yaml.contains("timeout_s") && !yaml.contains("batch_size"), "{yaml}");
+    write_pipeline(tmp.path(), &yaml);
+    let r = run(tmp.path(), &["run", "pipeline.yaml"]);
+    r.ok();
+    for stage in ["embedder", "classifier"] {
+        assert!(
+            r.stderr
+                .lines()
+                .any(|l| l.contains(&format!("{stage:?} is written for a GPU and runs on the CPU: 64 document(s) a call, 600 s per call"))),
+            "{stage}\n{}",
+            r.stderr
+        );
+    }
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(tmp.path().join("out/_summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["docs_in"], 5000, "{summary}");
+    assert_eq!(summary["failed"], 0, "{summary}");
+}
+
 #[test]
 fn classifier_labels_scores_and_keeps_like_transformers() {
     if !needs(Need::EncoderModels) {

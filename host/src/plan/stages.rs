@@ -286,14 +286,30 @@ fn plan_plugin(
             }
             (_, _) => Isolation::Process,
         };
-        let timeout_s = s.timeout_s.or(spec.timeout_s).unwrap_or(DEFAULT_TIMEOUT_S);
+        // A stage written for a GPU that the pipeline runs on the CPU gets calls a CPU
+        // finishes in time, unless the pipeline sizes them itself.
+        let (batch_size, timeout_s) = curator_core::call_defaults(
+            &m.resources,
+            &resources,
+            (m.batch_size, s.batch_size),
+            s.timeout_s.or(spec.timeout_s),
+            DEFAULT_TIMEOUT_S,
+        );
+        if curator_core::on_cpu_instead(&m.resources, &resources) {
+            tracing::info!(
+                "{label}: {}: {:?} is written for a GPU and runs on the CPU: {} document(s) a call, {timeout_s} s per call (batch_size and timeout_s change them)",
+                at("resources"),
+                s.label(),
+                batch_size.map_or("every".to_string(), |b| b.to_string()),
+            );
+        }
         let mut planned = PlannedStage {
             index: i,
             label: s.label().to_string(),
             plugin: entry.clone(),
             params: s.params.clone(),
             resources,
-            batch_size: s.batch_size.or(m.batch_size),
+            batch_size,
             timeout: Duration::from_secs_f64(timeout_s),
             grants,
             isolation,
