@@ -371,6 +371,35 @@ fn embeddings_and_images_stored_in_parquet_serve_a_second_pipeline() {
     assert!(r.stderr.contains("plain/ids.parquet") && r.stderr.contains("\"text\"") && r.stderr.contains("no such column"), "{}", r.stderr);
 }
 
+/// Two workers of the image embedder on one (CPU) device give every image the embedding one
+/// worker gives it: batches of 2 images, so both workers embed some.
+#[test]
+fn two_image_embedder_workers_embed_as_one_does() {
+    if !needs(Need::EncoderModels) {
+        return;
+    }
+    let (tmp, keys, _) = with_shard();
+    let m = root().join("target/models");
+    let run = |workers: usize| {
+        let out = format!("out-{workers}");
+        run_images(
+            tmp.path(),
+            &format!(
+                "source: {{path: shards}}\nbatch_size: 2\nstages:\n  - plugin: image_embedder\n    params: {{model: /models/clip-l14-2l, device: cpu}}\n    resources: {{gpu_memory_gb: 0}}\n    num_workers: {workers}\n    grants: {{models: {}}}\nsink: {{path: {out}, format: jsonl}}\n",
+                m.display()
+            ),
+        );
+        let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(tmp.path().join(&out).join("_summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["stages"][0]["workers"], workers, "{summary}");
+        jsonl_docs(&tmp.path().join(out))
+    };
+    let (one, two) = (run(1), run(2));
+    assert_eq!(one.len(), keys.len());
+    for key in keys.values() {
+        assert_eq!(vector(&one[key], "image_embedding"), vector(&two[key], "image_embedding"), "{key}");
+    }
+}
+
 /// Embeddings stored as JSONL arrays reach the aesthetic filter as vectors; one cut short is
 /// refused naming the file, the field and its row.
 #[test]
