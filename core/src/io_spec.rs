@@ -253,6 +253,11 @@ pub struct TokensSpec {
     /// (`shuffle_documents=False`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// `datatrove_tokens` with `seed`: start a new file once one holds more than this many
+    /// tokens, as `DocumentTokenizer(max_tokens_per_file=…)` splits its shuffled output (the
+    /// partition's first file keeps its name, the next ones add `_00001`, `_00002`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_per_file: Option<u64>,
 }
 
 /// The on-disk type of a token id.

@@ -389,7 +389,8 @@ fn two_image_embedder_workers_embed_as_one_does() {
                 m.display()
             ),
         );
-        let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(tmp.path().join(&out).join("_summary.json")).unwrap()).unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(tmp.path().join(&out).join("_summary.json")).unwrap()).unwrap();
         assert_eq!(summary["stages"][0]["workers"], workers, "{summary}");
         jsonl_docs(&tmp.path().join(out))
     };

@@ -99,12 +99,15 @@ fn megatron_and_datatrove_files_equal_the_tools_own() {
         }
 
         // datatrove: .ds, .ds.index and .ds.metadata of DocumentTokenizer(shuffle_documents=False),
-        // and of DocumentTokenizer(seed=1234) (documents shuffled by numpy's default_rng).
-        for seed in [None, Some("1234")] {
-            let out = work.join(format!("datatrove-{}", seed.unwrap_or("none")));
-            let tokens = match seed {
-                Some(s) => format!("{{tokenizer: {tok_s}, eos_token: \"{eos}\", seed: {s}}}"),
-                None => tokens.clone(),
+        // of DocumentTokenizer(seed=1234) (documents shuffled by numpy's default_rng), and of
+        // the same cut into files of about 50,000 tokens (max_tokens_per_file).
+        for (seed, max) in [(None, None), (Some("1234"), None), (Some("1234"), Some("50000"))] {
+            let tag = format!("{}-{}", seed.unwrap_or("none"), max.unwrap_or("whole"));
+            let out = work.join(format!("datatrove-{tag}"));
+            let tokens = match (seed, max) {
+                (Some(s), Some(m)) => format!("{{tokenizer: {tok_s}, eos_token: \"{eos}\", seed: {s}, max_tokens_per_file: {m}}}"),
+                (Some(s), None) => format!("{{tokenizer: {tok_s}, eos_token: \"{eos}\", seed: {s}}}"),
+                _ => tokens.clone(),
             };
             host()
                 .arg("run")
@@ -115,16 +118,31 @@ fn megatron_and_datatrove_files_equal_the_tools_own() {
                 .ok();
             for input in &inputs {
                 let stem = input.file_stem().unwrap().to_str().unwrap();
-                let theirs = work.join(format!("ref-dt-{stem}-{}", seed.unwrap_or("none")));
+                let theirs = work.join(format!("ref-dt-{stem}-{tag}"));
                 let mut args = vec!["datatrove", "--tokenizer", tok_s, "--eos", eos, "--out", theirs.to_str().unwrap()];
                 if let Some(s) = seed {
                     args.extend(["--seed", s]);
                 }
+                if let Some(m) = max {
+                    args.extend(["--max-tokens-per-file", m]);
+                }
                 args.push(input.to_str().unwrap());
                 reference(&args);
-                for ext in ["", ".index", ".metadata"] {
-                    same_bytes(&out.join(format!("{stem}.ds{ext}")), &theirs.join(format!("out.ds{ext}")));
+                // Their files, each beside ours of the same split number.
+                let mut files: Vec<String> =
+                    std::fs::read_dir(&theirs).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+                files.sort();
+                let splits = files.iter().filter(|n| n.ends_with(".ds")).count();
+                assert_eq!(splits > 1, max.is_some(), "{tag}: {files:?}");
+                for name in &files {
+                    same_bytes(&out.join(name.replacen("out", stem, 1)), &theirs.join(name));
                 }
+                let ours = std::fs::read_dir(&out)
+                    .unwrap()
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("{stem}")))
+                    .count();
+                assert_eq!(ours, files.len(), "{tag}: {stem}: no file of ours beyond theirs");
             }
             assert!(temp_leftovers(&out).is_empty(), "{:?}", temp_leftovers(&out));
         }

@@ -8,8 +8,11 @@
 //!
 //! With `seed` a partition's documents are shuffled as `DocumentTokenizer(seed=…)` shuffles a
 //! rank's ([`super::numpy_rng`]: the same permutation numpy draws); without, they keep their
-//! order (`shuffle_documents=False`). Not yet: the chunk shuffle, `max_tokens_per_file` and
-//! the `.ds.loss` masks.
+//! order (`shuffle_documents=False`). With `max_tokens_per_file` as well, the shuffled
+//! documents are cut into files as `TokenizedFile.copy` cuts them: a new file starts once the
+//! current one holds more than that many tokens (so one may follow empty, as datatrove's
+//! does), each with its own `.ds.index` and `.ds.metadata`. Not yet: the chunk shuffle
+//! (`shuffle_chunk_size`) and the `.ds.loss` masks.
 
 use std::io::Write;
 use std::path::Path;
@@ -40,6 +43,16 @@ fn setup(sink: &mut SinkSpec, base: &Path) -> Result<Setup, Vec<Problem>> {
     let t = super::tokens_of(&mut sink.tokens, NAME, base)?;
     if t.append_eod.is_some() {
         return Err(vec![("tokens.append_eod", "datatrove appends eos_token when one is named: set eos_token, not append_eod".into())]);
+    }
+    match (t.max_tokens_per_file, t.seed) {
+        (Some(0), _) => return Err(vec![("tokens.max_tokens_per_file", "must be at least 1".into())]),
+        (Some(_), None) => {
+            return Err(vec![(
+                "tokens.max_tokens_per_file",
+                "splits the shuffled output, as datatrove's does (which ignores it unshuffled): set seed as well".into(),
+            )]);
+        }
+        _ => {}
     }
     let tokenizer = Tokenizer::load(Path::new(&t.tokenizer)).map_err(|m| vec![("tokens.tokenizer", m)])?;
     let mut problems = Vec::new();
@@ -74,6 +87,7 @@ impl SinkFormat for DatatroveTokens {
         let name = sink.tokens.as_ref().map(|t| t.tokenizer.clone()).unwrap_or_default();
         let s = super::writer_setup(loc, sink, setup)?;
         let seed = sink.tokens.as_ref().and_then(|t| t.seed);
+        let max_tokens_per_file = sink.tokens.as_ref().and_then(|t| t.max_tokens_per_file);
         let first = if seed.is_some() { loc.sibling(&format!("{}.unshuffled", loc.file_name())) } else { loc.clone() };
         let (spool, ds) = Spool::create(&first, sink.checksum)?;
         Ok(Box::new(DatatroveWriter {
@@ -81,6 +95,7 @@ impl SinkFormat for DatatroveTokens {
             spool,
             ds,
             seed,
+            max_tokens_per_file,
             checksum: sink.checksum,
             tokenizer_name: name,
             s,
@@ -101,6 +116,8 @@ pub struct DatatroveWriter {
     spool: Spool,
     ds: SpoolWriter,
     seed: Option<u64>,
+    /// Shuffled: tokens after which a new file starts.
+    max_tokens_per_file: Option<u64>,
     checksum: curator_core::io_spec::Checksum,
     tokenizer_name: String,
     s: Setup,
@@ -131,59 +148,90 @@ impl OutputWriter for DatatroveWriter {
     }
 
     fn finish(self: Box<Self>) -> Result<Committed, IoError> {
-        let mut this = *self;
-        let name = this.target.file_name();
-        let index_loc = this.target.sibling(&format!("{name}.index"));
-        let meta_loc = this.target.sibling(&format!("{name}.metadata"));
+        let this = *self;
+        let documents = this.ends.len() as u64;
         let tokens = this.ends.last().copied().unwrap_or(0);
-        let (bytes, checksum) = match this.seed {
-            None => this.spool.commit(this.ds)?,
+        let files = match this.seed {
+            None => vec![TokenFile { loc: this.target.clone(), committed: this.spool.commit(this.ds)?, ends: this.ends }],
             Some(seed) => {
-                let (committed, ends) =
-                    shuffled(&this.target, this.spool, this.ds, &this.ends, seed, this.s.dtype.size() as u64, this.checksum)?;
-                this.ends = ends;
-                committed
+                let width = this.s.dtype.size() as u64;
+                let order = super::numpy_rng::permutation(seed, this.ends.len());
+                shuffled(&this.target, this.spool, this.ds, (&this.ends, &order), (width, this.max_tokens_per_file), this.checksum)?
             }
         };
-        let index: Vec<u8> = this.ends.iter().flat_map(|e| e.to_le_bytes()).collect();
-        write_whole(&index_loc, &index, this.checksum)?;
-        let meta = format!("{}|{}\n{tokens}\n{}", this.tokenizer_name, this.s.dtype.size(), metric(tokens as f64, "T"));
-        write_whole(&meta_loc, meta.as_bytes(), this.checksum)?;
-        Ok(Committed { documents: this.ends.len() as u64, bytes, checksum, tokens: Some(tokens) })
+        // The partition's first file is its journaled output; the ones split off it follow.
+        let bytes = files.iter().map(|f| f.committed.0).sum();
+        let checksum = files.first().map(|f| f.committed.1.clone()).unwrap_or_default();
+        for f in &files {
+            let name = f.loc.file_name();
+            let index: Vec<u8> = f.ends.iter().flat_map(|e| e.to_le_bytes()).collect();
+            write_whole(&f.loc.sibling(&format!("{name}.index")), &index, this.checksum)?;
+            let file_tokens = f.ends.last().copied().unwrap_or(0);
+            let meta = format!("{}|{}\n{file_tokens}\n{}", this.tokenizer_name, this.s.dtype.size(), metric(file_tokens as f64, "T"));
+            write_whole(&f.loc.sibling(&format!("{name}.metadata")), meta.as_bytes(), this.checksum)?;
+        }
+        Ok(Committed { documents, bytes, checksum, tokens: Some(tokens) })
     }
 }
 
-/// The documents of the unshuffled file (`spool`, `ds`; `ends` in tokens) in the order of
-/// `numpy.random.default_rng(seed).permutation`, committed at `target`, as
-/// `TokenizedFile.copy` does; the new document ends.
+/// One `.ds` written: where, (bytes, checksum), and its documents' ends in tokens.
+struct TokenFile {
+    loc: Loc,
+    committed: (u64, String),
+    ends: Vec<u64>,
+}
+
+/// Where split file `k` of a partition whose output is `target` goes: `target` itself for
+/// the first, `STEM_0000k.ds` beside it for the next.
+fn split_file(target: &Loc, k: usize) -> Loc {
+    match k {
+        0 => target.clone(),
+        _ => {
+            let name = target.file_name();
+            let stem = name.strip_suffix(".ds").unwrap_or(&name);
+            target.sibling(&format!("{stem}_{k:05}.ds"))
+        }
+    }
+}
+
+/// The documents of the unshuffled file (`spool`, `ds`; `ends` in tokens) in `order` (numpy's
+/// `default_rng(seed).permutation`), committed at `target`, as `TokenizedFile.copy` does:
+/// with `max_tokens`, a new file starts (`split_file`) once the current one holds more.
 fn shuffled(
     target: &Loc,
     spool: Spool,
     ds: SpoolWriter,
-    ends: &[u64],
-    seed: u64,
-    width: u64,
+    (ends, order): (&[u64], &[usize]),
+    (width, max_tokens): (u64, Option<u64>),
     checksum: curator_core::io_spec::Checksum,
-) -> Result<((u64, String), Vec<u64>), IoError> {
+) -> Result<Vec<TokenFile>, IoError> {
     use std::os::unix::fs::FileExt;
     let (buf, _, _) = ds.into_parts();
     // Flushed, then read back (the spool was opened for writing only).
     drop(buf.into_inner().map_err(|e| spool.werr(e.into_error()))?.into_file());
     let file = std::fs::File::open(&spool.tmp).map_err(|e| spool.werr(e))?;
-    let (out_spool, mut out) = Spool::create(target, checksum)?;
-    let mut new_ends = Vec::with_capacity(ends.len());
+    let mut files = Vec::new();
+    let (mut out_spool, mut out) = Spool::create(target, checksum)?;
+    let mut file_ends: Vec<u64> = Vec::new();
     let mut doc = Vec::new();
-    let mut end = 0;
-    for d in super::numpy_rng::permutation(seed, ends.len()) {
+    for &d in order {
         let (a, b) = (if d == 0 { 0 } else { ends[d - 1] }, ends[d]);
         doc.resize(((b - a) * width) as usize, 0);
         file.read_exact_at(&mut doc, a * width).map_err(|e| spool.werr(e))?;
         out.write_all(&doc).map_err(|e| out_spool.werr(e))?;
-        end += b - a;
-        new_ends.push(end);
+        let end = file_ends.last().copied().unwrap_or(0) + (b - a);
+        file_ends.push(end);
+        if max_tokens.is_some_and(|m| end > m) {
+            let (next_spool, next_out) = Spool::create(&split_file(target, files.len() + 1), checksum)?;
+            let done = std::mem::replace(&mut out_spool, next_spool);
+            let committed = done.commit(std::mem::replace(&mut out, next_out))?;
+            files.push(TokenFile { loc: split_file(target, files.len()), committed, ends: std::mem::take(&mut file_ends) });
+        }
     }
     drop(spool);
-    Ok((out_spool.commit(out)?, new_ends))
+    let committed = out_spool.commit(out)?;
+    files.push(TokenFile { loc: split_file(target, files.len()), committed, ends: file_ends });
+    Ok(files)
 }
 
 fn write_whole(loc: &Loc, bytes: &[u8], checksum: curator_core::io_spec::Checksum) -> Result<(), IoError> {
@@ -231,6 +279,14 @@ mod tests {
         assert_eq!(metric(99_960.0, "T"), "100 kT");
         assert_eq!(metric(1_234_567.0, "T"), "1.23 MT");
         assert_eq!(metric(25_500_000_000.0, "T"), "25.5 GT");
+    }
+
+    #[test]
+    fn split_files_are_named_after_the_partitions_file() {
+        let target = Loc::Local("/out/shard-003.ds".into());
+        assert_eq!(split_file(&target, 0), target);
+        assert_eq!(split_file(&target, 1), Loc::Local("/out/shard-003_00001.ds".into()));
+        assert_eq!(split_file(&target, 12), Loc::Local("/out/shard-003_00012.ds".into()));
     }
 
     #[test]

@@ -71,6 +71,12 @@ fn setup(sink: &mut SinkSpec, base: &Path) -> Result<Setup, Vec<Problem>> {
             "Megatron shuffles at training time (its blended datasets): a megatron sink keeps the documents' order".into(),
         )]);
     }
+    if t.max_tokens_per_file.is_some() {
+        return Err(vec![(
+            "tokens.max_tokens_per_file",
+            "a megatron sink writes one .bin/.idx per partition (join them with `curator-host megatron-merge`); max_tokens_per_file splits datatrove_tokens' shuffled files".into(),
+        )]);
+    }
     let tokenizer = Tokenizer::load(Path::new(&t.tokenizer)).map_err(|m| vec![("tokens.tokenizer", m)])?;
     let mut problems = Vec::new();
     let dtype = super::dtype(&tokenizer, t, optimal_dtype(tokenizer.vocab), &[TokenDtype::Uint16, TokenDtype::Int32])
