@@ -257,6 +257,21 @@ fn tokenized_sinks_refuse_bad_settings_at_planning() {
             format!("{{tokenizer: {}, eos_token: \"<|endoftext|>\", seed: 1}}", bpe.display()),
             "sink.tokens.seed: Megatron shuffles at training time",
         ),
+        (
+            "megatron",
+            format!("{{tokenizer: {}, eos_token: \"<|endoftext|>\", max_tokens_per_file: 1000}}", bpe.display()),
+            "sink.tokens.max_tokens_per_file: a megatron sink writes one .bin/.idx per partition",
+        ),
+        (
+            "datatrove_tokens",
+            format!("{{tokenizer: {}, max_tokens_per_file: 1000}}", bpe.display()),
+            "sink.tokens.max_tokens_per_file: splits the shuffled output",
+        ),
+        (
+            "datatrove_tokens",
+            format!("{{tokenizer: {}, seed: 1, max_tokens_per_file: 0}}", bpe.display()),
+            "sink.tokens.max_tokens_per_file: must be at least 1",
+        ),
     ];
     for (format, tokens, want) in cases {
         let p = sink_pipeline(tmp.path(), &input, &tmp.path().join("out"), format, &tokens);
