@@ -258,6 +258,16 @@ pub struct TokensSpec {
     /// partition's first file keeps its name, the next ones add `_00001`, `_00002`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens_per_file: Option<u64>,
+    /// `datatrove_tokens` with `seed`: shuffle the documents (default true); false with
+    /// `shuffle_chunk_size` shuffles only the chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle_documents: Option<bool>,
+    /// `datatrove_tokens` with `seed`: then cut the (shuffled) tokens into chunks of this many
+    /// and shuffle those, as `DocumentTokenizer(shuffle_chunk_size=…)` does (the tokens after
+    /// the last whole chunk are dropped; a document a chunk cuts ends at the chunk's end in
+    /// the index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle_chunk_size: Option<u64>,
 }
 
 /// The on-disk type of a token id.

@@ -5,7 +5,8 @@ byte for byte (tests/e2e/tokens.rs), written by the tools themselves:
     tokens_reference.py megatron  --tokenizer FILE --eos TOKEN [--no-eod] --out PREFIX JSONL...
     tokens_reference.py merge     --out PREFIX PREFIX...
     tokens_reference.py read      --tokenizer FILE --eos TOKEN [--no-eod] PREFIX JSONL...
-    tokens_reference.py datatrove --tokenizer FILE [--eos TOKEN] [--seed N [--max-tokens-per-file T]] --out DIR JSONL...
+    tokens_reference.py datatrove --tokenizer FILE [--eos TOKEN] [--seed N [--max-tokens-per-file T]
+                                  [--shuffle-chunk-size C [--no-shuffle-documents]]] --out DIR JSONL...
 
 - megatron: Megatron-LM's `tools/preprocess_data.py --append-eod` on one worker, i.e. its
   `Encoder.encode` (one sentence per document, no splitting) and megatron-core's own
@@ -19,7 +20,9 @@ byte for byte (tests/e2e/tokens.rs), written by the tools themselves:
 - datatrove: datatrove's `DocumentTokenizer(shuffle_documents=False)` run on the documents
   (rank 0), or with `--seed N` `DocumentTokenizer(seed=N)` (its documents shuffled), its
   files moved to DIR/out.ds, .ds.index, .ds.metadata; with `--max-tokens-per-file T` as
-  well, its split files (sub-ranks 0, 1, …) moved to DIR/out.ds, DIR/out_00001.ds, …
+  well, its split files (sub-ranks 0, 1, …) moved to DIR/out.ds, DIR/out_00001.ds, …;
+  `--shuffle-chunk-size C` then shuffles chunks of C tokens (`--no-shuffle-documents`: only
+  those), its `chunk_shuffled` files moved the same way.
 
 megatron-core's `indexed_dataset.py` imports torch but the paths run here use only numpy;
 torch (3 GB with its CUDA wheels) is stubbed with the two names the module refers to, and
@@ -100,6 +103,8 @@ def main():
     ap.add_argument("--no-eod", action="store_true")
     ap.add_argument("--seed", type=int)
     ap.add_argument("--max-tokens-per-file", type=int)
+    ap.add_argument("--shuffle-chunk-size", type=int)
+    ap.add_argument("--no-shuffle-documents", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("inputs", nargs="+")
     a = ap.parse_args()
@@ -146,16 +151,18 @@ def main():
             work,
             tokenizer_name_or_path=a.tokenizer,
             eos_token=a.eos,
-            shuffle_documents=shuffle,
+            shuffle_documents=shuffle and not a.no_shuffle_documents,
             seed=a.seed,
             max_tokens_per_file=a.max_tokens_per_file,
+            shuffle_chunk_size=a.shuffle_chunk_size,
         )
         step.run((Document(text=t, id=str(i)) for i, t in enumerate(documents(a.inputs))), rank=0)
         os.makedirs(a.out, exist_ok=True)
         if not shuffle:
             names = [("00000_unshuffled.ds", "out.ds")]
         else:
-            subs = sorted(n for n in os.listdir(work) if n.endswith("_doc_shuffled.ds"))
+            last = "_chunk_shuffled.ds" if a.shuffle_chunk_size else "_doc_shuffled.ds"
+            subs = sorted(n for n in os.listdir(work) if n.endswith(last))
             names = [(n, "out.ds" if k == 0 else f"out_{k:05d}.ds") for k, n in enumerate(subs)]
         for theirs, ours in names:
             for ext in ("", ".index", ".metadata"):

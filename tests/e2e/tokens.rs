@@ -101,14 +101,33 @@ fn megatron_and_datatrove_files_equal_the_tools_own() {
         // datatrove: .ds, .ds.index and .ds.metadata of DocumentTokenizer(shuffle_documents=False),
         // of DocumentTokenizer(seed=1234) (documents shuffled by numpy's default_rng), and of
         // the same cut into files of about 50,000 tokens (max_tokens_per_file).
-        for (seed, max) in [(None, None), (Some("1234"), None), (Some("1234"), Some("50000"))] {
-            let tag = format!("{}-{}", seed.unwrap_or("none"), max.unwrap_or("whole"));
+        // Then chunks of 2,048 tokens shuffled after the documents, or instead of them, cut
+        // into files or not (shuffle_chunk_size, shuffle_documents).
+        let cases: [(Option<&str>, Option<&str>, &str); 6] = [
+            (None, None, ""),
+            (Some("1234"), None, ""),
+            (Some("1234"), Some("50000"), ""),
+            (Some("7"), None, "2048"),
+            (Some("7"), Some("50000"), "2048"),
+            (Some("7"), None, "2048 only"),
+        ];
+        for (seed, max, chunk) in cases {
+            let tag = format!("{}-{}-{}", seed.unwrap_or("none"), max.unwrap_or("whole"), chunk.replace(' ', "_"));
             let out = work.join(format!("datatrove-{tag}"));
-            let tokens = match (seed, max) {
-                (Some(s), Some(m)) => format!("{{tokenizer: {tok_s}, eos_token: \"{eos}\", seed: {s}, max_tokens_per_file: {m}}}"),
-                (Some(s), None) => format!("{{tokenizer: {tok_s}, eos_token: \"{eos}\", seed: {s}}}"),
-                _ => tokens.clone(),
-            };
+            let mut settings = format!("tokenizer: {tok_s}, eos_token: \"{eos}\"");
+            if let Some(s) = seed {
+                settings += &format!(", seed: {s}");
+            }
+            if let Some(m) = max {
+                settings += &format!(", max_tokens_per_file: {m}");
+            }
+            if let Some(size) = chunk.split(' ').next().filter(|c| !c.is_empty()) {
+                settings += &format!(", shuffle_chunk_size: {size}");
+            }
+            if chunk.ends_with("only") {
+                settings += ", shuffle_documents: false";
+            }
+            let tokens = format!("{{{settings}}}");
             host()
                 .arg("run")
                 .arg(sink_pipeline(&work, &inputs_dir, &out, "datatrove_tokens", &tokens))
@@ -125,6 +144,12 @@ fn megatron_and_datatrove_files_equal_the_tools_own() {
                 }
                 if let Some(m) = max {
                     args.extend(["--max-tokens-per-file", m]);
+                }
+                if let Some(size) = chunk.split(' ').next().filter(|c| !c.is_empty()) {
+                    args.extend(["--shuffle-chunk-size", size]);
+                }
+                if chunk.ends_with("only") {
+                    args.push("--no-shuffle-documents");
                 }
                 args.push(input.to_str().unwrap());
                 reference(&args);
@@ -260,17 +285,27 @@ fn tokenized_sinks_refuse_bad_settings_at_planning() {
         (
             "megatron",
             format!("{{tokenizer: {}, eos_token: \"<|endoftext|>\", max_tokens_per_file: 1000}}", bpe.display()),
-            "sink.tokens.max_tokens_per_file: a megatron sink writes one .bin/.idx per partition",
+            "sink.tokens.max_tokens_per_file: datatrove_tokens only: a megatron sink writes one .bin/.idx per partition",
         ),
         (
             "datatrove_tokens",
             format!("{{tokenizer: {}, max_tokens_per_file: 1000}}", bpe.display()),
-            "sink.tokens.max_tokens_per_file: splits the shuffled output",
+            "sink.tokens.max_tokens_per_file: applies to the shuffled output",
         ),
         (
             "datatrove_tokens",
             format!("{{tokenizer: {}, seed: 1, max_tokens_per_file: 0}}", bpe.display()),
             "sink.tokens.max_tokens_per_file: must be at least 1",
+        ),
+        (
+            "datatrove_tokens",
+            format!("{{tokenizer: {}, seed: 1, shuffle_documents: false}}", bpe.display()),
+            "sink.tokens.shuffle_documents: false with no shuffle_chunk_size shuffles nothing",
+        ),
+        (
+            "datatrove_tokens",
+            format!("{{tokenizer: {}, shuffle_chunk_size: 2048}}", bpe.display()),
+            "sink.tokens.shuffle_chunk_size: applies to the shuffled output",
         ),
     ];
     for (format, tokens, want) in cases {

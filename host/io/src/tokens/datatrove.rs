@@ -11,8 +11,10 @@
 //! order (`shuffle_documents=False`). With `max_tokens_per_file` as well, the shuffled
 //! documents are cut into files as `TokenizedFile.copy` cuts them: a new file starts once the
 //! current one holds more than that many tokens (so one may follow empty, as datatrove's
-//! does), each with its own `.ds.index` and `.ds.metadata`. Not yet: the chunk shuffle
-//! (`shuffle_chunk_size`) and the `.ds.loss` masks.
+//! does), each with its own `.ds.index` and `.ds.metadata`. With `shuffle_chunk_size`, the
+//! tokens are then cut into chunks (`Units::chunks`, datatrove's `chunk_doc_ends`) shuffled
+//! by the same generator's next permutation (`shuffle_documents: false`: its first). Not
+//! yet: the `.ds.loss` masks.
 
 use std::io::Write;
 use std::path::Path;
@@ -44,15 +46,24 @@ fn setup(sink: &mut SinkSpec, base: &Path) -> Result<Setup, Vec<Problem>> {
     if t.append_eod.is_some() {
         return Err(vec![("tokens.append_eod", "datatrove appends eos_token when one is named: set eos_token, not append_eod".into())]);
     }
-    match (t.max_tokens_per_file, t.seed) {
-        (Some(0), _) => return Err(vec![("tokens.max_tokens_per_file", "must be at least 1".into())]),
-        (Some(_), None) => {
-            return Err(vec![(
-                "tokens.max_tokens_per_file",
-                "splits the shuffled output, as datatrove's does (which ignores it unshuffled): set seed as well".into(),
-            )]);
+    let mut refused = Vec::new();
+    for (field, value) in [("tokens.max_tokens_per_file", t.max_tokens_per_file), ("tokens.shuffle_chunk_size", t.shuffle_chunk_size)] {
+        match (value, t.seed) {
+            (Some(0), _) => refused.push((field, "must be at least 1".to_string())),
+            (Some(_), None) => refused.push((field, "applies to the shuffled output, as datatrove's does: set seed as well".to_string())),
+            _ => {}
         }
+    }
+    match (t.shuffle_documents, t.seed, t.shuffle_chunk_size) {
+        (Some(_), None, _) => refused.push(("tokens.shuffle_documents", "applies to the shuffled output: set seed as well".to_string())),
+        (Some(false), Some(_), None) => refused.push((
+            "tokens.shuffle_documents",
+            "false with no shuffle_chunk_size shuffles nothing: set shuffle_chunk_size, or leave seed out".to_string(),
+        )),
         _ => {}
+    }
+    if !refused.is_empty() {
+        return Err(refused);
     }
     let tokenizer = Tokenizer::load(Path::new(&t.tokenizer)).map_err(|m| vec![("tokens.tokenizer", m)])?;
     let mut problems = Vec::new();
@@ -88,6 +99,8 @@ impl SinkFormat for DatatroveTokens {
         let s = super::writer_setup(loc, sink, setup)?;
         let seed = sink.tokens.as_ref().and_then(|t| t.seed);
         let max_tokens_per_file = sink.tokens.as_ref().and_then(|t| t.max_tokens_per_file);
+        let shuffle_documents = sink.tokens.as_ref().and_then(|t| t.shuffle_documents).unwrap_or(true);
+        let shuffle_chunk_size = sink.tokens.as_ref().and_then(|t| t.shuffle_chunk_size);
         let first = if seed.is_some() { loc.sibling(&format!("{}.unshuffled", loc.file_name())) } else { loc.clone() };
         let (spool, ds) = Spool::create(&first, sink.checksum)?;
         Ok(Box::new(DatatroveWriter {
@@ -96,6 +109,8 @@ impl SinkFormat for DatatroveTokens {
             ds,
             seed,
             max_tokens_per_file,
+            shuffle_documents,
+            shuffle_chunk_size,
             checksum: sink.checksum,
             tokenizer_name: name,
             s,
@@ -118,6 +133,9 @@ pub struct DatatroveWriter {
     seed: Option<u64>,
     /// Shuffled: tokens after which a new file starts.
     max_tokens_per_file: Option<u64>,
+    /// Shuffled: whether the documents are (else only chunks, `shuffle_chunk_size`).
+    shuffle_documents: bool,
+    shuffle_chunk_size: Option<u64>,
     checksum: curator_core::io_spec::Checksum,
     tokenizer_name: String,
     s: Setup,
@@ -150,23 +168,37 @@ impl OutputWriter for DatatroveWriter {
     fn finish(self: Box<Self>) -> Result<Committed, IoError> {
         let this = *self;
         let documents = this.ends.len() as u64;
-        let tokens = this.ends.last().copied().unwrap_or(0);
-        let files = match this.seed {
+        let files: Vec<TokenFile> = match this.seed {
             None => vec![TokenFile { loc: this.target.clone(), committed: this.spool.commit(this.ds)?, ends: this.ends }],
             Some(seed) => {
-                let width = this.s.dtype.size() as u64;
-                let order = super::numpy_rng::permutation(seed, this.ends.len());
-                shuffled(&this.target, this.spool, this.ds, (&this.ends, &order), (width, this.max_tokens_per_file), this.checksum)?
+                let copied = shuffle(
+                    (&this.target, this.spool, this.ds, this.ends),
+                    Shuffle {
+                        seed,
+                        documents: this.shuffle_documents,
+                        chunk: this.shuffle_chunk_size,
+                        max_tokens: this.max_tokens_per_file,
+                    },
+                    this.s.dtype.size() as u64,
+                    this.checksum,
+                )?;
+                let mut files = Vec::with_capacity(copied.len());
+                for c in copied {
+                    files.push(TokenFile { loc: c.loc, committed: c.spool.commit(c.out)?, ends: c.ends });
+                }
+                files
             }
         };
         // The partition's first file is its journaled output; the ones split off it follow.
         let bytes = files.iter().map(|f| f.committed.0).sum();
         let checksum = files.first().map(|f| f.committed.1.clone()).unwrap_or_default();
+        let mut tokens = 0;
         for f in &files {
             let name = f.loc.file_name();
             let index: Vec<u8> = f.ends.iter().flat_map(|e| e.to_le_bytes()).collect();
             write_whole(&f.loc.sibling(&format!("{name}.index")), &index, this.checksum)?;
             let file_tokens = f.ends.last().copied().unwrap_or(0);
+            tokens += file_tokens;
             let meta = format!("{}|{}\n{file_tokens}\n{}", this.tokenizer_name, this.s.dtype.size(), metric(file_tokens as f64, "T"));
             write_whole(&f.loc.sibling(&format!("{name}.metadata")), meta.as_bytes(), this.checksum)?;
         }
@@ -179,6 +211,71 @@ struct TokenFile {
     loc: Loc,
     committed: (u64, String),
     ends: Vec<u64>,
+}
+
+/// A `.ds` being written, not committed yet.
+struct Copied {
+    loc: Loc,
+    spool: Spool,
+    out: SpoolWriter,
+    ends: Vec<u64>,
+}
+
+/// How a partition's token file is shuffled (`DocumentTokenizer`'s settings).
+struct Shuffle {
+    seed: u64,
+    /// `shuffle_documents`.
+    documents: bool,
+    /// `shuffle_chunk_size`.
+    chunk: Option<u64>,
+    /// `max_tokens_per_file`, applied by the last copy.
+    max_tokens: Option<u64>,
+}
+
+/// What one copy moves whole, in the order it draws (`TokenizedFile.copy`'s boundaries).
+enum Units<'a> {
+    /// One per document; `ends[d]` in tokens from the file's start.
+    Docs(&'a [u64]),
+    /// `chunk_doc_ends`: chunk `c` is tokens `[c·size, (c+1)·size)`; its boundaries (the
+    /// ends of the documents that end inside it, then its own end) are `bounds[at[c]..at[c+1]]`.
+    /// The tokens after the last whole chunk are in none (datatrove drops them).
+    Chunks { size: u64, bounds: Vec<u64>, at: Vec<usize> },
+}
+
+impl Units<'_> {
+    /// datatrove's `chunk_doc_ends(ends, size)`.
+    fn chunks(ends: &[u64], size: u64) -> Units<'static> {
+        let (mut bounds, mut at) = (Vec::new(), vec![0]);
+        let total = ends.last().copied().unwrap_or(0);
+        let mut d = 0;
+        for c in 1..=total / size {
+            let chunk_end = c * size;
+            while d < ends.len() && ends[d] <= chunk_end {
+                if ends[d] < chunk_end {
+                    bounds.push(ends[d]);
+                }
+                d += 1;
+            }
+            bounds.push(chunk_end);
+            at.push(bounds.len());
+        }
+        Units::Chunks { size, bounds, at }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Units::Docs(ends) => ends.len(),
+            Units::Chunks { at, .. } => at.len() - 1,
+        }
+    }
+
+    /// Unit `i`: (first token, end, the absolute ends of the documents in it).
+    fn get(&self, i: usize) -> (u64, u64, &[u64]) {
+        match self {
+            Units::Docs(ends) => (if i == 0 { 0 } else { ends[i - 1] }, ends[i], &ends[i..=i]),
+            Units::Chunks { size, bounds, at } => (i as u64 * size, (i as u64 + 1) * size, &bounds[at[i]..at[i + 1]]),
+        }
+    }
 }
 
 /// Where split file `k` of a partition whose output is `target` goes: `target` itself for
@@ -194,43 +291,83 @@ fn split_file(target: &Loc, k: usize) -> Loc {
     }
 }
 
-/// The documents of the unshuffled file (`spool`, `ds`; `ends` in tokens) in `order` (numpy's
-/// `default_rng(seed).permutation`), committed at `target`, as `TokenizedFile.copy` does:
-/// with `max_tokens`, a new file starts (`split_file`) once the current one holds more.
-fn shuffled(
-    target: &Loc,
-    spool: Spool,
-    ds: SpoolWriter,
-    (ends, order): (&[u64], &[usize]),
-    (width, max_tokens): (u64, Option<u64>),
-    checksum: curator_core::io_spec::Checksum,
-) -> Result<Vec<TokenFile>, IoError> {
-    use std::os::unix::fs::FileExt;
-    let (buf, _, _) = ds.into_parts();
-    // Flushed, then read back (the spool was opened for writing only).
+/// A spool's file opened for reading, its writer flushed and closed.
+fn reopen(spool: &Spool, w: SpoolWriter) -> Result<std::fs::File, IoError> {
+    let (buf, _, _) = w.into_parts();
     drop(buf.into_inner().map_err(|e| spool.werr(e.into_error()))?.into_file());
-    let file = std::fs::File::open(&spool.tmp).map_err(|e| spool.werr(e))?;
+    std::fs::File::open(&spool.tmp).map_err(|e| spool.werr(e))
+}
+
+/// The unshuffled file (`target`'s spool, its writer, its documents' ends) shuffled as
+/// `DocumentTokenizer.run` shuffles a rank's: its documents in the order of the seed's
+/// generator's first permutation (`shuffle_documents`), then (`shuffle_chunk_size`) chunks of
+/// that in the order of its next one; `max_tokens_per_file` cuts the last copy's output.
+fn shuffle(
+    (target, spool, ds, ends): (&Loc, Spool, SpoolWriter, Vec<u64>),
+    how: Shuffle,
+    width: u64,
+    checksum: curator_core::io_spec::Checksum,
+) -> Result<Vec<Copied>, IoError> {
+    let mut rng = super::numpy_rng::Rng::new(how.seed);
+    // The file read from, and its spool: kept, never committed, until it has been read.
+    let mut file = reopen(&spool, ds)?;
+    let mut src = spool;
+    let mut ends = ends;
+    if how.documents {
+        let order = rng.permutation(ends.len());
+        if how.chunk.is_none() {
+            return copy((&file, &src), &Units::Docs(&ends), &order, (width, how.max_tokens), target, checksum);
+        }
+        // The documents' copy, which the chunks' reads.
+        let between = target.sibling(&format!("{}.doc_shuffled", target.file_name()));
+        let c = copy((&file, &src), &Units::Docs(&ends), &order, (width, None), &between, checksum)?
+            .pop()
+            .ok_or_else(|| src.werr(std::io::Error::other("the documents' copy made no file")))?;
+        file = reopen(&c.spool, c.out)?;
+        ends = c.ends;
+        src = c.spool;
+    }
+    let Some(size) = how.chunk else {
+        return Err(src.werr(std::io::Error::other("seed without shuffle_documents or shuffle_chunk_size shuffles nothing")));
+    };
+    let units = Units::chunks(&ends, size);
+    let order = rng.permutation(units.len());
+    copy((&file, &src), &units, &order, (width, how.max_tokens), target, checksum)
+}
+
+/// `units` of `file` (the spool `src`'s) copied in `order` into `target`, as
+/// `TokenizedFile.copy` copies them: with `max_tokens`, a new file starts (`split_file`) once
+/// the current one holds more.
+fn copy(
+    (file, src): (&std::fs::File, &Spool),
+    units: &Units<'_>,
+    order: &[usize],
+    (width, max_tokens): (u64, Option<u64>),
+    target: &Loc,
+    checksum: curator_core::io_spec::Checksum,
+) -> Result<Vec<Copied>, IoError> {
+    use std::os::unix::fs::FileExt;
+    let open = |k: usize| -> Result<Copied, IoError> {
+        let loc = split_file(target, k);
+        let (spool, out) = Spool::create(&loc, checksum)?;
+        Ok(Copied { loc, spool, out, ends: Vec::new() })
+    };
     let mut files = Vec::new();
-    let (mut out_spool, mut out) = Spool::create(target, checksum)?;
-    let mut file_ends: Vec<u64> = Vec::new();
-    let mut doc = Vec::new();
-    for &d in order {
-        let (a, b) = (if d == 0 { 0 } else { ends[d - 1] }, ends[d]);
-        doc.resize(((b - a) * width) as usize, 0);
-        file.read_exact_at(&mut doc, a * width).map_err(|e| spool.werr(e))?;
-        out.write_all(&doc).map_err(|e| out_spool.werr(e))?;
-        let end = file_ends.last().copied().unwrap_or(0) + (b - a);
-        file_ends.push(end);
-        if max_tokens.is_some_and(|m| end > m) {
-            let (next_spool, next_out) = Spool::create(&split_file(target, files.len() + 1), checksum)?;
-            let done = std::mem::replace(&mut out_spool, next_spool);
-            let committed = done.commit(std::mem::replace(&mut out, next_out))?;
-            files.push(TokenFile { loc: split_file(target, files.len()), committed, ends: std::mem::take(&mut file_ends) });
+    let mut cur = open(0)?;
+    let mut buf = Vec::new();
+    for &i in order {
+        let (start, end, bounds) = units.get(i);
+        buf.resize(((end - start) * width) as usize, 0);
+        file.read_exact_at(&mut buf, start * width).map_err(|e| src.werr(e))?;
+        cur.out.write_all(&buf).map_err(|e| cur.spool.werr(e))?;
+        let base = cur.ends.last().copied().unwrap_or(0);
+        cur.ends.extend(bounds.iter().map(|b| base + (b - start)));
+        if max_tokens.is_some_and(|m| base + (end - start) > m) {
+            let next = open(files.len() + 1)?;
+            files.push(std::mem::replace(&mut cur, next));
         }
     }
-    drop(spool);
-    let committed = out_spool.commit(out)?;
-    files.push(TokenFile { loc: split_file(target, files.len()), committed, ends: file_ends });
+    files.push(cur);
     Ok(files)
 }
 
@@ -279,6 +416,17 @@ mod tests {
         assert_eq!(metric(99_960.0, "T"), "100 kT");
         assert_eq!(metric(1_234_567.0, "T"), "1.23 MT");
         assert_eq!(metric(25_500_000_000.0, "T"), "25.5 GT");
+    }
+
+    #[test]
+    fn chunks_are_cut_as_datatroves_chunk_doc_ends_cuts_them() {
+        // chunk_doc_ends([3, 10, 12, 20, 27], 5) == [[3, 5], [10], [12, 15], [20], [25]]
+        let ends = [3, 10, 12, 20, 27];
+        let units = Units::chunks(&ends, 5);
+        let got: Vec<(u64, u64, Vec<u64>)> = (0..units.len()).map(|i| units.get(i)).map(|(a, b, e)| (a, b, e.to_vec())).collect();
+        assert_eq!(got, [(0, 5, vec![3, 5]), (5, 10, vec![10]), (10, 15, vec![12, 15]), (15, 20, vec![20]), (20, 25, vec![25])]);
+        assert_eq!(Units::chunks(&[], 5).len(), 0);
+        assert_eq!(Units::chunks(&[4], 5).len(), 0, "a last chunk shorter than the size is dropped");
     }
 
     #[test]

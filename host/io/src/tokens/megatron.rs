@@ -71,10 +71,15 @@ fn setup(sink: &mut SinkSpec, base: &Path) -> Result<Setup, Vec<Problem>> {
             "Megatron shuffles at training time (its blended datasets): a megatron sink keeps the documents' order".into(),
         )]);
     }
-    if t.max_tokens_per_file.is_some() {
+    let datatrove_only = [
+        ("tokens.max_tokens_per_file", t.max_tokens_per_file.is_some()),
+        ("tokens.shuffle_documents", t.shuffle_documents.is_some()),
+        ("tokens.shuffle_chunk_size", t.shuffle_chunk_size.is_some()),
+    ];
+    if let Some((field, _)) = datatrove_only.iter().find(|(_, set)| *set) {
         return Err(vec![(
-            "tokens.max_tokens_per_file",
-            "a megatron sink writes one .bin/.idx per partition (join them with `curator-host megatron-merge`); max_tokens_per_file splits datatrove_tokens' shuffled files".into(),
+            field,
+            "datatrove_tokens only: a megatron sink writes one .bin/.idx per partition, in order (join them with `curator-host megatron-merge`)".into(),
         )]);
     }
     let tokenizer = Tokenizer::load(Path::new(&t.tokenizer)).map_err(|m| vec![("tokens.tokenizer", m)])?;

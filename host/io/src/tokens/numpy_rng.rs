@@ -106,15 +106,29 @@ impl Pcg64 {
     }
 }
 
+/// `numpy.random.default_rng(seed)`: permutations drawn one after another from the same
+/// generator (datatrove draws the documents' order, then the chunks').
+pub struct Rng(Pcg64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(Pcg64::new(seed))
+    }
+
+    /// The generator's next `permutation(n)`.
+    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
+        let mut a: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            let j = self.0.interval(i as u64) as usize;
+            a.swap(i, j);
+        }
+        a
+    }
+}
+
 /// `numpy.random.default_rng(seed).permutation(n)`.
 pub fn permutation(seed: u64, n: usize) -> Vec<usize> {
-    let mut g = Pcg64::new(seed);
-    let mut a: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        let j = g.interval(i as u64) as usize;
-        a.swap(i, j);
-    }
-    a
+    Rng::new(seed).permutation(n)
 }
 
 #[cfg(test)]
@@ -130,5 +144,10 @@ mod tests {
         assert_eq!(permutation(0, 10), [4, 6, 2, 7, 3, 5, 9, 0, 8, 1]);
         assert_eq!(permutation(7, 20), [3, 8, 12, 13, 14, 16, 10, 15, 1, 6, 0, 7, 4, 18, 5, 19, 17, 2, 9, 11]);
         assert_eq!(permutation(3, 0), Vec::<usize>::new());
+        // Two draws from one generator, as datatrove's documents then chunks:
+        // g = default_rng(5); g.permutation(7); g.permutation(13)
+        let mut g = Rng::new(5);
+        assert_eq!(g.permutation(7), [1, 4, 2, 3, 6, 5, 0]);
+        assert_eq!(g.permutation(13), [9, 6, 3, 7, 1, 0, 8, 12, 11, 2, 4, 5, 10]);
     }
 }
