@@ -268,6 +268,11 @@ pub struct TokensSpec {
     /// the index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shuffle_chunk_size: Option<u64>,
+    /// `datatrove_tokens`: also write `.ds.loss`, a byte per token (1: the loss counts; 0: in
+    /// the document's `no_loss_ranges` metadata, character ranges), as
+    /// `DocumentTokenizer(save_loss_metadata=True)` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save_loss_metadata: Option<bool>,
 }
 
 /// The on-disk type of a token id.

@@ -6,7 +6,7 @@ byte for byte (tests/e2e/tokens.rs), written by the tools themselves:
     tokens_reference.py merge     --out PREFIX PREFIX...
     tokens_reference.py read      --tokenizer FILE --eos TOKEN [--no-eod] PREFIX JSONL...
     tokens_reference.py datatrove --tokenizer FILE [--eos TOKEN] [--seed N [--max-tokens-per-file T]
-                                  [--shuffle-chunk-size C [--no-shuffle-documents]]] --out DIR JSONL...
+                                  [--shuffle-chunk-size C [--no-shuffle-documents]]] [--save-loss] --out DIR JSONL...
 
 - megatron: Megatron-LM's `tools/preprocess_data.py --append-eod` on one worker, i.e. its
   `Encoder.encode` (one sentence per document, no splitting) and megatron-core's own
@@ -22,7 +22,9 @@ byte for byte (tests/e2e/tokens.rs), written by the tools themselves:
   files moved to DIR/out.ds, .ds.index, .ds.metadata; with `--max-tokens-per-file T` as
   well, its split files (sub-ranks 0, 1, …) moved to DIR/out.ds, DIR/out_00001.ds, …;
   `--shuffle-chunk-size C` then shuffles chunks of C tokens (`--no-shuffle-documents`: only
-  those), its `chunk_shuffled` files moved the same way.
+  those), its `chunk_shuffled` files moved the same way. `--save-loss`: with
+  `save_loss_metadata=True`, each document's JSON fields but text and id as its metadata
+  (`no_loss_ranges` among them), the `.ds.loss` files moved too.
 
 megatron-core's `indexed_dataset.py` imports torch but the paths run here use only numpy;
 torch (3 GB with its CUDA wheels) is stubbed with the two names the module refers to, and
@@ -64,13 +66,18 @@ def load_indexed_dataset():
     return importlib.import_module("megatron.core.datasets.indexed_dataset")
 
 
-def documents(paths):
+def records(paths):
     for path in paths:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8") as f:
             for line in f:
                 if line.strip():
-                    yield json.loads(line)["text"]
+                    yield json.loads(line)
+
+
+def documents(paths):
+    for r in records(paths):
+        yield r["text"]
 
 
 def tokenizer_of(path):
@@ -105,6 +112,7 @@ def main():
     ap.add_argument("--max-tokens-per-file", type=int)
     ap.add_argument("--shuffle-chunk-size", type=int)
     ap.add_argument("--no-shuffle-documents", action="store_true")
+    ap.add_argument("--save-loss", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("inputs", nargs="+")
     a = ap.parse_args()
@@ -155,8 +163,13 @@ def main():
             seed=a.seed,
             max_tokens_per_file=a.max_tokens_per_file,
             shuffle_chunk_size=a.shuffle_chunk_size,
+            save_loss_metadata=a.save_loss,
         )
-        step.run((Document(text=t, id=str(i)) for i, t in enumerate(documents(a.inputs))), rank=0)
+        docs = (
+            Document(text=r["text"], id=str(i), metadata={k: v for k, v in r.items() if k not in ("text", "id")})
+            for i, r in enumerate(records(a.inputs))
+        )
+        step.run(docs, rank=0)
         os.makedirs(a.out, exist_ok=True)
         if not shuffle:
             names = [("00000_unshuffled.ds", "out.ds")]
@@ -164,8 +177,9 @@ def main():
             last = "_chunk_shuffled.ds" if a.shuffle_chunk_size else "_doc_shuffled.ds"
             subs = sorted(n for n in os.listdir(work) if n.endswith(last))
             names = [(n, "out.ds" if k == 0 else f"out_{k:05d}.ds") for k, n in enumerate(subs)]
+        exts = ("", ".index", ".metadata", ".loss") if a.save_loss else ("", ".index", ".metadata")
         for theirs, ours in names:
-            for ext in ("", ".index", ".metadata"):
+            for ext in exts:
                 shutil.move(os.path.join(work, theirs + ext), os.path.join(a.out, ours + ext))
         left = os.listdir(work)
         assert not left, f"files not compared: {left}"

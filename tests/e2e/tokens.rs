@@ -174,6 +174,80 @@ fn megatron_and_datatrove_files_equal_the_tools_own() {
     }
 }
 
+/// `save_loss_metadata`: every `.ds.loss` (and the `.ds` its ranges cut) byte-identical to
+/// `DocumentTokenizer(save_loss_metadata=True)`'s on real multilingual documents, a third of
+/// them with `no_loss_ranges` (character positions in CJK and Cyrillic text too, ranges that
+/// reach the end and cut the document's tail, two ranges), unshuffled, shuffled, and shuffled
+/// in chunks cut into files.
+#[test]
+fn datatrove_loss_masks_equal_document_tokenizers() {
+    if !needs(Need::TokenTools) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = read_jsonl(&root().join("tests/parity/tokenizer_sample.jsonl.gz"));
+    std::fs::create_dir_all(tmp.path().join("in")).unwrap();
+    let input = tmp.path().join("in/docs.jsonl");
+    let lines: Vec<String> = docs
+        .iter()
+        .take(3000)
+        .enumerate()
+        .map(|(i, d)| {
+            let text = d["text"].as_str().unwrap();
+            let n = text.chars().count();
+            let ranges = match i % 6 {
+                0 => serde_json::json!([[0, n.min(20)]]),
+                1 => serde_json::json!([[n / 3, n / 2]]),
+                2 => serde_json::json!([[n / 2, n]]),
+                3 => serde_json::json!([[1, n / 4], [n / 2, n / 2 + 7]]),
+                _ => serde_json::Value::Null,
+            };
+            let mut doc = serde_json::json!({"text": text, "url": format!("https://x/{i}")});
+            if !ranges.is_null() {
+                doc["no_loss_ranges"] = ranges;
+            }
+            doc.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&input, lines.concat()).unwrap();
+    let tok = root().join("tests/parity/tokenizers/bpe.json");
+    let tok_s = tok.to_str().unwrap();
+    for (tag, extra, args) in [
+        ("unshuffled", "", vec![]),
+        ("shuffled", ", seed: 3", vec!["--seed", "3"]),
+        (
+            "chunks",
+            ", seed: 3, shuffle_chunk_size: 2048, max_tokens_per_file: 200000",
+            vec!["--seed", "3", "--shuffle-chunk-size", "2048", "--max-tokens-per-file", "200000"],
+        ),
+    ] {
+        let out = tmp.path().join(format!("ours-{tag}"));
+        let tokens = format!("{{tokenizer: {tok_s}, eos_token: \"<|endoftext|>\", save_loss_metadata: true{extra}}}");
+        host()
+            .arg("run")
+            .arg(sink_pipeline(tmp.path(), &tmp.path().join("in"), &out, "datatrove_tokens", &tokens))
+            .output()
+            .map(Run::from)
+            .unwrap()
+            .ok();
+        let theirs = tmp.path().join(format!("theirs-{tag}"));
+        let mut a = vec!["datatrove", "--tokenizer", tok_s, "--eos", "<|endoftext|>", "--save-loss", "--out", theirs.to_str().unwrap()];
+        a.extend(args);
+        a.push(input.to_str().unwrap());
+        reference(&a);
+        let mut files: Vec<String> =
+            std::fs::read_dir(&theirs).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        files.sort();
+        assert!(files.iter().any(|f| f.ends_with(".ds.loss")), "{tag}: {files:?}");
+        for name in &files {
+            same_bytes(&out.join(name.replacen("out", "docs", 1)), &theirs.join(name));
+        }
+        let zeros = std::fs::read(out.join("docs.ds.loss")).unwrap().iter().filter(|&&b| b == 0).count();
+        assert!(zeros > 10_000, "{tag}: {zeros} tokens without loss");
+        assert!(temp_leftovers(&out).is_empty(), "{:?}", temp_leftovers(&out));
+    }
+}
+
 /// Every file of a run's output directory but its run records, by name.
 fn dataset_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)

@@ -13,8 +13,9 @@
 //! current one holds more than that many tokens (so one may follow empty, as datatrove's
 //! does), each with its own `.ds.index` and `.ds.metadata`. With `shuffle_chunk_size`, the
 //! tokens are then cut into chunks (`Units::chunks`, datatrove's `chunk_doc_ends`) shuffled
-//! by the same generator's next permutation (`shuffle_documents: false`: its first). Not
-//! yet: the `.ds.loss` masks.
+//! by the same generator's next permutation (`shuffle_documents: false`: its first). With
+//! `save_loss_metadata`, a `.ds.loss` of a byte per token ([`super::loss`]) is written beside
+//! each `.ds` and moves with its tokens through every copy.
 
 use std::io::Write;
 use std::path::Path;
@@ -103,10 +104,23 @@ impl SinkFormat for DatatroveTokens {
         let shuffle_chunk_size = sink.tokens.as_ref().and_then(|t| t.shuffle_chunk_size);
         let first = if seed.is_some() { loc.sibling(&format!("{}.unshuffled", loc.file_name())) } else { loc.clone() };
         let (spool, ds) = Spool::create(&first, sink.checksum)?;
+        let loss = match sink.tokens.as_ref().and_then(|t| t.save_loss_metadata) {
+            Some(true) => {
+                let tok = s.tokenizer.with_offsets(s.specials).map_err(|message| IoError::Field {
+                    at: loc.display(),
+                    field: "tokens.tokenizer".into(),
+                    message,
+                })?;
+                let (spool, out) = Spool::create(&loss_of(&first), sink.checksum)?;
+                Some(Loss { spool, out, tok, bytes: Vec::new() })
+            }
+            _ => None,
+        };
         Ok(Box::new(DatatroveWriter {
             target: loc.clone(),
             spool,
             ds,
+            loss,
             seed,
             max_tokens_per_file,
             shuffle_documents,
@@ -122,6 +136,20 @@ impl SinkFormat for DatatroveTokens {
     }
 }
 
+/// A `.ds.loss` being written, and the tokenizer that maps a document's character ranges to
+/// its tokens.
+struct Loss {
+    spool: Spool,
+    out: SpoolWriter,
+    tok: tokenizers::Tokenizer,
+    bytes: Vec<u8>,
+}
+
+/// Where the loss masks of the token file at `ds` go: `NAME.ds.loss`.
+fn loss_of(ds: &Loc) -> Loc {
+    ds.sibling(&format!("{}.loss", ds.file_name()))
+}
+
 /// Writes one partition's `.ds` and, when it is complete, its `.ds.index` and `.ds.metadata`.
 pub struct DatatroveWriter {
     /// Where the `.ds` goes.
@@ -130,6 +158,8 @@ pub struct DatatroveWriter {
     /// of the unshuffled file beside it, never committed.
     spool: Spool,
     ds: SpoolWriter,
+    /// With `save_loss_metadata`: the `.ds.loss` beside `ds`.
+    loss: Option<Loss>,
     seed: Option<u64>,
     /// Shuffled: tokens after which a new file starts.
     max_tokens_per_file: Option<u64>,
@@ -150,17 +180,43 @@ impl OutputWriter for DatatroveWriter {
     fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
         let at = self.target.display();
         let texts = super::texts(batch, &at)?;
+        let metas = self.loss.as_ref().and_then(|_| crate::records::string_column(batch, crate::META));
         self.bytes.clear();
+        if let Some(l) = self.loss.as_mut() {
+            l.bytes.clear();
+        }
         let mut end = self.ends.last().copied().unwrap_or(0);
         for i in 0..batch.num_rows() {
             self.ids.clear();
+            let doc = || format!("{at}: document {}", self.ends.len() + 1);
+            let text = super::text(texts, i);
             let tokenizer: &Arc<Tokenizer> = &self.s.tokenizer;
-            tokenizer.encode_into(super::text(texts, i), self.s.specials, &mut self.cache, &mut self.ids).map_err(|message| {
-                IoError::Field { at: format!("{at}: document {}", self.ends.len() + 1), field: crate::TEXT.into(), message }
+            tokenizer.encode_into(text, self.s.specials, &mut self.cache, &mut self.ids).map_err(|message| IoError::Field {
+                at: doc(),
+                field: crate::TEXT.into(),
+                message,
             })?;
+            if let Some(l) = self.loss.as_mut() {
+                let meta = metas.filter(|m| !arrow_array::Array::is_null(*m, i)).map(|m| m.value(i)).unwrap_or("{}");
+                let field = |message| IoError::Field { at: doc(), field: super::loss::NO_LOSS_RANGES.into(), message };
+                match super::loss::no_loss_ranges(meta).map_err(field)? {
+                    None => l.bytes.resize(l.bytes.len() + self.ids.len(), 1),
+                    Some(ranges) => {
+                        // The ids of the encoding the mask is made on (the same ids), cut to it.
+                        let e = l.tok.encode_char_offsets(text, true).map_err(|e| field(e.to_string()))?;
+                        let mask = super::loss::loss_mask(&e, &ranges);
+                        self.ids.clear();
+                        self.ids.extend_from_slice(&e.get_ids()[..mask.len()]);
+                        l.bytes.extend_from_slice(&mask);
+                    }
+                }
+            }
             super::put_ids(&self.ids, self.s.dtype, &mut self.bytes);
             end += self.ids.len() as u64;
             self.ends.push(end);
+        }
+        if let Some(l) = self.loss.as_mut() {
+            l.out.write_all(&l.bytes).map_err(|e| l.spool.werr(e))?;
         }
         self.ds.write_all(&self.bytes).map_err(|e| self.spool.werr(e))
     }
@@ -169,10 +225,15 @@ impl OutputWriter for DatatroveWriter {
         let this = *self;
         let documents = this.ends.len() as u64;
         let files: Vec<TokenFile> = match this.seed {
-            None => vec![TokenFile { loc: this.target.clone(), committed: this.spool.commit(this.ds)?, ends: this.ends }],
+            None => {
+                if let Some(l) = this.loss {
+                    l.spool.commit(l.out)?;
+                }
+                vec![TokenFile { loc: this.target.clone(), committed: this.spool.commit(this.ds)?, ends: this.ends }]
+            }
             Some(seed) => {
                 let copied = shuffle(
-                    (&this.target, this.spool, this.ds, this.ends),
+                    (&this.target, (this.spool, this.ds), this.loss.map(|l| (l.spool, l.out)), this.ends),
                     Shuffle {
                         seed,
                         documents: this.shuffle_documents,
@@ -184,6 +245,9 @@ impl OutputWriter for DatatroveWriter {
                 )?;
                 let mut files = Vec::with_capacity(copied.len());
                 for c in copied {
+                    if let Some((spool, out)) = c.loss {
+                        spool.commit(out)?;
+                    }
                     files.push(TokenFile { loc: c.loc, committed: c.spool.commit(c.out)?, ends: c.ends });
                 }
                 files
@@ -213,11 +277,12 @@ struct TokenFile {
     ends: Vec<u64>,
 }
 
-/// A `.ds` being written, not committed yet.
+/// A `.ds` (and its `.ds.loss`) being written, not committed yet.
 struct Copied {
     loc: Loc,
     spool: Spool,
     out: SpoolWriter,
+    loss: Option<(Spool, SpoolWriter)>,
     ends: Vec<u64>,
 }
 
@@ -303,43 +368,62 @@ fn reopen(spool: &Spool, w: SpoolWriter) -> Result<std::fs::File, IoError> {
 /// generator's first permutation (`shuffle_documents`), then (`shuffle_chunk_size`) chunks of
 /// that in the order of its next one; `max_tokens_per_file` cuts the last copy's output.
 fn shuffle(
-    (target, spool, ds, ends): (&Loc, Spool, SpoolWriter, Vec<u64>),
+    (target, (spool, ds), loss, ends): (&Loc, (Spool, SpoolWriter), Option<(Spool, SpoolWriter)>, Vec<u64>),
     how: Shuffle,
     width: u64,
     checksum: curator_core::io_spec::Checksum,
 ) -> Result<Vec<Copied>, IoError> {
     let mut rng = super::numpy_rng::Rng::new(how.seed);
-    // The file read from, and its spool: kept, never committed, until it has been read.
-    let mut file = reopen(&spool, ds)?;
-    let mut src = spool;
+    // The files read from, and their spools: kept, never committed, until they have been read.
+    let mut src = Source::open(spool, ds, loss)?;
     let mut ends = ends;
     if how.documents {
         let order = rng.permutation(ends.len());
         if how.chunk.is_none() {
-            return copy((&file, &src), &Units::Docs(&ends), &order, (width, how.max_tokens), target, checksum);
+            return copy(&src, &Units::Docs(&ends), &order, (width, how.max_tokens), target, checksum);
         }
         // The documents' copy, which the chunks' reads.
         let between = target.sibling(&format!("{}.doc_shuffled", target.file_name()));
-        let c = copy((&file, &src), &Units::Docs(&ends), &order, (width, None), &between, checksum)?
+        let c = copy(&src, &Units::Docs(&ends), &order, (width, None), &between, checksum)?
             .pop()
-            .ok_or_else(|| src.werr(std::io::Error::other("the documents' copy made no file")))?;
-        file = reopen(&c.spool, c.out)?;
+            .ok_or_else(|| src.spool.werr(std::io::Error::other("the documents' copy made no file")))?;
         ends = c.ends;
-        src = c.spool;
+        src = Source::open(c.spool, c.out, c.loss)?;
     }
     let Some(size) = how.chunk else {
-        return Err(src.werr(std::io::Error::other("seed without shuffle_documents or shuffle_chunk_size shuffles nothing")));
+        return Err(src.spool.werr(std::io::Error::other("seed without shuffle_documents or shuffle_chunk_size shuffles nothing")));
     };
     let units = Units::chunks(&ends, size);
     let order = rng.permutation(units.len());
-    copy((&file, &src), &units, &order, (width, how.max_tokens), target, checksum)
+    copy(&src, &units, &order, (width, how.max_tokens), target, checksum)
 }
 
-/// `units` of `file` (the spool `src`'s) copied in `order` into `target`, as
-/// `TokenizedFile.copy` copies them: with `max_tokens`, a new file starts (`split_file`) once
-/// the current one holds more.
+/// A token file (and its loss masks) a copy reads, with the spools that remove them once read.
+struct Source {
+    spool: Spool,
+    file: std::fs::File,
+    loss: Option<(Spool, std::fs::File)>,
+}
+
+impl Source {
+    fn open(spool: Spool, ds: SpoolWriter, loss: Option<(Spool, SpoolWriter)>) -> Result<Source, IoError> {
+        let file = reopen(&spool, ds)?;
+        let loss = match loss {
+            Some((s, w)) => {
+                let f = reopen(&s, w)?;
+                Some((s, f))
+            }
+            None => None,
+        };
+        Ok(Source { spool, file, loss })
+    }
+}
+
+/// `units` of `src` copied in `order` into `target`, as `TokenizedFile.copy` copies them
+/// (the loss masks, a byte per token, with them): with `max_tokens`, a new file starts
+/// (`split_file`) once the current one holds more.
 fn copy(
-    (file, src): (&std::fs::File, &Spool),
+    src: &Source,
     units: &Units<'_>,
     order: &[usize],
     (width, max_tokens): (u64, Option<u64>),
@@ -350,7 +434,11 @@ fn copy(
     let open = |k: usize| -> Result<Copied, IoError> {
         let loc = split_file(target, k);
         let (spool, out) = Spool::create(&loc, checksum)?;
-        Ok(Copied { loc, spool, out, ends: Vec::new() })
+        let loss = match src.loss {
+            Some(_) => Some(Spool::create(&loss_of(&loc), checksum)?),
+            None => None,
+        };
+        Ok(Copied { loc, spool, out, loss, ends: Vec::new() })
     };
     let mut files = Vec::new();
     let mut cur = open(0)?;
@@ -358,8 +446,13 @@ fn copy(
     for &i in order {
         let (start, end, bounds) = units.get(i);
         buf.resize(((end - start) * width) as usize, 0);
-        file.read_exact_at(&mut buf, start * width).map_err(|e| src.werr(e))?;
+        src.file.read_exact_at(&mut buf, start * width).map_err(|e| src.spool.werr(e))?;
         cur.out.write_all(&buf).map_err(|e| cur.spool.werr(e))?;
+        if let (Some((ls, lf)), Some((spool, out))) = (&src.loss, cur.loss.as_mut()) {
+            buf.resize((end - start) as usize, 0);
+            lf.read_exact_at(&mut buf, start).map_err(|e| ls.werr(e))?;
+            out.write_all(&buf).map_err(|e| spool.werr(e))?;
+        }
         let base = cur.ends.last().copied().unwrap_or(0);
         cur.ends.extend(bounds.iter().map(|b| base + (b - start)));
         if max_tokens.is_some_and(|m| base + (end - start) > m) {

@@ -75,6 +75,7 @@ fn setup(sink: &mut SinkSpec, base: &Path) -> Result<Setup, Vec<Problem>> {
         ("tokens.max_tokens_per_file", t.max_tokens_per_file.is_some()),
         ("tokens.shuffle_documents", t.shuffle_documents.is_some()),
         ("tokens.shuffle_chunk_size", t.shuffle_chunk_size.is_some()),
+        ("tokens.save_loss_metadata", t.save_loss_metadata.is_some()),
     ];
     if let Some((field, _)) = datatrove_only.iter().find(|(_, set)| *set) {
         return Err(vec![(

@@ -12,6 +12,7 @@
 
 pub mod bpe;
 pub mod datatrove;
+pub mod loss;
 pub mod megatron;
 pub mod numpy_rng;
 
@@ -96,6 +97,26 @@ impl Tokenizer {
             c.insert(path.to_path_buf(), t.clone());
         }
         Ok(t)
+    }
+
+    /// A copy of the `tokenizers` tokenizer making `specials`' ids as datatrove's does (with an
+    /// end-of-document token: its `$A <EOS>` template), to encode with character offsets for
+    /// loss masks ([`loss`]).
+    pub fn with_offsets(&self, specials: Specials) -> Result<tokenizers::Tokenizer, String> {
+        match specials {
+            Specials::PostProcessor => Ok(self.inner.clone()),
+            Specials::ThenEos(eos) => {
+                let template = tokenizers::processors::template::TemplateProcessing::builder()
+                    .try_single("$A <EOS>")
+                    .map_err(|e| e.to_string())?
+                    .special_tokens(vec![("<EOS>", eos)])
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                let mut t = self.bare.clone();
+                t.with_post_processor(Some(template));
+                Ok(t)
+            }
+        }
     }
 
     /// The id of the token `text`.
