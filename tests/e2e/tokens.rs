@@ -162,11 +162,7 @@ fn megatron_and_datatrove_files_equal_the_tools_own() {
                 for name in &files {
                     same_bytes(&out.join(name.replacen("out", stem, 1)), &theirs.join(name));
                 }
-                let ours = std::fs::read_dir(&out)
-                    .unwrap()
-                    .flatten()
-                    .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("{stem}")))
-                    .count();
+                let ours = std::fs::read_dir(&out).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with(stem)).count();
                 assert_eq!(ours, files.len(), "{tag}: {stem}: no file of ours beyond theirs");
             }
             assert!(temp_leftovers(&out).is_empty(), "{:?}", temp_leftovers(&out));

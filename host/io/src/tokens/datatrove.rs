@@ -277,12 +277,15 @@ struct TokenFile {
     ends: Vec<u64>,
 }
 
+/// A file being written: its spool and writer.
+type Spooled = (Spool, SpoolWriter);
+
 /// A `.ds` (and its `.ds.loss`) being written, not committed yet.
 struct Copied {
     loc: Loc,
     spool: Spool,
     out: SpoolWriter,
-    loss: Option<(Spool, SpoolWriter)>,
+    loss: Option<Spooled>,
     ends: Vec<u64>,
 }
 
@@ -368,7 +371,7 @@ fn reopen(spool: &Spool, w: SpoolWriter) -> Result<std::fs::File, IoError> {
 /// generator's first permutation (`shuffle_documents`), then (`shuffle_chunk_size`) chunks of
 /// that in the order of its next one; `max_tokens_per_file` cuts the last copy's output.
 fn shuffle(
-    (target, (spool, ds), loss, ends): (&Loc, (Spool, SpoolWriter), Option<(Spool, SpoolWriter)>, Vec<u64>),
+    (target, (spool, ds), loss, ends): (&Loc, Spooled, Option<Spooled>, Vec<u64>),
     how: Shuffle,
     width: u64,
     checksum: curator_core::io_spec::Checksum,
@@ -406,7 +409,7 @@ struct Source {
 }
 
 impl Source {
-    fn open(spool: Spool, ds: SpoolWriter, loss: Option<(Spool, SpoolWriter)>) -> Result<Source, IoError> {
+    fn open(spool: Spool, ds: SpoolWriter, loss: Option<Spooled>) -> Result<Source, IoError> {
         let file = reopen(&spool, ds)?;
         let loss = match loss {
             Some((s, w)) => {
