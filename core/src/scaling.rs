@@ -77,6 +77,12 @@ pub fn allocate(capacity: &Capacity, stages: &[StageLoad], max_per_stage: Option
     workers
 }
 
+/// The least loaded of several (`load[k]`: what each holds now, compared as given, e.g.
+/// (partitions open, batches queued)); the first of equals.
+pub fn least_loaded<L: Ord>(load: &[L]) -> usize {
+    load.iter().enumerate().min_by_key(|&(k, l)| (l, k)).map_or(0, |(k, _)| k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +148,12 @@ mod tests {
         assert_eq!(allocate(&CPU16, &[stage(1.0, Some(9.0)), stage(1.0, Some(1.0))], Some(4)), vec![4, 2]);
         // A stage with no measured work keeps only its minimum.
         assert_eq!(allocate(&CPU16, &[stage(1.0, Some(5.0)), stage(1.0, Some(0.0))], None), vec![16, 1]);
+    }
+
+    #[test]
+    fn the_least_loaded_is_the_first_of_the_smallest() {
+        assert_eq!(least_loaded(&[2, 1, 1]), 1);
+        assert_eq!(least_loaded(&[(1, 5), (1, 2), (2, 0)]), 1);
+        assert_eq!(least_loaded::<usize>(&[]), 0);
     }
 }

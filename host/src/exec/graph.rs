@@ -55,7 +55,7 @@ pub(crate) fn run_graph(
         sink_rxs.push(rx);
     }
     // Pools from the last stage back, each sending to the next one's queue.
-    let mut next = Outlet::Sinks(sink_txs);
+    let mut next = Outlet::Sinks(Arc::new(super::route::SinkRoutes::new(sink_txs)));
     let mut pools: Vec<Arc<Pool>> = Vec::with_capacity(stages.len());
     for &i in stages.iter().rev() {
         let (tx, rx) = bounded::<Task>(ctx.queue_capacity);

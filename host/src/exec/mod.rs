@@ -20,6 +20,7 @@ mod graph;
 pub(crate) mod instance;
 mod progress;
 mod read;
+mod route;
 mod run;
 mod stage;
 mod summary;
@@ -78,8 +79,8 @@ pub(crate) enum Outlet {
     /// The input queue of a stage (its index, for the queue-depth gauge).
     Stage(usize, Sender<Task>),
     /// Sink threads, one queue each: a partition always goes to the same one, which keeps
-    /// its batches in order.
-    Sinks(Vec<Sender<Task>>),
+    /// its batches in order (`route.rs`).
+    Sinks(Arc<route::SinkRoutes>),
 }
 
 impl Outlet {
@@ -87,7 +88,7 @@ impl Outlet {
     pub fn send(&self, t: Task, metrics: &RunMetrics) -> Result<(), ()> {
         let (gauge, tx) = match self {
             Outlet::Stage(i, tx) => (&metrics.stages[*i].queued, tx),
-            Outlet::Sinks(txs) => (&metrics.sink_queued, &txs[t.meta.partition % txs.len()]),
+            Outlet::Sinks(routes) => (&metrics.sink_queued, routes.sender(&t)),
         };
         gauge.fetch_add(1, Ordering::Relaxed);
         tx.send(t).map_err(|_| {
