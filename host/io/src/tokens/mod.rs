@@ -225,10 +225,9 @@ pub(crate) fn estimate(
     for text in &sample {
         ids.clear();
         s.tokenizer.encode_into(text, s.specials, &mut cache, &mut ids).ok()?;
-        if !ids.is_empty() && s.eod.is_some() {
-            ids.push(0);
-        }
-        tokens += ids.len() as u64;
+        // Megatron appends its end-of-document token to a non-empty document.
+        let eod = !ids.is_empty() && s.eod.is_some();
+        tokens += ids.len() as u64 + eod as u64;
     }
     let tokens = (tokens as f64 / sample.len() as f64 * docs as f64).round() as u64;
     Some(crate::format::OutputEstimate { tokens, bytes: tokens * s.dtype.size() as u64 + docs * index_bytes_per_doc })
