@@ -42,8 +42,10 @@ pub(super) fn run_with_dedup(plan: &Plan, d: &PlannedDedup, sched: &mut Schedule
     let work = Work::open(&d.work_dir, &fingerprint(&plan.spec, d.step, &plan.inputs), false)?;
     let reader = SpillDir::open(work.path(crate::dedup::work::DOCS), None)?;
     let mut docs_stats = DedupStats::default();
-    let resident = Arc::new(Resident::new(resident_budget(d)));
-    let read = spill_documents(plan, d, &reader, sched, &mut docs_stats, Some(&resident))?;
+    // `identify` writes no documents: nothing to keep them for.
+    let budget = if writes_documents(d.spec.action) { resident_budget(d) } else { 0 };
+    let resident = Arc::new(Resident::new(budget));
+    let read = spill_documents(plan, d, &reader, sched, &mut docs_stats, Some(&resident).filter(|_| budget > 0))?;
     let ctx = (sched.new_ctx)(plan.clone());
     let (index, verdict, mut stats) = find_duplicates(d.step_plan(), &work, &reader, &ctx.metrics)?;
     stats.phases.splice(0..0, docs_stats.phases);
