@@ -242,6 +242,31 @@ fn datatrove_loss_masks_equal_document_tokenizers() {
         assert!(zeros > 10_000, "{tag}: {zeros} tokens without loss");
         assert!(temp_leftovers(&out).is_empty(), "{:?}", temp_leftovers(&out));
     }
+    // The same documents through a Parquet file, where `no_loss_ranges` is a column of its own
+    // (lists of pairs): the same files.
+    let to_parquet = tmp.path().join("to-parquet.yaml");
+    std::fs::write(
+        &to_parquet,
+        format!(
+            "source: {{path: {}}}\nsink: {{path: {}, format: parquet}}\n",
+            tmp.path().join("in").display(),
+            tmp.path().join("pq").display()
+        ),
+    )
+    .unwrap();
+    host().arg("run").arg(&to_parquet).output().map(Run::from).unwrap().ok();
+    let out = tmp.path().join("ours-parquet");
+    let tokens = format!("{{tokenizer: {tok_s}, eos_token: \"<|endoftext|>\", save_loss_metadata: true}}");
+    host()
+        .arg("run")
+        .arg(sink_pipeline(tmp.path(), &tmp.path().join("pq"), &out, "datatrove_tokens", &tokens))
+        .output()
+        .map(Run::from)
+        .unwrap()
+        .ok();
+    for ext in ["", ".index", ".loss"] {
+        same_bytes(&out.join(format!("docs.ds{ext}")), &tmp.path().join(format!("ours-unshuffled/docs.ds{ext}")));
+    }
 }
 
 /// Every file of a run's output directory but its run records, by name.

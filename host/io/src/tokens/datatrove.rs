@@ -180,6 +180,9 @@ impl OutputWriter for DatatroveWriter {
     fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
         let at = self.target.display();
         let texts = super::texts(batch, &at)?;
+        // A document's ranges: a column of their own (a Parquet source), else a field of its
+        // `_meta` (JSONL).
+        let ranges_col = self.loss.as_ref().and_then(|_| batch.column_by_name(super::loss::NO_LOSS_RANGES));
         let metas = self.loss.as_ref().and_then(|_| crate::records::string_column(batch, crate::META));
         self.bytes.clear();
         if let Some(l) = self.loss.as_mut() {
@@ -197,9 +200,14 @@ impl OutputWriter for DatatroveWriter {
                 message,
             })?;
             if let Some(l) = self.loss.as_mut() {
-                let meta = metas.filter(|m| !arrow_array::Array::is_null(*m, i)).map(|m| m.value(i)).unwrap_or("{}");
                 let field = |message| IoError::Field { at: doc(), field: super::loss::NO_LOSS_RANGES.into(), message };
-                match super::loss::no_loss_ranges(meta).map_err(field)? {
+                let ranges = match ranges_col {
+                    Some(col) => super::loss::ranges_in_column(col.as_ref(), i),
+                    None => super::loss::no_loss_ranges(
+                        metas.filter(|m| !arrow_array::Array::is_null(*m, i)).map(|m| m.value(i)).unwrap_or("{}"),
+                    ),
+                };
+                match ranges.map_err(field)? {
                     None => l.bytes.resize(l.bytes.len() + self.ids.len(), 1),
                     Some(ranges) => {
                         // The ids of the encoding the mask is made on (the same ids), cut to it.

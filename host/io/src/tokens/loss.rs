@@ -3,6 +3,7 @@
 //! metadata, mapped to tokens with `Encoding.char_to_token`), and a range that reaches the
 //! end of the document drops its tokens (the ids are cut to the mask).
 
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, LargeListArray, ListArray};
 use tokenizers::Encoding;
 
 /// The metadata field holding a document's `[start, end)` character ranges.
@@ -30,6 +31,55 @@ pub fn no_loss_ranges(meta: &str) -> Result<Option<Vec<(usize, usize)>>, String>
         .map(|r| pair(r).ok_or_else(|| format!("{r} is not a [start, end] pair of character positions")))
         .collect::<Result<_, _>>()
         .map(Some)
+}
+
+/// The `no_loss_ranges` of row `row` of a column of their own (a Parquet source keeps a
+/// document's fields as columns): a list of `[start, end]` pairs, each a list (or fixed-size
+/// list) of integers; `Err` names what is wrong with them.
+pub fn ranges_in_column(col: &dyn Array, row: usize) -> Result<Option<Vec<(usize, usize)>>, String> {
+    if col.is_null(row) {
+        return Ok(None);
+    }
+    let outer =
+        list_value(col, row).ok_or_else(|| format!("must be a list of [start, end] pairs, found a column of {}", col.data_type()))?;
+    let mut ranges = Vec::with_capacity(outer.len());
+    for i in 0..outer.len() {
+        let pair = list_value(outer.as_ref(), i).and_then(|p| ints(p.as_ref()));
+        match pair.as_deref() {
+            Some(&[start, end]) => ranges.push((start, end)),
+            _ => return Err(format!("range {i} is not a [start, end] pair of character positions")),
+        }
+    }
+    Ok(Some(ranges))
+}
+
+/// Element `i` of a list column of any list type.
+fn list_value(a: &dyn Array, i: usize) -> Option<ArrayRef> {
+    let any = a.as_any();
+    if a.is_null(i) {
+        return None;
+    }
+    if let Some(l) = any.downcast_ref::<ListArray>() {
+        return Some(l.value(i));
+    }
+    if let Some(l) = any.downcast_ref::<LargeListArray>() {
+        return Some(l.value(i));
+    }
+    any.downcast_ref::<FixedSizeListArray>().map(|l| l.value(i))
+}
+
+/// The values of an integer array, when none is null or negative.
+fn ints(a: &dyn Array) -> Option<Vec<usize>> {
+    macro_rules! of {
+        ($($t:ty),*) => {$(
+            if let Some(v) = a.as_any().downcast_ref::<arrow_array::PrimitiveArray<$t>>() {
+                return (v.null_count() == 0).then(|| v.values().iter().map(|&x| usize::try_from(x).ok()).collect::<Option<Vec<_>>>()).flatten();
+            }
+        )*};
+    }
+    use arrow_array::types::*;
+    of!(Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type);
+    None
 }
 
 /// `DocumentTokenizer.get_loss_values` on `encoding` (made with character offsets, as the
@@ -65,6 +115,28 @@ mod tests {
         assert_eq!(no_loss_ranges(r#"{"no_loss_ranges": null}"#), Ok(None));
         assert!(no_loss_ranges(r#"{"no_loss_ranges": [[0]]}"#).unwrap_err().contains("[0] is not a [start, end] pair"));
         assert!(no_loss_ranges(r#"{"no_loss_ranges": "0-5"}"#).unwrap_err().contains("must be a list"));
+    }
+
+    #[test]
+    fn ranges_are_read_from_a_column_of_lists() {
+        use arrow_array::builder::{Int64Builder, ListBuilder};
+        let mut b = ListBuilder::new(ListBuilder::new(Int64Builder::new()));
+        // [[0, 5], [7, 9]], null, [[3]]
+        for pair in [[0i64, 5], [7, 9]] {
+            b.values().values().append_slice(&pair);
+            b.values().append(true);
+        }
+        b.append(true);
+        b.append(false);
+        b.values().values().append_value(3);
+        b.values().append(true);
+        b.append(true);
+        let col = b.finish();
+        assert_eq!(ranges_in_column(&col, 0), Ok(Some(vec![(0, 5), (7, 9)])));
+        assert_eq!(ranges_in_column(&col, 1), Ok(None));
+        assert!(ranges_in_column(&col, 2).unwrap_err().contains("range 0 is not a [start, end] pair"));
+        let text = arrow_array::StringArray::from(vec!["x"]);
+        assert!(ranges_in_column(&text, 0).unwrap_err().contains("found a column of Utf8"));
     }
 
     fn word_level() -> tokenizers::Tokenizer {
