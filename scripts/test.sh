@@ -52,6 +52,11 @@ fi
 # Stages written in Python: the Python SDK (python/curator-sdk, used from the checkout) builds
 # them with componentize-py, pinned as the SDK pins it; its Pipeline API writes YAML with PyYAML.
 pinned componentize-py==0.25.1 pyyaml==6.0.3
+# Served models (tests/e2e/services.rs): a real OpenAI-compatible server on loopback, llama.cpp's
+# through llama-cpp-python (built from source by pip: about 7 minutes on two cores the first
+# time, then from pip's wheel cache), with a tiny random-weight model that gguf's writer makes
+# (scripts/models/tiny_gguf.py).
+pinned 'llama-cpp-python[server]==0.3.36' gguf==0.19.0
 # The OCI tests push and pull plugins through a real registry on loopback (Debian's
 # docker-registry, the CNCF distribution registry).
 if ! command -v docker-registry >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then

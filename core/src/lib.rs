@@ -15,6 +15,7 @@ pub mod pipeline_edit;
 pub mod placement;
 pub mod resources;
 pub mod scaling;
+pub mod service;
 pub mod shard;
 pub mod spec_error;
 pub mod step;

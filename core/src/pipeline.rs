@@ -48,6 +48,10 @@ pub struct PipelineSpec {
     /// its file is refused whatever this says.
     #[serde(default, skip_serializing_if = "crate::trust::TrustSpec::is_any")]
     pub trust: crate::trust::TrustSpec,
+    /// Model servers run beside the stages (or reached at an endpoint), by name; a stage
+    /// reaches one through its `service:` field.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub services: std::collections::BTreeMap<String, crate::service::ServiceSpec>,
 }
 
 /// Failure policy (names as in NeMo Curator's executor).
@@ -190,6 +194,9 @@ impl PipelineSpec {
         self.check_execution(file, &mut errors);
         self.check_sink(file, &mut errors);
         self.check_steps(file, &mut errors);
+        for (name, service) in &self.services {
+            service.check(file, name, &mut errors);
+        }
         for (i, stage) in self.plugin_stages() {
             self.check_stage(file, i, stage, &mut errors);
         }
@@ -292,6 +299,14 @@ impl PipelineSpec {
         }
         if stage.num_workers == Some(0) {
             errors.push(SpecError::new(file, at("num_workers"), "must be > 0"));
+        }
+        if let Some(name) = &stage.service
+            && !self.services.contains_key(name)
+        {
+            let known: Vec<&str> = self.services.keys().map(String::as_str).collect();
+            let known =
+                if known.is_empty() { "the pipeline has no services:".to_string() } else { format!("services: {}", known.join(", ")) };
+            errors.push(SpecError::new(file, at("service"), format!("{name:?} is not a service of this pipeline ({known})")));
         }
         for (field, branch) in [("rejected", &stage.rejected), ("tee", &stage.tee)] {
             let Some(b) = branch else { continue };

@@ -166,6 +166,9 @@ pub struct StageSpec {
     /// A fixed number of workers for this stage (autoscaling leaves it alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_workers: Option<usize>,
+    /// The service (of `services:`) this stage sends requests to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
     /// A second branch: the documents this stage dropped, written to their own sink.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<SinkSpec>,

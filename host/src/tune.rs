@@ -144,6 +144,7 @@ fn trial(stage: &PlannedStage, sample: &[RecordBatch], size: usize, card_bytes: 
         dirs: stage.grants.iter().map(|g| (g.name.clone(), g.host_path.display().to_string())).collect(),
         cache_dir: crate::os::default_cache_dir().map(|d| d.display().to_string()),
         check_only: false,
+        service: stage.service.clone(),
     };
     let failed = |why: String| Trial { size, peak_bytes: 0, docs_per_s: 0.0, failed: Some(why) };
     let worker = match WorkerProcess::spawn(&stage.label, &stage.plugin.path, WorkerPlugin::Native, &params, &context, &limits) {

@@ -28,6 +28,26 @@ pub struct WorkerContext {
     /// not load its model onto the card).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub check_only: bool,
+    /// The model server the pipeline gave this stage (its `service:`), once started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceContext>,
+}
+
+/// A model server a stage may send requests to: an OpenAI-compatible API at each URL.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ServiceContext {
+    /// The service's name in the pipeline's `services:`.
+    pub name: String,
+    /// Each replica's base URL (`http://127.0.0.1:PORT`, no `/v1`). Empty in a set-up check,
+    /// which runs before services start.
+    #[serde(default)]
+    pub urls: Vec<String>,
+    /// The environment variable holding the API key, if the server wants one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The model requests name; `None`: the first the server lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 static CONTEXT: std::sync::Mutex<Option<WorkerContext>> = std::sync::Mutex::new(None);

@@ -51,6 +51,12 @@ pub mod native;
 pub mod abi;
 
 pub use batch::{Batch, BatchError, Column, ColumnType, Output};
+
+/// The column a stage names a document's failure in (utf8; null where the document is
+/// fine), for a stage that answers for some documents of a call and not others (a model
+/// server that refused one request): the host takes those documents out of the batch and
+/// dead-letters them with the reason (or stops the run, without `ignore_failures`).
+pub const ROW_ERROR_COLUMN: &str = "_error";
 #[cfg(feature = "macros")]
 pub use curator_sdk_macros::stage;
 pub use doc::Doc;

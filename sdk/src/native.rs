@@ -5,7 +5,7 @@ use crate::batch::{Batch, Output};
 use crate::runner::{Runner, StageDef, StageError};
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use crate::context::{WorkerContext, context};
+pub use crate::context::{ServiceContext, WorkerContext, context};
 
 /// A stage instance running natively.
 pub struct NativeStage {

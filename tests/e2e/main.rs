@@ -29,6 +29,7 @@ mod scaffold;
 mod scheduling;
 mod semantic;
 mod serve;
+mod services;
 mod shards;
 mod snapshots;
 mod stored_vectors;

@@ -221,6 +221,9 @@ pub enum Need {
     DataFrameTools,
     /// megatron-core, datatrove and tokenizers from PyPI, for the tokenized sinks' parity.
     TokenTools,
+    /// llama.cpp's OpenAI-compatible server (`llama-cpp-python[server]`) and `gguf`'s writer,
+    /// for the served-model tests.
+    LlamaServer,
 }
 
 impl Need {
@@ -237,6 +240,7 @@ impl Need {
                 .all(|m| root().join("target/models").join(m).join("model.safetensors").exists()),
             Need::FastTextModel => root().join("target/fasttext/lid.176.ftz").exists(),
             Need::DataFrameTools => succeeds("python3", &["-c", "import pyarrow, polars, duckdb"]),
+            Need::LlamaServer => succeeds("python3", &["-c", "import llama_cpp.server.app, gguf"]),
             Need::TokenTools => {
                 succeeds("python3", &["-c", "import importlib.util as u, datatrove, tokenizers; assert u.find_spec('megatron.core')"])
             }

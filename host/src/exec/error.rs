@@ -20,6 +20,8 @@ pub enum RunError {
     Io(#[from] IoError),
     #[error(transparent)]
     Dedup(#[from] crate::dedup::DedupError),
+    #[error(transparent)]
+    Service(#[from] super::services::ServiceError),
     #[error("a worker thread panicked: {0}")]
     Panic(String),
     #[error("stopping: {failed} of {seen} documents failed, more than max_failed_fraction ({max})")]

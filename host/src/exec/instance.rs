@@ -47,6 +47,7 @@ fn start_of(
         dirs: stage.grants.iter().map(|g| (g.name.clone(), g.host_path.display().to_string())).collect(),
         cache_dir: cache_dir.map(|d| d.display().to_string()),
         check_only,
+        service: stage.service.clone(),
     };
     (limits, context)
 }
@@ -203,6 +204,7 @@ mod tests {
             num_workers: None,
             gpu: Vec::new(),
             builtin: None,
+            service: None,
         };
         s.memory = memory_budget(&s.resources, s.runs());
         s

@@ -39,6 +39,9 @@ impl Drop for EndOfRun {
 /// Run a checked plan.
 pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunSummary, RunError> {
     let started = Instant::now();
+    // The services first (a model server takes long to load); stopped when this returns.
+    let (_services, with_urls) = super::services::Services::start(plan)?;
+    let plan = with_urls.as_ref().unwrap_or(plan);
     remove_stale_outputs(plan);
     let compiled = Arc::new(super::compile(plan, runtime)?);
     let cached_plugins = compiled

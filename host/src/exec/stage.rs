@@ -256,7 +256,13 @@ fn call_resilient(
         let err = match result {
             Ok((b, kept)) => {
                 calls.replaced_source |= !kept;
-                calls.ok.push((batch, b));
+                match take_row_errors(batch.clone(), b) {
+                    Ok((input, output, failed)) => {
+                        calls.ok.push((input, output));
+                        calls.failed.extend(failed);
+                    }
+                    Err(e) => calls.failed.push((batch, StageFailure::InvalidOutput(e.to_string()))),
+                }
                 return Ok(());
             }
             Err(e) => e,
@@ -282,6 +288,40 @@ fn call_resilient(
         calls.failed.push((batch, err));
         return Ok(());
     }
+}
+
+/// The documents a stage marked failed in its `_error` column (`curator_sdk::ROW_ERROR_COLUMN`),
+/// taken out of the call's input and output, each with its reason; the column itself is
+/// dropped. Without the column, the call as it is.
+#[allow(clippy::type_complexity)]
+fn take_row_errors(
+    input: RecordBatch,
+    output: RecordBatch,
+) -> Result<(RecordBatch, RecordBatch, Vec<(RecordBatch, StageFailure)>), arrow_schema::ArrowError> {
+    let Ok(at) = output.schema().index_of(curator_sdk::ROW_ERROR_COLUMN) else { return Ok((input, output, Vec::new())) };
+    let mut output = output;
+    let reasons = output.remove_column(at);
+    let reasons = reasons.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
+        arrow_schema::ArrowError::InvalidArgumentError(format!("the {:?} column must be utf8", curator_sdk::ROW_ERROR_COLUMN))
+    })?;
+    if reasons.null_count() == reasons.len() {
+        return Ok((input, output, Vec::new()));
+    }
+    let failed: Vec<(RecordBatch, StageFailure)> = (0..reasons.len())
+        .filter(|&i| reasons.is_valid(i))
+        .map(|i| (output.slice(i, 1), StageFailure::Failed(reasons.value(i).to_string())))
+        .collect();
+    let ok_mask = BooleanArray::from_iter((0..reasons.len()).map(|i| Some(reasons.is_null(i))));
+    let output = arrow_select::filter::filter_record_batch(&output, &ok_mask)?;
+    let failed_rows: std::collections::HashSet<i64> = failed.iter().filter_map(|(b, _)| row_numbers(b).map(|r| r.value(0))).collect();
+    let input = match row_numbers(&input) {
+        Some(rows) => {
+            let mask = BooleanArray::from_iter(rows.values().iter().map(|r| Some(!failed_rows.contains(r))));
+            arrow_select::filter::filter_record_batch(&input, &mask)?
+        }
+        None => input,
+    };
+    Ok((input, output, failed))
 }
 
 /// Rows `[min, max + 1)` of the `_row` column, and the ids, of a failed part.

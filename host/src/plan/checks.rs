@@ -43,26 +43,47 @@ pub(super) fn holds_outputs(dir: &Loc) -> Option<String> {
     }
 }
 
-/// Place the GPU stages' workers on this machine's GPUs (`core::placement::place_stages`):
-/// as many as fit, or `num_workers`. One error per stage that cannot be placed.
-pub(super) fn place_gpu_stages(label: &str, stages: &mut [PlannedStage], cores: f64) -> Vec<SpecError> {
-    let wanted: Vec<(usize, GpuStage)> = stages
-        .iter()
-        .enumerate()
-        .filter_map(|(k, s)| {
-            let request = GpuRequest::from_resources(&s.resources)?;
-            Some((k, GpuStage { stage: s.label.clone(), request, fixed: s.num_workers, cpus: s.resources.cpus }))
-        })
-        .collect();
-    if wanted.is_empty() {
+/// Place the GPU stages' workers and the GPU services' replicas on this machine's GPUs
+/// (`core::placement::place_stages`), in one pass: a service's replicas are a fixed count
+/// (default: one per card the request fits on), the stages as many as fit, or `num_workers`.
+/// One error per stage or service that cannot be placed.
+pub(super) fn place_gpu_stages(
+    label: &str,
+    stages: &mut [PlannedStage],
+    services: &mut [super::services::PlannedService],
+    cores: f64,
+) -> Vec<SpecError> {
+    enum Who {
+        Stage(usize),
+        Service(usize),
+    }
+    let mut wanted: Vec<(Who, GpuStage)> = Vec::new();
+    let inventory_needed =
+        stages.iter().any(|s| GpuRequest::from_resources(&s.resources).is_some()) || services.iter().any(|s| s.gpu_request().is_some());
+    if !inventory_needed {
         return Vec::new();
     }
     let inventory = crate::gpu::discover();
+    for (k, s) in services.iter().enumerate() {
+        let Some(request) = s.gpu_request() else { continue };
+        let fixed = s.spec.replicas.unwrap_or_else(|| curator_core::placement::max_workers(&inventory.gpus, request).max(1));
+        wanted.push((
+            Who::Service(k),
+            GpuStage { stage: format!("service {}", s.name), request, fixed: Some(fixed), cpus: s.spec.resources.cpus },
+        ));
+    }
+    for (k, s) in stages.iter().enumerate() {
+        let Some(request) = GpuRequest::from_resources(&s.resources) else { continue };
+        wanted.push((Who::Stage(k), GpuStage { stage: s.label.clone(), request, fixed: s.num_workers, cpus: s.resources.cpus }));
+    }
     let requests: Vec<GpuStage> = wanted.iter().map(|(_, g)| g.clone()).collect();
     match curator_core::placement::place_stages(&inventory.gpus, &requests, cores) {
         Ok(assignments) => {
-            for ((k, _), a) in wanted.iter().zip(assignments) {
-                stages[*k].gpu = a;
+            for ((who, _), a) in wanted.iter().zip(assignments) {
+                match who {
+                    Who::Stage(k) => stages[*k].gpu = a,
+                    Who::Service(k) => services[*k].replicas = a.into_iter().map(Some).collect(),
+                }
             }
             Vec::new()
         }
@@ -73,8 +94,16 @@ pub(super) fn place_gpu_stages(label: &str, stages: &mut [PlannedStage], cores: 
                 }
                 e => e,
             };
-            let at = stages.iter().find(|s| e.to_string().contains(&format!("{:?}", s.label))).map(|s| s.index).unwrap_or(wanted[0].0);
-            vec![SpecError::new(label, format!("stages[{at}].resources"), e.to_string())]
+            let msg = e.to_string();
+            if let Some(s) = services.iter().find(|s| msg.contains(&format!("service {}", s.name))) {
+                return vec![SpecError::new(label, format!("services.{}.resources", s.name), msg)];
+            }
+            let first_stage = wanted.iter().find_map(|(w, _)| match w {
+                Who::Stage(k) => Some(stages[*k].index),
+                Who::Service(_) => None,
+            });
+            let at = stages.iter().find(|s| msg.contains(&format!("{:?}", s.label))).map(|s| s.index).or(first_stage).unwrap_or(0);
+            vec![SpecError::new(label, format!("stages[{at}].resources"), msg)]
         }
     }
 }

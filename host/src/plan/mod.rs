@@ -10,6 +10,7 @@ mod outputs;
 mod partitions;
 pub mod report;
 mod sample;
+pub mod services;
 mod stages;
 pub mod workdirs;
 
@@ -54,6 +55,9 @@ pub struct PlannedStage {
     pub gpu: Vec<Assignment>,
     /// A stage the host itself carries out (no plugin file).
     pub builtin: Option<Builtin>,
+    /// The service (of `services:`) its workers may send requests to: an endpoint's URL, or
+    /// none until the run starts the service (`exec::services`).
+    pub service: Option<curator_sdk::abi::ServiceContext>,
 }
 
 /// Stages the host carries out itself.
@@ -152,6 +156,8 @@ pub struct Plan {
     pub fingerprint: String,
     /// Where the run works besides its outputs (`workdirs.rs`: decided here, once).
     pub workdirs: workdirs::WorkDirs,
+    /// The pipeline's `services:`, placed (`services.rs`).
+    pub services: Vec<services::PlannedService>,
 }
 
 impl Plan {
@@ -316,7 +322,7 @@ fn plan_locked(
     let mut spec = spec;
     let mut errors = Vec::new();
     prepare_sink(&mut spec.sink, label, "sink", base, &mut errors);
-    let (stages, barrier) = checked_stages(&spec, label, base, registry, opts, locked, &mut errors);
+    let (stages, services, barrier) = checked_stages(&spec, label, base, registry, opts, locked, &mut errors);
     crate::io::remote::configure_retry(&spec.sink.retry());
     let located = locate(&spec, label, base, &mut errors);
     // The shard that cuts partitions (a buckets or components phase reads all of them).
@@ -365,6 +371,7 @@ fn plan_locked(
         fingerprint,
         workdirs,
         run_lock,
+        services,
     })
 }
 
@@ -402,8 +409,9 @@ fn checked_stages(
     opts: PlanOptions<'_>,
     locked: Option<(&Path, &lock::LockFile)>,
     errors: &mut Vec<SpecError>,
-) -> (Vec<PlannedStage>, Option<usize>) {
+) -> (Vec<PlannedStage>, Vec<services::PlannedService>, Option<usize>) {
     let (mut stages, barrier) = stages::plan_stages(spec, label, base, registry, errors);
+    let mut services = services::plan_services(spec);
     // Before anything starts a plugin: each must be the file the lock pins.
     if let Some((file, lock)) = locked {
         errors.extend(lock::check(label, file, &stages, lock));
@@ -411,7 +419,7 @@ fn checked_stages(
     // Only stages that resolved cleanly are placed and started; the others already failed.
     if errors.is_empty() {
         let cores = crate::os::available_cores() as f64 * spec.execution.cpu_allocation_percentage;
-        errors.extend(place_gpu_stages(label, &mut stages, cores));
+        errors.extend(place_gpu_stages(label, &mut stages, &mut services, cores));
         errors.extend(check_memory(label, &stages));
     }
     if let Some(check) = opts.check_setup {
@@ -422,7 +430,7 @@ fn checked_stages(
         let failed = errors.clone();
         errors.extend(checks::check_setups(label, &stages, &failed, check));
     }
-    (stages, barrier)
+    (stages, services, barrier)
 }
 
 /// The sink format's own checks of its settings (a tokenizer that loads, a width its

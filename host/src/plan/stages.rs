@@ -115,6 +115,7 @@ fn remove_ids_stage(index: usize, label: &str, paths: Vec<Loc>, field: &str, spe
         num_workers: None,
         gpu: Vec::new(),
         builtin: Some(super::Builtin::RemoveIds { paths, field: field.to_string() }),
+        service: None,
     };
     s.memory = curator_core::memory_budget(&s.resources, s.runs());
     s
@@ -154,6 +155,7 @@ fn minhash_stage(label: &str, d: &DedupStep) -> StageSpec {
         isolation: None,
         grants: Default::default(),
         num_workers: d.dedup.num_workers,
+        service: None,
         rejected: None,
         tee: None,
     }
@@ -277,6 +279,13 @@ fn plan_plugin(
                 format!("{:?} is a WASM stage and runs on CPU; gpus and gpu_memory_gb need a native plugin", s.plugin),
             ));
         }
+        if s.service.is_some() && m.kind == curator_core::PluginKind::Wasm {
+            errors.push(SpecError::new(
+                label,
+                at("service"),
+                format!("{:?} is a WASM stage: its sandbox has no network, so only a native stage reaches a service", s.plugin),
+            ));
+        }
         let grants = plan_grants(i, s, m, label, base, errors);
         let isolation = match (m.kind, s.isolation) {
             (curator_core::PluginKind::Wasm, i) => i.unwrap_or(Isolation::InProcess),
@@ -317,6 +326,7 @@ fn plan_plugin(
             num_workers: s.num_workers,
             gpu: Vec::new(),
             builtin: None,
+            service: s.service.as_deref().map(|name| super::services::context(spec, name)),
         };
         planned.memory = memory_budget(&planned.resources, planned.runs());
         Some(planned)

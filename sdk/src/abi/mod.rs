@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
 use crate::context::set_context;
-pub use crate::context::{WorkerContext, context};
+pub use crate::context::{ServiceContext, WorkerContext, context};
 use crate::runner::{Runner, StageDef, StageError};
 
 /// The contract's version; `include/curator_stage.h` is the source (`tests/contract.rs`).

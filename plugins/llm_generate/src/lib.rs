@@ -1,0 +1,188 @@
+//! `llm_generate`: each document's prompt (a template over its fields) sent to the model
+//! server the pipeline names in the stage's `service:`, the answer written to
+//! `output_field` (`text` rewrites the document, NeMo Curator's rewriting stages; another
+//! name keeps both, its generation stages). Requests run concurrently, as many as the
+//! service keeps its batch full with (`curator_llm::Limit`), and every answer is kept in
+//! the cache, so a resumed run or a retried batch asks nothing twice.
+//!
+//! A document whose request keeps failing gets the server's error in `_error`: the host
+//! sends it to the dead letters (or stops the run) and keeps the others.
+
+use curator_llm::prompt::Template;
+use curator_llm::{Cache, Chat, Client, ClientOptions, Message};
+use curator_sdk::prelude::*;
+
+/// Generates text with a served model.
+#[stage(name = "llm_generate", native, cpus = 1.0, memory_mb = 1024, inputs = ["*"], outputs = ["generated"], batch_size = 256)]
+pub struct LlmGenerate {
+    /// The user message: `{text}`, `{title}`, any string field of the document; `{{` and
+    /// `}}` for braces.
+    #[param(default = "{text}")]
+    pub prompt: String,
+    /// A system message before it (none when empty).
+    #[param(default = "")]
+    pub system: String,
+    /// The field the answer goes to (`text` rewrites the document).
+    #[param(default = "generated")]
+    pub output_field: String,
+    /// Strip leading and trailing whitespace from answers.
+    #[param(default = true)]
+    pub strip: bool,
+    /// Most tokens an answer may have.
+    #[param(default = 512, min = 1)]
+    pub max_tokens: u32,
+    /// Sampling temperature (negative: the server's default).
+    #[param(default = -1.0)]
+    pub temperature: f64,
+    /// Nucleus sampling (negative: the server's default).
+    #[param(default = -1.0)]
+    pub top_p: f64,
+    /// Sampling seed (negative: none).
+    #[param(default = -1)]
+    pub seed: i64,
+    /// Seconds one request may take.
+    #[param(default = 600.0, min = 1.0)]
+    pub request_timeout_s: f64,
+    /// Retries of a request after a 429, a 5xx or a time-out.
+    #[param(default = 5, min = 0)]
+    pub max_retries: u32,
+    /// Seconds requests wait for a service none of whose replicas answers (one restarting).
+    #[param(default = 900.0, min = 0.0)]
+    pub wait_for_server_s: f64,
+    /// Requests in flight at first; the limit then follows the server's latency.
+    #[param(default = 8, min = 1)]
+    pub initial_in_flight: usize,
+    /// Requests in flight at most, per worker.
+    #[param(default = 256, min = 1)]
+    pub max_in_flight: usize,
+    /// Keep answers in the host's cache directory (`llm/` in it), keyed by model and
+    /// request, so a rerun does not ask again.
+    #[param(default = true)]
+    pub cache: bool,
+    /// Add `llm_prompt_tokens` and `llm_completion_tokens` (the server's usage; a cached
+    /// answer's as first counted).
+    #[param(default = true)]
+    pub usage_fields: bool,
+    #[state]
+    template: Option<Template>,
+    #[state]
+    client: Option<Client>,
+}
+
+impl LlmGenerate {
+    fn chat(&self, user: String) -> Chat {
+        let mut messages = Vec::with_capacity(2);
+        if !self.system.is_empty() {
+            messages.push(Message::new("system", self.system.clone()));
+        }
+        messages.push(Message::new("user", user));
+        Chat {
+            messages,
+            max_tokens: Some(self.max_tokens),
+            temperature: (self.temperature >= 0.0).then_some(self.temperature),
+            top_p: (self.top_p >= 0.0).then_some(self.top_p),
+            seed: u64::try_from(self.seed).ok(),
+        }
+    }
+}
+
+impl Stage for LlmGenerate {
+    fn init(&mut self) -> Result<(), StageError> {
+        let template = Template::parse(&self.prompt).map_err(|e| StageError::InvalidParams(format!("prompt: {e}")))?;
+        if self.output_field.is_empty() || self.output_field.starts_with('_') {
+            return Err(StageError::InvalidParams(format!("output_field: {:?} is not a field a stage may write", self.output_field)));
+        }
+        self.template = Some(template);
+        let ctx = curator_sdk::native::context();
+        let Some(service) = ctx.service else {
+            return Err(StageError::InvalidParams(
+                "llm_generate needs a model server: declare one under services: and name it in this stage's entry (service: NAME)".into(),
+            ));
+        };
+        if ctx.check_only {
+            return Ok(());
+        }
+        let api_key = match &service.api_key_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                StageError::InvalidParams(format!("service {:?}: the environment variable {var} (api_key_env) is not set", service.name))
+            })?),
+            None => None,
+        };
+        let cache = (self.cache).then(|| ctx.cache_dir.as_ref().map(|d| Cache::new(std::path::Path::new(d).join("llm")))).flatten();
+        let opts = ClientOptions {
+            urls: service.urls.clone(),
+            api_key,
+            model: service.model.clone(),
+            request_timeout: std::time::Duration::from_secs_f64(self.request_timeout_s),
+            max_retries: self.max_retries,
+            wait_for_server: std::time::Duration::from_secs_f64(self.wait_for_server_s),
+            initial_in_flight: self.initial_in_flight.min(self.max_in_flight),
+            max_in_flight: self.max_in_flight,
+            cache,
+        };
+        let client = Client::connect(opts).map_err(|e| StageError::Failed(format!("service {:?}: {e}", service.name)))?;
+        log(Level::Info, &format!("llm_generate: model {:?} at {}", client.model(), service.urls.join(", ")));
+        self.client = Some(client);
+        Ok(())
+    }
+
+    fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
+        let (Some(template), Some(client)) = (&self.template, &self.client) else {
+            return Err(StageError::Failed("llm_generate: not set up".into()));
+        };
+        let mut columns = Vec::new();
+        for f in template.fields() {
+            let c = batch.column(f).map_err(|_| StageError::Failed(format!("prompt names {{{f}}}, which these documents do not have")))?;
+            columns.push((f, c.strings().map_err(|e| StageError::Failed(format!("prompt field {{{f}}}: {e}")))?));
+        }
+        let n = batch.len();
+        let chats: Vec<Chat> = (0..n)
+            .map(|i| {
+                let user = template.render(|f| columns.iter().find(|c| c.0 == f).and_then(|c| c.1.get(i)).unwrap_or(""));
+                self.chat(user)
+            })
+            .collect();
+        let replies = client.chat_all(&chats);
+        let mut texts: Vec<&str> = Vec::with_capacity(n);
+        let mut errors: Vec<String> = Vec::new();
+        let mut failed = vec![false; n];
+        let (mut prompt_tokens, mut completion_tokens) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for (i, r) in replies.iter().enumerate() {
+            match r {
+                Ok(r) => {
+                    texts.push(if self.strip { r.text.trim() } else { &r.text });
+                    errors.push(String::new());
+                    prompt_tokens.push(r.prompt_tokens as i64);
+                    completion_tokens.push(r.completion_tokens as i64);
+                }
+                Err(e) => {
+                    failed[i] = true;
+                    texts.push("");
+                    errors.push(e.to_string());
+                    prompt_tokens.push(0);
+                    completion_tokens.push(0);
+                }
+            }
+        }
+        let mut out = vec![Column::utf8(&self.output_field, texts)];
+        if self.usage_fields {
+            out.push(Column::int64("llm_prompt_tokens", &prompt_tokens));
+            out.push(Column::int64("llm_completion_tokens", &completion_tokens));
+        }
+        if failed.iter().any(|f| *f) {
+            let mut col = Column::utf8(curator_sdk::ROW_ERROR_COLUMN, errors.iter().map(String::as_str));
+            col.validity = bitmap(&failed);
+            out.push(col);
+        }
+        Ok(Output::Columns(out))
+    }
+}
+
+/// Arrow's validity bits: set where `valid`.
+fn bitmap(valid: &[bool]) -> Vec<u8> {
+    let mut out = vec![0u8; valid.len().div_ceil(8)];
+    for (i, _) in valid.iter().enumerate().filter(|(_, v)| **v) {
+        out[i / 8] |= 1 << (i % 8);
+    }
+    out
+}

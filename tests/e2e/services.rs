@@ -1,0 +1,276 @@
+//! Served models (`services:` + `llm_generate`) against a real OpenAI-compatible server on
+//! loopback: llama.cpp's, through llama-cpp-python, with a tiny random-weight model made by
+//! gguf's writer (`scripts/models/tiny_gguf.py`). The host starts it, waits for it, restarts
+//! it when it dies and stops it however the run ends.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+fn plugins() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| native_plugins_dir("llm-plugins", &["llm_generate"]))
+}
+
+/// The tiny model, made once per test process.
+fn model() -> &'static PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let dir = root().join("target/e2e-llm");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("tiny-{}.gguf", std::process::id()));
+        let ok = Command::new("python3").arg(root().join("scripts/models/tiny_gguf.py")).arg(&path).status().unwrap().success();
+        assert!(ok, "tiny_gguf.py failed");
+        path
+    })
+}
+
+/// A copy of the model under a name of this test's own, so `pgrep -f` finds only its server.
+fn own_model(dir: &Path) -> PathBuf {
+    let p = dir.join("model.gguf");
+    std::fs::copy(model(), &p).unwrap();
+    p
+}
+
+fn docs(dir: &Path, n: usize) -> PathBuf {
+    let p = dir.join("in.jsonl");
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            serde_json::json!({"id": format!("d{i}"), "text": format!("Document number {i} says something about topic {}.", i % 7)})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(&p, lines.concat()).unwrap();
+    p
+}
+
+fn pipeline(dir: &Path, model: &Path, input: &Path, max_tokens: u32, params: &str) -> PathBuf {
+    write_pipeline(
+        dir,
+        &format!(
+            r#"services:
+  llm:
+    command: python3 -m llama_cpp.server --model {} --port {{port}} --n_ctx 1024 --n_threads 1
+    resources: {{cpus: 1}}
+    startup_timeout_s: 120
+source:
+  path: {}
+stages:
+  - plugin: llm_generate
+    service: llm
+    params: {{prompt: "Rewrite this: {{text}}", max_tokens: {max_tokens}, temperature: 0.0, seed: 7, initial_in_flight: 4 {params}}}
+sink:
+  path: {}
+  mode: overwrite
+execution: {{ignore_failures: true}}
+"#,
+            model.display(),
+            input.display(),
+            dir.join("out").display()
+        ),
+    )
+}
+
+fn run(pipeline: &Path, cache: &Path) -> Run {
+    host()
+        .env("CURATOR_CACHE_DIR", cache)
+        .args(["run"])
+        .arg(pipeline)
+        .arg("--plugins")
+        .arg(plugins())
+        .output()
+        .expect("cannot start curator-host")
+        .into()
+}
+
+/// Whether any process has `needle` in its command line.
+fn running(needle: &str) -> bool {
+    Command::new("pgrep").args(["-f", needle]).output().is_ok_and(|o| o.status.success())
+}
+
+/// Answers the server's log shows (both incarnations of a restarted one append to it).
+fn answered(log: &Path) -> usize {
+    std::fs::read_to_string(log).unwrap_or_default().matches("\"POST /v1/chat/completions HTTP/1.1\" 200").count()
+}
+
+#[test]
+fn a_served_model_answers_every_document_and_stops_with_the_run() {
+    if !needs(Need::LlamaServer) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = own_model(dir.path());
+    let input = docs(dir.path(), 120);
+    let p = pipeline(dir.path(), &model, &input, 6, ", output_field: rewritten");
+    let cache = dir.path().join("cache");
+    let r = run(&p, &cache);
+    r.ok();
+    let out = read_jsonl(&dir.path().join("out/in.jsonl"));
+    assert_eq!(out.len(), 120, "{}", r.stderr);
+    for d in &out {
+        assert!(d["rewritten"].is_string(), "{d}");
+        assert!(d["llm_completion_tokens"].as_i64().unwrap() > 0, "{d}");
+        assert!(d["llm_prompt_tokens"].as_i64().unwrap() > 5, "{d}");
+        assert!(d["text"].as_str().unwrap().starts_with("Document number"), "the text is kept: {d}");
+    }
+    let log = dir.path().join("out/_services/llm-0.log");
+    assert_eq!(answered(&log), 120, "one request per document");
+    assert!(!running(&model.display().to_string()), "the server was stopped with the run");
+
+    // Again: every answer from the cache, the server asked nothing.
+    let r = run(&p, &cache);
+    r.ok();
+    assert_eq!(answered(&log), 120, "a rerun sends no request: {}", r.stderr);
+    let again = read_jsonl(&dir.path().join("out/in.jsonl"));
+    assert_eq!(again, out, "the cached answers are the answers");
+}
+
+#[test]
+fn a_server_killed_mid_run_is_restarted_and_every_document_answered_once() {
+    if !needs(Need::LlamaServer) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = own_model(dir.path());
+    let input = docs(dir.path(), 300);
+    let p = pipeline(dir.path(), &model, &input, 24, ", output_field: text");
+    let log = dir.path().join("out/_services/llm-0.log");
+    let needle = model.display().to_string();
+    let killer = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < until && answered(&log) < 40 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let killed = Command::new("pkill").args(["-9", "-f", &needle]).status().is_ok_and(|s| s.success());
+        (killed, answered(&log))
+    });
+    let r = run(&p, &dir.path().join("cache"));
+    let (killed, before) = killer.join().unwrap();
+    r.ok();
+    assert!(killed, "the server was killed mid-run");
+    assert!(before < 300, "killed before the end ({before} answered)");
+    assert!(r.stderr.contains("restart 1 of 3"), "{}", r.stderr);
+    let out = read_jsonl(&dir.path().join("out/in.jsonl"));
+    assert_eq!(out.len(), 300, "every document, none dead-lettered: {}", r.stderr);
+    assert!(!dir.path().join("out/_dead_letter").exists());
+    let log = dir.path().join("out/_services/llm-0.log");
+    assert_eq!(answered(&log), 300, "each document answered once by the two incarnations together");
+    assert!(!running(&model.display().to_string()));
+}
+
+#[test]
+fn a_server_that_never_becomes_ready_fails_the_run_with_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = docs(dir.path(), 3);
+    let p = write_pipeline(
+        dir.path(),
+        &format!(
+            r#"services:
+  slow:
+    command: ["python3", "-c", "import sys, time; print('loading weights for port ' + sys.argv[1], flush=True); time.sleep(60)", "{{port}}"]
+    startup_timeout_s: 1.5
+source: {{path: {}}}
+stages:
+  - {{plugin: llm_generate, service: slow}}
+sink: {{path: {}, mode: overwrite}}
+"#,
+            input.display(),
+            dir.path().join("out").display()
+        ),
+    );
+    let started = Instant::now();
+    let r = run(&p, &dir.path().join("cache"));
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("service \"slow\" (replica 0) was not ready after"), "{}", r.stderr);
+    assert!(r.stderr.contains("loading weights for port"), "the log's tail: {}", r.stderr);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(!running("loading weights for port"), "the server was stopped");
+    assert!(!dir.path().join("out/in.jsonl").exists());
+}
+
+#[test]
+fn bad_services_entries_are_planning_errors_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = docs(dir.path(), 3);
+    let p = write_pipeline(
+        dir.path(),
+        &format!(
+            r#"services:
+  a: {{command: "vllm serve m --port 8000"}}
+  b: {{command: "x {{port}}", endpoint: "http://127.0.0.1:1"}}
+  c: {{endpoint: "ftp://nowhere"}}
+source: {{path: {}}}
+stages:
+  - {{plugin: llm_generate, service: nope}}
+sink: {{path: {}}}
+"#,
+            input.display(),
+            dir.path().join("out").display()
+        ),
+    );
+    let r: Run = host().args(["plan"]).arg(&p).arg("--plugins").arg(plugins()).output().unwrap().into();
+    assert_ne!(r.code, 0);
+    for want in [
+        "services.a.command: must pass {port}",
+        "services.b.endpoint: command and endpoint are both set",
+        "services.c.endpoint: \"ftp://nowhere\" is not an http",
+        "stages[0].service: \"nope\" is not a service of this pipeline (services: a, b, c)",
+    ] {
+        assert!(r.stderr.contains(want), "missing {want:?} in:\n{}", r.stderr);
+    }
+    // A stage that needs a service and names none: its own set-up says so.
+    let p = write_pipeline(
+        dir.path(),
+        &format!(
+            "source: {{path: {}}}\nstages:\n  - {{plugin: llm_generate}}\nsink: {{path: {}}}\n",
+            input.display(),
+            dir.path().join("o2").display()
+        ),
+    );
+    let r = run(&p, &dir.path().join("cache"));
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("needs a model server: declare one under services:"), "{}", r.stderr);
+}
+
+#[test]
+fn ctrl_c_stops_the_service() {
+    if !needs(Need::LlamaServer) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = own_model(dir.path());
+    let input = docs(dir.path(), 2000);
+    let p = pipeline(dir.path(), &model, &input, 64, "");
+    let mut child = host()
+        .env("CURATOR_CACHE_DIR", dir.path().join("cache"))
+        .args(["run"])
+        .arg(&p)
+        .arg("--plugins")
+        .arg(plugins())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = dir.path().join("out/_services/llm-0.log");
+    let until = Instant::now() + Duration::from_secs(120);
+    while answered(&log) < 5 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(answered(&log) >= 5, "the run got going");
+    let needle = model.display().to_string();
+    assert!(running(&needle));
+    // SAFETY: a signal to the child this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let _ = child.wait();
+    let until = Instant::now() + Duration::from_secs(15);
+    while running(&needle) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!running(&needle), "no orphan server after Ctrl-C");
+}
