@@ -78,6 +78,14 @@ impl Command {
         args.into_iter().map(|a| a.replace(PORT, &port.to_string())).collect()
     }
 
+    /// The command as written, `{port}` and all.
+    pub fn display(&self) -> String {
+        match self {
+            Command::Line(l) => l.trim().to_string(),
+            Command::Args(a) => a.join(" "),
+        }
+    }
+
     fn has_port(&self) -> bool {
         match self {
             Command::Line(l) => l.contains(PORT),

@@ -107,10 +107,22 @@ fn a_served_model_answers_every_document_and_stops_with_the_run() {
     let input = docs(dir.path(), 120);
     let p = pipeline(dir.path(), &model, &input, 6, ", output_field: rewritten");
     let cache = dir.path().join("cache");
+    let plan: Run = host().args(["plan"]).arg(&p).arg("--plugins").arg(plugins()).output().unwrap().into();
+    plan.ok();
+    assert!(plan.stdout.contains("1 replica(s) of `python3 -m llama_cpp.server --model"), "{}", plan.stdout);
+    assert!(!running(&model.display().to_string()), "planning starts no server");
     let r = run(&p, &cache);
     r.ok();
     let out = read_jsonl(&dir.path().join("out/in.jsonl"));
     assert_eq!(out.len(), 120, "{}", r.stderr);
+    // The usage the server reported, per document and in the worker's totals, agree.
+    let sum = |f: &str| out.iter().map(|d| d[f].as_i64().unwrap()).sum::<i64>();
+    let totals = format!(
+        "120 request(s) (0 retried, 0 throttled), 0 answer(s) from the cache; {} prompt and {} completion token(s) served",
+        sum("llm_prompt_tokens"),
+        sum("llm_completion_tokens")
+    );
+    assert!(r.stderr.contains(&totals), "{totals:?} not in:\n{}", r.stderr);
     for d in &out {
         assert!(d["rewritten"].is_string(), "{d}");
         assert!(d["llm_completion_tokens"].as_i64().unwrap() > 0, "{d}");
@@ -273,4 +285,35 @@ fn ctrl_c_stops_the_service() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(!running(&needle), "no orphan server after Ctrl-C");
+}
+
+#[test]
+fn a_document_the_server_refuses_is_dead_lettered_alone() {
+    if !needs(Need::LlamaServer) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = own_model(dir.path());
+    let mut lines: Vec<String> =
+        (0..20).map(|i| serde_json::json!({"id": format!("d{i}"), "text": format!("short {i}")}).to_string()).collect();
+    // Longer than the server's context window (--n_ctx 1024): it answers 400.
+    lines[7] = serde_json::json!({"id": "d7", "text": "word ".repeat(3000)}).to_string();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let p = pipeline(dir.path(), &model, &input, 4, "");
+    let r = run(&p, &dir.path().join("cache"));
+    r.ok();
+    let out = read_jsonl(&dir.path().join("out/in.jsonl"));
+    assert_eq!(out.len(), 19);
+    assert!(out.iter().all(|d| d["id"] != "d7" && d.get("_error").is_none()), "no error column in the output");
+    let dead = std::fs::read_to_string(dir.path().join("out/_dead_letter/in.jsonl.jsonl")).unwrap();
+    assert!(dead.contains("\"d7\"") && dead.contains("the server refused the request (400)") && dead.contains("context"), "{dead}");
+    assert!(r.stdout.contains("dead-lettered 1"), "{}", r.stdout);
+
+    // Without ignore_failures the refusal stops the run, naming the document's row.
+    let strict = std::fs::read_to_string(&p).unwrap().replace("execution: {ignore_failures: true}", "");
+    std::fs::write(&p, strict).unwrap();
+    let r = run(&p, &dir.path().join("cache"));
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("the server refused the request (400)"), "{}", r.stderr);
 }

@@ -10,11 +10,16 @@ use super::{Plan, PlannedStage};
 /// `workers`: cores given to stage workers (`--workers`); default: this machine's usable
 /// cores × `cpu_allocation_percentage`.
 pub fn capacity(plan: &Plan, workers: Option<usize>) -> Capacity {
+    // The cores and memory the run's own model servers hold are not the workers'.
+    let services_cpus: f64 = plan.services.iter().map(|s| s.cpus()).sum();
+    let services_mb: u64 = plan.services.iter().map(|s| s.spec.resources.memory_mb.unwrap_or(0) * s.replicas.len() as u64).sum();
     let cpus = match workers {
         Some(n) => n.max(1) as f64,
-        None => crate::os::available_cores() as f64 * plan.spec.execution.cpu_allocation_percentage,
+        None => (crate::os::available_cores() as f64 * plan.spec.execution.cpu_allocation_percentage - services_cpus).max(1.0),
     };
-    Capacity { cpus, memory_mb: crate::os::available_memory_mb().map(|m| (m as f64 * curator_core::scaling::WORKER_MEMORY_SHARE) as u64) }
+    let memory_mb = crate::os::available_memory_mb()
+        .map(|m| ((m as f64 * curator_core::scaling::WORKER_MEMORY_SHARE) as u64).saturating_sub(services_mb));
+    Capacity { cpus, memory_mb }
 }
 
 /// What the allocation policy needs to know of a stage: its reservation per worker (the

@@ -19,6 +19,8 @@ pub struct Report {
     pub memory_bytes: u64,
     pub cores_for_workers: f64,
     pub stages: Vec<StageReport>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dedup: Option<DedupReport>,
     /// What the sink will write, where its format estimates it (tokenized formats).
@@ -73,6 +75,17 @@ pub struct StageReport {
     /// What each worker asks for (manifest and pipeline merged): what a cluster scheduler
     /// such as `curator-ray` reserves.
     pub resources: curator_core::Resources,
+}
+
+/// One service: what starts, how many, where (or the endpoint).
+#[derive(Debug, serde::Serialize)]
+pub struct ServiceReport {
+    pub name: String,
+    /// The command (with `{port}`) or the endpoint's URL.
+    pub runs: String,
+    pub replicas: usize,
+    /// GPU devices of each replica (empty for a CPU server or an endpoint).
+    pub gpus: Vec<Vec<u32>>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -149,6 +162,20 @@ pub fn report(plan: &Plan, workers: Option<usize>, memory: Option<u64>) -> Repor
             work_dir: d.exchange.as_ref().map(|r| r.display()).unwrap_or_else(|| d.work_dir.display().to_string()),
         }
     });
+    let services = plan
+        .services
+        .iter()
+        .map(|s| ServiceReport {
+            name: s.name.clone(),
+            runs: match (&s.spec.command, &s.endpoint) {
+                (Some(c), _) => c.display(),
+                (None, Some(u)) => format!("endpoint {u}"),
+                (None, None) => String::new(),
+            },
+            replicas: s.replicas.len(),
+            gpus: s.replicas.iter().flatten().map(|a| a.devices.clone()).collect(),
+        })
+        .collect();
     Report {
         output: plan.output_dir.display(),
         pipeline: plan.file_label.clone(),
@@ -159,6 +186,7 @@ pub fn report(plan: &Plan, workers: Option<usize>, memory: Option<u64>) -> Repor
         memory_bytes: memory,
         cores_for_workers: cores,
         stages,
+        services,
         dedup,
         output_estimate: output_estimate(plan, corpus.docs),
         warnings,
@@ -187,6 +215,18 @@ impl Report {
         for s in &self.stages {
             let gpus = if s.gpus.is_empty() { String::new() } else { format!(", GPUs {:?}", s.gpus) };
             out.push(format!("  {:<28} {} worker(s), {} MiB reserved each{gpus}", s.label, s.workers, s.reserved_mb_per_worker));
+        }
+        if !self.services.is_empty() {
+            out.push("services:".to_string());
+            for s in &self.services {
+                let gpus = if s.gpus.is_empty() { String::new() } else { format!(", GPUs {:?}", s.gpus) };
+                let what = if s.runs.starts_with("endpoint ") {
+                    s.runs.clone()
+                } else {
+                    format!("{} replica(s) of `{}`{gpus}", s.replicas, s.runs)
+                };
+                out.push(format!("  {:<28} {what}", s.name));
+            }
         }
         if let Some(d) = &self.dedup {
             let p = &d.plan;

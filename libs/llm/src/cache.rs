@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::client::Reply;
+use crate::request::Reply;
 
 /// A directory of answers.
 #[derive(Debug, Clone)]

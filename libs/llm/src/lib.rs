@@ -12,10 +12,12 @@ mod cache;
 mod client;
 mod limit;
 pub mod prompt;
+mod request;
 
 pub use cache::Cache;
-pub use client::{Chat, Client, ClientOptions, Message, Reply, Stats};
+pub use client::{Client, ClientOptions, Stats};
 pub use limit::{Aimd, Limit};
+pub use request::{Chat, Message, Reply};
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -178,6 +178,22 @@ impl Stage for LlmGenerate {
     }
 }
 
+impl Drop for LlmGenerate {
+    /// What this worker's client did, for the run's log.
+    fn drop(&mut self) {
+        if let Some(c) = &self.client {
+            let s = c.stats();
+            log(
+                Level::Info,
+                &format!(
+                    "llm_generate: {} request(s) ({} retried, {} throttled), {} answer(s) from the cache; {} prompt and {} completion token(s) served",
+                    s.requests, s.retries, s.throttled, s.cache_hits, s.prompt_tokens, s.completion_tokens
+                ),
+            );
+        }
+    }
+}
+
 /// Arrow's validity bits: set where `valid`.
 fn bitmap(valid: &[bool]) -> Vec<u8> {
     let mut out = vec![0u8; valid.len().div_ceil(8)];
