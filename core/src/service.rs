@@ -23,12 +23,12 @@ pub const PORT: &str = "{port}";
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
     /// The server's command line, e.g. `vllm serve Qwen/Qwen2.5-7B-Instruct --port {port}`:
-    /// split on whitespace (or a list of arguments), `{port}` replaced by each replica's port.
-    /// Exclusive with `endpoint`.
+    /// split on whitespace (or a list of arguments), `{port}` replaced by each replica's port,
+    /// run in the pipeline file's directory. Exclusive with `endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Command>,
-    /// A server someone else runs: its base URL (`http://host:8000`, `https://…/v1` is
-    /// trimmed to the host part). Exclusive with `command`.
+    /// A server someone else runs: its base URL (`http://host:8000`; a trailing `/v1` is
+    /// dropped, the client adds it). Exclusive with `command`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// The environment variable holding the API key sent as `Authorization: Bearer …`.

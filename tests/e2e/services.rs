@@ -317,3 +317,34 @@ fn a_document_the_server_refuses_is_dead_lettered_alone() {
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("the server refused the request (400)"), "{}", r.stderr);
 }
+
+#[test]
+fn the_shipped_rewrite_example_runs() {
+    if !needs(Need::LlamaServer) {
+        return;
+    }
+    let models = root().join("target/models");
+    std::fs::create_dir_all(&models).unwrap();
+    let tiny = models.join("tiny-llm.gguf");
+    if !tiny.exists() {
+        install_library(model(), &tiny);
+    }
+    let example = root().join("examples/served/rewrite.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    // The example as shipped, but writing to a directory of this test's own.
+    let text =
+        std::fs::read_to_string(&example).unwrap().replace("  path: out\n", &format!("  path: {}\n", dir.path().join("out").display()));
+    let p = root().join("examples/served").join(format!(".test-{}.yaml", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    let r = run(&p, &dir.path().join("cache"));
+    std::fs::remove_file(&p).unwrap();
+    r.ok();
+    let out: Vec<serde_json::Value> = std::fs::read_dir(dir.path().join("out"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
+        .flat_map(|e| read_jsonl(&e.path()))
+        .collect();
+    assert_eq!(out.len(), 200, "{}", r.stderr);
+    assert!(out.iter().all(|d| d["rewritten"].is_string() && d["llm_completion_tokens"].as_i64() > Some(0)));
+}

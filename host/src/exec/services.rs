@@ -46,6 +46,7 @@ struct Launch {
     name: String,
     k: usize,
     args: Vec<String>,
+    cwd: PathBuf,
     env: Vec<(String, String)>,
     port: u16,
     log: PathBuf,
@@ -85,6 +86,7 @@ impl Services {
                     name: s.name.clone(),
                     k,
                     args: command.args(port),
+                    cwd: s.cwd.clone(),
                     env,
                     port,
                     log: log_dir.join(format!("{}-{k}.log", s.name)),
@@ -217,7 +219,7 @@ fn spawn(l: &Launch) -> Result<Child, String> {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&l.log).map_err(|e| format!("{}: {e}", l.log.display()))?;
     let err = log.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(&l.args[0]);
-    cmd.args(&l.args[1..]).envs(l.env.iter().map(|(a, b)| (a, b))).stdin(Stdio::null()).stdout(log).stderr(err);
+    cmd.args(&l.args[1..]).current_dir(&l.cwd).envs(l.env.iter().map(|(a, b)| (a, b))).stdin(Stdio::null()).stdout(log).stderr(err);
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: only async-signal-safe calls between fork and exec: a process group of its

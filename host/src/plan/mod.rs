@@ -411,7 +411,7 @@ fn checked_stages(
     errors: &mut Vec<SpecError>,
 ) -> (Vec<PlannedStage>, Vec<services::PlannedService>, Option<usize>) {
     let (mut stages, barrier) = stages::plan_stages(spec, label, base, registry, errors);
-    let mut services = services::plan_services(spec);
+    let mut services = services::plan_services(spec, base);
     // Before anything starts a plugin: each must be the file the lock pins.
     if let Some((file, lock)) = locked {
         errors.extend(lock::check(label, file, &stages, lock));

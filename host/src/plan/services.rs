@@ -15,6 +15,9 @@ pub struct PlannedService {
     pub replicas: Vec<Option<Assignment>>,
     /// An endpoint's base URL.
     pub endpoint: Option<String>,
+    /// Where its command runs: the pipeline file's directory, so relative paths in it (a
+    /// model file) resolve as the pipeline's other paths do.
+    pub cwd: std::path::PathBuf,
 }
 
 impl PlannedService {
@@ -31,7 +34,7 @@ impl PlannedService {
 
 /// The services of a checked spec, before GPU placement: CPU servers get their replicas
 /// (default one), GPU ones get theirs from placement, endpoints none.
-pub fn plan_services(spec: &curator_core::PipelineSpec) -> Vec<PlannedService> {
+pub fn plan_services(spec: &curator_core::PipelineSpec, base: &std::path::Path) -> Vec<PlannedService> {
     spec.services
         .iter()
         .map(|(name, s)| {
@@ -41,7 +44,7 @@ pub fn plan_services(spec: &curator_core::PipelineSpec) -> Vec<PlannedService> {
                 (Some(_), false) => vec![None; s.replicas.unwrap_or(1)],
                 _ => Vec::new(),
             };
-            PlannedService { name: name.clone(), spec: s.clone(), replicas, endpoint }
+            PlannedService { name: name.clone(), spec: s.clone(), replicas, endpoint, cwd: base.to_path_buf() }
         })
         .collect()
 }
