@@ -348,3 +348,34 @@ fn the_shipped_rewrite_example_runs() {
     assert_eq!(out.len(), 200, "{}", r.stderr);
     assert!(out.iter().all(|d| d["rewritten"].is_string() && d["llm_completion_tokens"].as_i64() > Some(0)));
 }
+
+#[test]
+fn a_server_past_its_restarts_fails_the_documents_at_once_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = docs(dir.path(), 5);
+    // A "server" that answers its readiness probe and exits: dead at once, every time.
+    let p = write_pipeline(
+        dir.path(),
+        &format!(
+            r#"services:
+  flaky:
+    command: ["python3", "-c", "import http.server as h, sys; h.HTTPServer(('127.0.0.1', int(sys.argv[1])), h.SimpleHTTPRequestHandler).handle_request()", "{{port}}"]
+    ready_path: /
+    model: m
+    max_restarts: 0
+source: {{path: {}}}
+stages:
+  - {{plugin: llm_generate, service: flaky}}
+sink: {{path: {}, mode: overwrite}}
+"#,
+            input.display(),
+            dir.path().join("out").display()
+        ),
+    );
+    let started = Instant::now();
+    let r = run(&p, &dir.path().join("cache"));
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("service \"flaky\" replica 0 exited"), "{}", r.stderr);
+    assert!(r.stderr.contains("the server refused the request (410)") && r.stderr.contains("it is not started again"), "{}", r.stderr);
+    assert!(started.elapsed() < Duration::from_secs(60), "failed at once, not after wait_for_server_s");
+}

@@ -171,7 +171,14 @@ fn supervise(l: &Launch, stop: &AtomicBool, ready: &mpsc::Sender<Result<(), Serv
                 if first {
                     let _ = ready.send(Err(not_ready(l, why)));
                 } else if !stop.load(Ordering::SeqCst) {
-                    tracing::error!(service = %l.name, replica = l.k, "did not come back: {why}; see {}", l.log.display());
+                    let why = format!(
+                        "service {:?} replica {} did not come back after a restart: {why}; its log: {}",
+                        l.name,
+                        l.k,
+                        l.log.display()
+                    );
+                    tracing::error!("{why}");
+                    answer_gone(l.port, &why, stop);
                 }
                 return;
             }
@@ -190,13 +197,15 @@ fn supervise(l: &Launch, stop: &AtomicBool, ready: &mpsc::Sender<Result<(), Serv
         };
         restarts += 1;
         if restarts > l.max_restarts {
-            tracing::error!(
-                service = %l.name,
-                replica = l.k,
-                "exited ({status}) and was restarted {} time(s) already (max_restarts); not starting it again. Its log: {}",
+            let why = format!(
+                "service {:?} replica {} exited ({status}) and was restarted {} time(s) already (max_restarts); it is not started again. Its log: {}",
+                l.name,
+                l.k,
                 restarts - 1,
                 l.log.display()
             );
+            tracing::error!("{why}");
+            answer_gone(l.port, &why, stop);
             return;
         }
         let delay = restart_delay_s(restarts);
@@ -207,6 +216,48 @@ fn supervise(l: &Launch, stop: &AtomicBool, ready: &mpsc::Sender<Result<(), Serv
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A replica that is gone for good: its port answers every request `410 Gone` with the
+/// reason, until the run ends. A client takes a 4xx as final, so the documents waiting for
+/// it fail at once with that reason (dead-lettered, or the run stops) instead of waiting
+/// for a server that will not come back.
+fn answer_gone(port: u16, why: &str, stop: &AtomicBool) {
+    let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) else { return };
+    if listener.set_nonblocking(true).is_err() {
+        return;
+    }
+    let body = serde_json::json!({"error": {"message": why, "type": "service_gone"}}).to_string();
+    let answer =
+        format!("HTTP/1.1 410 Gone\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((mut conn, _)) => {
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                // Read the whole request (a client that is cut off mid-send sees a reset, not
+                // the answer), then answer and close.
+                let mut reader = std::io::BufReader::new(&mut conn);
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    match reader.read_line(&mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) if line.trim().is_empty() => break,
+                        Ok(_) => {
+                            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                                len = v.trim().parse().unwrap_or(0);
+                            }
+                        }
+                    }
+                }
+                let _ = std::io::copy(&mut reader.take(len as u64), &mut std::io::sink());
+                let _ = conn.write_all(answer.as_bytes());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
 }
