@@ -75,6 +75,19 @@ execution: {{ignore_failures: true}}
     )
 }
 
+/// `llm_generate` on `input` with one service, `name`, whose entry is `entry` (YAML lines
+/// indented by four spaces after the first).
+fn one_service_pipeline(dir: &Path, input: &Path, name: &str, entry: &str) -> PathBuf {
+    write_pipeline(
+        dir,
+        &format!(
+            "services:\n  {name}:\n    {entry}\nsource: {{path: {}}}\nstages:\n  - {{plugin: llm_generate, service: {name}}}\nsink: {{path: {}, mode: overwrite}}\n",
+            input.display(),
+            dir.join("out").display()
+        ),
+    )
+}
+
 fn run(pipeline: &Path, cache: &Path) -> Run {
     host()
         .env("CURATOR_CACHE_DIR", cache)
@@ -178,21 +191,12 @@ fn a_server_killed_mid_run_is_restarted_and_every_document_answered_once() {
 fn a_server_that_never_becomes_ready_fails_the_run_with_its_log() {
     let dir = tempfile::tempdir().unwrap();
     let input = docs(dir.path(), 3);
-    let p = write_pipeline(
+    let p = one_service_pipeline(
         dir.path(),
-        &format!(
-            r#"services:
-  slow:
-    command: ["python3", "-c", "import sys, time; print('loading weights for port ' + sys.argv[1], flush=True); time.sleep(60)", "{{port}}"]
-    startup_timeout_s: 1.5
-source: {{path: {}}}
-stages:
-  - {{plugin: llm_generate, service: slow}}
-sink: {{path: {}, mode: overwrite}}
-"#,
-            input.display(),
-            dir.path().join("out").display()
-        ),
+        &input,
+        "slow",
+        r#"command: ["python3", "-c", "import sys, time; print('loading weights for port ' + sys.argv[1], flush=True); time.sleep(60)", "{port}"]
+    startup_timeout_s: 1.5"#,
     );
     let started = Instant::now();
     let r = run(&p, &dir.path().join("cache"));
@@ -354,23 +358,14 @@ fn a_server_past_its_restarts_fails_the_documents_at_once_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let input = docs(dir.path(), 5);
     // A "server" that answers its readiness probe and exits: dead at once, every time.
-    let p = write_pipeline(
+    let p = one_service_pipeline(
         dir.path(),
-        &format!(
-            r#"services:
-  flaky:
-    command: ["python3", "-c", "import http.server as h, sys; h.HTTPServer(('127.0.0.1', int(sys.argv[1])), h.SimpleHTTPRequestHandler).handle_request()", "{{port}}"]
+        &input,
+        "flaky",
+        r#"command: ["python3", "-c", "import http.server as h, sys; h.HTTPServer(('127.0.0.1', int(sys.argv[1])), h.SimpleHTTPRequestHandler).handle_request()", "{port}"]
     ready_path: /
     model: m
-    max_restarts: 0
-source: {{path: {}}}
-stages:
-  - {{plugin: llm_generate, service: flaky}}
-sink: {{path: {}, mode: overwrite}}
-"#,
-            input.display(),
-            dir.path().join("out").display()
-        ),
+    max_restarts: 0"#,
     );
     let started = Instant::now();
     let r = run(&p, &dir.path().join("cache"));
