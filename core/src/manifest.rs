@@ -100,6 +100,10 @@ pub struct Manifest {
     /// Columns the stage writes or adds.
     #[serde(default)]
     pub output_columns: Vec<String>,
+    /// Int64 output columns whose totals the run's summary reports for this stage (the
+    /// tokens a model server counted, say). Each must be one of `output_columns`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sums: Vec<String>,
     /// JSON Schema of the `params:` object.
     pub params_schema: serde_json::Value,
     #[serde(default)]
@@ -126,6 +130,8 @@ pub enum ManifestError {
     BadDirectory(String),
     #[error("manifest: input_params: {0:?} is not a string property of params_schema")]
     BadInputParam(String),
+    #[error("manifest: sums: {0:?} is not one of output_columns")]
+    BadSum(String),
 }
 
 impl Manifest {
@@ -159,6 +165,9 @@ impl Manifest {
             if self.params_schema.pointer(&format!("/properties/{p}/type")).and_then(|t| t.as_str()) != Some("string") {
                 return Err(ManifestError::BadInputParam(p.clone()));
             }
+        }
+        if let Some(c) = self.sums.iter().find(|c| !self.output_columns.contains(c)) {
+            return Err(ManifestError::BadSum(c.clone()));
         }
         Ok(())
     }
@@ -203,6 +212,17 @@ mod tests {
         bad["input_params"] = serde_json::json!(["missing"]);
         let err = Manifest::from_json(bad.to_string().as_bytes()).expect_err("no such param");
         assert!(err.to_string().contains("\"missing\""), "{err}");
+    }
+
+    #[test]
+    fn sums_name_output_columns() {
+        let mut m = sample();
+        m["output_columns"] = serde_json::json!(["tokens"]);
+        m["sums"] = serde_json::json!(["tokens"]);
+        assert_eq!(Manifest::from_json(m.to_string().as_bytes()).expect("valid").sums, ["tokens"]);
+        m["sums"] = serde_json::json!(["tokens", "other"]);
+        let err = Manifest::from_json(m.to_string().as_bytes()).expect_err("not an output");
+        assert_eq!(err.to_string(), "manifest: sums: \"other\" is not one of output_columns");
     }
 
     fn sample() -> serde_json::Value {

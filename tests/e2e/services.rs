@@ -136,6 +136,12 @@ fn a_served_model_answers_every_document_and_stops_with_the_run() {
         sum("llm_completion_tokens")
     );
     assert!(r.stderr.contains(&totals), "{totals:?} not in:\n{}", r.stderr);
+    // And the run's summary totals them (the manifest's `sums`), in its table and its JSON.
+    let line =
+        format!("llm_generate: llm_completion_tokens {}, llm_prompt_tokens {}", sum("llm_completion_tokens"), sum("llm_prompt_tokens"));
+    assert!(r.stdout.contains(&line), "{line:?} not in:\n{}", r.stdout);
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/_summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["stages"][0]["sums"]["llm_prompt_tokens"], sum("llm_prompt_tokens"), "{summary}");
     for d in &out {
         assert!(d["rewritten"].is_string(), "{d}");
         assert!(d["llm_completion_tokens"].as_i64().unwrap() > 0, "{d}");

@@ -30,6 +30,8 @@ pub struct StageCounters {
     pub workers: AtomicI64,
     /// Nanoseconds workers of the stage were alive (added when a worker exits).
     pub alive_ns: AtomicU64,
+    /// Totals of the integer columns its manifest names in `sums`.
+    pub sums: std::sync::Mutex<std::collections::BTreeMap<String, i64>>,
 }
 
 /// Counters of a dedup step's phases.

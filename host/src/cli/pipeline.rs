@@ -302,6 +302,10 @@ fn print_summary(plan: &plan::Plan, summary: &exec::RunSummary) {
         }
     }
     out!("{}", render(table));
+    for s in summary.stages.iter().filter(|s| !s.sums.is_empty()) {
+        let totals: Vec<String> = s.sums.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        out!("{}: {}", s.label, totals.join(", "));
+    }
     if let Some(d) = &summary.dedup {
         out!(
             "dedup ({}, {}): {} documents, {} duplicate(s) in {} group(s), largest {}{}; ids in {}",

@@ -324,6 +324,19 @@ fn take_row_errors(
     Ok((input, output, failed))
 }
 
+/// Add the totals of the int64 columns `names` (the manifest's `sums`) of a stage's output.
+fn add_sums(names: &[String], out: &RecordBatch, totals: &Mutex<std::collections::BTreeMap<String, i64>>) {
+    if names.is_empty() {
+        return;
+    }
+    let mut totals = totals.lock().unwrap_or_else(|e| e.into_inner());
+    for name in names {
+        if let Some(v) = out.column_by_name(name).and_then(|c| c.as_any().downcast_ref::<Int64Array>()) {
+            *totals.entry(name.clone()).or_default() += v.iter().flatten().sum::<i64>();
+        }
+    }
+}
+
 /// Rows `[min, max + 1)` of the `_row` column, and the ids, of a failed part.
 fn failed_rows(batch: &RecordBatch) -> (Option<[u64; 2]>, Vec<String>) {
     let rows = row_numbers(batch).and_then(|r| {
@@ -419,6 +432,7 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement
         };
         task.side.push((b, side));
     }
+    add_sums(&stage.plugin.manifest.sums, &out, &c.sums);
     c.docs_in.fetch_add(rows as u64, Ordering::Relaxed);
     c.docs_out.fetch_add(out.num_rows() as u64, Ordering::Relaxed);
     c.failed.fetch_add(failed_docs, Ordering::Relaxed);

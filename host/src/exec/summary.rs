@@ -34,6 +34,9 @@ pub struct StageStats {
     /// Workers at the end of the run, and the most it had.
     pub workers: usize,
     pub max_workers: usize,
+    /// Totals of the columns its manifest names in `sums` (tokens a model server counted).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sums: std::collections::BTreeMap<String, i64>,
 }
 
 /// A re-allocation of workers by the autoscaler.
@@ -113,6 +116,7 @@ pub(crate) fn stage_stats(plan: &Plan, metrics: &RunMetrics, scaling: &[ScaleEve
                 docs_per_s: if busy_s > 0.0 { docs_in as f64 / busy_s } else { 0.0 },
                 workers: scaling.last().and_then(|e| e.workers.get(k).copied()).unwrap_or(0),
                 max_workers: scaling.iter().filter_map(|e| e.workers.get(k).copied()).max().unwrap_or(0),
+                sums: c.sums.lock().map(|m| m.clone()).unwrap_or_default(),
             }
         })
         .collect()

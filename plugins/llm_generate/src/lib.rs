@@ -13,7 +13,16 @@ use curator_llm::{Cache, Chat, Client, ClientOptions, Message};
 use curator_sdk::prelude::*;
 
 /// Generates text with a served model.
-#[stage(name = "llm_generate", native, cpus = 1.0, memory_mb = 1024, inputs = ["*"], outputs = ["generated"], batch_size = 256)]
+#[stage(
+    name = "llm_generate",
+    native,
+    cpus = 1.0,
+    memory_mb = 1024,
+    inputs = ["*"],
+    outputs = ["generated", "llm_prompt_tokens", "llm_completion_tokens"],
+    sums = ["llm_prompt_tokens", "llm_completion_tokens"],
+    batch_size = 256
+)]
 pub struct LlmGenerate {
     /// The user message: `{text}`, `{title}`, any string field of the document; `{{` and
     /// `}}` for braces.

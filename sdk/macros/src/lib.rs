@@ -12,7 +12,7 @@ use curator_core::{Abi, DirectoryRequest, Manifest, Permissions, PluginKind, Res
 /// Turn a params struct into a curator stage. Arguments:
 /// `name = "..."` (required), `cpus`, `gpus`, `gpu_memory_gb`, `memory_mb`, `batch_size`,
 /// `inputs = [..]`, `input_params = [..]` (params whose value names a column the stage also
-/// reads), `outputs = [..]`, `dir = "name"` / `writable_dir = "name"` (repeatable),
+/// reads), `outputs = [..]`, `sums = [..]` (integer outputs the run summary totals), `dir = "name"` / `writable_dir = "name"` (repeatable),
 /// `version` (default: the crate's). Field attribute: `#[param(default = EXPR, min = N,
 /// max = N, one_of = [..])]`; `#[state]` marks a field that is not a param (built in `init`,
 /// `Default` until then). The struct's and fields' doc comments become descriptions.
@@ -33,6 +33,7 @@ struct Args {
     inputs: Option<Vec<String>>,
     input_params: Vec<String>,
     outputs: Vec<String>,
+    sums: Vec<String>,
     dirs: Vec<DirectoryRequest>,
     /// A native (C ABI) plugin rather than a WASM component.
     native: bool,
@@ -85,6 +86,7 @@ fn parse_args(tokens: TokenStream2) -> syn::Result<Args> {
             "inputs" => args.inputs = Some(lit_strings(&expr)?),
             "input_params" => args.input_params = lit_strings(&expr)?,
             "outputs" => args.outputs = lit_strings(&expr)?,
+            "sums" => args.sums = lit_strings(&expr)?,
             "dir" | "writable_dir" => {
                 args.dirs.push(DirectoryRequest { name: string()?, writable: key == "writable_dir", description: String::new() })
             }
@@ -323,6 +325,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         input_columns: args.inputs.unwrap_or_else(|| vec!["text".into()]),
         input_params: args.input_params,
         output_columns: args.outputs,
+        sums: args.sums,
         params_schema,
         permissions: Permissions { directories: args.dirs },
         setup_on_node: Vec::new(),
