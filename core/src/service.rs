@@ -23,8 +23,9 @@ pub const PORT: &str = "{port}";
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
     /// The server's command line, e.g. `vllm serve Qwen/Qwen2.5-7B-Instruct --port {port}`:
-    /// split on whitespace (or a list of arguments), `{port}` replaced by each replica's port,
-    /// run in the pipeline file's directory. Exclusive with `endpoint`.
+    /// split as a POSIX shell splits words (quotes and backslashes; no expansion), or a list
+    /// of arguments; `{port}` replaced by each replica's port; run in the pipeline file's
+    /// directory. Exclusive with `endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Command>,
     /// A server someone else runs: its base URL (`http://host:8000`; a trailing `/v1` is
@@ -60,7 +61,7 @@ pub struct ServiceSpec {
     pub env: BTreeMap<String, String>,
 }
 
-/// A command as one string (split on whitespace) or as its arguments.
+/// A command as one string (split into words as a POSIX shell would) or as its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Command {
@@ -69,10 +70,11 @@ pub enum Command {
 }
 
 impl Command {
-    /// The arguments, `{port}` replaced.
+    /// The arguments, `{port}` replaced (none for a line whose quotes do not close, which
+    /// `ServiceSpec::check` refuses).
     pub fn args(&self, port: u16) -> Vec<String> {
         let args: Vec<String> = match self {
-            Command::Line(l) => l.split_whitespace().map(str::to_string).collect(),
+            Command::Line(l) => shlex::split(l).unwrap_or_default(),
             Command::Args(a) => a.clone(),
         };
         args.into_iter().map(|a| a.replace(PORT, &port.to_string())).collect()
@@ -95,7 +97,7 @@ impl Command {
 
     fn is_empty(&self) -> bool {
         match self {
-            Command::Line(l) => l.trim().is_empty(),
+            Command::Line(l) => shlex::split(l).is_none_or(|w| w.is_empty()),
             Command::Args(a) => a.is_empty() || a[0].trim().is_empty(),
         }
     }
@@ -125,6 +127,9 @@ impl ServiceSpec {
                 at(""),
                 "needs a command (a server the host starts) or an endpoint (a server that already runs)",
             )),
+            (Some(Command::Line(l)), None) if shlex::split(l).is_none() => {
+                errors.push(SpecError::new(file, at("command"), "a quote does not close (or the line ends in a backslash)"))
+            }
             (Some(c), None) if c.is_empty() => errors.push(SpecError::new(file, at("command"), "is empty")),
             (Some(c), None) if !c.has_port() => errors.push(SpecError::new(
                 file,
@@ -214,6 +219,10 @@ mod tests {
         assert!(e[0].contains("services.llm.command") && e[0].contains("{port}"), "{e:?}");
         assert!(errors(&spec("command: vllm serve m --port {port}")).is_empty());
         assert_eq!(spec("command: [srv, '--port={port}']").command.unwrap().args(81), ["srv", "--port=81"]);
+        let quoted = spec(r#"command: 'srv --template "a b" --x=''c d'' --port {port}'"#);
+        assert!(errors(&quoted).is_empty());
+        assert_eq!(quoted.command.unwrap().args(7), ["srv", "--template", "a b", "--x=c d", "--port", "7"]);
+        assert!(errors(&spec(r#"command: 'srv "open --port {port}'"#))[0].contains("a quote does not close"));
     }
 
     #[test]
