@@ -363,20 +363,21 @@ fn the_shipped_rewrite_example_runs() {
 fn a_server_past_its_restarts_fails_the_documents_at_once_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let input = docs(dir.path(), 5);
-    // A "server" that answers its readiness probe and exits: dead at once, every time.
-    let p = one_service_pipeline(
-        dir.path(),
-        &input,
-        "flaky",
-        r#"command: ["python3", "-c", "import http.server as h, sys; h.HTTPServer(('127.0.0.1', int(sys.argv[1])), h.SimpleHTTPRequestHandler).handle_request()", "{port}"]
+    // A "server" that starts an engine process of its own (as vLLM does), answers its
+    // readiness probe and exits: dead at once, every time.
+    let marker = format!("engine-of-flaky-{}", std::process::id());
+    let entry = format!(
+        r#"command: ["python3", "-c", "import http.server as h, subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[2]]); h.HTTPServer(('127.0.0.1', int(sys.argv[1])), h.SimpleHTTPRequestHandler).handle_request()", "{{port}}", "{marker}"]
     ready_path: /
     model: m
-    max_restarts: 0"#,
+    max_restarts: 0"#
     );
+    let p = one_service_pipeline(dir.path(), &input, "flaky", &entry);
     let started = Instant::now();
     let r = run(&p, &dir.path().join("cache"));
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("service \"flaky\" replica 0 exited"), "{}", r.stderr);
     assert!(r.stderr.contains("the server refused the request (410)") && r.stderr.contains("it is not started again"), "{}", r.stderr);
     assert!(started.elapsed() < Duration::from_secs(60), "failed at once, not after wait_for_server_s");
+    assert!(!running(&marker), "the server's engine process was stopped with it");
 }

@@ -195,6 +195,12 @@ fn supervise(l: &Launch, stop: &AtomicBool, ready: &mpsc::Sender<Result<(), Serv
                 Err(_) => break std::process::ExitStatus::default(),
             }
         };
+        // What the server started is stopped with it (vLLM's engine process would hold the
+        // card's memory the restart needs).
+        // SAFETY: a signal to the process group this host created for the replica.
+        unsafe {
+            libc::killpg(child.id() as i32, libc::SIGKILL);
+        }
         restarts += 1;
         if restarts > l.max_restarts {
             let why = format!(
