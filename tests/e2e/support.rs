@@ -215,6 +215,9 @@ pub enum Need {
     /// The encoder models in `target/models`: MiniLM, the random-weight DeBERTa and CLIP
     /// models and image heads (`python3 scripts/models/fetch.py`).
     EncoderModels,
+    /// TransNetV2's published weights and the sample footage they ship with, in
+    /// `target/models/transnetv2` (`python3 scripts/models/fetch.py`).
+    TransNetV2,
     /// fastText's lid.176 in `target/fasttext` (`python3 scripts/langid/make_fasttext_reference.py --model-only`).
     FastTextModel,
     /// pyarrow, polars and DuckDB from PyPI, for the compatibility matrix.
@@ -238,6 +241,9 @@ impl Need {
             Need::EncoderModels => ["all-MiniLM-L6-v2", "clip-l14-2l", "aesthetic-head"]
                 .iter()
                 .all(|m| root().join("target/models").join(m).join("model.safetensors").exists()),
+            Need::TransNetV2 => {
+                ["model.safetensors", "sample.mp4"].iter().all(|f| root().join("target/models/transnetv2").join(f).exists())
+            }
             Need::FastTextModel => root().join("target/fasttext/lid.176.ftz").exists(),
             Need::DataFrameTools => succeeds("python3", &["-c", "import pyarrow, polars, duckdb"]),
             Need::LlamaServer => succeeds("python3", &["-c", "import llama_cpp.server.app, gguf"]),

