@@ -216,15 +216,14 @@ fn histograms(frames: &[&[u8]]) -> Vec<f32> {
     h
 }
 
-/// The logits of both heads for each frame of one window (`frames`: each `27 × 48 × 3`
-/// bytes, any number of them).
-pub fn forward(w: &Weights, frames: &[&[u8]]) -> (Vec<f32>, Vec<f32>) {
+/// The three stacks of one window: the last stack's map (`[t × 3 × 6 × 256]`, channels-last)
+/// and each frame's per-stack channel means side by side (`[t × 448]`).
+pub(crate) fn stacks(w: &Weights, frames: &[&[u8]]) -> (Vec<f32>, Vec<f32>) {
     let t = frames.len();
     let mut x = Map { t, h: HEIGHT, w: WIDTH, c: 3, data: Vec::with_capacity(t * HEIGHT * WIDTH * 3) };
     for f in frames {
         x.data.extend(f.iter().map(|&b| b as f32 / 255.0));
     }
-    // Each stack's output averaged over its pixels, side by side: the similarity branch's input.
     let features: usize = (0..STACKS).map(Weights::stack_channels).sum();
     let mut means = vec![0f32; t * features];
     let mut at = 0;
@@ -242,22 +241,36 @@ pub fn forward(w: &Weights, frames: &[&[u8]]) -> (Vec<f32>, Vec<f32>) {
         }
         at += x.c;
     }
-    let mut projected = dense(&w.similarity_projection, &means, t);
+    (x.data, means)
+}
+
+/// Everything after the stacks for one window: the similarity and colour-histogram branches,
+/// `fc1` and both heads' logits per frame. `last` and `means` are [`stacks`]' (from the CPU or
+/// the GPU).
+pub(crate) fn head(w: &Weights, frames: &[&[u8]], last: &[f32], means: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let t = frames.len();
+    let mut projected = dense(&w.similarity_projection, means, t);
     normalize_rows(&mut projected, w.similarity_projection.outputs);
     let similarity = lookup(&projected, t, w.similarity_projection.outputs, &w.similarity_fc);
     let hist = histograms(frames);
     let colour = lookup(&hist, t, 512, &w.histogram_fc);
     // [colour | similarity | the last stack's pixels (h, w, c)] per frame.
-    let flat = x.h * x.w * x.c;
-    let width = colour.len() / t.max(1) + similarity.len() / t.max(1) + flat;
-    let mut all = Vec::with_capacity(t * width);
+    let flat = last.len() / t.max(1);
+    let s = w.histogram_fc.outputs;
+    let mut all = Vec::with_capacity(t * (2 * s + flat));
     for i in 0..t {
-        let s = w.histogram_fc.outputs;
         all.extend_from_slice(&colour[i * s..(i + 1) * s]);
         all.extend_from_slice(&similarity[i * s..(i + 1) * s]);
-        all.extend_from_slice(&x.data[i * flat..(i + 1) * flat]);
+        all.extend_from_slice(&last[i * flat..(i + 1) * flat]);
     }
     let mut hidden = dense(&w.fc1, &all, t);
     hidden.iter_mut().for_each(|v| *v = v.max(0.0));
     (dense(&w.single, &hidden, t), dense(&w.many_hot, &hidden, t))
+}
+
+/// The logits of both heads for each frame of one window (`frames`: each `27 × 48 × 3`
+/// bytes, any number of them).
+pub fn forward(w: &Weights, frames: &[&[u8]]) -> (Vec<f32>, Vec<f32>) {
+    let (last, means) = stacks(w, frames);
+    head(w, frames, &last, &means)
 }

@@ -152,4 +152,65 @@ impl Weights {
             many_hot: linear("cls_layer2", DENSE, 1)?,
         })
     }
+
+    /// Weights of the published shapes drawn from a seeded generator (tests).
+    #[cfg(test)]
+    pub(crate) fn random(seed: u64) -> Weights {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut draw = |n: usize, scale: f32| -> Vec<f32> {
+            (0..n)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
+                })
+                .collect()
+        };
+        let stacks = (0..STACKS)
+            .map(|s| {
+                let filters = FILTERS << s;
+                (0..BLOCKS)
+                    .map(|b| {
+                        let in_channels = if b > 0 {
+                            filters * 4
+                        } else if s == 0 {
+                            3
+                        } else {
+                            Weights::stack_channels(s - 1)
+                        };
+                        let mid = 2 * filters;
+                        Block {
+                            in_channels,
+                            filters,
+                            spatial: draw(9 * in_channels * 4 * mid, 2.0 / ((9 * in_channels) as f32).sqrt()),
+                            temporal: std::array::from_fn(|_| {
+                                std::array::from_fn(|_| draw(mid * filters, 2.0 / ((3 * mid) as f32).sqrt()))
+                            }),
+                            scale: draw(4 * filters, 0.5).into_iter().map(|v| v + 1.0).collect(),
+                            shift: draw(4 * filters, 0.2),
+                            relu: b + 1 != BLOCKS,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut linear = |inputs: usize, outputs: usize| Linear {
+            weight: draw(inputs * outputs, 2.0 / (inputs as f32).sqrt()),
+            bias: draw(outputs, 0.1),
+            inputs,
+            outputs,
+        };
+        let features: usize = (0..STACKS).map(Weights::stack_channels).sum();
+        let last = Weights::stack_channels(STACKS - 1) * 3 * 6;
+        Weights {
+            stacks,
+            similarity_projection: linear(features, SIMILARITY),
+            similarity_fc: linear(LOOKUP, SIMILARITY),
+            histogram_fc: linear(LOOKUP, SIMILARITY),
+            fc1: linear(last + 2 * SIMILARITY, DENSE),
+            single: linear(DENSE, 1),
+            many_hot: linear(DENSE, 1),
+        }
+    }
 }

@@ -11,7 +11,11 @@
 //! rate, as NeMo's spans), `num_frames`, and the clip's frames unless `keep_frames` is false,
 //! so `motion_filter`, `clip_aesthetic_filter` and `clip_writer` follow it unchanged.
 //!
-//! The network runs in f32 on the CPU, a video's 100-frame windows in parallel.
+//! The network runs in f32 on the CPU, a video's 100-frame windows in parallel; with
+//! `device: gpu` (the manifest asks for CPUs only, so give it a card with `resources:
+//! {gpu_memory_gb: 4}`), its convolution stacks run on the card, `windows_per_pass` windows at a
+//! time, and the rest of the network on the CPU. `auto` is the CPU until the GPU path has been
+//! checked on a card.
 
 use curator_sdk::prelude::*;
 use curator_shots::{FRAME_BYTES, HEIGHT, TransNetV2, WIDTH, Windows};
@@ -61,6 +65,12 @@ pub struct TransNetV2Split {
     /// Pass each clip's frames on (for motion_filter and frame embeddings).
     #[param(default = true)]
     pub keep_frames: bool,
+    /// auto (the CPU, until the GPU path is checked on a card) | gpu | cpu
+    #[param(default = "auto", one_of = ["auto", "gpu", "cpu"])]
+    pub device: String,
+    /// GPU: windows of 100 frames per pass (about 220 MB of device memory each).
+    #[param(default = 16, min = 1, max = 1024)]
+    pub windows_per_pass: usize,
     #[state]
     net: Option<TransNetV2>,
 }
@@ -120,8 +130,27 @@ fn frame_rate(container: Option<f64>, f: &Frames) -> Option<f64> {
 impl Stage for TransNetV2Split {
     fn init(&mut self) -> Result<(), StageError> {
         let path = curator_sdk::granted_path(&self.model);
-        let net = TransNetV2::load(&path)
+        let mut net = TransNetV2::load(&path)
             .map_err(|e| StageError::InvalidParams(format!("model {}: {e} (grant its directory as `models`)", self.model)))?;
+        let context = curator_sdk::native::context();
+        // Planning's throw-away instance checks the model and leaves devices alone.
+        // `auto` stays on the CPU until the GPU path has been checked against PyTorch on a card
+        // (docs/src/video.md); `gpu` asks for it.
+        let want_gpu = !context.check_only && self.device == "gpu";
+        if want_gpu {
+            let cache = context.cache_dir.as_ref().map(|d| std::path::PathBuf::from(d).join("kernels"));
+            match net.use_gpu(self.windows_per_pass, cache.as_deref()) {
+                Ok(()) => {}
+                Err(e) if self.device == "gpu" => return Err(StageError::Failed(format!("transnetv2_split: device gpu: {e}"))),
+                Err(e) => log(Level::Warn, &format!("transnetv2_split: no GPU ({e}); the network runs on the CPU")),
+            }
+        }
+        let place = if net.on_gpu() {
+            format!("convolutions on the GPU ({} windows a pass), the rest on the CPU", self.windows_per_pass)
+        } else {
+            "on the CPU".to_string()
+        };
+        log(Level::Info, &format!("transnetv2_split: TransNetV2 {place}"));
         self.net = Some(net);
         Ok(())
     }
@@ -198,6 +227,8 @@ mod tests {
             limit_clips: 0,
             windows: "published".into(),
             keep_frames: true,
+            device: "cpu".into(),
+            windows_per_pass: 16,
             net: None,
         };
         let s = stage.shape(29.97);
