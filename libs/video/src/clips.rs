@@ -228,6 +228,68 @@ pub fn shape_scenes(scenes: &[(usize, usize)], shape: SceneShape) -> Vec<(usize,
     out
 }
 
+/// The rows a clip splitter answers (`clip_split`, `transnetv2_split`): one per clip, `id`
+/// (`<video id>:<clip index>`), `text` (the video's path), `video_id`, `clip_index`, `start_s`,
+/// `end_s`, `num_frames` and, when kept, the clip's own frames (the frame columns).
+pub struct ClipRows {
+    keep_frames: bool,
+    id: Vec<String>,
+    text: Vec<String>,
+    video_id: Vec<String>,
+    index: Vec<i64>,
+    start: Vec<f64>,
+    end: Vec<f64>,
+    count: Vec<i64>,
+    frames: Vec<Frames>,
+}
+
+impl ClipRows {
+    pub fn new(keep_frames: bool) -> ClipRows {
+        ClipRows {
+            keep_frames,
+            id: Vec::new(),
+            text: Vec::new(),
+            video_id: Vec::new(),
+            index: Vec::new(),
+            start: Vec::new(),
+            end: Vec::new(),
+            count: Vec::new(),
+            frames: Vec::new(),
+        }
+    }
+
+    /// Clip `k` of `video` (at `path`): `[start_s, end_s)`, its frames `range` of `f`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(&mut self, video: &str, path: &str, k: usize, start_s: f64, end_s: f64, f: &Frames, range: std::ops::Range<usize>) {
+        self.id.push(format!("{video}:{k}"));
+        self.text.push(path.to_string());
+        self.video_id.push(video.to_string());
+        self.index.push(k as i64);
+        self.start.push(start_s);
+        self.end.push(end_s);
+        self.count.push(range.len() as i64);
+        self.frames.push(if self.keep_frames { f.slice(range) } else { Frames::new(f.width, f.height, f.channels) });
+    }
+
+    /// The rows as a batch.
+    pub fn into_batch(self) -> curator_sdk::Batch {
+        use curator_sdk::Column;
+        let mut columns = vec![
+            Column::utf8("id", self.id.iter().map(String::as_str)),
+            Column::utf8("text", self.text.iter().map(String::as_str)),
+            Column::utf8("video_id", self.video_id.iter().map(String::as_str)),
+            Column::int64("clip_index", &self.index),
+            Column::float64("start_s", &self.start),
+            Column::float64("end_s", &self.end),
+            Column::int64("num_frames", &self.count),
+        ];
+        if self.keep_frames {
+            columns.extend(crate::frames::to_columns(&self.frames));
+        }
+        curator_sdk::Batch { num_rows: self.id.len() as u32, columns }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

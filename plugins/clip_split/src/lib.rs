@@ -10,7 +10,7 @@
 //! `min_clip_s`..`max_clip_s` as NeMo's TransNetV2 stage does (`crop_s`, `long_scenes`).
 
 use curator_sdk::prelude::*;
-use curator_video::clips::{self, LongScenes, Span};
+use curator_video::clips::{self, ClipRows, LongScenes, Span};
 use curator_video::frames::{self, Frames};
 
 /// Cuts decoded videos into clips by fixed stride or scene cuts.
@@ -80,9 +80,7 @@ impl Stage for ClipSplit {
         let paths = batch.column("text")?.strings()?;
         let durations = frames::numbers(&batch, "duration_s")?;
         let videos = frames::from_batch(&batch)?;
-        let (mut id, mut text, mut video_id) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut index, mut start, mut end, mut count) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut clip_frames = Vec::new();
+        let mut rows = ClipRows::new(self.keep_frames);
         for (r, f) in videos.iter().enumerate() {
             let vid = ids.get(r).unwrap_or_default();
             // Without a duration from the container, the last frame's end stands in.
@@ -90,30 +88,10 @@ impl Stage for ClipSplit {
             let fallback = f.times.last().map(|t| t + if frame_gap.is_finite() { frame_gap } else { 0.0 }).unwrap_or(0.0);
             let duration = durations[r].filter(|d| *d > 0.0).unwrap_or(fallback);
             for (k, span) in self.spans(f, duration).into_iter().enumerate() {
-                let range = span.frames(&f.times);
-                id.push(format!("{vid}:{k}"));
-                text.push(paths.get(r).unwrap_or_default().to_string());
-                video_id.push(vid.to_string());
-                index.push(k as i64);
-                start.push(span.start);
-                end.push(span.end);
-                count.push(range.len() as i64);
-                clip_frames.push(if self.keep_frames { f.slice(range) } else { Frames::new(f.width, f.height, f.channels) });
+                rows.push(vid, paths.get(r).unwrap_or_default(), k, span.start, span.end, f, span.frames(&f.times));
             }
         }
-        let mut columns = vec![
-            Column::utf8("id", id.iter().map(String::as_str)),
-            Column::utf8("text", text.iter().map(String::as_str)),
-            Column::utf8("video_id", video_id.iter().map(String::as_str)),
-            Column::int64("clip_index", &index),
-            Column::float64("start_s", &start),
-            Column::float64("end_s", &end),
-            Column::int64("num_frames", &count),
-        ];
-        if self.keep_frames {
-            columns.extend(frames::to_columns(&clip_frames));
-        }
-        Ok(Output::Batch(Batch { num_rows: id.len() as u32, columns }))
+        Ok(Output::Batch(rows.into_batch()))
     }
 }
 

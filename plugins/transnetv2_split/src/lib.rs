@@ -19,7 +19,7 @@
 
 use curator_sdk::prelude::*;
 use curator_shots::{FRAME_BYTES, HEIGHT, TransNetV2, WIDTH, Windows};
-use curator_video::clips::{self, LongScenes, SceneShape};
+use curator_video::clips::{self, ClipRows, LongScenes, SceneShape};
 use curator_video::frames::{self, Frames};
 
 /// Cuts decoded videos into clips at the shot transitions TransNetV2 finds.
@@ -161,9 +161,7 @@ impl Stage for TransNetV2Split {
         let paths = batch.column("text")?.strings()?;
         let rates = frames::numbers(&batch, "fps").unwrap_or_else(|_| vec![None; batch.num_rows as usize]);
         let videos = frames::from_batch(&batch)?;
-        let (mut id, mut text, mut video_id) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut index, mut start, mut end, mut count) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut clip_frames = Vec::new();
+        let mut rows = ClipRows::new(self.keep_frames);
         for (r, f) in videos.iter().enumerate() {
             let vid = ids.get(r).unwrap_or_default();
             let Some(fps) = frame_rate(rates.get(r).copied().flatten(), f) else {
@@ -171,30 +169,11 @@ impl Stage for TransNetV2Split {
                 continue;
             };
             for (k, (a, b)) in self.clips(net, f, fps, vid)?.into_iter().enumerate() {
-                id.push(format!("{vid}:{k}"));
-                text.push(paths.get(r).unwrap_or_default().to_string());
-                video_id.push(vid.to_string());
-                index.push(k as i64);
-                start.push(a as f64 / fps);
-                end.push(b as f64 / fps);
-                let range = a.min(f.len())..b.min(f.len());
-                count.push(range.len() as i64);
-                clip_frames.push(if self.keep_frames { f.slice(range) } else { Frames::new(f.width, f.height, f.channels) });
+                let path = paths.get(r).unwrap_or_default();
+                rows.push(vid, path, k, a as f64 / fps, b as f64 / fps, f, a.min(f.len())..b.min(f.len()));
             }
         }
-        let mut columns = vec![
-            Column::utf8("id", id.iter().map(String::as_str)),
-            Column::utf8("text", text.iter().map(String::as_str)),
-            Column::utf8("video_id", video_id.iter().map(String::as_str)),
-            Column::int64("clip_index", &index),
-            Column::float64("start_s", &start),
-            Column::float64("end_s", &end),
-            Column::int64("num_frames", &count),
-        ];
-        if self.keep_frames {
-            columns.extend(frames::to_columns(&clip_frames));
-        }
-        Ok(Output::Batch(Batch { num_rows: id.len() as u32, columns }))
+        Ok(Output::Batch(rows.into_batch()))
     }
 }
 
