@@ -26,17 +26,19 @@ pub(crate) fn videos() -> &'static Path {
 }
 
 fn run(dir: &Path, yaml: &str) -> Run {
+    run_with(dir, yaml, &[])
+}
+
+/// `run` with more plugin directories (native stages built for one test).
+fn run_with(dir: &Path, yaml: &str, more: &[&Path]) -> Run {
+    std::fs::create_dir_all(dir).unwrap();
     let p = write_pipeline(dir, yaml);
-    host()
-        .arg("run")
-        .arg(&p)
-        .arg("--plugins")
-        .arg(guests_dir())
-        .arg("--plugins")
-        .arg(native())
-        .output()
-        .expect("cannot start curator-host")
-        .into()
+    let mut cmd = host();
+    cmd.arg("run").arg(&p).arg("--plugins").arg(guests_dir()).arg("--plugins").arg(native());
+    for d in more {
+        cmd.arg("--plugins").arg(d);
+    }
+    cmd.output().expect("cannot start curator-host").into()
 }
 
 const DECODE: &str =
@@ -169,19 +171,7 @@ fn clips_from_real_videos_get_clip_aesthetic_scores_and_embeddings() {
         "source: {{path: {src}, format: video, file_extensions: [.mp4]}}\nstages:\n  - plugin: video_decode\n    params: {{device: cpu, fps: 2, width: 64, height: 48}}\n    resources: {{gpu_memory_gb: 0}}\n  - plugin: clip_split\n    params: {{method: scene, min_clip_s: 0.5, max_clip_s: 0}}\n  - plugin: clip_aesthetic_filter\n    params: {{model: /models/clip-l14-2l, head: /models/aesthetic-head, device: cpu, filter: false, embedding_field: clip_embedding}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {}}}\nsink: {{path: out}}\n",
         models.display()
     );
-    let p = write_pipeline(dir.path(), &yaml);
-    let run: Run = host()
-        .arg("run")
-        .arg(&p)
-        .args(["--plugins"])
-        .arg(guests_dir())
-        .arg("--plugins")
-        .arg(native())
-        .arg("--plugins")
-        .arg(clip)
-        .output()
-        .unwrap()
-        .into();
+    let run = run_with(dir.path(), &yaml, &[clip]);
     run.ok();
     let r = rows(&dir.path().join("out"));
     assert!(r.len() >= 3, "{r:?}");
@@ -238,22 +228,7 @@ fn transnetv2_clips_equal_the_reference_scenes() {
             models.display()
         )
     };
-    let run_in = |work: &Path, yaml: &str| -> Run {
-        std::fs::create_dir_all(work).unwrap();
-        let p = write_pipeline(work, yaml);
-        host()
-            .arg("run")
-            .arg(&p)
-            .arg("--plugins")
-            .arg(guests_dir())
-            .arg("--plugins")
-            .arg(native())
-            .arg("--plugins")
-            .arg(shots)
-            .output()
-            .unwrap()
-            .into()
-    };
+    let run_in = |work: &Path, yaml: &str| run_with(work, yaml, &[shots]);
     let scenes = |out: &Path, video: &str| -> Vec<(i64, i64)> {
         rows(out)
             .iter()
