@@ -11,11 +11,10 @@
 //! rate, as NeMo's spans), `num_frames`, and the clip's frames unless `keep_frames` is false,
 //! so `motion_filter`, `clip_aesthetic_filter` and `clip_writer` follow it unchanged.
 //!
-//! The network runs in f32 on the CPU, a video's 100-frame windows in parallel; with
-//! `device: gpu` (the manifest asks for CPUs only, so give it a card with `resources:
-//! {gpu_memory_gb: 4}`), its convolution stacks run on the card, `windows_per_pass` windows at a
-//! time, and the rest of the network on the CPU. `auto` is the CPU until the GPU path has been
-//! checked on a card.
+//! The network runs in f32 on the CPU, a video's 100-frame windows in parallel; with a GPU
+//! (`device: gpu`, or `auto` when the worker was given one: the manifest asks for CPUs only, so
+//! give it a card with `resources: {gpu_memory_gb: 4}`), its convolution stacks run on the
+//! card, `windows_per_pass` windows at a time, and the rest of the network on the CPU.
 
 use curator_sdk::prelude::*;
 use curator_shots::{FRAME_BYTES, HEIGHT, TransNetV2, WIDTH, Windows};
@@ -65,7 +64,7 @@ pub struct TransNetV2Split {
     /// Pass each clip's frames on (for motion_filter and frame embeddings).
     #[param(default = true)]
     pub keep_frames: bool,
-    /// auto (the CPU, until the GPU path is checked on a card) | gpu | cpu
+    /// auto (the GPU when the worker was given one, else the CPU) | gpu | cpu
     #[param(default = "auto", one_of = ["auto", "gpu", "cpu"])]
     pub device: String,
     /// GPU: windows of 100 frames per pass (about 220 MB of device memory each).
@@ -134,9 +133,10 @@ impl Stage for TransNetV2Split {
             .map_err(|e| StageError::InvalidParams(format!("model {}: {e} (grant its directory as `models`)", self.model)))?;
         let context = curator_sdk::native::context();
         // Planning's throw-away instance checks the model and leaves devices alone.
-        // `auto` stays on the CPU until the GPU path has been checked against PyTorch on a card
-        // (docs/src/video.md); `gpu` asks for it.
-        let want_gpu = !context.check_only && self.device == "gpu";
+        // `auto`: the GPU when the pipeline gave this worker one (the manifest asks for none).
+        let given_gpu = context.cuda_visible_devices.as_deref().is_some_and(|d| !d.is_empty() && d != "-1");
+        let want_gpu =
+            !context.check_only && (self.device == "gpu" || (self.device == "auto" && given_gpu && curator_shots::gpu::Gpu::available()));
         if want_gpu {
             let cache = context.cache_dir.as_ref().map(|d| std::path::PathBuf::from(d).join("kernels"));
             match net.use_gpu(self.windows_per_pass, cache.as_deref()) {
