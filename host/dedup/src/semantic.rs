@@ -71,6 +71,11 @@ pub fn scan(
                      dedup step, store the vectors in the input as arrays of numbers, or set embedding_field)"
                 ),
             };
+            // A batch every row of which a stage dropped carries no vectors, and may not
+            // carry the column either (a stage that never saw a row did not add it).
+            if task.batch.num_rows() == 0 {
+                return Ok((0, Vec::new(), format!("{name} (read from {source})")));
+            }
             let col = task.batch.column_by_name(field).ok_or_else(missing)?;
             let list = col.as_any().downcast_ref::<FixedSizeListArray>().ok_or_else(missing)?;
             let d = list.value_length() as usize;
@@ -103,6 +108,7 @@ pub fn scan(
         },
         |_, (d, v, name)| {
             match dim {
+                _ if d == 0 => {}
                 None => dim = Some(d),
                 Some(x) if x != d => {
                     return Err(DedupError::Data {

@@ -29,6 +29,7 @@ pub mod model_dir;
 pub mod stage;
 pub mod tensors;
 pub mod tokenize;
+pub mod video;
 pub mod vision;
 pub mod weights;
 

@@ -8,6 +8,7 @@
 //! host depends on this crate without the `decode` feature.
 
 pub mod clip;
+pub mod cv_linear;
 pub mod heads;
 pub mod jpeg;
 pub mod plan;

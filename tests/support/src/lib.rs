@@ -129,3 +129,58 @@ mod tests {
         }
     }
 }
+
+/// A tensor filled from its name (`centre + scale · (2u − 1)`), as listed in a parity
+/// reference that cannot ship its weights (`tests/parity/internvideo2_reference.json`).
+#[derive(Debug, Clone)]
+pub struct SeededTensor {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub centre: f64,
+    pub scale: f64,
+}
+
+/// The values of `t`, as `scripts/models/internvideo2_reference.py` fills them:
+/// splitmix64 of FNV-1a(name) + (i + 1) · golden ratio, the top 24 bits as a uniform `u` in
+/// [0, 1), `centre + scale · (2u − 1)` in f64, rounded to f32 (so both sides hold the same
+/// bits).
+pub fn seeded_values(t: &SeededTensor) -> Vec<f32> {
+    let seed = t.name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3));
+    let n: usize = t.shape.iter().product();
+    (0..n as u64)
+        .map(|i| {
+            let mut z = seed.wrapping_add((i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            let u = (z >> 40) as f64 / f64::from(1u32 << 24);
+            (t.centre + t.scale * (2.0 * u - 1.0)) as f32
+        })
+        .collect()
+}
+
+/// `tensors`, seeded, as a `.safetensors` file (f32, little-endian; the header written by hand
+/// to keep this crate std-only).
+pub fn write_seeded_safetensors(path: &std::path::Path, tensors: &[SeededTensor]) -> std::io::Result<()> {
+    let mut data = Vec::new();
+    let mut header = String::from("{");
+    for (k, t) in tensors.iter().enumerate() {
+        let start = data.len();
+        seeded_values(t).iter().for_each(|v| data.extend_from_slice(&v.to_le_bytes()));
+        let shape = t.shape.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        let sep = if k > 0 { "," } else { "" };
+        header.push_str(&format!(
+            "{sep}\"{}\":{{\"dtype\":\"F32\",\"shape\":[{shape}],\"data_offsets\":[{start},{}]}}",
+            t.name,
+            data.len()
+        ));
+    }
+    header.push('}');
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(&(header.len() as u64).to_le_bytes())?;
+    file.write_all(header.as_bytes())?;
+    file.write_all(&data)
+}
