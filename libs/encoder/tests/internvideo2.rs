@@ -86,7 +86,7 @@ fn embeddings_equal_internvideo2s_own_code_on_real_footage() {
         let sum: f64 = pixels.iter().map(|&v| f64::from(v)).sum();
         let want_sum = tower["pixels_sum"].as_f64().unwrap();
         assert!((sum - want_sum).abs() <= 1e-6 * want_sum.abs().max(1.0) * 10.0, "{name}: pixel sum {sum} vs {want_sum}");
-        let ours = model.embed(&pixels).unwrap();
+        let ours = model.embed(&pixels, 8).unwrap();
         let theirs: Vec<f32> = tower["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
         assert_eq!(ours.len(), theirs.len(), "{name}: embedding width");
         let cosine: f32 = ours.iter().zip(&theirs).map(|(a, b)| a * b).sum();

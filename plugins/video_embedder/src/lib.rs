@@ -14,8 +14,9 @@
 //! with a zero vector. Frames are the decoder's: decode near the tower's size (e.g. `height:
 //! 224`); luma frames are read as grey RGB.
 
-use curator_encoder::EncoderError;
+use curator_encoder::video::gpu::GpuVideo;
 use curator_encoder::video::{VideoModel, frames as tower_frames};
+use curator_encoder::{Device, EncoderError};
 use curator_image::Rgb8;
 use curator_sdk::prelude::*;
 use curator_video::frames::{self, Frames, Sampler};
@@ -26,6 +27,7 @@ use rayon::prelude::*;
     name = "video_embedder",
     native,
     cpus = 4.0,
+    gpu_memory_gb = 10.0,
     memory_mb = 8192,
     dir = "models",
     inputs = ["frames", "frame_times", "frame_width", "frame_height", "frame_channels"],
@@ -48,9 +50,12 @@ pub struct VideoEmbedder {
     /// Drop clips too short for the model's frames; false: keep them with a zero vector.
     #[param(default = true)]
     pub drop_short: bool,
-    /// auto | cpu (the tower runs in f32 on the CPU; its GPU path is not built yet)
-    #[param(default = "auto", one_of = ["auto", "cpu"])]
+    /// auto (the GPU when the worker was given one, else the CPU) | gpu | cpu
+    #[param(default = "auto", one_of = ["auto", "gpu", "cpu"])]
     pub device: String,
+    /// GPU: clips per forward pass.
+    #[param(default = 8, min = 1)]
+    pub clips_per_pass: usize,
     #[state]
     tower: Option<VideoModel>,
 }
@@ -59,12 +64,20 @@ impl Stage for VideoEmbedder {
     fn init(&mut self) -> Result<(), StageError> {
         let context = curator_sdk::native::context();
         let dir = curator_sdk::granted_path(&self.model);
-        let load = if context.check_only { VideoModel::check(&dir) } else { VideoModel::load(&dir) };
+        // Planning's throw-away instance checks the model's header and leaves devices alone.
+        let given_gpu = context.cuda_visible_devices.as_deref().is_some_and(|d| !d.is_empty() && d != "-1");
+        let device = match self.device.as_str() {
+            "gpu" => Device::Gpu,
+            "auto" if given_gpu && GpuVideo::available() => Device::Auto,
+            _ => Device::Cpu,
+        };
+        let cache = context.cache_dir.as_ref().map(|d| std::path::PathBuf::from(d).join("kernels"));
+        let load = if context.check_only { VideoModel::check(&dir) } else { VideoModel::load_on(&dir, device, cache.as_deref()) };
         let tower = load.map_err(|e| match e {
             EncoderError::Io { .. } | EncoderError::Model { .. } => {
                 StageError::InvalidParams(format!("model {}: {e} (grant its directory as `models`)", self.model))
             }
-            other => StageError::Failed(format!("model {}: {other}", self.model)),
+            other => StageError::Failed(format!("video_embedder: model {}: {other}", self.model)),
         })?;
         log(Level::Info, &format!("video_embedder: {} ({}) on the {}", self.model, tower.config.describe(), tower.device()));
         self.tower = Some(tower);
@@ -84,7 +97,11 @@ impl Stage for VideoEmbedder {
             })
             .collect();
         let ready: Vec<f32> = inputs.iter().flatten().flatten().copied().collect();
-        let embedded = if ready.is_empty() { Vec::new() } else { tower.embed(&ready).map_err(|e| StageError::Failed(e.to_string()))? };
+        let embedded = if ready.is_empty() {
+            Vec::new()
+        } else {
+            tower.embed(&ready, self.clips_per_pass).map_err(|e| StageError::Failed(e.to_string()))?
+        };
         let dim = tower.config.proj_dim;
         let mut rows = embedded.chunks_exact(dim);
         let mut vectors = Vec::with_capacity(clips.len() * dim);

@@ -22,15 +22,8 @@ fn rms_norm(row: &mut [f32], weight: &[f32]) {
 
 /// One clip's embedding (`px`: `[frames × 3 × size × size]`), unit length, `[proj_dim]`.
 pub fn embed(c: &VideoConfig, w: &VideoWeights, px: &[f32]) -> Vec<f32> {
-    let (d, g) = (c.embed_dim, c.grid());
-    let per_frame = 3 * c.img_size * c.img_size;
-    let k = 3 * c.patch_size * c.patch_size;
-    // Tokens in the tower's order: frame, then patch row, then patch column.
-    let mut patches = vec![0f32; c.num_frames * g * g * k];
-    for (i, row) in patches.chunks_exact_mut(k).enumerate() {
-        let (t, p) = (i / (g * g), i % (g * g));
-        patch_into(&px[t * per_frame..(t + 1) * per_frame], c.img_size, c.patch_size, p / g, p % g, row);
-    }
+    let d = c.embed_dim;
+    let patches = token_patches(c, px, false);
     let l = c.tokens();
     let mut x = Vec::with_capacity(l * d);
     x.extend_from_slice(&w.class);
@@ -43,6 +36,22 @@ pub fn embed(c: &VideoConfig, w: &VideoWeights, px: &[f32]) -> Vec<f32> {
     let mut e = dense(&w.projection, &pooled, 1);
     crate::vision::normalize_rows(&mut e, c.proj_dim);
     e
+}
+
+/// A clip's patches as rows (`3 · patch²` values, as the patch convolution's weight is laid
+/// out) in the tower's token order: frame, then patch row, then patch column; with `class`, a
+/// zero row first where the class token goes (the GPU path's layout).
+pub fn token_patches(c: &VideoConfig, px: &[f32], class: bool) -> Vec<f32> {
+    let g = c.grid();
+    let per_frame = 3 * c.img_size * c.img_size;
+    let k = 3 * c.patch_size * c.patch_size;
+    let skip = if class { k } else { 0 };
+    let mut patches = vec![0f32; skip + c.num_frames * g * g * k];
+    for (i, row) in patches[skip..].chunks_exact_mut(k).enumerate() {
+        let (t, p) = (i / (g * g), i % (g * g));
+        patch_into(&px[t * per_frame..(t + 1) * per_frame], c.img_size, c.patch_size, p / g, p % g, row);
+    }
+    patches
 }
 
 /// `x ← x + γ₁ · attn(rms(x))`, then `x ← x + γ₂ · mlp(rms(x))`.
@@ -124,6 +133,31 @@ fn pool(c: &VideoConfig, p: &Pool, x: &[f32], l: usize) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gpu_layout_is_the_cpu_layout_after_a_zero_class_row() {
+        let c = VideoConfig {
+            model_type: "internvideo2".into(),
+            embed_dim: 8,
+            depth: 0,
+            num_heads: 2,
+            mlp_hidden: 16,
+            patch_size: 2,
+            img_size: 4,
+            num_frames: 2,
+            clip_embed_dim: 4,
+            attn_pool_num_heads: 2,
+            proj_dim: 3,
+        };
+        let px: Vec<f32> = (0..c.pixels()).map(|i| i as f32).collect();
+        let (cpu, gpu) = (token_patches(&c, &px, false), token_patches(&c, &px, true));
+        let k = 3 * 2 * 2;
+        assert_eq!(gpu.len(), c.tokens() * k);
+        assert!(gpu[..k].iter().all(|&v| v == 0.0));
+        assert_eq!(&gpu[k..], &cpu[..]);
+        // Token 5 is frame 1's patch (0, 1): its first value is frame 1's pixel (row 0, col 2).
+        assert_eq!(cpu[5 * k], (3 * 4 * 4 + 2) as f32);
+    }
 
     #[test]
     fn rms_norm_scales_rows_to_unit_mean_square() {

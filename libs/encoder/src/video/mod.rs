@@ -14,6 +14,7 @@
 
 pub mod cpu;
 pub mod frames;
+pub mod gpu;
 
 use std::path::Path;
 
@@ -198,22 +199,42 @@ impl VideoWeights {
     }
 }
 
-/// A video tower loaded from a model directory.
+/// Where a loaded tower runs.
+enum Backend {
+    Cpu,
+    Gpu(Box<gpu::GpuVideo>),
+}
+
+/// A video tower loaded from a model directory, on the CPU or the GPU.
 pub struct VideoModel {
     pub config: VideoConfig,
     pub weights: VideoWeights,
+    backend: Backend,
     check_only: bool,
 }
 
 const PREFIX: &str = "vision_encoder.";
 
 impl VideoModel {
-    /// `dir/config.json` and `dir/model.safetensors`, every tensor's name and shape checked.
+    /// `dir/config.json` and `dir/model.safetensors`, every tensor's name and shape checked;
+    /// on the CPU.
     pub fn load(dir: &Path) -> Result<VideoModel, EncoderError> {
+        VideoModel::load_on(dir, crate::Device::Cpu, None)
+    }
+
+    /// [`VideoModel::load`] on `device` (`Auto`: the GPU when one is usable, else the CPU);
+    /// the GPU's compiled kernels cached in `kernel_cache`.
+    pub fn load_on(dir: &Path, device: crate::Device, kernel_cache: Option<&Path>) -> Result<VideoModel, EncoderError> {
         let config = VideoConfig::load(dir)?;
         let path = dir.join("model.safetensors");
         let weights = VideoWeights::read(&Reader::open(&path, PREFIX)?, &config)?;
-        Ok(VideoModel { config, weights, check_only: false })
+        let gpu = || gpu::GpuVideo::open(&config, &weights, kernel_cache).map(Box::new);
+        let backend = match device {
+            crate::Device::Cpu => Backend::Cpu,
+            crate::Device::Gpu => Backend::Gpu(gpu()?),
+            crate::Device::Auto => gpu().map(Backend::Gpu).unwrap_or(Backend::Cpu),
+        };
+        Ok(VideoModel { config, weights, backend, check_only: false })
     }
 
     /// The checks of [`VideoModel::load`] on the weights' header alone (planning's set-up
@@ -222,16 +243,21 @@ impl VideoModel {
         let config = VideoConfig::load(dir)?;
         let path = dir.join("model.safetensors");
         let weights = VideoWeights::read(&Reader::header_only(&path, PREFIX)?, &config)?;
-        Ok(VideoModel { config, weights, check_only: true })
+        Ok(VideoModel { config, weights, backend: Backend::Cpu, check_only: true })
     }
 
+    /// "cpu" or "gpu".
     pub fn device(&self) -> &'static str {
-        "cpu"
+        match self.backend {
+            Backend::Cpu => "cpu",
+            Backend::Gpu(_) => "gpu",
+        }
     }
 
     /// One unit-length embedding per clip (`pixels`: `[n × frames × 3 × size × size]`, as
-    /// [`frames::pixels`] makes them), `[n × proj_dim]`; clips in parallel.
-    pub fn embed(&self, pixels: &[f32]) -> Result<Vec<f32>, EncoderError> {
+    /// [`frames::pixels`] makes them), `[n × proj_dim]`: on the CPU the clips in parallel, on
+    /// the GPU `per_pass` clips at a time.
+    pub fn embed(&self, pixels: &[f32], per_pass: usize) -> Result<Vec<f32>, EncoderError> {
         if self.check_only {
             return Err(EncoderError::CheckOnly);
         }
@@ -239,6 +265,23 @@ impl VideoModel {
         if !pixels.len().is_multiple_of(per) {
             return Err(EncoderError::Image(format!("{} pixel values are not whole clips of {per}", pixels.len())));
         }
-        Ok(pixels.par_chunks_exact(per).flat_map_iter(|clip| cpu::embed(&self.config, &self.weights, clip)).collect())
+        match &self.backend {
+            Backend::Cpu => Ok(self.embed_cpu(pixels)),
+            Backend::Gpu(g) => {
+                let mut out = Vec::with_capacity(pixels.len() / per * self.config.proj_dim);
+                for pass in pixels.chunks(per * per_pass.max(1)) {
+                    let clips = pass.len() / per;
+                    let patches: Vec<f32> =
+                        pass.par_chunks_exact(per).flat_map_iter(|clip| cpu::token_patches(&self.config, clip, true)).collect();
+                    out.extend(g.embed(&patches, clips)?);
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// [`VideoModel::embed`] on the CPU whatever the backend (the GPU path's reference).
+    pub fn embed_cpu(&self, pixels: &[f32]) -> Vec<f32> {
+        pixels.par_chunks_exact(self.config.pixels()).flat_map_iter(|clip| cpu::embed(&self.config, &self.weights, clip)).collect()
     }
 }
