@@ -186,13 +186,18 @@ impl GpuVideo {
         })
     }
 
-    /// `y[m × l.out] = x[m × l.inp] Wᵀ` (no bias).
+    /// `y[m × l.out] = x[m × l.inp] Wᵀ` (no bias), into a new buffer.
     fn product(&self, l: &GLinear, x: &CudaSlice<f32>, m: usize) -> Result<CudaSlice<f32>, EncoderError> {
         let mut y = self.stream.alloc_zeros::<f32>(m * l.out).map_err(gpu("alloc"))?;
-        let cfg = RowMajor::rows_dot(m, l.out, l.inp).config(1.0f32, 0.0);
-        // SAFETY: x holds m × inp, W out × inp, y m × out.
-        unsafe { self.blas.gemm(cfg, &l.w, x, &mut y) }.map_err(gpu("cuBLAS product"))?;
+        self.product_into(l, x, m, &mut y)?;
         Ok(y)
+    }
+
+    /// `y[m × l.out] = x[m × l.inp] Wᵀ` (no bias) into `y`, which holds at least that.
+    fn product_into(&self, l: &GLinear, x: &CudaSlice<f32>, m: usize, y: &mut CudaSlice<f32>) -> Result<(), EncoderError> {
+        let cfg = RowMajor::rows_dot(m, l.out, l.inp).config(1.0f32, 0.0);
+        // SAFETY: x holds m × inp, W out × inp, y at least m × out (beta 0: overwritten).
+        unsafe { self.blas.gemm(cfg, &l.w, x, y) }.map_err(gpu("cuBLAS product"))
     }
 
     /// The embeddings (unit length) of the clips whose patches are `patches`
@@ -214,11 +219,15 @@ impl GpuVideo {
         let mut normed = s.alloc_zeros::<f32>(n * d).map_err(gpu("alloc"))?;
         let mut scores = s.alloc_zeros::<f32>(heads * l * l).map_err(gpu("alloc scores"))?;
         let mut ctx = s.alloc_zeros::<f32>(n * d).map_err(gpu("alloc"))?;
+        // The blocks' scratch, made once a pass (the products overwrite it).
+        let mut qkv = s.alloc_zeros::<f32>(n * 3 * d).map_err(gpu("alloc qkv"))?;
+        let mlp = self.blocks.first().map_or(0, |b| b.fc1.out);
+        let mut up = s.alloc_zeros::<f32>(n * mlp).map_err(gpu("alloc mlp"))?;
+        let mut branch = s.alloc_zeros::<f32>(n * d).map_err(gpu("alloc"))?;
         for b in &self.blocks {
             // SAFETY: one block per row of x and `normed` (n rows of d).
             unsafe { self.k.rms_norm(s, rows(n), &x, d as i32, &b.norm1, d as i32, RMS_EPS, &mut normed, d as i32) }
                 .map_err(gpu("rms_norm"))?;
-            let mut qkv = s.alloc_zeros::<f32>(n * 3 * d).map_err(gpu("alloc qkv"))?;
             let cfg = RowMajor::rows_dot(n, 3 * d, d).config(1.0f32, 0.0);
             // SAFETY: normed n × d, the QKV weight 3d × d, qkv n × 3d.
             unsafe { self.blas.gemm(cfg, &b.qkv, &normed, &mut qkv) }.map_err(gpu("cuBLAS qkv"))?;
@@ -245,20 +254,20 @@ impl GpuVideo {
                 // apart) into its dh columns of the context (rows d apart).
                 unsafe { self.blas.gemm_strided_batched(cfg, &v, &scores, &mut out) }.map_err(gpu("cuBLAS context"))?;
             }
-            let a = self.product(&b.proj, &ctx, n)?;
-            // SAFETY: one thread per float of x; a holds as many, the vectors d.
-            unsafe { self.k.scale_residual(s, elems(n * d), &mut x, &a, &b.proj.b, &b.ls1, d as i32, (n * d) as i64) }
+            self.product_into(&b.proj, &ctx, n, &mut branch)?;
+            // SAFETY: one thread per float of x; `branch` holds as many, the vectors d.
+            unsafe { self.k.scale_residual(s, elems(n * d), &mut x, &branch, &b.proj.b, &b.ls1, d as i32, (n * d) as i64) }
                 .map_err(gpu("scale_residual"))?;
             // SAFETY: as above.
             unsafe { self.k.rms_norm(s, rows(n), &x, d as i32, &b.norm2, d as i32, RMS_EPS, &mut normed, d as i32) }
                 .map_err(gpu("rms_norm"))?;
-            let mut up = self.product(&b.fc1, &normed, n)?;
+            self.product_into(&b.fc1, &normed, n, &mut up)?;
             let m = b.fc1.out;
             // SAFETY: one thread per float of up (n × m); the bias holds m.
             unsafe { self.k.bias_gelu(s, elems(n * m), &mut up, &b.fc1.b, m as i32, (n * m) as i64) }.map_err(gpu("bias_gelu"))?;
-            let down = self.product(&b.fc2, &up, n)?;
+            self.product_into(&b.fc2, &up, n, &mut branch)?;
             // SAFETY: as the attention's residual.
-            unsafe { self.k.scale_residual(s, elems(n * d), &mut x, &down, &b.fc2.b, &b.ls2, d as i32, (n * d) as i64) }
+            unsafe { self.k.scale_residual(s, elems(n * d), &mut x, &branch, &b.fc2.b, &b.ls2, d as i32, (n * d) as i64) }
                 .map_err(gpu("scale_residual"))?;
         }
         let pooled = self.pool(&x, clips)?;

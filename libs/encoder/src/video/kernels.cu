@@ -20,7 +20,7 @@ __device__ float block_max(float v, float* shared) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (lane == 0) shared[warp] = v;
     __syncthreads();
-    float t = lane < THREADS / 32 ? shared[lane] : -INFINITY;
+    float t = lane < THREADS / 32 ? shared[lane] : __int_as_float(0xff800000);
     for (int o = 16; o > 0; o >>= 1) t = fmaxf(t, __shfl_xor_sync(0xffffffff, t, o));
     __syncthreads();
     return t;
@@ -74,7 +74,7 @@ extern "C" __global__ void layer_norm(const float* in, const float* gamma, const
 extern "C" __global__ void softmax_rows(float* x, int n) {
     __shared__ float shared[THREADS / 32];
     float* row = x + (long long)blockIdx.x * n;
-    float m = -INFINITY;
+    float m = __int_as_float(0xff800000);
     for (int j = threadIdx.x; j < n; j += THREADS) m = fmaxf(m, row[j]);
     m = block_max(m, shared);
     float s = 0.0f;
