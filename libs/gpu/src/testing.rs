@@ -33,3 +33,22 @@ pub fn gpu_or_skip(test: &str, libs: &[CudaLib]) -> Option<Arc<CudaContext>> {
     let _ = writeln!(std::io::stderr(), "skipped the GPU part of {test}: {why}");
     None
 }
+
+/// Check that `source` compiles with NVRTC (no GPU needed; CI installs NVRTC from PyPI) for
+/// compute capability 9.0 and that every kernel of `kernels` (a [`kernels!`](crate::kernels)
+/// struct's `SIGNATURES`) is in the PTX. Skipped, saying so, where no NVRTC library is found.
+///
+/// # Panics
+/// When NVRTC refuses the source (with its log) or a kernel is missing.
+pub fn assert_kernels_compile(family: &str, source: &str, kernels: &[(&str, &[&str])]) {
+    if let Err(missing) = require(&[CudaLib::Nvrtc]) {
+        let _ = writeln!(std::io::stderr(), "skipped the NVRTC compile of {family}: {missing}");
+        return;
+    }
+    let entry = kernels.first().map_or("", |k| k.0);
+    let (ptx, _) = crate::ptx(&format!("{family}-test"), source, entry, Some((9, 0)), None).unwrap_or_else(|e| panic!("{e}"));
+    let text = ptx.to_src();
+    for (name, _) in kernels {
+        assert!(text.contains(&format!(".entry {name}")), "{family}: {name} is not in the PTX");
+    }
+}

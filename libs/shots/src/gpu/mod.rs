@@ -254,18 +254,8 @@ mod tests {
         curator_gpu::check_signatures(super::KERNELS, super::Kernels::SIGNATURES).unwrap();
     }
 
-    /// The kernels compile (NVRTC needs no GPU; CI installs it from PyPI). Skipped, with the
-    /// reason printed, where no NVRTC library is found.
     #[test]
     fn kernels_compile_with_nvrtc() {
-        if let Err(missing) = curator_gpu::require(&[curator_gpu::CudaLib::Nvrtc]) {
-            eprintln!("skipped: {missing}");
-            return;
-        }
-        let (ptx, _) = curator_gpu::ptx("transnetv2-test", super::KERNELS, "im2col3x3", Some((9, 0)), None).unwrap();
-        let text = ptx.to_src();
-        for (name, _) in super::Kernels::SIGNATURES {
-            assert!(text.contains(&format!(".entry {name}")), "{name} is not in the PTX");
-        }
+        curator_gpu::testing::assert_kernels_compile("transnetv2", super::KERNELS, super::Kernels::SIGNATURES);
     }
 }
