@@ -8,11 +8,13 @@ use std::path::Path;
 
 pub mod gemm;
 pub mod kernels;
+pub mod single;
 pub mod testing;
 
 pub use cudarc;
 pub use gemm::RowMajor;
 pub use kernels::{DeviceIn, DeviceOut, check_signatures, cuda_signatures};
+pub use single::SingleStream;
 
 use cudarc::nvrtc::{CompileOptions, Ptx};
 

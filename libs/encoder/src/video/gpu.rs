@@ -10,11 +10,10 @@
 //! Only the `proj_dim`-wide embeddings come back.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use cudarc::cublas::{CudaBlas, Gemm};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig};
-use curator_gpu::{CudaLib, RowMajor};
+use cudarc::cublas::Gemm;
+use cudarc::driver::{CudaSlice, LaunchConfig};
+use curator_gpu::{CudaLib, RowMajor, SingleStream};
 
 use super::{VideoConfig, VideoWeights};
 use crate::EncoderError;
@@ -91,9 +90,6 @@ struct GPool {
 
 /// GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card) with the tower's weights.
 pub struct GpuVideo {
-    stream: Arc<CudaStream>,
-    /// Dropped before the stream and context it uses.
-    blas: CudaBlas,
     k: Kernels,
     config: VideoConfig,
     patch: CudaSlice<f32>,
@@ -102,7 +98,8 @@ pub struct GpuVideo {
     blocks: Vec<GBlock>,
     pool: GPool,
     projection: GLinear,
-    _ctx: Arc<CudaContext>,
+    /// GPU 0, its stream and cuBLAS (dropped after the buffers above).
+    dev: SingleStream,
 }
 
 impl GpuVideo {
@@ -113,28 +110,9 @@ impl GpuVideo {
 
     /// Open GPU 0, compile (or read from `kernel_cache`) the kernels and upload the weights.
     pub fn open(config: &VideoConfig, w: &VideoWeights, kernel_cache: Option<&Path>) -> Result<GpuVideo, EncoderError> {
-        curator_gpu::require(&[CudaLib::Driver, CudaLib::Nvrtc, CudaLib::Cublas]).map_err(|m| EncoderError::NoGpu(m.into()))?;
-        match std::panic::catch_unwind(|| GpuVideo::open_inner(config, w, kernel_cache)) {
-            Ok(r) => r,
-            Err(_) => Err(EncoderError::NoGpu("CUDA set-up panicked (a CUDA library is missing)".into())),
-        }
-    }
-
-    fn open_inner(config: &VideoConfig, w: &VideoWeights, kernel_cache: Option<&Path>) -> Result<GpuVideo, EncoderError> {
-        let ctx = CudaContext::new(0).map_err(gpu("cannot open GPU 0"))?;
-        // SAFETY: everything runs on the one stream below, so no buffer is shared between
-        // streams and cudarc's cross-stream events are not needed.
-        unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.new_stream().map_err(gpu("create a stream"))?;
-        let blas = CudaBlas::new(stream.clone()).map_err(gpu("cuBLAS"))?;
-        // SAFETY: the handle is live; the call sets a mode on it.
-        unsafe { cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), cudarc::cublas::sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH) }
-            .result()
-            .map_err(gpu("cuBLAS math mode"))?;
-        let arch = ctx.compute_capability().map_err(gpu("compute capability"))?;
-        let (ptx, _) = curator_gpu::ptx("internvideo2", KERNELS, "rms_norm", Some(arch), kernel_cache).map_err(EncoderError::Gpu)?;
-        let module = ctx.load_module(ptx).map_err(gpu("load kernels"))?;
-        let k = Kernels::load(&module).map_err(|(name, e)| EncoderError::Gpu(format!("kernel {name}: {e:?}")))?;
+        let dev = SingleStream::open("internvideo2", KERNELS, "rms_norm", kernel_cache).map_err(EncoderError::NoGpu)?;
+        let k = Kernels::load(&dev.module).map_err(|(name, e)| EncoderError::Gpu(format!("kernel {name}: {e:?}")))?;
+        let stream = dev.stream.clone();
         let up = |v: &[f32]| stream.clone_htod(v).map_err(gpu("upload weights"));
         let linear = |l: &Linear| -> Result<GLinear, EncoderError> { Ok(GLinear { w: up(&l.w)?, b: up(&l.b)?, out: l.out, inp: l.inp }) };
         let norm = |n: &crate::tensors::Norm| -> Result<GNorm, EncoderError> { Ok(GNorm { gamma: up(&n.gamma)?, beta: up(&n.beta)? }) };
@@ -179,16 +157,14 @@ impl GpuVideo {
             pool,
             projection: linear(&w.projection)?,
             config: config.clone(),
-            stream,
-            blas,
             k,
-            _ctx: ctx,
+            dev,
         })
     }
 
     /// `y[m × l.out] = x[m × l.inp] Wᵀ` (no bias), into a new buffer.
     fn product(&self, l: &GLinear, x: &CudaSlice<f32>, m: usize) -> Result<CudaSlice<f32>, EncoderError> {
-        let mut y = self.stream.alloc_zeros::<f32>(m * l.out).map_err(gpu("alloc"))?;
+        let mut y = self.dev.stream.alloc_zeros::<f32>(m * l.out).map_err(gpu("alloc"))?;
         self.product_into(l, x, m, &mut y)?;
         Ok(y)
     }
@@ -197,14 +173,14 @@ impl GpuVideo {
     fn product_into(&self, l: &GLinear, x: &CudaSlice<f32>, m: usize, y: &mut CudaSlice<f32>) -> Result<(), EncoderError> {
         let cfg = RowMajor::rows_dot(m, l.out, l.inp).config(1.0f32, 0.0);
         // SAFETY: x holds m × inp, W out × inp, y at least m × out (beta 0: overwritten).
-        unsafe { self.blas.gemm(cfg, &l.w, x, y) }.map_err(gpu("cuBLAS product"))
+        unsafe { self.dev.blas.gemm(cfg, &l.w, x, y) }.map_err(gpu("cuBLAS product"))
     }
 
     /// The embeddings (unit length) of the clips whose patches are `patches`
     /// (`[clips × tokens × 3·patch²]`, zero rows at the class token).
     pub fn embed(&self, patches: &[f32], clips: usize) -> Result<Vec<f32>, EncoderError> {
         let c = &self.config;
-        let (d, l, s) = (c.embed_dim, c.tokens(), &self.stream);
+        let (d, l, s) = (c.embed_dim, c.tokens(), &self.dev.stream);
         let n = clips * l;
         let kp = 3 * c.patch_size * c.patch_size;
         let input = s.clone_htod(patches).map_err(gpu("upload patches"))?;
@@ -213,7 +189,7 @@ impl GpuVideo {
         unsafe { self.k.table_rows(s, elems(n * d), &self.table, n as i64, l as i32, d as i32, &mut x) }.map_err(gpu("table_rows"))?;
         let cfg = RowMajor::rows_dot(n, d, kp).config(1.0f32, 1.0);
         // SAFETY: the patches hold n × kp, the kernel d × kp, x n × d.
-        unsafe { self.blas.gemm(cfg, &self.patch, &input, &mut x) }.map_err(gpu("cuBLAS patches"))?;
+        unsafe { self.dev.blas.gemm(cfg, &self.patch, &input, &mut x) }.map_err(gpu("cuBLAS patches"))?;
         let (heads, dh) = (c.num_heads, d / c.num_heads);
         let scale = 1.0 / (dh as f32).sqrt();
         let mut normed = s.alloc_zeros::<f32>(n * d).map_err(gpu("alloc"))?;
@@ -230,7 +206,7 @@ impl GpuVideo {
                 .map_err(gpu("rms_norm"))?;
             let cfg = RowMajor::rows_dot(n, 3 * d, d).config(1.0f32, 0.0);
             // SAFETY: normed n × d, the QKV weight 3d × d, qkv n × 3d.
-            unsafe { self.blas.gemm(cfg, &b.qkv, &normed, &mut qkv) }.map_err(gpu("cuBLAS qkv"))?;
+            unsafe { self.dev.blas.gemm(cfg, &b.qkv, &normed, &mut qkv) }.map_err(gpu("cuBLAS qkv"))?;
             for (offset, w) in [(0, &b.q_norm), (d, &b.k_norm)] {
                 let mut view = qkv.slice_mut(offset..);
                 // SAFETY: one block per row: d values from `offset`, rows 3d apart, all inside qkv.
@@ -244,7 +220,7 @@ impl GpuVideo {
                 let cfg = RowMajor::rows_dot(l, l, dh).lda(3 * d).ldb(3 * d).strided(scale, 0.0, heads, [dh, dh, l * l]);
                 // SAFETY: head h reads the clip's l rows (3d apart) at column h·dh of the queries
                 // and of the keys, dh values each, and writes its l × l scores.
-                unsafe { self.blas.gemm_strided_batched(cfg, &kk, &q, &mut scores) }.map_err(gpu("cuBLAS scores"))?;
+                unsafe { self.dev.blas.gemm_strided_batched(cfg, &kk, &q, &mut scores) }.map_err(gpu("cuBLAS scores"))?;
                 // SAFETY: one block per row of heads × l rows of l.
                 unsafe { self.k.softmax_rows(s, rows(heads * l), &mut scores, l as i32) }.map_err(gpu("softmax"))?;
                 let v = qkv.slice(base + 2 * d..);
@@ -252,7 +228,7 @@ impl GpuVideo {
                 let cfg = RowMajor::new(l, dh, l).ldb(3 * d).ldc(d).strided(1.0f32, 0.0, heads, [l * l, dh, dh]);
                 // SAFETY: head h's l × l weights times the clip's values at column h·dh (rows 3d
                 // apart) into its dh columns of the context (rows d apart).
-                unsafe { self.blas.gemm_strided_batched(cfg, &v, &scores, &mut out) }.map_err(gpu("cuBLAS context"))?;
+                unsafe { self.dev.blas.gemm_strided_batched(cfg, &v, &scores, &mut out) }.map_err(gpu("cuBLAS context"))?;
             }
             self.product_into(&b.proj, &ctx, n, &mut branch)?;
             // SAFETY: one thread per float of x; `branch` holds as many, the vectors d.
@@ -284,7 +260,7 @@ impl GpuVideo {
     /// The attention pool of every clip: `[clips × clip_embed_dim]` on the device.
     fn pool(&self, x: &CudaSlice<f32>, clips: usize) -> Result<CudaSlice<f32>, EncoderError> {
         let c = &self.config;
-        let (d, l, s, p) = (c.embed_dim, c.tokens(), &self.stream, &self.pool);
+        let (d, l, s, p) = (c.embed_dim, c.tokens(), &self.dev.stream, &self.pool);
         let n = clips * l;
         let mut mean = s.alloc_zeros::<f32>(clips * d).map_err(gpu("alloc"))?;
         // SAFETY: one thread per (clip, column); x holds clips × l rows of d.
@@ -313,14 +289,14 @@ impl GpuVideo {
             let cfg = RowMajor::rows_dot(1, l, dh).lda(d).ldb(d).strided(1.0 / (dh as f32).sqrt(), 0.0, heads, [dh, dh, l]);
             let (qc, kc) = (q.slice(clip * d..), k.slice(clip * l * d..));
             // SAFETY: head h: the clip's query at column h·dh against its l keys (rows d apart).
-            unsafe { self.blas.gemm_strided_batched(cfg, &kc, &qc, &mut scores) }.map_err(gpu("cuBLAS pool scores"))?;
+            unsafe { self.dev.blas.gemm_strided_batched(cfg, &kc, &qc, &mut scores) }.map_err(gpu("cuBLAS pool scores"))?;
             // SAFETY: one block per head's row of l.
             unsafe { self.k.softmax_rows(s, rows(heads), &mut scores, l as i32) }.map_err(gpu("softmax"))?;
             let vc = v.slice(clip * l * d..);
             let mut out = ctx.slice_mut(clip * d..);
             let cfg = RowMajor::new(1, dh, l).ldb(d).ldc(d).strided(1.0f32, 0.0, heads, [l, dh, dh]);
             // SAFETY: head h's l weights times the clip's values at column h·dh into its dh columns.
-            unsafe { self.blas.gemm_strided_batched(cfg, &vc, &scores, &mut out) }.map_err(gpu("cuBLAS pool context"))?;
+            unsafe { self.dev.blas.gemm_strided_batched(cfg, &vc, &scores, &mut out) }.map_err(gpu("cuBLAS pool context"))?;
         }
         biased(&p.proj, &ctx, clips)
     }

@@ -8,11 +8,10 @@
 //! windows in parallel, through the same code as the CPU path (`cpu::head`).
 
 use std::path::Path;
-use std::sync::Arc;
 
-use cudarc::cublas::{CudaBlas, Gemm};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig};
-use curator_gpu::{CudaLib, RowMajor};
+use cudarc::cublas::Gemm;
+use cudarc::driver::{CudaSlice, LaunchConfig};
+use curator_gpu::{CudaLib, RowMajor, SingleStream};
 
 use crate::weights::{DILATIONS, STACKS, Weights};
 use crate::{FRAME_BYTES, HEIGHT, ShotsError, WIDTH};
@@ -61,12 +60,10 @@ struct DMap {
 
 /// GPU 0 (the worker's `CUDA_VISIBLE_DEVICES` picks the card) with the stacks' weights.
 pub struct Gpu {
-    stream: Arc<CudaStream>,
-    /// Dropped before the stream and context it uses.
-    blas: CudaBlas,
     k: Kernels,
     stacks: Vec<Vec<GBlock>>,
-    _ctx: Arc<CudaContext>,
+    /// GPU 0, its stream and cuBLAS (dropped after the weights above).
+    dev: SingleStream,
 }
 
 impl Gpu {
@@ -77,28 +74,9 @@ impl Gpu {
 
     /// Open GPU 0, compile (or read from `kernel_cache`) the kernels and upload the stacks.
     pub fn open(w: &Weights, kernel_cache: Option<&Path>) -> Result<Gpu, ShotsError> {
-        curator_gpu::require(&[CudaLib::Driver, CudaLib::Nvrtc, CudaLib::Cublas]).map_err(|m| ShotsError::Gpu(m.into()))?;
-        match std::panic::catch_unwind(|| Gpu::open_inner(w, kernel_cache)) {
-            Ok(r) => r,
-            Err(_) => Err(ShotsError::Gpu("CUDA set-up panicked (a CUDA library is missing)".into())),
-        }
-    }
-
-    fn open_inner(w: &Weights, kernel_cache: Option<&Path>) -> Result<Gpu, ShotsError> {
-        let ctx = CudaContext::new(0).map_err(gpu("cannot open GPU 0"))?;
-        // SAFETY: everything runs on the one stream below, so no buffer is shared between
-        // streams and cudarc's cross-stream events are not needed.
-        unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.new_stream().map_err(gpu("create a stream"))?;
-        let blas = CudaBlas::new(stream.clone()).map_err(gpu("cuBLAS"))?;
-        // SAFETY: the handle is live; the call sets a mode on it.
-        unsafe { cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), cudarc::cublas::sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH) }
-            .result()
-            .map_err(gpu("cuBLAS math mode"))?;
-        let arch = ctx.compute_capability().map_err(gpu("compute capability"))?;
-        let (ptx, _) = curator_gpu::ptx("transnetv2", KERNELS, "im2col3x3", Some(arch), kernel_cache).map_err(ShotsError::Gpu)?;
-        let module = ctx.load_module(ptx).map_err(gpu("load kernels"))?;
-        let k = Kernels::load(&module).map_err(|(name, e)| ShotsError::Gpu(format!("kernel {name}: {e:?}")))?;
+        let dev = SingleStream::open("transnetv2", KERNELS, "im2col3x3", kernel_cache).map_err(ShotsError::Gpu)?;
+        let k = Kernels::load(&dev.module).map_err(|(name, e)| ShotsError::Gpu(format!("kernel {name}: {e:?}")))?;
+        let stream = dev.stream.clone();
         let up = |v: &[f32]| stream.clone_htod(v).map_err(gpu("upload weights"));
         let mut stacks = Vec::with_capacity(STACKS);
         for blocks in &w.stacks {
@@ -116,12 +94,12 @@ impl Gpu {
             }
             stacks.push(out);
         }
-        Ok(Gpu { stream, blas, k, stacks, _ctx: ctx })
+        Ok(Gpu { k, stacks, dev })
     }
 
     /// A video's frames on the device, for [`Gpu::stacks`].
     pub fn upload(&self, frames: &[u8]) -> Result<CudaSlice<u8>, ShotsError> {
-        self.stream.clone_htod(frames).map_err(gpu("upload frames"))
+        self.dev.stream.clone_htod(frames).map_err(gpu("upload frames"))
     }
 
     /// The stacks of `index.len() / t` windows of `t` frames (`index`: the video frame of each
@@ -131,7 +109,7 @@ impl Gpu {
         let slots = index.len();
         let windows = slots / t.max(1);
         debug_assert_eq!(windows * t, slots);
-        let s = &self.stream;
+        let s = &self.dev.stream;
         let idx = s.clone_htod(index).map_err(gpu("upload window index"))?;
         let n = slots * FRAME_BYTES;
         let mut data = s.alloc_zeros::<f32>(n).map_err(gpu("alloc frames"))?;
@@ -192,7 +170,7 @@ impl Gpu {
 
     /// One DilatedDCNNV2 block over every window's slots.
     fn block(&self, x: &DMap, t: usize, windows: usize, b: &GBlock) -> Result<DMap, ShotsError> {
-        let s = &self.stream;
+        let s = &self.dev.stream;
         let hw = x.h * x.w;
         let pixels = windows * t * hw;
         let (mid, f) = (2 * b.filters, b.filters);
@@ -210,7 +188,7 @@ impl Gpu {
             let a = col.slice(0..rows * k);
             let mut c = spatial.slice_mut(row0 * wide..(row0 + rows) * wide);
             // SAFETY: im2col rows × k times the spatial kernels k × wide into rows × wide.
-            unsafe { self.blas.gemm(cfg, &b.spatial, &a, &mut c) }.map_err(gpu("cuBLAS spatial"))?;
+            unsafe { self.dev.blas.gemm(cfg, &b.spatial, &a, &mut c) }.map_err(gpu("cuBLAS spatial"))?;
         }
         let out_c = 4 * f;
         let mut out = s.alloc_zeros::<f32>(pixels * out_c).map_err(gpu("alloc block"))?;
@@ -237,7 +215,7 @@ impl Gpu {
                 let mut c = out.slice_mut(c_off..);
                 // SAFETY: window i's rows start per_window · i rows further in both maps and stay
                 // inside its own frames (t0 .. t1 shifted by `shift` is within 0 .. t).
-                unsafe { self.blas.gemm_strided_batched(cfg, w, &a, &mut c) }.map_err(gpu("cuBLAS temporal"))?;
+                unsafe { self.dev.blas.gemm_strided_batched(cfg, w, &a, &mut c) }.map_err(gpu("cuBLAS temporal"))?;
             }
         }
         let n = pixels * out_c;
