@@ -80,6 +80,22 @@ impl Frames {
         }
     }
 
+    /// Frame `i` as RGB bytes (`RGBRGB…`; a luma frame as grey), what the model stages
+    /// preprocess.
+    pub fn rgb(&self, i: usize) -> Vec<u8> {
+        match self.channels {
+            3 => self.frame(i).to_vec(),
+            _ => (0..self.width * self.height).flat_map(|p| [self.luma(i, p); 3]).collect(),
+        }
+    }
+
+    /// The indices of the frames kept at `fps` ([`Sampler`]: the first frame at or after each
+    /// tick; 0 keeps every frame).
+    pub fn sampled(&self, fps: f64) -> Vec<usize> {
+        let mut sampler = Sampler::new(fps);
+        (0..self.len()).filter(|&i| sampler.keep(self.times[i])).collect()
+    }
+
     fn times_bytes(&self) -> Vec<u8> {
         self.times.iter().flat_map(|t| t.to_le_bytes()).collect()
     }

@@ -21,7 +21,7 @@ use curator_image::Rgb8;
 use curator_image::clip::Processor;
 use curator_image::heads::{Head, stage};
 use curator_sdk::prelude::*;
-use curator_video::frames::{self, Frames, Sampler};
+use curator_video::frames::{self, Frames};
 use rayon::prelude::*;
 
 /// Drops clips whose CLIP aesthetic score, reduced over their frames, is under the threshold.
@@ -91,7 +91,7 @@ impl Stage for ClipAestheticFilter {
             self.models.as_ref().ok_or_else(|| StageError::Failed("clip_aesthetic_filter: not set up".into()))?;
         let clips = frames::from_batch(&batch)?;
         let picked: Vec<(usize, usize)> =
-            clips.iter().enumerate().flat_map(|(c, f)| sampled(f, self.target_fps).map(move |i| (c, i))).collect();
+            clips.iter().enumerate().flat_map(|(c, f)| f.sampled(self.target_fps).into_iter().map(move |i| (c, i))).collect();
         let pixels: Vec<f32> = picked
             .par_iter()
             .map(|&(c, i)| {
@@ -120,19 +120,9 @@ impl Stage for ClipAestheticFilter {
     }
 }
 
-/// The frames of `f` scored at `fps` (0: all).
-fn sampled(f: &Frames, fps: f64) -> impl Iterator<Item = usize> + '_ {
-    let mut sampler = Sampler::new(fps);
-    (0..f.len()).filter(move |&i| sampler.keep(f.times[i]))
-}
-
-/// Frame `i` of `f` as RGB (a luma frame as grey).
+/// Frame `i` of `f` as an RGB image (a luma frame as grey).
 fn rgb(f: &Frames, i: usize) -> Rgb8 {
-    let data = match f.channels {
-        3 => f.frame(i).to_vec(),
-        _ => (0..f.width * f.height).flat_map(|p| [f.luma(i, p); 3]).collect(),
-    };
-    Rgb8 { width: f.width, height: f.height, data }
+    Rgb8 { width: f.width, height: f.height, data: f.rgb(i) }
 }
 
 /// Each clip's score (its frames' scores reduced; −1 without frames, as NeMo) and embedding
@@ -194,8 +184,8 @@ mod tests {
         for k in 0..10 {
             f.push(k as f64 * 0.25, &[10, 200]);
         }
-        assert_eq!(sampled(&f, 1.0).collect::<Vec<_>>(), vec![0, 4, 8]);
-        assert_eq!(sampled(&f, 0.0).count(), 10);
+        assert_eq!(f.sampled(1.0), vec![0, 4, 8]);
+        assert_eq!(f.sampled(0.0).len(), 10);
         assert_eq!(rgb(&f, 3).data, vec![10, 10, 10, 200, 200, 200]);
     }
 }

@@ -19,7 +19,7 @@ use curator_encoder::video::{VideoModel, frames as tower_frames};
 use curator_encoder::{Device, EncoderError};
 use curator_image::Rgb8;
 use curator_sdk::prelude::*;
-use curator_video::frames::{self, Frames, Sampler};
+use curator_video::frames::{self, Frames};
 use rayon::prelude::*;
 
 /// Writes each clip's InternVideo2 embedding.
@@ -92,7 +92,7 @@ impl Stage for VideoEmbedder {
             .par_iter()
             .map(|f| {
                 let picked = sampled(f, self.target_fps, self.max_fps, want);
-                let rgb: Vec<Rgb8> = picked.iter().map(|&i| rgb(f, i)).collect();
+                let rgb: Vec<Rgb8> = picked.iter().map(|&i| Rgb8 { width: f.width, height: f.height, data: f.rgb(i) }).collect();
                 tower_frames::pixels(&tower.config, &rgb)
             })
             .collect();
@@ -133,29 +133,16 @@ impl Stage for VideoEmbedder {
 /// The frames of `f` sampled at `fps`, and at twice the rate while fewer than `want` and the
 /// rate stays within `max_fps` (NeMo's re-extraction); 0 fps takes every frame.
 fn sampled(f: &Frames, fps: f64, max_fps: f64, want: usize) -> Vec<usize> {
-    let at = |fps: f64| {
-        let mut s = Sampler::new(fps);
-        (0..f.len()).filter(|&i| s.keep(f.times[i])).collect::<Vec<_>>()
-    };
     let mut rate = fps;
-    let mut picked = at(rate);
+    let mut picked = f.sampled(rate);
     while picked.len() < want && rate > 0.0 {
         rate *= 2.0;
         if rate > max_fps {
             break;
         }
-        picked = at(rate);
+        picked = f.sampled(rate);
     }
     picked
-}
-
-/// Frame `i` of `f` as RGB (a luma frame as grey).
-fn rgb(f: &Frames, i: usize) -> Rgb8 {
-    let data = match f.channels {
-        3 => f.frame(i).to_vec(),
-        _ => (0..f.width * f.height).flat_map(|p| [f.luma(i, p); 3]).collect(),
-    };
-    Rgb8 { width: f.width, height: f.height, data }
 }
 
 #[cfg(test)]
