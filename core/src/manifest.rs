@@ -179,7 +179,9 @@ impl Manifest {
         let mut cols = self.input_columns.clone();
         for p in &self.input_params {
             let named = params.get(p).or_else(|| self.params_schema.pointer(&format!("/properties/{p}/default"))).and_then(|v| v.as_str());
+            // An empty name names no column (an optional one left out).
             if let Some(c) = named
+                && !c.is_empty()
                 && !cols.iter().any(|x| x == c)
             {
                 cols.push(c.to_string());

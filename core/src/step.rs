@@ -12,6 +12,8 @@ use crate::io_spec::{OneOrMany, SinkSpec, default_id_field};
 use crate::resources::ResourceOverride;
 
 /// One entry of `stages:`.
+// A pipeline holds a few of these, parsed once: their size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Step {
@@ -169,6 +171,12 @@ pub struct StageSpec {
     /// The service (of `services:`) this stage sends requests to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
+    /// The column this stage reads and writes as the document's text (NeMo Curator's
+    /// `text_field` of `ScoreFilter` and `Modify`): the host hands the stage that column as
+    /// `text`, and what the stage writes to `text` goes back to it; the document's own text is
+    /// untouched. A utf8 column an earlier stage wrote (an LLM's answer, say) or the source has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_field: Option<String>,
     /// A second branch: the documents this stage dropped, written to their own sink.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<SinkSpec>,

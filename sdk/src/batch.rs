@@ -177,6 +177,45 @@ impl Column {
         Ok(StrColumn { column: self, data })
     }
 
+    /// The rows `rows` of this column, in that order (a row may repeat): what a stage that
+    /// splits or joins documents carries its other columns through with.
+    pub fn take(&self, rows: &[u32]) -> Result<Column, BatchError> {
+        let malformed = |reason| BatchError::Malformed { column: self.name.clone(), reason };
+        let validity =
+            if self.validity.is_empty() { Vec::new() } else { bitmap(rows.iter().map(|&r| self.is_valid(r as usize)), rows.len()) };
+        let fixed = |width: usize| -> Result<Vec<u8>, BatchError> {
+            let mut data = Vec::with_capacity(rows.len() * width);
+            for &r in rows {
+                let at = r as usize * width;
+                data.extend_from_slice(self.data.get(at..at + width).ok_or_else(|| malformed("row out of range"))?);
+            }
+            Ok(data)
+        };
+        let (offsets, data) = match self.ty {
+            ColumnType::Utf8 | ColumnType::Binary => {
+                let mut offsets = Vec::with_capacity(rows.len() + 1);
+                offsets.push(0u32);
+                let mut data = Vec::new();
+                for &r in rows {
+                    data.extend_from_slice(self.bytes_at(r as usize).ok_or_else(|| malformed("row out of range"))?);
+                    offsets.push(u32::try_from(data.len()).map_err(|_| malformed("more than 4 GiB of values"))?);
+                }
+                (offsets, data)
+            }
+            ColumnType::Int64 | ColumnType::Float64 => (Vec::new(), fixed(8)?),
+            ColumnType::Float32Vector => {
+                let dim = *self.offsets.first().ok_or_else(|| malformed("no dimension"))? as usize;
+                (self.offsets.clone(), fixed(dim * 4)?)
+            }
+            ColumnType::Boolean => {
+                let bit = |r: usize| self.data.get(r / 8).map(|b| b & (1 << (r % 8)) != 0);
+                let bits: Option<Vec<bool>> = rows.iter().map(|&r| bit(r as usize)).collect();
+                (Vec::new(), bitmap(bits.ok_or_else(|| malformed("row out of range"))?.into_iter(), rows.len()))
+            }
+        };
+        Ok(Column { name: self.name.clone(), ty: self.ty, validity, offsets, data })
+    }
+
     /// View an int64 column.
     pub fn i64_values(&self) -> Result<Vec<i64>, BatchError> {
         self.expect(ColumnType::Int64)?;
@@ -231,6 +270,12 @@ impl Batch {
         self.num_rows == 0
     }
 
+    /// The rows `rows` of every column, in that order (a row may repeat).
+    pub fn take(&self, rows: &[u32]) -> Result<Batch, BatchError> {
+        let columns = self.columns.iter().map(|c| c.take(rows)).collect::<Result<_, _>>()?;
+        Ok(Batch { num_rows: rows.len() as u32, columns })
+    }
+
     /// Visit every document (`id` and `text` columns) in order.
     pub fn for_each_doc<E>(&self, mut f: impl FnMut(&Doc<'_>) -> Result<(), E>) -> Result<(), E>
     where
@@ -272,6 +317,33 @@ mod tests {
         assert_eq!(bad.strings().unwrap().get(0), None);
         bad.offsets[3] = 100;
         assert!(bad.strings().is_err());
+    }
+
+    #[test]
+    fn take_gathers_rows_of_every_type_with_their_nulls() {
+        let mut text = Column::utf8("text", ["a", "bb", "ccc"]);
+        text.validity = vec![0b101];
+        let batch = Batch {
+            num_rows: 3,
+            columns: vec![
+                text,
+                Column::int64("n", &[1, 2, 3]),
+                Column::float64("f", &[0.5, 1.5, 2.5]),
+                Column::boolean("b", &[true, false, true]),
+                Column::f32_vectors("v", 2, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            ],
+        };
+        let t = batch.take(&[2, 0, 0, 1]).unwrap();
+        assert_eq!(t.num_rows, 4);
+        let s = t.column("text").unwrap();
+        assert_eq!((0..4).map(|i| s.strings().unwrap().get(i).unwrap()).collect::<Vec<_>>(), ["ccc", "a", "a", "bb"]);
+        assert_eq!((0..4).map(|i| s.is_valid(i)).collect::<Vec<_>>(), [true, true, true, false]);
+        assert_eq!(t.column("n").unwrap().i64_values().unwrap(), [3, 1, 1, 2]);
+        assert_eq!(t.column("f").unwrap().f64_values().unwrap(), [2.5, 0.5, 0.5, 1.5]);
+        assert_eq!(t.column("b").unwrap().data, vec![0b0111]);
+        assert_eq!(t.column("v").unwrap().f32_vector_values().unwrap(), (2, vec![5.0, 6.0, 1.0, 2.0, 1.0, 2.0, 3.0, 4.0]));
+        assert_eq!(batch.take(&[]).unwrap().num_rows, 0);
+        assert!(batch.take(&[3]).is_err());
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub mod native;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod abi;
 
-pub use batch::{Batch, BatchError, Column, ColumnType, Output};
+pub use batch::{Batch, BatchError, Column, ColumnType, Output, StrColumn};
 
 /// The column a stage names a document's failure in (utf8; null where the document is
 /// fine), for a stage that answers for some documents of a call and not others (a model

@@ -16,6 +16,7 @@ mod images;
 mod io;
 mod models;
 mod native;
+mod nemotron_cc;
 mod oci;
 mod pipeline_errors;
 mod python_stages;

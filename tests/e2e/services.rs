@@ -381,3 +381,101 @@ fn a_server_past_its_restarts_fails_the_documents_at_once_with_the_reason() {
     assert!(started.elapsed() < Duration::from_secs(60), "failed at once, not after wait_for_server_s");
     assert!(!running(&marker), "the server's engine process was stopped with it");
 }
+
+/// NeMo's Wikipedia prompts, as its `prompts.py` has them: what `preset: wikipedia_paraphrase`
+/// must send.
+const NEMO_WIKIPEDIA_SYSTEM: &str = "A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, detailed, and polite answers to the questions.";
+const NEMO_WIKIPEDIA_USER: &str = "For the following paragraph give me a diverse paraphrase of the same in high quality English language as in sentences on Wikipedia. Begin your answer on a separate line with \"Here is a paraphrased version:\".\n\nText: {text}";
+
+/// [`pipeline`] without its prompt: `params` brings the preset (and a prompt of its own, if any).
+fn preset_pipeline(dir: &Path, model: &Path, input: &Path, max_tokens: u32, params: &str) -> PathBuf {
+    let p = pipeline(dir, model, input, max_tokens, params);
+    let text = std::fs::read_to_string(&p).unwrap().replace("prompt: \"Rewrite this: {text}\", ", "");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn presets_send_nemo_curators_prompts() {
+    if !needs(Need::LlamaServer) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = own_model(dir.path());
+    let input = docs(dir.path(), 10);
+    let cache = dir.path().join("cache");
+    let r = run(&preset_pipeline(dir.path(), &model, &input, 4, ", preset: wikipedia_paraphrase"), &cache);
+    r.ok();
+    let out = read_jsonl(&dir.path().join("out/in.jsonl"));
+    assert_eq!(out.len(), 10);
+    assert!(out.iter().all(|d| d["rephrased"].is_string()), "NeMo's output field: {:?}", out[0]);
+    assert!(r.stderr.contains("10 request(s)"), "{}", r.stderr);
+    // The same requests written out by hand: every one is found in the cache, whose key is
+    // the request's body, so the preset sent exactly NeMo's system and user messages.
+    let by_hand = serde_json::json!({"system": NEMO_WIKIPEDIA_SYSTEM, "prompt": NEMO_WIKIPEDIA_USER, "output_field": "rephrased"});
+    let params = format!(", system: {}, prompt: {}, output_field: rephrased", by_hand["system"], by_hand["prompt"]);
+    let r = run(&preset_pipeline(dir.path(), &model, &input, 4, &params), &cache);
+    r.ok();
+    assert!(r.stderr.contains("0 request(s) (0 retried, 0 throttled), 10 answer(s) from the cache"), "{}", r.stderr);
+    assert_eq!(read_jsonl(&dir.path().join("out/in.jsonl")), out);
+
+    // multilingual_qa: `{language}` drawn per document from `languages` (required), the
+    // answer replacing the text, its stars dropped.
+    let r = run(&preset_pipeline(dir.path(), &model, &input, 4, ", preset: multilingual_qa"), &cache);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("languages"), "{}", r.stderr);
+    let r = run(&preset_pipeline(dir.path(), &model, &input, 8, ", preset: multilingual_qa, languages: [English, French, German]"), &cache);
+    r.ok();
+    assert!(dir.path().join("out/in.jsonl").exists(), "{}", r.stderr);
+    let out = read_jsonl(&dir.path().join("out/in.jsonl"));
+    assert_eq!(out.len(), 10);
+    assert!(out.iter().all(|d| !d["text"].as_str().unwrap().starts_with("Document number") && !d["text"].as_str().unwrap().contains('*')));
+}
+
+#[test]
+fn the_shipped_nemotron_cc_example_runs() {
+    if !needs(Need::LlamaServer) {
+        return;
+    }
+    let models = root().join("target/models");
+    std::fs::create_dir_all(&models).unwrap();
+    let tiny = models.join("tiny-llm.gguf");
+    if !tiny.exists() {
+        install_library(model(), &tiny);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (out, answers) = (dir.path().join("out"), dir.path().join("answers"));
+    let text = std::fs::read_to_string(root().join("examples/served/nemotron-cc.yaml"))
+        .unwrap()
+        .replace("  path: out\n", &format!("  path: {}\n", out.display()))
+        .replace("path: out-answers,", &format!("path: {},", answers.display()));
+    let p = root().join("examples/served").join(format!(".test-nemotron-{}.yaml", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    // Run from the example's directory, named bare, as a user runs it: the service starts
+    // in "." (a bare name's parent is "", which no process can start in).
+    let r: Run = host()
+        .env("CURATOR_CACHE_DIR", dir.path().join("cache"))
+        .current_dir(root().join("examples/served"))
+        .arg("run")
+        .arg(p.file_name().unwrap())
+        .arg("--plugins")
+        .arg(guests_dir())
+        .arg("--plugins")
+        .arg(plugins())
+        .output()
+        .unwrap()
+        .into();
+    std::fs::remove_file(&p).unwrap();
+    r.ok();
+    // Every packed segment got an answer, numbered within its document.
+    let got: Vec<serde_json::Value> = std::fs::read_dir(&answers)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
+        .flat_map(|e| read_jsonl(&e.path()))
+        .collect();
+    assert!(got.len() >= 10, "{} answers: {}", got.len(), r.stderr);
+    assert!(got.iter().all(|d| d["rephrased"].is_string() && d["segment_id"].is_i64() && d["llm_prompt_tokens"].as_i64() > Some(60)));
+    // Noise never starts with NeMo's prefix: the post-processing keeps nothing, as it should.
+    assert!(r.stdout.contains("substring_filter"), "{}", r.stdout);
+}

@@ -205,6 +205,7 @@ mod tests {
             gpu: Vec::new(),
             builtin: None,
             service: None,
+            text_field: None,
         };
         s.memory = memory_budget(&s.resources, s.runs());
         s

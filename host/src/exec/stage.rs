@@ -389,6 +389,25 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement
     }
     let started = Instant::now();
     c.bytes_in.fetch_add(super::text_bytes(&batch), Ordering::Relaxed);
+    // A stage with a `text_field` sees that column as `text`; the names go back once it answers.
+    let batch = match &stage.text_field {
+        Some(f) => crate::stage::input::swap_text(&batch, f).map_err(|e| RunError::stage(stage, &task.meta, e))?,
+        None => batch,
+    };
+    let unswap = |b: RecordBatch| -> Result<RecordBatch, RunError> {
+        match &stage.text_field {
+            Some(f) => crate::stage::input::swap_text(&b, f).map_err(|_| {
+                    RunError::stage(
+                        stage,
+                        &task.meta,
+                        StageFailure::InvalidOutput(format!(
+                            "run with text_field {f:?}, the stage returned a batch without the document's text (its {f:?} column as the stage saw it): a stage that returns whole batches must take and keep every column"
+                        )),
+                    )
+                }),
+            None => Ok(b),
+        }
+    };
     let chunk = stage.batch_size.unwrap_or(rows).max(1);
     let mut calls = Calls::default();
     for start in (0..rows).step_by(chunk) {
@@ -421,13 +440,13 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement
         RunError::stage(stage, &task.meta, StageFailure::InvalidOutput(format!("chunks disagree on schema: {e}")))
     };
     let outputs: Vec<RecordBatch> = calls.ok.iter().map(|(_, o)| o.clone()).collect();
-    let out = concat(&outputs, &batch).map_err(schema_error)?;
+    let out = unswap(concat(&outputs, &batch).map_err(schema_error)?)?;
     for &(b, kind) in &ctx.branches_of[i] {
         let side = match kind {
             BranchKind::Tee => out.clone(),
             BranchKind::Rejected => {
                 let dropped: Vec<RecordBatch> = calls.ok.iter().filter_map(|(input, output)| dropped_rows(input, output)).collect();
-                concat(&dropped, &batch).map_err(schema_error)?
+                unswap(concat(&dropped, &batch).map_err(schema_error)?)?
             }
         };
         task.side.push((b, side));

@@ -55,6 +55,9 @@ pub struct PlannedStage {
     pub gpu: Vec<Assignment>,
     /// A stage the host itself carries out (no plugin file).
     pub builtin: Option<Builtin>,
+    /// `text_field` of the pipeline's entry: the column its calls see as `text` (none: the
+    /// document's text).
+    pub text_field: Option<String>,
     /// The service (of `services:`) its workers may send requests to: an endpoint's URL, or
     /// none until the run starts the service (`exec::services`).
     pub service: Option<curator_sdk::abi::ServiceContext>,
@@ -278,7 +281,9 @@ pub fn plan_file(path: &Path, registry: &Registry, opts: PlanOptions<'_>) -> Res
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| IoError::Open { path: label.clone(), source })?;
     let spec = PipelineSpec::from_yaml(&label, &text)?;
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    // A bare file name's parent is "": the current directory (a service's working directory
+    // must name it; `current_dir("")` fails as if the command were missing).
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| std::path::PathBuf::from("."), Path::to_path_buf);
     let lock_file = lock::lock_path(path);
     let locked = if opts.skip_lock { None } else { lock::load(&lock_file)? };
     plan_locked(spec, &label, &base, registry, opts, locked.as_ref().map(|l| (lock_file.as_path(), l)))

@@ -116,6 +116,7 @@ fn remove_ids_stage(index: usize, label: &str, paths: Vec<Loc>, field: &str, spe
         gpu: Vec::new(),
         builtin: Some(super::Builtin::RemoveIds { paths, field: field.to_string() }),
         service: None,
+        text_field: None,
     };
     s.memory = curator_core::memory_budget(&s.resources, s.runs());
     s
@@ -156,6 +157,7 @@ fn minhash_stage(label: &str, d: &DedupStep) -> StageSpec {
         grants: Default::default(),
         num_workers: d.dedup.num_workers,
         service: None,
+        text_field: None,
         rejected: None,
         tee: None,
     }
@@ -286,6 +288,11 @@ fn plan_plugin(
                 format!("{:?} is a WASM stage: its sandbox has no network, so only a native stage reaches a service", s.plugin),
             ));
         }
+        if let Some(f) = &s.text_field
+            && (f.is_empty() || f.starts_with('_') || f == "id")
+        {
+            errors.push(SpecError::new(label, at("text_field"), format!("{f:?} is not a column a stage may take as its text")));
+        }
         let grants = plan_grants(i, s, m, label, base, errors);
         let isolation = match (m.kind, s.isolation) {
             (curator_core::PluginKind::Wasm, i) => i.unwrap_or(Isolation::InProcess),
@@ -327,6 +334,7 @@ fn plan_plugin(
             gpu: Vec::new(),
             builtin: None,
             service: s.service.as_deref().map(|name| super::services::context(spec, name)),
+            text_field: s.text_field.clone().filter(|f| f != "text"),
         };
         planned.memory = memory_budget(&planned.resources, planned.runs());
         Some(planned)

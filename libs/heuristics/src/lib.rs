@@ -17,6 +17,7 @@ pub mod en_words;
 pub mod ftfy;
 pub mod modifiers;
 pub mod nemo;
+pub mod nemotron_cc;
 pub mod punctuation;
 pub mod py;
 pub mod rule_params;

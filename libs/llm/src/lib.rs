@@ -6,11 +6,13 @@
 //! - `limit.rs`: the in-flight limit that keeps a server's batch full (grows while latency
 //!   holds, halves on 429/503);
 //! - `cache.rs`: responses on disk by (model, request), so a resumed run does not pay twice;
-//! - `prompt.rs`: prompt templates over a document's fields, and the presets.
+//! - `prompt.rs`: prompt templates over a document's fields;
+//! - `presets.rs`: NeMo Curator's generation prompts (Nemotron-CC's five, multilingual QA).
 
 mod cache;
 mod client;
 mod limit;
+pub mod presets;
 pub mod prompt;
 mod request;
 

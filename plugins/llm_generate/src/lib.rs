@@ -8,6 +8,7 @@
 //! A document whose request keeps failing gets the server's error in `_error`: the host
 //! sends it to the dead letters (or stops the run) and keeps the others.
 
+use curator_llm::presets::Preset;
 use curator_llm::prompt::Template;
 use curator_llm::{Cache, Chat, Client, ClientOptions, Message};
 use curator_sdk::prelude::*;
@@ -24,15 +25,27 @@ use curator_sdk::prelude::*;
     batch_size = 256
 )]
 pub struct LlmGenerate {
-    /// The user message: `{text}`, `{title}`, any string field of the document; `{{` and
-    /// `}}` for braces.
-    #[param(default = "{text}")]
+    /// One of NeMo Curator's generation tasks, its prompts word for word:
+    /// `wikipedia_paraphrase`, `diverse_qa`, `distill`, `extract_knowledge`, `knowledge_list`
+    /// (Nemotron-CC's) or `multilingual_qa`. `prompt`, `system` and `output_field` override it.
+    #[param(default = "", one_of = ["", "wikipedia_paraphrase", "diverse_qa", "distill", "extract_knowledge", "knowledge_list", "multilingual_qa"])]
+    pub preset: String,
+    /// The field a preset's prompt puts in (NeMo's `input_field`).
+    #[param(default = "text")]
+    pub input_field: String,
+    /// Languages a `{language}` in the prompt is drawn from, one per document (the
+    /// `multilingual_qa` preset needs them).
+    pub languages: Option<Vec<String>>,
+    /// The user message: `{text}`, `{title}`, any string field of the document, `{language}`;
+    /// `{{` and `}}` for braces. Empty: the preset's, or `{input_field}`.
+    #[param(default = "")]
     pub prompt: String,
-    /// A system message before it (none when empty).
+    /// A system message before it (empty: the preset's, if it has one).
     #[param(default = "")]
     pub system: String,
-    /// The field the answer goes to (`text` rewrites the document).
-    #[param(default = "generated")]
+    /// The field the answer goes to (`text` rewrites the document). Empty: the preset's (NeMo's
+    /// field names), or `generated`.
+    #[param(default = "")]
     pub output_field: String,
     /// Strip leading and trailing whitespace from answers.
     #[param(default = true)]
@@ -75,6 +88,8 @@ pub struct LlmGenerate {
     #[state]
     template: Option<Template>,
     #[state]
+    task: Option<Preset>,
+    #[state]
     client: Option<Client>,
 }
 
@@ -97,8 +112,27 @@ impl LlmGenerate {
 
 impl Stage for LlmGenerate {
     fn init(&mut self) -> Result<(), StageError> {
+        self.task = match self.preset.as_str() {
+            "" => None,
+            name => Some(Preset::parse(name).ok_or_else(|| StageError::InvalidParams(format!("preset: {name:?} is not a preset")))?),
+        };
+        if self.prompt.is_empty() {
+            self.prompt = match self.task {
+                Some(p) => p.template(&self.input_field),
+                None => format!("{{{}}}", self.input_field),
+            };
+        }
+        if self.system.is_empty() {
+            self.system = self.task.and_then(Preset::system).unwrap_or_default().to_string();
+        }
+        if self.output_field.is_empty() {
+            self.output_field = self.task.map_or("generated", Preset::output_field).to_string();
+        }
         let template = Template::parse(&self.prompt).map_err(|e| StageError::InvalidParams(format!("prompt: {e}")))?;
-        if self.output_field.is_empty() || self.output_field.starts_with('_') {
+        if template.fields().contains(&"language") && self.languages.as_ref().is_none_or(Vec::is_empty) {
+            return Err(StageError::InvalidParams("the prompt has {language}: list the languages to draw from under languages".into()));
+        }
+        if self.output_field.starts_with('_') {
             return Err(StageError::InvalidParams(format!("output_field: {:?} is not a field a stage may write", self.output_field)));
         }
         self.template = Some(template);
@@ -140,40 +174,48 @@ impl Stage for LlmGenerate {
             return Err(StageError::Failed("llm_generate: not set up".into()));
         };
         let mut columns = Vec::new();
-        for f in template.fields() {
+        for f in template.fields().into_iter().filter(|f| !(*f == "language" && self.languages.is_some())) {
             let c = batch.column(f).map_err(|_| StageError::Failed(format!("prompt names {{{f}}}, which these documents do not have")))?;
             columns.push((f, c.strings().map_err(|e| StageError::Failed(format!("prompt field {{{f}}}: {e}")))?));
         }
         let n = batch.len();
+        let ids = batch.column("id").ok().and_then(|c| c.strings().ok());
         let chats: Vec<Chat> = (0..n)
             .map(|i| {
-                let user = template.render(|f| columns.iter().find(|c| c.0 == f).and_then(|c| c.1.get(i)).unwrap_or(""));
+                let user = template.render(|f| match (f, &self.languages) {
+                    ("language", Some(langs)) => language(langs, ids.as_ref().and_then(|c| c.get(i)).unwrap_or(""), i),
+                    _ => columns.iter().find(|c| c.0 == f).and_then(|c| c.1.get(i)).unwrap_or(""),
+                });
                 self.chat(user)
             })
             .collect();
         let replies = client.chat_all(&chats);
-        let mut texts: Vec<&str> = Vec::with_capacity(n);
+        let mut texts: Vec<Cow<'_, str>> = Vec::with_capacity(n);
         let mut errors: Vec<String> = Vec::new();
         let mut failed = vec![false; n];
         let (mut prompt_tokens, mut completion_tokens) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for (i, r) in replies.iter().enumerate() {
             match r {
                 Ok(r) => {
-                    texts.push(if self.strip { r.text.trim() } else { &r.text });
+                    let text = if self.strip { r.text.trim() } else { &r.text };
+                    texts.push(match self.task {
+                        Some(p) => p.clean(text),
+                        None => Cow::Borrowed(text),
+                    });
                     errors.push(String::new());
                     prompt_tokens.push(r.prompt_tokens as i64);
                     completion_tokens.push(r.completion_tokens as i64);
                 }
                 Err(e) => {
                     failed[i] = true;
-                    texts.push("");
+                    texts.push(Cow::Borrowed(""));
                     errors.push(e.to_string());
                     prompt_tokens.push(0);
                     completion_tokens.push(0);
                 }
             }
         }
-        let mut out = vec![Column::utf8(&self.output_field, texts)];
+        let mut out = vec![Column::utf8(&self.output_field, texts.iter().map(|t| t.as_ref()))];
         if self.usage_fields {
             out.push(Column::int64("llm_prompt_tokens", &prompt_tokens));
             out.push(Column::int64("llm_completion_tokens", &completion_tokens));
@@ -201,6 +243,14 @@ impl Drop for LlmGenerate {
             );
         }
     }
+}
+
+/// The language a document's `{language}` stands for: one of `languages`, drawn from its id
+/// (its row without one), so every run asks the same (NeMo draws with `secrets.choice`).
+fn language<'a>(languages: &'a [String], id: &str, row: usize) -> &'a str {
+    let key = if id.is_empty() { row.to_string() } else { id.to_string() };
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+    languages.get((h % languages.len().max(1) as u64) as usize).map_or("", String::as_str)
 }
 
 /// Arrow's validity bits: set where `valid`.

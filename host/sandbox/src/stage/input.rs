@@ -20,6 +20,40 @@ pub fn stage_input(batch: &RecordBatch, wanted: &[String]) -> Result<RecordBatch
     Ok(project(with_meta_fields(batch, wanted)?.as_ref(), wanted))
 }
 
+/// `batch` with the names of its `text` column and of column `field` exchanged: what a stage
+/// with a `text_field` is run on (and, applied again to its output, what comes back). Only the
+/// schema changes; no value is copied. A `field` the batch lacks is taken from the JSONL
+/// passthrough fields (`_meta`), as a stage's input columns are; it must hold text.
+pub fn swap_text(batch: &RecordBatch, field: &str) -> Result<RecordBatch, StageFailure> {
+    let had = batch.schema().index_of(field).is_ok();
+    let batch = with_meta_fields(batch, &[field.to_string()])?;
+    let schema = batch.schema();
+    let missing = || {
+        StageFailure::InvalidInput(format!(
+            "text_field {field:?}: the documents have no such column (a field an earlier stage writes, or the source's)"
+        ))
+    };
+    let at = schema.index_of(field).map_err(|_| missing())?;
+    // Taken from the passthrough fields and absent from every document: a misspelt name.
+    if !had && batch.num_rows() > 0 && batch.column(at).null_count() == batch.num_rows() {
+        return Err(missing());
+    }
+    if schema.field(at).data_type() != &DataType::Utf8 {
+        return Err(StageFailure::InvalidInput(format!("text_field {field:?}: the column is {}, not text", schema.field(at).data_type())));
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            n if n == field => f.as_ref().clone().with_name(crate::io::TEXT),
+            crate::io::TEXT => f.as_ref().clone().with_name(field),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())), batch.columns().to_vec())
+        .map_err(|e| StageFailure::InvalidInput(format!("text_field {field:?}: {e}")))
+}
+
 /// `batch` with the input columns a stage names that the batch lacks, taken from the
 /// passthrough `_meta` JSON of each row (JSONL fields other than id and text): arrays of
 /// numbers as float32 vectors, numbers as int64 when every value is an integer that fits and
