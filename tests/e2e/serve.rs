@@ -156,3 +156,48 @@ fn a_serving_host_answers_what_it_cannot_run_and_goes_on() {
     let read = |d: &str| std::fs::read(dir.join(d).join("a.jsonl")).unwrap();
     assert_eq!(read("served"), read("alone"));
 }
+
+#[test]
+fn a_serving_host_keeps_a_model_server_between_runs() {
+    if !needs(Need::LlamaServer) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A model file of this test's own, so `pgrep -f` finds only its server.
+    let model = dir.join("kept-server-model.gguf");
+    std::fs::copy(crate::services::model(), &model).unwrap();
+    let docs: Vec<String> = (0..5).map(|i| format!("Document {i} for the kept server.")).collect();
+    write_docs(&dir.join("in.jsonl"), &docs);
+    let llm = native_plugins_dir("llm-plugins", &["llm_generate"]);
+    let pipeline = |out: &str| {
+        format!(
+            "services:\n  llm:\n    command: python3 -m llama_cpp.server --model kept-server-model.gguf --port {{port}} --n_ctx 512 --n_threads 1\n    resources: {{cpus: 1}}\n    startup_timeout_s: 120\n\
+             source: {{path: in.jsonl}}\nstages:\n  - plugin: llm_generate\n    service: llm\n    params: {{max_tokens: 4, temperature: 0.0, seed: 1, cache: false}}\nsink: {{path: {out}}}\n"
+        )
+    };
+    std::fs::write(dir.join("a.yaml"), pipeline("out-a")).unwrap();
+    std::fs::write(dir.join("b.yaml"), pipeline("out-b")).unwrap();
+    let server = Server::start(dir);
+    let pid = || std::process::Command::new("pgrep").args(["-f", "kept-server-model.gguf"]).output().unwrap().stdout;
+    let r = server.request(&["run", "a.yaml", "--plugins", llm.to_str().unwrap()], dir);
+    assert_eq!(code(&r), 0, "{r}");
+    let first = pid();
+    assert!(!first.is_empty(), "the service runs on after the run, kept by the serving host");
+    // The next run with the same service asks the same server (no cache: it really asks).
+    let r = server.request(&["run", "b.yaml", "--plugins", llm.to_str().unwrap()], dir);
+    assert_eq!(code(&r), 0, "{r}");
+    assert_eq!(pid(), first, "the second run started a server of its own");
+    let answers = |out: &str| read_jsonl(&dir.join(out).join("in.jsonl"));
+    assert_eq!(answers("out-a").len(), 5);
+    assert_eq!(answers("out-a"), answers("out-b"), "same server, same greedy answers");
+    // A run without it stops it.
+    std::fs::write(dir.join("c.yaml"), "source: {path: in.jsonl}\nsink: {path: out-c}\n").unwrap();
+    let r = server.request(&["run", "c.yaml", "--plugins", guests_dir().to_str().unwrap()], dir);
+    assert_eq!(code(&r), 0, "{r}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while crate::services::running("kept-server-model.gguf") {
+        assert!(Instant::now() < deadline, "the kept service outlived a run that does not use it");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

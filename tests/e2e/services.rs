@@ -16,7 +16,7 @@ fn plugins() -> &'static PathBuf {
 }
 
 /// The tiny model, made once per test process.
-fn model() -> &'static PathBuf {
+pub(crate) fn model() -> &'static PathBuf {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL.get_or_init(|| {
         let dir = root().join("target/e2e-llm");
@@ -101,7 +101,7 @@ fn run(pipeline: &Path, cache: &Path) -> Run {
 }
 
 /// Whether any process has `needle` in its command line.
-fn running(needle: &str) -> bool {
+pub(crate) fn running(needle: &str) -> bool {
     Command::new("pgrep").args(["-f", needle]).output().is_ok_and(|o| o.status.success())
 }
 

@@ -22,7 +22,7 @@ mod progress;
 mod read;
 mod route;
 mod run;
-mod services;
+pub mod services;
 mod stage;
 mod summary;
 pub mod warm;

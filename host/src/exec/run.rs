@@ -40,7 +40,7 @@ impl Drop for EndOfRun {
 pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunSummary, RunError> {
     let started = Instant::now();
     // The services first (a model server takes long to load); stopped when this returns.
-    let (_services, with_urls) = super::services::Services::start(plan)?;
+    let (_services, with_urls) = super::services::Services::start(plan, opts.warm.as_deref().map(|w| &w.services))?;
     let plan = with_urls.as_ref().unwrap_or(plan);
     remove_stale_outputs(plan);
     let compiled = Arc::new(super::compile(plan, runtime)?);

@@ -36,6 +36,39 @@ pub(crate) struct Services {
     replicas: Vec<Replica>,
 }
 
+/// Services a serving host (`curator-host serve`) keeps between runs: a model server takes
+/// minutes to load, so a run whose service is the same as a kept one (same entry, working
+/// directory and cards) is given the kept replicas' URLs instead of starting its own. Kept
+/// services the next run does not name are stopped when it starts (their cards may be placed
+/// anew); the rest stop with the host. A kept replica's log stays in the run that started it.
+#[derive(Default)]
+pub struct ServicePool {
+    kept: std::sync::Mutex<Vec<KeptService>>,
+}
+
+struct KeptService {
+    key: String,
+    name: String,
+    urls: Vec<String>,
+    ready_path: String,
+    /// Dropped: stopped.
+    _replicas: Services,
+}
+
+impl ServicePool {
+    /// Services kept now.
+    pub fn kept_count(&self) -> usize {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// What makes a started service the same as a kept one: its entry, where it runs and on
+/// which cards (the command's `{port}` is the host's pick, so not part of it).
+fn service_key(s: &PlannedService) -> String {
+    let gpus: Vec<Vec<u32>> = s.replicas.iter().map(|a| a.as_ref().map(|a| a.devices.clone()).unwrap_or_default()).collect();
+    format!("{}\u{0}{}\u{0}{}\u{0}{gpus:?}", s.name, serde_json::to_string(&s.spec).unwrap_or_default(), s.cwd.display())
+}
+
 struct Replica {
     stop: Arc<AtomicBool>,
     supervisor: Option<std::thread::JoinHandle<()>>,
@@ -58,11 +91,35 @@ struct Launch {
 impl Services {
     /// Start every service `plan` starts itself and wait until all of them are ready.
     /// Returns the plan with each stage's service URLs filled in.
-    pub(crate) fn start(plan: &Plan) -> Result<(Services, Option<Plan>), ServiceError> {
+    /// With a `pool` (a serving host), services it keeps are reused and those started are
+    /// kept in it when the run ends.
+    pub(crate) fn start(plan: &Plan, pool: Option<&ServicePool>) -> Result<(Services, Option<Plan>), ServiceError> {
         let mut services = Services { replicas: Vec::new() };
-        let started: Vec<&PlannedService> = plan.services.iter().filter(|s| s.spec.is_started()).collect();
+        let mut started: Vec<&PlannedService> = plan.services.iter().filter(|s| s.spec.is_started()).collect();
+        let mut urls: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        if let Some(pool) = pool {
+            let mut kept = pool.kept.lock().unwrap_or_else(|e| e.into_inner());
+            let wanted: Vec<String> = started.iter().map(|s| service_key(s)).collect();
+            // Those this run does not name are stopped now (dropped), and so is one whose
+            // replica no longer answers.
+            kept.retain(|k| {
+                let keep = wanted.contains(&k.key) && k.urls.iter().all(|u| url_port(u).is_some_and(|p| probe(p, &k.ready_path)));
+                if !keep {
+                    tracing::info!(service = %k.name, "stopping a kept service this run does not use");
+                }
+                keep
+            });
+            started.retain(|s| match kept.iter().find(|k| k.key == service_key(s)) {
+                Some(k) => {
+                    tracing::info!(service = %s.name, "reusing the serving host's running service at {}", k.urls.join(", "));
+                    urls.insert(s.name.clone(), k.urls.clone());
+                    false
+                }
+                None => true,
+            });
+        }
         if started.is_empty() {
-            return Ok((services, None));
+            return Ok((services, with_urls(plan, &urls)));
         }
         let log_dir = match &plan.output_dir {
             crate::io::Loc::Local(p) => p.join("_services"),
@@ -70,10 +127,12 @@ impl Services {
         };
         std::fs::create_dir_all(&log_dir)
             .map_err(|e| ServiceError::Start { name: started[0].name.clone(), why: format!("cannot create {}: {e}", log_dir.display()) })?;
-        let mut urls: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), ServiceError>>();
+        let first_replica = services.replicas.len();
+        let mut groups: Vec<(String, String, String, usize)> = Vec::new();
         let mut waiting = 0;
         for s in &started {
+            groups.push((service_key(s), s.name.clone(), s.spec.ready_path.clone(), s.replicas.len()));
             let command = s.spec.command.as_ref().expect("a started service has a command");
             for (k, gpu) in s.replicas.iter().enumerate() {
                 let port = free_port().map_err(|e| ServiceError::Start { name: s.name.clone(), why: format!("no free port: {e}") })?;
@@ -116,16 +175,38 @@ impl Services {
             }
         }
         tracing::info!("services ready after {:.1} s", started_at.elapsed().as_secs_f64());
-        let mut plan = plan.clone();
-        for stage in &mut plan.stages {
-            if let Some(svc) = &mut stage.service
-                && let Some(u) = urls.get(&svc.name)
-            {
-                svc.urls = u.clone();
+        // A serving host keeps what it started, for the runs after this one.
+        if let Some(pool) = pool {
+            let mut replicas = services.replicas.split_off(first_replica).into_iter();
+            let mut kept = pool.kept.lock().unwrap_or_else(|e| e.into_inner());
+            for (key, name, ready_path, n) in groups {
+                let group = Services { replicas: replicas.by_ref().take(n).collect() };
+                kept.push(KeptService { urls: urls.get(&name).cloned().unwrap_or_default(), key, name, ready_path, _replicas: group });
             }
         }
-        Ok((services, Some(plan)))
+        Ok((services, with_urls(plan, &urls)))
     }
+}
+
+/// `plan` with each stage's service URLs filled in (none to fill: `None`, the plan as it is).
+fn with_urls(plan: &Plan, urls: &std::collections::BTreeMap<String, Vec<String>>) -> Option<Plan> {
+    if urls.is_empty() {
+        return None;
+    }
+    let mut plan = plan.clone();
+    for stage in &mut plan.stages {
+        if let Some(svc) = &mut stage.service
+            && let Some(u) = urls.get(&svc.name)
+        {
+            svc.urls = u.clone();
+        }
+    }
+    Some(plan)
+}
+
+/// The port of a loopback URL `http://127.0.0.1:PORT`.
+fn url_port(url: &str) -> Option<u16> {
+    url.rsplit(':').next()?.parse().ok()
 }
 
 impl Drop for Services {

@@ -58,6 +58,8 @@ pub struct WarmPool {
     reused: std::sync::atomic::AtomicUsize,
     /// Setup checks passed (by [`stage_key`]): planning checks a stage once per serving host.
     checked: Mutex<std::collections::HashSet<String>>,
+    /// Model servers kept between runs.
+    pub services: super::services::ServicePool,
 }
 
 impl std::fmt::Debug for WarmPool {
