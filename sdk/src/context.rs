@@ -48,6 +48,10 @@ pub struct ServiceContext {
     /// The model requests name; `None`: the first the server lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// A file the service's workers keep one in-flight limit in (each maps it), so their
+    /// requests together follow one limit; `None`: each worker its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_file: Option<String>,
 }
 
 static CONTEXT: std::sync::Mutex<Option<WorkerContext>> = std::sync::Mutex::new(None);

@@ -136,6 +136,7 @@ fn a_served_model_answers_every_document_and_stops_with_the_run() {
         sum("llm_completion_tokens")
     );
     assert!(r.stderr.contains(&totals), "{totals:?} not in:\n{}", r.stderr);
+    assert!(r.stderr.contains("one in-flight limit with the service's other workers"), "{}", r.stderr);
     // And the run's summary totals them (the manifest's `sums`), in its table and its JSON.
     let line =
         format!("llm_generate: llm_completion_tokens {}, llm_prompt_tokens {}", sum("llm_completion_tokens"), sum("llm_prompt_tokens"));

@@ -27,6 +27,18 @@ use crate::task::SpillDir;
 use crate::task::SpillReplay;
 use crate::wasm::WasmRuntime;
 
+/// Removes the services' shared in-flight limit files when a run that is not a serving
+/// host's ends (a serving host's kept workers still map theirs).
+struct LimitFiles(Vec<PathBuf>);
+
+impl Drop for LimitFiles {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
 /// Ends a serving host's run in its pool of kept instances when dropped.
 struct EndOfRun(Arc<super::warm::WarmPool>, u64);
 
@@ -42,6 +54,10 @@ pub fn run(plan: &Plan, runtime: &WasmRuntime, opts: &RunOptions) -> Result<RunS
     // The services first (a model server takes long to load); stopped when this returns.
     let (_services, with_urls) = super::services::Services::start(plan, opts.warm.as_deref().map(|w| &w.services))?;
     let plan = with_urls.as_ref().unwrap_or(plan);
+    let _limit_files = opts
+        .warm
+        .is_none()
+        .then(|| LimitFiles(plan.stages.iter().filter_map(|s| s.service.as_ref()?.limit_file.as_ref().map(PathBuf::from)).collect()));
     remove_stale_outputs(plan);
     let compiled = Arc::new(super::compile(plan, runtime)?);
     let cached_plugins = compiled

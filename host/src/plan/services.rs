@@ -58,5 +58,13 @@ pub fn context(spec: &curator_core::PipelineSpec, name: &str) -> curator_sdk::ab
         urls: s.and_then(|s| s.endpoint.as_deref()).and_then(|u| base_url(u).ok()).into_iter().collect(),
         api_key_env: s.and_then(|s| s.api_key_env.clone()),
         model: s.and_then(|s| s.model.clone()),
+        limit_file: Some(limit_file(name).display().to_string()),
     }
+}
+
+/// Where the workers of this host process that reach service `name` keep their one in-flight
+/// limit (`curator_llm::SharedLimit`): the same file for every run of a serving host, so a
+/// kept worker and a new one share it. A run removes it when it ends (`exec/run.rs`).
+pub fn limit_file(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("curator-{}-{name}.limit", std::process::id()))
 }

@@ -28,6 +28,9 @@ pub struct ClientOptions {
     pub initial_in_flight: usize,
     pub max_in_flight: usize,
     pub cache: Option<Cache>,
+    /// The file the service's workers keep one in-flight limit in ([`crate::SharedLimit`]);
+    /// none, or one that cannot be mapped: a limit of this client's own.
+    pub limit_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -42,6 +45,7 @@ impl Default for ClientOptions {
             initial_in_flight: 8,
             max_in_flight: 256,
             cache: None,
+            limit_file: None,
         }
     }
 }
@@ -132,7 +136,11 @@ impl Client {
             .max_idle_connections_per_host(opts.max_in_flight + 4)
             .build()
             .into();
-        let limit = Limit::new(Aimd::new(opts.initial_in_flight, opts.max_in_flight));
+        let policy = Aimd::new(opts.initial_in_flight, opts.max_in_flight);
+        let limit = match opts.limit_file.as_deref().map(|f| crate::SharedLimit::open(f, opts.initial_in_flight, opts.max_in_flight)) {
+            Some(Ok(shared)) => Limit::shared(policy, shared),
+            _ => Limit::new(policy),
+        };
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
         let mut client = Client {
             agent,
@@ -157,6 +165,11 @@ impl Client {
     /// Requests allowed in flight now.
     pub fn in_flight_limit(&self) -> usize {
         self.limit.allowed()
+    }
+
+    /// Whether that limit is kept with the service's other workers.
+    pub fn limit_is_shared(&self) -> bool {
+        self.limit.is_shared()
     }
 
     pub fn stats(&self) -> Stats {

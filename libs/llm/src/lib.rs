@@ -4,7 +4,8 @@
 //! - `client.rs`: chat completions over keep-alive HTTP/1.1, replicas taken in turn, retries
 //!   with jittered backoff on 429/5xx/time-outs, a wait for a server that is restarting;
 //! - `limit.rs`: the in-flight limit that keeps a server's batch full (grows while latency
-//!   holds, halves on 429/503);
+//!   holds, halves on 429/503); `shared_limit.rs`: that limit kept by all of a service's
+//!   worker processes together, in a file they map;
 //! - `cache.rs`: responses on disk by (model, request), so a resumed run does not pay twice;
 //! - `prompt.rs`: prompt templates over a document's fields;
 //! - `presets.rs`: NeMo Curator's generation prompts (Nemotron-CC's five, multilingual QA).
@@ -15,11 +16,13 @@ mod limit;
 pub mod presets;
 pub mod prompt;
 mod request;
+mod shared_limit;
 
 pub use cache::Cache;
 pub use client::{Client, ClientOptions, Stats};
 pub use limit::{Aimd, Limit};
 pub use request::{Chat, Message, Reply};
+pub use shared_limit::SharedLimit;
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -6,6 +6,8 @@
 
 use std::sync::{Condvar, Mutex};
 
+use crate::shared_limit::SharedLimit;
+
 /// The policy, as a value: what the limit becomes after each event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Aimd {
@@ -46,10 +48,13 @@ impl Aimd {
 }
 
 /// The limit shared by a client's threads: `acquire` blocks while the policy's limit is
-/// reached.
+/// reached. With a [`SharedLimit`], the limit and the count are those of every worker of the
+/// service; a waiting thread looks again every 2 ms (other processes' answers wake no
+/// condition variable here) and at once when one of this process's requests ends.
 pub struct Limit {
     state: Mutex<(Aimd, usize)>,
     freed: Condvar,
+    shared: Option<SharedLimit>,
 }
 
 /// One request in flight; dropping it frees its place.
@@ -57,10 +62,27 @@ pub struct Permit<'a>(&'a Limit);
 
 impl Limit {
     pub fn new(policy: Aimd) -> Limit {
-        Limit { state: Mutex::new((policy, 0)), freed: Condvar::new() }
+        Limit { state: Mutex::new((policy, 0)), freed: Condvar::new(), shared: None }
+    }
+
+    /// A limit kept with the service's other workers in `shared`.
+    pub fn shared(policy: Aimd, shared: SharedLimit) -> Limit {
+        Limit { shared: Some(shared), ..Limit::new(policy) }
+    }
+
+    /// Whether the limit is the service's, across workers.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
     }
 
     pub fn acquire(&self) -> Permit<'_> {
+        if let Some(sh) = &self.shared {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            while !sh.try_acquire() {
+                s = self.freed.wait_timeout(s, std::time::Duration::from_millis(2)).unwrap_or_else(|e| e.into_inner()).0;
+            }
+            return Permit(self);
+        }
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         while s.1 >= s.0.allowed() {
             s = self.freed.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -70,16 +92,25 @@ impl Limit {
     }
 
     pub fn answered(&self, latency_s: f64) {
-        self.update(|a| a.answered(latency_s));
+        match &self.shared {
+            Some(sh) => sh.answered(latency_s),
+            None => self.update(|a| a.answered(latency_s)),
+        }
     }
 
     pub fn overloaded(&self) {
-        self.update(Aimd::overloaded);
+        match &self.shared {
+            Some(sh) => sh.overloaded(),
+            None => self.update(Aimd::overloaded),
+        }
     }
 
     /// The limit now.
     pub fn allowed(&self) -> usize {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).0.allowed()
+        match &self.shared {
+            Some(sh) => sh.allowed(),
+            None => self.state.lock().unwrap_or_else(|e| e.into_inner()).0.allowed(),
+        }
     }
 
     fn update(&self, f: impl FnOnce(&mut Aimd)) {
@@ -90,6 +121,13 @@ impl Limit {
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
+        if let Some(sh) = &self.0.shared {
+            sh.release();
+            // Taken so a waiter between its check and its wait cannot miss this wake-up.
+            drop(self.0.state.lock().unwrap_or_else(|e| e.into_inner()));
+            self.0.freed.notify_all();
+            return;
+        }
         let mut s = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
         s.1 -= 1;
         drop(s);

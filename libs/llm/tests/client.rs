@@ -167,3 +167,88 @@ fn answers_come_back_in_order_and_the_cache_answers_a_second_time() {
     assert_eq!(client.stats().cache_hits, 40);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A server that answers every chat after `delay`, counting the most requests it held at once.
+fn slow_server(delay: Duration) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let most2 = most.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let (now, most) = (now.clone(), most2.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let models = line.contains("/v1/models");
+                    let mut len = 0;
+                    loop {
+                        let mut h = String::new();
+                        reader.read_line(&mut h).unwrap();
+                        if h.trim().is_empty() {
+                            break;
+                        }
+                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    reader.read_exact(&mut body).unwrap();
+                    let body = if models {
+                        r#"{"data": [{"id": "m"}]}"#.to_string()
+                    } else {
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(n, Ordering::SeqCst);
+                        std::thread::sleep(delay);
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        serde_json::json!({"choices": [{"message": {"content": "ok"}}]}).to_string()
+                    };
+                    let head = format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+                    if conn.write_all(head.as_bytes()).and_then(|_| conn.write_all(body.as_bytes())).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, most)
+}
+
+/// The most requests two clients (two workers of one stage) held at the server at once.
+fn two_workers_at_most(limit_file: Option<std::path::PathBuf>) -> usize {
+    let (url, most) = slow_server(Duration::from_millis(30));
+    let clients: Vec<Arc<Client>> = (0..2)
+        .map(|_| {
+            Arc::new(
+                Client::connect(ClientOptions { initial_in_flight: 2, max_in_flight: 2, limit_file: limit_file.clone(), ..opts(&url) })
+                    .unwrap(),
+            )
+        })
+        .collect();
+    assert!(clients.iter().all(|c| c.limit_is_shared() == limit_file.is_some()));
+    let chats: Vec<Chat> = (0..12).map(|i| chat(&format!("q{i}"))).collect();
+    let workers: Vec<_> = clients
+        .iter()
+        .map(|c| {
+            let (c, chats) = (c.clone(), chats.clone());
+            std::thread::spawn(move || c.chat_all(&chats).into_iter().all(|r| r.is_ok()))
+        })
+        .collect();
+    assert!(workers.into_iter().all(|w| w.join().unwrap()));
+    most.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[test]
+fn workers_sharing_a_limit_file_keep_one_limit_together() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each its own: two of two in flight each, four at once.
+    assert!(two_workers_at_most(None) >= 3);
+    // One limit of two for both (a moment's overshoot of one request per other worker allowed).
+    assert!(two_workers_at_most(Some(dir.path().join("svc.limit"))) <= 3);
+}

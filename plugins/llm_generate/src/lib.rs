@@ -162,9 +162,12 @@ impl Stage for LlmGenerate {
             initial_in_flight: self.initial_in_flight.min(self.max_in_flight),
             max_in_flight: self.max_in_flight,
             cache,
+            limit_file: service.limit_file.as_ref().map(std::path::PathBuf::from),
         };
         let client = Client::connect(opts).map_err(|e| StageError::Failed(format!("service {:?}: {e}", service.name)))?;
-        log(Level::Info, &format!("llm_generate: model {:?} at {}", client.model(), service.urls.join(", ")));
+        let limit =
+            if client.limit_is_shared() { "one in-flight limit with the service's other workers" } else { "an in-flight limit of its own" };
+        log(Level::Info, &format!("llm_generate: model {:?} at {}, {limit}", client.model(), service.urls.join(", ")));
         self.client = Some(client);
         Ok(())
     }
