@@ -28,6 +28,26 @@ pub(crate) fn model() -> &'static PathBuf {
     })
 }
 
+/// The tiny model where the shipped examples look for it (`target/models/tiny-llm.gguf`).
+fn shipped_model() {
+    let models = root().join("target/models");
+    std::fs::create_dir_all(&models).unwrap();
+    let tiny = models.join("tiny-llm.gguf");
+    if !tiny.exists() {
+        install_library(model(), &tiny);
+    }
+}
+
+/// The documents of every `.jsonl` file directly in `dir`.
+fn jsonl_docs_in(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
+        .flat_map(|e| read_jsonl(&e.path()))
+        .collect()
+}
+
 /// A copy of the model under a name of this test's own, so `pgrep -f` finds only its server.
 fn own_model(dir: &Path) -> PathBuf {
     let p = dir.join("model.gguf");
@@ -334,12 +354,7 @@ fn the_shipped_rewrite_example_runs() {
     if !needs(Need::LlamaServer) {
         return;
     }
-    let models = root().join("target/models");
-    std::fs::create_dir_all(&models).unwrap();
-    let tiny = models.join("tiny-llm.gguf");
-    if !tiny.exists() {
-        install_library(model(), &tiny);
-    }
+    shipped_model();
     let example = root().join("examples/served/rewrite.yaml");
     let dir = tempfile::tempdir().unwrap();
     // The example as shipped, but writing to a directory of this test's own.
@@ -350,12 +365,7 @@ fn the_shipped_rewrite_example_runs() {
     let r = run(&p, &dir.path().join("cache"));
     std::fs::remove_file(&p).unwrap();
     r.ok();
-    let out: Vec<serde_json::Value> = std::fs::read_dir(dir.path().join("out"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
-        .flat_map(|e| read_jsonl(&e.path()))
-        .collect();
+    let out = jsonl_docs_in(&dir.path().join("out"));
     assert_eq!(out.len(), 200, "{}", r.stderr);
     assert!(out.iter().all(|d| d["rewritten"].is_string() && d["llm_completion_tokens"].as_i64() > Some(0)));
 }
@@ -438,12 +448,7 @@ fn the_shipped_nemotron_cc_example_runs() {
     if !needs(Need::LlamaServer) {
         return;
     }
-    let models = root().join("target/models");
-    std::fs::create_dir_all(&models).unwrap();
-    let tiny = models.join("tiny-llm.gguf");
-    if !tiny.exists() {
-        install_library(model(), &tiny);
-    }
+    shipped_model();
     let dir = tempfile::tempdir().unwrap();
     let (out, answers) = (dir.path().join("out"), dir.path().join("answers"));
     let text = std::fs::read_to_string(root().join("examples/served/nemotron-cc.yaml"))
@@ -469,12 +474,7 @@ fn the_shipped_nemotron_cc_example_runs() {
     std::fs::remove_file(&p).unwrap();
     r.ok();
     // Every packed segment got an answer, numbered within its document.
-    let got: Vec<serde_json::Value> = std::fs::read_dir(&answers)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
-        .flat_map(|e| read_jsonl(&e.path()))
-        .collect();
+    let got = jsonl_docs_in(&answers);
     assert!(got.len() >= 10, "{} answers: {}", got.len(), r.stderr);
     assert!(got.iter().all(|d| d["rephrased"].is_string() && d["segment_id"].is_i64() && d["llm_prompt_tokens"].as_i64() > Some(60)));
     // Noise never starts with NeMo's prefix: the post-processing keeps nothing, as it should.

@@ -41,28 +41,33 @@ fn server(script: Vec<Answer>) -> (String, Arc<Mutex<Vec<String>>>) {
     (url, seen)
 }
 
+/// The next request on a keep-alive connection: its path and body (`None`: closed).
+fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(String, Vec<u8>)> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+    let mut len = 0;
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).unwrap();
+        if h.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    Some((path, body))
+}
+
 fn serve(conn: TcpStream, script: &Mutex<std::collections::VecDeque<Answer>>, seen: &Mutex<Vec<String>>) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut conn = conn;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-        let mut len = 0;
-        loop {
-            let mut h = String::new();
-            reader.read_line(&mut h).unwrap();
-            if h.trim().is_empty() {
-                break;
-            }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0; len];
-        reader.read_exact(&mut body).unwrap();
+    while let Some((path, body)) = read_request(&mut reader) {
         let answer = if path == "/v1/models" {
             Answer::Status(200, r#"{"data": [{"id": "served-model"}]}"#.into())
         } else {
@@ -181,26 +186,8 @@ fn slow_server(delay: Duration) -> (String, Arc<std::sync::atomic::AtomicUsize>)
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(conn.try_clone().unwrap());
                 let mut conn = conn;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let models = line.contains("/v1/models");
-                    let mut len = 0;
-                    loop {
-                        let mut h = String::new();
-                        reader.read_line(&mut h).unwrap();
-                        if h.trim().is_empty() {
-                            break;
-                        }
-                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap();
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    reader.read_exact(&mut body).unwrap();
-                    let body = if models {
+                while let Some((path, _)) = read_request(&mut reader) {
+                    let body = if path == "/v1/models" {
                         r#"{"data": [{"id": "m"}]}"#.to_string()
                     } else {
                         let n = now.fetch_add(1, Ordering::SeqCst) + 1;
