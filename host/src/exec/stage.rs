@@ -395,18 +395,14 @@ pub(crate) fn run_stage(ctx: &Ctx, i: usize, inst: &mut Instance, at: &Placement
         None => batch,
     };
     let unswap = |b: RecordBatch| -> Result<RecordBatch, RunError> {
-        match &stage.text_field {
-            Some(f) => crate::stage::input::swap_text(&b, f).map_err(|_| {
-                    RunError::stage(
-                        stage,
-                        &task.meta,
-                        StageFailure::InvalidOutput(format!(
-                            "run with text_field {f:?}, the stage returned a batch without the document's text (its {f:?} column as the stage saw it): a stage that returns whole batches must take and keep every column"
-                        )),
-                    )
-                }),
-            None => Ok(b),
-        }
+        let Some(f) = &stage.text_field else { return Ok(b) };
+        crate::stage::input::swap_text(&b, f).map_err(|_| {
+            let why = format!(
+                "run with text_field {f:?}, the stage returned a batch without the document's text (its {f:?} column as the stage saw it): \
+                 a stage that returns whole batches must take and keep every column"
+            );
+            RunError::stage(stage, &task.meta, StageFailure::InvalidOutput(why))
+        })
     };
     let chunk = stage.batch_size.unwrap_or(rows).max(1);
     let mut calls = Calls::default();

@@ -20,6 +20,7 @@ use curator_sdk::prelude::*;
     cpus = 1.0,
     memory_mb = 1024,
     inputs = ["*"],
+    input_params = ["input_field"],
     outputs = ["generated", "llm_prompt_tokens", "llm_completion_tokens"],
     sums = ["llm_prompt_tokens", "llm_completion_tokens"],
     batch_size = 256
