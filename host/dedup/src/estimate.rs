@@ -71,6 +71,8 @@ pub fn corpus(inputs: &[InputFile], limit: Option<u64>) -> Corpus {
         bytes += decoded;
         docs += decoded / per_line.max(1.0);
     }
+    // A video or an image is one document (its text is its path: nothing to size).
+    docs += inputs.iter().filter(|f| f.format.is("video") || f.format.is(crate::io::images::NAME)).count() as f64;
     let mut docs = docs.ceil() as u64;
     if let Some(l) = limit {
         docs = docs.min(l);
@@ -103,6 +105,23 @@ mod tests {
             assert!(err < 0.05, "{name}: {} documents estimated", c.docs);
         }
         assert_eq!(corpus(&[input(&dir.path().join("a.jsonl"))], Some(100)).docs, 100);
+    }
+
+    #[test]
+    fn videos_and_images_count_one_document_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for (sub, names, format) in [("v", ["a.mp4", "b.mkv"], "video"), ("i", ["c.jpg", "d.png"], crate::io::images::NAME)] {
+            let at = dir.path().join(sub);
+            std::fs::create_dir(&at).unwrap();
+            for name in names {
+                std::fs::write(at.join(name), b"not really media").unwrap();
+            }
+            files.extend(crate::io::discover(&[crate::io::Loc::Local(at)], None, crate::io::Source::named(format)).unwrap());
+        }
+        assert_eq!(files.len(), 4);
+        let c = corpus(&files, None);
+        assert_eq!((c.docs, c.bytes), (4, 0));
     }
 
     #[test]
