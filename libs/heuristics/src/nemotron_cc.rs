@@ -6,6 +6,8 @@
 //! `random`, so no two of its runs agree; here the draws come from a seed and the document's
 //! text, so a rerun or a resumed run writes the same pairs.
 
+use curator_sdk::shingle::{mix64, shingle_hash};
+
 use crate::py;
 
 /// NeMo's `DiverseQAStage.prefix`: the line the prompt asks the model to begin with.
@@ -49,7 +51,7 @@ pub fn diverse_qa_cap(max_num_pairs: usize, tokens: Option<u64>) -> usize {
 /// answer has no well-formed pairs.
 pub fn diverse_qa(text: &str, generated: &str, prefix: &str, cap: usize, seed: u64) -> String {
     let Some(mut pairs) = diverse_qa_pairs(generated, prefix) else { return String::new() };
-    let mut rng = SplitMix64::new(seed ^ fnv1a(text.as_bytes()) ^ fnv1a(generated.as_bytes()).rotate_left(17));
+    let mut rng = SplitMix64::new(seed ^ shingle_hash(text.as_bytes()) ^ shingle_hash(generated.as_bytes()).rotate_left(17));
     // Fisher–Yates from the end, as `random.shuffle` walks.
     for i in (1..pairs.len()).rev() {
         pairs.swap(i, rng.below(i as u64 + 1) as usize);
@@ -78,13 +80,8 @@ pub fn knowledge_list(generated: &str) -> String {
     out.join("\n")
 }
 
-/// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
-}
-
-/// SplitMix64 (Steele, Lea and Flood): a small generator for per-document draws. Written here,
-/// eight lines, rather than a crate every WASM guest of the catalogue would carry.
+/// SplitMix64 (Steele, Lea and Flood): a small generator for per-document draws, its
+/// finaliser the SDK's `mix64`; here rather than a crate every WASM guest would carry.
 struct SplitMix64(u64);
 
 impl SplitMix64 {
@@ -94,10 +91,7 @@ impl SplitMix64 {
 
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        mix64(self.0)
     }
 
     /// Uniform in `0..n` (`n` ≥ 1), without modulo bias (Lemire's multiply-shift with rejection).

@@ -253,7 +253,7 @@ impl Drop for LlmGenerate {
 /// (its row without one), so every run asks the same (NeMo draws with `secrets.choice`).
 fn language<'a>(languages: &'a [String], id: &str, row: usize) -> &'a str {
     let key = if id.is_empty() { row.to_string() } else { id.to_string() };
-    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+    let h = curator_sdk::shingle::shingle_hash(key.as_bytes());
     languages.get((h % languages.len().max(1) as u64) as usize).map_or("", String::as_str)
 }
 
