@@ -93,6 +93,17 @@ impl Column {
         Column { name: name.into(), ty: ColumnType::Utf8, validity: Vec::new(), offsets, data }
     }
 
+    /// The `_error` column ([`crate::ROW_ERROR_COLUMN`]) of a batch some of whose rows failed:
+    /// each failed row's reason, valid only there; `None` when every row succeeded.
+    pub fn row_errors(errors: &[Option<String>]) -> Option<Column> {
+        if errors.iter().all(Option::is_none) {
+            return None;
+        }
+        let mut col = Column::utf8(crate::ROW_ERROR_COLUMN, errors.iter().map(|e| e.as_deref().unwrap_or("")));
+        col.validity = bitmap(errors.iter().map(Option::is_some), errors.len());
+        Some(col)
+    }
+
     /// A binary column from byte strings.
     pub fn binary<'a>(name: &str, values: impl IntoIterator<Item = &'a [u8]>) -> Column {
         let mut offsets = vec![0u32];
@@ -317,6 +328,16 @@ mod tests {
         assert_eq!(bad.strings().unwrap().get(0), None);
         bad.offsets[3] = 100;
         assert!(bad.strings().is_err());
+    }
+
+    #[test]
+    fn row_errors_are_valid_only_on_the_failed_rows() {
+        assert_eq!(Column::row_errors(&[None, None]), None);
+        let c = Column::row_errors(&[None, Some("refused".into()), None]).unwrap();
+        assert_eq!(c.name, crate::ROW_ERROR_COLUMN);
+        assert_eq!(c.validity, vec![0b010]);
+        assert!(!c.is_valid(0) && c.is_valid(1) && !c.is_valid(2));
+        assert_eq!(c.strings().unwrap().get(1), Some("refused"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod support;
 
 mod bombs;
+mod captions;
 mod catalogue;
 mod cli;
 mod compat;

@@ -84,6 +84,18 @@ pub fn decode(bytes: &[u8]) -> Result<Rgb8, ImageError> {
     Ok(Rgb8 { width, height, data: rgb.into_raw() })
 }
 
+/// Encode `img` as a baseline JPEG of `quality` (1-100; what a served vision model is sent).
+#[cfg(feature = "decode")]
+pub fn encode_jpeg(img: &Rgb8, quality: u8) -> Result<Vec<u8>, ImageError> {
+    let mut out = Vec::with_capacity(img.data.len() / 8);
+    let (w, h) = (u32::try_from(img.width), u32::try_from(img.height));
+    let (Ok(w), Ok(h)) = (w, h) else { return Err(ImageError::Decode(format!("the image is {}×{}", img.width, img.height))) };
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality.clamp(1, 100))
+        .encode(&img.data, w, h, image::ExtendedColorType::Rgb8)
+        .map_err(|e| ImageError::Decode(format!("encoding a JPEG: {e}")))?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +127,18 @@ mod tests {
     fn a_broken_image_is_an_error_not_a_panic() {
         assert!(decode(b"\xFF\xD8\xFF\xE0 not really").is_err());
         assert!(decode(b"").is_err());
+    }
+
+    #[cfg(feature = "decode")]
+    #[test]
+    fn an_encoded_jpeg_decodes_to_nearly_the_same_pixels() {
+        let data: Vec<u8> = (0..32 * 16).flat_map(|p| [(p % 32 * 8) as u8, (p / 32 * 16) as u8, 128]).collect();
+        let img = Rgb8 { width: 32, height: 16, data };
+        let bytes = encode_jpeg(&img, 95).unwrap();
+        assert_eq!(check(&bytes), Ok("jpeg"));
+        let back = decode(&bytes).unwrap();
+        assert_eq!((back.width, back.height), (32, 16));
+        let worst = back.data.iter().zip(&img.data).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+        assert!(worst < 24, "{worst}");
     }
 }

@@ -232,6 +232,9 @@ impl Client {
         if let Some(v) = chat.seed {
             o.insert("seed".into(), v.into());
         }
+        for (k, v) in &chat.extra {
+            o.insert(k.clone(), v.clone());
+        }
         body
     }
 
@@ -299,26 +302,47 @@ impl Client {
     }
 
     /// Every chat's answer, in order, with up to the in-flight limit of them asked at once.
+    /// With the cache on, a chat identical to an earlier one of the same call is asked once
+    /// and its answer shared (as the cache would answer it a call later); without the cache,
+    /// every chat is asked (identical prompts may be meant to get different samples).
     pub fn chat_all(&self, chats: &[Chat]) -> Vec<Result<Reply, LlmError>> {
+        let first_of: Vec<usize> = match &self.opts.cache {
+            Some(_) => {
+                let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+                chats.iter().enumerate().map(|(i, c)| *seen.entry(Cache::key(&self.body(c))).or_insert(i)).collect()
+            }
+            None => (0..chats.len()).collect(),
+        };
+        let asked: Vec<usize> = (0..chats.len()).filter(|&i| first_of[i] == i).collect();
         let next = AtomicUsize::new(0);
         let results: Vec<Mutex<Option<Result<Reply, LlmError>>>> = chats.iter().map(|_| Mutex::new(None)).collect();
-        let threads = self.opts.max_in_flight.min(chats.len()).max(1);
+        let threads = self.opts.max_in_flight.min(asked.len()).max(1);
         std::thread::scope(|s| {
             for _ in 0..threads {
                 s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(chat) = chats.get(i) else { break };
-                        let r = self.chat(chat);
+                    while let Some(&i) = asked.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let r = self.chat(&chats[i]);
                         *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
                     }
                 });
             }
         });
-        results
-            .into_iter()
-            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| Err(LlmError::Config("not asked".into()))))
-            .collect()
+        let mut out: Vec<Result<Reply, LlmError>> = Vec::with_capacity(chats.len());
+        for (i, m) in results.into_iter().enumerate() {
+            let r = match m.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                Some(r) => r,
+                None => match out.get(first_of[i]) {
+                    Some(Ok(first)) => {
+                        self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                        Ok(Reply { cached: true, attempts: 0, ..first.clone() })
+                    }
+                    Some(Err(e)) => Err(e.clone()),
+                    None => Err(LlmError::Config("not asked".into())),
+                },
+            };
+            out.push(r);
+        }
+        out
     }
 
     fn attempt(&self, body: &[u8]) -> Attempt {

@@ -8,7 +8,9 @@
 //!   worker processes together, in a file they map;
 //! - `cache.rs`: responses on disk by (model, request), so a resumed run does not pay twice;
 //! - `prompt.rs`: prompt templates over a document's fields;
-//! - `presets.rs`: NeMo Curator's generation prompts (Nemotron-CC's five, multilingual QA).
+//! - `presets.rs`: NeMo Curator's generation prompts (Nemotron-CC's five, multilingual QA,
+//!   caption enhancement);
+//! - `stage.rs` (feature `stage`): a native stage's client of the service its entry names.
 
 mod cache;
 mod client;
@@ -17,11 +19,13 @@ pub mod presets;
 pub mod prompt;
 mod request;
 mod shared_limit;
+#[cfg(feature = "stage")]
+pub mod stage;
 
 pub use cache::Cache;
 pub use client::{Client, ClientOptions, Stats};
 pub use limit::{Aimd, Limit};
-pub use request::{Chat, Message, Reply};
+pub use request::{Chat, Content, Message, Part, Reply, Url};
 pub use shared_limit::SharedLimit;
 
 /// Why a request got no answer.

@@ -1,6 +1,7 @@
 //! The prompts of NeMo Curator's generation stages, word for word (NeMo Curator,
-//! `nemo_curator/stages/synthetic/nemotron_cc/prompts.py` and the multilingual QA tutorial;
-//! Apache-2.0, © NVIDIA): a pipeline that names a preset sends what NeMo sends. `{document}`
+//! `nemo_curator/stages/synthetic/nemotron_cc/prompts.py`, the multilingual QA tutorial and
+//! `nemo_curator/stages/video/caption/`; Apache-2.0, © NVIDIA): a pipeline that names a
+//! preset sends what NeMo sends. `{document}`
 //! stands for the document's text (the stage's `input_field`), `{language}` for a language of
 //! the stage's `languages`.
 
@@ -20,10 +21,23 @@ pub enum Preset {
     /// `QAMultilingualSyntheticStage` with its tutorial's prompt: a short science question and
     /// answer in a language, tagged `[XX]`.
     MultilingualQa,
+    /// `CaptionEnhancementStage`: a video caption made longer and more colourful by a text model.
+    CaptionEnhancement,
+    /// The same with its `av-surveillance` prompt (dashboard and surveillance cameras).
+    CaptionEnhancementAvSurveillance,
 }
 
 /// The names a pipeline uses, in the docs' order.
-pub const NAMES: [&str; 6] = ["wikipedia_paraphrase", "diverse_qa", "distill", "extract_knowledge", "knowledge_list", "multilingual_qa"];
+pub const NAMES: [&str; 8] = [
+    "wikipedia_paraphrase",
+    "diverse_qa",
+    "distill",
+    "extract_knowledge",
+    "knowledge_list",
+    "multilingual_qa",
+    "caption_enhancement",
+    "caption_enhancement_av_surveillance",
+];
 
 const SYSTEM: &str = "A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, detailed, and polite answers to the questions.";
 
@@ -107,6 +121,54 @@ const MULTILINGUAL_QA: &str = "
     Begin with the language name using the 2-letter code, which is in square brackets, e.g. [EN] for English, [FR] for French, [DE] for German, [ES] for Spanish, [IT] for Italian.
     ";
 
+const ENHANCE: &str = "
+        You are a chatbot that enhances video caption inputs, adding more color and details to the text.
+        The output should be longer than the provided input caption.
+    ";
+
+const ENHANCE_AV_SURVEILLANCE: &str = "
+        You are a chatbot that enhances video captions from vehicle dashboard cameras or surveillance cameras.
+        Add more details and generate a summary from the original text.
+        The output should be longer than the provided input caption.
+    ";
+
+/// `CaptionPreparationStage`'s prompts for a video window, by `prompt_variant`.
+pub const CAPTION_PROMPTS: [(&str, &str); 3] = [
+    (
+        "default",
+        "
+        Elaborate on the visual and narrative elements of the video in detail.
+    ",
+    ),
+    (
+        "av",
+        "
+        The video depicts the view from a camera mounted on a car as it is driving.
+        Pay special attention to the motion of the cars, including the primary car
+        whose point-of-view we observe in the video. Also note important factors
+        that would relate to driving safety like the relative positions of pedestrians,
+        lane markers, road signs, traffic signals, and any aggressive driving behavior
+        of other vehicles. Also pay attention to interesting landmarks and describe
+        them in detail.
+    ",
+    ),
+    (
+        "av-surveillance",
+        "
+        The video depicts the view from a surveillance camera. Pay special attention
+        to the motion of the cars and other important factors that would relate to
+        driving safety like the relative positions of pedestrians, lane markers,
+        road signs, traffic signals, and any aggressive driving behavior of vehicles.
+        Also pay attention to interesting landmarks and describe them in detail.
+    ",
+    ),
+];
+
+/// The caption prompt of `variant` (`default`, `av`, `av-surveillance`).
+pub fn caption_prompt(variant: &str) -> Option<&'static str> {
+    CAPTION_PROMPTS.iter().find(|(name, _)| *name == variant).map(|(_, text)| *text)
+}
+
 impl Preset {
     pub fn parse(name: &str) -> Option<Preset> {
         Some(match name {
@@ -116,15 +178,19 @@ impl Preset {
             "extract_knowledge" => Preset::ExtractKnowledge,
             "knowledge_list" => Preset::KnowledgeList,
             "multilingual_qa" => Preset::MultilingualQa,
+            "caption_enhancement" => Preset::CaptionEnhancement,
+            "caption_enhancement_av_surveillance" => Preset::CaptionEnhancementAvSurveillance,
             _ => return None,
         })
     }
 
-    /// The system message NeMo sends (only two of its tasks have one).
+    /// The system message NeMo sends (the Wikipedia, distill and enhancement tasks have one).
     pub fn system(self) -> Option<&'static str> {
         match self {
             Preset::WikipediaParaphrase => Some(SYSTEM),
             Preset::Distill => Some(DISTILL_SYSTEM),
+            Preset::CaptionEnhancement => Some(ENHANCE),
+            Preset::CaptionEnhancementAvSurveillance => Some(ENHANCE_AV_SURVEILLANCE),
             _ => None,
         }
     }
@@ -138,6 +204,8 @@ impl Preset {
             Preset::ExtractKnowledge => EXTRACT_KNOWLEDGE,
             Preset::KnowledgeList => KNOWLEDGE_LIST,
             Preset::MultilingualQa => MULTILINGUAL_QA,
+            // The caption itself is the user's message.
+            Preset::CaptionEnhancement | Preset::CaptionEnhancementAvSurveillance => "{document}",
         }
     }
 
@@ -157,6 +225,7 @@ impl Preset {
             Preset::ExtractKnowledge => "extract_knowledge",
             Preset::KnowledgeList => "knowledge_list",
             Preset::MultilingualQa => "text",
+            Preset::CaptionEnhancement | Preset::CaptionEnhancementAvSurveillance => "enhanced_caption",
         }
     }
 
@@ -187,6 +256,17 @@ mod tests {
             assert_eq!(rendered, p.user().replace("{document}", "THE TEXT").replace("{language}", "French"), "{name}");
         }
         assert_eq!(Preset::parse("summary"), None);
+    }
+
+    #[test]
+    fn caption_prompts_are_nemos_by_variant() {
+        assert!(caption_prompt("default").unwrap().trim().starts_with("Elaborate on the visual"));
+        assert!(caption_prompt("av").unwrap().contains("camera mounted on a car"));
+        assert!(caption_prompt("av-surveillance").unwrap().contains("surveillance camera"));
+        assert_eq!(caption_prompt("summary"), None);
+        let p = Preset::parse("caption_enhancement").unwrap();
+        assert_eq!(p.template("caption"), "{caption}");
+        assert!(p.system().unwrap().contains("enhances video caption inputs"));
     }
 
     #[test]

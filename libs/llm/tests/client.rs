@@ -173,6 +173,24 @@ fn answers_come_back_in_order_and_the_cache_answers_a_second_time() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+#[test]
+fn identical_chats_of_one_call_are_asked_once_with_the_cache_and_each_without() {
+    let (url, seen) = server(Vec::new());
+    let dir = std::env::temp_dir().join(format!("curator-llm-client-same-{}", std::process::id()));
+    let chats: Vec<Chat> = ["a", "b", "a", "a", "c", "b"].iter().map(|s| chat(s)).collect();
+    let client = Client::connect(ClientOptions { cache: Some(Cache::new(&dir)), ..opts(&url) }).unwrap();
+    let replies = client.chat_all(&chats);
+    assert_eq!(seen.lock().unwrap().len(), 3, "a, b and c asked once each");
+    let cached: Vec<bool> = replies.iter().map(|r| r.as_ref().unwrap().cached).collect();
+    assert_eq!(cached, [false, false, true, true, false, true]);
+    assert_eq!(client.stats().cache_hits, 3);
+    std::fs::remove_dir_all(dir).unwrap();
+    // Without the cache every chat is asked: the same prompt may be meant to sample again.
+    let client = Client::connect(opts(&url)).unwrap();
+    client.chat_all(&chats);
+    assert_eq!(seen.lock().unwrap().len(), 3 + 6);
+}
+
 /// A server that answers every chat after `delay`, counting the most requests it held at once.
 fn slow_server(delay: Duration) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -26,6 +26,13 @@ impl Span {
     }
 }
 
+/// A file name (without extension) from a clip or window id: every character but ASCII
+/// letters, digits and `._-` becomes `_`, leading dots dropped (`dir/a.mp4:3` → `dir_a.mp4_3`).
+pub fn file_stem(id: &str) -> String {
+    let safe: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    safe.trim_start_matches('.').to_string()
+}
+
 /// Clips of `clip_len_s` every `stride_s` seconds; the last one ends with the video and is kept
 /// only if it lasts at least `min_len_s`.
 pub fn fixed_stride(duration_s: f64, clip_len_s: f64, stride_s: f64, min_len_s: f64) -> Vec<Span> {

@@ -12,11 +12,14 @@
 //! - [`clips`]: clip boundaries: fixed stride (NeMo Curator's `FixedStrideExtractorStage`) and
 //!   scene cuts from content distance between consecutive frames.
 //! - [`motion`]: motion scores of a clip from frame differences.
+//! - [`windows`]: what a captioning model is shown of a clip (NeMo's caption windows, frames
+//!   sampled in each, Qwen-VL's frame size).
 
 pub mod clips;
 pub mod container;
 pub mod frames;
 pub mod motion;
 pub mod nal;
+pub mod windows;
 
 pub use container::{Codec, Demuxer, Packet, Probe, VideoError, probe};

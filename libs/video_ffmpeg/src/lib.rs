@@ -134,7 +134,17 @@ impl Scaler {
     }
 }
 
-/// One clip being written: frames in, an MP4 file out.
+/// How a clip is encoded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Encoding {
+    /// MP4: libx264 at quality `crf` (MPEG-4 Part 2 where FFmpeg has no libx264).
+    Mp4 { crf: u32 },
+    /// Animated WebP (libwebp, lossy): `quality` 0-100, `compression_level` 0-6, looping
+    /// forever (NeMo Curator's previews: quality 50, level 6).
+    Webp { quality: u32, compression_level: u32 },
+}
+
+/// One clip being written: frames in, an MP4 (or animated WebP) file out.
 pub struct ClipEncoder {
     output: ff::format::context::Output,
     encoder: ff::encoder::video::Encoder,
@@ -146,6 +156,8 @@ pub struct ClipEncoder {
     tmp: PathBuf,
     path: PathBuf,
     frames: u64,
+    /// An RGB or grey frame from packed pixels, reused.
+    packed: Option<ff::frame::Video>,
 }
 
 /// Encoder time base: milliseconds.
@@ -155,48 +167,92 @@ impl ClipEncoder {
     /// Start `path` (written as `.<name>.tmp-<pid>.mp4` beside it until [`ClipEncoder::finish`]):
     /// `width` × `height` (rounded down to even) at about `fps`, quality `crf` (libx264).
     pub fn create(path: &Path, width: u32, height: u32, fps: f64, crf: u32) -> Result<ClipEncoder, String> {
+        ClipEncoder::create_as(path, width, height, fps, Encoding::Mp4 { crf })
+    }
+
+    /// Start `path` encoded as `encoding` (the temporary name keeps the file's extension, which
+    /// picks the container).
+    pub fn create_as(path: &Path, width: u32, height: u32, fps: f64, encoding: Encoding) -> Result<ClipEncoder, String> {
         ff::init().map_err(|e| format!("FFmpeg: {e}"))?;
         let (w, h) = (width & !1, height & !1);
+        if w == 0 || h == 0 {
+            return Err(format!("cannot encode {width}x{height} frames"));
+        }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{name}.tmp-{}.mp4", std::process::id()));
+        let ext = path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_else(|| "mp4".into());
+        let tmp = path.with_file_name(format!(".{name}.tmp-{}.{ext}", std::process::id()));
         let mut output = ff::format::output(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
         let global_header = output.format().flags().contains(ff::format::Flags::GLOBAL_HEADER);
-        let codec = ff::encoder::find_by_name("libx264")
-            .or_else(|| ff::encoder::find(ff::codec::Id::MPEG4))
-            .ok_or("this FFmpeg has neither libx264 nor an MPEG-4 encoder")?;
+        let codec = match encoding {
+            Encoding::Mp4 { .. } => ff::encoder::find_by_name("libx264")
+                .or_else(|| ff::encoder::find(ff::codec::Id::MPEG4))
+                .ok_or("this FFmpeg has neither libx264 nor an MPEG-4 encoder")?,
+            Encoding::Webp { .. } => ff::encoder::find_by_name("libwebp_anim").ok_or("this FFmpeg has no libwebp_anim encoder")?,
+        };
         let mut stream = output.add_stream(codec).map_err(|e| format!("adding a stream: {e}"))?;
         let mut enc = ff::codec::context::Context::new_with_codec(codec).encoder().video().map_err(|e| e.to_string())?;
         enc.set_width(w);
         enc.set_height(h);
         enc.set_format(ff::format::Pixel::YUV420P);
         enc.set_time_base(MILLIS);
-        let rate = ff::Rational((fps.max(1.0) * 1000.0).round() as i32, 1000);
+        let rate = ff::Rational((fps.max(0.001) * 1000.0).round() as i32, 1000);
         enc.set_frame_rate(Some(rate));
         if global_header {
             enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
         }
         let mut opts = ff::Dictionary::new();
-        if codec.name() == "libx264" {
-            opts.set("crf", &crf.to_string());
-            opts.set("preset", "veryfast");
-        } else {
-            enc.set_bit_rate((w as usize * h as usize * 4).max(200_000));
+        let mut muxer_opts = ff::Dictionary::new();
+        match encoding {
+            Encoding::Mp4 { crf } if codec.name() == "libx264" => {
+                opts.set("crf", &crf.to_string());
+                opts.set("preset", "veryfast");
+            }
+            Encoding::Mp4 { .. } => enc.set_bit_rate((w as usize * h as usize * 4).max(200_000)),
+            Encoding::Webp { quality, compression_level } => {
+                opts.set("lossless", "0");
+                opts.set("quality", &quality.min(100).to_string());
+                opts.set("compression_level", &compression_level.min(6).to_string());
+                muxer_opts.set("loop", "0");
+            }
         }
         let encoder = enc.open_with(opts).map_err(|e| format!("opening the {} encoder: {e}", codec.name()))?;
         stream.set_parameters(&encoder);
         stream.set_time_base(MILLIS);
-        output.write_header().map_err(|e| format!("{}: writing the header: {e}", tmp.display()))?;
+        output.write_header_with(muxer_opts).map_err(|e| format!("{}: writing the header: {e}", tmp.display()))?;
         let stream_tb = output.stream(0).map(|s| s.time_base()).unwrap_or(MILLIS);
         Ok(ClipEncoder {
             output,
             encoder,
             scaler: Scaler::new(ff::format::Pixel::YUV420P, w, h),
             stream_tb,
-            frame_ms: (1000.0 / fps.max(1.0)).round() as i64,
+            frame_ms: (1000.0 / fps.max(0.001)).round() as i64,
             tmp,
             path: path.to_path_buf(),
             frames: 0,
+            packed: None,
         })
+    }
+
+    /// Add a frame of packed pixels (`channels` 3: RGB, 1: grey) of `width` × `height`, shown
+    /// `t` seconds after the clip's start; scaled to the clip's size.
+    pub fn push_packed(&mut self, pixels: &[u8], width: u32, height: u32, channels: usize, t: f64) -> Result<(), String> {
+        let format = if channels == 3 { ff::format::Pixel::RGB24 } else { ff::format::Pixel::GRAY8 };
+        let row = width as usize * channels;
+        if pixels.len() != row * height as usize {
+            return Err(format!("a frame of {} bytes is not {width}x{height}x{channels}", pixels.len()));
+        }
+        let mut frame = match self.packed.take() {
+            Some(f) if f.format() == format && f.width() == width && f.height() == height => f,
+            _ => ff::frame::Video::new(format, width, height),
+        };
+        let stride = frame.stride(0);
+        let data = frame.data_mut(0);
+        for y in 0..height as usize {
+            data[y * stride..y * stride + row].copy_from_slice(&pixels[y * row..(y + 1) * row]);
+        }
+        let pushed = self.push(&frame, t);
+        self.packed = Some(frame);
+        pushed
     }
 
     fn write_packets(&mut self) -> Result<(), String> {

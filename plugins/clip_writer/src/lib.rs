@@ -43,8 +43,7 @@ type ClipJob = (usize, Span, PathBuf);
 
 /// A file name from a clip id (`dir/a.mp4:3` → `dir_a.mp4_3.mp4`).
 fn file_name(id: &str) -> String {
-    let safe: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
-    format!("{}.mp4", safe.trim_start_matches('.'))
+    format!("{}.mp4", curator_video::clips::file_stem(id))
 }
 
 impl ClipWriter {

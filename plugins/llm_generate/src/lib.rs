@@ -10,7 +10,7 @@
 
 use curator_llm::presets::Preset;
 use curator_llm::prompt::Template;
-use curator_llm::{Cache, Chat, Client, ClientOptions, Message};
+use curator_llm::{Chat, Client, Message};
 use curator_sdk::prelude::*;
 
 /// Generates text with a served model.
@@ -28,8 +28,10 @@ use curator_sdk::prelude::*;
 pub struct LlmGenerate {
     /// One of NeMo Curator's generation tasks, its prompts word for word:
     /// `wikipedia_paraphrase`, `diverse_qa`, `distill`, `extract_knowledge`, `knowledge_list`
-    /// (Nemotron-CC's) or `multilingual_qa`. `prompt`, `system` and `output_field` override it.
-    #[param(default = "", one_of = ["", "wikipedia_paraphrase", "diverse_qa", "distill", "extract_knowledge", "knowledge_list", "multilingual_qa"])]
+    /// (Nemotron-CC's), `multilingual_qa`, or `caption_enhancement` /
+    /// `caption_enhancement_av_surveillance` (a `caption` stage's captions, `input_field:
+    /// caption`). `prompt`, `system` and `output_field` override it.
+    #[param(default = "", one_of = ["", "wikipedia_paraphrase", "diverse_qa", "distill", "extract_knowledge", "knowledge_list", "multilingual_qa", "caption_enhancement", "caption_enhancement_av_surveillance"])]
     pub preset: String,
     /// The field a preset's prompt puts in (NeMo's `input_field`).
     #[param(default = "text")]
@@ -95,6 +97,17 @@ pub struct LlmGenerate {
 }
 
 impl LlmGenerate {
+    fn settings(&self) -> curator_llm::stage::Settings {
+        curator_llm::stage::Settings {
+            request_timeout_s: self.request_timeout_s,
+            max_retries: self.max_retries,
+            wait_for_server_s: self.wait_for_server_s,
+            initial_in_flight: self.initial_in_flight,
+            max_in_flight: self.max_in_flight,
+            cache: self.cache,
+        }
+    }
+
     fn chat(&self, user: String) -> Chat {
         let mut messages = Vec::with_capacity(2);
         if !self.system.is_empty() {
@@ -107,6 +120,7 @@ impl LlmGenerate {
             temperature: (self.temperature >= 0.0).then_some(self.temperature),
             top_p: (self.top_p >= 0.0).then_some(self.top_p),
             seed: u64::try_from(self.seed).ok(),
+            extra: Default::default(),
         }
     }
 }
@@ -137,39 +151,7 @@ impl Stage for LlmGenerate {
             return Err(StageError::InvalidParams(format!("output_field: {:?} is not a field a stage may write", self.output_field)));
         }
         self.template = Some(template);
-        let ctx = curator_sdk::native::context();
-        let Some(service) = ctx.service else {
-            return Err(StageError::InvalidParams(
-                "llm_generate needs a model server: declare one under services: and name it in this stage's entry (service: NAME)".into(),
-            ));
-        };
-        if ctx.check_only {
-            return Ok(());
-        }
-        let api_key = match &service.api_key_env {
-            Some(var) => Some(std::env::var(var).map_err(|_| {
-                StageError::InvalidParams(format!("service {:?}: the environment variable {var} (api_key_env) is not set", service.name))
-            })?),
-            None => None,
-        };
-        let cache = (self.cache).then(|| ctx.cache_dir.as_ref().map(|d| Cache::new(std::path::Path::new(d).join("llm")))).flatten();
-        let opts = ClientOptions {
-            urls: service.urls.clone(),
-            api_key,
-            model: service.model.clone(),
-            request_timeout: std::time::Duration::from_secs_f64(self.request_timeout_s),
-            max_retries: self.max_retries,
-            wait_for_server: std::time::Duration::from_secs_f64(self.wait_for_server_s),
-            initial_in_flight: self.initial_in_flight.min(self.max_in_flight),
-            max_in_flight: self.max_in_flight,
-            cache,
-            limit_file: service.limit_file.as_ref().map(std::path::PathBuf::from),
-        };
-        let client = Client::connect(opts).map_err(|e| StageError::Failed(format!("service {:?}: {e}", service.name)))?;
-        let limit =
-            if client.limit_is_shared() { "one in-flight limit with the service's other workers" } else { "an in-flight limit of its own" };
-        log(Level::Info, &format!("llm_generate: model {:?} at {}, {limit}", client.model(), service.urls.join(", ")));
-        self.client = Some(client);
+        self.client = curator_llm::stage::connect("llm_generate", &self.settings())?;
         Ok(())
     }
 
@@ -195,10 +177,9 @@ impl Stage for LlmGenerate {
             .collect();
         let replies = client.chat_all(&chats);
         let mut texts: Vec<Cow<'_, str>> = Vec::with_capacity(n);
-        let mut errors: Vec<String> = Vec::new();
-        let mut failed = vec![false; n];
+        let mut errors: Vec<Option<String>> = Vec::with_capacity(n);
         let (mut prompt_tokens, mut completion_tokens) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for (i, r) in replies.iter().enumerate() {
+        for r in &replies {
             match r {
                 Ok(r) => {
                     let text = if self.strip { r.text.trim() } else { &r.text };
@@ -206,14 +187,13 @@ impl Stage for LlmGenerate {
                         Some(p) => p.clean(text),
                         None => Cow::Borrowed(text),
                     });
-                    errors.push(String::new());
+                    errors.push(None);
                     prompt_tokens.push(r.prompt_tokens as i64);
                     completion_tokens.push(r.completion_tokens as i64);
                 }
                 Err(e) => {
-                    failed[i] = true;
                     texts.push(Cow::Borrowed(""));
-                    errors.push(e.to_string());
+                    errors.push(Some(e.to_string()));
                     prompt_tokens.push(0);
                     completion_tokens.push(0);
                 }
@@ -224,11 +204,7 @@ impl Stage for LlmGenerate {
             out.push(Column::int64("llm_prompt_tokens", &prompt_tokens));
             out.push(Column::int64("llm_completion_tokens", &completion_tokens));
         }
-        if failed.iter().any(|f| *f) {
-            let mut col = Column::utf8(curator_sdk::ROW_ERROR_COLUMN, errors.iter().map(String::as_str));
-            col.validity = bitmap(&failed);
-            out.push(col);
-        }
+        out.extend(Column::row_errors(&errors));
         Ok(Output::Columns(out))
     }
 }
@@ -237,14 +213,7 @@ impl Drop for LlmGenerate {
     /// What this worker's client did, for the run's log.
     fn drop(&mut self) {
         if let Some(c) = &self.client {
-            let s = c.stats();
-            log(
-                Level::Info,
-                &format!(
-                    "llm_generate: {} request(s) ({} retried, {} throttled), {} answer(s) from the cache; {} prompt and {} completion token(s) served",
-                    s.requests, s.retries, s.throttled, s.cache_hits, s.prompt_tokens, s.completion_tokens
-                ),
-            );
+            curator_llm::stage::log_stats("llm_generate", c);
         }
     }
 }
@@ -255,13 +224,4 @@ fn language<'a>(languages: &'a [String], id: &str, row: usize) -> &'a str {
     let key = if id.is_empty() { row.to_string() } else { id.to_string() };
     let h = curator_sdk::shingle::shingle_hash(key.as_bytes());
     languages.get((h % languages.len().max(1) as u64) as usize).map_or("", String::as_str)
-}
-
-/// Arrow's validity bits: set where `valid`.
-fn bitmap(valid: &[bool]) -> Vec<u8> {
-    let mut out = vec![0u8; valid.len().div_ceil(8)];
-    for (i, _) in valid.iter().enumerate().filter(|(_, v)| **v) {
-        out[i / 8] |= 1 << (i % 8);
-    }
-    out
 }
