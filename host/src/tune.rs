@@ -106,6 +106,16 @@ pub fn tune_stage(stage: &PlannedStage, sample: &[RecordBatch], card_bytes: u64,
         Some(gb) => (gb * (1u64 << 30) as f64) as u64,
         None => stage.gpu.first().map(|a| a.memory_budget_mb << 20).unwrap_or(card_bytes),
     };
+    // A stage with a `text_field` sees that column as its text, as in a run.
+    let swapped: Vec<RecordBatch> = match &stage.text_field {
+        Some(f) => sample
+            .iter()
+            .map(|b| crate::stage::input::swap_text(b, f))
+            .collect::<Result<_, _>>()
+            .map_err(|e| TuneError::Stage(format!("{}: {e}", stage.label)))?,
+        None => sample.to_vec(),
+    };
+    let sample = &swapped[..];
     let mut trials: Vec<Trial> = Vec::new();
     for size in sizes(opts.start) {
         let t = trial(stage, sample, size, card_bytes);

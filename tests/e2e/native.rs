@@ -404,6 +404,24 @@ fn bench_feeds_the_stage_after_a_native_one_its_output() {
 }
 
 #[test]
+fn bench_gives_a_stage_its_text_field_as_a_run_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The text always has 9 words; the summary has 0-9: a filter on the summary keeps half.
+    let lines: Vec<String> = (0..300)
+        .map(|i| serde_json::json!({"id": format!("d{i}"), "text": "word ".repeat(9), "summary": "word ".repeat(i % 10)}).to_string())
+        .collect();
+    std::fs::write(tmp.path().join("in.jsonl"), lines.join("\n") + "\n").unwrap();
+    let p = write_pipeline(
+        tmp.path(),
+        "source:\n  path: in.jsonl\nsink:\n  path: out\nstages:\n  - plugin: word_count_filter\n    text_field: summary\n    params: {min_words: 5}\n",
+    );
+    let run = run_with_guests(&["bench", p.to_str().unwrap(), "--json", "--repeat", "1"]);
+    run.ok();
+    let rows: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!((rows[0]["docs_in"].as_u64(), rows[0]["docs_out"].as_u64()), (Some(300), Some(150)), "{rows}");
+}
+
+#[test]
 fn bench_times_a_stage_as_wasm_and_as_its_native_build() {
     let (plugins, _) = native_plugins();
     let catalogue = plugins.parent().unwrap().join("catalogue");
