@@ -84,7 +84,19 @@ impl SharedLimit {
         // SAFETY: the mapping is page-aligned, `size_of::<Shared>()` long and zero-filled when
         // new; all-zero bytes are valid atomics.
         let s = unsafe { &*shared };
-        let _ = s.magic.compare_exchange(0, MAGIC, Ordering::AcqRel, Ordering::Acquire);
+        let magic = match s.magic.compare_exchange(0, MAGIC, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => MAGIC,
+            Err(found) => found,
+        };
+        if magic != MAGIC {
+            // SAFETY: the mapping made above, not yet shared with anything.
+            unsafe { libc::munmap(ptr, size as usize) };
+            return Err(std::io::Error::other(format!(
+                "{} is not a limit file of this version (it starts {:?}): remove it, or name another",
+                path.display(),
+                String::from_utf8_lossy(&magic.to_le_bytes())
+            )));
+        }
         let _ = s.best_ns.compare_exchange(0, u64::MAX, Ordering::AcqRel, Ordering::Acquire);
         let max = max.max(1) as f64;
         let first = (initial.max(1) as f64).min(max);
@@ -219,6 +231,19 @@ fn alive(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_of_another_layout_is_refused_not_misread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.limit");
+        std::fs::write(&path, b"CURLIM00 an older layout").unwrap();
+        let err = SharedLimit::open(&path, 2, 8).err().expect("refused");
+        assert!(err.to_string().contains("not a limit file of this version"), "{err}");
+        // A new (empty) file is claimed and marked.
+        let fresh = dir.path().join("fresh.limit");
+        SharedLimit::open(&fresh, 2, 8).unwrap();
+        assert_eq!(&std::fs::read(&fresh).unwrap()[..8], b"CURLIM01");
+    }
 
     #[test]
     fn two_mappings_of_one_file_share_one_limit() {
