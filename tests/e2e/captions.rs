@@ -69,13 +69,9 @@ fn requests(log: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(log).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// Every output row, by clip and window.
 fn windows(out: &Path) -> Vec<serde_json::Value> {
-    let mut rows: Vec<serde_json::Value> = std::fs::read_dir(out)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
-        .flat_map(|e| read_jsonl(&e.path()))
-        .collect();
+    let mut rows = crate::video::rows(out);
     rows.sort_by_key(|r| (r["id"].as_str().unwrap_or_default().to_string(), r["window_index"].as_i64()));
     rows
 }

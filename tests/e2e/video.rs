@@ -45,7 +45,7 @@ const DECODE: &str =
     "  - plugin: video_decode\n    params: {device: cpu, fps: 0, width: 32, height: 24}\n    resources: {gpu_memory_gb: 0}\n";
 
 /// Every output row of a run's sink (all partitions), sorted by id.
-fn rows(out: &Path) -> Vec<serde_json::Value> {
+pub(crate) fn rows(out: &Path) -> Vec<serde_json::Value> {
     let mut rows: Vec<serde_json::Value> = std::fs::read_dir(out)
         .unwrap()
         .flatten()
