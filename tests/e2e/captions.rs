@@ -173,3 +173,35 @@ fn frames_go_as_images_when_asked_and_a_bad_variant_is_a_planning_error() {
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("frames_as"), "{}", r.stderr);
 }
+
+#[test]
+fn the_shipped_caption_example_runs_with_its_services_swapped_for_the_recorder() {
+    if !needs(Need::Ffmpeg) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let shipped = std::fs::read_to_string(root().join("examples/video/caption.yaml")).unwrap();
+    // Its two vLLM services become the recorder (no GPU here); everything else as shipped.
+    let (head, rest) = shipped.split_once("services:\n").unwrap();
+    let (_, tail) = rest.split_once("source:\n").unwrap();
+    let server = root().join("tests/e2e/servers/vlm_recorder.py");
+    let service =
+        format!("    command: [\"python3\", \"{}\", \"{{port}}\", \"{}\"]\n    resources: {{cpus: 1}}\n", server.display(), log.display());
+    let yaml = format!("{head}services:\n  vlm:\n{service}  writer:\n{service}source:\n{tail}")
+        .replace("  path: videos\n", &format!("  path: {}\n", crate::video::videos().display()))
+        .replace("params: {device: auto,", "resources: {gpu_memory_gb: 0}\n    params: {device: cpu,");
+    let p = write_pipeline(dir.path(), &yaml);
+    run(&p, &dir.path().join("cache")).ok();
+    let rows = windows(&dir.path().join("out/captions"));
+    // 10 s clips at 30 fps (the last second of scenes.mp4 is under clip_split's 2 s), decoded
+    // whole: scenes.mp4 → 300 frames (one window: the 44 past 256 are under 128), still.mp4 →
+    // 120. At 2 fps: 20 and 8 frames, sent at 448 × 252.
+    let captions: Vec<&str> = rows.iter().map(|w| w["caption"].as_str().unwrap()).collect();
+    assert_eq!(captions.len(), 2, "{rows:#?}");
+    for (c, n) in captions.iter().zip(["20", "8"]) {
+        assert!(c.starts_with(&format!("{n} frames 448x252 #")), "{c}");
+    }
+    assert!(rows.iter().all(|w| w["enhanced_caption"].as_str().unwrap().starts_with("enhanced: ")));
+    assert!(rows.iter().all(|w| std::path::Path::new(w["preview_path"].as_str().unwrap()).starts_with(dir.path().join("out/previews"))));
+}
