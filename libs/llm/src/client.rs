@@ -98,6 +98,9 @@ enum Attempt {
     Refused(u16, String),
 }
 
+/// A chat's request body, and its cache key when the cache is on.
+type Prepared = (serde_json::Value, Option<String>);
+
 #[derive(Deserialize)]
 struct Completion {
     choices: Vec<Choice>,
@@ -240,8 +243,18 @@ impl Client {
 
     /// One chat's answer: from the cache, or asked until answered or given up on.
     pub fn chat(&self, chat: &Chat) -> Result<Reply, LlmError> {
+        self.ask(self.prepare(chat))
+    }
+
+    /// A chat's body and, with the cache on, its key: made once per chat.
+    fn prepare(&self, chat: &Chat) -> Prepared {
         let body = self.body(chat);
         let key = self.opts.cache.as_ref().map(|_| Cache::key(&body));
+        (body, key)
+    }
+
+    /// The answer to a prepared chat: from the cache, or asked.
+    fn ask(&self, (body, key): Prepared) -> Result<Reply, LlmError> {
         if let (Some(cache), Some(key)) = (&self.opts.cache, &key)
             && let Some(hit) = cache.get(key)
         {
@@ -306,13 +319,18 @@ impl Client {
     /// and its answer shared (as the cache would answer it a call later); without the cache,
     /// every chat is asked (identical prompts may be meant to get different samples).
     pub fn chat_all(&self, chats: &[Chat]) -> Vec<Result<Reply, LlmError>> {
-        let first_of: Vec<usize> = match &self.opts.cache {
-            Some(_) => {
-                let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-                chats.iter().enumerate().map(|(i, c)| *seen.entry(Cache::key(&self.body(c))).or_insert(i)).collect()
-            }
-            None => (0..chats.len()).collect(),
-        };
+        let prepared: Vec<Prepared> = chats.iter().map(|c| self.prepare(c)).collect();
+        let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        let first_of: Vec<usize> = prepared
+            .iter()
+            .enumerate()
+            .map(|(i, (_, key))| match key {
+                Some(key) => *seen.entry(key.as_str()).or_insert(i),
+                None => i,
+            })
+            .collect();
+        drop(seen);
+        let prepared: Vec<Mutex<Option<Prepared>>> = prepared.into_iter().map(|p| Mutex::new(Some(p))).collect();
         let asked: Vec<usize> = (0..chats.len()).filter(|&i| first_of[i] == i).collect();
         let next = AtomicUsize::new(0);
         let results: Vec<Mutex<Option<Result<Reply, LlmError>>>> = chats.iter().map(|_| Mutex::new(None)).collect();
@@ -321,7 +339,8 @@ impl Client {
             for _ in 0..threads {
                 s.spawn(|| {
                     while let Some(&i) = asked.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let r = self.chat(&chats[i]);
+                        let Some(p) = prepared[i].lock().unwrap_or_else(|e| e.into_inner()).take() else { continue };
+                        let r = self.ask(p);
                         *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
                     }
                 });
