@@ -175,6 +175,37 @@ fn frames_go_as_images_when_asked_and_a_bad_variant_is_a_planning_error() {
 }
 
 #[test]
+fn clips_too_short_for_a_window_are_dropped_and_counted_or_kept_uncaptioned() {
+    if !needs(Need::Ffmpeg) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let p = pipeline(dir.path(), &log, "window_size: 64");
+    // Clips of 0.08 s: 3 frames at 30 fps, one fewer than a window needs.
+    let short = std::fs::read_to_string(&p).unwrap().replace(
+        "{method: fixed, clip_len_s: 10, stride_s: 10, min_clip_s: 0.5}",
+        "{method: fixed, clip_len_s: 0.08, stride_s: 2, min_clip_s: 0.05}",
+    );
+    std::fs::write(&p, &short).unwrap();
+    let r = run(&p, &dir.path().join("cache"));
+    r.ok();
+    assert!(r.stderr.contains("clip(s) of fewer than 4 frames have no window: dropped"), "{}", r.stderr);
+    assert!(windows(&dir.path().join("out")).is_empty());
+    assert!(requests(&log).is_empty(), "nothing asked");
+
+    std::fs::write(&p, short.replace("window_size: 64", "window_size: 64, drop_short: false")).unwrap();
+    let r = run(&p, &dir.path().join("cache"));
+    r.ok();
+    let rows = windows(&dir.path().join("out"));
+    // scenes.mp4: clips at 0, 2, … 10 s (6); still.mp4: 0 and 2 s (2).
+    assert_eq!(rows.len(), 8, "{rows:#?}");
+    assert!(rows.iter().all(|w| w["window_index"] == -1 && w["caption"] == "" && w["preview_path"] == ""), "{rows:#?}");
+    // The enhancement is asked for each empty caption (once: the cache), the captioner never.
+    assert!(requests(&log).iter().all(|q| q["frames"] == 0));
+}
+
+#[test]
 fn the_shipped_caption_example_runs_with_its_services_swapped_for_the_recorder() {
     if !needs(Need::Ffmpeg) {
         return;

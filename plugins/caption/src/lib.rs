@@ -12,8 +12,9 @@
 //! `window_index`, `window_start_frame` / `window_end_frame` (the clip's frames, inclusive),
 //! `window_start_s` / `window_end_s`, the caption and the usage; the row's frames are the
 //! window's (for `clip_preview`), or none (`keep_frames: false`). A window whose request keeps
-//! failing, and a clip too short for a window (NeMo: fewer than 4 frames), get the reason in
-//! `_error`: the host dead-letters them and keeps the rest.
+//! failing gets the reason in `_error`: the host dead-letters it and keeps the rest. A clip too
+//! short for a window (NeMo: fewer than 4 frames) is dropped and counted in the log, as
+//! `video_embedder` drops one too short to embed (`drop_short: false` keeps it, uncaptioned).
 
 use base64::Engine as _;
 use curator_image::Rgb8;
@@ -84,6 +85,10 @@ pub struct Caption {
     /// Keep each window's frames on its row (what `clip_preview` reads); false drops them.
     #[param(default = true)]
     pub keep_frames: bool,
+    /// Drop clips too short for a window (fewer than 4 frames; NeMo captions none of them),
+    /// counted in the log; false: keep each as one row with `window_index` −1 and no caption.
+    #[param(default = true)]
+    pub drop_short: bool,
     /// Most tokens a caption may have (NeMo's `max_output_tokens`).
     #[param(default = 512, min = 1)]
     pub max_output_tokens: u32,
@@ -127,12 +132,12 @@ pub struct Caption {
     client: Option<Client>,
 }
 
-/// One row of the output: a window of a clip, or a clip with none.
+/// One row of the output: a window of a clip, or a clip too short for one.
 struct Job {
     row: usize,
     index: i64,
     window: Option<Window>,
-    /// The clip's frames the window shows, or why there are none.
+    /// The clip's frames the window shows (none for a short clip), or why they cannot be.
     picked: Result<Vec<usize>, String>,
 }
 
@@ -184,21 +189,24 @@ impl Caption {
         }
     }
 
-    /// Every window of every clip (a clip without one: a row with the reason).
-    fn plan(&self, clips: &[Frames]) -> Vec<Job> {
-        let mut jobs = Vec::new();
+    /// Every window of every clip, and the clips too short for one (a row each with
+    /// `drop_short: false`); the number of those.
+    fn plan(&self, clips: &[Frames]) -> (Vec<Job>, usize) {
+        let (mut jobs, mut short) = (Vec::new(), 0);
         for (row, clip) in clips.iter().enumerate() {
             let fps = windows::frame_rate(&clip.times);
             let ws = windows::windows(clip.len(), self.window_size, self.remainder_threshold);
             if ws.is_empty() {
-                let why = format!("the clip has {} frame(s), fewer than the {MIN_WINDOW_FRAMES} a caption window needs", clip.len());
-                jobs.push(Job { row, index: -1, window: None, picked: Err(why) });
+                short += 1;
+                if !self.drop_short {
+                    jobs.push(Job { row, index: -1, window: None, picked: Ok(Vec::new()) });
+                }
             }
             for (k, w) in ws.into_iter().enumerate() {
                 jobs.push(Job { row, index: k as i64, window: Some(w), picked: windows::sample(w, self.sampling_fps, fps) });
             }
         }
-        jobs
+        (jobs, short)
     }
 }
 
@@ -227,15 +235,21 @@ impl Stage for Caption {
     fn process(&mut self, batch: Batch) -> Result<Output, StageError> {
         let client = self.client.as_ref().ok_or_else(|| StageError::Failed("caption: not set up".into()))?;
         let clips = frames::from_batch(&batch)?;
-        let jobs = self.plan(&clips);
+        let (jobs, short) = self.plan(&clips);
+        if short > 0 {
+            let what = if self.drop_short { "dropped" } else { "kept without a caption" };
+            log(Level::Warn, &format!("caption: {short} clip(s) of fewer than {MIN_WINDOW_FRAMES} frames have no window: {what}"));
+        }
         let encoded: Vec<Result<Vec<String>, String>> = jobs
             .par_iter()
-            .map(|j| match &j.picked {
-                Ok(picked) => self.encode(&clips[j.row], picked),
-                Err(e) => Err(e.clone()),
+            .map(|j| match (&j.window, &j.picked) {
+                (None, _) => Ok(Vec::new()),
+                (Some(_), Ok(picked)) => self.encode(&clips[j.row], picked),
+                (Some(_), Err(e)) => Err(e.clone()),
             })
             .collect();
-        let asked: Vec<usize> = (0..jobs.len()).filter(|&k| encoded[k].is_ok()).collect();
+        // A short clip's row (no window) asks nothing.
+        let asked: Vec<usize> = (0..jobs.len()).filter(|&k| jobs[k].window.is_some() && encoded[k].is_ok()).collect();
         let chats: Vec<Chat> = asked.iter().map(|&k| self.chat(encoded[k].as_deref().unwrap_or_default())).collect();
         let mut replies = client.chat_all(&chats).into_iter();
         drop(chats);
@@ -247,6 +261,7 @@ impl Stage for Caption {
         for (k, e) in encoded.iter().enumerate() {
             match e {
                 Err(why) => errors[k] = Some(why.clone()),
+                Ok(_) if jobs[k].window.is_none() => {}
                 Ok(_) => match replies.next() {
                     Some(Ok(r)) => {
                         captions[k] = r.text.trim().to_string();
@@ -335,6 +350,7 @@ mod tests {
             jpeg_quality: 90,
             caption_field: "caption".into(),
             keep_frames: true,
+            drop_short: true,
             max_output_tokens: 512,
             temperature: 0.1,
             top_p: 0.001,
@@ -354,15 +370,20 @@ mod tests {
 
     #[test]
     fn clips_are_planned_into_nemos_windows() {
-        let s = stage();
+        let mut s = stage();
         // 400 frames at 30 fps: windows 0-255 and 256-399 (144 ≥ 128); a 3-frame clip: none.
-        let jobs = s.plan(&[clip(400, 30.0, 4, 4), clip(3, 30.0, 4, 4)]);
-        assert_eq!(jobs.len(), 3);
+        let clips = [clip(400, 30.0, 4, 4), clip(3, 30.0, 4, 4)];
+        let (jobs, short) = s.plan(&clips);
+        assert_eq!((jobs.len(), short), (2, 1));
         assert_eq!((jobs[0].window, jobs[1].window), (Some(Window { start: 0, end: 255 }), Some(Window { start: 256, end: 399 })));
         assert_eq!(jobs[0].picked.as_ref().unwrap().len(), 18);
         assert_eq!(jobs[1].picked.as_ref().unwrap(), &vec![256, 272, 288, 304, 320, 335, 351, 367, 383, 399]);
-        assert_eq!((jobs[2].row, jobs[2].index), (1, -1));
-        assert!(jobs[2].picked.as_ref().unwrap_err().contains("fewer than the 4"));
+        // Kept: a row of its own, no window, nothing to send.
+        s.drop_short = false;
+        let (jobs, short) = s.plan(&clips);
+        assert_eq!((jobs.len(), short), (3, 1));
+        assert_eq!((jobs[2].row, jobs[2].index, jobs[2].window), (1, -1, None));
+        assert_eq!(jobs[2].picked, Ok(Vec::new()));
     }
 
     #[test]
