@@ -251,6 +251,8 @@ impl Stage for Caption {
         // A short clip's row (no window) asks nothing.
         let asked: Vec<usize> = (0..jobs.len()).filter(|&k| jobs[k].window.is_some() && encoded[k].is_ok()).collect();
         let chats: Vec<Chat> = asked.iter().map(|&k| self.chat(encoded[k].as_deref().unwrap_or_default())).collect();
+        // The frames live on in the requests only: free the JPEGs before the (long) wait.
+        let unencoded: Vec<Option<String>> = encoded.into_iter().map(Result::err).collect();
         let mut replies = client.chat_all(&chats).into_iter();
         drop(chats);
 
@@ -258,11 +260,11 @@ impl Stage for Caption {
         let mut captions: Vec<String> = vec![String::new(); n];
         let mut errors: Vec<Option<String>> = vec![None; n];
         let (mut prompt_tokens, mut completion_tokens) = (vec![0i64; n], vec![0i64; n]);
-        for (k, e) in encoded.iter().enumerate() {
-            match e {
-                Err(why) => errors[k] = Some(why.clone()),
-                Ok(_) if jobs[k].window.is_none() => {}
-                Ok(_) => match replies.next() {
+        for (k, why) in unencoded.into_iter().enumerate() {
+            match why {
+                Some(why) => errors[k] = Some(why),
+                None if jobs[k].window.is_none() => {}
+                None => match replies.next() {
                     Some(Ok(r)) => {
                         captions[k] = r.text.trim().to_string();
                         prompt_tokens[k] = r.prompt_tokens as i64;
