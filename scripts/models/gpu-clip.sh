@@ -2,7 +2,7 @@
 # CLIP image embeddings on a GPU machine (issue: images/CLIP). Two halves:
 #
 #   scripts/models/gpu-clip.sh build KIT             # here: binaries and plugins into KIT (xz; SYMBOLS=1 keeps symbol tables)
-#   scripts/models/gpu-clip.sh KIT [parity|speed|decode|run|all]...   # on the GPU machine, repo root
+#   scripts/models/gpu-clip.sh KIT [parity|speed|decode|nemo|profile|run|all|hang]...   # on the GPU machine, repo root
 #   (carry KIT; for the text-path check carry KIT.minilm alone, with `parity`: both pass 64 MiB)
 #
 # parity: encoder-check on MiniLM (the text path shares the fused attention kernel) against the
@@ -18,13 +18,16 @@
 #         ViT-L/14) the same photos through nvJPEG + the resize kernels: embeddings against the
 #         host-made pixels' through the same tower, preprocessing alone, decode + embed.
 #         (The kit carries libnvjpeg.so.13 from the nvidia-nvjpeg wheel for machines without it.)
+# nemo:   the decode step's photos as NeMo Curator's GPU path makes their pixels (nvJPEG, then
+#         CLIPImageProcessor; and nvJPEG + torchvision's GPU resize), through the same L/14 as
+#         ours from the JPEGs (scripts/models/torch_gpu_pixels.py, clip-check --pixels).
 # profile: decode + embed (the decode step's GPU half) with the CUDA driver's 8 hardware queues
 #         and with 32 (CUDA_DEVICE_MAX_CONNECTIONS), alternated; then with CURATOR_ENCODER_PROFILE=1
 #         (host and device milliseconds per step) under scripts/models/cupti_trace.c (host
 #         milliseconds per CUDA API call it sees; TRACE_CSV=DIR: every kernel, copy and memset
 #         into DIR), built here with nvcc where CUPTI is found.
 # run:    curator-host run WebDataset (IMAGES samples of the files in RUN_IMAGES: the test images,
-#         or PHOTOS=1 the decode step's 1080p JPEGs) -> image_embedder (GPU,
+#         or RUN_PHOTOS=1 the decode step's 1080p JPEGs) -> image_embedder (GPU,
 #         L/14) -> aesthetic_filter -> nsfw_filter -> WebDataset, GPU busy % sampled every 100 ms;
 #         then (TORCH=0 skips it) the same shards through scripts/models/clip_e2e_torch.py (PyTorch:
 #         DataLoader, nvJPEG via torchvision, transformers fp16 SDPA, the same heads).
@@ -116,6 +119,19 @@ if want decode; then
     "$kit/clip-check" "$l14" --images tests/parity/images --device gpu --count 256 --batch "${BATCH:-256}" --rounds 1 \
         --decode "$work/photos" --decode-copies "${GPU_COPIES:-64}" | python3 -c "import json, sys; r = json.load(sys.stdin); print(json.dumps({k: r.get(k) for k in ('decode', 'gpu_decode_parity', 'gpu_decode')}, indent=1))"
 fi
+if want nemo; then
+    # Parity against what NeMo Curator runs: its photos decoded by nvJPEG (DALI's mixed decoder;
+    # torchvision's decode_jpeg on the GPU here) and preprocessed by CLIPImageProcessor, and the
+    # all-GPU torchvision variant; each pixel set through the same full-depth L/14 as ours.
+    python3 scripts/models/clip_bench.py --make-photos "$work/photos" "${PHOTOS:-64}"
+    [ -d "$l14" ] || python3 scripts/models/clip_models.py --out "$work/models" --full >/dev/null
+    for mode in nemo torchvision; do
+        echo "== parity: ours (nvJPEG + our resize kernels) vs $mode pixels, ViT-L/14"
+        python3 scripts/models/torch_gpu_pixels.py --photos "$work/photos" --model "$l14" --mode "$mode" --out "$work/pixels-$mode.f32"
+        "$kit/clip-check" "$l14" --images tests/parity/images --device gpu --count 64 --batch 64 --rounds 1 \
+            --decode "$work/photos" --decode-copies 1 --pixels "$work/pixels-$mode.f32" | python3 -c "import json, sys; print(json.dumps(json.load(sys.stdin).get('gpu_decode_parity'), indent=1))"
+    done
+fi
 if want profile; then
     python3 scripts/models/clip_bench.py --make-photos "$work/photos" "${PHOTOS:-64}"
     [ -d "$l14" ] || python3 scripts/models/clip_models.py --out "$work/models" --full >/dev/null
@@ -149,14 +165,45 @@ if want profile; then
         unset CUDA_INJECTION64_PATH CUPTI_TRACE_CSV
     done
 fi
+if [[ " $steps " == *" hang "* ]]; then
+    # The multi-worker hang (docs/src/images.md): two embedder workers decoding on one card
+    # (32 hardware queues) while a small CUDA program starts and ends on the card every ~0.4 s,
+    # each run stopped after HANG_SECS (default 140; stacks of a still-running one at
+    # HANG_SECS - 40), with nvJPEG's memory from our pools (CURATOR_NVJPEG_POOL=1) and then,
+    # as the control, from nvJPEG's own allocators with the card shared anyway. Not part of `all`.
+    printf '#include <cuda_runtime.h>\nint main() { void* p; cudaMalloc(&p, 64 << 20); cudaMemset(p, 1, 64 << 20); cudaDeviceSynchronize(); cudaFree(p); return 0; }\n' > "$work/churn.cu"
+    nvcc -o "$work/churn" "$work/churn.cu"
+    secs="${HANG_SECS:-140}"
+    for variant in "pooled CURATOR_NVJPEG_POOL=1" "control CURATOR_NVJPEG_POOL=0 CURATOR_NVJPEG_SHARED=1"; do
+        ( n=0; while :; do "$work/churn"; n=$((n + 1)); echo $n > "$work/churn.n"; sleep 0.3; done ) &
+        churn=$!
+        set +e
+        env ${variant#* } EMBED_CPUS="${EMBED_CPUS:-8}" CUDA_DEVICE_MAX_CONNECTIONS=32 RUN_PHOTOS=1 TORCH=0 STACKS_AFTER=$((secs - 40)) \
+            timeout "$secs" bash "$0" "$packed" run > "$work/hang.log" 2>&1
+        rc=$?
+        set -e
+        kill $churn; wait $churn 2>/dev/null || true
+        # Whatever a stopped run left on the card (a worker hung in the driver outlives its host).
+        for d in /proc/[0-9]*; do
+            tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q "curator-gpu-clip-ki[t]/curator-host" && kill -9 "${d#/proc/}" 2>/dev/null
+        done
+        echo "== hang test, ${variant%% *}: exit $rc$( [ $rc = 124 ] && echo ' (stopped: still running)'), $(cat "$work/churn.n") CUDA processes ended meanwhile"
+        grep -E "^ours:|image_embedder:" "$work/hang.log" | cut -c1-240 | head -3 || true
+        [ ! -s "$work/stacks.txt" ] || grep -E "^=== pid|nvjpeg|nvcuvid|cuMem|cuStream|cuCtx" "$work/stacks.txt" | cut -c1-200 | head -30
+        rm -f "$work/stacks.txt"
+    done
+fi
 if want run; then
-    rm -rf "$work/shards" && mkdir -p "$work/shards"
     src=tests/parity/images
     if [ -n "${RUN_PHOTOS:-}" ]; then
         python3 scripts/models/clip_bench.py --make-photos "$work/photos" "${PHOTOS:-64}"
         src="$work/photos"
     fi
-    python3 - "$work/shards" "${IMAGES:-50000}" "$src" <<'PY'
+    # The shards of an earlier run with the same images are used again (runs in one call
+    # compare configurations on the same files).
+    made="$work/shards/.made-${IMAGES:-50000}-$(basename "$src")-${PHOTOS:-64}"
+    [ -f "$made" ] || { rm -rf "$work/shards" && mkdir -p "$work/shards"; }
+    [ -f "$made" ] || python3 - "$work/shards" "${IMAGES:-50000}" "$src" <<'PY'
 import io, json, sys, tarfile
 from pathlib import Path
 files = sorted(Path(sys.argv[3]).iterdir())
@@ -171,6 +218,7 @@ for s in range(0, n, per):
                 info = tarfile.TarInfo(member); info.size = len(payload); t.addfile(info, io.BytesIO(payload))
 print(n, "samples")
 PY
+    touch "$made"
     cat > "$work/run.yaml" <<YAML
 source: {path: $work/shards${IMAGE_BATCH:+, image_batch_bytes: $IMAGE_BATCH}}
 stages:

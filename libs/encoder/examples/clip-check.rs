@@ -3,13 +3,16 @@
 //! the speed of the embeddings and of decoding. Prints one JSON object.
 //!
 //!     clip-check MODEL_DIR --images DIR [--device gpu|cpu] [--count N] [--batch B] [--rounds R]
-//!                [--decode DIR] [--decode-copies K]
+//!                [--decode DIR] [--decode-copies K] [--pixels FILE]
 //!
 //! Speed: N images' pixel values (the test images' in turn, the same as
 //! `scripts/models/clip_bench.py` builds for PyTorch), embedded in passes of B, R rounds; the
 //! clock includes cutting patches on the host, the upload, the forward pass and the copy back.
 //! `--decode DIR`: every image file in DIR, K times over, decoded and preprocessed (resize,
 //! crop, normalise) on all cores (rayon), timed.
+//! `--pixels FILE` (with `--decode`, on the GPU): the same photos as another decoder made their
+//! pixel values (little-endian f32, `[n × 3 × S × S]`, the files in name order: NeMo's GPU path,
+//! `scripts/models/torch_gpu_pixels.py`), through the same tower: embeddings against ours.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -107,7 +110,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let s = t.elapsed().as_secs_f64();
         report["decode"] = json!({"images": done, "threads": rayon::current_num_threads(), "seconds": s, "images_per_s": done as f64 / s});
         if model.device() == "GPU" {
-            gpu_decode(&model, &processor, &blobs, &jobs, batch, &mut report)?;
+            let pixels = arg(&args, "--pixels").map(PathBuf::from);
+            gpu_decode(&model, &processor, (&blobs, &jobs), pixels.as_deref(), batch, &mut report)?;
         }
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
@@ -166,8 +170,8 @@ fn versus_reference(
 fn gpu_decode(
     model: &VisionModel,
     processor: &Processor,
-    blobs: &[Vec<u8>],
-    jobs: &[&Vec<u8>],
+    (blobs, jobs): (&[Vec<u8>], &[&Vec<u8>]),
+    pixels: Option<&std::path::Path>,
     batch: usize,
     report: &mut serde_json::Value,
 ) -> Result<(), Box<dyn std::error::Error>> {
@@ -179,8 +183,20 @@ fn gpu_decode(
     let got = model.embed_encoded(&distinct, processor, &fallback, true, batch)?;
     let dim = model.config.embed_dim();
     let cos: Vec<f64> = got.chunks_exact(dim).zip(want.chunks_exact(dim)).map(|(a, b)| cosine(a, b)).collect();
+    let worst = |cos: &[f64]| cos.iter().copied().fold(1.0, f64::min);
     report["gpu_decode_parity"] = json!({"decoder": model.jpeg_decoding(), "images": cos.len(),
-        "min_cosine_vs_host_pixels": cos.iter().copied().fold(1.0, f64::min)});
+        "min_cosine_vs_host_pixels": worst(&cos)});
+    if let Some(path) = pixels {
+        let raw = std::fs::read(path)?;
+        let other: Vec<f32> = raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        if other.len() != host.len() {
+            return Err(format!("{}: {} values, the photos' pixels are {}", path.display(), other.len(), host.len()).into());
+        }
+        let theirs = model.embed(&other, true, batch)?;
+        let vs = |a: &[f32]| -> Vec<f64> { a.chunks_exact(dim).zip(theirs.chunks_exact(dim)).map(|(x, y)| cosine(x, y)).collect() };
+        report["gpu_decode_parity"]["min_cosine_ours_gpu_vs_their_pixels"] = json!(worst(&vs(&got)));
+        report["gpu_decode_parity"]["min_cosine_host_pixels_vs_their_pixels"] = json!(worst(&vs(&want)));
+    }
     let all: Vec<&[u8]> = jobs.iter().map(|b| b.as_slice()).collect();
     let fallback = |i: usize| cpu(all[i]);
     model.prepare_encoded(&all[..batch.min(all.len())], processor, &fallback, batch)?; // warm-up

@@ -169,7 +169,15 @@ impl GpuVision {
 
     /// Device milliseconds per step so far (empty unless `CURATOR_ENCODER_PROFILE` is set).
     pub fn profile(&self) -> Vec<(String, f64)> {
-        self.dev.profile()
+        let mut p = self.dev.profile();
+        if !p.is_empty() && self.decoder_state().is_ok_and(|(_, pooled)| pooled) {
+            let (device, pinned, reused, fresh) = super::nvjpeg_pool::stats();
+            p.push(("nvJPEG pool: device MiB held".into(), (device >> 20) as f64));
+            p.push(("nvJPEG pool: pinned MiB held".into(), (pinned >> 20) as f64));
+            p.push(("nvJPEG pool: allocations reused".into(), reused as f64));
+            p.push(("nvJPEG pool: allocations from the driver".into(), fresh as f64));
+        }
+        p
     }
 
     /// Device bytes a pass of `b` images needs besides the weights.
@@ -192,13 +200,25 @@ impl GpuVision {
         if self.jpeg_decoder().is_ok() { JPEG_BYTES } else { 0 }
     }
 
-    /// Whether this process is the card's only compute process (NVML's list; true where NVML
-    /// cannot say). JPEGs go to nvJPEG only then: on an H200 (driver 580), a process on the
-    /// card that ended while this one was in `nvjpegDecodeBatched` left the decode waiting in
-    /// the driver's `cuMemFree` for good, and the card's next decode with it; one process
-    /// alone on the card never did (`gpu-clip.sh run`, 12,000 photos, with one and with two
-    /// workers). While another is there, the batch's JPEGs decode on the CPU.
-    fn alone_on_card(&self) -> bool {
+    /// Whether this process may decode JPEGs on the card now. With nvJPEG's memory from our
+    /// pools (`CURATOR_NVJPEG_POOL=1`, `nvjpeg_pool`), always. With nvJPEG's own allocators
+    /// (the default), or when `CURATOR_NVJPEG_SHARED=0` asks for it, only while NVML lists this process as
+    /// the card's only compute process (true where NVML cannot say): on an H200 (driver 580),
+    /// a process on the card that ended while this one was in `nvjpegDecodeBatched` left the
+    /// decode waiting in the driver's `cuMemFree` (nvJPEG's default allocator freeing a buffer
+    /// it grew) for good, and the card's next decode with it. While another is there, the
+    /// batch's JPEGs decode on the CPU.
+    fn may_decode(&self, pooled: bool) -> bool {
+        // `CURATOR_NVJPEG_SHARED`: 1 decodes on a shared card whatever the allocator (to
+        // reproduce the hang), 0 never does.
+        let shared = match std::env::var("CURATOR_NVJPEG_SHARED").as_deref() {
+            Ok("1") => true,
+            Ok("0") => false,
+            _ => pooled,
+        };
+        if shared {
+            return true;
+        }
         let Some((nvml, uuid)) = &self.card else { return true };
         nvml.device_by_uuid(uuid.as_str()).and_then(|d| d.running_compute_processes()).map_or(true, |p| p.len() <= 1)
     }
@@ -206,8 +226,18 @@ impl GpuVision {
     /// How JPEGs are decoded on this device ("hardware" engines or "GPU" cores), or why they
     /// are not (no nvJPEG library, say).
     pub fn jpeg_decoder(&self) -> Result<&'static str, String> {
+        self.decoder_state().map(|(backend, _)| backend)
+    }
+
+    /// Whether nvJPEG's memory comes from our pools.
+    pub fn jpeg_pooled(&self) -> bool {
+        self.decoder_state().is_ok_and(|(_, pooled)| pooled)
+    }
+
+    /// The decoder's back-end and whether its memory is pooled, or why there is no decoder.
+    fn decoder_state(&self) -> Result<(&'static str, bool), String> {
         match self.jpeg.lock().as_deref() {
-            Ok(Ok(d)) => Ok(d.backend()),
+            Ok(Ok(d)) => Ok((d.backend(), d.pooled())),
             Ok(Err(e)) => Err(e.clone()),
             Err(_) => Err("the decoder's lock is poisoned".into()),
         }
@@ -222,7 +252,7 @@ impl GpuVision {
         processor: &curator_image::clip::Processor,
         cpu: &(dyn Fn(usize) -> Result<Vec<f32>, String> + Sync),
     ) -> Result<Vec<Slot<'a>>, EncoderError> {
-        let decoder = self.jpeg_decoder().is_ok() && self.alone_on_card();
+        let decoder = self.decoder_state().is_ok_and(|(_, pooled)| self.may_decode(pooled));
         let sizes: Vec<Option<(usize, usize)>> = images
             .par_iter()
             .map(|b| {
@@ -371,9 +401,13 @@ impl GpuVision {
         self.dev.mark(&mut marks, "end")?;
         if !forward {
             s.synchronize().map_err(driver("synchronize"))?;
+            super::nvjpeg_pool::settle();
             return Ok(Vec::new());
         }
         let host = s.clone_dtoh(&out).map_err(driver("copy embeddings back"))?;
+        // The stream has run: every decode of this call, which it waited for, is done, so the
+        // blocks nvJPEG gave back may be handed out again.
+        super::nvjpeg_pool::settle();
         self.dev.add_profile(marks);
         Ok(host.into_iter().map(f16::to_f32).collect())
     }

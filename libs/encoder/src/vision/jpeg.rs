@@ -51,6 +51,12 @@ impl DeviceJpeg {
         self.nvjpeg.backend
     }
 
+    /// Whether nvJPEG's memory comes from our pools (no `cuMemFree` in a decode), so that the
+    /// decoder is safe on a card other processes share.
+    pub(crate) fn pooled(&self) -> bool {
+        self.nvjpeg.pooled
+    }
+
     /// Whether a JPEG of this header goes to the decoder (one the hardware decoder takes, of a
     /// size that fits a group).
     pub(crate) fn takes(h: &curator_image::jpeg::JpegHeader) -> bool {

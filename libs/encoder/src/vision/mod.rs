@@ -15,6 +15,7 @@ pub mod cpu;
 pub mod gpu;
 pub mod jpeg;
 mod nvjpeg;
+mod nvjpeg_pool;
 pub mod stage;
 
 use std::path::Path;
@@ -362,7 +363,7 @@ impl VisionModel {
         match &self.backend {
             Backend::Cpu => "CPU".into(),
             Backend::Gpu(g) => match g.jpeg_decoder() {
-                Ok(b) => format!("nvJPEG ({b})"),
+                Ok(b) => format!("nvJPEG ({b}{})", if g.jpeg_pooled() { ", pooled memory" } else { "" }),
                 Err(e) => format!("CPU ({e})"),
             },
         }

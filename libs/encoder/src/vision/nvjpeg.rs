@@ -21,6 +21,25 @@ pub(crate) struct NvImage {
     pub pitch: [usize; 4],
 }
 
+/// `nvjpegDevAllocator_t`.
+#[repr(C)]
+struct DevAllocator {
+    dev_malloc: extern "C" fn(*mut *mut c_void, usize) -> c_int,
+    dev_free: extern "C" fn(*mut c_void) -> c_int,
+}
+
+/// `nvjpegPinnedAllocator_t`.
+#[repr(C)]
+struct PinnedAllocator {
+    pinned_malloc: extern "C" fn(*mut *mut c_void, usize, c_uint) -> c_int,
+    pinned_free: extern "C" fn(*mut c_void) -> c_int,
+}
+
+/// The allocators of our pools, static: nvJPEG may keep the pointers for the handle's life.
+static POOL_DEVICE: DevAllocator = DevAllocator { dev_malloc: super::nvjpeg_pool::dev_malloc, dev_free: super::nvjpeg_pool::dev_free };
+static POOL_PINNED: PinnedAllocator =
+    PinnedAllocator { pinned_malloc: super::nvjpeg_pool::pinned_malloc, pinned_free: super::nvjpeg_pool::pinned_free };
+
 const BACKEND_GPU_HYBRID: c_int = 2;
 const BACKEND_HARDWARE: c_int = 3;
 const OUTPUT_RGBI: c_int = 5;
@@ -77,6 +96,8 @@ pub(crate) struct Nvjpeg {
     batch: Option<usize>,
     /// "hardware" (the JPEG engines) or "GPU" (CUDA cores).
     pub backend: &'static str,
+    /// Whether nvJPEG's memory comes from our pools (`nvjpeg_pool`).
+    pub pooled: bool,
 }
 
 // SAFETY: the handles are used by one thread at a time (the tower's lock), which nvJPEG allows.
@@ -97,18 +118,30 @@ impl Nvjpeg {
         let hardware = std::env::var("CURATOR_NVJPEG_BACKEND").map_or(true, |b| b != "gpu");
         let all = [(BACKEND_HARDWARE, "hardware"), (BACKEND_GPU_HYBRID, "GPU")];
         let tries = if hardware { &all[..] } else { &all[1..] };
+        // `CURATOR_NVJPEG_POOL=1`: nvJPEG's memory from our pools (`nvjpeg_pool`: no
+        // `cuMemFree` during a decode), and the decoder then shares the card with other
+        // processes. Opt-in until a GPU run shows it clears the multi-worker hang
+        // (`scripts/models/gpu-clip.sh KIT hang`); nvJPEG's own allocators otherwise.
+        let pooled = std::env::var("CURATOR_NVJPEG_POOL").is_ok_and(|v| v == "1");
+        let (dev_ptr, pinned_ptr): (*mut c_void, *mut c_void) = if pooled {
+            ((&raw const POOL_DEVICE).cast_mut().cast(), (&raw const POOL_PINNED).cast_mut().cast())
+        } else {
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        };
         let mut status = -1;
         let mut backend = "";
         for &(b, name) in tries {
-            // SAFETY: default allocators (null), default flags; the handle is written on success.
-            status = unsafe { (api.create_ex)(b, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut handle) };
+            // SAFETY: the allocator structs have nvjpeg.h's layout and live for the process (or
+            // are null: its defaults; nvJPEG never writes them); default flags; the handle is
+            // written on success.
+            status = unsafe { (api.create_ex)(b, dev_ptr, pinned_ptr, 0, &mut handle) };
             if status == 0 {
                 backend = name;
                 break;
             }
         }
         check("create", status)?;
-        let mut d = Nvjpeg { api, handle, state: std::ptr::null_mut(), batch: None, backend };
+        let mut d = Nvjpeg { api, handle, state: std::ptr::null_mut(), batch: None, backend, pooled };
         // SAFETY: `handle` is live; the call writes the state on success (and Drop destroys
         // only what is non-null).
         check("state", unsafe { (d.api.state_create)(d.handle, &mut d.state) })?;
