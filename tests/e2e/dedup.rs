@@ -514,7 +514,9 @@ fn output_read_again_equals_spilled(step: &str, kills: &[&str]) {
     };
     let dedup = |extra: &str| format!("  - dedup: {{{step}{extra}}}");
     let again = "output reads the source again";
-    let lean = run(&dedup(""), "lean", &[]);
+    // (Exact dedup's output is written during its documents phase unless told not to: the
+    // streamed output is checked against this one below.)
+    let lean = run(&dedup(""), "lean", &[("CURATOR_DEDUP_STREAM", "0")]);
     lean.ok();
     assert!(lean.stderr.contains(again), "{}", lean.stderr);
     let whole = run(&format!("  - plugin: unicode_normalize\n{}", dedup("")), "whole", &[]);
@@ -526,6 +528,19 @@ fn output_read_again_equals_spilled(step: &str, kills: &[&str]) {
     assert_eq!(outputs(&l), outputs(&w));
     let written: usize = outputs(&l).values().map(Vec::len).sum();
     assert_eq!(written + duplicates(&l).len(), docs);
+    // Exact dedup that removes, with nothing after it, writes each partition as soon as it
+    // and the ones before it are read (`host/src/exec/stream_dedup.rs`): the same files.
+    let streamed = run(&dedup(""), "streamed", &[]);
+    streamed.ok();
+    let streams = "written while their documents were read";
+    assert_eq!(streamed.stderr.contains(streams), step.contains("exact"), "{}", streamed.stderr);
+    assert_eq!(outputs(&dir.path().join("streamed")), outputs(&l));
+    assert_eq!(duplicates(&dir.path().join("streamed")), duplicates(&l));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("streamed/_manifest.json")).unwrap(),
+        std::fs::read_to_string(l.join("_manifest.json")).unwrap(),
+        "the manifests list the same files, in the same order"
+    );
     // The documents phase keeps its batches in memory for the output (every one of them by
     // default on this input), none, or some: a partition is replayed from memory only when
     // all its batches were kept, and the output is the same either way.
@@ -554,9 +569,14 @@ fn output_read_again_equals_spilled(step: &str, kills: &[&str]) {
     assert_eq!(rejected, 2);
 
     // A filter in front: the spill keeps its rows, the output reads just those back.
-    let filtered = run(&format!("  - plugin: word_count_filter\n    params: {{min_words: 10}}\n{}", dedup("")), "filtered", &[]);
+    let front = format!("  - plugin: word_count_filter\n    params: {{min_words: 10}}\n{}", dedup(""));
+    let filtered = run(&front, "filtered", &[("CURATOR_DEDUP_STREAM", "0")]);
     filtered.ok();
     assert!(filtered.stderr.contains(again), "{}", filtered.stderr);
+    // Streamed (exact), the same.
+    let filtered_streamed = run(&front, "filtered-streamed", &[]);
+    assert_eq!(filtered_streamed.ok().stderr.contains(streams), step.contains("exact"), "{}", filtered_streamed.stderr);
+    assert_eq!(outputs(&dir.path().join("filtered-streamed")), outputs(&dir.path().join("filtered")));
     let long = |v: &serde_json::Value| v["text"].as_str().unwrap().split_whitespace().count() >= 10;
     let unfiltered = outputs(&l);
     for (name, lines) in outputs(&dir.path().join("filtered")) {

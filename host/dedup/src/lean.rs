@@ -42,15 +42,7 @@ impl DocKey {
 pub fn lean_batch(batch: &RecordBatch, key: &DocKey) -> Result<RecordBatch, ArrowError> {
     let mut values = Vec::with_capacity(batch.num_rows() * key.width());
     match key {
-        DocKey::Exact(h) => {
-            let text = batch
-                .column_by_name(crate::io::TEXT)
-                .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
-                .ok_or_else(|| ArrowError::SchemaError("no utf8 \"text\" column".into()))?;
-            for r in 0..text.len() {
-                values.extend_from_slice(&super::keys::key(text.value(r), *h));
-            }
-        }
+        DocKey::Exact(h) => exact_keys(batch, *h, &mut values)?,
         DocKey::Bands(p) => {
             let sigs = super::keys::signatures(batch, p.num_hashes(), "").map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
             super::keys::band_keys(&sigs, p, &mut values);
@@ -68,6 +60,20 @@ pub fn lean_batch(batch: &RecordBatch, key: &DocKey) -> Result<RecordBatch, Arro
     fields.push(Field::new(KEY, arrow_schema::DataType::FixedSizeBinary(key.width() as i32), false));
     cols.push(Arc::new(keys));
     RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())), cols)
+}
+
+/// Exact dedup's key of each document of `batch` (the 16-byte hash of its text), appended to
+/// `out` back to back: what the lean spill keeps, and what the streamed output decides by.
+pub fn exact_keys(batch: &RecordBatch, h: ExactHash, out: &mut Vec<u8>) -> Result<(), ArrowError> {
+    let text = batch
+        .column_by_name(crate::io::TEXT)
+        .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+        .ok_or_else(|| ArrowError::SchemaError("no utf8 \"text\" column".into()))?;
+    out.reserve(text.len() * 16);
+    for r in 0..text.len() {
+        out.extend_from_slice(&super::keys::key(text.value(r), h));
+    }
+    Ok(())
 }
 
 /// The keys of a lean batch, back to back (`DocKey::width` bytes a document), or `None` for

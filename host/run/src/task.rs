@@ -12,7 +12,7 @@ use curator_core::TaskMeta;
 use crate::io::IoError;
 
 pub use resident::Resident;
-pub use spill::{SpillDir, SpillReplay};
+pub use spill::{OnDone, SpillDir, SpillReplay};
 
 /// A batch on its way through the stages.
 pub struct Task {

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use curator_core::shard::{Phase, Shard};
 
 use super::graph::{Sink, Source, run_graph};
+use super::stream_dedup::ExactStream;
 use super::write::Written;
 use super::{RunError, Schedule};
 use crate::dedup::exchange::Exchange;
@@ -45,7 +46,16 @@ pub(super) fn run_with_dedup(plan: &Plan, d: &PlannedDedup, sched: &mut Schedule
     // `identify` writes no documents: nothing to keep them for.
     let budget = if writes_documents(d.spec.action) { resident_budget(d) } else { 0 };
     let resident = Arc::new(Resident::new(budget));
-    let read = spill_documents(plan, d, &reader, sched, &mut docs_stats, Some(&resident).filter(|_| budget > 0))?;
+    let stream = streams_output(plan, d, &reader, budget)
+        .then(|| -> Result<_, RunError> {
+            let journal = Journal::open_for_append(&plan.output_dir, &plan.journal_name())?;
+            let order = d.all_partitions.iter().map(|p| p.index).collect();
+            let hash = d.spec.hash.unwrap_or_default();
+            Ok(Arc::new(ExactStream::new((sched.new_ctx)(plan.clone()), journal, resident.clone(), hash, order)))
+        })
+        .transpose()?;
+    let read = spill_documents(plan, d, &reader, sched, &mut docs_stats, Some(&resident).filter(|_| budget > 0), stream.as_ref())?;
+    let streamed = stream.map(|s| s.finish()).transpose()?;
     let ctx = (sched.new_ctx)(plan.clone());
     let (index, verdict, mut stats) = find_duplicates(d.step_plan(), &work, &reader, &ctx.metrics)?;
     stats.phases.splice(0..0, docs_stats.phases);
@@ -55,7 +65,31 @@ pub(super) fn run_with_dedup(plan: &Plan, d: &PlannedDedup, sched: &mut Schedule
         d.label,
         crate::dedup::human(bytes)
     );
-    let written = write_output(plan, d, &reader, (&index, &verdict), &mut stats, sched, Some(&resident))?;
+    let written = match streamed {
+        None => write_output(plan, d, &reader, (&index, &verdict), &mut stats, sched, Some(&resident))?,
+        Some(streamed) => {
+            tracing::info!(
+                "dedup {:?}: {} of {} partition(s) written while their documents were read ({} duplicate(s) removed there)",
+                d.label,
+                streamed.partitions.len(),
+                plan.partitions.len(),
+                streamed.removed
+            );
+            // The output step writes the partitions left, numbered in a plan of their own;
+            // what it commits is numbered back as in the run's plan.
+            let done: HashSet<usize> = streamed.partitions.iter().copied().collect();
+            let mut rest = plan.clone();
+            rest.partitions.retain(|p| !done.contains(&p.index));
+            let at: std::collections::HashMap<usize, usize> = plan.partitions.iter().enumerate().map(|(k, p)| (p.index, k)).collect();
+            let mut written = write_output(&rest, d, &reader, (&index, &verdict), &mut stats, sched, Some(&resident))?;
+            for (pi, _) in &mut written.entries {
+                *pi = rest.partitions.get(*pi).and_then(|p| at.get(&p.index)).copied().unwrap_or(*pi);
+            }
+            written.entries.extend(streamed.written.entries);
+            written.docs_out += streamed.written.docs_out;
+            written
+        }
+    };
     drop(resident);
     let dup_clock = crate::dedup::PhaseClock::start(curator_core::dedup::DedupPhase::Duplicates, None);
     let listed = crate::dedup::write_duplicates(&plan.output_dir, &reader, &index, &verdict, &mut stats, dup_clock)?;
@@ -86,7 +120,7 @@ pub(super) fn run_phase(
     let stats = match phase {
         Phase::Docs => {
             let mut stats = DedupStats::default();
-            read = spill_documents(plan, d, &reader, sched, &mut stats, None)?;
+            read = spill_documents(plan, d, &reader, sched, &mut stats, None, None)?;
             let owned: HashSet<usize> = d.all_partitions.iter().map(|p| p.index).collect();
             let scan = crate::dedup::scan_shard(d.step_plan(), &work, &reader, shard, |p| owned.contains(&p), &ctx.metrics)?;
             let part = crate::dedup::scans::part(&work, shard)?;
@@ -143,6 +177,21 @@ fn pull(plan: &Plan, d: &PlannedDedup, (phase, shard): (Phase, Shard), remote: &
     Ok(x)
 }
 
+/// Whether the step's output is written during its documents phase (`stream_dedup.rs`):
+/// exact dedup that removes duplicates, no stage after the step, room to keep batches in
+/// memory, one machine, and a documents phase that reads every partition now (a resumed one
+/// would not see the keys of the partitions an earlier run spilled). `CURATOR_DEDUP_STREAM=0`
+/// turns it off.
+fn streams_output(plan: &Plan, d: &PlannedDedup, reader: &SpillDir, budget: u64) -> bool {
+    d.spec.method == curator_core::DedupMethod::Exact
+        && d.spec.action == curator_core::DedupAction::Remove
+        && d.before == plan.stages.len()
+        && budget > 0
+        && plan.shard.is_none()
+        && std::env::var("CURATOR_DEDUP_STREAM").map_or(true, |v| v != "0")
+        && d.all_partitions.iter().all(|p| !reader.done_marker(p.index).exists())
+}
+
 /// Bytes of documents the documents phase keeps for the output: the plan's
 /// (`DedupPlan::resident_bytes`), or `CURATOR_DEDUP_RESIDENT_BYTES` (0 keeps none; tests use
 /// it to force a mix of kept and re-read partitions).
@@ -162,6 +211,7 @@ fn spill_documents(
     sched: &mut Schedule<'_>,
     stats: &mut DedupStats,
     resident: Option<&Arc<Resident>>,
+    stream: Option<&Arc<ExactStream>>,
 ) -> Result<(u64, u64), RunError> {
     let docs_dir = reader.path().to_path_buf();
     let todo: Vec<_> = d.all_partitions.iter().filter(|p| !reader.done_marker(p.index).exists()).cloned().collect();
@@ -191,6 +241,9 @@ fn spill_documents(
         }
         if let Some(r) = resident {
             spill = spill.keeping(r.clone());
+        }
+        if let Some(s) = stream {
+            spill = spill.on_done(s.hook());
         }
         let mut front = plan.clone();
         front.partitions = todo;

@@ -24,6 +24,7 @@ mod route;
 mod run;
 pub mod services;
 mod stage;
+mod stream_dedup;
 mod summary;
 pub mod warm;
 mod write;

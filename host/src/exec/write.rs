@@ -92,6 +92,22 @@ pub(crate) fn write_loop(ctx: &Ctx, rx: Receiver<Task>, journal: &Mutex<Option<J
     written
 }
 
+/// Partitions written outside a sink thread's loop, task by task (a dedup step's output
+/// streamed during its documents phase, `stream_dedup.rs`), as `write_loop` writes them.
+#[derive(Default)]
+pub(crate) struct PartitionWriter {
+    open: BTreeMap<usize, OpenOutput>,
+    pub written: Written,
+}
+
+impl PartitionWriter {
+    /// Write `task` (its partition numbered as in `ctx`'s plan); the partition is committed
+    /// and journaled with its last task.
+    pub(crate) fn write(&mut self, ctx: &Ctx, task: Task, journal: &Mutex<Option<Journal>>) -> Result<(), RunError> {
+        write_task(ctx, task, &mut self.open, &mut self.written, journal)
+    }
+}
+
 fn write_task(
     ctx: &Ctx,
     task: Task,

@@ -20,6 +20,8 @@ struct Held {
     bytes: u64,
     /// Batches refused for want of room (their partitions are read again).
     refused: u64,
+    /// The spill file names' partition prefixes (`NNNNNNNN-`) of the refused batches.
+    refused_partitions: std::collections::HashSet<String>,
 }
 
 /// A task's memory as the budget counts it: its batch's and its branch batches' buffers.
@@ -46,6 +48,9 @@ impl Resident {
         let mut h = self.held();
         if h.bytes + bytes > self.budget {
             h.refused += 1;
+            if let Some((prefix, _)) = name.split_once('-') {
+                h.refused_partitions.insert(prefix.to_string());
+            }
             return false;
         }
         h.bytes += bytes;
@@ -87,6 +92,26 @@ impl Resident {
         whole.then_some(out)
     }
 
+    /// Every batch kept of the partition whose spill file names start `prefix` (`NNNNNNNN-`),
+    /// in name order (their sequence), given up by the store; none when one of its batches
+    /// was refused.
+    pub fn take_partition(&self, prefix: &str) -> Option<Vec<Task>> {
+        let mut h = self.held();
+        if h.refused_partitions.contains(prefix.trim_end_matches('-')) {
+            return None;
+        }
+        let mut names: Vec<String> = h.tasks.keys().filter(|n| n.starts_with(prefix)).cloned().collect();
+        names.sort();
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            if let Some(t) = h.tasks.remove(&name) {
+                h.bytes -= task_bytes(&t);
+                out.push(t);
+            }
+        }
+        Some(out)
+    }
+
     /// (batches held, bytes held, batches refused).
     pub fn counts(&self) -> (usize, u64, u64) {
         let h = self.held();
@@ -125,6 +150,20 @@ mod tests {
         // Room given back is room again.
         assert!(r.keep("c-0".into(), &task(0, "hello world")));
         assert!(r.take("c-0").is_some() && r.take("c-0").is_none());
+    }
+
+    #[test]
+    fn a_partition_is_taken_whole_in_order_unless_a_batch_was_refused() {
+        let one = task_bytes(&task(0, "x"));
+        let r = Resident::new(one * 3);
+        assert!(r.keep("00000001-0000000001.arrow".into(), &task(1, "x")));
+        assert!(r.keep("00000001-0000000000.arrow".into(), &task(0, "x")));
+        assert!(r.keep("00000002-0000000000.arrow".into(), &task(0, "x")));
+        assert!(!r.keep("00000002-0000000001.arrow".into(), &task(1, "x")), "over the budget");
+        let p1 = r.take_partition("00000001-").expect("partition 1 was kept whole");
+        assert_eq!(p1.iter().map(|t| t.meta.seq).collect::<Vec<_>>(), [0, 1]);
+        assert!(r.take_partition("00000002-").is_none(), "one of partition 2's batches was refused");
+        assert_eq!(r.counts().0, 1, "partition 2's kept batch stays for the output");
     }
 
     #[test]

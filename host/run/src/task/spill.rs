@@ -38,7 +38,13 @@ pub struct SpillDir {
     lean: Option<Lean>,
     /// Where a copy of each batch spilled is kept in memory, as far as it has room.
     resident: Option<Arc<Resident>>,
+    /// Told each partition (run-wide index) once it is marked done.
+    on_done: Option<OnDone>,
 }
+
+/// What a spill tells of each partition it marks done (its run-wide index), from the thread
+/// that spilled the partition's last batch.
+pub type OnDone = Arc<dyn Fn(usize) + Send + Sync>;
 
 fn werr(path: &Path, e: impl std::fmt::Display) -> IoError {
     IoError::Write { path: path.display().to_string(), source: std::io::Error::other(e.to_string()) }
@@ -112,7 +118,7 @@ impl SpillDir {
     /// written under `global[meta.partition]` when given.
     pub fn open(path: PathBuf, global: Option<Vec<usize>>) -> Result<SpillDir, IoError> {
         std::fs::create_dir_all(&path).map_err(|e| werr(&path, e))?;
-        Ok(SpillDir { path, global, lean: None, resident: None })
+        Ok(SpillDir { path, global, lean: None, resident: None, on_done: None })
     }
 
     /// This spill, keeping only `lean(batch)` of the batches whose source columns are intact
@@ -125,6 +131,12 @@ impl SpillDir {
     /// `resident`.
     pub fn keeping(self, resident: Arc<Resident>) -> SpillDir {
         SpillDir { resident: Some(resident), ..self }
+    }
+
+    /// This spill, calling `f` with each partition's run-wide index once the partition is
+    /// marked done.
+    pub fn on_done(self, f: OnDone) -> SpillDir {
+        SpillDir { on_done: Some(f), ..self }
     }
 
     /// A spilled batch's file name.
@@ -155,6 +167,9 @@ impl SpillDir {
         let marker = self.done_marker(global);
         std::fs::write(&marker, b"").map_err(|e| werr(&marker, e))?;
         crate::os::crash_point(&format!("spill-{global}"));
+        if let Some(f) = &self.on_done {
+            f(global);
+        }
         Ok(())
     }
 

@@ -1,0 +1,150 @@
+//! Exact dedup's output written during its documents phase (`action: remove`, no stage after
+//! the step, a fresh documents phase): the first copy of a text is the one kept (the step's
+//! verdict keeps each group's first document by position), so a document's fate depends only
+//! on the documents before it. Once a partition and every partition before it are spilled,
+//! its batches, kept in memory by the documents phase, are decided against the keys seen so
+//! far and written and journaled as the output step writes them; their memory is free again
+//! while the next partitions are read. The output step then writes only the partitions not
+//! streamed: after a partition with a batch that did not fit in memory, none is.
+//!
+//! The step's phases still run (its statistics and `_duplicates/` come from them, and they
+//! decide the same: the e2e dedup tests hold both paths to the same files).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arrow_array::BooleanArray;
+use curator_core::dedup::ExactHash;
+
+use super::write::{PartitionWriter, Written};
+use super::{Ctx, RunError};
+use crate::io::journal::Journal;
+use crate::task::{OnDone, Resident, SpillDir};
+
+pub(super) struct ExactStream {
+    /// The output's context: its plan's partitions are the ones this run writes.
+    ctx: Arc<Ctx>,
+    journal: Mutex<Option<Journal>>,
+    resident: Arc<Resident>,
+    hash: ExactHash,
+    /// The step's partitions (run-wide indices) in position order.
+    order: Vec<usize>,
+    /// Run-wide index → index in the output plan (absent: written by an earlier run).
+    local: HashMap<usize, usize>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Into `order`: the next partition to stream.
+    next: usize,
+    /// Partitions spilled and waiting for an earlier one.
+    done: BTreeSet<usize>,
+    seen: HashSet<[u8; 16]>,
+    writer: PartitionWriter,
+    /// Partitions written (run-wide indices).
+    streamed: Vec<usize>,
+    stopped: bool,
+    error: Option<RunError>,
+    removed: u64,
+}
+
+/// What the streamed output did: the partitions it wrote (run-wide indices), what the
+/// writers committed (numbered as in the run's plan), documents removed.
+pub(super) struct Streamed {
+    pub partitions: Vec<usize>,
+    pub written: Written,
+    pub removed: u64,
+}
+
+impl ExactStream {
+    pub(super) fn new(ctx: Arc<Ctx>, journal: Option<Journal>, resident: Arc<Resident>, hash: ExactHash, order: Vec<usize>) -> ExactStream {
+        let local = ctx.plan.partitions.iter().enumerate().map(|(k, p)| (p.index, k)).collect();
+        ExactStream { ctx, journal: Mutex::new(journal), resident, hash, order, local, state: Mutex::default() }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Each change to the state is made whole under the lock; a panic elsewhere leaves it usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the documents spill calls as each partition is marked done.
+    pub(super) fn hook(self: &Arc<Self>) -> OnDone {
+        let me = self.clone();
+        Arc::new(move |partition| me.partition_done(partition))
+    }
+
+    fn partition_done(&self, partition: usize) {
+        let mut st = self.state();
+        if st.stopped {
+            return;
+        }
+        st.done.insert(partition);
+        while let Some(&next) = self.order.get(st.next) {
+            if !st.done.remove(&next) {
+                break;
+            }
+            st.next += 1;
+            if let Err(e) = self.stream(&mut st, next) {
+                st.error = Some(e);
+                st.stopped = true;
+            }
+            if st.stopped {
+                break;
+            }
+        }
+    }
+
+    /// Partition `p`'s kept batches, their duplicates of earlier documents dropped, written.
+    fn stream(&self, st: &mut State, p: usize) -> Result<(), RunError> {
+        let prefix = SpillDir::file_name(p, 0);
+        let prefix = &prefix[..prefix.find('-').map_or(0, |i| i + 1)];
+        // A batch that did not fit: this partition and every later one go to the output step.
+        let Some(tasks) = self.resident.take_partition(prefix) else {
+            st.stopped = true;
+            return Ok(());
+        };
+        if tasks.is_empty() {
+            st.stopped = true;
+            return Ok(());
+        }
+        let local = self.local.get(&p).copied();
+        let mut keys = Vec::new();
+        for mut task in tasks {
+            keys.clear();
+            crate::dedup::lean::exact_keys(&task.batch, self.hash, &mut keys).map_err(|e| data_error(&task, &e.to_string()))?;
+            let keep: Vec<bool> = keys.chunks_exact(16).map(|k| st.seen.insert(k.try_into().unwrap_or_default())).collect();
+            let Some(local) = local else { continue };
+            let dropped = keep.iter().filter(|k| !**k).count();
+            if dropped > 0 {
+                st.removed += dropped as u64;
+                task.batch = arrow_select::filter::filter_record_batch(&task.batch, &BooleanArray::from(keep))
+                    .map_err(|e| data_error(&task, &format!("cannot apply the dedup verdict: {e}")))?;
+            }
+            task.meta.partition = local;
+            task.source_columns = false;
+            st.writer.write(&self.ctx, task, &self.journal)?;
+        }
+        if local.is_some() {
+            st.streamed.push(p);
+        }
+        Ok(())
+    }
+
+    /// The streamed output, or the first failure; the journal is closed (the output step
+    /// opens it again for the partitions left).
+    pub(super) fn finish(&self) -> Result<Streamed, RunError> {
+        let mut st = self.state();
+        if let Ok(mut j) = self.journal.lock() {
+            j.take();
+        }
+        if let Some(e) = st.error.take() {
+            return Err(e);
+        }
+        Ok(Streamed { partitions: std::mem::take(&mut st.streamed), written: std::mem::take(&mut st.writer.written), removed: st.removed })
+    }
+}
+
+fn data_error(task: &crate::task::Task, message: &str) -> RunError {
+    crate::io::IoError::Line { at: task.meta.to_string(), message: message.to_string() }.into()
+}
