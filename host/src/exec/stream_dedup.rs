@@ -19,6 +19,7 @@ use curator_core::dedup::ExactHash;
 use super::write::{PartitionWriter, Written};
 use super::{Ctx, RunError};
 use crate::io::journal::Journal;
+use crate::task::Task;
 use crate::task::{OnDone, Resident, SpillDir};
 
 pub(super) struct ExactStream {
@@ -36,17 +37,17 @@ pub(super) struct ExactStream {
 
 #[derive(Default)]
 struct State {
-    /// Into `order`: the next partition to stream.
+    /// Into `order`: the next partition to decide.
     next: usize,
     /// Partitions spilled and waiting for an earlier one.
     done: BTreeSet<usize>,
     seen: HashSet<[u8; 16]>,
-    writer: PartitionWriter,
-    /// Partitions written (run-wide indices).
-    streamed: Vec<usize>,
     stopped: bool,
     error: Option<RunError>,
     removed: u64,
+    /// Partitions written (run-wide indices), and what their writers committed.
+    streamed: Vec<usize>,
+    written: Written,
 }
 
 /// What the streamed output did: the partitions it wrote (run-wide indices), what the
@@ -56,6 +57,10 @@ pub(super) struct Streamed {
     pub written: Written,
     pub removed: u64,
 }
+
+/// A partition decided and not yet written: its run-wide and output indices, its batches
+/// with the rows to keep (`None`: all).
+type Decided = (usize, usize, Vec<(Task, Option<BooleanArray>)>);
 
 impl ExactStream {
     pub(super) fn new(ctx: Arc<Ctx>, journal: Option<Journal>, resident: Arc<Resident>, hash: ExactHash, order: Vec<usize>) -> ExactStream {
@@ -74,61 +79,86 @@ impl ExactStream {
         Arc::new(move |partition| me.partition_done(partition))
     }
 
+    /// Decide, in position order, every partition that waited only for this one (under the
+    /// lock: the keys must be seen in order), then write them outside it, so that spill
+    /// threads write partitions side by side.
     fn partition_done(&self, partition: usize) {
-        let mut st = self.state();
-        if st.stopped {
-            return;
-        }
-        st.done.insert(partition);
-        while let Some(&next) = self.order.get(st.next) {
-            if !st.done.remove(&next) {
-                break;
-            }
-            st.next += 1;
-            if let Err(e) = self.stream(&mut st, next) {
-                st.error = Some(e);
-                st.stopped = true;
-            }
+        let mut ready: Vec<Decided> = Vec::new();
+        {
+            let mut st = self.state();
             if st.stopped {
-                break;
+                return;
+            }
+            st.done.insert(partition);
+            while let Some(&next) = self.order.get(st.next) {
+                if !st.done.remove(&next) {
+                    break;
+                }
+                st.next += 1;
+                match self.decide(&mut st, next) {
+                    Ok(Some(d)) => ready.push(d),
+                    Ok(None) => {}
+                    Err(e) => {
+                        st.error = Some(e);
+                        st.stopped = true;
+                    }
+                }
+                if st.stopped {
+                    break;
+                }
+            }
+        }
+        for (p, local, tasks) in ready {
+            let mut writer = PartitionWriter::default();
+            let done = tasks.into_iter().try_for_each(|(mut task, keep)| {
+                if let Some(keep) = keep {
+                    task.batch = arrow_select::filter::filter_record_batch(&task.batch, &keep)
+                        .map_err(|e| data_error(&task, &format!("cannot apply the dedup verdict: {e}")))?;
+                }
+                task.meta.partition = local;
+                task.source_columns = false;
+                writer.write(&self.ctx, task, &self.journal)
+            });
+            let mut st = self.state();
+            match done {
+                Ok(()) => {
+                    st.streamed.push(p);
+                    st.written.entries.extend(writer.written.entries);
+                    st.written.docs_out += writer.written.docs_out;
+                }
+                Err(e) => {
+                    st.error.get_or_insert(e);
+                    st.stopped = true;
+                }
             }
         }
     }
 
-    /// Partition `p`'s kept batches, their duplicates of earlier documents dropped, written.
-    fn stream(&self, st: &mut State, p: usize) -> Result<(), RunError> {
+    /// Partition `p`'s kept batches and the rows of each that no earlier document has the
+    /// text of (their keys now seen); `None` when it is not to be written here (an earlier
+    /// run wrote it: its keys are seen all the same).
+    fn decide(&self, st: &mut State, p: usize) -> Result<Option<Decided>, RunError> {
         let prefix = SpillDir::file_name(p, 0);
         let prefix = &prefix[..prefix.find('-').map_or(0, |i| i + 1)];
         // A batch that did not fit: this partition and every later one go to the output step.
-        let Some(tasks) = self.resident.take_partition(prefix) else {
+        let Some(tasks) = self.resident.take_partition(prefix).filter(|t| !t.is_empty()) else {
             st.stopped = true;
-            return Ok(());
+            return Ok(None);
         };
-        if tasks.is_empty() {
-            st.stopped = true;
-            return Ok(());
-        }
         let local = self.local.get(&p).copied();
         let mut keys = Vec::new();
-        for mut task in tasks {
+        let mut out = Vec::with_capacity(tasks.len());
+        for task in tasks {
             keys.clear();
             crate::dedup::lean::exact_keys(&task.batch, self.hash, &mut keys).map_err(|e| data_error(&task, &e.to_string()))?;
             let keep: Vec<bool> = keys.chunks_exact(16).map(|k| st.seen.insert(k.try_into().unwrap_or_default())).collect();
-            let Some(local) = local else { continue };
             let dropped = keep.iter().filter(|k| !**k).count();
-            if dropped > 0 {
+            if local.is_some() {
                 st.removed += dropped as u64;
-                task.batch = arrow_select::filter::filter_record_batch(&task.batch, &BooleanArray::from(keep))
-                    .map_err(|e| data_error(&task, &format!("cannot apply the dedup verdict: {e}")))?;
             }
-            task.meta.partition = local;
-            task.source_columns = false;
-            st.writer.write(&self.ctx, task, &self.journal)?;
+            out.push((task, (dropped > 0).then(|| BooleanArray::from(keep))));
         }
-        if local.is_some() {
-            st.streamed.push(p);
-        }
-        Ok(())
+        Ok(local.map(|local| (p, local, out)))
     }
 
     /// The streamed output, or the first failure; the journal is closed (the output step
@@ -141,10 +171,10 @@ impl ExactStream {
         if let Some(e) = st.error.take() {
             return Err(e);
         }
-        Ok(Streamed { partitions: std::mem::take(&mut st.streamed), written: std::mem::take(&mut st.writer.written), removed: st.removed })
+        Ok(Streamed { partitions: std::mem::take(&mut st.streamed), written: std::mem::take(&mut st.written), removed: st.removed })
     }
 }
 
-fn data_error(task: &crate::task::Task, message: &str) -> RunError {
+fn data_error(task: &Task, message: &str) -> RunError {
     crate::io::IoError::Line { at: task.meta.to_string(), message: message.to_string() }.into()
 }
