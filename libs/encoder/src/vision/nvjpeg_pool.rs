@@ -147,12 +147,19 @@ fn pinned_release(ptr: usize) {
     let _ = unsafe { cudarc::driver::result::free_host(ptr as *mut c_void) };
 }
 
-/// `tDevMalloc`.
-pub(crate) extern "C" fn dev_malloc(out: *mut *mut c_void, size: usize) -> c_int {
+/// An allocation of `size` bytes from `pool` written to `out`, as nvJPEG's allocators return
+/// it (0, or `OUT_OF_MEMORY`).
+fn malloc_into(
+    out: *mut *mut c_void,
+    pool: &Mutex<Blocks>,
+    size: usize,
+    alloc: impl Fn(usize) -> Option<usize>,
+    release: fn(usize),
+) -> c_int {
     if out.is_null() {
         return OUT_OF_MEMORY;
     }
-    match allocate(&DEVICE, size, device_alloc, device_release) {
+    match allocate(pool, size, alloc, release) {
         Some(ptr) => {
             // SAFETY: nvJPEG passes a pointer to write the allocation to.
             unsafe { *out = ptr as *mut c_void };
@@ -162,37 +169,33 @@ pub(crate) extern "C" fn dev_malloc(out: *mut *mut c_void, size: usize) -> c_int
     }
 }
 
-/// `tDevFree`.
-pub(crate) extern "C" fn dev_free(ptr: *mut c_void) -> c_int {
+/// A block given back to `pool` (quarantined); 0, as nvJPEG's allocators return.
+fn free_into(pool: &Mutex<Blocks>, ptr: *mut c_void) -> c_int {
     if !ptr.is_null() {
-        lock(&DEVICE).give_back(ptr as usize);
+        lock(pool).give_back(ptr as usize);
     }
     0
 }
 
-/// `tPinnedMalloc`.
+/// `tDevMalloc`.
+pub(crate) extern "C" fn dev_malloc(out: *mut *mut c_void, size: usize) -> c_int {
+    malloc_into(out, &DEVICE, size, device_alloc, device_release)
+}
+
+/// `tDevFree`.
+pub(crate) extern "C" fn dev_free(ptr: *mut c_void) -> c_int {
+    free_into(&DEVICE, ptr)
+}
+
+/// `tPinnedMalloc`. (Blocks of the pool may have been made with other flags; nvJPEG asks for
+/// portable or default page-locked memory, and either serves its copies.)
 pub(crate) extern "C" fn pinned_malloc(out: *mut *mut c_void, size: usize, flags: c_uint) -> c_int {
-    if out.is_null() {
-        return OUT_OF_MEMORY;
-    }
-    // (Blocks of the same pool may have been made with other flags; nvJPEG asks for portable
-    // or default page-locked memory, and either serves its copies.)
-    match allocate(&PINNED, size, |cap| pinned_alloc(cap, flags), pinned_release) {
-        Some(ptr) => {
-            // SAFETY: as in `dev_malloc`.
-            unsafe { *out = ptr as *mut c_void };
-            0
-        }
-        None => OUT_OF_MEMORY,
-    }
+    malloc_into(out, &PINNED, size, |cap| pinned_alloc(cap, flags), pinned_release)
 }
 
 /// `tPinnedFree`.
 pub(crate) extern "C" fn pinned_free(ptr: *mut c_void) -> c_int {
-    if !ptr.is_null() {
-        lock(&PINNED).give_back(ptr as usize);
-    }
-    0
+    free_into(&PINNED, ptr)
 }
 
 /// Blocks nvJPEG gave back since the last call may be handed out again: call once the stream
