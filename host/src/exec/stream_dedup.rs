@@ -146,11 +146,19 @@ impl ExactStream {
             return Ok(None);
         };
         let local = self.local.get(&p).copied();
-        let mut keys = Vec::new();
+        let mut computed = Vec::new();
         let mut out = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            keys.clear();
-            crate::dedup::lean::exact_keys(&task.batch, self.hash, &mut keys).map_err(|e| data_error(&task, &e.to_string()))?;
+        for (task, lean) in tasks {
+            // The keys the spill computed for its lean batch (same function), else hashed here.
+            let rows = task.batch.num_rows();
+            let keys = match lean.as_ref().and_then(crate::dedup::lean::key_bytes).filter(|k| k.len() == rows * 16) {
+                Some(k) => k,
+                None => {
+                    computed.clear();
+                    crate::dedup::lean::exact_keys(&task.batch, self.hash, &mut computed).map_err(|e| data_error(&task, &e.to_string()))?;
+                    &computed[..]
+                }
+            };
             let keep: Vec<bool> = keys.chunks_exact(16).map(|k| st.seen.insert(k.try_into().unwrap_or_default())).collect();
             let dropped = keep.iter().filter(|k| !**k).count();
             if local.is_some() {

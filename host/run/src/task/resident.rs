@@ -17,6 +17,9 @@ pub struct Resident {
 #[derive(Default)]
 struct Held {
     tasks: HashMap<String, Task>,
+    /// The lean form the spill wrote of a kept batch, where it wrote one (its keys: what a
+    /// streamed output decides by, not computed twice).
+    lean: HashMap<String, arrow_array::RecordBatch>,
     bytes: u64,
     /// Batches refused for want of room (their partitions are read again).
     refused: u64,
@@ -44,7 +47,13 @@ impl Resident {
     /// Keep a copy of `task` (its buffers are shared, not copied) under spill file `name`,
     /// if it fits the budget; whether it was kept.
     pub fn keep(&self, name: String, task: &Task) -> bool {
-        let bytes = task_bytes(task);
+        self.keep_with(name, task, None)
+    }
+
+    /// [`Resident::keep`], with the lean form the spill wrote of the batch (given back by
+    /// [`Resident::take_partition`]).
+    pub fn keep_with(&self, name: String, task: &Task, lean: Option<arrow_array::RecordBatch>) -> bool {
+        let bytes = task_bytes(task) + lean.as_ref().map_or(0, |b| b.get_array_memory_size() as u64);
         let mut h = self.held();
         if h.bytes + bytes > self.budget {
             h.refused += 1;
@@ -61,16 +70,24 @@ impl Resident {
             side: task.side.clone(),
             source_columns: task.source_columns,
         };
+        if let Some(lean) = lean {
+            h.lean.insert(name.clone(), lean);
+        }
         h.tasks.insert(name, copy);
         true
     }
 
+    /// The task kept under `name` and its lean form, out of the store (its bytes freed).
+    fn remove(h: &mut Held, name: &str) -> Option<(Task, Option<arrow_array::RecordBatch>)> {
+        let task = h.tasks.remove(name)?;
+        let lean = h.lean.remove(name);
+        h.bytes -= task_bytes(&task) + lean.as_ref().map_or(0, |b| b.get_array_memory_size() as u64);
+        Some((task, lean))
+    }
+
     /// The batch kept under `name`, given up by the store.
     pub fn take(&self, name: &str) -> Option<Task> {
-        let mut h = self.held();
-        let task = h.tasks.remove(name)?;
-        h.bytes -= task_bytes(&task);
-        Some(task)
+        Resident::remove(&mut self.held(), name).map(|(t, _)| t)
     }
 
     /// The batches kept under every one of `names`, in that order, when all of them were
@@ -81,11 +98,8 @@ impl Resident {
         let mut out = Vec::new();
         let mut whole = true;
         for name in names {
-            match h.tasks.remove(name) {
-                Some(t) => {
-                    h.bytes -= task_bytes(&t);
-                    out.push(t);
-                }
+            match Resident::remove(&mut h, name) {
+                Some((t, _)) => out.push(t),
                 None => whole = false,
             }
         }
@@ -93,9 +107,9 @@ impl Resident {
     }
 
     /// Every batch kept of the partition whose spill file names start `prefix` (`NNNNNNNN-`),
-    /// in name order (their sequence), given up by the store; none when one of its batches
-    /// was refused.
-    pub fn take_partition(&self, prefix: &str) -> Option<Vec<Task>> {
+    /// in name order (their sequence), each with its lean form where the spill kept one,
+    /// given up by the store; none when one of its batches was refused.
+    pub fn take_partition(&self, prefix: &str) -> Option<Vec<(Task, Option<arrow_array::RecordBatch>)>> {
         let mut h = self.held();
         if h.refused_partitions.contains(prefix.trim_end_matches('-')) {
             return None;
@@ -103,12 +117,7 @@ impl Resident {
         let mut names: Vec<String> = h.tasks.keys().filter(|n| n.starts_with(prefix)).cloned().collect();
         names.sort();
         let mut out = Vec::with_capacity(names.len());
-        for name in names {
-            if let Some(t) = h.tasks.remove(&name) {
-                h.bytes -= task_bytes(&t);
-                out.push(t);
-            }
-        }
+        out.extend(names.iter().filter_map(|name| Resident::remove(&mut h, name)));
         Some(out)
     }
 
@@ -161,7 +170,7 @@ mod tests {
         assert!(r.keep("00000002-0000000000.arrow".into(), &task(0, "x")));
         assert!(!r.keep("00000002-0000000001.arrow".into(), &task(1, "x")), "over the budget");
         let p1 = r.take_partition("00000001-").expect("partition 1 was kept whole");
-        assert_eq!(p1.iter().map(|t| t.meta.seq).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(p1.iter().map(|(t, _)| t.meta.seq).collect::<Vec<_>>(), [0, 1]);
         assert!(r.take_partition("00000002-").is_none(), "one of partition 2's batches was refused");
         assert_eq!(r.counts().0, 1, "partition 2's kept batch stays for the output");
     }

@@ -202,12 +202,19 @@ impl SpillDir {
         };
         let desc = serde_json::to_string(&desc).map_err(|e| werr(&self.path, e))?;
         let path = self.path.join(format!("{stem}.arrow"));
-        match &self.lean {
-            Some(lean) if task.source_columns => write_ipc(&path, &lean(&task.batch).map_err(|e| werr(&path, e))?, Some(desc))?,
-            _ => write_ipc(&path, &task.batch, Some(desc))?,
-        }
+        let lean = match &self.lean {
+            Some(lean) if task.source_columns => {
+                let lean = lean(&task.batch).map_err(|e| werr(&path, e))?;
+                write_ipc(&path, &lean, Some(desc))?;
+                Some(lean)
+            }
+            _ => {
+                write_ipc(&path, &task.batch, Some(desc))?;
+                None
+            }
+        };
         if let Some(r) = &self.resident {
-            r.keep(format!("{stem}.arrow"), task);
+            r.keep_with(format!("{stem}.arrow"), task, lean);
         }
         Ok(())
     }
